@@ -1,0 +1,40 @@
+/* Shared pieces of the vkattn command-line tool. */
+#ifndef VKATTN_CLI_H
+#define VKATTN_CLI_H
+
+#include "vkattn.h"
+
+#include <stdbool.h>
+
+/* Options every command that opens a device understands. */
+typedef struct cli_device_options {
+    const char *device;         /* --device, else $VKATTN_DEVICE */
+    bool validate;              /* --validate */
+    const char *pipeline_cache; /* --pipeline-cache PATH: loaded, then saved */
+    bool verbose;               /* -v: info messages too */
+} cli_device_options;
+
+/* Consumes argv[*i] (and its value) when it is a device option; returns 1 if
+ * consumed, 0 if not a device option, -1 on a missing value. */
+int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o);
+/* Help text for the options above. */
+extern const char cli_device_options_help[];
+
+/* Opens a context as the options say; prints the error and returns NULL on
+ * failure. */
+vkattn_context *cli_open(const cli_device_options *o);
+/* Saves the pipeline cache if asked, reports validation counts, destroys.
+ * Returns nonzero if validation reported anything. */
+int cli_close(vkattn_context *ctx, const cli_device_options *o);
+
+/* Prints "vkattn: <message>" to stderr. */
+void cli_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+int cli_info(int argc, char **argv);
+int cli_smoke(int argc, char **argv);
+
+#endif

@@ -1,0 +1,140 @@
+/* vkattn info: every Vulkan device with the capabilities vkattn uses. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char help[] =
+    "usage: vkattn info [--json] [--device SEL]\n"
+    "Lists every Vulkan device the loader finds with the capabilities vkattn uses,\n"
+    "and marks with '*' the one a context would choose (automatic, or --device /\n"
+    "$VKATTN_DEVICE). Exits 1 when there is no Vulkan device at all.\n"
+    "  --json   one JSON object per device\n";
+
+static const char *yn(bool b) { return b ? "yes" : "no"; }
+
+static const char *f16_path_name(const vkattn_device_info *d)
+{
+    return d->f16_path == VKATTN_F16_NATIVE ? "native (16-bit storage)"
+                                            : "packed (pairs of halves in 32-bit words)";
+}
+
+static void print_text(const vkattn_device_info *d, bool chosen)
+{
+    printf("%s %u: %s%s\n", chosen ? "*" : " ", d->index, d->name, chosen ? "   (chosen)" : "");
+    printf("    type %s, Vulkan %u.%u.%u, driver %s%s%s%s\n", vkattn_device_type_name(d->type),
+           VK_API_VERSION_MAJOR(d->api_version), VK_API_VERSION_MINOR(d->api_version),
+           VK_API_VERSION_PATCH(d->api_version), d->driver_name[0] ? d->driver_name : "?",
+           d->driver_info[0] ? " (" : "", d->driver_info, d->driver_info[0] ? ")" : "");
+    if (!d->supported) {
+        printf("    not usable: %s\n", d->unsupported_reason);
+        return;
+    }
+    printf("    subgroup size %u (range %u..%u), shuffle %s, arithmetic %s, size control %s\n",
+           d->subgroup_size, d->subgroup_size_min, d->subgroup_size_max, yn(d->subgroup_shuffle),
+           yn(d->subgroup_arithmetic), yn(d->subgroup_size_control));
+    printf("    shared memory %u B, workgroup up to %u invocations\n", d->max_shared_memory,
+           d->max_workgroup_invocations);
+    printf("    fp16 arithmetic %s, 16-bit storage %s -> f16 tensors: %s\n", yn(d->fp16_arithmetic),
+           yn(d->storage_16bit), f16_path_name(d));
+    printf("    max storage buffer range %llu B (%.0f MiB), texel buffer elements %llu\n",
+           (unsigned long long)d->max_storage_buffer_range,
+           (double)d->max_storage_buffer_range / (1 << 20),
+           (unsigned long long)d->max_texel_buffer_elements);
+    printf("    timestamps %s (period %.3g ns), memory %s, largest device heap %.1f GiB\n",
+           yn(d->timestamps), d->timestamp_period_ns,
+           d->unified_memory ? "unified (device-local is host-visible)" : "separate (staging)",
+           (double)d->device_local_bytes / (1 << 30));
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_json(const vkattn_device_info *d, bool chosen)
+{
+    printf("{\"index\": %u, \"name\": ", d->index);
+    json_string(d->name);
+    printf(", \"chosen\": %s, \"supported\": %s, \"type\": ", chosen ? "true" : "false",
+           d->supported ? "true" : "false");
+    json_string(vkattn_device_type_name(d->type));
+    printf(", \"driver\": ");
+    json_string(d->driver_name);
+    printf(", \"api_version\": \"%u.%u.%u\", \"subgroup_size\": %u, \"subgroup_shuffle\": %s, "
+           "\"shared_memory\": %u, \"fp16_arithmetic\": %s, \"storage_16bit\": %s, "
+           "\"f16_path\": \"%s\", \"max_storage_buffer_range\": %llu, "
+           "\"max_texel_buffer_elements\": %llu, \"timestamps\": %s}\n",
+           VK_API_VERSION_MAJOR(d->api_version), VK_API_VERSION_MINOR(d->api_version),
+           VK_API_VERSION_PATCH(d->api_version), d->subgroup_size,
+           d->subgroup_shuffle ? "true" : "false", d->max_shared_memory,
+           d->fp16_arithmetic ? "true" : "false", d->storage_16bit ? "true" : "false",
+           d->f16_path == VKATTN_F16_NATIVE ? "native" : "packed",
+           (unsigned long long)d->max_storage_buffer_range,
+           (unsigned long long)d->max_texel_buffer_elements, d->timestamps ? "true" : "false");
+}
+
+static void on_log(void *user, vkattn_log_level level, const char *message)
+{
+    (void)user;
+    if (level >= VKATTN_LOG_WARNING)
+        fprintf(stderr, "vkattn: %s\n", message);
+}
+
+int cli_info(int argc, char **argv)
+{
+    bool json = false;
+    const char *device = getenv("VKATTN_DEVICE");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            device = argv[++i];
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fputs(help, stdout);
+            return 0;
+        } else {
+            cli_error("info: unknown argument \"%s\"\n%s", argv[i], help);
+            return 2;
+        }
+    }
+    if (device && !*device)
+        device = NULL;
+    uint32_t count = 0, chosen = UINT32_MAX;
+    vkattn_result r = vkattn_list_devices(device, NULL, 0, &count, NULL, on_log, NULL);
+    if (r != VKATTN_SUCCESS || count == 0) {
+        cli_error("no Vulkan device found (%s). Install a Vulkan driver: on Debian, "
+                  "apt-get install mesa-vulkan-drivers gives the lavapipe CPU device.",
+                  vkattn_result_name(r));
+        return 1;
+    }
+    vkattn_device_info *infos = calloc(count, sizeof *infos);
+    if (!infos)
+        return 1;
+    r = vkattn_list_devices(device, infos, count, &count, &chosen, on_log, NULL);
+    if (r != VKATTN_SUCCESS) {
+        free(infos);
+        cli_error("listing devices failed: %s", vkattn_result_message(r));
+        return 1;
+    }
+    if (!json)
+        printf("vkattn %s: %u Vulkan device%s\n", vkattn_version_string(), count,
+               count == 1 ? "" : "s");
+    for (uint32_t i = 0; i < count; i++)
+        (json ? print_json : print_text)(&infos[i], i == chosen);
+    if (chosen == UINT32_MAX)
+        fprintf(stderr, "vkattn: no device matches %s%s%s\n", device ? "\"" : "",
+                device ? device : "the automatic choice", device ? "\"" : "");
+    free(infos);
+    return chosen == UINT32_MAX ? 1 : 0;
+}
