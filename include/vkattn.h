@@ -423,6 +423,132 @@ VKATTN_API vkattn_result vkattn_cmd_convert(vkattn_context *ctx, VkCommandBuffer
 /* Submit-and-wait form of vkattn_cmd_convert. */
 VKATTN_API vkattn_result vkattn_convert(vkattn_context *ctx, const vkattn_convert_args *args);
 
+/* ------------------------------------------------------ attention semantics
+ *
+ * Shapes: B batch, Hq query heads, Hkv key/value heads, Tq queries, Tk keys,
+ * D head dimension.
+ *     q   [B, Hq,  Tq, D]
+ *     k   [B, Hkv, Tk, D]
+ *     v   [B, Hkv, Tk, D]
+ *     out [B, Hq,  Tq, D]
+ * Strides are free, so [B, T, H, D] storage is passed as shape [B, H, T, D]
+ * with strides {T*H*D, D, H*D, 1} - no copies either way.
+ * GQA: Hq % Hkv == 0 and query head h reads key/value head h / (Hq / Hkv):
+ * Hkv == Hq is MHA, Hkv == 1 is MQA. K and V are never repeated.
+ * D is a multiple of 8 from 8 to 256.
+ *
+ * score(i, j) = scale * dot(q_i, k_j) + mask(i, j); scale 0 means 1/sqrt(D).
+ * out_i = sum_j softmax_j(score(i, .)) v_j over the visible keys j.
+ * Masks, all optional and combinable:
+ *   causal       key j is visible to query i iff j <= i + (Tk - Tq)
+ *                (bottom-right aligned, as a KV cache needs);
+ *   mask         additive float mask, rank 2 [Tq, Tk] (same for every batch and
+ *                head) or rank 4 [B or 1, Hq or 1, Tq, Tk]; -inf hides a key;
+ *   key_padding  [B, Tk] u8: 1 = real token, 0 = padding (hidden).
+ * A query row with no visible key (everything hidden or -inf) gives zeros in
+ * out and in the weights, never NaN.
+ * Attention weights (optional, f32): the softmax probabilities, rank 3
+ * [B, Tq, Tk] averaged over the Hq heads, or rank 4 [B, Hq, Tq, Tk] per head.
+ *
+ * ------------------------------------------------------------- MHA layer
+ *
+ * Input X [B, Tq, Dm]; keys/values come from C [B, Tk, Dkv] (C = X for
+ * self-attention, then Tk = Tq). Weights use the torch.nn.Linear layout
+ * [out_features, in_features], y = x W^T + b, so PyTorch weights load as is:
+ *     Wq [Hq*Dh, Dm]   Wk, Wv [Hkv*Dh, Dkv]   Wo [Dm, Hq*Dh]
+ *     Q = X Wq^T + bq, K = C Wk^T + bk, V = C Wv^T + bv (split into heads:
+ *     feature h*Dh + d of a row is head h, dimension d),
+ *     O = attention(Q, K, V) merged back to [B, Tq, Hq*Dh],
+ *     Y = O Wo^T + bo.
+ * A packed Wqkv [(Hq + 2*Hkv)*Dh, Dm] holds the rows of Wq, then Wk, then Wv
+ * (torch's in_proj_weight); it needs Dkv == Dm.
+ */
+
+typedef struct vkattn_mha_desc {
+    uint32_t embed_dim;    /* Dm, required */
+    uint32_t num_heads;    /* Hq, required */
+    uint32_t num_kv_heads; /* Hkv; 0: num_heads. Must divide num_heads. */
+    uint32_t head_dim;     /* Dh; 0: embed_dim / num_heads, which must divide exactly */
+    uint32_t kv_dim;       /* Dkv, the width of C; 0: embed_dim */
+    bool bias;             /* the four projections have biases */
+    vkattn_dtype dtype;    /* device storage of weights and activations: f32 (default) or f16 */
+} vkattn_mha_desc;
+
+/* Weights on the host, f32, torch.nn.Linear layout (see above). Give either
+ * wq, wk and wv, or wqkv; wo always. Biases (when desc.bias): bq, bk, bv or
+ * bqkv, and bo; NULL biases are zeros. */
+typedef struct vkattn_mha_weights {
+    const float *wq, *wk, *wv; /* [Hq*Dh, Dm], [Hkv*Dh, Dkv], [Hkv*Dh, Dkv] */
+    const float *wqkv;         /* [(Hq + 2*Hkv)*Dh, Dm] */
+    const float *wo;           /* [Dm, Hq*Dh] */
+    const float *bq, *bk, *bv; /* [Hq*Dh], [Hkv*Dh], [Hkv*Dh] */
+    const float *bqkv;         /* [(Hq + 2*Hkv)*Dh] */
+    const float *bo;           /* [Dm] */
+} vkattn_mha_weights;
+
+/* ------------------------------------------------------------ CPU reference
+ *
+ * Plain C implementations of every op with double accumulation and exactly
+ * the semantics above. They are what the tests and `vkattn ... --check`
+ * compare the GPU against, and are public so users can validate a device.
+ * Single-threaded, no Vulkan. Errors: the result code, and the message in
+ * `error` (may be NULL) of `error_size` bytes. Outputs are written only on
+ * success.
+ */
+
+/* A tensor in host memory: like vkattn_tensor, with a pointer instead of a
+ * buffer (strides in elements; all 0 means contiguous row-major). Float data
+ * may be f32 or f16 (uint16_t bits); masks u8. Inputs are only read. */
+typedef struct vkattn_host_tensor {
+    void *data;
+    vkattn_dtype dtype;
+    uint32_t rank;
+    int64_t shape[VKATTN_MAX_RANK];
+    int64_t strides[VKATTN_MAX_RANK];
+} vkattn_host_tensor;
+
+/* A contiguous row-major host tensor. */
+VKATTN_API vkattn_host_tensor vkattn_host_tensor_make(void *data, vkattn_dtype dtype,
+                                                      uint32_t rank, const int64_t *shape);
+
+/* Attention: see "attention semantics". Optional tensors have data NULL. */
+typedef struct vkattn_ref_attention_args {
+    vkattn_host_tensor q, k, v, out;
+    vkattn_host_tensor mask;        /* optional */
+    vkattn_host_tensor key_padding; /* optional */
+    vkattn_host_tensor weights;     /* optional, f32 */
+    bool causal;
+    float scale; /* 0: 1/sqrt(D) */
+} vkattn_ref_attention_args;
+
+VKATTN_API vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args,
+                                              char *error, size_t error_size);
+
+/* y = x W^T + b: x [M, K] or [B, T, K]; w [N, K]; b [N] (optional);
+ * y [M, N] or [B, T, N]. */
+typedef struct vkattn_ref_linear_args {
+    vkattn_host_tensor x, w, b, y;
+} vkattn_ref_linear_args;
+
+VKATTN_API vkattn_result vkattn_ref_linear(const vkattn_ref_linear_args *args, char *error,
+                                           size_t error_size);
+
+/* A whole MHA layer: see "MHA layer". x [B, Tq, Dm]; kv [B, Tk, Dkv]
+ * (optional: data NULL means self-attention); y [B, Tq, Dm]; masks and
+ * weights as for attention. All f32. */
+typedef struct vkattn_ref_mha_args {
+    vkattn_host_tensor x, kv, y;
+    vkattn_host_tensor mask;        /* optional */
+    vkattn_host_tensor key_padding; /* optional */
+    vkattn_host_tensor weights;     /* optional */
+    bool causal;
+} vkattn_ref_mha_args;
+
+VKATTN_API vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc,
+                                        const vkattn_mha_weights *weights,
+                                        const vkattn_ref_mha_args *args, char *error,
+                                        size_t error_size);
+
 /* ----------------------------------------------------------------- timers */
 
 /* GPU timestamps around recorded work. A timer holds `intervals` independent

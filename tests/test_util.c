@@ -1,0 +1,147 @@
+#include "test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <dlfcn.h>
+
+/* LeakSanitizer reports the Vulkan drivers' and layers' own leftovers, but
+ * the loader unloads those libraries before it looks, so it cannot name them
+ * and tests/lsan.supp cannot suppress them. Loading them once more with
+ * RTLD_NODELETE keeps them mapped and nameable. Our own leaks stay visible:
+ * the library's host memory also goes through the counting allocator. */
+static void pin_vulkan_libraries(void)
+{
+    static const char *const libs[] = {
+        "libvulkan_lvp.so", "/usr/lib/chromium/libvk_swiftshader.so",
+        "libVkLayer_khronos_validation.so", "libVkLayer_MESA_device_select.so",
+    };
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+        dlopen(libs[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+}
+#else
+static void pin_vulkan_libraries(void) {}
+#endif
+
+static void *counting_allocate(void *user, size_t size, size_t alignment)
+{
+    test_gpu *g = user;
+    void *p = NULL;
+    if (alignment < sizeof(void *))
+        alignment = sizeof(void *);
+    if (posix_memalign(&p, alignment, size ? size : 1) != 0)
+        return NULL;
+    g->live_allocations++;
+    g->total_allocations++;
+    return p;
+}
+
+static void counting_free(void *user, void *memory)
+{
+    test_gpu *g = user;
+    if (!memory)
+        return;
+    g->live_allocations--;
+    free(memory);
+}
+
+static void on_log(void *user, vkattn_log_level level, const char *message)
+{
+    (void)user;
+    if (level >= VKATTN_LOG_WARNING)
+        fprintf(stderr, "[vkattn %s] %s\n", level == VKATTN_LOG_ERROR ? "error" : "warning", message);
+}
+
+test_gpu *test_gpu_open(uint32_t extra_flags)
+{
+    pin_vulkan_libraries();
+    test_gpu *g = calloc(1, sizeof *g);
+    assert_non_null(g);
+    const char *impl = getenv("VKATTN_TEST_IMPL");
+    snprintf(g->impl, sizeof g->impl, "%s", impl ? impl : "default");
+    g->allocator = (vkattn_allocator){counting_allocate, counting_free, g};
+    vkattn_context_desc desc = {0};
+    desc.device = getenv("VKATTN_DEVICE");
+    if (desc.device && !*desc.device)
+        desc.device = NULL;
+    desc.flags = VKATTN_CONTEXT_VALIDATION | extra_flags;
+    desc.log = on_log;
+    desc.allocator = &g->allocator;
+    vkattn_result r = vkattn_context_create(&desc, &g->ctx);
+    if (r != VKATTN_SUCCESS)
+        fail_msg("vkattn_context_create on %s: %s", g->impl, vkattn_result_name(r));
+    return g;
+}
+
+void test_assert_no_validation_messages(vkattn_context *ctx)
+{
+    uint32_t errors = 99, warnings = 99;
+    vkattn_context_validation_counts(ctx, &errors, &warnings);
+    if (errors || warnings)
+        fail_msg("validation layer reported %u errors and %u warnings", errors, warnings);
+}
+
+void test_gpu_close(test_gpu *g)
+{
+    if (!g)
+        return;
+    test_assert_no_validation_messages(g->ctx);
+    vkattn_context_destroy(g->ctx);
+    long live = g->live_allocations;
+    free(g);
+    if (live != 0)
+        fail_msg("%ld host allocations leaked by the context", live);
+}
+
+int test_gpu_setup(void **state)
+{
+    *state = test_gpu_open(0);
+    return 0;
+}
+
+int test_gpu_teardown(void **state)
+{
+    test_gpu_close(*state);
+    return 0;
+}
+
+test_rng test_rng_seed(uint64_t seed)
+{
+    test_rng r = {seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull};
+    if (!r.s)
+        r.s = 1;
+    return r;
+}
+
+static uint64_t next(test_rng *r)
+{
+    r->s ^= r->s << 13;
+    r->s ^= r->s >> 7;
+    r->s ^= r->s << 17;
+    return r->s;
+}
+
+float test_rng_uniform(test_rng *r, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((next(r) >> 40) * (1.0 / 16777216.0));
+}
+
+uint32_t test_rng_below(test_rng *r, uint32_t n) { return (uint32_t)(next(r) % n); }
+
+void test_fill_uniform(test_rng *r, float *dst, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = test_rng_uniform(r, lo, hi);
+}
+
+vkattn_buffer *test_buffer_with(vkattn_context *ctx, const void *data, uint64_t bytes)
+{
+    vkattn_buffer *b = NULL;
+    vkattn_buffer_desc d = {.size = bytes};
+    TEST_OK(ctx, vkattn_buffer_create(ctx, &d, &b));
+    if (data)
+        TEST_OK(ctx, vkattn_buffer_upload(b, 0, data, bytes));
+    return b;
+}

@@ -1,0 +1,69 @@
+/* Shared test scaffolding: a context on the device under test with the
+ * validation layer on, a counting host allocator, seeded random data. */
+#ifndef VKATTN_TEST_UTIL_H
+#define VKATTN_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "vkattn.h"
+
+typedef struct test_gpu {
+    vkattn_context *ctx;
+    vkattn_allocator allocator;
+    long live_allocations; /* host allocations not yet freed */
+    long total_allocations;
+    char impl[32];         /* VKATTN_TEST_IMPL: lavapipe, swiftshader, default */
+} test_gpu;
+
+/* Opens a context on the device under test (VK_ICD_FILENAMES is set per
+ * implementation by ctest; VKATTN_DEVICE may narrow it) with validation and
+ * `extra_flags`. Fails the test if that is impossible. */
+test_gpu *test_gpu_open(uint32_t extra_flags);
+/* Destroys the context, then asserts: zero validation errors and warnings,
+ * every host allocation freed. */
+void test_gpu_close(test_gpu *g);
+
+/* cmocka group setup/teardown storing a test_gpu in *state. */
+int test_gpu_setup(void **state);
+int test_gpu_teardown(void **state);
+
+/* Asserts the context saw no validation message so far. */
+void test_assert_no_validation_messages(vkattn_context *ctx);
+
+/* Deterministic pseudo-random numbers (xorshift), uniform in [lo, hi). */
+typedef struct test_rng {
+    uint64_t s;
+} test_rng;
+test_rng test_rng_seed(uint64_t seed);
+float test_rng_uniform(test_rng *r, float lo, float hi);
+uint32_t test_rng_below(test_rng *r, uint32_t n);
+void test_fill_uniform(test_rng *r, float *dst, size_t n, float lo, float hi);
+
+/* A device buffer holding `bytes` bytes of `data` (asserts success). */
+vkattn_buffer *test_buffer_with(vkattn_context *ctx, const void *data, uint64_t bytes);
+/* Asserts r == VKATTN_SUCCESS, printing the context's last error if not. */
+#define TEST_OK(ctx, expr)                                                                 \
+    do {                                                                                   \
+        vkattn_result test_r_ = (expr);                                                    \
+        if (test_r_ != VKATTN_SUCCESS)                                                     \
+            fail_msg("%s -> %s: %s", #expr, vkattn_result_name(test_r_),                   \
+                     vkattn_context_last_error(ctx));                                      \
+    } while (0)
+/* Asserts `expr` returns `code` and the last error mentions `needle`. */
+#define TEST_FAILS(ctx, code, needle, expr)                                                \
+    do {                                                                                   \
+        vkattn_result test_r_ = (expr);                                                    \
+        if (test_r_ != (code))                                                             \
+            fail_msg("%s -> %s, expected %s (%s)", #expr, vkattn_result_name(test_r_),     \
+                     vkattn_result_name(code), vkattn_context_last_error(ctx));            \
+        if (!strstr(vkattn_context_last_error(ctx), (needle)))                             \
+            fail_msg("%s: message \"%s\" does not mention \"%s\"", #expr,                  \
+                     vkattn_context_last_error(ctx), (needle));                            \
+    } while (0)
+
+#endif

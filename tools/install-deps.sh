@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs, with apt-get, the Debian 12 packages vkattn needs that are missing.
+# Already complete: does nothing. Not root and something missing: prints the
+# exact command to run and exits 1.
+set -euo pipefail
+
+packages=(
+  build-essential        # C compiler, make
+  cmake                  # build system (3.25 on Debian 12)
+  pkg-config             # finds cmocka; vkattn.pc for consumers
+  libvulkan-dev          # Vulkan loader and headers
+  mesa-vulkan-drivers    # lavapipe: Mesa's CPU Vulkan driver
+  chromium-common        # SwiftShader: Google's CPU Vulkan driver (/usr/lib/chromium)
+  vulkan-validationlayers  # VK_LAYER_KHRONOS_validation, on in every test
+  glslang-tools          # glslangValidator: GLSL -> SPIR-V at build time
+  spirv-tools            # spirv-val: checks every SPIR-V module at build time
+  libcmocka-dev          # unit tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [[ $(id -u) -ne 0 ]]; then
+  echo "vkattn needs these Debian packages: ${missing[*]}" >&2
+  echo "Run as root:  apt-get update && $cmd" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
