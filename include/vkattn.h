@@ -206,6 +206,14 @@ typedef struct vkattn_device_info {
     bool timestamps;              /* the compute queue can write timestamps */
     float timestamp_period_ns;
     uint32_t push_constant_bytes; /* maxPushConstantsSize */
+    /* Kernel choice for this device: inputs read through uniform texel
+     * buffers (vectorised gathers on CPU drivers, the texture cache on GPUs)
+     * rather than storage buffers; and the subgroup kernels (operands shared
+     * between invocations with subgroupShuffle, no shared memory: fastest on
+     * CPU drivers) rather than shared-memory tiles (GPUs, and devices without
+     * shuffles). Both paths compute the same results. */
+    bool texel_inputs;
+    bool subgroup_kernels;
     /* false when vkattn cannot run on the device; `unsupported_reason` says why. */
     bool supported;
     char unsupported_reason[128];
@@ -239,6 +247,13 @@ enum {
     /* Move data through a staging buffer even when device memory is
      * host-visible (as on discrete GPUs). For tests of that path. */
     VKATTN_CONTEXT_FORCE_STAGING = 1u << 1,
+    /* Kernel variants are chosen per device (see vkattn_device_info and
+     * `vkattn info`); these two take choices away, to test the other paths
+     * or to work around a driver problem: */
+    /* Never read inputs through uniform texel buffers (storage buffers only). */
+    VKATTN_CONTEXT_NO_TEXEL_BUFFERS = 1u << 2,
+    /* Never use the subgroup-shuffle kernels (shared-memory tiles instead). */
+    VKATTN_CONTEXT_NO_SUBGROUP_KERNELS = 1u << 3,
 };
 
 /* The host's Vulkan objects, borrowed: never destroyed by vkattn; they must

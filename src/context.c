@@ -360,6 +360,10 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
     vkattn_result r = desc->borrow ? open_borrowed(ctx, desc->borrow) : open_standalone(ctx, desc);
     if (r == VKATTN_SUCCESS && desc->borrow && (desc->flags & VKATTN_CONTEXT_VALIDATION))
         r = vkattn_messenger_attach(ctx);
+    if (desc->flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS)
+        ctx->info.texel_inputs = false;
+    if (desc->flags & VKATTN_CONTEXT_NO_SUBGROUP_KERNELS)
+        ctx->info.subgroup_kernels = false;
     if (r == VKATTN_SUCCESS)
         r = choose_memory(ctx);
     if (r == VKATTN_SUCCESS)
@@ -372,10 +376,13 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
         vkattn_context_destroy(ctx);
         return r;
     }
-    vkattn_log(ctx, VKATTN_LOG_INFO, "vkattn %s on \"%s\" (%s, subgroup %u, f16 %s)",
+    vkattn_log(ctx, VKATTN_LOG_INFO,
+               "vkattn %s on \"%s\" (%s, subgroup %u, f16 %s, %s inputs, %s kernels)",
                vkattn_version_string(), ctx->info.name, vkattn_device_type_name(ctx->info.type),
                ctx->info.subgroup_size,
-               ctx->info.f16_path == VKATTN_F16_NATIVE ? "16-bit storage" : "packed in 32-bit");
+               ctx->info.f16_path == VKATTN_F16_NATIVE ? "16-bit storage" : "packed in 32-bit",
+               ctx->info.texel_inputs ? "texel-buffer" : "storage-buffer",
+               ctx->info.subgroup_kernels ? "subgroup" : "shared-memory");
     *out = ctx;
     return VKATTN_SUCCESS;
 }
@@ -389,6 +396,7 @@ void vkattn_context_destroy(vkattn_context *ctx)
          * busy with the host's work, which is none of our business. */
         if (ctx->fence && ctx->recording)
             ctx->vk.vkEndCommandBuffer(ctx->command_buffer);
+        vkattn_buffer_destroy(ctx->dummy);
         vkattn_descriptors_destroy(ctx);
         vkattn_pipelines_destroy(ctx);
         vkattn_staging_destroy(ctx);

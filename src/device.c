@@ -141,6 +141,17 @@ void vkattn_device_query(const vkattn_vk_table *vk, VkPhysicalDevice pd, uint32_
                                           VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     info->unified_memory = vkattn_find_memory_type(&mp, ~0u, unified, 0) != UINT32_MAX;
 
+    /* Texel-buffer inputs need rgba32f and rgba16f uniform texel buffers. */
+    VkFormatProperties f32p, f16p;
+    vk->vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_SFLOAT, &f32p);
+    vk->vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R16G16B16A16_SFLOAT, &f16p);
+    info->texel_inputs = (f32p.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
+                         (f16p.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);
+    /* Subgroup kernels where they measured fastest (CPU drivers: shared
+     * memory is plain memory there, shuffles are register moves). */
+    info->subgroup_kernels = info->subgroup_shuffle && info->subgroup_arithmetic &&
+                             info->type == VKATTN_DEVICE_TYPE_CPU;
+
     uint32_t ts_bits = 0;
     uint32_t family = vkattn_device_compute_family(vk, pd, &ts_bits);
     info->timestamps = family != UINT32_MAX && ts_bits > 0 && l->timestampPeriod > 0;

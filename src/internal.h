@@ -63,6 +63,9 @@ struct vkattn_context {
     void *staging_map;
     uint64_t staging_size;
 
+    /* A small buffer bound where a kernel's optional input is absent. */
+    vkattn_buffer *dummy;
+
     char last_error[VKATTN_ERROR_MAX];
 };
 
@@ -177,6 +180,18 @@ vkattn_result vkattn_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
 vkattn_result vkattn_bind_window(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
                                  uint64_t bytes, size_t element_size, vkattn_binding *out,
                                  uint32_t *first_element);
+
+/* Like vkattn_bind_window, for a uniform texel buffer of `format`
+ * (VK_FORMAT_R32G32B32A32_SFLOAT for f32 data, R16G16B16A16_SFLOAT for f16):
+ * `*first_element` counts scalar elements from the view's start. Fails with
+ * VKATTN_ERROR_UNSUPPORTED when the window exceeds maxTexelBufferElements or
+ * `offset` does not fall on a texel (callers then use storage bindings). */
+vkattn_result vkattn_bind_texel_window(vkattn_context *ctx, const vkattn_buffer *buffer,
+                                       uint64_t offset, uint64_t bytes, vkattn_dtype dtype,
+                                       vkattn_binding *out, uint32_t *first_element);
+/* A binding of the context's small dummy buffer, for an absent optional input
+ * (`format` VK_FORMAT_UNDEFINED for a storage binding). */
+vkattn_result vkattn_bind_dummy(vkattn_context *ctx, VkFormat format, vkattn_binding *out);
 
 /* How a dtype is stored for the kernels on this device (the variant to pick). */
 enum { VKATTN_STORAGE_F32 = 0, VKATTN_STORAGE_F16 = 1, VKATTN_STORAGE_F16P = 2 };

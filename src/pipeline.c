@@ -380,3 +380,51 @@ uint32_t vkattn_storage_kind(const vkattn_context *ctx, vkattn_dtype dtype)
         return VKATTN_STORAGE_F32;
     return ctx->info.f16_path == VKATTN_F16_NATIVE ? VKATTN_STORAGE_F16 : VKATTN_STORAGE_F16P;
 }
+
+vkattn_result vkattn_bind_texel_window(vkattn_context *ctx, const vkattn_buffer *buffer,
+                                       uint64_t offset, uint64_t bytes, vkattn_dtype dtype,
+                                       vkattn_binding *out, uint32_t *first_element)
+{
+    size_t esize = vkattn_dtype_size(dtype);
+    uint64_t texel = 4 * esize;
+    uint64_t align = ctx->info.min_texel_buffer_offset_alignment;
+    if (align < texel)
+        align = texel;
+    if (dtype == VKATTN_DTYPE_U8 || !esize)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "no texel format for dtype %d", (int)dtype);
+    uint64_t start = vkattn_align_down(offset, align);
+    if ((offset - start) % texel)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                           "offset %llu is not on a %llu-byte texel", (unsigned long long)offset,
+                           (unsigned long long)texel);
+    uint64_t range = vkattn_align_up(offset - start + bytes, texel);
+    if (range > buffer->vk_size - start)
+        range = vkattn_align_down(buffer->vk_size - start, texel);
+    if (range / texel > ctx->info.max_texel_buffer_elements)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                           "a texel binding of %llu texels exceeds maxTexelBufferElements %llu",
+                           (unsigned long long)(range / texel),
+                           (unsigned long long)ctx->info.max_texel_buffer_elements);
+    out->buffer = buffer;
+    out->offset = start;
+    out->range = range;
+    out->format = dtype == VKATTN_DTYPE_F16 ? VK_FORMAT_R16G16B16A16_SFLOAT
+                                            : VK_FORMAT_R32G32B32A32_SFLOAT;
+    *first_element = (uint32_t)((offset - start) / esize);
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_bind_dummy(vkattn_context *ctx, VkFormat format, vkattn_binding *out)
+{
+    if (!ctx->dummy) {
+        vkattn_buffer_desc d = {.size = 256};
+        vkattn_result r = vkattn_buffer_create(ctx, &d, &ctx->dummy);
+        if (r != VKATTN_SUCCESS)
+            return r;
+    }
+    out->buffer = ctx->dummy;
+    out->offset = 0;
+    out->range = 256;
+    out->format = format;
+    return VKATTN_SUCCESS;
+}

@@ -38,6 +38,9 @@ static void print_text(const vkattn_device_info *d, bool chosen)
            d->max_workgroup_invocations);
     printf("    fp16 arithmetic %s, 16-bit storage %s -> f16 tensors: %s\n", yn(d->fp16_arithmetic),
            yn(d->storage_16bit), f16_path_name(d));
+    printf("    kernels: %s, inputs through %s\n",
+           d->subgroup_kernels ? "subgroup (shuffles, no shared memory)" : "shared-memory tiles",
+           d->texel_inputs ? "uniform texel buffers" : "storage buffers");
     printf("    max storage buffer range %llu B (%.0f MiB), texel buffer elements %llu\n",
            (unsigned long long)d->max_storage_buffer_range,
            (double)d->max_storage_buffer_range / (1 << 20),
@@ -73,13 +76,15 @@ static void print_json(const vkattn_device_info *d, bool chosen)
     json_string(d->driver_name);
     printf(", \"api_version\": \"%u.%u.%u\", \"subgroup_size\": %u, \"subgroup_shuffle\": %s, "
            "\"shared_memory\": %u, \"fp16_arithmetic\": %s, \"storage_16bit\": %s, "
-           "\"f16_path\": \"%s\", \"max_storage_buffer_range\": %llu, "
+           "\"f16_path\": \"%s\", \"kernels\": \"%s\", \"inputs\": \"%s\", "
+           "\"max_storage_buffer_range\": %llu, "
            "\"max_texel_buffer_elements\": %llu, \"timestamps\": %s}\n",
            VK_API_VERSION_MAJOR(d->api_version), VK_API_VERSION_MINOR(d->api_version),
            VK_API_VERSION_PATCH(d->api_version), d->subgroup_size,
            d->subgroup_shuffle ? "true" : "false", d->max_shared_memory,
            d->fp16_arithmetic ? "true" : "false", d->storage_16bit ? "true" : "false",
            d->f16_path == VKATTN_F16_NATIVE ? "native" : "packed",
+           d->subgroup_kernels ? "subgroup" : "shared", d->texel_inputs ? "texel" : "storage",
            (unsigned long long)d->max_storage_buffer_range,
            (unsigned long long)d->max_texel_buffer_elements, d->timestamps ? "true" : "false");
 }
