@@ -501,6 +501,98 @@ typedef struct vkattn_mha_weights {
     const float *bo;           /* [Dm] */
 } vkattn_mha_weights;
 
+/* ------------------------------------------------------------------ linear */
+
+/* y = x W^T + b (torch.nn.Linear). x [M, K] or [B, T, K]; w [N, K];
+ * b [N] (optional: buffer NULL); y [M, N] or [B, T, N] (x's leading shape).
+ * dtypes: x and y f32 or f16 (the same); w and b f32 or f16 (the same);
+ * accumulation is fp32. The last dimension of every tensor must be contiguous
+ * (stride 1); other strides are free. Offsets: multiples of 16 bytes. */
+typedef struct vkattn_linear_args {
+    vkattn_tensor x, w, b, y;
+} vkattn_linear_args;
+
+VKATTN_API vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
+                                           const vkattn_linear_args *args);
+/* Submit-and-wait form. */
+VKATTN_API vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args);
+
+/* --------------------------------------------------------------- attention */
+
+/* Attention on tensors: see "attention semantics" above for shapes, GQA and
+ * masks. Tiled (FlashAttention-2): the Tq x Tk score matrix is never stored.
+ * q and out share a dtype, k and v share a dtype (f32 or f16 each); mask f32
+ * or f16; key_padding u8; weights f32. The last dimension of q, k, v and out
+ * must be contiguous (stride 1), their other strides multiples of 4, their
+ * offsets multiples of 16 bytes. out must not overlap the inputs. Attention
+ * weights, when asked for, come from a separate, slower kernel; without them
+ * the fast path runs alone. */
+typedef struct vkattn_attention_args {
+    vkattn_tensor q, k, v, out;
+    vkattn_tensor mask;        /* optional (buffer NULL) */
+    vkattn_tensor key_padding; /* optional (buffer NULL) */
+    vkattn_tensor weights;     /* optional (buffer NULL) */
+    bool causal;
+    float scale; /* 0: 1/sqrt(D) */
+} vkattn_attention_args;
+
+VKATTN_API vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
+                                              const vkattn_attention_args *args);
+/* Submit-and-wait form. */
+VKATTN_API vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_attention_args *args);
+
+/* --------------------------------------------------------------- MHA layer */
+
+/* One attention layer with its weights on the device (see "MHA layer"). The
+ * forward pass is 3-4 dispatches: the Q/K/V projection (one packed GEMM for
+ * self-attention, whose epilogue writes Q, K and V head-split), attention
+ * (whose store merges the heads), and the output projection. */
+typedef struct vkattn_mha vkattn_mha;
+
+VKATTN_API vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc,
+                                           vkattn_mha **out);
+VKATTN_API void vkattn_mha_destroy(vkattn_mha *mha);
+/* The resolved configuration (defaults filled in). */
+VKATTN_API const vkattn_mha_desc *vkattn_mha_config(const vkattn_mha *mha);
+/* Uploads the weights (host f32, converted to the layer's dtype).
+ * Synchronous; must not run while a recorded forward of this layer is pending. */
+VKATTN_API vkattn_result vkattn_mha_set_weights(vkattn_mha *mha, const vkattn_mha_weights *w);
+
+/* x [B, Tq, Dm]; kv [B, Tk, Dkv] for cross-attention (buffer NULL: self-
+ * attention, C = x); y [B, Tq, Dm]; all in the layer's dtype, last dimension
+ * contiguous. Masks and weights as for vkattn_attention_args (the mask's
+ * head dimension is Hq). */
+typedef struct vkattn_mha_forward_args {
+    vkattn_tensor x;
+    vkattn_tensor kv;          /* optional */
+    vkattn_tensor y;
+    vkattn_tensor mask;        /* optional */
+    vkattn_tensor key_padding; /* optional */
+    vkattn_tensor weights;     /* optional, f32 */
+    bool causal;
+    /* Scratch for the intermediate Q, K, V and O (vkattn_mha_scratch_size
+     * bytes from scratch_offset, a multiple of 256). NULL: the layer's own
+     * scratch, which vkattn_mha_forward grows as needed but
+     * vkattn_cmd_mha_forward never reallocates (reserve it first). */
+    vkattn_buffer *scratch;
+    uint64_t scratch_offset;
+} vkattn_mha_forward_args;
+
+/* Bytes of scratch a forward with these sizes needs. */
+VKATTN_API vkattn_result vkattn_mha_scratch_size(vkattn_mha *mha, uint32_t batch, uint32_t q_len,
+                                                 uint32_t kv_len, uint64_t *bytes);
+/* Makes the layer's own scratch large enough for these sizes (synchronous). */
+VKATTN_API vkattn_result vkattn_mha_reserve(vkattn_mha *mha, uint32_t batch, uint32_t q_len,
+                                            uint32_t kv_len);
+/* Records the forward pass. Without args->scratch the layer's own scratch
+ * must already be large enough (VKATTN_ERROR_OUT_OF_RANGE otherwise), and two
+ * recorded forwards of one layer without caller scratch must not execute at
+ * the same time. */
+VKATTN_API vkattn_result vkattn_cmd_mha_forward(vkattn_mha *mha, VkCommandBuffer cmd,
+                                                const vkattn_mha_forward_args *args);
+/* Submit-and-wait form. */
+VKATTN_API vkattn_result vkattn_mha_forward(vkattn_mha *mha, const vkattn_mha_forward_args *args);
+
 /* ------------------------------------------------------------ CPU reference
  *
  * Plain C implementations of every op with double accumulation and exactly

@@ -148,6 +148,10 @@ typedef struct vkattn_kernel {
     uint32_t binding_count;
     vkattn_binding_kind bindings[VKATTN_MAX_BINDINGS];
     uint32_t push_size; /* bytes of push constants */
+    /* The kernel relies on gl_SubgroupSize == vkattn_device_info.subgroup_size
+     * and on full subgroups (its workgroup size is a multiple of it): where the
+     * device has subgroup size control, the pipeline requires exactly that. */
+    bool full_subgroups;
 } vkattn_kernel;
 
 /* A bound range of a buffer. For texel bindings `format` is the view format

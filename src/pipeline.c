@@ -302,11 +302,18 @@ vkattn_result vkattn_pipeline_get(vkattn_context *ctx, const vkattn_kernel *kern
         vkattn_free(ctx, p);
         return vkattn_fail_vk(ctx, vr, "vkCreateShaderModule");
     }
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+        .requiredSubgroupSize = ctx->info.subgroup_size,
+    };
+    bool pin_subgroups = kernel->full_subgroups && ctx->info.subgroup_size_control;
     VkComputePipelineCreateInfo cpi = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage =
             {
                 .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .pNext = pin_subgroups ? &required : NULL,
+                .flags = pin_subgroups ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = module,
                 .pName = "main",

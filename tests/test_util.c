@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,4 +145,40 @@ vkattn_buffer *test_buffer_with(vkattn_context *ctx, const void *data, uint64_t 
     if (data)
         TEST_OK(ctx, vkattn_buffer_upload(b, 0, data, bytes));
     return b;
+}
+
+test_error test_compare(const float *got, const float *want, size_t n)
+{
+    test_error e = {0};
+    double max_want = 0, sum_err2 = 0, sum_want2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double w = want[i], g = got[i];
+        if (!isfinite(g) && isfinite(w)) {
+            e.nonfinite++;
+            continue;
+        }
+        double d = fabs(g - w);
+        if (d > e.max_abs) {
+            e.max_abs = d;
+            e.worst = i;
+        }
+        if (fabs(w) > max_want)
+            max_want = fabs(w);
+        sum_err2 += d * d;
+        sum_want2 += w * w;
+    }
+    e.max_rel = e.max_abs / (max_want > 1e-30 ? max_want : 1e-30);
+    e.nmse = sum_want2 > 0 ? sum_err2 / sum_want2 : sum_err2;
+    if (e.nonfinite)
+        e.max_rel = e.nmse = INFINITY;
+    return e;
+}
+
+void test_assert_close(const float *got, const float *want, size_t n, double tol, const char *what)
+{
+    test_error e = test_compare(got, want, n);
+    if (e.nonfinite || !(e.max_rel <= tol))
+        fail_msg("%s: max_rel %.3g (tolerance %.3g), nmse %.3g, %zu non-finite; worst at %zu: "
+                 "got %.9g, want %.9g",
+                 what, e.max_rel, tol, e.nmse, e.nonfinite, e.worst, got[e.worst], want[e.worst]);
 }

@@ -44,6 +44,25 @@ float test_rng_uniform(test_rng *r, float lo, float hi);
 uint32_t test_rng_below(test_rng *r, uint32_t n);
 void test_fill_uniform(test_rng *r, float *dst, size_t n, float lo, float hi);
 
+/* GPU-vs-reference comparison. max_rel = max|got - want| / max|want| (the
+ * largest error relative to the largest reference magnitude, so rows of tiny
+ * values do not explode it); nmse = sum (got - want)^2 / sum want^2. NaN or
+ * inf in `got` (where `want` is finite) makes both infinite. */
+typedef struct test_error {
+    double max_rel;
+    double nmse;
+    double max_abs;
+    size_t worst; /* index of the largest absolute error */
+    size_t nonfinite;
+} test_error;
+test_error test_compare(const float *got, const float *want, size_t n);
+/* Tolerances on max_rel per storage dtype (fp32 accumulation always). */
+#define TEST_TOL_F32 2e-4
+#define TEST_TOL_F16 1.5e-2
+/* Fails the test with `what` and the figures when max_rel > tol or any
+ * value is not finite. */
+void test_assert_close(const float *got, const float *want, size_t n, double tol, const char *what);
+
 /* A device buffer holding `bytes` bytes of `data` (asserts success). */
 vkattn_buffer *test_buffer_with(vkattn_context *ctx, const void *data, uint64_t bytes);
 /* Asserts r == VKATTN_SUCCESS, printing the context's last error if not. */
