@@ -1,0 +1,118 @@
+// Linear op for few rows (decode): Y = X W^T + b with the head-split store of
+// linear_io.glsl, for at most MR rows of X. Bandwidth-bound on W, which is
+// read exactly once: a team of LANES invocations owns NR consecutive output
+// columns (W rows); its lanes split K (lane l takes vec4 number l, l + LANES,
+// ...) for all MR rows, then the partial sums are reduced:
+//   GEMV_SUBGROUP 1: the team is one subgroup, reduced with subgroupAdd;
+//   GEMV_SUBGROUP 0: the team is the workgroup, reduced in shared memory
+//                    (WORKGROUP_SIZE a power of two).
+// Rows past the end are clamped to the last row (computed, never stored).
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#if GEMV_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#include "linear_io.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u;
+layout(constant_id = 1) const uint SUBGROUP_SIZE = 8u; // == gl_SubgroupSize (subgroup variant)
+layout(constant_id = 2) const uint MR = 1u;     // rows of X (1, 2, 4 or 8)
+layout(constant_id = 3) const uint NR = 4u;     // columns per team, even
+layout(constant_id = 4) const uint UNROLL = 4u; // vec4 steps per lane per loop trip
+
+#if GEMV_SUBGROUP
+const uint LANES = SUBGROUP_SIZE;
+#else
+const uint LANES = WORKGROUP_SIZE;
+shared float partial[MR * NR * WORKGROUP_SIZE];
+#endif
+
+void main() {
+#if GEMV_SUBGROUP
+    uint lane = gl_SubgroupInvocationID;
+    uint team = gl_WorkGroupID.x * (WORKGROUP_SIZE / SUBGROUP_SIZE) + gl_SubgroupID;
+#else
+    uint lane = gl_LocalInvocationID.x;
+    uint team = gl_WorkGroupID.x;
+#endif
+    uint n_first = pc.n0 + team * NR;
+
+    uint xr[MR];
+    [[unroll]] for (uint r = 0u; r < MR; r++)
+        xr[r] = x_row(min(pc.m0 + r, pc.m_end - 1u));
+    uint wr[NR];
+    [[unroll]] for (uint j = 0u; j < NR; j++)
+        wr[j] = w_row(min(n_first + j, pc.n_end - 1u));
+
+    float acc[MR * NR];
+    [[unroll]] for (uint i = 0u; i < MR * NR; i++)
+        acc[i] = 0.0;
+
+    uint k4 = (pc.K + 3u) / 4u;
+    uint q0 = 0u;
+    // Whole trips without bounds checks, unrolled (loop control is costly on
+    // CPU drivers), then the remainder one step at a time.
+    for (; q0 + LANES * UNROLL <= k4; q0 += LANES * UNROLL) {
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            uint k = (q0 + u * LANES + lane) * 4u;
+            vec4 wv[NR];
+            [[unroll]] for (uint j = 0u; j < NR; j++)
+                wv[j] = w_fetch4(wr[j] + k, k);
+            [[unroll]] for (uint r = 0u; r < MR; r++) {
+                vec4 xv = x_fetch4(xr[r] + k, k);
+                [[unroll]] for (uint j = 0u; j < NR; j++) {
+                    float s = acc[r * NR + j];
+                    s = fma(xv.x, wv[j].x, s);
+                    s = fma(xv.y, wv[j].y, s);
+                    s = fma(xv.z, wv[j].z, s);
+                    s = fma(xv.w, wv[j].w, s);
+                    acc[r * NR + j] = s;
+                }
+            }
+        }
+    }
+    for (uint q = q0 + lane; q < k4; q += LANES) {
+        uint k = q * 4u;
+        vec4 wv[NR];
+        [[unroll]] for (uint j = 0u; j < NR; j++)
+            wv[j] = w_fetch4(wr[j] + k, k);
+        [[unroll]] for (uint r = 0u; r < MR; r++) {
+            vec4 xv = x_fetch4(xr[r] + k, k);
+            [[unroll]] for (uint j = 0u; j < NR; j++)
+                acc[r * NR + j] += dot(xv, wv[j]);
+        }
+    }
+
+#if GEMV_SUBGROUP
+    [[unroll]] for (uint i = 0u; i < MR * NR; i++)
+        acc[i] = subgroupAdd(acc[i]);
+#else
+    [[unroll]] for (uint i = 0u; i < MR * NR; i++)
+        partial[i * WORKGROUP_SIZE + lane] = acc[i];
+    barrier();
+    for (uint s = WORKGROUP_SIZE / 2u; s > 0u; s >>= 1u) {
+        if (lane < s) {
+            [[unroll]] for (uint i = 0u; i < MR * NR; i++)
+                partial[i * WORKGROUP_SIZE + lane] += partial[i * WORKGROUP_SIZE + lane + s];
+        }
+        barrier();
+    }
+    [[unroll]] for (uint i = 0u; i < MR * NR; i++)
+        acc[i] = partial[i * WORKGROUP_SIZE];
+#endif
+
+    // One lane per pair of columns of a row (packed-f16 words have one writer).
+    [[unroll]] for (uint p0 = 0u; p0 < MR * NR / 2u; p0 += LANES) {
+        uint p = p0 + lane;
+        uint r = p / (NR / 2u), j = (p % (NR / 2u)) * 2u;
+        uint m = pc.m0 + r, n = n_first + j;
+        // acc is indexed by the lane's pair: pick it without dynamic indexing
+        vec2 v = vec2(0.0);
+        [[unroll]] for (uint i = 0u; i < MR * NR / 2u; i++)
+            if (i == p) v = vec2(acc[2u * i], acc[2u * i + 1u]);
+        if (p < MR * NR / 2u && m < pc.m_end && n < pc.n_end)
+            y_store_pair(m, n, v, n + 1u < pc.n_end);
+    }
+}

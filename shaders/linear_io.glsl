@@ -1,0 +1,175 @@
+// Shared interface of the linear kernels (linear_sg.comp, linear_sh.comp,
+// linear_gemv.comp): push constants, operand fetches and the head-split store
+// epilogue. Variant defines:
+//   INPUT_MODE  0: x and w through uniform texel buffers (rgba32f / rgba16f)
+//               1: x and w through storage buffers, 4 elements per load
+//               2: x and w through storage buffers, one element per load
+//                  (K, a row stride or an offset is not a multiple of 4)
+//   X_DT, W_DT  storage of x (and y) / of w (and b): f32, f16 or f16p
+// All element indices are in elements relative to the binding, computed with
+// wrapping uint arithmetic: the C side passes each tensor's base so that
+// base + (the element's address within its tensor) lands in the window bound
+// for this dispatch.
+#ifndef VKATTN_LINEAR_IO_GLSL
+#define VKATTN_LINEAR_IO_GLSL
+
+#extension GL_EXT_control_flow_attributes : require
+#include "tensor_io.glsl"
+
+struct Segment {
+    uint base; // element of dst[0, 0, 0, 0] (wrapping, see above)
+    uint sb, sh, st; // strides of batch, head, row (the dim stride is 1)
+    uint hd;   // head_dim
+};
+
+layout(push_constant) uniform Push {
+    uint x_base, x_sb, x_st; // x[b, t, k] = x_base + b*x_sb + t*x_st + k
+    uint w_base, w_sn;       // w[n, k]    = w_base + n*w_sn + k
+    uint b_base;             // b[n]       = b_base + n
+    uint T;                  // rows per batch: row m is (m / T, m % T)
+    uint m0, m_end;          // rows of this dispatch
+    uint n0, n_end;          // output columns of this dispatch
+    uint K;
+    uint flags;              // bit 0: bias present
+    uint seg_end0, seg_end1; // first column of segments 1 and 2
+    Segment seg[3];
+} pc;
+
+// ---- inputs x (binding 0) and w (binding 1)
+#if INPUT_MODE == 0
+layout(set = 0, binding = 0) uniform samplerBuffer x_tex;
+layout(set = 0, binding = 1) uniform samplerBuffer w_tex;
+vec4 x_fetch4(uint e, uint k) { return texelFetch(x_tex, int(e >> 2)); }
+vec4 w_fetch4(uint e, uint k) { return texelFetch(w_tex, int(e >> 2)); }
+#elif INPUT_MODE == 1
+#define DECLARE_RO4_f32(binding_, name_)                                                   \
+    layout(set = 0, binding = binding_) readonly buffer name_##_buffer { vec4 name_[]; };  \
+    vec4 name_##_fetch4(uint e, uint k) { return name_[e >> 2]; }
+#define DECLARE_RO4_f16(binding_, name_)                                                   \
+    layout(set = 0, binding = binding_) readonly buffer name_##_buffer { f16vec4 name_[]; }; \
+    vec4 name_##_fetch4(uint e, uint k) { return vec4(name_[e >> 2]); }
+#define DECLARE_RO4_f16p(binding_, name_)                                                  \
+    layout(set = 0, binding = binding_) readonly buffer name_##_buffer { uvec2 name_[]; }; \
+    vec4 name_##_fetch4(uint e, uint k) {                                                  \
+        uvec2 v = name_[e >> 2];                                                           \
+        return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));                             \
+    }
+#define DECLARE_RO4_(binding_, name_, dt_) DECLARE_RO4_##dt_(binding_, name_)
+#define DECLARE_RO4(binding_, name_, dt_) DECLARE_RO4_(binding_, name_, dt_)
+DECLARE_RO4(0, x, X_DT)
+DECLARE_RO4(1, w, W_DT)
+#else
+DECLARE_RO(0, xs, X_DT)
+DECLARE_RO(1, ws, W_DT)
+// Elements k.. k+3 of a row, zeros past K (rows need not be 4-aligned here).
+vec4 x_fetch4(uint e, uint k) {
+    vec4 v = vec4(0.0);
+    [[unroll]] for (uint j = 0u; j < 4u; j++)
+        if (k + j < pc.K) v[j] = xs_load(e + j);
+    return v;
+}
+vec4 w_fetch4(uint e, uint k) {
+    vec4 v = vec4(0.0);
+    [[unroll]] for (uint j = 0u; j < 4u; j++)
+        if (k + j < pc.K) v[j] = ws_load(e + j);
+    return v;
+}
+#endif
+
+// ---- bias (binding 2, storage in w's dtype)
+DECLARE_RO(2, bias, W_DT)
+
+// Columns past the end (clamped callers aside) read no bias: it is outside the window.
+float bias_at(uint n) {
+    return (pc.flags & 1u) != 0u && n < pc.n_end ? bias_load(pc.b_base + n) : 0.0;
+}
+
+// Element address of row m of x (k = 0).
+uint x_row(uint m) {
+    uint b = m / pc.T;
+    return pc.x_base + b * pc.x_sb + (m - b * pc.T) * pc.x_st;
+}
+
+uint w_row(uint n) { return pc.w_base + n * pc.w_sn; }
+
+// ---- outputs: one binding per segment (3, 4, 5), storage in x's dtype
+#define DECLARE_Y_f32(binding_, name_) \
+    layout(set = 0, binding = binding_) writeonly buffer name_##_buffer { float name_[]; };
+#define DECLARE_Y_f16(binding_, name_) \
+    layout(set = 0, binding = binding_) writeonly buffer name_##_buffer { float16_t name_[]; };
+#define DECLARE_Y_f16p(binding_, name_) \
+    layout(set = 0, binding = binding_) buffer name_##_buffer { uint name_[]; };
+#define DECLARE_Y_(binding_, name_, dt_) DECLARE_Y_##dt_(binding_, name_)
+#define DECLARE_Y(binding_, name_, dt_) DECLARE_Y_(binding_, name_, dt_)
+DECLARE_Y(3, y0, X_DT)
+DECLARE_Y(4, y1, X_DT)
+DECLARE_Y(5, y2, X_DT)
+
+#define Y_STORE_f32(name_, a, v) name_[a] = v
+#define Y_STORE_f16(name_, a, v) name_[a] = float16_t(v)
+// Packed halves: this invocation owns only its half of the word, another
+// invocation may own the other one: clear and set our 16 bits atomically.
+#define Y_STORE_f16p(name_, a, v)                                    \
+    do {                                                             \
+        uint sh_ = (a & 1u) * 16u;                                   \
+        uint bits_ = (packHalf2x16(vec2(v, 0.0)) & 0xffffu) << sh_;  \
+        atomicAnd(name_[a >> 1], ~(0xffffu << sh_));                 \
+        atomicOr(name_[a >> 1], bits_);                              \
+    } while (false)
+#define Y_STORE_(name_, a, v, dt_) Y_STORE_##dt_(name_, a, v)
+#define Y_STORE(name_, a, v, dt_) Y_STORE_(name_, a, v, dt_)
+
+void y_store(uint s, uint a, float v) {
+    if (s == 0u) Y_STORE(y0, a, v, X_DT);
+    else if (s == 1u) Y_STORE(y1, a, v, X_DT);
+    else Y_STORE(y2, a, v, X_DT);
+}
+
+// Where output column n goes: its segment, the column's part of the address
+// (base + head * sh + dim), and its bias.
+struct Column {
+    uint s;
+    uint addr;
+    float bias;
+};
+
+Column column(uint n) {
+    uint s = n < pc.seg_end0 ? 0u : (n < pc.seg_end1 ? 1u : 2u);
+    uint c = n - (s == 0u ? 0u : (s == 1u ? pc.seg_end0 : pc.seg_end1));
+    uint hd = pc.seg[s].hd;
+    uint h = c / hd;
+    return Column(s, pc.seg[s].base + h * pc.seg[s].sh + (c - h * hd), bias_at(n));
+}
+
+// Stores v + bias to row m of columns c0 and c1 (the second when has1).
+// Under packed f16 a whole word is written only when it holds exactly these
+// two elements, which then have no other writer.
+void y_store_pair_at(uint m, Column c0, Column c1, vec2 v, bool has1) {
+    uint b = m / pc.T;
+    uint t = m - b * pc.T;
+    uint a0 = c0.addr + b * pc.seg[c0.s].sb + t * pc.seg[c0.s].st;
+    v += vec2(c0.bias, c1.bias);
+    if (!has1) {
+        y_store(c0.s, a0, v.x);
+        return;
+    }
+    uint a1 = c1.addr + b * pc.seg[c1.s].sb + t * pc.seg[c1.s].st;
+#if defined(Y_PACKED)
+    if (c1.s == c0.s && a1 == a0 + 1u && (a0 & 1u) == 0u) {
+        uint word = packHalf2x16(v);
+        if (c0.s == 0u) y0[a0 >> 1] = word;
+        else if (c0.s == 1u) y1[a0 >> 1] = word;
+        else y2[a0 >> 1] = word;
+        return;
+    }
+#endif
+    y_store(c0.s, a0, v.x);
+    y_store(c1.s, a1, v.y);
+}
+
+// Outputs (m, n) and (m, n + 1); n + 1 only when has1.
+void y_store_pair(uint m, uint n, vec2 v, bool has1) {
+    y_store_pair_at(m, column(n), column(has1 ? n + 1u : n), v, has1);
+}
+
+#endif

@@ -1,0 +1,304 @@
+/* The linear op (y = x W^T + b) and its segmented, head-split form used by
+ * the MHA layer: validation here, recording in linear_record.c. */
+#include "linear_plan.h"
+
+#include <string.h>
+
+#define TRY(expr)                      \
+    do {                               \
+        vkattn_result try_r_ = (expr); \
+        if (try_r_ != VKATTN_SUCCESS)  \
+            return try_r_;             \
+    } while (0)
+
+static const char *dtype_str(vkattn_dtype d)
+{
+    const char *n = vkattn_dtype_name(d);
+    return n ? n : "unknown";
+}
+
+static vkattn_result check_float(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
+{
+    if (t->dtype != VKATTN_DTYPE_F32 && t->dtype != VKATTN_DTYPE_F16)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                           "%s.dtype is %s: the linear op takes f32 or f16", what,
+                           dtype_str(t->dtype));
+    return VKATTN_SUCCESS;
+}
+
+static vkattn_result check_same_dtype(vkattn_context *ctx, const vkattn_tensor *t,
+                                      const char *what, const vkattn_tensor *ref,
+                                      const char *ref_what)
+{
+    if (t->dtype != ref->dtype)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                           "%s.dtype %s differs from %s.dtype %s: they must be the same", what,
+                           dtype_str(t->dtype), ref_what, dtype_str(ref->dtype));
+    return VKATTN_SUCCESS;
+}
+
+static vkattn_result check_rank(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
+                                uint32_t a, uint32_t b, const char *layout)
+{
+    if (t->rank != a && t->rank != b)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: it must be %s", what,
+                           t->rank, layout);
+    return VKATTN_SUCCESS;
+}
+
+/* The last dimension must be contiguous (its stride is free when it has one
+ * element). */
+static vkattn_result check_last_stride(vkattn_context *ctx, const vkattn_tensor *t,
+                                       const char *what)
+{
+    uint32_t l = t->rank - 1;
+    if (t->shape[l] > 1 && t->strides[l] != 1)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "%s.strides[%u] is %lld: the last dimension must be contiguous (1)",
+                           what, l, (long long)t->strides[l]);
+    return VKATTN_SUCCESS;
+}
+
+static vkattn_result check_dim(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
+                               uint32_t i, int64_t want, const char *meaning)
+{
+    if (t->shape[i] != want)
+        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.shape[%u] is %lld but %s is %lld",
+                           what, i, (long long)t->shape[i], meaning, (long long)want);
+    return VKATTN_SUCCESS;
+}
+
+/* Bytes [begin, end) a resolved tensor spans. */
+static void byte_range(const vkattn_tensor *t, uint64_t *begin, uint64_t *end)
+{
+    uint64_t last = 0;
+    for (uint32_t i = 0; i < t->rank; i++)
+        last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
+    *begin = t->offset;
+    *end = t->offset + (last + 1) * vkattn_dtype_size(t->dtype);
+}
+
+static vkattn_result check_disjoint(vkattn_context *ctx, const vkattn_tensor *out, const char *what,
+                                    const vkattn_tensor *in, const char *in_what)
+{
+    if (!in->buffer || in->buffer != out->buffer)
+        return VKATTN_SUCCESS;
+    uint64_t a0, a1, b0, b1;
+    byte_range(out, &a0, &a1);
+    byte_range(in, &b0, &b1);
+    if (a0 < b1 && b0 < a1)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "%s (bytes %llu..%llu) overlaps %s (bytes %llu..%llu) in the same buffer",
+                           what, (unsigned long long)a0, (unsigned long long)a1, in_what,
+                           (unsigned long long)b0, (unsigned long long)b1);
+    return VKATTN_SUCCESS;
+}
+
+/* Distinct indices must address distinct elements: ordered by stride, each
+ * stride must step over everything the smaller ones span. */
+static vkattn_result check_no_self_overlap(vkattn_context *ctx, const vkattn_tensor *t,
+                                           const char *what)
+{
+    uint32_t order[VKATTN_MAX_RANK], n = 0;
+    for (uint32_t i = 0; i < t->rank; i++)
+        if (t->shape[i] > 1)
+            order[n++] = i;
+    for (uint32_t i = 1; i < n; i++) /* insertion sort by stride */
+        for (uint32_t j = i; j > 0 && t->strides[order[j]] < t->strides[order[j - 1]]; j--) {
+            uint32_t tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    uint64_t span = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t d = order[i];
+        if ((uint64_t)t->strides[d] < span)
+            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                               "%s.strides[%u] %lld makes elements overlap (the dimensions "
+                               "with smaller strides span %llu elements): outputs need distinct "
+                               "elements", what, d, (long long)t->strides[d],
+                               (unsigned long long)span);
+        span += (uint64_t)(t->shape[d] - 1) * (uint64_t)t->strides[d];
+    }
+    return VKATTN_SUCCESS;
+}
+
+/* Validates everything and fills the problem; `dst_names` name each
+ * segment's dst in messages. */
+static vkattn_result validate(vkattn_context *ctx, const vkattn_linear_segments_args *a,
+                              const char *const dst_names[], vkattn_linear_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    if (a->segment_count < 1 || a->segment_count > VKATTN_LINEAR_MAX_SEGMENTS)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "args->segment_count is %u: it must be 1..%d", a->segment_count,
+                           VKATTN_LINEAR_MAX_SEGMENTS);
+    TRY(vkattn_tensor_resolve(ctx, &a->x, "args->x", &p->x));
+    TRY(vkattn_tensor_resolve(ctx, &a->w, "args->w", &p->w));
+    if (a->b.buffer)
+        TRY(vkattn_tensor_resolve(ctx, &a->b, "args->b", &p->b));
+    for (uint32_t i = 0; i < a->segment_count; i++)
+        TRY(vkattn_tensor_resolve(ctx, &a->segments[i].dst, dst_names[i], &p->dst[i]));
+
+    TRY(check_float(ctx, &p->x, "args->x"));
+    TRY(check_float(ctx, &p->w, "args->w"));
+    if (p->b.buffer)
+        TRY(check_same_dtype(ctx, &p->b, "args->b", &p->w, "args->w"));
+    for (uint32_t i = 0; i < a->segment_count; i++)
+        TRY(check_same_dtype(ctx, &p->dst[i], dst_names[i], &p->x, "args->x"));
+
+    TRY(check_rank(ctx, &p->x, "args->x", 2, 3, "2 [M, K] or 3 [B, T, K]"));
+    TRY(check_rank(ctx, &p->w, "args->w", 2, 2, "2 [N, K]"));
+    if (p->b.buffer)
+        TRY(check_rank(ctx, &p->b, "args->b", 1, 1, "1 [N]"));
+    for (uint32_t i = 0; i < a->segment_count; i++)
+        TRY(check_rank(ctx, &p->dst[i], dst_names[i], 4, 4, "4 [B, heads, T, head_dim]"));
+    TRY(check_last_stride(ctx, &p->x, "args->x"));
+    TRY(check_last_stride(ctx, &p->w, "args->w"));
+    if (p->b.buffer)
+        TRY(check_last_stride(ctx, &p->b, "args->b"));
+    for (uint32_t i = 0; i < a->segment_count; i++)
+        TRY(check_last_stride(ctx, &p->dst[i], dst_names[i]));
+
+    uint32_t r = p->x.rank;
+    p->B = r == 3 ? (uint64_t)p->x.shape[0] : 1;
+    p->T = (uint64_t)p->x.shape[r - 2];
+    p->K = (uint64_t)p->x.shape[r - 1];
+    p->N = (uint64_t)p->w.shape[0];
+    p->M = p->B * p->T;
+    p->x_sb = r == 3 ? (uint64_t)p->x.strides[0] : 0;
+    p->x_st = (uint64_t)p->x.strides[r - 2];
+    p->w_sn = (uint64_t)p->w.strides[0];
+    TRY(check_dim(ctx, &p->w, "args->w", 1, (int64_t)p->K, "args->x's last dimension (K)"));
+    if (p->b.buffer)
+        TRY(check_dim(ctx, &p->b, "args->b", 0, (int64_t)p->N, "args->w.shape[0] (N)"));
+
+    uint64_t columns = 0;
+    for (uint32_t i = 0; i < a->segment_count; i++) {
+        const vkattn_linear_segment *s = &a->segments[i];
+        if (s->columns == 0 || s->head_dim == 0 || s->columns % s->head_dim)
+            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                               "args->segments[%u]: head_dim %u must divide columns %u (both >= 1)",
+                               i, s->head_dim, s->columns);
+        p->seg_start[i] = columns;
+        p->head_dim[i] = s->head_dim;
+        columns += s->columns;
+        const vkattn_tensor *d = &p->dst[i];
+        TRY(check_dim(ctx, d, dst_names[i], 0, (int64_t)p->B, "the batch of args->x"));
+        TRY(check_dim(ctx, d, dst_names[i], 1, s->columns / s->head_dim,
+                      "the segment's heads (columns / head_dim)"));
+        TRY(check_dim(ctx, d, dst_names[i], 2, (int64_t)p->T, "the rows per batch of args->x"));
+        TRY(check_dim(ctx, d, dst_names[i], 3, s->head_dim, "the segment's head_dim"));
+    }
+    p->seg_start[a->segment_count] = columns;
+    p->segment_count = a->segment_count;
+    if (columns != p->N)
+        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                           "the segments' columns add up to %llu but args->w.shape[0] (N) is %llu",
+                           (unsigned long long)columns, (unsigned long long)p->N);
+    if (p->M > UINT32_MAX || p->N > UINT32_MAX || p->K > UINT32_MAX)
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                           "linear of %llux%llux%llu (M x N x K): each must be below 2^32",
+                           (unsigned long long)p->M, (unsigned long long)p->N,
+                           (unsigned long long)p->K);
+
+    for (uint32_t i = 0; i < a->segment_count; i++) {
+        TRY(check_no_self_overlap(ctx, &p->dst[i], dst_names[i]));
+        TRY(check_disjoint(ctx, &p->dst[i], dst_names[i], &p->x, "args->x"));
+        TRY(check_disjoint(ctx, &p->dst[i], dst_names[i], &p->w, "args->w"));
+        TRY(check_disjoint(ctx, &p->dst[i], dst_names[i], &p->b, "args->b"));
+    }
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
+                                         const vkattn_linear_segments_args *args)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!cmd || !args)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear_segments: %s is NULL",
+                           !cmd ? "cmd" : "args");
+    static const char *const names[] = {"args->segments[0].dst", "args->segments[1].dst",
+                                        "args->segments[2].dst"};
+    vkattn_linear_problem p;
+    TRY(validate(ctx, args, names, &p));
+    return vkattn_linear_record(ctx, cmd, &p);
+}
+
+static vkattn_result check_offset16(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
+{
+    if (t->offset % 16)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "%s.offset %llu is not a multiple of 16 bytes", what,
+                           (unsigned long long)t->offset);
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
+                                const vkattn_linear_args *args)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!cmd || !args)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear: %s is NULL",
+                           !cmd ? "cmd" : "args");
+    /* y's own shape checks, then y viewed as [B, 1, T, N] (one head of N). */
+    vkattn_tensor x, w, y;
+    TRY(vkattn_tensor_resolve(ctx, &args->x, "args->x", &x));
+    TRY(vkattn_tensor_resolve(ctx, &args->w, "args->w", &w));
+    TRY(vkattn_tensor_resolve(ctx, &args->y, "args->y", &y));
+    TRY(check_rank(ctx, &x, "args->x", 2, 3, "2 [M, K] or 3 [B, T, K]"));
+    TRY(check_rank(ctx, &w, "args->w", 2, 2, "2 [N, K]"));
+    if (y.rank != x.rank)
+        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                           "args->y.rank %u differs from args->x.rank %u", y.rank, x.rank);
+    for (uint32_t i = 0; i + 1 < x.rank; i++)
+        TRY(check_dim(ctx, &y, "args->y", i, x.shape[i], "the same dimension of args->x"));
+    TRY(check_dim(ctx, &y, "args->y", y.rank - 1, w.shape[0], "args->w.shape[0] (N)"));
+    TRY(check_last_stride(ctx, &y, "args->y"));
+    TRY(check_no_self_overlap(ctx, &y, "args->y"));
+    TRY(check_offset16(ctx, &args->x, "args->x"));
+    TRY(check_offset16(ctx, &args->w, "args->w"));
+    TRY(check_offset16(ctx, &args->y, "args->y"));
+    if (args->b.buffer)
+        TRY(check_offset16(ctx, &args->b, "args->b"));
+    if (args->w.shape[0] > UINT32_MAX)
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "args->w.shape[0] (N) %lld exceeds 2^32 - 1",
+                           (long long)args->w.shape[0]);
+
+    vkattn_linear_segments_args s;
+    memset(&s, 0, sizeof s);
+    s.x = args->x;
+    s.w = args->w;
+    s.b = args->b;
+    s.segment_count = 1;
+    s.segments[0].columns = (uint32_t)args->w.shape[0];
+    s.segments[0].head_dim = (uint32_t)args->w.shape[0];
+    vkattn_tensor *d = &s.segments[0].dst;
+    *d = y;
+    d->rank = 4;
+    bool r3 = y.rank == 3;
+    int64_t shape[4] = {r3 ? y.shape[0] : 1, 1, y.shape[r3 ? 1 : 0], y.shape[r3 ? 2 : 1]};
+    int64_t strides[4] = {r3 ? y.strides[0] : 0, 0, y.strides[r3 ? 1 : 0], y.strides[r3 ? 2 : 1]};
+    memcpy(d->shape, shape, sizeof shape);
+    memcpy(d->strides, strides, sizeof strides);
+    static const char *const names[] = {"args->y"};
+    vkattn_linear_problem p;
+    TRY(validate(ctx, &s, names, &p));
+    return vkattn_linear_record(ctx, cmd, &p);
+}
+
+vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args)
+{
+    VkCommandBuffer cmd;
+    vkattn_result r = vkattn_commands_begin(ctx, &cmd);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    r = vkattn_cmd_linear(ctx, cmd, args);
+    if (r != VKATTN_SUCCESS) {
+        vkattn_commands_discard(ctx);
+        return r;
+    }
+    return vkattn_commands_submit(ctx);
+}
