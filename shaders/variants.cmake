@@ -60,3 +60,36 @@ foreach(fam sg sh gemvsg gemvsh)
     endforeach()
   endforeach()
 endforeach()
+
+# attention_sg.comp (subgroup family) and attention_sm.comp (shared-memory
+# family): FlashAttention-2 forward; attention_weights.comp: the
+# probabilities, when asked for. Variants by q/out storage x k/v storage
+# (storage-buffer inputs; a device uses one f16 path, so f16 never meets
+# f16p), and by output storage alone for texel-buffer inputs (the rgba32f /
+# rgba16f view converts whatever the input dtype).
+foreach(q f32 f16 f16p)
+  foreach(kv f32 f16 f16p)
+    if((q STREQUAL "f16" AND kv STREQUAL "f16p") OR (q STREQUAL "f16p" AND kv STREQUAL "f16"))
+      continue()
+    endif()
+    set(extra "")
+    if(q STREQUAL "f16" OR kv STREQUAL "f16")
+      set(extra NEEDS_16BIT_STORAGE=1)
+    endif()
+    foreach(family sg sm)
+      vkattn_shader(attention_${family}_${q}_${kv} attention_${family}.comp
+                    DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
+    endforeach()
+    vkattn_shader(attention_weights_${q}_${kv} attention_weights.comp
+                  DEFINES Q_DT=${q} KV_DT=${kv} ${extra})
+  endforeach()
+  set(extra "")
+  if(q STREQUAL "f16")
+    set(extra NEEDS_16BIT_STORAGE=1)
+  endif()
+  foreach(family sg sm)
+    vkattn_shader(attention_${family}_tex_${q} attention_${family}.comp
+                  DEFINES Q_DT=tex KV_DT=tex O_DT=${q} ${extra})
+  endforeach()
+endforeach()
+vkattn_shader(attention_weights_tex attention_weights.comp DEFINES Q_DT=tex KV_DT=tex)

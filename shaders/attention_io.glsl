@@ -1,0 +1,104 @@
+// Bindings, push constants and masking helpers shared by the attention
+// kernels (attention_sg.comp, attention_sm.comp, attention_weights.comp).
+//
+// q, k, v (and out) are read and written four elements at a time: the API
+// requires contiguous rows, strides that are multiples of 4 and offsets that
+// are multiples of 16 bytes, so every row starts on a 4-element boundary and
+// indices in these helpers count vec4s ("texels") from the binding's start.
+// Input storage, chosen per variant by -D Q_DT=... KV_DT=... O_DT=...:
+//   tex   uniform texel buffer, an rgba32f or rgba16f view by dtype (the
+//         hardware converts; vectorised gathers on lavapipe, the texture
+//         cache on GPUs)
+//   f32   vec4[]
+//   f16   f16vec4[]  (16-bit storage)
+//   f16p  uvec2[], four halves in two words (every device)
+// The storage names are pasted into macro names, so they must never be
+// #defined themselves.
+#ifndef VKATTN_ATTENTION_IO_GLSL
+#define VKATTN_ATTENTION_IO_GLSL
+
+#if defined(NEEDS_16BIT_STORAGE)
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+
+#define DECLARE_IN4_tex(binding_, name_)                                            \
+    layout(set = 0, binding = binding_) uniform samplerBuffer name_##_tex;         \
+    vec4 name_##_load4(uint i) { return texelFetch(name_##_tex, int(i)); }
+
+#define DECLARE_IN4_f32(binding_, name_)                                            \
+    layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {   \
+        vec4 name_##_data[];                                                         \
+    };                                                                               \
+    vec4 name_##_load4(uint i) { return name_##_data[i]; }
+
+#define DECLARE_IN4_f16(binding_, name_)                                            \
+    layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {   \
+        f16vec4 name_##_data[];                                                      \
+    };                                                                               \
+    vec4 name_##_load4(uint i) { return vec4(name_##_data[i]); }
+
+#define DECLARE_IN4_f16p(binding_, name_)                                           \
+    layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {   \
+        uvec2 name_##_data[];                                                        \
+    };                                                                               \
+    vec4 name_##_load4(uint i) {                                                     \
+        uvec2 w = name_##_data[i];                                                   \
+        return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));                       \
+    }
+
+// Outputs: one invocation writes all four elements of a vec4, so packed
+// halves never need a read-modify-write.
+#define DECLARE_OUT4_f32(binding_, name_)                                           \
+    layout(set = 0, binding = binding_, std430) writeonly buffer name_##_buffer {  \
+        vec4 name_##_data[];                                                         \
+    };                                                                               \
+    void name_##_store4(uint i, vec4 v) { name_##_data[i] = v; }
+
+#define DECLARE_OUT4_f16(binding_, name_)                                           \
+    layout(set = 0, binding = binding_, std430) writeonly buffer name_##_buffer {  \
+        f16vec4 name_##_data[];                                                      \
+    };                                                                               \
+    void name_##_store4(uint i, vec4 v) { name_##_data[i] = f16vec4(v); }
+
+#define DECLARE_OUT4_f16p(binding_, name_)                                          \
+    layout(set = 0, binding = binding_, std430) writeonly buffer name_##_buffer {  \
+        uvec2 name_##_data[];                                                        \
+    };                                                                               \
+    void name_##_store4(uint i, vec4 v) {                                            \
+        name_##_data[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));             \
+    }
+
+#define DECLARE_IN4_(binding_, name_, dt_) DECLARE_IN4_##dt_(binding_, name_)
+#define DECLARE_IN4(binding_, name_, dt_) DECLARE_IN4_(binding_, name_, dt_)
+#define DECLARE_OUT4_(binding_, name_, dt_) DECLARE_OUT4_##dt_(binding_, name_)
+#define DECLARE_OUT4(binding_, name_, dt_) DECLARE_OUT4_(binding_, name_, dt_)
+
+// Flags (push constant `flags`), mirrored in src/attention_plan.h.
+const uint FLAG_CAUSAL = 1u;
+const uint FLAG_MASK = 2u;
+const uint FLAG_MASK_F16 = 4u;
+const uint FLAG_KEY_PADDING = 8u;
+const uint FLAG_WEIGHTS_ACCUMULATE = 16u; // weights kernel: add to what is there
+
+// The additive mask and the key padding are read as 32-bit words whatever
+// their dtype (f32, f16 or u8), so they need neither 16-bit storage nor a
+// variant of their own; their element offsets and strides are free.
+#define DECLARE_MASKS(mask_binding_, padding_binding_)                               \
+    layout(set = 0, binding = mask_binding_, std430) readonly buffer mask_buffer {   \
+        uint mask_words[];                                                             \
+    };                                                                                 \
+    layout(set = 0, binding = padding_binding_, std430) readonly buffer padding_buffer { \
+        uint padding_words[];                                                          \
+    };                                                                                 \
+    float mask_load(uint e, bool f16) {                                                \
+        return f16 ? unpackHalf2x16(mask_words[e >> 1u])[e & 1u]                       \
+                   : uintBitsToFloat(mask_words[e]);                                   \
+    }                                                                                  \
+    bool padding_visible(uint e) {                                                     \
+        return ((padding_words[e >> 2u] >> ((e & 3u) * 8u)) & 0xffu) != 0u;            \
+    }
+
+const float LOG2E = 1.4426950408889634;
+#define NEG_INF uintBitsToFloat(0xff800000u)
+
+#endif

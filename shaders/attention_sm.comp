@@ -1,0 +1,144 @@
+// FlashAttention-2 forward, shared-memory family (GPUs, and any device
+// without subgroup shuffles): no subgroup operations at all.
+//
+// A workgroup of BR * TPR invocations owns BR consecutive rows (see
+// attention_main.glsl); TPR invocations serve each row. Per block of BC keys:
+//   1. the workgroup stages the block's K and V in shared memory;
+//   2. invocation t of a row scores keys t, t + TPR, ... against the row's
+//      (pre-scaled) query, which sits in shared memory since the start;
+//   3. the row's max goes through shared memory, the probabilities too;
+//   4. invocation t accumulates output chunks t, t + TPR, ... of the row in
+//      registers (O never leaves them until the end).
+// Running max and sum are fp32, in the log2 domain; key blocks hidden by
+// causality are never loaded (the loop bound stops before them). Inner loops
+// advance several steps per iteration: lavapipe stops all the loops of an
+// invocation after 65535 iterations in total.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "attention_main.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u; // BR * TPR
+layout(constant_id = 1) const uint D = 128u; // head dimension, a multiple of 8
+layout(constant_id = 2) const uint BR = 8u;  // rows per workgroup
+layout(constant_id = 3) const uint BC = 16u; // keys per block
+layout(constant_id = 4) const uint TPR = 8u; // invocations per row
+
+const uint DC = D / 4u;                  // vec4 chunks per row
+const uint CPT = (DC + TPR - 1u) / TPR;  // output chunks per invocation
+const uint KPT = (BC + TPR - 1u) / TPR;  // keys scored per invocation
+const uint STEP = DC % 8u == 0u ? 8u : 2u; // chunks per dot-product iteration (DC is even)
+
+shared vec4 q_s[BR * DC];
+shared vec4 k_s[BC * DC];
+shared vec4 v_s[BC * DC];
+shared float p_s[BR * BC];
+shared float red_s[BR * TPR];
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint r = lid / TPR, t = lid % TPR;
+    const uint rows = pc.q_len * pc.heads;
+    const uint row0 = gl_WorkGroupID.x * BR;
+    const uint batch = gl_WorkGroupID.z, kv_head = gl_WorkGroupID.y;
+    // Every invocation stays to the end: all of them take part in barriers.
+    const uint last_row = min(row0 + BR, rows) - 1u;
+    const Row rw = row_info(min(row0 + r, last_row), batch, kv_head);
+
+    for (uint idx = lid; idx < BR * DC; idx += WORKGROUP_SIZE) {
+        Row qr = row_info(min(row0 + idx / DC, last_row), batch, kv_head);
+        q_s[idx] = q_load4(qr.q + idx % DC) * pc.scale_log2;
+    }
+
+    uint key_end, key_full;
+    key_range(row0, last_row, key_end, key_full);
+    const bool masks = (pc.flags & (FLAG_MASK | FLAG_KEY_PADDING)) != 0u;
+    const uint k_base = pc.k_off + batch * pc.k_sb + kv_head * pc.k_sh;
+    const uint v_base = pc.v_off + batch * pc.v_sb + kv_head * pc.v_sh;
+
+    vec4 o[CPT];
+    [[unroll]] for (uint u = 0u; u < CPT; u++)
+        o[u] = vec4(0.0);
+    float m = NEG_INF, l = 0.0;
+
+    for (uint j0 = 0u; j0 < key_end; j0 += BC) {
+        // ---- stage K and V (keys past the end repeat the last one; they
+        // are masked below and skipped in P.V)
+        barrier(); // the previous block's readers are done (and q_s is written)
+        for (uint idx = lid; idx < BC * DC; idx += WORKGROUP_SIZE) {
+            uint key = min(j0 + idx / DC, pc.kv_len - 1u);
+            k_s[idx] = k_load4(k_base + key * pc.k_st + idx % DC);
+            v_s[idx] = v_load4(v_base + key * pc.v_st + idx % DC);
+        }
+        barrier();
+        // ---- scores of keys t, t + TPR, ...
+        float s[KPT];
+        float mx = NEG_INF;
+        const bool edge = masks || j0 + BC > key_full;
+        [[unroll]] for (uint kk = 0u; kk < KPT; kk++) {
+            uint j = t + TPR * kk;
+            s[kk] = NEG_INF;
+            if (j < BC) {
+                float acc = 0.0;
+                for (uint c = 0u; c < DC; c += STEP)
+                    [[unroll]] for (uint u = 0u; u < STEP; u++)
+                        acc += dot(q_s[r * DC + c + u], k_s[j * DC + c + u]);
+                s[kk] = edge ? masked_score(acc, rw, batch, j0 + j) : acc;
+            }
+            mx = max(mx, s[kk]);
+        }
+        red_s[r * TPR + t] = mx;
+        barrier();
+        // ---- online softmax (see attention_sg.comp for m_safe)
+        [[unroll]] for (uint u = 0u; u < TPR; u++)
+            mx = max(mx, red_s[r * TPR + u]);
+        float m_new = max(m, mx);
+        float m_safe = m_new == NEG_INF ? 0.0 : m_new;
+        float alpha = exp2(m - m_safe);
+        m = m_new;
+        float sum = 0.0;
+        [[unroll]] for (uint kk = 0u; kk < KPT; kk++) {
+            uint j = t + TPR * kk;
+            float p = exp2(s[kk] - m_safe);
+            if (j < BC)
+                p_s[r * BC + j] = p;
+            sum += p;
+        }
+        l = l * alpha + sum; // this invocation's share; added up at the end
+        [[unroll]] for (uint u = 0u; u < CPT; u++)
+            o[u] *= alpha;
+        barrier();
+        // ---- O += P V over the block's real keys
+        const uint keys = min(BC, key_end - j0);
+        for (uint j0k = 0u; j0k < keys; j0k += 4u) {
+            [[unroll]] for (uint jj = 0u; jj < 4u; jj++) {
+                uint j = j0k + jj;
+                if (j < keys) {
+                    float p = p_s[r * BC + j];
+                    [[unroll]] for (uint u = 0u; u < CPT; u++) {
+                        uint c = t + TPR * u;
+                        if (c < DC)
+                            o[u] += p * v_s[j * DC + c];
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- the row's sum, normalise, store (no visible key: l = 0 -> zeros)
+    barrier();
+    red_s[r * TPR + t] = l;
+    barrier();
+    float total = 0.0;
+    [[unroll]] for (uint u = 0u; u < TPR; u++)
+        total += red_s[r * TPR + u];
+    float inv = total > 0.0 ? 1.0 / total : 0.0;
+    if (row0 + r <= last_row) {
+        [[unroll]] for (uint u = 0u; u < CPT; u++) {
+            uint c = t + TPR * u;
+            if (c < DC)
+                o_store4(rw.o + c, o[u] * inv);
+        }
+    }
+}

@@ -1,0 +1,107 @@
+// Attention weights (the softmax probabilities), for inspection: a separate,
+// simple kernel that runs only when weights are asked for, so the fast
+// kernels never do any of this work.
+//
+// A workgroup owns one query row of one head (grid x: query, y: head, z:
+// batch); its invocations take the keys in turn. Two passes over the keys:
+// the first finds each invocation's max and sum (online, fp32, log2 domain,
+// as the fast kernels do), merged through shared memory; the second writes
+// exp2(score - max) / sum. Rank-3 weights (mean over heads) come from one
+// dispatch per head, each adding its share (flag ACCUMULATE after the first),
+// so no atomics and no scratch memory are needed.
+//
+// Loops are short on purpose: lavapipe stops every loop of an invocation
+// after 65535 iterations in total (LP_MAX_TGSI_LOOP_ITERATIONS), so the dot
+// product advances eight vec4 chunks per iteration where it can.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "attention_io.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u;
+layout(constant_id = 1) const uint D = 128u;
+const uint DC = D / 4u;
+const uint STEP = DC % 8u == 0u ? 8u : 2u; // DC is even (D is a multiple of 8)
+
+layout(push_constant) uniform Push {
+    uint q_off, q_sb, q_sh, q_st; // vec4s
+    uint k_off, k_sb, k_sh, k_st; // vec4s
+    uint m_off, m_sb, m_sh, m_sq, m_sk; // elements
+    uint p_off, p_sb, p_sk;             // elements
+    uint w_off, w_sb, w_sh, w_sq, w_sk; // elements (w_sh 0 for rank 3)
+    uint q_len, kv_len;
+    uint group;      // query heads per KV head
+    uint heads;      // query heads in this dispatch (grid y)
+    uint head_first; // group position of the dispatch's first head (h0 % group)
+    int causal_shift;
+    uint flags;
+    float scale_log2;
+    float head_weight; // 1 / Hq for rank 3, 1 for rank 4
+} pc;
+
+DECLARE_IN4(0, q, Q_DT)
+DECLARE_IN4(1, k, KV_DT)
+DECLARE_MASKS(2, 3)
+layout(set = 0, binding = 4, std430) buffer weights_buffer { float w_data[]; };
+
+shared float red_m[WORKGROUP_SIZE];
+shared float red_l[WORKGROUP_SIZE];
+
+float score(uint q_row, uint k_row, uint mask_row, uint batch, int last, uint j) {
+    bool visible = int(j) <= last;
+    if ((pc.flags & FLAG_KEY_PADDING) != 0u)
+        visible = visible && padding_visible(pc.p_off + batch * pc.p_sb + j * pc.p_sk);
+    if (!visible)
+        return NEG_INF;
+    float acc = 0.0;
+    uint kr = k_row + j * pc.k_st;
+    for (uint c = 0u; c < DC; c += STEP)
+        [[unroll]] for (uint u = 0u; u < STEP; u++)
+            acc += dot(q_load4(q_row + c + u), k_load4(kr + c + u));
+    acc *= pc.scale_log2;
+    if ((pc.flags & FLAG_MASK) != 0u)
+        acc += mask_load(mask_row + j * pc.m_sk, (pc.flags & FLAG_MASK_F16) != 0u) * LOG2E;
+    return acc;
+}
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint i = gl_WorkGroupID.x, h = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
+    const int last = (pc.flags & FLAG_CAUSAL) != 0u ? int(i) + pc.causal_shift
+                                                    : int(pc.kv_len) - 1;
+    const uint q_row = pc.q_off + batch * pc.q_sb + h * pc.q_sh + i * pc.q_st;
+    const uint kv = (pc.head_first + h) / pc.group;
+    const uint k_row = pc.k_off + batch * pc.k_sb + kv * pc.k_sh;
+    const uint mask_row = pc.m_off + batch * pc.m_sb + h * pc.m_sh + i * pc.m_sq;
+
+    // ---- pass 1: this invocation's max and sum, then the row's
+    float m = NEG_INF, l = 0.0;
+    for (uint j = lid; j < pc.kv_len; j += WORKGROUP_SIZE) {
+        float s = score(q_row, k_row, mask_row, batch, last, j);
+        float m_new = max(m, s);
+        float m_safe = m_new == NEG_INF ? 0.0 : m_new; // no exp2(-inf - -inf)
+        l = l * exp2(m - m_safe) + exp2(s - m_safe);
+        m = m_new;
+    }
+    red_m[lid] = m;
+    red_l[lid] = l;
+    barrier();
+    m = NEG_INF;
+    [[unroll]] for (uint u = 0u; u < WORKGROUP_SIZE; u++)
+        m = max(m, red_m[u]);
+    const float m_safe = m == NEG_INF ? 0.0 : m;
+    l = 0.0;
+    [[unroll]] for (uint u = 0u; u < WORKGROUP_SIZE; u++)
+        l += red_l[u] * exp2(red_m[u] - m_safe);
+
+    // ---- pass 2: the probabilities (no visible key: all 0)
+    const float scale = l > 0.0 ? pc.head_weight / l : 0.0;
+    const uint w_row = pc.w_off + batch * pc.w_sb + h * pc.w_sh + i * pc.w_sq;
+    const bool add = (pc.flags & FLAG_WEIGHTS_ACCUMULATE) != 0u;
+    for (uint j = lid; j < pc.kv_len; j += WORKGROUP_SIZE) {
+        float p = exp2(score(q_row, k_row, mask_row, batch, last, j) - m_safe) * scale;
+        uint e = w_row + j * pc.w_sk;
+        w_data[e] = add ? w_data[e] + p : p;
+    }
+}

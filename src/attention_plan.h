@@ -1,0 +1,92 @@
+/* Attention internals (attention*.c): the checked problem, kernel choice and
+ * tile sizes, and the split of a call into dispatches whose bindings fit the
+ * device's windows. */
+#ifndef VKATTN_ATTENTION_PLAN_H
+#define VKATTN_ATTENTION_PLAN_H
+
+#include "attention_shapes.h"
+#include "internal.h"
+
+/* Flags of both push-constant blocks (mirrors shaders/attention_io.glsl). */
+enum {
+    ATT_FLAG_CAUSAL = 1u,
+    ATT_FLAG_MASK = 2u,
+    ATT_FLAG_MASK_F16 = 4u,
+    ATT_FLAG_KEY_PADDING = 8u,
+    ATT_FLAG_WEIGHTS_ACCUMULATE = 16u,
+};
+
+/* A validated call: tensors with resolved strides (absent optional ones have
+ * buffer NULL) and the sizes. */
+typedef struct att_problem {
+    vkattn_tensor q, k, v, out, mask, key_padding, weights;
+    vkattn_attention_dims dims;
+    bool causal;
+    float scale_log2; /* softmax scale * log2(e) */
+} att_problem;
+
+/* Checks everything about `args` (shapes, dtypes, strides, offsets, bounds,
+ * overlaps, what the device's binding windows can hold) and fills `p`.
+ * Nothing is recorded. (attention_validate.c) */
+vkattn_result att_validate(vkattn_context *ctx, const vkattn_attention_args *args,
+                           att_problem *p);
+
+/* Records the dispatches of a validated problem. (attention.c) */
+vkattn_result att_record(vkattn_context *ctx, VkCommandBuffer cmd, const att_problem *p);
+
+/* ---- binding windows (attention_plan.c) */
+
+/* A box of a tensor: first index and count per dimension (rank entries). */
+typedef struct att_box {
+    uint64_t start[VKATTN_MAX_RANK];
+    uint64_t count[VKATTN_MAX_RANK];
+} att_box;
+
+/* Elements from the tensor's first element to the box's first (`first`) and
+ * from the box's first to its last, inclusive (`extent`). */
+void att_box_span(const vkattn_tensor *t, const att_box *box, uint64_t *first, uint64_t *extent);
+/* Whether a box fits one storage-buffer binding (and 32-bit indices) /
+ * one uniform-texel-buffer binding, with room for the alignment of any start. */
+bool att_fits_storage(const vkattn_context *ctx, const vkattn_tensor *t, const att_box *box);
+bool att_fits_texel(const vkattn_context *ctx, const vkattn_tensor *t, const att_box *box);
+/* Bytes a box spans (for messages). */
+uint64_t att_box_bytes(const vkattn_tensor *t, const att_box *box);
+/* The largest storage binding used: min(maxStorageBufferRange, 2 GiB). */
+uint64_t att_storage_limit(const vkattn_context *ctx);
+
+/* A uniform-texel-buffer binding of [offset, offset + bytes) of `buffer`
+ * holding `dtype` data: an rgba32f or rgba16f view, four elements per texel.
+ * Like vkattn_bind_texel_window, but views cover at least 256 bytes where the
+ * buffer allows (see the definition). `*first` is the texel of `offset`. The
+ * window must fit (att_fits_texel). */
+vkattn_result att_bind_texel(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
+                             uint64_t bytes, vkattn_dtype dtype, vkattn_binding *out,
+                             uint32_t *first);
+
+/* How one call is cut into dispatches: each covers nb batches x ng KV heads x
+ * nh query heads per KV head (the whole group or 1) x nq queries. */
+typedef struct att_chunks {
+    uint32_t nb, ng, nh, nq;
+    bool texel; /* q, k, v through texel buffers */
+} att_chunks;
+
+/* Chunks for the fast kernel, `rows_per_group` rows per workgroup: the
+ * fewest dispatches whose windows (and grid) fit, with texel inputs where
+ * the device prefers them and they fit. Fails (UNSUPPORTED) only when a single
+ * head's K or V, or a single mask / key-padding row, exceeds a window;
+ * att_validate reports those first with a clearer message. */
+vkattn_result att_plan_main(vkattn_context *ctx, const att_problem *p, uint32_t rows_per_group,
+                            att_chunks *out);
+/* Chunks for the weights kernel (ng unused: KV heads follow the query heads;
+ * nh counts query heads: all Hq, or 1, and always 1 for rank-3 weights,
+ * whose heads are added up one dispatch at a time). */
+vkattn_result att_plan_weights(vkattn_context *ctx, const att_problem *p, att_chunks *out);
+
+/* The box of one tensor for a chunk starting at batch b0, query head h0 (KV
+ * head h0 / group), query i0 with the chunk's counts. `which` names the
+ * tensor: 'q', 'k', 'v', 'o' (out), 'm' (mask), 'p' (key padding), 'w'
+ * (weights). */
+att_box att_chunk_box(const att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,
+                      uint32_t nh, uint32_t i0, uint32_t nq);
+
+#endif

@@ -1,0 +1,265 @@
+/* vkattn_attention's validation: every bad input gets its code and a message
+ * naming the parameter and the values, nothing is recorded (not even a
+ * pipeline created) before the checks pass, and a good call still works
+ * afterwards. */
+#include "test_util.h"
+
+#include <stdlib.h>
+
+typedef struct fixture {
+    test_gpu *g;
+    vkattn_buffer *buf;   /* q, k, v, mask, padding live here */
+    vkattn_buffer *obuf;  /* out and weights live here */
+    vkattn_attention_args good;
+} fixture;
+
+/* B 2, Hq 4, Hkv 2, Tq 3, Tk 5, D 8, f32; mask [Tq, Tk]; padding; weights rank 3. */
+enum { B = 2, HQ = 4, HKV = 2, TQ = 3, TK = 5, D = 8 };
+#define Q_ELEMS (B * HQ * TQ * D)
+#define KV_ELEMS (B * HKV * TK * D)
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->g = test_gpu_open(0);
+    vkattn_context *ctx = f->g->ctx;
+    uint64_t bytes = 4 * (Q_ELEMS + 2 * KV_ELEMS + TQ * TK) + B * TK + 64;
+    float *zeros = calloc(bytes, 1);
+    assert_non_null(zeros);
+    uint8_t *ones = (uint8_t *)zeros + 4 * (Q_ELEMS + 2 * KV_ELEMS + TQ * TK);
+    memset(ones, 1, B * TK);
+    f->buf = test_buffer_with(ctx, zeros, bytes);
+    f->obuf = test_buffer_with(ctx, NULL, 4 * (Q_ELEMS + B * TQ * TK));
+    free(zeros);
+    int64_t qs[4] = {B, HQ, TQ, D}, ks[4] = {B, HKV, TK, D}, ms[2] = {TQ, TK}, ps[2] = {B, TK};
+    int64_t ws[3] = {B, TQ, TK};
+    uint64_t off = 0;
+    f->good.q = vkattn_tensor_make(f->buf, off, VKATTN_DTYPE_F32, 4, qs);
+    off += 4 * Q_ELEMS;
+    f->good.k = vkattn_tensor_make(f->buf, off, VKATTN_DTYPE_F32, 4, ks);
+    off += 4 * KV_ELEMS;
+    f->good.v = vkattn_tensor_make(f->buf, off, VKATTN_DTYPE_F32, 4, ks);
+    off += 4 * KV_ELEMS;
+    f->good.mask = vkattn_tensor_make(f->buf, off, VKATTN_DTYPE_F32, 2, ms);
+    off += 4 * TQ * TK;
+    f->good.key_padding = vkattn_tensor_make(f->buf, off, VKATTN_DTYPE_U8, 2, ps);
+    f->good.out = vkattn_tensor_make(f->obuf, 0, VKATTN_DTYPE_F32, 4, qs);
+    f->good.weights = vkattn_tensor_make(f->obuf, 4 * Q_ELEMS, VKATTN_DTYPE_F32, 3, ws);
+    f->good.causal = true;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    vkattn_buffer_destroy(f->buf);
+    vkattn_buffer_destroy(f->obuf);
+    test_gpu_close(f->g);
+    free(f);
+    return 0;
+}
+
+/* Asserts the call fails with `code` / `needle` in both forms, creating no
+ * pipeline. */
+#define FAILS(f, a, code, needle)                                                            \
+    do {                                                                                     \
+        vkattn_context *ctx_ = (f)->g->ctx;                                                  \
+        uint32_t pipelines_ = vkattn_context_pipeline_count(ctx_);                           \
+        TEST_FAILS(ctx_, code, needle, vkattn_attention(ctx_, &(a)));                        \
+        VkCommandBuffer cmd_;                                                                \
+        TEST_OK(ctx_, vkattn_commands_begin(ctx_, &cmd_));                                   \
+        TEST_FAILS(ctx_, code, needle, vkattn_cmd_attention(ctx_, cmd_, &(a)));              \
+        TEST_OK(ctx_, vkattn_commands_submit(ctx_)); /* nothing was recorded */              \
+        assert_int_equal(vkattn_context_pipeline_count(ctx_), pipelines_);                   \
+    } while (0)
+
+static void test_null_arguments(void **state)
+{
+    fixture *f = *state;
+    vkattn_context *ctx = f->g->ctx;
+    assert_int_equal(vkattn_attention(NULL, &f->good), VKATTN_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(vkattn_cmd_attention(NULL, VK_NULL_HANDLE, &f->good),
+                     VKATTN_ERROR_INVALID_ARGUMENT);
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args is NULL", vkattn_attention(ctx, NULL));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "cmd is NULL",
+               vkattn_cmd_attention(ctx, VK_NULL_HANDLE, &f->good));
+    VkCommandBuffer cmd;
+    TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args is NULL",
+               vkattn_cmd_attention(ctx, cmd, NULL));
+    TEST_OK(ctx, vkattn_commands_submit(ctx));
+    vkattn_attention_args a = f->good;
+    a.q.buffer = NULL;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->q.buffer is NULL");
+    a = f->good;
+    a.out.buffer = NULL;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->out.buffer is NULL");
+}
+
+static void test_shapes(void **state)
+{
+    fixture *f = *state;
+    vkattn_attention_args a = f->good;
+    a.q.rank = 3;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->q.rank is 3");
+    a = f->good, a.k.shape[2] = 0;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->k.shape[2] is 0");
+    a = f->good, a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 12;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "(head_dim) 12 is not supported");
+    a = f->good, a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 264;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "(head_dim) 264");
+    a = f->good, a.q.shape[1] = a.out.shape[1] = 3;
+    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "(num_kv_heads) 2 does not divide");
+    a = f->good, a.k.shape[0] = 1;
+    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->k.shape[0] (batch) 1");
+    a = f->good, a.v.shape[2] = 4;
+    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->v.shape[2] (kv_len) 4");
+    a = f->good, a.out.shape[2] = 2;
+    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->out.shape[2] (q_len) 2");
+    a = f->good, a.mask.rank = 3;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->mask.rank is 3");
+    a = f->good, a.mask.shape[1] = 4;
+    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->mask.shape[1] (kv_len) 4");
+    int64_t m4[4] = {3, 1, TQ, TK};
+    a = f->good, a.mask = vkattn_tensor_make(f->buf, a.mask.offset, VKATTN_DTYPE_F16, 4, m4);
+    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->mask.shape[0] (batch) 3 is neither 1 nor");
+    a = f->good, a.key_padding.shape[1] = 6;
+    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->key_padding.shape[1] (kv_len) 6");
+    a = f->good, a.weights.rank = 2;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->weights.rank is 2");
+    a = f->good, a.weights.shape[1] = 4;
+    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->weights.shape[1] (q_len) 4");
+}
+
+static void test_dtypes(void **state)
+{
+    fixture *f = *state;
+    vkattn_attention_args a = f->good;
+    a.q.dtype = VKATTN_DTYPE_U8;
+    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->q.dtype u8 is not supported");
+    a = f->good, a.out.dtype = VKATTN_DTYPE_F16;
+    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->out.dtype f16 differs from args->q.dtype f32");
+    a = f->good, a.v.dtype = VKATTN_DTYPE_F16;
+    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->v.dtype f16 differs from args->k.dtype f32");
+    a = f->good, a.mask.dtype = VKATTN_DTYPE_U8;
+    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->mask.dtype u8");
+    a = f->good, a.key_padding.dtype = VKATTN_DTYPE_F32;
+    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->key_padding.dtype f32");
+    a = f->good, a.weights.dtype = VKATTN_DTYPE_F16;
+    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->weights.dtype f16");
+    a = f->good, a.k.dtype = (vkattn_dtype)7, a.v.dtype = (vkattn_dtype)7;
+    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->k.dtype 7");
+}
+
+static void test_memory_and_strides(void **state)
+{
+    fixture *f = *state;
+    vkattn_attention_args a = f->good;
+    a.q.offset = 2;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->q.offset 2 is not a multiple of the f32");
+    a = f->good, a.k.offset += 8;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->k.offset 776 is not a multiple of 16 bytes");
+    a = f->good, a.v.offset = 1600;
+    FAILS(f, a, VKATTN_ERROR_OUT_OF_RANGE, "args->v spans bytes");
+    a = f->good, a.k.strides[3] = 2, a.k.strides[2] = 16, a.k.strides[1] = 16, a.k.strides[0] = 16;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->k.strides[3] is 2: the last dimension of k");
+    a = f->good, a.v.strides[2] = 10, a.v.strides[1] = 20, a.v.strides[0] = 40, a.v.strides[3] = 1;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->v.strides[2] is 10: the strides of v must be");
+    a = f->good, a.q.strides[1] = -24;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->q.strides[1] is -24");
+    a = f->good, a.out.strides[1] = 0;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->out.strides[1] is 0 while args->out.shape[1] is 4");
+    a = f->good, a.weights.strides[0] = 0;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->weights.strides[0] is 0");
+    a = f->good, a.mask.offset = 1, a.mask.dtype = VKATTN_DTYPE_F16;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->mask.offset 1");
+
+    /* another context's buffer */
+    test_gpu *other = test_gpu_open(0);
+    vkattn_buffer *ob = test_buffer_with(other->ctx, NULL, 4096);
+    a = f->good, a.v.buffer = ob;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->v.buffer belongs to another context");
+    vkattn_buffer_destroy(ob);
+    test_gpu_close(other);
+}
+
+static void test_overlaps(void **state)
+{
+    fixture *f = *state;
+    vkattn_attention_args a = f->good;
+    a.out.buffer = f->buf, a.out.offset = f->good.q.offset + 64;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->out (bytes 64..832) overlaps args->q");
+    a = f->good, a.mask.buffer = f->obuf, a.mask.offset = 0;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->out (bytes 0..768) overlaps args->mask");
+    a = f->good, a.key_padding.buffer = f->obuf, a.key_padding.offset = 4 * Q_ELEMS + 8;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->weights (bytes 768..888) overlaps args->key_padding");
+    a = f->good, a.weights.buffer = f->buf, a.weights.offset = 0;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->weights (bytes 0..120) overlaps args->q");
+    a = f->good, a.weights.offset = 4 * Q_ELEMS - 4;
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "overlaps args->out");
+    /* inputs may share memory with each other: k and v the same range */
+    a = f->good, a.v = a.k;
+    TEST_OK(f->g->ctx, vkattn_attention(f->g->ctx, &a));
+}
+
+/* One head's keys beyond one binding (only where the range is small enough
+ * to exceed cheaply: lavapipe's 128 MiB). */
+static void test_head_too_large(void **state)
+{
+    fixture *f = *state;
+    vkattn_context *ctx = f->g->ctx;
+    uint64_t range = vkattn_context_device_info(ctx)->max_storage_buffer_range;
+    if (range > (256ull << 20)) {
+        skip();
+        return;
+    }
+    /* 2 keys range / 4 + 64 f32 elements apart: one head spans > range */
+    int64_t key_stride = (int64_t)(range / 4) + 64;
+    vkattn_buffer_desc d = {.size = (uint64_t)key_stride * 4 + 4096};
+    vkattn_buffer *big = NULL;
+    TEST_OK(ctx, vkattn_buffer_create(ctx, &d, &big));
+    int64_t ks[4] = {1, 1, 2, D}, qs[4] = {1, 1, 1, D};
+    vkattn_attention_args a = {0};
+    a.q = vkattn_tensor_make(f->buf, 0, VKATTN_DTYPE_F32, 4, qs);
+    a.out = vkattn_tensor_make(f->obuf, 0, VKATTN_DTYPE_F32, 4, qs);
+    a.k = vkattn_tensor_make(big, 0, VKATTN_DTYPE_F32, 4, ks);
+    a.k.strides[2] = key_stride;
+    a.v = vkattn_tensor_make(f->buf, 0, VKATTN_DTYPE_F32, 4, ks);
+    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED, "args->k: one head's keys spans");
+    vkattn_buffer_destroy(big);
+}
+
+/* After all the failures, a good call works and sees no validation message. */
+static void test_good_call_after_errors(void **state)
+{
+    fixture *f = *state;
+    TEST_OK(f->g->ctx, vkattn_attention(f->g->ctx, &f->good));
+    float w[B * TQ * TK];
+    TEST_OK(f->g->ctx, vkattn_buffer_download(f->obuf, 4 * Q_ELEMS, w, sizeof w));
+    /* zero q and k: uniform over the visible keys (causal, bottom-right) */
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < TQ; i++)
+            for (int j = 0; j < TK; j++) {
+                float want = j <= i + TK - TQ ? 1.0f / (float)(i + TK - TQ + 1) : 0.0f;
+                float got = w[(b * TQ + i) * TK + j];
+                if (!(got > want - 1e-6f && got < want + 1e-6f))
+                    fail_msg("weights[%d][%d][%d] = %g, expected %g", b, i, j, (double)got,
+                             (double)want);
+            }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_dtypes),
+        cmocka_unit_test(test_memory_and_strides),
+        cmocka_unit_test(test_overlaps),
+        cmocka_unit_test(test_head_too_large),
+        cmocka_unit_test(test_good_call_after_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
