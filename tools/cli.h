@@ -36,5 +36,8 @@ void cli_error(const char *fmt, ...)
 
 int cli_info(int argc, char **argv);
 int cli_smoke(int argc, char **argv);
+int cli_attention(int argc, char **argv);
+int cli_mha(int argc, char **argv);
+int cli_demo(int argc, char **argv);
 
 #endif

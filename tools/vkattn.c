@@ -11,6 +11,9 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  info      list the Vulkan devices and the capabilities vkattn uses\n"
+    "  attention attention of .npy tensors (Q, K, V, masks) on the device\n"
+    "  mha       one multi-head attention layer (torch weight layout) on .npy inputs\n"
+    "  demo      GPT-2- and Llama-shaped layers with random weights, checked on the CPU\n"
     "  smoke     run a small conversion kernel on the device and check it\n"
     "  version   print the library version\n"
     "\n"
@@ -48,6 +51,12 @@ int main(int argc, char **argv)
         return cli_info(argc - 1, argv + 1);
     if (strcmp(cmd, "smoke") == 0)
         return cli_smoke(argc - 1, argv + 1);
+    if (strcmp(cmd, "attention") == 0)
+        return cli_attention(argc - 1, argv + 1);
+    if (strcmp(cmd, "mha") == 0)
+        return cli_mha(argc - 1, argv + 1);
+    if (strcmp(cmd, "demo") == 0)
+        return cli_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("vkattn %s\n", vkattn_version_string());
         return 0;

@@ -1,0 +1,312 @@
+/* The vkattn command-line tool, run as a user would: .npy files in and out,
+ * --check against the CPU reference, and every bad input exiting non-zero
+ * with a message that names the problem, without writing the output file. */
+#include "npy.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef VKATTN_CLI_PATH
+#error "VKATTN_CLI_PATH must name the vkattn executable"
+#endif
+
+static char tmp[256];
+
+static const char *path_of(const char *name)
+{
+    static char buf[8][512];
+    static int next;
+    char *p = buf[next++ % 8];
+    snprintf(p, 512, "%s/%s", tmp, name);
+    return p;
+}
+
+static bool exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static void write_f32(const char *name, uint32_t rank, const int64_t *shape, uint64_t seed)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < rank; i++)
+        n *= shape[i];
+    float *data = malloc((size_t)(n ? n : 1) * 4);
+    test_rng r = test_rng_seed(seed);
+    test_fill_uniform(&r, data, (size_t)n, -1.0f, 1.0f);
+    char err[512];
+    if (npy_write(path_of(name), NPY_F32, rank, shape, data, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    free(data);
+}
+
+/* Runs the tool with `args`; returns its exit status; its stderr is kept. */
+static int run(const char *args, char *stderr_text, size_t size)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s > %s 2> %s", VKATTN_CLI_PATH, args, path_of("stdout.txt"),
+             path_of("stderr.txt"));
+    int status = system(cmd);
+    FILE *f = fopen(path_of("stderr.txt"), "r");
+    size_t n = f ? fread(stderr_text, 1, size - 1, f) : 0;
+    stderr_text[n] = '\0';
+    if (f)
+        fclose(f);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static void expect_failure(const char *args, const char *needle)
+{
+    unlink(path_of("O.npy"));
+    char err[4096];
+    int code = run(args, err, sizeof err);
+    if (code == 0)
+        fail_msg("vkattn %s: exit 0, expected failure", args);
+    if (!strstr(err, needle))
+        fail_msg("vkattn %s: stderr does not mention \"%s\":\n%s", args, needle, err);
+    if (exists(path_of("O.npy")) || exists(path_of("O.npy.tmp")))
+        fail_msg("vkattn %s: failed but wrote the output file", args);
+}
+
+static void write_standard_inputs(void)
+{
+    int64_t q[4] = {2, 4, 5, 16}, kv[4] = {2, 2, 7, 16}, pad[2] = {2, 7}, mask[2] = {5, 7};
+    write_f32("Q.npy", 4, q, 1);
+    write_f32("K.npy", 4, kv, 2);
+    write_f32("V.npy", 4, kv, 3);
+    write_f32("M.npy", 2, mask, 4);
+    uint8_t p[14] = {1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1};
+    char err[512];
+    assert_int_equal(npy_write(path_of("P.npy"), NPY_BOOL, 2, pad, p, err, sizeof err), 0);
+}
+
+static void test_attention_command(void **state)
+{
+    (void)state;
+    write_standard_inputs();
+    char args[2048], err[4096];
+    snprintf(args, sizeof args,
+             "attention --validate --q %s --k %s --v %s --mask %s --key-padding %s --causal --check "
+             "--weights-out %s --per-head --out %s",
+             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("M.npy"), path_of("P.npy"),
+             path_of("W.npy"), path_of("O.npy"));
+    if (run(args, err, sizeof err) != 0)
+        fail_msg("vkattn %s failed:\n%s", args, err);
+    npy_array o, w;
+    char e[512];
+    assert_int_equal(npy_read(path_of("O.npy"), &o, e, sizeof e), 0);
+    assert_int_equal(o.rank, 4);
+    assert_int_equal(o.shape[1], 4);
+    assert_int_equal(o.shape[3], 16);
+    assert_int_equal(npy_read(path_of("W.npy"), &w, e, sizeof e), 0);
+    assert_int_equal(w.rank, 4);
+    assert_int_equal(w.shape[3], 7);
+    /* rows of probabilities sum to 1 */
+    const float *pw = w.data;
+    for (int64_t r = 0; r < 2 * 4 * 5; r++) {
+        double s = 0;
+        for (int j = 0; j < 7; j++)
+            s += pw[r * 7 + j];
+        assert_true(fabs(s - 1.0) < 1e-4);
+    }
+    npy_free(&o);
+    npy_free(&w);
+    /* f16 storage too */
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --dtype f16 --check --out %s",
+             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    if (run(args, err, sizeof err) != 0)
+        fail_msg("vkattn %s failed:\n%s", args, err);
+}
+
+static void test_mha_command(void **state)
+{
+    (void)state;
+    int64_t x[3] = {2, 6, 32}, wq[2] = {32, 32}, wkv[2] = {16, 32}, wo[2] = {32, 32}, bq[1] = {32};
+    write_f32("X.npy", 3, x, 10);
+    write_f32("WQ.npy", 2, wq, 11);
+    write_f32("WK.npy", 2, wkv, 12);
+    write_f32("WV.npy", 2, wkv, 13);
+    write_f32("WO.npy", 2, wo, 14);
+    write_f32("BQ.npy", 1, bq, 15);
+    char args[2048], err[4096];
+    snprintf(args, sizeof args,
+             "mha --validate --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --bq %s "
+             "--causal --check --weights-out %s --out %s",
+             path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"), path_of("WO.npy"),
+             path_of("BQ.npy"), path_of("W.npy"), path_of("O.npy"));
+    if (run(args, err, sizeof err) != 0)
+        fail_msg("vkattn %s failed:\n%s", args, err);
+    npy_array y;
+    char e[512];
+    assert_int_equal(npy_read(path_of("O.npy"), &y, e, sizeof e), 0);
+    assert_int_equal(y.rank, 3);
+    assert_int_equal(y.shape[2], 32);
+    npy_free(&y);
+
+    /* Dm not divisible by the heads: Dm 30, 4 heads */
+    int64_t x30[3] = {1, 3, 30}, w30[2] = {30, 30};
+    write_f32("X30.npy", 3, x30, 16);
+    write_f32("W30.npy", 2, w30, 17);
+    snprintf(args, sizeof args, "mha --x %s --heads 4 --wq %s --wk %s --wv %s --wo %s --out %s",
+             path_of("X30.npy"), path_of("W30.npy"), path_of("W30.npy"), path_of("W30.npy"),
+             path_of("W30.npy"), path_of("O.npy"));
+    expect_failure(args, "--heads 4");
+    /* a weight of the wrong shape names its file */
+    snprintf(args, sizeof args, "mha --x %s --heads 4 --wq %s --wk %s --wv %s --wo %s --out %s",
+             path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"),
+             path_of("WK.npy"), path_of("O.npy"));
+    expect_failure(args, "WK.npy");
+    /* kv heads that do not divide the heads (weights shaped to match) */
+    int64_t wk3[2] = {24, 32};
+    write_f32("WK3.npy", 2, wk3, 18);
+    snprintf(args, sizeof args, "mha --x %s --heads 4 --kv-heads 3 --wq %s --wk %s --wv %s --wo %s --out %s",
+             path_of("X.npy"), path_of("WQ.npy"), path_of("WK3.npy"), path_of("WK3.npy"),
+             path_of("WO.npy"), path_of("O.npy"));
+    expect_failure(args, "does not divide");
+}
+
+static void test_bad_inputs(void **state)
+{
+    (void)state;
+    write_standard_inputs();
+    char args[4096], q[512], k[512], v[512], o[512];
+    /* copies: path_of's buffers are reused */
+    snprintf(q, sizeof q, "%s", path_of("Q.npy"));
+    snprintf(k, sizeof k, "%s", path_of("K.npy"));
+    snprintf(v, sizeof v, "%s", path_of("V.npy"));
+    snprintf(o, sizeof o, "%s", path_of("O.npy"));
+#define ATT(extra_fmt, ...) \
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s " extra_fmt, q, k, v, o, __VA_ARGS__)
+
+    /* missing file */
+    snprintf(args, sizeof args, "attention --q %s/none.npy --k %s --v %s --out %s", tmp, k, v, o);
+    expect_failure(args, "none.npy");
+    /* truncated file */
+    char trunc[600];
+    snprintf(trunc, sizeof trunc, "head -c 150 %s > %s", q, path_of("T.npy"));
+    assert_int_equal(system(trunc), 0);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("T.npy"), k, v, o);
+    expect_failure(args, "T.npy");
+    /* not a .npy at all */
+    FILE *f = fopen(path_of("J.npy"), "w");
+    fputs("this is not numpy", f);
+    fclose(f);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("J.npy"), k, v, o);
+    expect_failure(args, "J.npy");
+    /* float64 data */
+    f = fopen(path_of("D.npy"), "wb");
+    const char hdr[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 8), }";
+    fwrite(hdr, 1, sizeof hdr - 1, f);
+    for (size_t i = sizeof hdr - 1; i < 128 - 1; i++)
+        fputc(' ', f);
+    fputc('\n', f);
+    double zeros[8] = {0};
+    fwrite(zeros, 8, 8, f);
+    fclose(f);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("D.npy"), k, v, o);
+    expect_failure(args, "<f8");
+    /* a zero-sized dimension */
+    int64_t z[4] = {1, 0, 5, 16};
+    write_f32("Z.npy", 4, z, 5);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Z.npy"), k, v, o);
+    expect_failure(args, "zero-sized");
+    /* heads that do not divide: Hq 3, Hkv 2 */
+    int64_t q3[4] = {2, 3, 5, 16};
+    write_f32("Q3.npy", 4, q3, 6);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Q3.npy"), k, v, o);
+    expect_failure(args, "does not divide");
+    /* head dim 12 and 264 */
+    int64_t d12q[4] = {1, 2, 3, 12}, d12k[4] = {1, 2, 3, 12};
+    write_f32("Q12.npy", 4, d12q, 7);
+    write_f32("K12.npy", 4, d12k, 8);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Q12.npy"),
+             path_of("K12.npy"), path_of("K12.npy"), o);
+    expect_failure(args, "12");
+    int64_t d264[4] = {1, 1, 2, 264};
+    write_f32("Q264.npy", 4, d264, 9);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Q264.npy"),
+             path_of("Q264.npy"), path_of("Q264.npy"), o);
+    expect_failure(args, "264");
+    /* batch mismatch */
+    int64_t kb[4] = {3, 2, 7, 16};
+    write_f32("KB.npy", 4, kb, 10);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", q, path_of("KB.npy"), v, o);
+    expect_failure(args, "--k");
+    /* a mask that does not broadcast */
+    int64_t mbad[2] = {5, 6};
+    write_f32("MB.npy", 2, mbad, 11);
+    ATT("--mask %s", path_of("MB.npy"));
+    expect_failure(args, "--mask");
+    /* key padding as float32 */
+    int64_t pf[2] = {2, 7};
+    write_f32("PF.npy", 2, pf, 12);
+    ATT("--key-padding %s", path_of("PF.npy"));
+    expect_failure(args, "uint8 or bool");
+    /* unknown dtype, bad scale, unknown option, missing --out */
+    ATT("--dtype %s", "bf16");
+    expect_failure(args, "bf16");
+    ATT("--scale %s", "abc");
+    expect_failure(args, "abc");
+    ATT("--frobnicate %s", "1");
+    expect_failure(args, "--frobnicate");
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s", q, k, v);
+    expect_failure(args, "--out");
+#undef ATT
+}
+
+static void test_help_lists_flags(void **state)
+{
+    (void)state;
+    char err[4096];
+    assert_int_equal(run("--help", err, sizeof err), 0);
+    FILE *f = fopen(path_of("stdout.txt"), "r");
+    char out[8192] = {0};
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(out, "attention"));
+    assert_non_null(strstr(out, "mha"));
+    assert_int_equal(run("mha --help", err, sizeof err), 0);
+    f = fopen(path_of("stdout.txt"), "r");
+    n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    const char *flags[] = {"--x", "--kv", "--heads", "--kv-heads", "--wq", "--wk", "--wv", "--wo", "--bq",
+                           "--bo", "--causal", "--key-padding", "--mask", "--dtype", "--weights-out",
+                           "--per-head", "--check", "--device", "--validate"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!strstr(out, flags[i]))
+            fail_msg("vkattn mha --help does not list %s", flags[i]);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmp, sizeof tmp, "/tmp/vkattn-cli-XXXXXX");
+    return mkdtemp(tmp) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attention_command),
+        cmocka_unit_test(test_mha_command),
+        cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_help_lists_flags),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

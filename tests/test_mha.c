@@ -1,0 +1,315 @@
+/* The MHA layer on the device against vkattn_ref_mha: self- and cross-
+ * attention, MHA/GQA/MQA, biases, packed and separate weights, masks, both
+ * dtypes, caller scratch, the record form; and every bad input. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct layer_case {
+    uint32_t b, tq, tk, dm, dkv, hq, hkv, dh;
+    bool bias, packed, cross, causal, padding, mask, weights, per_head;
+    vkattn_dtype dtype;
+} layer_case;
+
+static float *rand_array(test_rng *r, size_t n, float amp, bool to_f16)
+{
+    float *a = malloc(n * sizeof *a);
+    assert_non_null(a);
+    test_fill_uniform(r, a, n, -amp, amp);
+    if (to_f16)
+        for (size_t i = 0; i < n; i++)
+            a[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(a[i]));
+    return a;
+}
+
+static vkattn_buffer *upload_as(vkattn_context *ctx, const float *data, size_t n, vkattn_dtype dt)
+{
+    if (dt == VKATTN_DTYPE_F32)
+        return test_buffer_with(ctx, data, n * 4);
+    uint16_t *h = malloc(n * 2);
+    for (size_t i = 0; i < n; i++)
+        h[i] = vkattn_f32_to_f16(data[i]);
+    vkattn_buffer *b = test_buffer_with(ctx, h, n * 2);
+    free(h);
+    return b;
+}
+
+static float *download_as(vkattn_context *ctx, vkattn_buffer *b, size_t n, vkattn_dtype dt)
+{
+    float *out = malloc(n * 4);
+    if (dt == VKATTN_DTYPE_F32) {
+        TEST_OK(ctx, vkattn_buffer_download(b, 0, out, n * 4));
+        return out;
+    }
+    uint16_t *h = malloc(n * 2);
+    TEST_OK(ctx, vkattn_buffer_download(b, 0, h, n * 2));
+    for (size_t i = 0; i < n; i++)
+        out[i] = vkattn_f16_to_f32(h[i]);
+    free(h);
+    return out;
+}
+
+/* Runs one configuration on the device and on the CPU and compares y (and
+ * the attention weights when asked). `record`: through vkattn_cmd_mha_forward
+ * with caller-provided scratch instead of vkattn_mha_forward. */
+static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bool record)
+{
+    test_rng rng = test_rng_seed(seed);
+    bool f16 = c->dtype == VKATTN_DTYPE_F16;
+    uint32_t dkv = c->cross ? c->dkv : c->dm, tk = c->cross ? c->tk : c->tq;
+    size_t qw = (size_t)c->hq * c->dh, kvw = (size_t)c->hkv * c->dh;
+    float amp = 1.5f / sqrtf((float)c->dm);
+    float *wq = rand_array(&rng, qw * c->dm, amp, f16), *wk = rand_array(&rng, kvw * dkv, amp, f16),
+          *wv = rand_array(&rng, kvw * dkv, amp, f16), *wo = rand_array(&rng, c->dm * qw, amp, f16);
+    float *bq = rand_array(&rng, qw, 0.2f, f16), *bk = rand_array(&rng, kvw, 0.2f, f16),
+          *bv = rand_array(&rng, kvw, 0.2f, f16), *bo = rand_array(&rng, c->dm, 0.2f, f16);
+    size_t nx = (size_t)c->b * c->tq * c->dm, nkv = (size_t)c->b * tk * dkv;
+    float *x = rand_array(&rng, nx, 1.0f, f16), *kv = c->cross ? rand_array(&rng, nkv, 1.0f, f16) : NULL;
+    uint8_t *pad = NULL;
+    float *mask = NULL;
+    if (c->padding) { /* every sequence keeps at least one key unless the test wants it empty */
+        pad = malloc((size_t)c->b * tk);
+        for (size_t i = 0; i < (size_t)c->b * tk; i++)
+            pad[i] = test_rng_below(&rng, 4) != 0;
+    }
+    if (c->mask) {
+        mask = rand_array(&rng, (size_t)c->tq * tk, 1.0f, false);
+        for (size_t i = 0; i < (size_t)c->tq * tk; i++)
+            if (test_rng_below(&rng, 6) == 0)
+                mask[i] = -INFINITY;
+    }
+    /* packed Wqkv when asked (needs Dkv == Dm) */
+    float *wqkv = NULL, *bqkv = NULL;
+    if (c->packed) {
+        wqkv = malloc((qw + 2 * kvw) * c->dm * 4);
+        memcpy(wqkv, wq, qw * c->dm * 4);
+        memcpy(wqkv + qw * c->dm, wk, kvw * c->dm * 4);
+        memcpy(wqkv + (qw + kvw) * c->dm, wv, kvw * c->dm * 4);
+        bqkv = malloc((qw + 2 * kvw) * 4);
+        memcpy(bqkv, bq, qw * 4);
+        memcpy(bqkv + qw, bk, kvw * 4);
+        memcpy(bqkv + qw + kvw, bv, kvw * 4);
+    }
+    vkattn_mha_desc desc = {.embed_dim = c->dm, .num_heads = c->hq, .num_kv_heads = c->hkv,
+                            .head_dim = c->dh == c->dm / c->hq ? 0 : c->dh, .kv_dim = c->cross ? dkv : 0,
+                            .bias = c->bias, .dtype = c->dtype};
+    vkattn_mha_weights w = {.wo = wo, .bo = c->bias ? bo : NULL};
+    if (c->packed) {
+        w.wqkv = wqkv;
+        w.bqkv = c->bias ? bqkv : NULL;
+    } else {
+        w.wq = wq, w.wk = wk, w.wv = wv;
+        if (c->bias)
+            w.bq = bq, w.bk = bk, w.bv = bv;
+    }
+    int64_t xs[3] = {c->b, c->tq, c->dm}, kvs[3] = {c->b, tk, dkv}, ps[2] = {c->b, tk}, ms[2] = {c->tq, tk};
+    int64_t ws[4] = {c->b, c->per_head ? c->hq : c->tq, c->per_head ? c->tq : tk, tk};
+    uint32_t wrank = c->per_head ? 4 : 3;
+    size_t nw = (size_t)ws[0] * ws[1] * ws[2] * (c->per_head ? (size_t)ws[3] : 1);
+
+    float *ref_y = malloc(nx * 4), *ref_w = c->weights ? malloc(nw * 4) : NULL;
+    vkattn_ref_mha_args ra = {.causal = c->causal};
+    ra.x = vkattn_host_tensor_make(x, VKATTN_DTYPE_F32, 3, xs);
+    if (kv)
+        ra.kv = vkattn_host_tensor_make(kv, VKATTN_DTYPE_F32, 3, kvs);
+    if (pad)
+        ra.key_padding = vkattn_host_tensor_make(pad, VKATTN_DTYPE_U8, 2, ps);
+    if (mask)
+        ra.mask = vkattn_host_tensor_make(mask, VKATTN_DTYPE_F32, 2, ms);
+    ra.y = vkattn_host_tensor_make(ref_y, VKATTN_DTYPE_F32, 3, xs);
+    if (ref_w)
+        ra.weights = vkattn_host_tensor_make(ref_w, VKATTN_DTYPE_F32, wrank, ws);
+    char err[512];
+    if (vkattn_ref_mha(&desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS)
+        fail_msg("reference: %s", err);
+
+    vkattn_mha *layer = NULL;
+    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
+    TEST_OK(ctx, vkattn_mha_set_weights(layer, &w));
+    vkattn_mha_forward_args fa = {.causal = c->causal};
+    vkattn_buffer *bx = upload_as(ctx, x, nx, c->dtype), *bkv = kv ? upload_as(ctx, kv, nkv, c->dtype) : NULL;
+    vkattn_buffer *bpad = pad ? test_buffer_with(ctx, pad, (size_t)c->b * tk) : NULL;
+    vkattn_buffer *bmask = mask ? test_buffer_with(ctx, mask, (size_t)c->tq * tk * 4) : NULL;
+    vkattn_buffer *by = test_buffer_with(ctx, NULL, nx * vkattn_dtype_size(c->dtype));
+    vkattn_buffer *bw = ref_w ? test_buffer_with(ctx, NULL, nw * 4) : NULL;
+    fa.x = vkattn_tensor_make(bx, 0, c->dtype, 3, xs);
+    if (bkv)
+        fa.kv = vkattn_tensor_make(bkv, 0, c->dtype, 3, kvs);
+    if (bpad)
+        fa.key_padding = vkattn_tensor_make(bpad, 0, VKATTN_DTYPE_U8, 2, ps);
+    if (bmask)
+        fa.mask = vkattn_tensor_make(bmask, 0, VKATTN_DTYPE_F32, 2, ms);
+    fa.y = vkattn_tensor_make(by, 0, c->dtype, 3, xs);
+    if (bw)
+        fa.weights = vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, wrank, ws);
+    vkattn_buffer *scratch = NULL;
+    if (record) {
+        uint64_t need = 0;
+        TEST_OK(ctx, vkattn_mha_scratch_size(layer, c->b, c->tq, tk, &need));
+        scratch = test_buffer_with(ctx, NULL, need + 512);
+        fa.scratch = scratch;
+        fa.scratch_offset = 512;
+        VkCommandBuffer cmd;
+        TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
+        TEST_OK(ctx, vkattn_cmd_mha_forward(layer, cmd, &fa));
+        TEST_OK(ctx, vkattn_commands_submit(ctx));
+    } else {
+        TEST_OK(ctx, vkattn_mha_forward(layer, &fa));
+    }
+    float *gy = download_as(ctx, by, nx, c->dtype);
+    char what[256];
+    snprintf(what, sizeof what,
+             "mha B%u Tq%u Tk%u Dm%u Dkv%u Hq%u Hkv%u Dh%u %s bias%d packed%d cross%d causal%d pad%d mask%d",
+             c->b, c->tq, tk, c->dm, dkv, c->hq, c->hkv, c->dh, vkattn_dtype_name(c->dtype), c->bias,
+             c->packed, c->cross, c->causal, c->padding, c->mask);
+    double tol = c->dtype == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32;
+    test_assert_close(gy, ref_y, nx, tol, what);
+    if (bw) {
+        float *gw = download_as(ctx, bw, nw, VKATTN_DTYPE_F32);
+        test_assert_close(gw, ref_w, nw, tol, what);
+        free(gw);
+    }
+    vkattn_buffer *bufs[] = {bx, bkv, bpad, bmask, by, bw, scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        vkattn_buffer_destroy(bufs[i]);
+    vkattn_mha_destroy(layer);
+    float *hosts[] = {wq, wk, wv, wo, bq, bk, bv, bo, x, kv, mask, wqkv, bqkv, ref_y, ref_w, gy};
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++)
+        free(hosts[i]);
+    free(pad);
+}
+
+static void test_layer_grid(void **state)
+{
+    test_gpu *g = *state;
+    const layer_case cases[] = {
+        /* b tq tk dm dkv hq hkv dh  bias packed cross causal padding mask weights per_head dtype */
+        {1, 7, 0, 32, 0, 4, 4, 8, true, true, false, false, false, false, false, false, VKATTN_DTYPE_F32},
+        {2, 9, 0, 64, 0, 8, 2, 8, true, false, false, true, false, false, true, false, VKATTN_DTYPE_F32},
+        {2, 5, 0, 64, 0, 4, 1, 16, false, false, false, true, true, false, false, false, VKATTN_DTYPE_F32},
+        {1, 6, 11, 32, 24, 2, 2, 16, true, false, true, false, true, true, true, true, VKATTN_DTYPE_F32},
+        {3, 4, 0, 48, 0, 6, 3, 8, true, true, false, true, false, true, false, false, VKATTN_DTYPE_F32},
+        {1, 13, 0, 128, 0, 4, 4, 32, true, true, false, true, false, false, false, false, VKATTN_DTYPE_F16},
+        {2, 8, 5, 64, 64, 8, 4, 8, true, false, true, false, true, false, true, false, VKATTN_DTYPE_F16},
+        {1, 3, 0, 40, 0, 2, 1, 24, false, false, false, true, false, false, false, false, VKATTN_DTYPE_F16},
+        /* head_dim different from embed_dim / heads */
+        {1, 5, 0, 32, 0, 2, 2, 24, true, false, false, false, false, false, false, false, VKATTN_DTYPE_F32},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(g->ctx, &cases[i], 100 + i, i % 2 == 1);
+}
+
+/* The other kernel families and bindings give the same layer. */
+static void test_layer_other_paths(void **state)
+{
+    (void)state;
+    const uint32_t flags[] = {VKATTN_CONTEXT_NO_TEXEL_BUFFERS, VKATTN_CONTEXT_NO_SUBGROUP_KERNELS,
+                              VKATTN_CONTEXT_NO_TEXEL_BUFFERS | VKATTN_CONTEXT_NO_SUBGROUP_KERNELS};
+    const layer_case c32 = {2, 6, 0, 64, 0, 8, 2, 8, true, true, false, true, true, false, false, false,
+                            VKATTN_DTYPE_F32};
+    layer_case c16 = c32;
+    c16.dtype = VKATTN_DTYPE_F16;
+    for (size_t i = 0; i < 3; i++) {
+        test_gpu *g = test_gpu_open(flags[i]);
+        run_case(g->ctx, &c32, 7 + i, false);
+        run_case(g->ctx, &c16, 17 + i, true);
+        test_gpu_close(g);
+    }
+}
+
+/* Every bad input named by the forward-pass issue, with its code. */
+static void test_layer_errors(void **state)
+{
+    test_gpu *g = *state;
+    vkattn_context *ctx = g->ctx;
+    vkattn_mha *m = (vkattn_mha *)g;
+    vkattn_mha_desc d = {.embed_dim = 32, .num_heads = 4, .num_kv_heads = 3};
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "num_kv_heads", vkattn_mha_create(ctx, &d, &m));
+    assert_null(m);
+    d = (vkattn_mha_desc){.embed_dim = 30, .num_heads = 4};
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "30", vkattn_mha_create(ctx, &d, &m));
+    d = (vkattn_mha_desc){.embed_dim = 48, .num_heads = 4}; /* head_dim 12 */
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "12", vkattn_mha_create(ctx, &d, &m));
+    d = (vkattn_mha_desc){.embed_dim = 528, .num_heads = 2}; /* head_dim 264 */
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "264", vkattn_mha_create(ctx, &d, &m));
+    d = (vkattn_mha_desc){.embed_dim = 0, .num_heads = 2};
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "embed_dim", vkattn_mha_create(ctx, &d, &m));
+    d = (vkattn_mha_desc){.embed_dim = 32, .num_heads = 2, .dtype = VKATTN_DTYPE_U8};
+    TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "dtype", vkattn_mha_create(ctx, &d, &m));
+    d = (vkattn_mha_desc){.embed_dim = 32, .num_heads = 2, .dtype = (vkattn_dtype)42};
+    TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "dtype", vkattn_mha_create(ctx, &d, &m));
+
+    d = (vkattn_mha_desc){.embed_dim = 32, .num_heads = 4, .num_kv_heads = 2};
+    TEST_OK(ctx, vkattn_mha_create(ctx, &d, &m));
+    int64_t xs[3] = {2, 5, 32};
+    vkattn_buffer *b = test_buffer_with(ctx, NULL, 1 << 16);
+    vkattn_mha_forward_args fa = {.x = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 3, xs),
+                                  .y = vkattn_tensor_make(b, 4096, VKATTN_DTYPE_F32, 3, xs)};
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "no weights", vkattn_mha_forward(m, &fa));
+    vkattn_mha_weights none = {0};
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "weights->wq", vkattn_mha_set_weights(m, &none));
+    float *zeros = calloc(32 * 32 * 3, 4);
+    vkattn_mha_weights w = {.wq = zeros, .wk = zeros, .wv = zeros, .wo = zeros};
+    TEST_OK(ctx, vkattn_mha_set_weights(m, &w));
+    TEST_OK(ctx, vkattn_mha_forward(m, &fa));
+
+    vkattn_mha_forward_args bad = fa;
+    bad.x.shape[2] = 16;
+    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->x.shape[2] is 16", vkattn_mha_forward(m, &bad));
+    bad = fa;
+    bad.y.shape[0] = 1;
+    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->y.shape[0]", vkattn_mha_forward(m, &bad));
+    bad = fa;
+    bad.x.shape[1] = 0;
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->x.shape[1] is 0", vkattn_mha_forward(m, &bad));
+    bad = fa;
+    bad.x.dtype = VKATTN_DTYPE_F16;
+    TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->x.dtype", vkattn_mha_forward(m, &bad));
+    bad = fa;
+    int64_t ks[3] = {3, 7, 32};
+    bad.kv = vkattn_tensor_make(b, 8192, VKATTN_DTYPE_F32, 3, ks); /* batch 3 vs 2 */
+    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->kv.shape[0]", vkattn_mha_forward(m, &bad));
+    bad = fa;
+    int64_t mshape[2] = {5, 6}; /* [Tq, Tk] with Tk 6 != 5 */
+    bad.mask = vkattn_tensor_make(b, 12288, VKATTN_DTYPE_F32, 2, mshape);
+    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->mask", vkattn_mha_forward(m, &bad));
+    bad = fa;
+    int64_t m4[4] = {2, 3, 5, 5}; /* head dimension 3: neither 4 nor 1 */
+    bad.mask = vkattn_tensor_make(b, 12288, VKATTN_DTYPE_F32, 4, m4);
+    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->mask", vkattn_mha_forward(m, &bad));
+    bad = fa;
+    int64_t pshape[2] = {2, 4};
+    bad.key_padding = vkattn_tensor_make(b, 12288, VKATTN_DTYPE_U8, 2, pshape);
+    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->key_padding", vkattn_mha_forward(m, &bad));
+
+    /* the record form never grows the layer's scratch */
+    int64_t big[3] = {2, 40, 32};
+    bad = fa;
+    bad.x = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 3, big);
+    bad.y = vkattn_tensor_make(b, 20480, VKATTN_DTYPE_F32, 3, big);
+    VkCommandBuffer cmd;
+    TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
+    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "vkattn_mha_reserve", vkattn_cmd_mha_forward(m, cmd, &bad));
+    vkattn_commands_discard(ctx);
+    TEST_OK(ctx, vkattn_mha_reserve(m, 2, 40, 40));
+    TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
+    TEST_OK(ctx, vkattn_cmd_mha_forward(m, cmd, &bad));
+    TEST_OK(ctx, vkattn_commands_submit(ctx));
+
+    vkattn_buffer_destroy(b);
+    vkattn_mha_destroy(m);
+    vkattn_mha_destroy(NULL);
+    free(zeros);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layer_grid),
+        cmocka_unit_test(test_layer_other_paths),
+        cmocka_unit_test(test_layer_errors),
+    };
+    return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
+}

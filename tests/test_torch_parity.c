@@ -1,0 +1,255 @@
+/* Parity with PyTorch: the fixtures in tests/fixtures/ were written by
+ * tools/gen_torch_fixtures.py from torch.nn.MultiheadAttention (batch_first)
+ * and torch's scaled dot-product attention. The GPU (f32 and f16 storage) and
+ * the CPU reference must both reproduce torch's outputs. No torch needed. */
+#include "npy.h"
+#include "test_util.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifndef VKATTN_FIXTURE_DIR
+#error "VKATTN_FIXTURE_DIR must point at tests/fixtures"
+#endif
+
+/* torch computes in float32: the reference (double) must be this close */
+#define TOL_REF_VS_TORCH 5e-5
+
+typedef struct fixture {
+    char dir[768];
+    char kind[64];
+    int heads, kv_heads, bias, causal, cross, per_head;
+    double scale;
+    npy_array a[20];
+    const char *names[20];
+    int count;
+} fixture;
+
+static npy_array *get(fixture *f, const char *name)
+{
+    for (int i = 0; i < f->count; i++)
+        if (strcmp(f->names[i], name) == 0)
+            return &f->a[i];
+    return NULL;
+}
+
+static void load_fixture(fixture *f, const char *dir)
+{
+    memset(f, 0, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "%s", dir);
+    char path[1024], key[64];
+    snprintf(path, sizeof path, "%s/case.txt", dir);
+    FILE *meta = fopen(path, "r");
+    if (!meta)
+        fail_msg("cannot open %s", path);
+    double value;
+    char text[64];
+    while (fscanf(meta, "%63s %63s", key, text) == 2) {
+        value = atof(text);
+        if (strcmp(key, "kind") == 0)
+            snprintf(f->kind, sizeof f->kind, "%s", text);
+        else if (strcmp(key, "heads") == 0)
+            f->heads = (int)value;
+        else if (strcmp(key, "kv_heads") == 0)
+            f->kv_heads = (int)value;
+        else if (strcmp(key, "bias") == 0)
+            f->bias = (int)value;
+        else if (strcmp(key, "causal") == 0)
+            f->causal = (int)value;
+        else if (strcmp(key, "cross") == 0)
+            f->cross = (int)value;
+        else if (strcmp(key, "per_head") == 0)
+            f->per_head = (int)value;
+        else if (strcmp(key, "scale") == 0)
+            f->scale = value;
+    }
+    fclose(meta);
+    static const char *const all[] = {"x", "kv", "wq", "wk", "wv", "wo", "bq", "bk", "bv",
+                                      "bo", "key_padding", "mask", "y", "weights", "q", "k",
+                                      "v", "out"};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const char *name = all[i];
+        snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+        FILE *probe = fopen(path, "rb");
+        if (!probe)
+            continue;
+        fclose(probe);
+        char err[512];
+        assert_true(f->count < 20);
+        if (npy_read(path, &f->a[f->count], err, sizeof err) != 0)
+            fail_msg("%s", err);
+        f->names[f->count++] = name;
+    }
+}
+
+static void free_fixture(fixture *f)
+{
+    for (int i = 0; i < f->count; i++)
+        npy_free(&f->a[i]);
+}
+
+static int64_t numel(const npy_array *a)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < a->rank; i++)
+        n *= a->shape[i];
+    return n;
+}
+
+/* A device buffer of an array's f32 values in `dt` (u8 arrays as bytes). */
+static vkattn_buffer *upload(vkattn_context *ctx, const npy_array *a, vkattn_dtype dt, vkattn_tensor *t)
+{
+    int64_t n = numel(a);
+    vkattn_buffer *b;
+    if (a->dtype != NPY_F32 || dt == VKATTN_DTYPE_F32) {
+        b = test_buffer_with(ctx, a->data, a->nbytes);
+        dt = a->dtype == NPY_F32 ? VKATTN_DTYPE_F32 : VKATTN_DTYPE_U8;
+    } else {
+        uint16_t *h = malloc((size_t)n * 2);
+        for (int64_t i = 0; i < n; i++)
+            h[i] = vkattn_f32_to_f16(((const float *)a->data)[i]);
+        b = test_buffer_with(ctx, h, (uint64_t)n * 2);
+        free(h);
+    }
+    *t = vkattn_tensor_make(b, 0, dt, a->rank, a->shape);
+    return b;
+}
+
+static float *download(vkattn_context *ctx, vkattn_buffer *b, int64_t n, vkattn_dtype dt)
+{
+    float *out = malloc((size_t)n * 4);
+    if (dt == VKATTN_DTYPE_F32) {
+        TEST_OK(ctx, vkattn_buffer_download(b, 0, out, (uint64_t)n * 4));
+    } else {
+        uint16_t *h = malloc((size_t)n * 2);
+        TEST_OK(ctx, vkattn_buffer_download(b, 0, h, (uint64_t)n * 2));
+        for (int64_t i = 0; i < n; i++)
+            out[i] = vkattn_f16_to_f32(h[i]);
+        free(h);
+    }
+    return out;
+}
+
+static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
+{
+    npy_array *x = get(f, "x"), *kv = get(f, "kv"), *wk = get(f, "wk"), *y = get(f, "y"),
+              *wts = get(f, "weights"), *pad = get(f, "key_padding"), *mask = get(f, "mask");
+    vkattn_mha_desc desc = {.embed_dim = (uint32_t)x->shape[2], .num_heads = (uint32_t)f->heads,
+                            .num_kv_heads = (uint32_t)f->kv_heads, .kv_dim = (uint32_t)wk->shape[1],
+                            .bias = f->bias, .dtype = dt};
+    vkattn_mha_weights w = {0};
+    const char *wn[8] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"};
+    const float **ws[8] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo};
+    for (int i = 0; i < 8; i++)
+        *ws[i] = get(f, wn[i]) ? get(f, wn[i])->data : NULL;
+    char what[1024];
+
+    /* the CPU reference against torch */
+    float *ref_y = malloc(y->nbytes), *ref_w = malloc(wts->nbytes);
+    vkattn_ref_mha_args ra = {.causal = f->causal};
+    ra.x = vkattn_host_tensor_make(x->data, VKATTN_DTYPE_F32, 3, x->shape);
+    if (kv)
+        ra.kv = vkattn_host_tensor_make(kv->data, VKATTN_DTYPE_F32, 3, kv->shape);
+    if (pad)
+        ra.key_padding = vkattn_host_tensor_make(pad->data, VKATTN_DTYPE_U8, 2, pad->shape);
+    if (mask)
+        ra.mask = vkattn_host_tensor_make(mask->data, VKATTN_DTYPE_F32, mask->rank, mask->shape);
+    ra.y = vkattn_host_tensor_make(ref_y, VKATTN_DTYPE_F32, 3, y->shape);
+    ra.weights = vkattn_host_tensor_make(ref_w, VKATTN_DTYPE_F32, wts->rank, wts->shape);
+    char err[512];
+    if (vkattn_ref_mha(&desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS)
+        fail_msg("%s: reference: %s", f->dir, err);
+    snprintf(what, sizeof what, "%s: CPU reference y vs torch", f->dir);
+    test_assert_close(ref_y, y->data, (size_t)numel(y), TOL_REF_VS_TORCH, what);
+    snprintf(what, sizeof what, "%s: CPU reference weights vs torch", f->dir);
+    test_assert_close(ref_w, wts->data, (size_t)numel(wts), TOL_REF_VS_TORCH, what);
+
+    /* the device against torch */
+    vkattn_mha *layer = NULL;
+    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
+    TEST_OK(ctx, vkattn_mha_set_weights(layer, &w));
+    vkattn_mha_forward_args fa = {.causal = f->causal};
+    vkattn_buffer *bx = upload(ctx, x, dt, &fa.x), *bkv = kv ? upload(ctx, kv, dt, &fa.kv) : NULL;
+    vkattn_buffer *bpad = pad ? upload(ctx, pad, dt, &fa.key_padding) : NULL;
+    vkattn_buffer *bmask = mask ? upload(ctx, mask, VKATTN_DTYPE_F32, &fa.mask) : NULL;
+    size_t es = vkattn_dtype_size(dt);
+    vkattn_buffer *by = test_buffer_with(ctx, NULL, (uint64_t)numel(y) * es);
+    vkattn_buffer *bw = test_buffer_with(ctx, NULL, wts->nbytes);
+    fa.y = vkattn_tensor_make(by, 0, dt, 3, y->shape);
+    fa.weights = vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, wts->rank, wts->shape);
+    TEST_OK(ctx, vkattn_mha_forward(layer, &fa));
+    float *gy = download(ctx, by, numel(y), dt), *gw = download(ctx, bw, numel(wts), VKATTN_DTYPE_F32);
+    double tol = dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32;
+    snprintf(what, sizeof what, "%s (%s): GPU y vs torch", f->dir, vkattn_dtype_name(dt));
+    test_assert_close(gy, y->data, (size_t)numel(y), tol, what);
+    snprintf(what, sizeof what, "%s (%s): GPU weights vs torch", f->dir, vkattn_dtype_name(dt));
+    test_assert_close(gw, wts->data, (size_t)numel(wts), tol, what);
+    vkattn_buffer *bufs[] = {bx, bkv, bpad, bmask, by, bw};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        vkattn_buffer_destroy(bufs[i]);
+    vkattn_mha_destroy(layer);
+    free(gy);
+    free(gw);
+    free(ref_y);
+    free(ref_w);
+}
+
+static void run_attention(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
+{
+    npy_array *q = get(f, "q"), *k = get(f, "k"), *v = get(f, "v"), *out = get(f, "out"),
+              *mask = get(f, "mask");
+    vkattn_attention_args a = {.scale = (float)f->scale};
+    vkattn_buffer *bq = upload(ctx, q, dt, &a.q), *bk = upload(ctx, k, dt, &a.k), *bv = upload(ctx, v, dt, &a.v);
+    vkattn_buffer *bm = mask ? upload(ctx, mask, VKATTN_DTYPE_F32, &a.mask) : NULL;
+    vkattn_buffer *bo = test_buffer_with(ctx, NULL, (uint64_t)numel(out) * vkattn_dtype_size(dt));
+    a.out = vkattn_tensor_make(bo, 0, dt, 4, out->shape);
+    TEST_OK(ctx, vkattn_attention(ctx, &a));
+    float *got = download(ctx, bo, numel(out), dt);
+    char what[1024];
+    snprintf(what, sizeof what, "%s (%s): GPU out vs torch", f->dir, vkattn_dtype_name(dt));
+    test_assert_close(got, out->data, (size_t)numel(out), dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32,
+                      what);
+    vkattn_buffer *bufs[] = {bq, bk, bv, bm, bo};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        vkattn_buffer_destroy(bufs[i]);
+    free(got);
+}
+
+static void test_all_fixtures(void **state)
+{
+    test_gpu *g = *state;
+    DIR *d = opendir(VKATTN_FIXTURE_DIR);
+    assert_non_null(d);
+    int cases = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char dir[768];
+        snprintf(dir, sizeof dir, "%s/%s", VKATTN_FIXTURE_DIR, e->d_name);
+        fixture f;
+        load_fixture(&f, dir);
+        for (int t = 0; t < 2; t++) {
+            vkattn_dtype dt = t ? VKATTN_DTYPE_F16 : VKATTN_DTYPE_F32;
+            if (strcmp(f.kind, "mha") == 0)
+                run_mha(g->ctx, &f, dt);
+            else if (strcmp(f.kind, "attention") == 0)
+                run_attention(g->ctx, &f, dt);
+            else
+                fail_msg("%s: unknown kind \"%s\"", dir, f.kind);
+        }
+        free_fixture(&f);
+        cases++;
+    }
+    closedir(d);
+    assert_true(cases >= 9); /* a lost fixture folder must not pass silently */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_all_fixtures),
+    };
+    return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
+}

@@ -1,0 +1,275 @@
+#include "cli_io.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int64_t cli_numel(const npy_array *a)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < a->rank; i++)
+        n *= a->shape[i];
+    return n;
+}
+
+static void shape_text(const npy_array *a, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "(");
+    for (uint32_t i = 0; i < a->rank && n > 0 && (size_t)n < size; i++)
+        n += snprintf(buf + n, size - n, i ? ", %lld" : "%lld", (long long)a->shape[i]);
+    if (n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - n, ")");
+}
+
+static int load(cli_input *in)
+{
+    char err[512];
+    if (npy_read(in->path, &in->array, err, sizeof err) != 0) {
+        cli_error("%s: %s", in->flag, err);
+        return -1;
+    }
+    for (uint32_t i = 0; i < in->array.rank; i++)
+        if (in->array.shape[i] == 0) {
+            char s[128];
+            shape_text(&in->array, s, sizeof s);
+            cli_error("%s %s: shape %s has a zero-sized dimension %u", in->flag, in->path, s, i);
+            return -1;
+        }
+    return 0;
+}
+
+int cli_load_f32(cli_input *in, uint32_t rank)
+{
+    if (load(in) != 0)
+        return -1;
+    if (in->array.dtype != NPY_F32) {
+        cli_error("%s %s: dtype is %s; inputs must be float32 (use --dtype f16 for f16 on the device)",
+                  in->flag, in->path, npy_dtype_name(in->array.dtype));
+        return -1;
+    }
+    if ((rank && in->array.rank != rank) || in->array.rank == 0 || in->array.rank > 4) {
+        char s[128];
+        shape_text(&in->array, s, sizeof s);
+        if (rank)
+            cli_error("%s %s: shape %s has %u dimensions, expected %u", in->flag, in->path, s,
+                      in->array.rank, rank);
+        else
+            cli_error("%s %s: shape %s has %u dimensions, expected 1 to 4", in->flag, in->path, s,
+                      in->array.rank);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_load_mask_u8(cli_input *in)
+{
+    if (load(in) != 0)
+        return -1;
+    if (in->array.dtype != NPY_U8 && in->array.dtype != NPY_BOOL) {
+        cli_error("%s %s: dtype is %s; a key-padding mask is uint8 or bool (1 = token, 0 = padding)",
+                  in->flag, in->path, npy_dtype_name(in->array.dtype));
+        return -1;
+    }
+    if (in->array.rank != 2) {
+        cli_error("%s %s: has %u dimensions, expected 2 ([batch, kv_len])", in->flag, in->path,
+                  in->array.rank);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_expect_dim(const cli_input *in, uint32_t dim, int64_t want, const char *what)
+{
+    if (want < 0 || in->array.shape[dim] == want)
+        return 0;
+    char s[128];
+    shape_text(&in->array, s, sizeof s);
+    cli_error("%s %s: shape %s: dimension %u is %lld but %s is %lld", in->flag, in->path, s, dim,
+              (long long)in->array.shape[dim], what, (long long)want);
+    return -1;
+}
+
+void cli_round_to_dtype(npy_array *a, vkattn_dtype dtype)
+{
+    if (dtype != VKATTN_DTYPE_F16 || a->dtype != NPY_F32 || !a->data)
+        return;
+    float *f = a->data;
+    for (int64_t i = 0; i < cli_numel(a); i++)
+        f[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(f[i]));
+}
+
+vkattn_buffer *cli_upload(vkattn_context *ctx, const npy_array *a, vkattn_dtype dtype)
+{
+    int64_t n = cli_numel(a);
+    size_t es = a->dtype == NPY_F32 ? vkattn_dtype_size(dtype) : 1;
+    void *host = a->data, *converted = NULL;
+    if (a->dtype == NPY_F32 && dtype == VKATTN_DTYPE_F16) {
+        uint16_t *h = converted = malloc((size_t)n * 2);
+        if (!h) {
+            cli_error("out of memory");
+            return NULL;
+        }
+        for (int64_t i = 0; i < n; i++)
+            h[i] = vkattn_f32_to_f16(((const float *)a->data)[i]);
+        host = h;
+    }
+    vkattn_buffer *b = NULL;
+    vkattn_buffer_desc d = {.size = (uint64_t)n * es};
+    vkattn_result r = vkattn_buffer_create(ctx, &d, &b);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_buffer_upload(b, 0, host, d.size);
+    free(converted);
+    if (r != VKATTN_SUCCESS) {
+        cli_error("%s", vkattn_context_last_error(ctx));
+        vkattn_buffer_destroy(b);
+        return NULL;
+    }
+    return b;
+}
+
+vkattn_tensor cli_tensor(vkattn_buffer *b, const npy_array *a, vkattn_dtype dtype)
+{
+    vkattn_dtype dt = a->dtype == NPY_F32 ? dtype : VKATTN_DTYPE_U8;
+    return vkattn_tensor_make(b, 0, dt, a->rank, a->shape);
+}
+
+float *cli_download_f32(vkattn_context *ctx, vkattn_buffer *b, int64_t count, vkattn_dtype dtype)
+{
+    size_t es = vkattn_dtype_size(dtype);
+    void *raw = malloc((size_t)count * es);
+    float *out = dtype == VKATTN_DTYPE_F32 ? raw : malloc((size_t)count * 4);
+    if (!raw || !out || vkattn_buffer_download(b, 0, raw, (uint64_t)count * es) != VKATTN_SUCCESS) {
+        cli_error("reading the result back failed: %s", vkattn_context_last_error(ctx));
+        if (out != raw)
+            free(out);
+        free(raw);
+        return NULL;
+    }
+    if (dtype == VKATTN_DTYPE_F16) {
+        for (int64_t i = 0; i < count; i++)
+            out[i] = vkattn_f16_to_f32(((const uint16_t *)raw)[i]);
+        free(raw);
+    }
+    return out;
+}
+
+int cli_write_f32(const char *path, uint32_t rank, const int64_t *shape, const float *data)
+{
+    char err[512];
+    if (npy_write(path, NPY_F32, rank, shape, data, err, sizeof err) != 0) {
+        cli_error("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The layer's desc fields as the CLI's users know them. */
+static const char *const desc_names[][2] = {
+    {"desc->num_kv_heads", "--kv-heads"},
+    {"desc->num_heads", "--heads"},
+    {"desc->embed_dim", "embed_dim (the last dimension of --x)"},
+    {"desc->kv_dim", "kv_dim (the last dimension of --kv)"},
+    {"desc->head_dim", "head_dim (rows of --wq / --heads)"},
+};
+
+void cli_report_error(vkattn_context *ctx, vkattn_result r, const cli_input *inputs, int n_inputs)
+{
+    const char *msg = vkattn_context_last_error(ctx);
+    char out[2048] = "";
+    size_t o = 0;
+    while (*msg && o + 1 < sizeof out) {
+        bool replaced = false;
+        for (size_t i = 0; i < sizeof desc_names / sizeof desc_names[0] && !replaced; i++) {
+            size_t len = strlen(desc_names[i][0]);
+            if (strncmp(msg, desc_names[i][0], len) == 0) {
+                o += (size_t)snprintf(out + o, sizeof out - o, "%s", desc_names[i][1]);
+                msg += len;
+                replaced = true;
+            }
+        }
+        if (replaced)
+            continue;
+        if (strncmp(msg, "args->", 6) == 0) {
+            for (int i = 0; i < n_inputs && !replaced; i++) {
+                const char *name = inputs[i].flag + 2; /* "--q" -> "q" */
+                size_t len = strlen(name);
+                char canon[32];
+                snprintf(canon, sizeof canon, "%s", name);
+                for (char *c = canon; *c; c++)
+                    if (*c == '-')
+                        *c = '_';
+                if (inputs[i].path && strncmp(msg + 6, canon, len) == 0 &&
+                    (msg[6 + len] == '.' || msg[6 + len] == ' ' || msg[6 + len] == ':' ||
+                     msg[6 + len] == '\0')) {
+                    o += (size_t)snprintf(out + o, sizeof out - o, "%s (%s)", inputs[i].flag, inputs[i].path);
+                    msg += 6 + len;
+                    replaced = true;
+                }
+            }
+        }
+        if (!replaced)
+            out[o++] = *msg++;
+        out[o < sizeof out ? o : sizeof out - 1] = '\0';
+    }
+    cli_error("%s [%s]", out, vkattn_result_name(r));
+}
+
+int cli_parse_dtype(const char *text, vkattn_dtype *dtype)
+{
+    if (strcmp(text, "f32") == 0)
+        *dtype = VKATTN_DTYPE_F32;
+    else if (strcmp(text, "f16") == 0)
+        *dtype = VKATTN_DTYPE_F16;
+    else {
+        cli_error("--dtype \"%s\": expected f32 or f16", text);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_parse_float(const char *flag, const char *text, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (!*text || *end || errno || !isfinite(v)) {
+        cli_error("%s \"%s\": expected a finite number", flag, text);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+int cli_parse_uint(const char *flag, const char *text, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 10);
+    if (!*text || *end || errno || v == 0 || v > UINT32_MAX || text[0] == '-') {
+        cli_error("%s \"%s\": expected a positive integer", flag, text);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+double cli_max_rel_error(const float *got, const float *want, int64_t n, bool *nonfinite)
+{
+    double max_err = 0, max_want = 0;
+    *nonfinite = false;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) {
+            *nonfinite = true;
+            continue;
+        }
+        double e = fabs((double)got[i] - want[i]);
+        if (e > max_err)
+            max_err = e;
+        if (fabs(want[i]) > max_want)
+            max_want = fabs(want[i]);
+    }
+    return max_err / (max_want > 1e-30 ? max_want : 1e-30);
+}

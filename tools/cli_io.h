@@ -1,0 +1,55 @@
+/* .npy inputs and outputs of the CLI commands, and their device copies. */
+#ifndef VKATTN_CLI_IO_H
+#define VKATTN_CLI_IO_H
+
+#include "npy.h"
+#include "vkattn.h"
+
+#include <stdbool.h>
+
+/* One input file given by a flag ("--q"); `array` empty until loaded. */
+typedef struct cli_input {
+    const char *flag;
+    const char *path; /* NULL: not given */
+    npy_array array;
+} cli_input;
+
+/* Loads a float32 input of rank `rank` (0: any 1..4). Prints the error naming
+ * the file and returns -1 on failure. */
+int cli_load_f32(cli_input *in, uint32_t rank);
+/* Loads a key-padding input: uint8 or bool, rank 2. */
+int cli_load_mask_u8(cli_input *in);
+/* Fails, naming the file, when a dimension is not `want` (skipped when
+ * want < 0). `what` describes the dimension ("embed_dim"). */
+int cli_expect_dim(const cli_input *in, uint32_t dim, int64_t want, const char *what);
+int64_t cli_numel(const npy_array *a);
+
+/* A device buffer with the array's values in `dtype` (f32 data converted to
+ * f16 on the host when dtype is f16; u8 copied). NULL on failure (printed). */
+vkattn_buffer *cli_upload(vkattn_context *ctx, const npy_array *a, vkattn_dtype dtype);
+/* A tensor over a whole uploaded array. */
+vkattn_tensor cli_tensor(vkattn_buffer *b, const npy_array *a, vkattn_dtype dtype);
+/* Reads `count` elements of `dtype` from the buffer as f32 (malloc'd). */
+float *cli_download_f32(vkattn_context *ctx, vkattn_buffer *b, int64_t count, vkattn_dtype dtype);
+/* The values the device actually saw: f32 data rounded to f16 and back when
+ * dtype is f16 (so the CPU reference gets the same inputs). In place. */
+void cli_round_to_dtype(npy_array *a, vkattn_dtype dtype);
+
+/* Writes float32 data; prints the error and returns -1 on failure. */
+int cli_write_f32(const char *path, uint32_t rank, const int64_t *shape, const float *data);
+
+/* The library's message with "args->x" names replaced by the flags and files
+ * the user gave, then printed. */
+void cli_report_error(vkattn_context *ctx, vkattn_result r, const cli_input *inputs, int n_inputs);
+
+/* Parses "f32" / "f16" into *dtype; prints an error and returns -1 otherwise. */
+int cli_parse_dtype(const char *text, vkattn_dtype *dtype);
+/* Parses a float option value; prints an error and returns -1 if malformed. */
+int cli_parse_float(const char *flag, const char *text, float *out);
+/* Parses a positive integer option value. */
+int cli_parse_uint(const char *flag, const char *text, uint32_t *out);
+
+/* Max |a - b| / max |b| and whether anything is not finite (for --check). */
+double cli_max_rel_error(const float *got, const float *want, int64_t n, bool *nonfinite);
+
+#endif
