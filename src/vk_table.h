@@ -80,6 +80,7 @@
     X(vkCmdPipelineBarrier)              \
     X(vkCmdCopyBuffer)                   \
     X(vkCmdFillBuffer)                   \
+    X(vkCmdUpdateBuffer)                 \
     X(vkCmdResetQueryPool)               \
     X(vkCmdWriteTimestamp)               \
     X(vkCreateQueryPool)                 \
