@@ -4,35 +4,15 @@
  *   -> output GEMM.
  * No separate split, merge or transpose pass: those are store patterns. */
 #include "attention_shapes.h"
-#include "internal.h"
 #include "linear.h"
 #include "mha_config.h"
+#include "mha_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Every tensor the layer places in a buffer starts on this boundary (texel
- * views need minTexelBufferOffsetAlignment, 256 bytes on SwiftShader). */
-#define PLACEMENT 256u
-
-struct vkattn_mha {
-    vkattn_context *ctx;
-    vkattn_mha_desc d; /* resolved */
-    size_t esize;      /* bytes per element of d.dtype */
-    /* Weights in d.dtype, one buffer: Wq rows then Wk, Wv rows (one matrix
-     * when kv_dim == embed_dim, else Wkv after Wq), then Wo, then biases. */
-    vkattn_buffer *weights;
-    uint64_t off_wq, off_wkv, off_wo, off_bq, off_bkv, off_bo;
-    bool weights_set;
-    vkattn_buffer *scratch; /* the layer's own, grown by reserve */
-};
-
-static uint64_t place(uint64_t *cursor, uint64_t bytes)
-{
-    uint64_t at = *cursor;
-    *cursor = vkattn_align_up(at + bytes, PLACEMENT);
-    return at;
-}
+#define PLACEMENT VKATTN_MHA_PLACEMENT
+#define place vkattn_mha_place
 
 vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc, vkattn_mha **out)
 {
@@ -184,19 +164,48 @@ vkattn_result vkattn_mha_scratch_size(vkattn_mha *m, uint32_t batch, uint32_t q_
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_mha_reserve(vkattn_mha *m, uint32_t batch, uint32_t q_len, uint32_t kv_len)
+vkattn_result vkattn_mha_scratch_grow(vkattn_mha *m, uint64_t need)
 {
-    uint64_t need = 0;
-    vkattn_result r = vkattn_mha_scratch_size(m, batch, q_len, kv_len, &need);
-    if (r != VKATTN_SUCCESS || (m->scratch && vkattn_buffer_size(m->scratch) >= need))
-        return r;
+    if (m->scratch && vkattn_buffer_size(m->scratch) >= need)
+        return VKATTN_SUCCESS;
     vkattn_buffer *bigger = NULL;
     vkattn_buffer_desc bd = {.size = need};
-    r = vkattn_buffer_create(m->ctx, &bd, &bigger);
+    vkattn_result r = vkattn_buffer_create(m->ctx, &bd, &bigger);
     if (r != VKATTN_SUCCESS)
         return r;
     vkattn_buffer_destroy(m->scratch);
     m->scratch = bigger;
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_mha_reserve(vkattn_mha *m, uint32_t batch, uint32_t q_len, uint32_t kv_len)
+{
+    uint64_t need = 0;
+    vkattn_result r = vkattn_mha_scratch_size(m, batch, q_len, kv_len, &need);
+    return r != VKATTN_SUCCESS ? r : vkattn_mha_scratch_grow(m, need);
+}
+
+vkattn_result vkattn_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_t offset,
+                                      uint64_t bytes, vkattn_buffer **buf, uint64_t *base)
+{
+    vkattn_context *ctx = m->ctx;
+    vkattn_buffer *sbuf = caller ? caller : m->scratch;
+    uint64_t at = caller ? offset : 0;
+    if (caller && caller->ctx != ctx)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->scratch belongs to another context");
+    if (caller && at % PLACEMENT)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "args->scratch_offset %llu is not a multiple of %u", (unsigned long long)at,
+                           PLACEMENT);
+    uint64_t have = sbuf && at <= vkattn_buffer_size(sbuf) ? vkattn_buffer_size(sbuf) - at : 0;
+    if (have < bytes)
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                           "%s has %llu bytes from its offset; this call needs %llu (the scratch-size "
+                           "query says how much; vkattn_mha_reserve grows the layer's own)",
+                           caller ? "args->scratch" : "the layer's scratch", (unsigned long long)have,
+                           (unsigned long long)bytes);
+    *buf = sbuf;
+    *base = at;
     return VKATTN_SUCCESS;
 }
 
@@ -320,21 +329,11 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
         return r;
 
     scratch_plan sp = plan_scratch(m, b, tq, tk);
-    vkattn_buffer *sbuf = a->scratch ? a->scratch : m->scratch;
-    uint64_t base = a->scratch ? a->scratch_offset : 0;
-    if (a->scratch && (base % PLACEMENT || a->scratch->ctx != ctx))
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           a->scratch->ctx != ctx ? "args->scratch belongs to another context"
-                                                  : "args->scratch_offset %llu is not a multiple of %u",
-                           (unsigned long long)base, PLACEMENT);
-    if (!sbuf || base > vkattn_buffer_size(sbuf) || vkattn_buffer_size(sbuf) - base < sp.bytes)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "%s has %llu bytes from its offset; this forward (batch %u, q_len %u, "
-                           "kv_len %u) needs %llu (vkattn_mha_scratch_size / vkattn_mha_reserve)",
-                           a->scratch ? "args->scratch" : "the layer's scratch",
-                           (unsigned long long)(sbuf && base <= vkattn_buffer_size(sbuf)
-                                                    ? vkattn_buffer_size(sbuf) - base : 0),
-                           b, tq, tk, (unsigned long long)sp.bytes);
+    vkattn_buffer *sbuf;
+    uint64_t base;
+    r = vkattn_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base);
+    if (r != VKATTN_SUCCESS)
+        return r;
 
     const vkattn_mha_desc *d = &m->d;
     int64_t hq = d->num_heads, hkv = d->num_kv_heads, dh = d->head_dim;
@@ -390,19 +389,27 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
 
     int64_t o_shape[3] = {b, tq, (int64_t)qw};
     vkattn_tensor o = vkattn_tensor_make(sbuf, base + sp.o, d->dtype, 3, o_shape);
+    return vkattn_mha_record_output(m, cmd, &o, &a->y);
+}
+
+vkattn_result vkattn_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
+                                       const vkattn_tensor *y_in)
+{
+    const vkattn_mha_desc *d = &m->d;
+    int64_t b = o->shape[0], tq = o->shape[1], qw = o->shape[2];
     vkattn_tensor wo = {.buffer = m->weights, .offset = m->off_wo, .dtype = d->dtype, .rank = 2,
-                        .shape = {d->embed_dim, (int64_t)qw}};
+                        .shape = {d->embed_dim, qw}};
     vkattn_tensor bo = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bo, .dtype = d->dtype,
                         .rank = 1, .shape = {d->embed_dim}};
-    vkattn_tensor y = a->y;
+    vkattn_tensor y = *y_in;
     if (y.strides[0] == 0 && y.strides[1] == 0 && y.strides[2] == 0)
         y = vkattn_tensor_make(y.buffer, y.offset, y.dtype, 3, y.shape);
     /* y [B, Tq, Dm] as the one segment's [B, 1, Tq, Dm] */
     vkattn_tensor y4 = {.buffer = y.buffer, .offset = y.offset, .dtype = y.dtype, .rank = 4,
                         .shape = {b, 1, tq, d->embed_dim},
                         .strides = {y.strides[0], y.strides[0], y.strides[1], y.strides[2]}};
-    vkattn_linear_segments_args po = {o, wo, bo, 1, {{d->embed_dim, d->embed_dim, y4}}};
-    return vkattn_cmd_linear_segments(ctx, cmd, &po);
+    vkattn_linear_segments_args po = {*o, wo, bo, 1, {{d->embed_dim, d->embed_dim, y4}}};
+    return vkattn_cmd_linear_segments(m->ctx, cmd, &po);
 }
 
 vkattn_result vkattn_mha_forward(vkattn_mha *m, const vkattn_mha_forward_args *a)
