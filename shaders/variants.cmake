@@ -93,3 +93,42 @@ foreach(q f32 f16 f16p)
   endforeach()
 endforeach()
 vkattn_shader(attention_weights_tex attention_weights.comp DEFINES Q_DT=tex KV_DT=tex)
+
+# kv_append.comp: K and V of a step copied into a KV cache's block pools.
+foreach(dt f32 f16 f16p)
+  set(extra "")
+  if(dt STREQUAL "f16")
+    set(extra NEEDS_16BIT_STORAGE=1)
+  endif()
+  vkattn_shader(kv_append_${dt} kv_append.comp DEFINES DT=${dt} ${extra})
+endforeach()
+
+# kv_attention_sg.comp (subgroup family) / kv_attention_sm.comp (shared-memory
+# family): attention over a KV cache through its block tables, writing either
+# the output (one split) or split-KV partial results, which
+# kv_attention_combine.comp merges. Variants as for attention_*: q/out storage
+# x cache storage, or texel inputs by q/out storage.
+foreach(q f32 f16 f16p)
+  foreach(kv f32 f16 f16p)
+    if((q STREQUAL "f16" AND kv STREQUAL "f16p") OR (q STREQUAL "f16p" AND kv STREQUAL "f16"))
+      continue()
+    endif()
+    set(extra "")
+    if(q STREQUAL "f16" OR kv STREQUAL "f16")
+      set(extra NEEDS_16BIT_STORAGE=1)
+    endif()
+    foreach(family sg sm)
+      vkattn_shader(kv_attention_${family}_${q}_${kv} kv_attention_${family}.comp
+                    DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
+    endforeach()
+  endforeach()
+  set(extra "")
+  if(q STREQUAL "f16")
+    set(extra NEEDS_16BIT_STORAGE=1)
+  endif()
+  foreach(family sg sm)
+    vkattn_shader(kv_attention_${family}_tex_${q} kv_attention_${family}.comp
+                  DEFINES Q_DT=tex KV_DT=tex O_DT=${q} ${extra})
+  endforeach()
+  vkattn_shader(kv_attention_combine_${q} kv_attention_combine.comp DEFINES O_DT=${q} ${extra})
+endforeach()

@@ -1,0 +1,55 @@
+// Split-KV combine: merges the partial results the split pass of
+// kv_attention_sg.comp / kv_attention_sm.comp left in the split scratch into
+// the normalised output. One invocation per output vec4 of (batch row,
+// query head, query); the splits are merged in a fixed order, so a fixed
+// split count gives the same bits every run. Variant: O_DT (out storage).
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "attention_io.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u;
+layout(constant_id = 1) const uint D = 128u; // head dimension
+
+const uint DC = D / 4u;
+const uint SPLIT_ROWS = 64u; // VKATTN_KV_MAX_SPLIT_ROWS
+
+layout(push_constant) uniform Push {
+    uint o_off, o_sb, o_sh, o_st; // out: offset, batch, head, token strides (vec4s)
+    uint batch, heads, tokens;    // B, Hq, T
+    uint s_heads;                 // query heads of the split scratch's layout
+    uint splits;
+} pc;
+
+layout(set = 0, binding = 0, std430) readonly buffer split_buffer { float split_data[]; };
+DECLARE_OUT4(1, o, O_DT)
+
+void main() {
+    uint id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WORKGROUP_SIZE +
+              gl_LocalInvocationID.x;
+    uint c = id % DC, rest = id / DC;
+    uint i = rest % pc.tokens;
+    rest /= pc.tokens;
+    uint h = rest % pc.heads, b = rest / pc.heads;
+    if (b >= pc.batch)
+        return;
+    // [batch row][query head][split * T + query] rows of D + 2 floats
+    uint row = ((b * pc.s_heads + h) * SPLIT_ROWS + i) * (D + 2u);
+    uint step = pc.tokens * (D + 2u);
+    float mx = NEG_INF;
+    for (uint s = 0u; s < pc.splits; s++)
+        mx = max(mx, split_data[row + s * step + D]);
+    // no split saw a visible key: weights 0, sum 0 -> zeros, never NaN
+    float m_safe = mx == NEG_INF ? 0.0 : mx;
+    vec4 acc = vec4(0.0);
+    float sum = 0.0;
+    for (uint s = 0u; s < pc.splits; s++) {
+        uint at = row + s * step;
+        float w = exp2(split_data[at + D] - m_safe);
+        sum += w * split_data[at + D + 1u];
+        acc += w * vec4(split_data[at + 4u * c], split_data[at + 4u * c + 1u],
+                        split_data[at + 4u * c + 2u], split_data[at + 4u * c + 3u]);
+    }
+    o_store4(pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_st + c,
+             sum > 0.0 ? acc / sum : vec4(0.0));
+}

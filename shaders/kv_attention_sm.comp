@@ -1,0 +1,171 @@
+// Attention over a KV cache, shared-memory family (GPUs, and any device
+// without subgroup shuffles): no subgroup operations; the structure of
+// attention_sm.comp (see there) with keys read through the block table and an
+// optional split of the key range.
+//
+// A workgroup of BR * TPR invocations owns BR consecutive rows
+// (kv_attention_main.glsl) of one (batch row, KV head, split); TPR
+// invocations serve each row. Per block of BC keys: the pool rows of the
+// block's keys are looked up once (BC invocations), the workgroup stages K and
+// V in shared memory, invocation t of a row scores keys t, t + TPR, ...,
+// the row's max and probabilities go through shared memory, and invocation t
+// accumulates output chunks t, t + TPR, ... in registers. Inner loops advance
+// several steps per iteration: lavapipe stops all the loops of an invocation
+// after 65535 iterations in total.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "kv_attention_main.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u; // BR * TPR
+layout(constant_id = 1) const uint D = 128u; // head dimension, a multiple of 8
+layout(constant_id = 2) const uint BR = 8u;  // rows per workgroup
+layout(constant_id = 3) const uint BC = 16u; // keys per block
+layout(constant_id = 4) const uint TPR = 8u; // invocations per row
+
+const uint DC = D / 4u;                    // vec4 chunks per row
+const uint CPT = (DC + TPR - 1u) / TPR;    // output chunks per invocation
+const uint KPT = (BC + TPR - 1u) / TPR;    // keys scored per invocation
+const uint STEP = DC % 8u == 0u ? 8u : 2u; // chunks per dot-product iteration (DC is even)
+
+shared vec4 q_s[BR * DC];
+shared vec4 k_s[BC * DC];
+shared vec4 v_s[BC * DC];
+shared uint kr_s[BC]; // first vec4 of each key's pool row
+shared float p_s[BR * BC];
+shared float red_s[BR * TPR];
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint r = lid / TPR, t = lid % TPR;
+    const uint split = gl_WorkGroupID.x % pc.splits;
+    const uint row0 = gl_WorkGroupID.x / pc.splits * BR;
+    const uint rows = pc.tokens * pc.group;
+    const uint kv_head = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+    // Every invocation stays to the end: all of them take part in barriers.
+    const uint last_row = min(row0 + BR, rows) - 1u;
+    const uint len = seq_length(b);
+    const int shift = int(len) - int(pc.tokens);
+    const KvRow rw = kv_row_info(min(row0 + r, last_row), b, kv_head, shift, D);
+    uint lo, hi, key_end, key_full;
+    split_range(len, split, lo, hi);
+    visible_range(row0, last_row, shift, lo, hi, key_end, key_full);
+
+    for (uint idx = lid; idx < BR * DC; idx += WORKGROUP_SIZE) {
+        KvRow qr = kv_row_info(min(row0 + idx / DC, last_row), b, kv_head, shift, D);
+        q_s[idx] = q_load4(qr.q + idx % DC) * pc.scale_log2;
+    }
+
+    vec4 o[CPT];
+    [[unroll]] for (uint u = 0u; u < CPT; u++)
+        o[u] = vec4(0.0);
+    float m = NEG_INF, l = 0.0;
+
+    for (uint j0 = lo; j0 < key_end; j0 += BC) {
+        // ---- pool rows of the block's keys (past the end: the last key,
+        // masked below and skipped in P.V), then K and V
+        barrier(); // the previous block's readers are done (and q_s is written)
+        for (uint idx = lid; idx < BC; idx += WORKGROUP_SIZE)
+            kr_s[idx] = key_row(b, kv_head, min(j0 + idx, key_end - 1u)) * DC;
+        barrier();
+        for (uint idx0 = lid; idx0 < BC * DC; idx0 += 4u * WORKGROUP_SIZE) {
+            [[unroll]] for (uint u = 0u; u < 4u; u++) {
+                uint idx = idx0 + u * WORKGROUP_SIZE;
+                if (idx < BC * DC) {
+                    uint at = kr_s[idx / DC] + idx % DC;
+                    k_s[idx] = k_load4(at);
+                    v_s[idx] = v_load4(at);
+                }
+            }
+        }
+        barrier();
+        // ---- scores of keys t, t + TPR, ...
+        float s[KPT];
+        float mx = NEG_INF;
+        const bool edge = j0 + BC > key_full;
+        [[unroll]] for (uint kk = 0u; kk < KPT; kk++) {
+            uint j = t + TPR * kk;
+            s[kk] = NEG_INF;
+            if (j < BC) {
+                float acc = 0.0;
+                for (uint c = 0u; c < DC; c += STEP)
+                    [[unroll]] for (uint u = 0u; u < STEP; u++)
+                        acc += dot(q_s[r * DC + c + u], k_s[j * DC + c + u]);
+                bool hidden = edge && (int(j0 + j) > rw.last || j0 + j >= key_end);
+                s[kk] = hidden ? NEG_INF : acc;
+            }
+            mx = max(mx, s[kk]);
+        }
+        red_s[r * TPR + t] = mx;
+        barrier();
+        // ---- online softmax (see kv_attention_sg.comp for m_safe)
+        [[unroll]] for (uint u = 0u; u < TPR; u++)
+            mx = max(mx, red_s[r * TPR + u]);
+        float m_new = max(m, mx);
+        float m_safe = m_new == NEG_INF ? 0.0 : m_new;
+        float alpha = exp2(m - m_safe);
+        m = m_new;
+        float sum = 0.0;
+        [[unroll]] for (uint kk = 0u; kk < KPT; kk++) {
+            uint j = t + TPR * kk;
+            float p = exp2(s[kk] - m_safe);
+            if (j < BC)
+                p_s[r * BC + j] = p;
+            sum += p;
+        }
+        l = l * alpha + sum; // this invocation's share; added up at the end
+        [[unroll]] for (uint u = 0u; u < CPT; u++)
+            o[u] *= alpha;
+        barrier();
+        // ---- O += P V over the block's real keys
+        const uint keys = min(BC, key_end - j0);
+        for (uint j0k = 0u; j0k < keys; j0k += 4u) {
+            [[unroll]] for (uint jj = 0u; jj < 4u; jj++) {
+                uint j = j0k + jj;
+                if (j < keys) {
+                    float p = p_s[r * BC + j];
+                    [[unroll]] for (uint u = 0u; u < CPT; u++) {
+                        uint c = t + TPR * u;
+                        if (c < DC)
+                            o[u] += p * v_s[j * DC + c];
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- the row's sum; one split: normalise and store (no visible key:
+    // l = 0 -> zeros); several: the unnormalised row, its max and its sum
+    barrier();
+    red_s[r * TPR + t] = l;
+    barrier();
+    float total = 0.0;
+    [[unroll]] for (uint u = 0u; u < TPR; u++)
+        total += red_s[r * TPR + u];
+    if (row0 + r > last_row)
+        return;
+    if (pc.splits == 1u) {
+        float inv = total > 0.0 ? 1.0 / total : 0.0;
+        [[unroll]] for (uint u = 0u; u < CPT; u++) {
+            uint c = t + TPR * u;
+            if (c < DC)
+                o_store4(rw.o + c, o[u] * inv);
+        }
+    } else {
+        uint base = rw.split + split_step(split, D);
+        [[unroll]] for (uint u = 0u; u < CPT; u++) {
+            uint c = t + TPR * u;
+            if (c < DC) {
+                split_data[base + 4u * c] = o[u].x;
+                split_data[base + 4u * c + 1u] = o[u].y;
+                split_data[base + 4u * c + 2u] = o[u].z;
+                split_data[base + 4u * c + 3u] = o[u].w;
+            }
+        }
+        if (t == 0u) {
+            split_data[base + D] = m;
+            split_data[base + D + 1u] = total;
+        }
+    }
+}
