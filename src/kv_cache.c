@@ -252,7 +252,8 @@ vkattn_result vkattn_kv_step_check(vkattn_kv_cache *c, uint32_t batch, const uin
     }
     if (c->paged && blocks > c->free_count)
         return vkattn_fail(ctx, VKATTN_ERROR_CACHE_FULL,
-                           "%sthe step needs %u new blocks of %u tokens but the pool has %u free (of %u)",
+                           "KV cache full: the step for %ssequences needs %u new blocks of %u tokens but "
+                           "the pool has %u free (of %u)",
                            what, blocks, c->d.block_size, c->free_count, c->d.num_blocks);
     step->cache = c;
     step->batch = batch;
