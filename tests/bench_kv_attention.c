@@ -8,6 +8,8 @@
  * the moment's streaming rate can be read despite a noisy shared machine.
  *   bench_kv_attention              automatic split count
  *   bench_kv_attention S1 S2 ...    these kv_splits values (0: automatic)
+ *   BENCH_PREFILL=T                 instead: T queries over a cache of T
+ *                                   tokens (a prefill's attention), GFLOP/s
  * Not a test: built beside them, run by hand. */
 #include "internal.h"
 #include "linear_stream_spv.h"
@@ -85,7 +87,7 @@ static double stream_run(vkattn_context *ctx, vkattn_timer *timer, vkattn_buffer
 }
 
 static void bench(vkattn_context *ctx, vkattn_timer *timer, uint32_t batch, uint32_t len,
-                  uint32_t block_size, const uint32_t *splits, int nsplits)
+                  uint32_t block_size, const uint32_t *splits, int nsplits, uint32_t tokens)
 {
     vkattn_kv_cache_desc d = {.num_kv_heads = HKV, .num_heads = HQ, .head_dim = DH,
                               .dtype = VKATTN_DTYPE_F16, .max_sequences = batch,
@@ -107,9 +109,11 @@ static void bench(vkattn_context *ctx, vkattn_timer *timer, uint32_t batch, uint
         CHECK(vkattn_cmd_kv_cache_append(ctx, cmd, &a));
         CHECK(vkattn_commands_submit(ctx));
     }
-    int64_t qshape[4] = {batch, HQ, 1, DH};
-    vkattn_buffer *q = random_f16(ctx, (size_t)batch * HQ * DH, &seed);
-    vkattn_buffer *out = random_f16(ctx, (size_t)batch * HQ * DH, &seed);
+    int64_t qshape[4] = {batch, HQ, tokens, DH};
+    vkattn_buffer *q = random_f16(ctx, (size_t)batch * HQ * tokens * DH, &seed);
+    vkattn_buffer *out = random_f16(ctx, (size_t)batch * HQ * tokens * DH, &seed);
+    /* causal: query i of T sees len - T + i + 1 keys; 4 flops per key and dim */
+    double flops = 4.0 * batch * HQ * DH * ((double)tokens * (len - tokens) + tokens * (tokens + 1.0) / 2);
     double bytes = 2.0 * batch * len * HKV * DH * 2; /* K and V, f16 */
     /* the streaming probe reads as many bytes (within one texel window) */
     uint64_t probe_bytes = (uint64_t)bytes;
@@ -142,10 +146,15 @@ static void bench(vkattn_context *ctx, vkattn_timer *timer, uint32_t batch, uint
         qsort(gbs, RUNS, sizeof gbs[0], cmp_double);
         qsort(ratio, RUNS, sizeof ratio[0], cmp_double);
         double med = ms[RUNS / 2];
-        printf("B=%u L=%-5u %-10s kv_splits=%-3u %8.3f ms  %9.1f tokens/s  %6.2f GB/s  %4.2f of "
-               "stream  (ms min %.3f, max %.3f)\n",
-               batch, len, block_size ? "paged16" : "contiguous", splits[s], med,
-               batch * 1000.0 / med, gbs[RUNS / 2], ratio[RUNS / 2], ms[0], ms[RUNS - 1]);
+        if (tokens > 1)
+            printf("B=%u T=%u L=%-5u %-10s %8.3f ms  %6.2f GFLOP/s  (ms min %.3f, max %.3f)\n", batch,
+                   tokens, len, block_size ? "paged16" : "contiguous", med, flops / (med * 1e6),
+                   ms[0], ms[RUNS - 1]);
+        else
+            printf("B=%u L=%-5u %-10s kv_splits=%-3u %8.3f ms  %9.1f tokens/s  %6.2f GB/s  %4.2f "
+                   "of stream  (ms min %.3f, max %.3f)\n",
+                   batch, len, block_size ? "paged16" : "contiguous", splits[s], med,
+                   batch * 1000.0 / med, gbs[RUNS / 2], ratio[RUNS / 2], ms[0], ms[RUNS - 1]);
         fflush(stdout);
     }
     vkattn_buffer_destroy(kv);
@@ -178,6 +187,15 @@ int main(int argc, char **argv)
     vkattn_timer *timer;
     CHECK(vkattn_timer_create(ctx, 1, &timer));
     const uint32_t batches[2] = {1, 8}, lens[2] = {1024, 4096}, blocks[2] = {0, 16};
+    const char *prefill = getenv("BENCH_PREFILL");
+    if (prefill) {
+        uint32_t t = (uint32_t)atoi(prefill);
+        for (int ki = 0; ki < 2; ki++)
+            bench(ctx, timer, 1, t, blocks[ki], splits, 1, t);
+        vkattn_timer_destroy(timer);
+        vkattn_context_destroy(ctx);
+        return 0;
+    }
     const char *only = getenv("BENCH_BLOCK"); /* "0" or "16": one layout only */
     const char *only_b = getenv("BENCH_B"), *only_l = getenv("BENCH_L");
     for (int bi = 0; bi < 2; bi++)
@@ -187,7 +205,7 @@ int main(int argc, char **argv)
                     (only_b && (uint32_t)atoi(only_b) != batches[bi]) ||
                     (only_l && (uint32_t)atoi(only_l) != lens[li]))
                     continue;
-                bench(ctx, timer, batches[bi], lens[li], blocks[ki], splits, nsplits);
+                bench(ctx, timer, batches[bi], lens[li], blocks[ki], splits, nsplits, 1);
             }
     vkattn_timer_destroy(timer);
     vkattn_context_destroy(ctx);

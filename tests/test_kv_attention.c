@@ -452,6 +452,20 @@ static void one_buffer_on(test_gpu *g, uint32_t policy)
     kv_host_create(g, &d, &h);
     const uint32_t seqs[2] = {2, 0};
     append(ctx, &h, 2, seqs, 41, &rng);
+    {
+        /* two appends back to back in one command buffer */
+        pending_append p0, p1;
+        prepare_append(ctx, &h, 2, seqs, 3, &rng, &p0);
+        prepare_append(ctx, &h, 1, &seqs[1], 2, &rng, &p1);
+        VkCommandBuffer c0;
+        TEST_OK(ctx, vkattn_commands_begin(ctx, &c0));
+        TEST_OK(ctx, vkattn_cmd_kv_cache_append(ctx, c0, &p0.a));
+        TEST_OK(ctx, vkattn_cmd_kv_cache_append(ctx, c0, &p1.a));
+        TEST_OK(ctx, vkattn_commands_submit(ctx));
+        pending_free(&p0);
+        pending_free(&p1);
+        test_assert_no_validation_messages(ctx);
+    }
     const uint32_t steps = 3, splits[3] = {4, 1, 0};
     att_io io[3];
     pending_append ap[3];
@@ -493,6 +507,47 @@ static void test_one_command_buffer(void **state)
     suite *s = *state;
     for (uint32_t p = 0; p < 4; p++)
         one_buffer_on(s->gpu[p], p);
+}
+
+/* ---- attention alone over what a cache holds, more queries than keys in
+ * one sequence: its first queries see no key and get zeros, never NaN */
+
+static void test_more_queries_than_keys(void **state)
+{
+    suite *s = *state;
+    for (uint32_t policy = 0; policy < 4; policy += 3) {
+        test_gpu *g = s->gpu[policy];
+        vkattn_context *ctx = g->ctx;
+        test_rng rng = test_rng_seed(77);
+        vkattn_kv_cache_desc d = {.num_kv_heads = 1, .num_heads = 2, .head_dim = 16, .dtype = F32,
+                                  .max_sequences = 2, .capacity = 32, .block_size = 5};
+        kv_host h;
+        kv_host_create(g, &d, &h);
+        const uint32_t seqs[2] = {1, 0};
+        append(ctx, &h, 1, &seqs[0], 2, &rng);
+        append(ctx, &h, 1, &seqs[1], 9, &rng);
+        att_io io;
+        att_io_create(ctx, &io, 2, 2, 4, 16, F32, false, &rng);
+        for (uint32_t splits = 1; splits <= 3; splits += 2) {
+            vkattn_kv_attention_args a = att_args(&h, &io, seqs, 0.0f, splits);
+            TEST_OK(ctx, vkattn_kv_attention(ctx, &a));
+            size_t n = (size_t)2 * 2 * 4 * 16;
+            float got[2 * 2 * 4 * 16], want[2 * 2 * 4 * 16];
+            att_io_result(ctx, &io, got);
+            reference(&h, 2, seqs, 2, 4, 0.0f, io.q, want);
+            char what[80];
+            snprintf(what, sizeof what, "%s T 4 over 2 keys, kv_splits %u", policy_names[policy],
+                     splits);
+            test_assert_close(got, want, n, TEST_TOL_F32, what);
+            for (uint32_t hq = 0; hq < 2; hq++) /* sequence 1 (row 0): queries 0, 1 see nothing */
+                for (uint32_t i = 0; i < 2; i++)
+                    for (uint32_t e = 0; e < 16; e++)
+                        assert_true(got[(hq * 4 + i) * 16 + e] == 0.0f);
+        }
+        att_io_destroy(&io);
+        kv_host_destroy(&h);
+        test_assert_no_validation_messages(ctx);
+    }
 }
 
 /* ---- errors: code, message, and the cache unchanged */
@@ -651,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_grid),
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_one_command_buffer),
+        cmocka_unit_test(test_more_queries_than_keys),
     };
     return cmocka_run_group_tests(tests, suite_setup, suite_teardown);
 }
