@@ -1,0 +1,245 @@
+/* Shared scaffolding of the KV-cache attention tests (see test_kv_util.h). */
+#include "test_kv_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+const uint32_t kv_policy_flags[4] = {
+    0,
+    VKATTN_CONTEXT_NO_TEXEL_BUFFERS,
+    VKATTN_CONTEXT_NO_SUBGROUP_KERNELS,
+    VKATTN_CONTEXT_NO_SUBGROUP_KERNELS | VKATTN_CONTEXT_NO_TEXEL_BUFFERS,
+};
+const char *const kv_policy_names[4] = {"subgroup+texel", "subgroup+storage", "shared+texel",
+                                        "shared+storage"};
+
+int kv_suite_setup(void **state)
+{
+    kv_suite *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    for (int p = 0; p < 4; p++)
+        s->gpu[p] = test_gpu_open(kv_policy_flags[p]);
+    *state = s;
+    return 0;
+}
+
+int kv_suite_teardown(void **state)
+{
+    kv_suite *s = *state;
+    for (int p = 0; p < 4; p++)
+        test_gpu_close(s->gpu[p]);
+    free(s);
+    return 0;
+}
+
+float kv_round_to(vkattn_dtype dt, float v)
+{
+    return dt == VKATTN_DTYPE_F16 ? vkattn_f16_to_f32(vkattn_f32_to_f16(v)) : v;
+}
+
+static size_t kv_index(const kv_host *h, uint32_t s, uint32_t g, uint32_t t, uint32_t d)
+{
+    return (((size_t)s * h->d.num_kv_heads + g) * h->d.capacity + t) * h->d.head_dim + d;
+}
+
+void kv_host_create(test_gpu *g, const vkattn_kv_cache_desc *d, kv_host *h)
+{
+    memset(h, 0, sizeof *h);
+    assert_true(d->max_sequences <= MAX_SEQ);
+    TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, d, &h->cache));
+    h->d = *vkattn_kv_cache_config(h->cache);
+    size_t n = (size_t)d->max_sequences * d->num_kv_heads * d->capacity * d->head_dim;
+    h->k = calloc(n, sizeof *h->k);
+    h->v = calloc(n, sizeof *h->v);
+    assert_true(h->k && h->v);
+}
+
+void kv_host_destroy(kv_host *h)
+{
+    vkattn_kv_cache_destroy(h->cache);
+    free(h->k);
+    free(h->v);
+}
+
+vkattn_buffer *kv_buffer_of(vkattn_context *ctx, const float *vals, size_t n, vkattn_dtype dt)
+{
+    size_t es = vkattn_dtype_size(dt), total = (n + 40) | 1;
+    uint8_t *bytes = calloc(total, es);
+    assert_non_null(bytes);
+    for (size_t i = 0; i < n; i++) {
+        if (dt == VKATTN_DTYPE_F32) {
+            memcpy(bytes + 4 * i, &vals[i], 4);
+        } else {
+            uint16_t x = vkattn_f32_to_f16(vals[i]);
+            memcpy(bytes + 2 * i, &x, 2);
+        }
+    }
+    vkattn_buffer *b = test_buffer_with(ctx, bytes, total * es);
+    free(bytes);
+    return b;
+}
+
+static void download(vkattn_context *ctx, vkattn_buffer *b, float *dst, size_t n, vkattn_dtype dt)
+{
+    size_t es = vkattn_dtype_size(dt);
+    uint8_t *bytes = malloc(n * es);
+    assert_non_null(bytes);
+    TEST_OK(ctx, vkattn_buffer_download(b, 0, bytes, n * es));
+    for (size_t i = 0; i < n; i++) {
+        if (dt == VKATTN_DTYPE_F32) {
+            memcpy(&dst[i], bytes + 4 * i, 4);
+        } else {
+            uint16_t x;
+            memcpy(&x, bytes + 2 * i, 2);
+            dst[i] = vkattn_f16_to_f32(x);
+        }
+    }
+    free(bytes);
+}
+
+
+void prepare_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint32_t *seqs,
+                           uint32_t T, test_rng *rng, pending_append *p)
+{
+    const uint32_t hkv = h->d.num_kv_heads, D = h->d.head_dim;
+    size_t n = (size_t)batch * hkv * T * D;
+    float *k = malloc(n * sizeof *k), *v = malloc(n * sizeof *v);
+    assert_true(k && v);
+    for (uint32_t b = 0; b < batch; b++)
+        for (uint32_t g = 0; g < hkv; g++)
+            for (uint32_t t = 0; t < T; t++)
+                for (uint32_t d = 0; d < D; d++) {
+                    size_t i = (((size_t)b * hkv + g) * T + t) * D + d;
+                    k[i] = kv_round_to(h->d.dtype, test_rng_uniform(rng, -1.0f, 1.0f));
+                    v[i] = kv_round_to(h->d.dtype, test_rng_uniform(rng, -1.0f, 1.0f));
+                    size_t at = kv_index(h, seqs[b], g, h->len[seqs[b]] + t, d);
+                    h->k[at] = k[i];
+                    h->v[at] = v[i];
+                }
+    memcpy(p->seqs, seqs, batch * sizeof *seqs);
+    p->k = kv_buffer_of(ctx, k, n, h->d.dtype);
+    p->v = kv_buffer_of(ctx, v, n, h->d.dtype);
+    int64_t shape[4] = {batch, hkv, T, D};
+    vkattn_kv_append_args a = {.cache = h->cache, .batch = batch, .sequences = p->seqs};
+    a.k = vkattn_tensor_make(p->k, 0, h->d.dtype, 4, shape);
+    a.v = vkattn_tensor_make(p->v, 0, h->d.dtype, 4, shape);
+    p->a = a;
+    for (uint32_t b = 0; b < batch; b++)
+        h->len[seqs[b]] += T;
+    free(k);
+    free(v);
+}
+
+void pending_free(pending_append *p)
+{
+    vkattn_buffer_destroy(p->k);
+    vkattn_buffer_destroy(p->v);
+}
+
+void kv_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint32_t *seqs,
+                   uint32_t T, test_rng *rng)
+{
+    VkCommandBuffer cmd;
+    pending_append p;
+    prepare_append(ctx, h, batch, seqs, T, rng, &p);
+    TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
+    TEST_OK(ctx, vkattn_cmd_kv_cache_append(ctx, cmd, &p.a));
+    TEST_OK(ctx, vkattn_commands_submit(ctx));
+    pending_free(&p);
+    for (uint32_t b = 0; b < batch; b++) {
+        uint32_t len = 0;
+        TEST_OK(ctx, vkattn_kv_cache_length(h->cache, seqs[b], &len));
+        assert_int_equal(len, h->len[seqs[b]]);
+    }
+}
+
+void kv_reference(const kv_host *h, uint32_t batch, const uint32_t *seqs, uint32_t Hq,
+                      uint32_t T, float scale, float *q, float *want)
+{
+    const uint32_t hkv = h->d.num_kv_heads, D = h->d.head_dim;
+    for (uint32_t b = 0; b < batch; b++) {
+        uint32_t s = seqs[b], L = h->len[s];
+        size_t n = (size_t)hkv * L * D;
+        float *k = malloc(n * sizeof *k), *v = malloc(n * sizeof *v);
+        assert_true(k && v);
+        for (uint32_t g = 0; g < hkv; g++)
+            for (uint32_t t = 0; t < L; t++) {
+                memcpy(k + ((size_t)g * L + t) * D, h->k + kv_index(h, s, g, t, 0), D * sizeof *k);
+                memcpy(v + ((size_t)g * L + t) * D, h->v + kv_index(h, s, g, t, 0), D * sizeof *v);
+            }
+        int64_t qs[4] = {1, Hq, T, D}, ks[4] = {1, hkv, L, D};
+        vkattn_ref_attention_args r = {0};
+        size_t qb = (size_t)Hq * T * D;
+        r.q = vkattn_host_tensor_make(q + b * qb, VKATTN_DTYPE_F32, 4, qs);
+        r.k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks);
+        r.v = vkattn_host_tensor_make(v, VKATTN_DTYPE_F32, 4, ks);
+        r.out = vkattn_host_tensor_make(want + b * qb, VKATTN_DTYPE_F32, 4, qs);
+        r.causal = true;
+        r.scale = scale;
+        char err[256] = "";
+        if (vkattn_ref_attention(&r, err, sizeof err) != VKATTN_SUCCESS)
+            fail_msg("reference: %s", err);
+        free(k);
+        free(v);
+    }
+}
+
+
+void att_io_create(vkattn_context *ctx, att_io *io, uint32_t batch, uint32_t Hq, uint32_t T,
+                          uint32_t D, vkattn_dtype dt, bool merged, test_rng *rng)
+{
+    memset(io, 0, sizeof *io);
+    io->batch = batch, io->Hq = Hq, io->T = T, io->D = D, io->dt = dt, io->merged = merged;
+    size_t n = (size_t)batch * Hq * T * D;
+    io->q = malloc(n * sizeof *io->q);
+    float *nan = malloc(n * sizeof *nan);
+    assert_true(io->q && nan);
+    for (size_t i = 0; i < n; i++) {
+        io->q[i] = kv_round_to(dt, test_rng_uniform(rng, -1.0f, 1.0f));
+        nan[i] = NAN;
+    }
+    io->qb = kv_buffer_of(ctx, io->q, n, dt);
+    io->ob = kv_buffer_of(ctx, nan, n, dt);
+    free(nan);
+    int64_t shape[4] = {batch, Hq, T, D};
+    io->qt = vkattn_tensor_make(io->qb, 0, dt, 4, shape);
+    io->ot = vkattn_tensor_make(io->ob, 0, dt, 4, shape);
+    if (merged) {
+        int64_t row = (int64_t)Hq * D;
+        io->ot.strides[0] = row * T, io->ot.strides[1] = D, io->ot.strides[2] = row;
+        io->ot.strides[3] = 1;
+    }
+}
+
+void att_io_result(vkattn_context *ctx, const att_io *io, float *got)
+{
+    size_t n = (size_t)io->batch * io->Hq * io->T * io->D;
+    float *raw = malloc(n * sizeof *raw);
+    assert_non_null(raw);
+    download(ctx, io->ob, raw, n, io->dt);
+    for (uint32_t b = 0; b < io->batch; b++)
+        for (uint32_t h = 0; h < io->Hq; h++)
+            for (uint32_t t = 0; t < io->T; t++)
+                for (uint32_t d = 0; d < io->D; d++) {
+                    const int64_t *s = io->ot.strides;
+                    got[(((size_t)b * io->Hq + h) * io->T + t) * io->D + d] =
+                        raw[b * s[0] + h * s[1] + t * s[2] + d];
+                }
+    free(raw);
+}
+
+void att_io_destroy(att_io *io)
+{
+    vkattn_buffer_destroy(io->qb);
+    vkattn_buffer_destroy(io->ob);
+    free(io->q);
+}
+
+vkattn_kv_attention_args att_args(kv_host *h, const att_io *io, const uint32_t *seqs,
+                                         float scale, uint32_t splits)
+{
+    vkattn_kv_attention_args a = {.cache = h->cache, .batch = io->batch, .sequences = seqs,
+                                  .q = io->qt, .out = io->ot, .scale = scale, .kv_splits = splits};
+    return a;
+}
