@@ -13,8 +13,11 @@
 //          each key's probabilities are shuffled in from the lane that
 //          scored it.
 // Running max and sum are fp32, in the log2 domain (exp2 with the softmax
-// scale and log2(e) folded into the scores). Causally hidden key blocks are never
-// visited; only blocks that straddle a boundary pay for masking.
+// scale and log2(e) folded into the scores). Causally hidden key blocks are
+// never visited; only blocks that straddle a boundary pay for masking.
+// On lavapipe all the loops of an invocation stop after 65535 iterations in
+// total (LP_MAX_TGSI_LOOP_ITERATIONS): a block costs DC / SG + C + 1 of them,
+// so one row tile can walk about 150K keys at D 128 (95K at D 256).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -33,6 +36,7 @@ layout(constant_id = 4) const uint C = 4u;   // keys per lane per block
 const uint DC = D / 4u;                // vec4 chunks per row
 const uint CPL = (DC + SG - 1u) / SG;  // chunks per lane
 const uint BC = SG * C;                // keys per block
+const bool EVEN = DC % SG == 0u;       // every lane owns CPL whole chunks
 
 void main() {
     const uint lane = gl_SubgroupInvocationID;
@@ -79,11 +83,11 @@ void main() {
             vec4 qc[R];
             [[unroll]] for (uint r = 0u; r < R; r++) {
                 qc[r] = vec4(0.0);
-                if (c0 + lane < DC) // ifs, not ?:, so loads never go out of bounds
+                if (EVEN || c0 + lane < DC) // ifs, not ?:, so loads stay in bounds
                     qc[r] = q_load4(rw[r].q + c0 + lane);
             }
             [[unroll]] for (uint src = 0u; src < SG; src++) {
-                if (c0 + src < DC) {
+                if (EVEN || c0 + src < DC) {
                     vec4 kc[C];
                     [[unroll]] for (uint ci = 0u; ci < C; ci++)
                         kc[ci] = k_load4(k_row[ci] + c0 + src);
@@ -124,6 +128,11 @@ void main() {
                 o[r][t] *= alpha;
         }
         // ---- O += P V: key j0 + SG * ci + src was scored by lane src
+        // Keys past key_end have p = 0 exactly and read a clamped (real) row
+        // of V, so the unrolled body needs no per-key condition: lavapipe
+        // turns every register written under a condition into a select. (As
+        // in any tiled kernel, a hidden key whose V row holds inf or NaN
+        // still poisons its block's rows: 0 * inf.)
         const uint keys = min(BC, key_end - j0);
         [[dont_unroll]] for (uint ci = 0u; ci < C; ci++) {
             if (SG * ci >= keys)
@@ -136,19 +145,17 @@ void main() {
                         pl[r] = s[r][cj];
             }
             [[unroll]] for (uint src = 0u; src < SG; src++) {
-                if (SG * ci + src < keys) {
-                    float p[R];
+                float p[R];
+                [[unroll]] for (uint r = 0u; r < R; r++)
+                    p[r] = subgroupShuffle(pl[r], src);
+                const uint v_row = v_base + min(j0 + SG * ci + src, pc.kv_len - 1u) * pc.v_st;
+                [[unroll]] for (uint t = 0u; t < CPL; t++) {
+                    uint c = lane + SG * t;
+                    vec4 vc = vec4(0.0);
+                    if (EVEN || c < DC)
+                        vc = v_load4(v_row + c);
                     [[unroll]] for (uint r = 0u; r < R; r++)
-                        p[r] = subgroupShuffle(pl[r], src);
-                    const uint v_row = v_base + (j0 + SG * ci + src) * pc.v_st;
-                    [[unroll]] for (uint t = 0u; t < CPL; t++) {
-                        uint c = lane + SG * t;
-                        vec4 vc = vec4(0.0);
-                        if (c < DC)
-                            vc = v_load4(v_row + c);
-                        [[unroll]] for (uint r = 0u; r < R; r++)
-                            o[r][t] += p[r] * vc;
-                    }
+                        o[r][t] += p[r] * vc;
                 }
             }
         }

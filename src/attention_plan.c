@@ -55,29 +55,9 @@ vkattn_result att_bind_texel(vkattn_context *ctx, const vkattn_buffer *buffer, u
                              uint64_t bytes, vkattn_dtype dtype, vkattn_binding *out,
                              uint32_t *first)
 {
-    uint64_t texel = 4 * vkattn_dtype_size(dtype);
-    uint64_t align = ctx->info.min_texel_buffer_offset_alignment;
-    if (align < texel)
-        align = texel;
-    uint64_t start = vkattn_align_down(offset, align);
-    /* At least 256 bytes where the buffer has them: lavapipe keys its shader
-     * variants on bits of a view's size and compiles the kernel again (~1 s)
-     * for views under 256 bytes. */
-    uint64_t range = vkattn_align_up(offset - start + (bytes < 256 ? 256 : bytes), texel);
-    if (range > buffer->vk_size - start)
-        range = vkattn_align_down(buffer->vk_size - start, texel);
-    if ((offset - start) % texel || range / texel > ctx->info.max_texel_buffer_elements)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "attention: a texel window of %llu bytes at offset %llu does not fit "
-                           "the device's limits",
-                           (unsigned long long)range, (unsigned long long)offset);
-    out->buffer = buffer;
-    out->offset = start;
-    out->range = range;
-    out->format = dtype == VKATTN_DTYPE_F16 ? VK_FORMAT_R16G16B16A16_SFLOAT
-                                            : VK_FORMAT_R32G32B32A32_SFLOAT;
-    *first = (uint32_t)((offset - start) / texel);
-    return VKATTN_SUCCESS;
+    vkattn_result r = vkattn_bind_texel_window(ctx, buffer, offset, bytes, dtype, out, first);
+    *first /= 4; /* elements -> texels */
+    return r;
 }
 
 att_box att_chunk_box(const att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,

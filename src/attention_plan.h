@@ -55,10 +55,9 @@ uint64_t att_box_bytes(const vkattn_tensor *t, const att_box *box);
 uint64_t att_storage_limit(const vkattn_context *ctx);
 
 /* A uniform-texel-buffer binding of [offset, offset + bytes) of `buffer`
- * holding `dtype` data: an rgba32f or rgba16f view, four elements per texel.
- * Like vkattn_bind_texel_window, but views cover at least 256 bytes where the
- * buffer allows (see the definition). `*first` is the texel of `offset`. The
- * window must fit (att_fits_texel). */
+ * holding `dtype` data: an rgba32f or rgba16f view, four elements per texel
+ * (vkattn_bind_texel_window, with `*first` counted in texels). The window
+ * must fit (att_fits_texel). */
 vkattn_result att_bind_texel(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
                              uint64_t bytes, vkattn_dtype dtype, vkattn_binding *out,
                              uint32_t *first);
