@@ -10,6 +10,14 @@
 // wrapping uint arithmetic: the C side passes each tensor's base so that
 // base + (the element's address within its tensor) lands in the window bound
 // for this dispatch.
+//
+// A segment may append to a KV cache pool instead (bit s of the
+// specialization constant POOL_SEGMENTS, so the plain path compiles without
+// any of this): row m = b*T + t is token meta[b] + t of batch row b's
+// sequence, stored in block meta[2*batch + b*table_width + token / block_size]
+// of the pool [blocks, Hkv, block_size, Dh] (layout: src/kv_cache.h). Its
+// Segment then holds sb = the block stride, sh = the head stride within a
+// block, st = block_size (token rows are hd apart).
 #ifndef VKATTN_LINEAR_IO_GLSL
 #define VKATTN_LINEAR_IO_GLSL
 
@@ -18,7 +26,7 @@
 
 struct Segment {
     uint base; // element of dst[0, 0, 0, 0] (wrapping, see above)
-    uint sb, sh, st; // strides of batch, head, row (the dim stride is 1)
+    uint sb, sh, st; // strides of batch, head, row (the dim stride is 1); pools: see above
     uint hd;   // head_dim
 };
 
@@ -32,8 +40,14 @@ layout(push_constant) uniform Push {
     uint K;
     uint flags;              // bit 0: bias present
     uint seg_end0, seg_end1; // first column of segments 1 and 2
+    uint batch, table_width; // the KV cache step's metadata layout
     Segment seg[3];
-} pc;
+} pc;                        // 128 bytes: the minimum every device allows
+
+// ---- KV cache pools: which segments append to one (id 6: the families use
+// ids 0..5), and the step's metadata (binding 6; a dummy without pools)
+layout(constant_id = 6) const uint POOL_SEGMENTS = 0u;
+layout(set = 0, binding = 6) readonly buffer meta_buffer { uint meta[]; };
 
 // ---- inputs x (binding 0) and w (binding 1)
 #if INPUT_MODE == 0
@@ -141,19 +155,32 @@ Column column(uint n) {
     return Column(s, pc.seg[s].base + h * pc.seg[s].sh + (c - h * hd), bias_at(n));
 }
 
+// The row's part of a store address in segment s: batch and row strides, or
+// for a pool segment the token's block and its row in the block.
+uint row_addr(uint s, uint b, uint t) {
+    if ((POOL_SEGMENTS & (1u << s)) == 0u)
+        return b * pc.seg[s].sb + t * pc.seg[s].st;
+    uint bs = pc.seg[s].st;
+    uint token = meta[b] + t;
+    uint i = token / bs;
+    uint block = meta[2u * pc.batch + b * pc.table_width + i];
+    return block * pc.seg[s].sb + (token - i * bs) * pc.seg[s].hd;
+}
+
 // Stores v + bias to row m of columns c0 and c1 (the second when has1).
 // Under packed f16 a whole word is written only when it holds exactly these
 // two elements, which then have no other writer.
 void y_store_pair_at(uint m, Column c0, Column c1, vec2 v, bool has1) {
     uint b = m / pc.T;
     uint t = m - b * pc.T;
-    uint a0 = c0.addr + b * pc.seg[c0.s].sb + t * pc.seg[c0.s].st;
+    uint r0 = row_addr(c0.s, b, t);
+    uint a0 = c0.addr + r0;
     v += vec2(c0.bias, c1.bias);
     if (!has1) {
         y_store(c0.s, a0, v.x);
         return;
     }
-    uint a1 = c1.addr + b * pc.seg[c1.s].sb + t * pc.seg[c1.s].st;
+    uint a1 = c1.addr + (c1.s == c0.s ? r0 : row_addr(c1.s, b, t));
 #if defined(Y_PACKED)
     if (c1.s == c0.s && a1 == a0 + 1u && (a0 & 1u) == 0u) {
         uint word = packHalf2x16(v);

@@ -123,6 +123,132 @@ static vkattn_result check_no_self_overlap(vkattn_context *ctx, const vkattn_ten
     return VKATTN_SUCCESS;
 }
 
+static bool is_pool(const vkattn_linear_segment *s) { return s->target != VKATTN_LINEAR_TO_DST; }
+
+static const char *pool_name(const vkattn_linear_segment *s)
+{
+    return s->target == VKATTN_LINEAR_TO_K_POOL ? "K pool" : "V pool";
+}
+
+/* The pool segments' targets, the cache and the step they append to. Checks
+ * what does not depend on x (see check_pool_rows for that). */
+static vkattn_result check_pool_targets(vkattn_context *ctx, const vkattn_linear_segments_args *a,
+                                        vkattn_linear_problem *p)
+{
+    uint32_t seen = 0;
+    for (uint32_t i = 0; i < a->segment_count; i++) {
+        const vkattn_linear_segment *s = &a->segments[i];
+        if (s->target != VKATTN_LINEAR_TO_DST && s->target != VKATTN_LINEAR_TO_K_POOL &&
+            s->target != VKATTN_LINEAR_TO_V_POOL)
+            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                               "args->segments[%u].target is %d: it must be VKATTN_LINEAR_TO_DST, "
+                               "_TO_K_POOL or _TO_V_POOL", i, (int)s->target);
+        if (!is_pool(s))
+            continue;
+        if (!a->cache || !a->cache->cache)
+            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                               "args->segments[%u] targets the %s but args->cache%s is NULL", i,
+                               pool_name(s), a->cache ? "->cache" : "");
+        if (seen & (1u << s->target))
+            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                               "args->segments[%u] targets the %s, which an earlier segment "
+                               "writes already", i, pool_name(s));
+        seen |= 1u << s->target;
+        if (s->dst.buffer)
+            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                               "args->segments[%u].dst.buffer is set but the segment targets the "
+                               "%s: leave dst zero", i, pool_name(s));
+        p->pool_segments |= 1u << i;
+    }
+    if (!a->cache)
+        return VKATTN_SUCCESS;
+    if (!p->pool_segments)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "args->cache is set but no segment targets the K or V pool");
+    const vkattn_kv_cache *c = a->cache->cache;
+    if (c->ctx != ctx)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "args->cache->cache belongs to another context");
+    if (a->cache->batch == 0 || a->cache->batch > c->d.max_sequences)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "args->cache->batch is %u: it must be 1..%u (the cache's max_sequences)",
+                           a->cache->batch, c->d.max_sequences);
+    if (a->cache->new_tokens == 0)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache->new_tokens is 0");
+    /* The pools are bound whole: which rows a step touches is only known on
+     * the GPU (block tables). */
+    uint64_t pool = c->block_bytes * c->d.num_blocks;
+    uint64_t limit = vkattn_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
+    if (vkattn_align_up(pool, 4) > limit)
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                           "args->cache->cache: its K and V pools are %llu bytes each, more than "
+                           "one binding of this device holds (maxStorageBufferRange %llu): the "
+                           "projection cannot append to them", (unsigned long long)pool,
+                           (unsigned long long)ctx->info.max_storage_buffer_range);
+    const vkattn_binding *m = a->cache->meta;
+    if (m && (m->buffer != c->meta || m->offset != 0 ||
+              m->range < 4 * vkattn_kv_meta_words(c, a->cache->batch)))
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "args->cache->meta is not the cache's step metadata for %u sequences "
+                           "(use the binding vkattn_kv_step_record returned)", a->cache->batch);
+    p->cache = c;
+    p->batch = a->cache->batch;
+    if (m)
+        p->meta = *m;
+    return VKATTN_SUCCESS;
+}
+
+/* A pool segment against the cache and x; fills its dst with the whole pool. */
+static vkattn_result check_pool_segment(vkattn_context *ctx, const vkattn_linear_segments_args *a,
+                                        uint32_t i, vkattn_linear_problem *p)
+{
+    const vkattn_linear_segment *s = &a->segments[i];
+    const vkattn_kv_cache *c = p->cache;
+    const vkattn_kv_cache_desc *d = &c->d;
+    if (p->x.dtype != d->dtype)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                           "args->x.dtype %s differs from the cache's dtype %s: segment %u writes "
+                           "its %s in x's dtype", dtype_str(p->x.dtype), dtype_str(d->dtype), i,
+                           pool_name(s));
+    if (s->head_dim != d->head_dim ||
+        (uint64_t)s->columns != (uint64_t)d->num_kv_heads * d->head_dim)
+        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                           "args->segments[%u] (%s) has columns %u, head_dim %u but the cache "
+                           "holds %u KV heads x head_dim %u (columns %u)", i, pool_name(s),
+                           s->columns, s->head_dim, d->num_kv_heads, d->head_dim,
+                           d->num_kv_heads * d->head_dim);
+    vkattn_buffer *pool = s->target == VKATTN_LINEAR_TO_K_POOL ? c->k : c->v;
+    int64_t elements = (int64_t)(c->block_bytes * d->num_blocks / vkattn_dtype_size(d->dtype));
+    p->dst[i] = vkattn_tensor_make(pool, 0, d->dtype, 1, &elements);
+    return VKATTN_SUCCESS;
+}
+
+/* x's batch and rows must be the step's. */
+static vkattn_result check_pool_rows(vkattn_context *ctx, const vkattn_linear_segments_args *a,
+                                     const vkattn_linear_problem *p)
+{
+    if (p->B != a->cache->batch)
+        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                           "the batch of args->x is %llu but args->cache->batch is %u",
+                           (unsigned long long)p->B, a->cache->batch);
+    if (p->T != a->cache->new_tokens)
+        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                           "the rows per batch of args->x are %llu but args->cache->new_tokens "
+                           "is %u", (unsigned long long)p->T, a->cache->new_tokens);
+    return VKATTN_SUCCESS;
+}
+
+/* Inputs and plain outputs must not live in the cache's pools. */
+static vkattn_result check_not_pool(vkattn_context *ctx, const vkattn_linear_problem *p,
+                                    const vkattn_tensor *t, const char *what)
+{
+    if (p->cache && t->buffer && (t->buffer == p->cache->k || t->buffer == p->cache->v))
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "%s lies in a pool of args->cache->cache, which the projection writes",
+                           what);
+    return VKATTN_SUCCESS;
+}
+
 /* Validates everything and fills the problem; `dst_names` name each
  * segment's dst in messages. */
 static vkattn_result validate(vkattn_context *ctx, const vkattn_linear_segments_args *a,
@@ -133,32 +259,37 @@ static vkattn_result validate(vkattn_context *ctx, const vkattn_linear_segments_
         return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->segment_count is %u: it must be 1..%d", a->segment_count,
                            VKATTN_LINEAR_MAX_SEGMENTS);
+    TRY(check_pool_targets(ctx, a, p));
     TRY(vkattn_tensor_resolve(ctx, &a->x, "args->x", &p->x));
     TRY(vkattn_tensor_resolve(ctx, &a->w, "args->w", &p->w));
     if (a->b.buffer)
         TRY(vkattn_tensor_resolve(ctx, &a->b, "args->b", &p->b));
     for (uint32_t i = 0; i < a->segment_count; i++)
-        TRY(vkattn_tensor_resolve(ctx, &a->segments[i].dst, dst_names[i], &p->dst[i]));
+        if (!is_pool(&a->segments[i]))
+            TRY(vkattn_tensor_resolve(ctx, &a->segments[i].dst, dst_names[i], &p->dst[i]));
 
     TRY(check_float(ctx, &p->x, "args->x"));
     TRY(check_float(ctx, &p->w, "args->w"));
     if (p->b.buffer)
         TRY(check_same_dtype(ctx, &p->b, "args->b", &p->w, "args->w"));
     for (uint32_t i = 0; i < a->segment_count; i++)
-        TRY(check_same_dtype(ctx, &p->dst[i], dst_names[i], &p->x, "args->x"));
+        if (!is_pool(&a->segments[i]))
+            TRY(check_same_dtype(ctx, &p->dst[i], dst_names[i], &p->x, "args->x"));
 
     TRY(check_rank(ctx, &p->x, "args->x", 2, 3, "2 [M, K] or 3 [B, T, K]"));
     TRY(check_rank(ctx, &p->w, "args->w", 2, 2, "2 [N, K]"));
     if (p->b.buffer)
         TRY(check_rank(ctx, &p->b, "args->b", 1, 1, "1 [N]"));
     for (uint32_t i = 0; i < a->segment_count; i++)
-        TRY(check_rank(ctx, &p->dst[i], dst_names[i], 4, 4, "4 [B, heads, T, head_dim]"));
+        if (!is_pool(&a->segments[i]))
+            TRY(check_rank(ctx, &p->dst[i], dst_names[i], 4, 4, "4 [B, heads, T, head_dim]"));
     TRY(check_last_stride(ctx, &p->x, "args->x"));
     TRY(check_last_stride(ctx, &p->w, "args->w"));
     if (p->b.buffer)
         TRY(check_last_stride(ctx, &p->b, "args->b"));
     for (uint32_t i = 0; i < a->segment_count; i++)
-        TRY(check_last_stride(ctx, &p->dst[i], dst_names[i]));
+        if (!is_pool(&a->segments[i]))
+            TRY(check_last_stride(ctx, &p->dst[i], dst_names[i]));
 
     uint32_t r = p->x.rank;
     p->B = r == 3 ? (uint64_t)p->x.shape[0] : 1;
@@ -172,6 +303,8 @@ static vkattn_result validate(vkattn_context *ctx, const vkattn_linear_segments_
     TRY(check_dim(ctx, &p->w, "args->w", 1, (int64_t)p->K, "args->x's last dimension (K)"));
     if (p->b.buffer)
         TRY(check_dim(ctx, &p->b, "args->b", 0, (int64_t)p->N, "args->w.shape[0] (N)"));
+    if (p->cache)
+        TRY(check_pool_rows(ctx, a, p));
 
     uint64_t columns = 0;
     for (uint32_t i = 0; i < a->segment_count; i++) {
@@ -183,6 +316,10 @@ static vkattn_result validate(vkattn_context *ctx, const vkattn_linear_segments_
         p->seg_start[i] = columns;
         p->head_dim[i] = s->head_dim;
         columns += s->columns;
+        if (is_pool(s)) {
+            TRY(check_pool_segment(ctx, a, i, p));
+            continue;
+        }
         const vkattn_tensor *d = &p->dst[i];
         TRY(check_dim(ctx, d, dst_names[i], 0, (int64_t)p->B, "the batch of args->x"));
         TRY(check_dim(ctx, d, dst_names[i], 1, s->columns / s->head_dim,
@@ -202,13 +339,34 @@ static vkattn_result validate(vkattn_context *ctx, const vkattn_linear_segments_
                            (unsigned long long)p->M, (unsigned long long)p->N,
                            (unsigned long long)p->K);
 
+    TRY(check_not_pool(ctx, p, &p->x, "args->x"));
+    TRY(check_not_pool(ctx, p, &p->w, "args->w"));
+    TRY(check_not_pool(ctx, p, &p->b, "args->b"));
     for (uint32_t i = 0; i < a->segment_count; i++) {
+        if (is_pool(&a->segments[i]))
+            continue;
+        TRY(check_not_pool(ctx, p, &p->dst[i], dst_names[i]));
         TRY(check_no_self_overlap(ctx, &p->dst[i], dst_names[i]));
         TRY(check_disjoint(ctx, &p->dst[i], dst_names[i], &p->x, "args->x"));
         TRY(check_disjoint(ctx, &p->dst[i], dst_names[i], &p->w, "args->w"));
         TRY(check_disjoint(ctx, &p->dst[i], dst_names[i], &p->b, "args->b"));
     }
     return VKATTN_SUCCESS;
+}
+
+static const char *const segment_names[] = {"args->segments[0].dst", "args->segments[1].dst",
+                                            "args->segments[2].dst"};
+
+vkattn_result vkattn_linear_segments_check(vkattn_context *ctx,
+                                           const vkattn_linear_segments_args *args)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!args)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "vkattn_linear_segments_check: args is NULL");
+    vkattn_linear_problem p;
+    return validate(ctx, args, segment_names, &p);
 }
 
 vkattn_result vkattn_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
@@ -219,10 +377,12 @@ vkattn_result vkattn_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cm
     if (!cmd || !args)
         return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear_segments: %s is NULL",
                            !cmd ? "cmd" : "args");
-    static const char *const names[] = {"args->segments[0].dst", "args->segments[1].dst",
-                                        "args->segments[2].dst"};
+    if (args->cache && !args->cache->meta)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "args->cache->meta is NULL: record the step's metadata first "
+                           "(vkattn_kv_step_record)");
     vkattn_linear_problem p;
-    TRY(validate(ctx, args, names, &p));
+    TRY(validate(ctx, args, segment_names, &p));
     return vkattn_linear_record(ctx, cmd, &p);
 }
 

@@ -11,7 +11,13 @@
 typedef struct vkattn_linear_problem {
     vkattn_tensor x, w, b; /* b.buffer NULL: no bias */
     uint32_t segment_count;
+    /* A segment's destination; for a pool segment, the whole pool as a rank-1
+     * tensor (bound whole: the rows' places are only known on the GPU). */
     vkattn_tensor dst[VKATTN_LINEAR_MAX_SEGMENTS];
+    uint32_t pool_segments;        /* bit s: segment s appends to a pool */
+    const vkattn_kv_cache *cache;  /* with pool segments, else NULL */
+    vkattn_binding meta;           /* the step's metadata (recording only) */
+    uint32_t batch;                /* rows of the metadata (= B) */
     uint64_t seg_start[VKATTN_LINEAR_MAX_SEGMENTS + 1]; /* first column; [count] = N */
     uint64_t head_dim[VKATTN_LINEAR_MAX_SEGMENTS];
     uint64_t B, T, M, N, K;

@@ -24,14 +24,15 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_COUNT };
 #define IN_vec VKATTN_BINDING_STORAGE
 #define IN_sca VKATTN_BINDING_STORAGE
 
-/* Bindings: 0 x, 1 w (texel or storage), 2 bias, 3..5 the segments' dst. */
+/* Bindings: 0 x, 1 w (texel or storage), 2 bias, 3..5 the segments' dst (or
+ * KV cache pools), 6 the KV cache step's metadata (read only). */
 #define LINEAR_KERNEL(fam, mode, full, x, w)                                                \
     [KIND_##x][KIND_##w] = {.name = "linear_" #fam "_" #mode "_" #x "_" #w,                 \
                             .spirv = &vkattn_spirv_linear_##fam##_##mode##_##x##_##w,        \
-                            .binding_count = 6,                                              \
+                            .binding_count = 7,                                              \
                             .bindings = {IN_##mode, IN_##mode, VKATTN_BINDING_STORAGE,       \
                                          VKATTN_BINDING_STORAGE, VKATTN_BINDING_STORAGE,     \
-                                         VKATTN_BINDING_STORAGE},                            \
+                                         VKATTN_BINDING_STORAGE, VKATTN_BINDING_STORAGE},    \
                             .push_size = sizeof(linear_push),                                \
                             .full_subgroups = full}
 #define LINEAR_KERNELS(fam, mode, full)                                                      \
@@ -49,7 +50,10 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_COUNT };
         [MODE_SCA] = LINEAR_KERNELS(fam, sca, full)                                          \
     }
 
-/* Mirrors the push constants of shaders/linear_io.glsl. */
+/* Mirrors the push constants of shaders/linear_io.glsl (128 bytes: the
+ * minimum every device allows). A pool segment reuses the dst strides: sb is
+ * the block stride, sh the head stride within a block, st the block size (in
+ * tokens; token rows are hd apart). */
 typedef struct linear_segment_push {
     uint32_t base, sb, sh, st, hd;
 } linear_segment_push;
@@ -62,10 +66,13 @@ typedef struct linear_push {
     uint32_t m0, m_end;
     uint32_t n0, n_end;
     uint32_t K;
-    uint32_t flags;
+    uint32_t flags; /* bit 0: bias */
     uint32_t seg_end0, seg_end1;
+    uint32_t batch, table_width; /* the step's metadata layout (pool segments) */
     linear_segment_push seg[3];
 } linear_push;
+
+_Static_assert(sizeof(linear_push) == 128, "linear push constants must fit 128 bytes");
 
 static const vkattn_kernel linear_kernels[FAM_COUNT][MODE_COUNT][3][3] = {
     [FAM_SG] = LINEAR_FAMILY(sg, true),
@@ -74,10 +81,14 @@ static const vkattn_kernel linear_kernels[FAM_COUNT][MODE_COUNT][3][3] = {
     [FAM_GEMV_SH] = LINEAR_FAMILY(gemvsh, false),
 };
 
+/* Specialization constant id of the pool-segment mask (linear_io.glsl); the
+ * families' own constants use ids 0..5. */
+#define SPEC_POOLS 6
+
 /* The kernel family, its constants and the work one workgroup covers. */
 typedef struct linear_config {
     int family;
-    uint32_t spec[6];
+    uint32_t spec[SPEC_POOLS + 1]; /* unused ids stay 0 (a shader ignores them) */
     uint32_t spec_count;
     uint64_t tile_m, tile_n; /* rows / columns of y per workgroup */
     uint64_t max_rows;       /* rows one dispatch may cover */
@@ -196,6 +207,11 @@ static void chunk_spans(const vkattn_linear_problem *p, uint64_t m0, uint64_t m1
         uint64_t c0 = p->seg_start[i], c1 = p->seg_start[i + 1];
         if (n1 <= c0 || n0 >= c1)
             continue;
+        if (p->pool_segments & (1u << i)) { /* the whole pool (validated to fit) */
+            s[SPAN_DST + i] = (span){0, (uint64_t)p->dst[i].shape[0], true};
+            row_part[i] = 0;
+            continue;
+        }
         c0 = n0 > c0 ? n0 - c0 : 0;
         c1 = (n1 < c1 ? n1 : c1) - p->seg_start[i];
         const int64_t *st = p->dst[i].strides;
@@ -243,7 +259,8 @@ static int split_check(const vkattn_context *ctx, const vkattn_linear_problem *p
             if (s[SPAN_B].used && !window_fits(ctx, &p->b, s[SPAN_B], false))
                 return 1;
             for (uint32_t i = 0; i < p->segment_count; i++)
-                if (s[SPAN_DST + i].used && !window_fits(ctx, &p->dst[i], s[SPAN_DST + i], false))
+                if (s[SPAN_DST + i].used && !(p->pool_segments & (1u << i)) &&
+                    !window_fits(ctx, &p->dst[i], s[SPAN_DST + i], false))
                     return 2 * row_part[i] >= s[SPAN_DST + i].hi - s[SPAN_DST + i].lo ? 0 : 1;
         }
     return -1;
@@ -333,6 +350,10 @@ vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
     const vkattn_kernel *kernel = &linear_kernels[c.family][mode][vkattn_storage_kind(ctx, p->x.dtype)]
                                                  [vkattn_storage_kind(ctx, p->w.dtype)];
     vkattn_pipeline *pipeline;
+    if (p->pool_segments) { /* plain GEMMs keep their pipelines (no pool code at all) */
+        c.spec[SPEC_POOLS] = p->pool_segments;
+        c.spec_count = SPEC_POOLS + 1;
+    }
     vkattn_result r = vkattn_pipeline_get(ctx, kernel, c.spec, c.spec_count, &pipeline);
     if (r != VKATTN_SUCCESS)
         return r;
@@ -349,12 +370,23 @@ vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
     push.seg_end1 = (uint32_t)p->seg_start[p->segment_count > 2 ? 2 : p->segment_count];
     for (uint32_t i = 0; i < 3; i++) {
         push.seg[i].hd = 1;
-        if (i < p->segment_count) {
+        if (i < p->segment_count && (p->pool_segments & (1u << i))) {
+            /* [num_blocks, Hkv, block_size, Dh]: fits 32 bits (one binding) */
+            const vkattn_kv_cache_desc *d = &p->cache->d;
+            push.seg[i].hd = d->head_dim;
+            push.seg[i].sb = d->num_kv_heads * d->block_size * d->head_dim;
+            push.seg[i].sh = d->block_size * d->head_dim;
+            push.seg[i].st = d->block_size;
+        } else if (i < p->segment_count) {
             push.seg[i].hd = (uint32_t)p->head_dim[i];
             push.seg[i].sb = (uint32_t)p->dst[i].strides[0];
             push.seg[i].sh = (uint32_t)p->dst[i].strides[1];
             push.seg[i].st = (uint32_t)p->dst[i].strides[2];
         }
+    }
+    if (p->cache) {
+        push.batch = p->batch;
+        push.table_width = p->cache->table_width;
     }
     bool texel = mode == MODE_TEX;
     bool first = true;
@@ -364,13 +396,17 @@ vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
             span s[SPAN_COUNT];
             uint64_t row_part[3];
             chunk_spans(p, m0, m1, n0, n1, s, row_part);
-            vkattn_binding b[6];
+            vkattn_binding b[7];
             r = bind(ctx, &p->x, s[SPAN_X], texel, &b[0], &push.x_base);
             if (r == VKATTN_SUCCESS)
                 r = bind(ctx, &p->w, s[SPAN_W], texel, &b[1], &push.w_base);
             if (r == VKATTN_SUCCESS)
                 r = s[SPAN_B].used ? bind(ctx, &p->b, s[SPAN_B], false, &b[2], &push.b_base)
                                    : vkattn_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &b[2]);
+            if (r == VKATTN_SUCCESS && p->cache)
+                b[6] = p->meta;
+            else if (r == VKATTN_SUCCESS)
+                r = vkattn_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &b[6]);
             int used = -1;
             for (uint32_t i = 0; i < 3 && r == VKATTN_SUCCESS; i++)
                 if (i < p->segment_count && s[SPAN_DST + i].used) {

@@ -5,8 +5,14 @@
  * peak and streaming rate can be read despite a noisy shared machine.
  *   bench_linear            the brief's shapes: 1024x6144x4096, 1x6144x4096
  *   bench_linear M N K      one shape (f32 and f16 weights)
+ *   bench_linear qkv        an MHA step's packed QKV projection (Dm 4096, Hq 32,
+ *                           Hkv 8, Dh 128: 6144x4096) for decode (B 1..8, T 1)
+ *                           and prefill (T 1024), writing K and V head-split into
+ *                           tensors or appending them into a paged KV cache
  * Not a test: built beside them, run by hand. */
 #include "internal.h"
+#include "kv_cache.h"
+#include "linear.h"
 #include "linear_peak_spv.h"
 #include "linear_stream_spv.h"
 
@@ -169,6 +175,98 @@ static void bench(vkattn_context *ctx, peak *p, vkattn_timer *timer, int64_t M, 
     vkattn_buffer_destroy(by);
 }
 
+/* Median ms of RUNS recordings of `a` after a warm-up; with a cache, each run
+ * records the step's metadata first (outside the timed interval) and the
+ * sequences are truncated back afterwards. */
+static double time_segments(vkattn_context *ctx, vkattn_timer *timer,
+                            const vkattn_linear_segments_args *a, const uint32_t *sequences)
+{
+    double t[RUNS];
+    vkattn_linear_segments_args run = *a;
+    vkattn_linear_cache_dst cd = {0};
+    vkattn_kv_cache *cache = a->cache ? a->cache->cache : NULL;
+    if (cache) {
+        cd = *a->cache;
+        run.cache = &cd;
+    }
+    for (int i = -1; i < RUNS; i++) {
+        VkCommandBuffer cmd;
+        vkattn_binding meta;
+        CHECK(vkattn_commands_begin(ctx, &cmd));
+        if (cache) {
+            vkattn_kv_step step;
+            CHECK(vkattn_kv_step_check(cache, cd.batch, sequences, cd.new_tokens, "", &step));
+            CHECK(vkattn_kv_step_record(&step, cmd, &meta));
+            cd.meta = &meta;
+        }
+        CHECK(vkattn_cmd_timer_begin(timer, cmd, 1));
+        CHECK(vkattn_cmd_linear_segments(ctx, cmd, &run));
+        CHECK(vkattn_cmd_timer_end(timer, cmd, 1));
+        CHECK(vkattn_commands_submit(ctx));
+        for (uint32_t b = 0; cache && b < cd.batch; b++)
+            CHECK(vkattn_kv_cache_truncate(cache, sequences[b], 0));
+        double ms;
+        CHECK(vkattn_timer_read_ms(timer, 1, &ms));
+        if (i >= 0)
+            t[i] = ms;
+    }
+    qsort(t, RUNS, sizeof t[0], cmp_double);
+    return t[RUNS / 2];
+}
+
+/* The packed QKV projection of an MHA step: Q head-split into a tensor, K and
+ * V either head-split into tensors or appended into a paged f32 KV cache
+ * (block size 16). */
+static void bench_qkv(vkattn_context *ctx, vkattn_timer *timer, uint32_t B, uint32_t T,
+                      vkattn_dtype wdt, bool to_cache)
+{
+    const vkattn_dtype f32 = VKATTN_DTYPE_F32;
+    const uint32_t dm = 4096, hq = 32, hkv = 8, dh = 128, n = (hq + 2 * hkv) * dh;
+    const int64_t M = (int64_t)B * T;
+    vkattn_buffer *bx = filled(ctx, (size_t)M * dm, f32), *bw = filled(ctx, (size_t)n * dm, wdt);
+    vkattn_buffer *bq = filled(ctx, (size_t)M * hq * dh, f32);
+    vkattn_buffer *bkv = filled(ctx, (size_t)M * 2 * hkv * dh, f32);
+    vkattn_linear_segments_args a = {0};
+    a.x = vkattn_tensor_make(bx, 0, f32, 3, (int64_t[]){B, T, dm});
+    a.w = vkattn_tensor_make(bw, 0, wdt, 2, (int64_t[]){n, dm});
+    a.segment_count = 3;
+    a.segments[0] = (vkattn_linear_segment){hq * dh, dh,
+                                            vkattn_tensor_make(bq, 0, f32, 4,
+                                                               (int64_t[]){B, hq, T, dh})};
+    vkattn_kv_cache *cache = NULL;
+    uint32_t sequences[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    vkattn_linear_cache_dst cd = {0};
+    if (to_cache) {
+        vkattn_kv_cache_desc desc = {.num_kv_heads = hkv, .num_heads = hq, .head_dim = dh,
+                                     .max_sequences = B, .capacity = T, .block_size = 16};
+        CHECK(vkattn_kv_cache_create(ctx, &desc, &cache));
+        cd = (vkattn_linear_cache_dst){cache, NULL, B, T};
+        a.cache = &cd;
+        a.segments[1] = (vkattn_linear_segment){.columns = hkv * dh, .head_dim = dh,
+                                                .target = VKATTN_LINEAR_TO_K_POOL};
+        a.segments[2] = (vkattn_linear_segment){.columns = hkv * dh, .head_dim = dh,
+                                                .target = VKATTN_LINEAR_TO_V_POOL};
+    } else {
+        int64_t shape[4] = {B, hkv, T, dh};
+        uint64_t half = (uint64_t)M * hkv * dh * 4;
+        a.segments[1] = (vkattn_linear_segment){hkv * dh, dh,
+                                                vkattn_tensor_make(bkv, 0, f32, 4, shape)};
+        a.segments[2] = (vkattn_linear_segment){hkv * dh, dh,
+                                                vkattn_tensor_make(bkv, half, f32, 4, shape)};
+    }
+    double ms = time_segments(ctx, timer, &a, sequences);
+    double gflops = 2.0 * (double)M * n * dm / (ms * 1e6);
+    printf("{\"op\": \"qkv\", \"B\": %u, \"T\": %u, \"N\": %u, \"K\": %u, \"w\": \"%s\", "
+           "\"kv\": \"%s\", \"ms\": %.3f, \"gflops\": %.2f}\n",
+           B, T, n, dm, vkattn_dtype_name(wdt), to_cache ? "cache" : "tensors", ms, gflops);
+    fflush(stdout);
+    vkattn_kv_cache_destroy(cache);
+    vkattn_buffer_destroy(bx);
+    vkattn_buffer_destroy(bw);
+    vkattn_buffer_destroy(bq);
+    vkattn_buffer_destroy(bkv);
+}
+
 int main(int argc, char **argv)
 {
     vkattn_context *ctx = NULL;
@@ -187,7 +285,14 @@ int main(int argc, char **argv)
     peak p;
     peak_init(ctx, &p);
     const vkattn_dtype ws[2] = {VKATTN_DTYPE_F32, VKATTN_DTYPE_F16};
-    if (argc == 4) {
+    if (argc == 2 && strcmp(argv[1], "qkv") == 0) {
+        /* tensors and cache interleaved, so both see the same moment */
+        static const uint32_t shapes[4][2] = {{1, 1}, {4, 1}, {8, 1}, {1, 1024}};
+        for (int s = 0; s < 4; s++)
+            for (int i = 0; i < 2; i++)
+                for (int c = 0; c < 2; c++)
+                    bench_qkv(ctx, timer, shapes[s][0], shapes[s][1], ws[i], c == 1);
+    } else if (argc == 4) {
         for (int i = 0; i < 2; i++)
             bench(ctx, &p, timer, atoll(argv[1]), atoll(argv[2]), atoll(argv[3]), ws[i]);
     } else {
