@@ -706,7 +706,9 @@ typedef struct vkattn_mha_step_args {
     const uint32_t *sequences; /* [batch], distinct */
     vkattn_tensor x;           /* [batch, T, Dm] */
     vkattn_tensor y;           /* [batch, T, Dm] */
-    uint32_t kv_splits;        /* as in vkattn_kv_attention_args */
+    /* As in vkattn_kv_attention_args; a step whose T x kv_splits exceeds
+     * VKATTN_KV_MAX_SPLIT_ROWS uses VKATTN_KV_MAX_SPLIT_ROWS / T splits. */
+    uint32_t kv_splits;
     /* As in vkattn_mha_forward_args (vkattn_mha_step_scratch_size). */
     vkattn_buffer *scratch;
     uint64_t scratch_offset;

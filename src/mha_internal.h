@@ -39,12 +39,4 @@ vkattn_result vkattn_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint
 /* The output projection: y [B, T, Dm] = o [B, T, Hq*Dh] Wo^T + bo. */
 vkattn_result vkattn_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
                                        const vkattn_tensor *y);
-/* The step's projection: one GEMM over the packed Wqkv writing Q to `q`
- * ([B, Hq, T, Dh]) and appending K and V of the `batch` rows to the cache at
- * the positions in the step's metadata `meta`. */
-vkattn_result vkattn_mha_record_step_projection(vkattn_mha *m, VkCommandBuffer cmd,
-                                                const vkattn_tensor *x, const vkattn_tensor *q,
-                                                vkattn_kv_cache *cache, const vkattn_binding *meta,
-                                                uint32_t batch);
-
 #endif

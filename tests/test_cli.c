@@ -134,7 +134,7 @@ static void test_mha_command(void **state)
     write_f32("WV.npy", 2, wkv, 13);
     write_f32("WO.npy", 2, wo, 14);
     write_f32("BQ.npy", 1, bq, 15);
-    char args[2048], err[4096];
+    char args[4096], err[4096], e[512];
     snprintf(args, sizeof args,
              "mha --validate --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --bq %s "
              "--causal --check --weights-out %s --out %s",
@@ -143,11 +143,41 @@ static void test_mha_command(void **state)
     if (run(args, err, sizeof err) != 0)
         fail_msg("vkattn %s failed:\n%s", args, err);
     npy_array y;
-    char e[512];
     assert_int_equal(npy_read(path_of("O.npy"), &y, e, sizeof e), 0);
     assert_int_equal(y.rank, 3);
     assert_int_equal(y.shape[2], 32);
     npy_free(&y);
+
+    /* decoding through a KV cache gives the full causal forward's rows */
+    const char *common_fmt = "mha --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --bq %s --causal";
+    char common[2048];
+    snprintf(common, sizeof common, common_fmt, path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"),
+             path_of("WV.npy"), path_of("WO.npy"), path_of("BQ.npy"));
+    snprintf(args, sizeof args, "%s --out %s", common, path_of("FULL.npy"));
+    if (run(args, err, sizeof err) != 0)
+        fail_msg("vkattn %s failed:\n%s", args, err);
+    const char *variants[] = {"--prefill 2", "--prefill 5 --paged-block 2", "--prefill 1 --kv-splits 3",
+                              "--prefill 6"};
+    npy_array full;
+    assert_int_equal(npy_read(path_of("FULL.npy"), &full, e, sizeof e), 0);
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        snprintf(args, sizeof args, "%s %s --check --validate --out %s", common, variants[i], path_of("O.npy"));
+        if (run(args, err, sizeof err) != 0)
+            fail_msg("vkattn %s failed:\n%s", args, err);
+        npy_array dec;
+        assert_int_equal(npy_read(path_of("O.npy"), &dec, e, sizeof e), 0);
+        test_assert_close(dec.data, full.data, (size_t)(full.nbytes / 4), TEST_TOL_F32, variants[i]);
+        npy_free(&dec);
+    }
+    npy_free(&full);
+    snprintf(args, sizeof args, "mha --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --prefill 2 --out %s",
+             path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"), path_of("WO.npy"),
+             path_of("O.npy"));
+    expect_failure(args, "--causal");
+    snprintf(args, sizeof args, "%s --paged-block 4 --out %s", common, path_of("O.npy"));
+    expect_failure(args, "needs --prefill");
+    snprintf(args, sizeof args, "%s --prefill 7 --out %s", common, path_of("O.npy"));
+    expect_failure(args, "only 6 tokens");
 
     /* Dm not divisible by the heads: Dm 30, 4 heads */
     int64_t x30[3] = {1, 3, 30}, w30[2] = {30, 30};

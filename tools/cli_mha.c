@@ -24,7 +24,13 @@ static const char help_text[] =
     "  --dtype f32|f16       storage of weights and activations on the device (default f32)\n"
     "  --weights-out W.npy   also write attention probabilities [B,Tq,Tk] (head average)\n"
     "  --per-head            ... or [B,H,Tq,Tk] per head\n"
-    "  --check               compare with the CPU reference; exit 1 above 2e-4 / 1.5e-2\n";
+    "  --check               compare with the CPU reference; exit 1 above 2e-4 / 1.5e-2\n"
+    "  --prefill N           decode through a KV cache (needs --causal, self-attention):\n"
+    "                        the first N tokens of every sequence of X are one prefill\n"
+    "                        step, the rest go one token per step through the decode\n"
+    "                        path; Y holds all rows (equal to the full causal forward)\n"
+    "  --paged-block S       with --prefill: a paged cache of S-token blocks\n"
+    "  --kv-splits K         with --prefill: split count of decode steps (default auto)\n";
 
 enum { X, KV, WQ, WK, WV, WO, BQ, BK, BV, BO, MASK, PAD, N_INPUTS };
 
@@ -49,6 +55,46 @@ static int check_weight_shapes(cli_input *in, int64_t dm, int64_t dkv, int64_t h
     return 0;
 }
 
+/* --prefill: the first `prefill` tokens of every sequence as one step into a
+ * KV cache, then one step per remaining token; views of x and y select the
+ * tokens of each step. */
+static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer, const vkattn_mha_forward_args *fa,
+                               vkattn_dtype dtype, uint32_t prefill, uint32_t paged_block,
+                               uint32_t kv_splits)
+{
+    const vkattn_mha_desc *d = vkattn_mha_config(layer);
+    uint32_t batch = (uint32_t)fa->x.shape[0], tq = (uint32_t)fa->x.shape[1];
+    vkattn_kv_cache_desc cd = {.num_kv_heads = d->num_kv_heads, .num_heads = d->num_heads,
+                               .head_dim = d->head_dim, .dtype = dtype, .max_sequences = batch,
+                               .capacity = tq, .block_size = paged_block};
+    vkattn_kv_cache *cache = NULL;
+    vkattn_result r = vkattn_kv_cache_create(ctx, &cd, &cache);
+    uint32_t *seqs = calloc(batch, sizeof *seqs);
+    if (!seqs)
+        r = VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    for (uint32_t b = 0; seqs && b < batch; b++)
+        seqs[b] = b;
+    size_t es = vkattn_dtype_size(dtype);
+    for (uint32_t t = 0; r == VKATTN_SUCCESS && t < tq; t = t ? t + 1 : prefill) {
+        uint32_t n = t ? 1 : prefill;
+        vkattn_mha_step_args sa = {.cache = cache, .batch = batch, .sequences = seqs, .x = fa->x,
+                                   .y = fa->y, .kv_splits = kv_splits};
+        /* [B, n, Dm] views of the full [B, Tq, Dm] tensors at token t */
+        for (int k = 0; k < 2; k++) {
+            vkattn_tensor *v = k ? &sa.y : &sa.x;
+            v->strides[0] = (int64_t)tq * d->embed_dim;
+            v->strides[1] = d->embed_dim;
+            v->strides[2] = 1;
+            v->shape[1] = n;
+            v->offset += (uint64_t)t * d->embed_dim * es;
+        }
+        r = vkattn_mha_step(layer, &sa);
+    }
+    free(seqs);
+    vkattn_kv_cache_destroy(cache);
+    return r;
+}
+
 int cli_mha(int argc, char **argv)
 {
     cli_device_options o = {0};
@@ -56,7 +102,7 @@ int cli_mha(int argc, char **argv)
                               {"--bq"}, {"--bk"}, {"--bv"}, {"--bo"}, {"--mask"}, {"--key-padding"}};
     const char *out_path = NULL, *weights_path = NULL;
     bool causal = false, per_head = false, check = false;
-    uint32_t heads = 0, kv_heads = 0;
+    uint32_t heads = 0, kv_heads = 0, prefill = 0, paged_block = 0, kv_splits = 0;
     vkattn_dtype dtype = VKATTN_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
         int used = cli_parse_device_option(argc, argv, &i, &o);
@@ -100,6 +146,15 @@ int cli_mha(int argc, char **argv)
         } else if (strcmp(a, "--kv-heads") == 0) {
             if (cli_parse_uint(a, val, &kv_heads))
                 return 2;
+        } else if (strcmp(a, "--prefill") == 0) {
+            if (cli_parse_uint(a, val, &prefill))
+                return 2;
+        } else if (strcmp(a, "--paged-block") == 0) {
+            if (cli_parse_uint(a, val, &paged_block))
+                return 2;
+        } else if (strcmp(a, "--kv-splits") == 0) {
+            if (cli_parse_uint(a, val, &kv_splits))
+                return 2;
         } else if (strcmp(a, "--dtype") == 0) {
             if (cli_parse_dtype(val, &dtype))
                 return 2;
@@ -120,6 +175,15 @@ int cli_mha(int argc, char **argv)
     }
     if (per_head && !weights_path) {
         cli_error("mha: --per-head needs --weights-out");
+        return 2;
+    }
+    if ((paged_block || kv_splits) && !prefill) {
+        cli_error("mha: %s needs --prefill", paged_block ? "--paged-block" : "--kv-splits");
+        return 2;
+    }
+    if (prefill && (!causal || in[KV].path || in[MASK].path || in[PAD].path || weights_path)) {
+        cli_error("mha: --prefill decodes causal self-attention through a KV cache: it needs --causal and "
+                  "takes no --kv, --mask, --key-padding or --weights-out");
         return 2;
     }
 
@@ -206,7 +270,12 @@ int cli_mha(int argc, char **argv)
     fa.y = vkattn_tensor_make(by, 0, dtype, 3, xs);
     if (bw)
         fa.weights = vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, wrank, wshape);
-    r = vkattn_mha_forward(layer, &fa);
+    if (prefill && prefill > tq) {
+        cli_error("--prefill %u: --x has only %lld tokens per sequence", prefill, (long long)tq);
+        goto done;
+    }
+    r = prefill ? run_steps(ctx, layer, &fa, dtype, prefill, paged_block, kv_splits)
+                : vkattn_mha_forward(layer, &fa);
     if (r != VKATTN_SUCCESS) {
         cli_report_error(ctx, r, in, N_INPUTS);
         goto done;

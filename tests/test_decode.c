@@ -1,0 +1,295 @@
+/* MHA steps over a KV cache: a prefill then one-token decode steps, for a
+ * ragged batch of sequences at different positions, must equal one causal
+ * forward over each whole sequence (CPU reference) - MHA, GQA 4 and 8, MQA,
+ * contiguous and paged caches, f32 and f16. Plus determinism with a fixed
+ * split count, and every step error leaving the cache unchanged. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define NSEQ 3
+
+typedef struct decode_case {
+    uint32_t hq, hkv, dh;
+    uint32_t block_size; /* 0: contiguous */
+    vkattn_dtype dtype;
+    uint32_t kv_splits;
+} decode_case;
+
+typedef struct layer_data {
+    uint32_t dm;
+    float *wqkv, *wo, *bqkv, *bo;
+} layer_data;
+
+static const uint32_t total_len[NSEQ] = {11, 17, 6};
+static const uint32_t prompt_len[NSEQ] = {4, 12, 1};
+
+static void round_f16(float *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        a[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(a[i]));
+}
+
+static float *rnd(test_rng *r, size_t n, float amp, bool f16)
+{
+    float *a = malloc(n * 4);
+    test_fill_uniform(r, a, n, -amp, amp);
+    if (f16)
+        round_f16(a, n);
+    return a;
+}
+
+/* Uploads `rows` rows of Dm floats in the layer's dtype into `b`. */
+static void upload_rows(vkattn_context *ctx, vkattn_buffer *b, const float *src, size_t n, vkattn_dtype dt)
+{
+    if (dt == VKATTN_DTYPE_F32) {
+        TEST_OK(ctx, vkattn_buffer_upload(b, 0, src, n * 4));
+        return;
+    }
+    uint16_t *h = malloc(n * 2);
+    for (size_t i = 0; i < n; i++)
+        h[i] = vkattn_f32_to_f16(src[i]);
+    TEST_OK(ctx, vkattn_buffer_upload(b, 0, h, n * 2));
+    free(h);
+}
+
+static void download_rows(vkattn_context *ctx, vkattn_buffer *b, float *dst, size_t n, vkattn_dtype dt)
+{
+    if (dt == VKATTN_DTYPE_F32) {
+        TEST_OK(ctx, vkattn_buffer_download(b, 0, dst, n * 4));
+        return;
+    }
+    uint16_t *h = malloc(n * 2);
+    TEST_OK(ctx, vkattn_buffer_download(b, 0, h, n * 2));
+    for (size_t i = 0; i < n; i++)
+        dst[i] = vkattn_f16_to_f32(h[i]);
+    free(h);
+}
+
+/* Prefills every sequence with its prompt (one step each: different prompt
+ * lengths), then decodes the ragged batch one token per step. Returns the
+ * outputs of every position of every sequence: y[s] is [total_len[s], Dm]. */
+static void run_steps(vkattn_context *ctx, vkattn_mha *layer, vkattn_kv_cache *cache, float *const x[NSEQ],
+                      float *y[NSEQ], uint32_t dm, vkattn_dtype dt, uint32_t kv_splits)
+{
+    size_t es = vkattn_dtype_size(dt);
+    vkattn_buffer *bx = test_buffer_with(ctx, NULL, 32 * dm * es), *by = test_buffer_with(ctx, NULL, 32 * dm * es);
+    float *rows = malloc(32 * dm * 4);
+    for (uint32_t s = 0; s < NSEQ; s++) {
+        uint32_t seq = s, len = 99;
+        int64_t shape[3] = {1, prompt_len[s], dm};
+        upload_rows(ctx, bx, x[s], (size_t)prompt_len[s] * dm, dt);
+        vkattn_mha_step_args a = {.cache = cache, .batch = 1, .sequences = &seq,
+                                  .x = vkattn_tensor_make(bx, 0, dt, 3, shape),
+                                  .y = vkattn_tensor_make(by, 0, dt, 3, shape), .kv_splits = kv_splits};
+        TEST_OK(ctx, vkattn_mha_step(layer, &a));
+        download_rows(ctx, by, y[s], (size_t)prompt_len[s] * dm, dt);
+        TEST_OK(ctx, vkattn_kv_cache_length(cache, seq, &len));
+        assert_int_equal(len, prompt_len[s]);
+    }
+    for (uint32_t pos = 1;; pos++) {
+        uint32_t seqs[NSEQ], batch = 0;
+        for (uint32_t s = 0; s < NSEQ; s++) {
+            uint32_t len;
+            TEST_OK(ctx, vkattn_kv_cache_length(cache, s, &len));
+            if (len < total_len[s]) {
+                memcpy(rows + (size_t)batch * dm, x[s] + (size_t)len * dm, dm * 4);
+                seqs[batch++] = s;
+            }
+        }
+        if (!batch)
+            break;
+        int64_t shape[3] = {batch, 1, dm};
+        upload_rows(ctx, bx, rows, (size_t)batch * dm, dt);
+        vkattn_mha_step_args a = {.cache = cache, .batch = batch, .sequences = seqs,
+                                  .x = vkattn_tensor_make(bx, 0, dt, 3, shape),
+                                  .y = vkattn_tensor_make(by, 0, dt, 3, shape), .kv_splits = kv_splits};
+        uint32_t before[NSEQ];
+        for (uint32_t i = 0; i < batch; i++)
+            TEST_OK(ctx, vkattn_kv_cache_length(cache, seqs[i], &before[i]));
+        TEST_OK(ctx, vkattn_mha_step(layer, &a));
+        download_rows(ctx, by, rows, (size_t)batch * dm, dt);
+        for (uint32_t i = 0; i < batch; i++)
+            memcpy(y[seqs[i]] + (size_t)before[i] * dm, rows + (size_t)i * dm, dm * 4);
+    }
+    vkattn_buffer_destroy(bx);
+    vkattn_buffer_destroy(by);
+    free(rows);
+}
+
+static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
+{
+    test_rng r = test_rng_seed(seed);
+    bool f16 = c->dtype == VKATTN_DTYPE_F16;
+    uint32_t dm = c->hq * c->dh, rows = (c->hq + 2 * c->hkv) * c->dh;
+    float amp = 1.5f / sqrtf((float)dm);
+    float *wqkv = rnd(&r, (size_t)rows * dm, amp, f16), *wo = rnd(&r, (size_t)dm * dm, amp, f16);
+    float *bqkv = rnd(&r, rows, 0.2f, f16), *bo = rnd(&r, dm, 0.2f, f16);
+    vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = c->hq, .num_kv_heads = c->hkv, .bias = true,
+                            .dtype = c->dtype};
+    vkattn_mha_weights w = {.wqkv = wqkv, .wo = wo, .bqkv = bqkv, .bo = bo};
+    float *x[NSEQ], *y[NSEQ], *ref[NSEQ];
+    for (int s = 0; s < NSEQ; s++) {
+        x[s] = rnd(&r, (size_t)total_len[s] * dm, 1.0f, f16);
+        y[s] = calloc((size_t)total_len[s] * dm, 4);
+        ref[s] = malloc((size_t)total_len[s] * dm * 4);
+        int64_t shape[3] = {1, total_len[s], dm};
+        vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(x[s], VKATTN_DTYPE_F32, 3, shape),
+                                  .y = vkattn_host_tensor_make(ref[s], VKATTN_DTYPE_F32, 3, shape),
+                                  .causal = true};
+        char err[256];
+        if (vkattn_ref_mha(&desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS)
+            fail_msg("reference: %s", err);
+    }
+    vkattn_mha *layer = NULL;
+    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
+    TEST_OK(ctx, vkattn_mha_set_weights(layer, &w));
+    vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv, .num_heads = c->hq, .head_dim = c->dh, .dtype = c->dtype,
+                               .max_sequences = NSEQ + 1, .capacity = 24, .block_size = c->block_size};
+    vkattn_kv_cache *cache = NULL;
+    TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &cache));
+    run_steps(ctx, layer, cache, x, y, dm, c->dtype, c->kv_splits);
+    char what[160];
+    for (int s = 0; s < NSEQ; s++) {
+        snprintf(what, sizeof what, "decode Hq%u Hkv%u Dh%u block %u %s splits %u: sequence %d",
+                 c->hq, c->hkv, c->dh, c->block_size, vkattn_dtype_name(c->dtype), c->kv_splits, s);
+        test_assert_close(y[s], ref[s], (size_t)total_len[s] * dm, f16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
+    }
+    if (c->kv_splits) { /* a fixed split count: bit-identical when run again */
+        float *again[NSEQ];
+        for (int s = 0; s < NSEQ; s++) {
+            TEST_OK(ctx, vkattn_kv_cache_truncate(cache, (uint32_t)s, 0));
+            again[s] = calloc((size_t)total_len[s] * dm, 4);
+        }
+        run_steps(ctx, layer, cache, x, again, dm, c->dtype, c->kv_splits);
+        for (int s = 0; s < NSEQ; s++) {
+            assert_memory_equal(again[s], y[s], (size_t)total_len[s] * dm * 4);
+            free(again[s]);
+        }
+    }
+    for (int s = 0; s < NSEQ; s++) {
+        free(x[s]);
+        free(y[s]);
+        free(ref[s]);
+    }
+    vkattn_kv_cache_destroy(cache);
+    vkattn_mha_destroy(layer);
+    free(wqkv);
+    free(wo);
+    free(bqkv);
+    free(bo);
+}
+
+static void test_prefill_then_decode(void **state)
+{
+    test_gpu *g = *state;
+    const decode_case cases[] = {
+        {4, 4, 16, 0, VKATTN_DTYPE_F32, 0},   /* MHA, contiguous */
+        {8, 2, 16, 5, VKATTN_DTYPE_F32, 0},   /* GQA 4, paged (block 5) */
+        {16, 2, 8, 4, VKATTN_DTYPE_F32, 2},   /* GQA 8, paged, 2 splits */
+        {4, 1, 32, 0, VKATTN_DTYPE_F32, 7},   /* MQA, contiguous, 7 splits */
+        {8, 2, 16, 16, VKATTN_DTYPE_F16, 0},  /* GQA 4, paged, f16 */
+        {4, 1, 16, 0, VKATTN_DTYPE_F16, 1},   /* MQA, f16, 1 split */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_case(g->ctx, &cases[i], 500 + i);
+}
+
+static void test_other_paths(void **state)
+{
+    (void)state;
+    const uint32_t flags[] = {VKATTN_CONTEXT_NO_TEXEL_BUFFERS, VKATTN_CONTEXT_NO_SUBGROUP_KERNELS,
+                              VKATTN_CONTEXT_NO_TEXEL_BUFFERS | VKATTN_CONTEXT_NO_SUBGROUP_KERNELS};
+    const decode_case c = {8, 2, 16, 5, VKATTN_DTYPE_F16, 0};
+    for (size_t i = 0; i < 3; i++) {
+        test_gpu *g = test_gpu_open(flags[i]);
+        check_case(g->ctx, &c, 600 + i);
+        test_gpu_close(g);
+    }
+}
+
+/* Step errors: their codes and messages, and the cache left as it was. */
+static void test_step_errors(void **state)
+{
+    test_gpu *g = *state;
+    vkattn_context *ctx = g->ctx;
+    uint32_t dm = 32;
+    vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = 4, .num_kv_heads = 2};
+    vkattn_mha *layer = NULL;
+    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
+    float *zeros = calloc(64 * 32, 4);
+    vkattn_mha_weights w = {.wqkv = zeros, .wo = zeros};
+    TEST_OK(ctx, vkattn_mha_set_weights(layer, &w));
+    vkattn_kv_cache_desc cd = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 8, .max_sequences = 2,
+                               .capacity = 8, .block_size = 4, .num_blocks = 3};
+    vkattn_kv_cache *cache = NULL;
+    TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &cache));
+    vkattn_buffer *b = test_buffer_with(ctx, NULL, 4096);
+    uint32_t seq0 = 0, seq1 = 1, seq9 = 9, both[2] = {0, 1};
+    int64_t six[3] = {1, 6, 32}, one[3] = {2, 1, 32}, three[3] = {1, 3, 32};
+    vkattn_mha_step_args a = {.cache = cache, .batch = 1, .sequences = &seq0,
+                              .x = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 3, six),
+                              .y = vkattn_tensor_make(b, 2048, VKATTN_DTYPE_F32, 3, six)};
+    TEST_OK(ctx, vkattn_mha_step(layer, &a)); /* sequence 0: 6 tokens, 2 blocks */
+    assert_int_equal(vkattn_kv_cache_free_blocks(cache), 1);
+
+    vkattn_mha_step_args bad = a;
+    bad.x = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 3, three);
+    bad.y = vkattn_tensor_make(b, 2048, VKATTN_DTYPE_F32, 3, three);
+    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "capacity of 8", vkattn_mha_step(layer, &bad));
+    bad.sequences = &seq9;
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "sequences[0] is 9", vkattn_mha_step(layer, &bad));
+    bad.sequences = &seq1;
+    bad.x = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 3, six); /* 6 tokens: 2 blocks, 1 free */
+    bad.y = vkattn_tensor_make(b, 2048, VKATTN_DTYPE_F32, 3, six);
+    TEST_FAILS(ctx, VKATTN_ERROR_CACHE_FULL, "1 free", vkattn_mha_step(layer, &bad));
+    bad = a;
+    bad.batch = 2;
+    bad.sequences = both;
+    bad.x = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 3, one);
+    bad.y = vkattn_tensor_make(b, 2048, VKATTN_DTYPE_F32, 3, six); /* y's batch is 1 */
+    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->y.shape[0]", vkattn_mha_step(layer, &bad));
+    bad = a;
+    bad.cache = NULL;
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL", vkattn_mha_step(layer, &bad));
+    vkattn_kv_cache_desc other = cd;
+    other.head_dim = 16;
+    vkattn_kv_cache *wrong = NULL;
+    TEST_OK(ctx, vkattn_kv_cache_create(ctx, &other, &wrong));
+    bad = a;
+    bad.cache = wrong;
+    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "head_dim 16", vkattn_mha_step(layer, &bad));
+
+    uint32_t len = 0;
+    TEST_OK(ctx, vkattn_kv_cache_length(cache, 0, &len));
+    assert_int_equal(len, 6);
+    TEST_OK(ctx, vkattn_kv_cache_length(cache, 1, &len));
+    assert_int_equal(len, 0);
+    assert_int_equal(vkattn_kv_cache_free_blocks(cache), 1);
+    /* and the cache still works: a decode step for both sequences */
+    bad = a;
+    bad.batch = 2;
+    bad.sequences = both;
+    bad.x = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 3, one);
+    bad.y = vkattn_tensor_make(b, 2048, VKATTN_DTYPE_F32, 3, one);
+    TEST_OK(ctx, vkattn_mha_step(layer, &bad));
+    TEST_OK(ctx, vkattn_kv_cache_length(cache, 1, &len));
+    assert_int_equal(len, 1);
+    vkattn_kv_cache_destroy(wrong);
+    vkattn_kv_cache_destroy(cache);
+    vkattn_buffer_destroy(b);
+    vkattn_mha_destroy(layer);
+    free(zeros);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefill_then_decode),
+        cmocka_unit_test(test_other_paths),
+        cmocka_unit_test(test_step_errors),
+    };
+    return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
+}
