@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum case_kind { CASE_ATTENTION, CASE_LINEAR, CASE_LAYER } case_kind;
+typedef enum case_kind { CASE_ATTENTION, CASE_LINEAR, CASE_LAYER, CASE_DECODE } case_kind;
 
 typedef struct bench_case {
     const char *name;
     case_kind kind;
-    uint32_t b, hq, hkv, tq, tk, d; /* attention; layer: d = embed_dim */
+    uint32_t b, hq, hkv, tq, tk, d; /* attention; layer: d = embed_dim; decode: tk = cache length */
     uint32_t m, n, k;               /* linear */
     bool causal;
     vkattn_dtype qo_dtype, kv_dtype; /* attention; linear: activations, weights */
@@ -37,6 +37,11 @@ static const bench_case cases[] = {
     {"gemv_m1_n6144_k4096", CASE_LINEAR, 0, 0, 0, 0, 0, 0, 1, 6144, 4096, false, F32, F32},
     {"gemv_m1_n6144_k4096_f16", CASE_LINEAR, 0, 0, 0, 0, 0, 0, 1, 6144, 4096, false, F32, F16},
     {"layer_d1024_h16_t512", CASE_LAYER, 1, 16, 16, 512, 512, 1024, 0, 0, 0, true, F32, F32},
+    /* one query per sequence against an f16 KV cache (split-KV decoding) */
+    {"attn_decode_gqa_d128_kv1024", CASE_DECODE, 1, 32, 8, 1, 1024, 128, 0, 0, 0, true, F16, F16},
+    {"attn_decode_gqa_d128_kv4096", CASE_DECODE, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, F16, F16},
+    {"attn_decode_gqa_d128_kv1024_b8", CASE_DECODE, 8, 32, 8, 1, 1024, 128, 0, 0, 0, true, F16, F16},
+    {"attn_decode_gqa_d128_kv4096_b8", CASE_DECODE, 8, 32, 8, 1, 4096, 128, 0, 0, 0, true, F16, F16},
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -96,6 +101,9 @@ typedef struct runner {
     vkattn_linear_args linear;
     vkattn_mha *layer;
     vkattn_mha_forward_args forward;
+    vkattn_kv_cache *cache;
+    vkattn_kv_attention_args decode;
+    uint32_t sequences[64];
     vkattn_buffer *buffers[8];
     int nbuffers;
 } runner;
@@ -109,6 +117,8 @@ static vkattn_result record(vkattn_context *ctx, runner *r, VkCommandBuffer cmd)
         return vkattn_cmd_linear(ctx, cmd, &r->linear);
     case CASE_LAYER:
         return vkattn_cmd_mha_forward(r->layer, cmd, &r->forward);
+    case CASE_DECODE:
+        return vkattn_cmd_kv_attention(ctx, cmd, &r->decode);
     }
     return VKATTN_ERROR_INVALID_ARGUMENT;
 }
@@ -117,6 +127,40 @@ static vkattn_buffer *keep(runner *r, vkattn_buffer *b)
 {
     r->buffers[r->nbuffers++] = b;
     return b;
+}
+
+/* A KV cache of B sequences holding `tk` random tokens each (appended in
+ * chunks), and one query per sequence. Bytes: the K and V read once. */
+static void prepare_decode(vkattn_context *ctx, const bench_case *c, runner *r, double *flops, double *bytes)
+{
+    vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv, .num_heads = c->hq, .head_dim = c->d,
+                               .dtype = c->kv_dtype, .max_sequences = c->b, .capacity = c->tk};
+    if (vkattn_kv_cache_create(ctx, &cd, &r->cache))
+        die(ctx, "creating the KV cache");
+    const uint32_t chunk = 256;
+    int64_t ks[4] = {c->b, c->hkv, chunk, c->d};
+    vkattn_buffer *kv = keep(r, random_buffer(ctx, (uint64_t)c->b * c->hkv * chunk * c->d, c->kv_dtype, 11));
+    for (uint32_t b = 0; b < c->b; b++)
+        r->sequences[b] = b;
+    for (uint32_t done = 0; done < c->tk; done += chunk) {
+        ks[2] = c->tk - done < chunk ? c->tk - done : chunk;
+        vkattn_kv_append_args a = {.cache = r->cache, .batch = c->b, .sequences = r->sequences,
+                                   .k = vkattn_tensor_make(kv, 0, c->kv_dtype, 4, ks),
+                                   .v = vkattn_tensor_make(kv, 0, c->kv_dtype, 4, ks)};
+        VkCommandBuffer cmd;
+        if (vkattn_commands_begin(ctx, &cmd) || vkattn_cmd_kv_cache_append(ctx, cmd, &a) ||
+            vkattn_commands_submit(ctx))
+            die(ctx, "filling the KV cache");
+    }
+    int64_t qs[4] = {c->b, c->hq, 1, c->d};
+    uint64_t nq = (uint64_t)c->b * c->hq * c->d;
+    r->decode.cache = r->cache;
+    r->decode.batch = c->b;
+    r->decode.sequences = r->sequences;
+    r->decode.q = vkattn_tensor_make(keep(r, random_buffer(ctx, nq, c->qo_dtype, 12)), 0, c->qo_dtype, 4, qs);
+    r->decode.out = vkattn_tensor_make(keep(r, random_buffer(ctx, nq, c->qo_dtype, 13)), 0, c->qo_dtype, 4, qs);
+    *flops = 4.0 * c->b * c->hq * c->d * (double)c->tk;
+    *bytes = 2.0 * c->b * c->hkv * (double)c->tk * c->d * vkattn_dtype_size(c->kv_dtype);
 }
 
 /* Builds the inputs of a case; returns its useful FLOPs and minimum bytes. */
@@ -148,6 +192,8 @@ static void prepare(vkattn_context *ctx, const bench_case *c, runner *r, double 
         *bytes = (double)c->m * c->k * vkattn_dtype_size(c->qo_dtype) +
                  (double)c->n * c->k * vkattn_dtype_size(c->kv_dtype) +
                  (double)c->m * c->n * vkattn_dtype_size(c->qo_dtype);
+    } else if (c->kind == CASE_DECODE) {
+        prepare_decode(ctx, c, r, flops, bytes);
     } else {
         uint32_t dm = c->d, dh = dm / c->hq;
         vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = c->hq, .num_kv_heads = c->hkv,
@@ -185,6 +231,7 @@ static void release(runner *r)
     for (int i = 0; i < r->nbuffers; i++)
         vkattn_buffer_destroy(r->buffers[i]);
     vkattn_mha_destroy(r->layer);
+    vkattn_kv_cache_destroy(r->cache);
 }
 
 static void run_case(vkattn_context *ctx, vkattn_timer *timer, const bench_case *c, int reps)
@@ -207,6 +254,8 @@ static void run_case(vkattn_context *ctx, vkattn_timer *timer, const bench_case 
     printf("{\"case\": \"%s\", \"device\": \"%s\", \"ms\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
            "\"reps\": %d, \"gflops\": %.2f, \"gbps\": %.2f",
            c->name, dev->name, med, ms[0], ms[reps - 1], reps, flops / med / 1e6, bytes / med / 1e6);
+    if (c->kind == CASE_DECODE)
+        printf(", \"tokens_per_s\": %.1f", c->b / (med * 1e-3));
     if (c->kind == CASE_LINEAR)
         printf(", \"M\": %u, \"N\": %u, \"K\": %u, \"x\": \"%s\", \"w\": \"%s\"}\n", c->m, c->n, c->k,
                vkattn_dtype_name(c->qo_dtype), vkattn_dtype_name(c->kv_dtype));
