@@ -35,8 +35,8 @@ static const kv_case grid[] = {
     {2, 2, 64, F32, F32, 0, 80, 3, {2, 0, 1}, {0, 37, 64}, 1, 0, false, 0.0f},
     /* GQA 4 decode, paged 16, f16 cache, merged output */
     {8, 2, 128, F16, F16, 16, 160, 4, {3, 1, 0, 2}, {0, 37, 16, 150}, 1, 0, true, 0.0f},
-    /* GQA 8, paged 5, T = 2, f32 q over an f16 cache */
-    {8, 1, 32, F16, F32, 5, 120, 3, {0, 2, 1}, {3, 101, 0}, 2, 0, false, 0.3f},
+    /* GQA 8 (two KV heads), paged 5, T = 2, f32 q over an f16 cache */
+    {16, 2, 32, F16, F32, 5, 120, 3, {0, 2, 1}, {3, 101, 0}, 2, 0, false, 0.3f},
     /* MQA, T = 16, head dim 40 (not a multiple of the subgroup's chunks), paged 5 */
     {4, 1, 40, F32, F32, 5, 90, 3, {1, 2, 0}, {0, 9, 57}, 16, 0, true, 0.0f},
     /* prefill T = 40: on an empty and on non-empty sequences (chunked), paged 16 */
