@@ -59,6 +59,13 @@ static const vkattn_kernel combine_kernels[3] = {COMBINE_KERNEL(f32), COMBINE_KE
  * score registers in check). */
 #define SG_KEYS_FEW_ROWS 4u
 #define SG_KEYS_MANY_ROWS 2u
+/* Large prefills take the attention kernel's large tiles (16 rows x 4 keys,
+ * 8 rows above head dim 128: 10-20% faster there, but ~4 s of lavapipe's JIT
+ * instead of ~1 s, so only for problems that repay it; see attention.c). */
+#define SG_ROWS_LARGE 16u
+#define SG_KEYS_LARGE 4u
+#define SG_LARGE_ROWS 64u  /* T * group at least this... */
+#define SG_LARGE_KEYS 256u /* ...and the longest sequence at least this */
 #define COMBINE_WORKGROUP 64u
 /* Automatic splits: about this many workgroups in the split pass (CPU
  * drivers run few threads, GPUs many compute units), and no split shorter
@@ -87,14 +94,17 @@ typedef struct kv_config {
  * drivers, which run a workgroup's subgroups one after another) owning R rows
  * (a power of two covering the rows of a decode step where possible: the
  * group's query heads x queries), C keys per lane per block. */
-static void sg_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, kv_config *cfg)
+static void sg_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, bool large,
+                      kv_config *cfg)
 {
     uint32_t sg = ctx->info.subgroup_size;
-    uint32_t rmax = d > 128 ? SG_ROWS_MAX / 2 : SG_ROWS_MAX;
+    uint32_t rmax = large ? SG_ROWS_LARGE : SG_ROWS_MAX;
+    if (d > 128)
+        rmax /= 2;
     uint32_t r = pow2_at_least(rows);
     if (r > rmax)
         r = rmax;
-    uint32_t keys = r <= 4 ? SG_KEYS_FEW_ROWS : SG_KEYS_MANY_ROWS;
+    uint32_t keys = large ? SG_KEYS_LARGE : r <= 4 ? SG_KEYS_FEW_ROWS : SG_KEYS_MANY_ROWS;
     uint32_t spec[5] = {sg, sg, d, r, keys};
     memcpy(cfg->spec, spec, sizeof spec);
     cfg->rows_per_group = r;
@@ -209,7 +219,8 @@ vkattn_result vkattn_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *
     kv_config cfg;
     uint32_t qs = vkattn_storage_kind(ctx, p->q.dtype), ks = vkattn_storage_kind(ctx, c->d.dtype);
     if (plan->subgroup) {
-        sg_config(ctx, d, rows, &cfg);
+        bool large = !decode && rows >= SG_LARGE_ROWS && step->max_length >= SG_LARGE_KEYS;
+        sg_config(ctx, d, rows, large, &cfg);
         cfg.kernel = plan->texel ? &sg_texel[qs] : &sg_storage[qs][ks];
     } else {
         sm_config(ctx, d, rows, &cfg);

@@ -43,6 +43,9 @@ static const kv_case grid[] = {
     {4, 2, 64, F16, F16, 16, 120, 3, {0, 1, 2}, {0, 23, 48}, 40, 0, false, 0.0f},
     /* prefill T = 40 on MHA, contiguous, head dim 24, f16 q over an f32 cache */
     {3, 3, 24, F32, F16, 0, 64, 2, {1, 0}, {0, 17}, 40, 0, true, 0.2f},
+    /* a large prefill (the subgroup family's large tiles): T = 40 x GQA 2 over
+     * 270 keys, paged 16 */
+    {2, 1, 32, F32, F32, 16, 300, 2, {1, 0}, {230, 5}, 40, 0, false, 0.0f},
     /* head dim 256 decode, GQA 2, paged 16 */
     {4, 2, 256, F16, F16, 16, 48, 2, {0, 1}, {30, 1}, 1, 3, false, 0.0f},
     /* head dim 8, GQA 4, T = 2, paged 5, explicit splits */
