@@ -5,26 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <dlfcn.h>
-
-/* LeakSanitizer reports the Vulkan drivers' and layers' own leftovers, but
- * the loader unloads those libraries before it looks, so it cannot name them
- * and tests/lsan.supp cannot suppress them. Loading them once more with
- * RTLD_NODELETE keeps them mapped and nameable. Our own leaks stay visible:
- * the library's host memory also goes through the counting allocator. */
-static void pin_vulkan_libraries(void)
-{
-    static const char *const libs[] = {
-        "libvulkan_lvp.so", "/usr/lib/chromium/libvk_swiftshader.so",
-        "libVkLayer_khronos_validation.so", "libVkLayer_MESA_device_select.so",
-    };
-    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
-        dlopen(libs[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-}
-#else
-static void pin_vulkan_libraries(void) {}
-#endif
+#include "sanitizer_pin.h"
 
 static void *counting_allocate(void *user, size_t size, size_t alignment)
 {
@@ -57,7 +38,7 @@ static void on_log(void *user, vkattn_log_level level, const char *message)
 
 test_gpu *test_gpu_open(uint32_t extra_flags)
 {
-    pin_vulkan_libraries();
+    vkattn_pin_vulkan_libraries();
     test_gpu *g = calloc(1, sizeof *g);
     assert_non_null(g);
     const char *impl = getenv("VKATTN_TEST_IMPL");
