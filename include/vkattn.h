@@ -299,6 +299,13 @@ typedef struct vkattn_context_desc {
     const char *pipeline_cache_path;
     const void *pipeline_cache_data;
     size_t pipeline_cache_size;
+    /* Initial tuning data (which kernel configuration won per op and shape
+     * class on this device, see vkattn_tune_*): a file (missing: start
+     * empty) or bytes (as from vkattn_context_tuning_data). Data of another
+     * device or driver is ignored. NULL/0: none (built-in heuristics). */
+    const char *tuning_path;
+    const void *tuning_data;
+    size_t tuning_size;
 } vkattn_context_desc;
 
 /* Creates a context. `desc` may be NULL (all defaults). */
@@ -340,6 +347,10 @@ VKATTN_API vkattn_result vkattn_context_pipeline_cache_data(vkattn_context *ctx,
 /* Writes the pipeline cache to `path` (atomically: a temporary file renamed). */
 VKATTN_API vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx,
                                                             const char *path);
+/* The tuning data as bytes (text), like vkattn_context_pipeline_cache_data,
+ * and written to a file (atomically). Ship it beside the pipeline cache. */
+VKATTN_API vkattn_result vkattn_context_tuning_data(vkattn_context *ctx, void *data, size_t *size);
+VKATTN_API vkattn_result vkattn_context_save_tuning(vkattn_context *ctx, const char *path);
 /* Number of pipelines created so far (each kernel variant x constants once). */
 VKATTN_API uint32_t vkattn_context_pipeline_count(const vkattn_context *ctx);
 
@@ -720,6 +731,35 @@ VKATTN_API vkattn_result vkattn_cmd_mha_step(vkattn_mha *mha, VkCommandBuffer cm
                                              const vkattn_mha_step_args *args);
 /* Submit-and-wait form (grows the layer's own scratch as needed). */
 VKATTN_API vkattn_result vkattn_mha_step(vkattn_mha *mha, const vkattn_mha_step_args *args);
+
+/* ------------------------------------------------------------------ tuning
+ *
+ * Every op picks its kernel configuration (kernel family, input binding,
+ * tile shape, split count) from the device's limits. The tuner confirms or
+ * overrides that choice by measurement: it times the op's candidate
+ * configurations for one shape class on this device and stores the fastest
+ * in the context's tuning data, which later calls of that class use. Save
+ * the data (vkattn_context_save_tuning) and load it next time
+ * (desc.tuning_path) to tune once per device. Synchronous; seconds on CPU
+ * drivers, where every candidate compiles a pipeline. Shape classes bucket
+ * the sizes (e.g. rows 1, 2..8, 9..64, ...), so one tuning serves nearby
+ * shapes. */
+VKATTN_API vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, uint32_t k,
+                                            vkattn_dtype x_dtype, vkattn_dtype w_dtype);
+VKATTN_API vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch,
+                                               uint32_t num_heads, uint32_t num_kv_heads,
+                                               uint32_t q_len, uint32_t kv_len, uint32_t head_dim,
+                                               bool causal, vkattn_dtype q_dtype,
+                                               vkattn_dtype kv_dtype);
+/* Decode steps over a cache like `cache` (its heads, head dim and dtype):
+ * `batch` sequences of `length` tokens, `new_tokens` queries each. Uses a
+ * scratch cache of its own; `cache` is not changed. */
+VKATTN_API vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch,
+                                                  uint32_t new_tokens, uint32_t length);
+/* Everything a layer's forward pass with these sizes runs (its GEMMs and
+ * attention). */
+VKATTN_API vkattn_result vkattn_mha_tune(vkattn_mha *mha, uint32_t batch, uint32_t q_len,
+                                         uint32_t kv_len);
 
 /* ------------------------------------------------------------ CPU reference
  *

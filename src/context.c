@@ -1,6 +1,7 @@
 /* Context lifetime: standalone (own instance and device) or borrowed from the
  * host; errors, logging and host allocation that hang off it. */
 #include "internal.h"
+#include "tuning.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,6 +373,8 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
         r = vkattn_pipelines_init(ctx, desc);
     if (r == VKATTN_SUCCESS)
         r = vkattn_descriptors_init(ctx);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_tuning_init(ctx, desc);
     if (r != VKATTN_SUCCESS) {
         vkattn_context_destroy(ctx);
         return r;
@@ -397,6 +400,7 @@ void vkattn_context_destroy(vkattn_context *ctx)
         if (ctx->fence && ctx->recording)
             ctx->vk.vkEndCommandBuffer(ctx->command_buffer);
         vkattn_buffer_destroy(ctx->dummy);
+        vkattn_tuning_destroy(ctx);
         vkattn_descriptors_destroy(ctx);
         vkattn_pipelines_destroy(ctx);
         vkattn_staging_destroy(ctx);

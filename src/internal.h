@@ -21,6 +21,7 @@
 typedef struct vkattn_pipeline vkattn_pipeline;
 typedef struct vkattn_descriptor_cache vkattn_descriptor_cache;
 typedef struct vkattn_pipeline_registry vkattn_pipeline_registry;
+struct vkattn_tuning_table;
 
 struct vkattn_context {
     vkattn_allocator allocator;
@@ -50,6 +51,7 @@ struct vkattn_context {
     VkPipelineCache pipeline_cache;
     vkattn_pipeline_registry *pipelines;
     vkattn_descriptor_cache *descriptors;
+    struct vkattn_tuning_table *tuning; /* tuning.c */
 
     /* The convenience command buffer (vkattn_commands_begin/submit). */
     VkCommandPool command_pool;

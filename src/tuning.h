@@ -1,0 +1,68 @@
+/* Tuning data: which kernel configuration won, per (device, op, shape class).
+ *
+ * Ops choose a configuration by their own heuristic unless the context's
+ * table has an entry for the op and the call's shape class; the tuner
+ * (vkattn_tune_* / vkattn_mha_tune) fills entries by timing the op's
+ * candidates on the device. The table is saved to and loaded from a file or
+ * bytes (desc.tuning_path / tuning_data) together with the device's
+ * identity, so data from another device or driver is ignored.
+ *
+ * An op owns the meaning of its key values (its shape class) and of the
+ * config words; the table only stores and compares them. */
+#ifndef VKATTN_TUNING_H
+#define VKATTN_TUNING_H
+
+#include "internal.h"
+
+/* Ops with tunable kernels. Values are stored in files: never renumber. */
+enum {
+    VKATTN_TUNE_LINEAR = 1,
+    VKATTN_TUNE_ATTENTION = 2,
+    VKATTN_TUNE_KV_ATTENTION = 3,
+};
+
+#define VKATTN_TUNING_KEY_VALUES 7
+#define VKATTN_TUNING_CONFIG_WORDS 4
+
+typedef struct vkattn_tuning_key {
+    uint32_t op;
+    uint32_t values[VKATTN_TUNING_KEY_VALUES]; /* the op's shape class; unused: 0 */
+} vkattn_tuning_key;
+
+typedef struct vkattn_tuning_config {
+    uint32_t words[VKATTN_TUNING_CONFIG_WORDS]; /* the op's encoding */
+} vkattn_tuning_config;
+
+/* Loads desc->tuning_path / tuning_data (if any) into a new table. */
+vkattn_result vkattn_tuning_init(vkattn_context *ctx, const vkattn_context_desc *desc);
+void vkattn_tuning_destroy(vkattn_context *ctx);
+
+/* The stored configuration for `key`, if any. */
+bool vkattn_tuning_find(const vkattn_context *ctx, const vkattn_tuning_key *key,
+                        vkattn_tuning_config *config);
+/* Stores (or replaces) the winner for `key`, with its time for the record. */
+vkattn_result vkattn_tuning_set(vkattn_context *ctx, const vkattn_tuning_key *key,
+                                const vkattn_tuning_config *config, float ms);
+
+/* Times candidates 0 .. count-1 of an op on the device: each is recorded by
+ * `record` into the context's command buffer between GPU timestamps, run
+ * once to warm up (pipeline creation) and `reps` times; the smallest median
+ * wins. A candidate whose record fails (not possible on this device) is
+ * skipped; it is an error only when all fail. */
+typedef vkattn_result (*vkattn_tuning_record_fn)(vkattn_context *ctx, VkCommandBuffer cmd,
+                                                 void *user, uint32_t candidate);
+vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
+                                    vkattn_tuning_record_fn record, void *user, uint32_t *best,
+                                    float *best_ms);
+
+/* Buckets sizes into a few shape classes: the index of the first bound
+ * `n` does not exceed (bounds ascending), or `count` when it exceeds all. */
+static inline uint32_t vkattn_tuning_bucket(uint64_t n, const uint32_t *bounds, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++)
+        if (n <= bounds[i])
+            return i;
+    return count;
+}
+
+#endif
