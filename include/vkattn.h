@@ -255,6 +255,10 @@ enum {
     VKATTN_CONTEXT_NO_TEXEL_BUFFERS = 1u << 2,
     /* Never use the subgroup-shuffle kernels (shared-memory tiles instead). */
     VKATTN_CONTEXT_NO_SUBGROUP_KERNELS = 1u << 3,
+    /* Standalone contexts: use a compute-only queue family (async compute,
+     * beside a graphics queue) when the device has one; else any compute
+     * family. Borrowed contexts use the queue the host names. */
+    VKATTN_CONTEXT_ASYNC_COMPUTE = 1u << 4,
 };
 
 /* The host's Vulkan objects, borrowed: never destroyed by vkattn; they must
@@ -293,6 +297,10 @@ typedef struct vkattn_context_desc {
     const vkattn_allocator *allocator;
     /* Non-NULL: borrow the host's instance and device instead of creating them. */
     const vkattn_vulkan_borrow *borrow;
+    /* Standalone contexts: VkAllocationCallbacks for every Vulkan create and
+     * destroy call (instance and device included). NULL: the driver's. For
+     * borrowed contexts see vkattn_vulkan_borrow.allocation_callbacks. */
+    const VkAllocationCallbacks *vulkan_allocator;
     /* Initial pipeline cache: a file (missing file: start empty) or bytes
      * (as from vkattn_context_pipeline_cache_data). Data from another device
      * or driver is ignored with an info message. NULL/0: start empty. */
@@ -382,6 +390,23 @@ VKATTN_API vkattn_result vkattn_buffer_create(vkattn_context *ctx, const vkattn_
 VKATTN_API void vkattn_buffer_destroy(vkattn_buffer *buffer);
 VKATTN_API uint64_t vkattn_buffer_size(const vkattn_buffer *buffer);
 VKATTN_API VkBuffer vkattn_buffer_vk(const vkattn_buffer *buffer);
+
+/* A vkattn_buffer over the host's own VkBuffer, without a copy: tensors on it
+ * are read and written in place. The VkBuffer (and its memory) stays the
+ * host's: vkattn_buffer_destroy only forgets it, and it must outlive the
+ * vkattn_buffer. Its usage must include STORAGE_BUFFER; with
+ * UNIFORM_TEXEL_BUFFER kernels may read it through texel views (faster on
+ * CPU drivers), without they use storage reads. Upload/download work through
+ * `mapped` (host-coherent memory) or else need TRANSFER_SRC and _DST usage. */
+typedef struct vkattn_buffer_wrap_desc {
+    VkBuffer buffer;
+    uint64_t size;            /* bytes from offset 0 vkattn may use: a multiple of 4 */
+    VkBufferUsageFlags usage; /* the usage the buffer was created with */
+    void *mapped;             /* optional: host pointer to its coherent memory */
+} vkattn_buffer_wrap_desc;
+
+VKATTN_API vkattn_result vkattn_buffer_wrap(vkattn_context *ctx, const vkattn_buffer_wrap_desc *desc,
+                                            vkattn_buffer **out);
 
 /* Copy host bytes into [offset, offset + size) of the buffer, and back.
  * Synchronous: when they return the copy is complete. Any offset and size
@@ -731,6 +756,29 @@ VKATTN_API vkattn_result vkattn_cmd_mha_step(vkattn_mha *mha, VkCommandBuffer cm
                                              const vkattn_mha_step_args *args);
 /* Submit-and-wait form (grows the layer's own scratch as needed). */
 VKATTN_API vkattn_result vkattn_mha_step(vkattn_mha *mha, const vkattn_mha_step_args *args);
+
+/* ------------------------------------------------------------ frame budget
+ *
+ * An engine that must not stall a frame can cut a long pass into pieces and
+ * record one per frame:
+ *  - attention: vkattn_attention_chunk gives the call that computes only
+ *    query rows [q_begin, q_end) - views of q, out and the masks and, for a
+ *    causal call, K and V cut after the last key those rows see, so the
+ *    bottom-right rule of the whole call holds in each piece. The pieces of
+ *    a call write exactly what the whole call writes, in any order.
+ *  - an MHA prefill: steps over a KV cache (vkattn_cmd_mha_step) with a few
+ *    hundred tokens each - a chunked prefill - give the same output as one.
+ * The *_flops functions give each piece's work (visible pairs only) to size
+ * the pieces by a budget. A decode step's cost grows with the cache (its
+ * split-KV workgroups share it) and is one recording. */
+VKATTN_API vkattn_result vkattn_attention_chunk(const vkattn_attention_args *args, uint32_t q_begin,
+                                                uint32_t q_end, vkattn_attention_args *chunk,
+                                                char *error, size_t error_size);
+VKATTN_API double vkattn_attention_flops(const vkattn_attention_args *args, uint32_t q_begin,
+                                         uint32_t q_end);
+/* A step of `batch` sequences, `new_tokens` each, ending at `length` tokens. */
+VKATTN_API double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch,
+                                        uint32_t new_tokens, uint32_t length);
 
 /* ------------------------------------------------------------------ tuning
  *

@@ -43,6 +43,8 @@ bool att_fits_storage(const vkattn_context *ctx, const vkattn_tensor *t, const a
 
 bool att_fits_texel(const vkattn_context *ctx, const vkattn_tensor *t, const att_box *box)
 {
+    if (!t->buffer->texel_ok) /* a host buffer without uniform-texel usage */
+        return false;
     uint64_t texel = 4 * vkattn_dtype_size(t->dtype);
     uint64_t align = ctx->info.min_texel_buffer_offset_alignment;
     if (align < texel)

@@ -93,6 +93,9 @@ vkattn_result vkattn_buffer_create(vkattn_context *ctx, const vkattn_buffer_desc
     b->ctx = ctx;
     b->size = desc->size;
     b->vk_size = vkattn_align_up(desc->size, 16);
+    b->owned = true;
+    b->texel_ok = true;
+    b->transfer_ok = true;
     VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
                                VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
@@ -120,7 +123,8 @@ void vkattn_buffer_destroy(vkattn_buffer *b)
     vkattn_context *ctx = b->ctx;
     if (b->buffer) {
         vkattn_descriptors_forget_buffer(ctx, b->buffer);
-        ctx->vk.vkDestroyBuffer(ctx->device, b->buffer, ctx->vk_allocator);
+        if (b->owned)
+            ctx->vk.vkDestroyBuffer(ctx->device, b->buffer, ctx->vk_allocator);
     }
     if (b->memory)
         ctx->vk.vkFreeMemory(ctx->device, b->memory, ctx->vk_allocator); /* unmaps too */
@@ -223,6 +227,10 @@ static vkattn_result transfer_check(vkattn_buffer *b, uint64_t offset, const voi
         return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s: the context's command buffer is recording (between "
                            "vkattn_commands_begin and vkattn_commands_submit)", fn);
+    if (!b->map && !b->transfer_ok)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                           "%s: this wrapped buffer has neither a mapped pointer nor transfer "
+                           "src and dst usage, so vkattn cannot copy into or out of it", fn);
     return VKATTN_SUCCESS;
 }
 
@@ -271,5 +279,38 @@ vkattn_result vkattn_buffer_download(vkattn_buffer *b, uint64_t offset, void *da
         memcpy((char *)data + done, ctx->staging_map, chunk);
         done += chunk;
     }
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_buffer_wrap(vkattn_context *ctx, const vkattn_buffer_wrap_desc *desc,
+                                 vkattn_buffer **out)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!out || !desc)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_buffer_wrap: %s is NULL",
+                           !out ? "out" : "desc");
+    *out = NULL;
+    if (!desc->buffer)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->buffer is VK_NULL_HANDLE");
+    if (desc->size == 0 || desc->size % 4)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "desc->size %llu: a wrapped buffer's size must be a positive multiple of 4 "
+                           "(kernels access 32-bit words)", (unsigned long long)desc->size);
+    if (!(desc->usage & VK_BUFFER_USAGE_STORAGE_BUFFER_BIT))
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "desc->usage 0x%x lacks VK_BUFFER_USAGE_STORAGE_BUFFER_BIT", desc->usage);
+    vkattn_buffer *b = vkattn_alloc(ctx, sizeof *b);
+    if (!b)
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    b->ctx = ctx;
+    b->buffer = desc->buffer;
+    b->size = b->vk_size = desc->size;
+    b->map = desc->mapped;
+    b->owned = false;
+    b->texel_ok = desc->usage & VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
+    b->transfer_ok = (desc->usage & VK_BUFFER_USAGE_TRANSFER_SRC_BIT) &&
+                     (desc->usage & VK_BUFFER_USAGE_TRANSFER_DST_BIT);
+    *out = b;
     return VKATTN_SUCCESS;
 }

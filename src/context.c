@@ -56,13 +56,29 @@ void vkattn_log(vkattn_context *ctx, vkattn_log_level level, const char *fmt, ..
 
 vkattn_result vkattn_fail(vkattn_context *ctx, vkattn_result code, const char *fmt, ...)
 {
+    char message[VKATTN_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    if (ctx->log)
-        ctx->log(ctx->log_user, VKATTN_LOG_ERROR, ctx->last_error);
+    vkattn_lock(ctx);
+    memcpy(ctx->last_error, message, sizeof message);
+    vkattn_unlock(ctx);
+    if (ctx->log) /* outside the lock: the logger may call back into vkattn */
+        ctx->log(ctx->log_user, VKATTN_LOG_ERROR, message);
     return code;
+}
+
+void vkattn_lock(vkattn_context *ctx)
+{
+    if (ctx->lock_ready)
+        mtx_lock(&ctx->lock);
+}
+
+void vkattn_unlock(vkattn_context *ctx)
+{
+    if (ctx->lock_ready)
+        mtx_unlock(&ctx->lock);
 }
 
 vkattn_result vkattn_fail_vk(vkattn_context *ctx, VkResult vr, const char *what)
@@ -106,9 +122,9 @@ void vkattn_context_validation_counts(const vkattn_context *ctx, uint32_t *error
                                       uint32_t *warnings)
 {
     if (errors)
-        *errors = ctx ? ctx->validation_errors : 0;
+        *errors = ctx ? atomic_load(&ctx->validation_errors) : 0;
     if (warnings)
-        *warnings = ctx ? ctx->validation_warnings : 0;
+        *warnings = ctx ? atomic_load(&ctx->validation_warnings) : 0;
 }
 
 /* --------------------------------------------------------------- device */
@@ -169,7 +185,8 @@ static vkattn_result create_device(vkattn_context *ctx)
 {
     const vkattn_device_info *info = &ctx->info;
     uint32_t ts_bits = 0;
-    ctx->queue_family = vkattn_device_compute_family(&ctx->vk, ctx->physical_device, &ts_bits);
+    ctx->queue_family = vkattn_device_compute_family(&ctx->vk, ctx->physical_device,
+                                                     ctx->flags & VKATTN_CONTEXT_ASYNC_COMPUTE, &ts_bits);
     if (ctx->queue_family == UINT32_MAX)
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "device \"%s\" has no queue family with compute support", info->name);
@@ -354,9 +371,16 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
     memset(ctx, 0, sizeof *ctx);
     ctx->allocator = *a;
+    ctx->lock_ready = mtx_init(&ctx->lock, mtx_plain | mtx_recursive) == thrd_success;
+    if (!ctx->lock_ready) {
+        a->free(a->user, ctx);
+        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    }
     ctx->log = desc->log;
     ctx->log_user = desc->log_user;
     ctx->flags = desc->flags;
+    if (!desc->borrow)
+        ctx->vk_allocator = desc->vulkan_allocator;
 
     vkattn_result r = desc->borrow ? open_borrowed(ctx, desc->borrow) : open_standalone(ctx, desc);
     if (r == VKATTN_SUCCESS && desc->borrow && (desc->flags & VKATTN_CONTEXT_VALIDATION))
@@ -412,6 +436,8 @@ void vkattn_context_destroy(vkattn_context *ctx)
         ctx->vk.vkDestroyDebugUtilsMessengerEXT(ctx->instance, ctx->messenger, ctx->vk_allocator);
     if (ctx->instance && !ctx->borrowed)
         ctx->vk.vkDestroyInstance(ctx->instance, ctx->vk_allocator);
+    if (ctx->lock_ready)
+        mtx_destroy(&ctx->lock);
     vkattn_allocator a = ctx->allocator;
     a.free(a.user, ctx);
 }

@@ -169,8 +169,10 @@ void vkattn_descriptors_forget_buffer(vkattn_context *ctx, VkBuffer buffer)
     vkattn_descriptor_cache *c = ctx->descriptors;
     if (!c || buffer == VK_NULL_HANDLE)
         return;
+    vkattn_lock(ctx);
     table_remove_if(ctx, &c->sets, false, buffer); /* sets first: they use the views */
     table_remove_if(ctx, &c->views, true, buffer);
+    vkattn_unlock(ctx);
 }
 
 static vkattn_result view_get(vkattn_context *ctx, const vkattn_binding *b, VkBufferView *out)
@@ -256,9 +258,9 @@ static vkattn_result allocate_set(vkattn_context *ctx, VkDescriptorSetLayout lay
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_descriptor_set_get(vkattn_context *ctx, VkDescriptorSetLayout layout,
-                                        const vkattn_kernel *kernel,
-                                        const vkattn_binding *bindings, VkDescriptorSet *out)
+static vkattn_result set_get_locked(vkattn_context *ctx, VkDescriptorSetLayout layout,
+                                    const vkattn_kernel *kernel, const vkattn_binding *bindings,
+                                    VkDescriptorSet *out)
 {
     vkattn_descriptor_cache *c = ctx->descriptors;
     set_key key;
@@ -318,4 +320,14 @@ vkattn_result vkattn_descriptor_set_get(vkattn_context *ctx, VkDescriptorSetLayo
     e->pool = pool;
     *out = set;
     return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_descriptor_set_get(vkattn_context *ctx, VkDescriptorSetLayout layout,
+                                        const vkattn_kernel *kernel,
+                                        const vkattn_binding *bindings, VkDescriptorSet *out)
+{
+    vkattn_lock(ctx);
+    vkattn_result r = set_get_locked(ctx, layout, kernel, bindings, out);
+    vkattn_unlock(ctx);
+    return r;
 }

@@ -39,7 +39,7 @@ static vkattn_device_type type_from_vk(VkPhysicalDeviceType t)
 }
 
 uint32_t vkattn_device_compute_family(const vkattn_vk_table *vk, VkPhysicalDevice pd,
-                                      uint32_t *timestamp_bits)
+                                      bool compute_only, uint32_t *timestamp_bits)
 {
     VkQueueFamilyProperties fams[64];
     uint32_t n = 0;
@@ -47,13 +47,17 @@ uint32_t vkattn_device_compute_family(const vkattn_vk_table *vk, VkPhysicalDevic
     if (n > 64)
         n = 64;
     vk->vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams);
-    uint32_t best = UINT32_MAX;
+    /* Rank: compute-only when asked, then timestamps, then the lowest index. */
+    uint32_t best = UINT32_MAX, best_rank = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (!(fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || fams[i].queueCount == 0)
             continue;
-        if (best == UINT32_MAX ||
-            (fams[i].timestampValidBits > 0 && fams[best].timestampValidBits == 0))
+        uint32_t rank = 1 + (fams[i].timestampValidBits > 0) +
+                        2 * (compute_only && !(fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT));
+        if (rank > best_rank) {
             best = i;
+            best_rank = rank;
+        }
     }
     *timestamp_bits = best == UINT32_MAX ? 0 : fams[best].timestampValidBits;
     return best;
@@ -153,7 +157,7 @@ void vkattn_device_query(const vkattn_vk_table *vk, VkPhysicalDevice pd, uint32_
                              info->type == VKATTN_DEVICE_TYPE_CPU;
 
     uint32_t ts_bits = 0;
-    uint32_t family = vkattn_device_compute_family(vk, pd, &ts_bits);
+    uint32_t family = vkattn_device_compute_family(vk, pd, false, &ts_bits);
     info->timestamps = family != UINT32_MAX && ts_bits > 0 && l->timestampPeriod > 0;
 
     if (family == UINT32_MAX)
@@ -261,7 +265,7 @@ vkattn_result vkattn_list_devices(const char *device, vkattn_device_info *infos,
     memset(&tmp, 0, sizeof tmp);
     tmp.allocator = vkattn_default_allocator;
     tmp.log = log;
-    tmp.log_user = log_user;
+    tmp.log_user = log_user; /* no lock: the throwaway is never shared */
     vkattn_result r = vkattn_instance_create(&tmp, false);
     uint32_t n = 0;
     VkPhysicalDevice *pds = NULL;

@@ -15,10 +15,10 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
     vkattn_context *ctx = user;
     vkattn_log_level level = VKATTN_LOG_INFO;
     if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
-        ctx->validation_errors++;
+        atomic_fetch_add(&ctx->validation_errors, 1);
         level = VKATTN_LOG_ERROR;
     } else if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
-        ctx->validation_warnings++;
+        atomic_fetch_add(&ctx->validation_warnings, 1);
         level = VKATTN_LOG_WARNING;
     }
     vkattn_log(ctx, level, "validation: %s", data && data->pMessage ? data->pMessage : "(no text)");
@@ -109,7 +109,7 @@ vkattn_result vkattn_instance_create(vkattn_context *ctx, bool validation)
         .enabledExtensionCount = validation ? 2 : 0,
         .ppEnabledExtensionNames = extensions,
     };
-    VkResult vr = ctx->vk.vkCreateInstance(&ici, NULL, &ctx->instance);
+    VkResult vr = ctx->vk.vkCreateInstance(&ici, ctx->vk_allocator, &ctx->instance);
     if (vr == VK_ERROR_INCOMPATIBLE_DRIVER)
         return vkattn_fail(ctx, VKATTN_ERROR_NO_DEVICE,
                            "no Vulkan device: vkCreateInstance found no compatible driver "

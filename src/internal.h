@@ -8,6 +8,8 @@
 #include "vk_table.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <threads.h>
 
 #if defined(__GNUC__)
 #define VKATTN_PRINTF(fmt_index, args_index) \
@@ -38,8 +40,14 @@ struct vkattn_context {
     uint32_t queue_family;
     const VkAllocationCallbacks *vk_allocator; /* NULL unless the host gave one */
     VkDebugUtilsMessengerEXT messenger;
-    uint32_t validation_errors;
-    uint32_t validation_warnings;
+    /* Validation callbacks may come from any thread that makes a Vulkan call. */
+    atomic_uint validation_errors;
+    atomic_uint validation_warnings;
+    /* Guards what recording creates lazily and shares (pipelines, descriptor
+     * sets, texel views, the dummy buffer) and the last-error string, so
+     * several threads may record with one context at the same time. */
+    mtx_t lock;
+    bool lock_ready;
 
     vkattn_device_info info;
     VkPhysicalDeviceMemoryProperties memory;
@@ -81,6 +89,10 @@ vkattn_result vkattn_fail(vkattn_context *ctx, vkattn_result code, const char *f
 vkattn_result vkattn_fail_vk(vkattn_context *ctx, VkResult vr, const char *what);
 void vkattn_log(vkattn_context *ctx, vkattn_log_level level, const char *fmt, ...)
     VKATTN_PRINTF(3, 4);
+/* The context's lock (see struct vkattn_context); recursive, as failures
+ * inside locked regions record their message through it. */
+void vkattn_lock(vkattn_context *ctx);
+void vkattn_unlock(vkattn_context *ctx);
 const char *vkattn_vk_result_name(VkResult vr);
 
 /* ---- host memory (context.c) */
@@ -100,7 +112,7 @@ uint32_t vkattn_device_choose(const vkattn_device_info *infos, uint32_t count,
                               const char *selector, char *why, size_t why_size);
 /* A queue family with compute support (prefers one that also has timestamps). */
 uint32_t vkattn_device_compute_family(const vkattn_vk_table *vk, VkPhysicalDevice pd,
-                                      uint32_t *timestamp_bits);
+                                      bool compute_only, uint32_t *timestamp_bits);
 
 /* ---- instance and validation (instance.c) */
 
@@ -130,6 +142,9 @@ struct vkattn_buffer {
     uint64_t vk_size; /* size of the VkBuffer: rounded up to whole 16-byte words
                          so a 32-bit access to the last partial word stays inside */
     void *map; /* non-NULL when host-visible (always coherent memory) */
+    bool owned;     /* false: the host's VkBuffer (vkattn_buffer_wrap), not destroyed */
+    bool texel_ok;  /* created with uniform-texel-buffer usage */
+    bool transfer_ok; /* created with transfer src and dst usage */
 };
 
 /* ---- kernels and pipelines (pipeline.c) */

@@ -225,6 +225,8 @@ static void chunk_spans(const vkattn_linear_problem *p, uint64_t m0, uint64_t m1
 
 static bool window_fits(const vkattn_context *ctx, const vkattn_tensor *t, span s, bool texel)
 {
+    if (texel && !t->buffer->texel_ok) /* a host buffer without uniform-texel usage */
+        return false;
     uint64_t es = vkattn_dtype_size(t->dtype);
     uint64_t off = t->offset + s.lo * es, bytes = (s.hi - s.lo) * es;
     if (texel) {

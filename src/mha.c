@@ -105,7 +105,7 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
         largest = kvw * d->kv_dim;
     if ((uint64_t)d->embed_dim * qw > largest)
         largest = (uint64_t)d->embed_dim * qw;
-    void *staging = malloc(largest * m->esize);
+    void *staging = vkattn_alloc(ctx, largest * m->esize);
     if (!staging)
         return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory (%llu bytes)",
                            (unsigned long long)(largest * m->esize));
@@ -127,7 +127,7 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
         if (r == VKATTN_SUCCESS)
             r = upload(m, m->off_bo, v.bo, d->embed_dim, staging);
     }
-    free(staging);
+    vkattn_free(ctx, staging);
     m->weights_set = r == VKATTN_SUCCESS;
     return r;
 }

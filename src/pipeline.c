@@ -249,8 +249,9 @@ static vkattn_result kernel_layout_get(vkattn_context *ctx, const vkattn_kernel 
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_pipeline_get(vkattn_context *ctx, const vkattn_kernel *kernel,
-                                  const uint32_t *spec, uint32_t spec_count, vkattn_pipeline **out)
+static vkattn_result pipeline_get_locked(vkattn_context *ctx, const vkattn_kernel *kernel,
+                                         const uint32_t *spec, uint32_t spec_count,
+                                         vkattn_pipeline **out)
 {
     vkattn_pipeline_registry *reg = ctx->pipelines;
     for (uint32_t i = 0; i < reg->count; i++) {
@@ -333,6 +334,15 @@ vkattn_result vkattn_pipeline_get(vkattn_context *ctx, const vkattn_kernel *kern
     return VKATTN_SUCCESS;
 }
 
+vkattn_result vkattn_pipeline_get(vkattn_context *ctx, const vkattn_kernel *kernel,
+                                  const uint32_t *spec, uint32_t spec_count, vkattn_pipeline **out)
+{
+    vkattn_lock(ctx);
+    vkattn_result r = pipeline_get_locked(ctx, kernel, spec, spec_count, out);
+    vkattn_unlock(ctx);
+    return r;
+}
+
 vkattn_result vkattn_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
                                   vkattn_pipeline *p, const vkattn_binding *bindings,
                                   const void *push, uint32_t gx, uint32_t gy, uint32_t gz)
@@ -399,6 +409,9 @@ vkattn_result vkattn_bind_texel_window(vkattn_context *ctx, const vkattn_buffer 
         align = texel;
     if (dtype == VKATTN_DTYPE_U8 || !esize)
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "no texel format for dtype %d", (int)dtype);
+    if (!buffer->texel_ok)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                           "the buffer has no VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT usage");
     uint64_t start = vkattn_align_down(offset, align);
     if ((offset - start) % texel)
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
@@ -423,13 +436,26 @@ vkattn_result vkattn_bind_texel_window(vkattn_context *ctx, const vkattn_buffer 
 
 vkattn_result vkattn_bind_dummy(vkattn_context *ctx, VkFormat format, vkattn_binding *out)
 {
-    if (!ctx->dummy) {
+    vkattn_lock(ctx);
+    vkattn_buffer *dummy = ctx->dummy;
+    vkattn_unlock(ctx);
+    if (!dummy) {
+        /* created outside the lock (failures log); the first one in wins */
         vkattn_buffer_desc d = {.size = 256};
-        vkattn_result r = vkattn_buffer_create(ctx, &d, &ctx->dummy);
+        vkattn_result r = vkattn_buffer_create(ctx, &d, &dummy);
         if (r != VKATTN_SUCCESS)
             return r;
+        vkattn_lock(ctx);
+        vkattn_buffer *loser = NULL;
+        if (ctx->dummy)
+            loser = dummy;
+        else
+            ctx->dummy = dummy;
+        dummy = ctx->dummy;
+        vkattn_unlock(ctx);
+        vkattn_buffer_destroy(loser);
     }
-    out->buffer = ctx->dummy;
+    out->buffer = dummy;
     out->offset = 0;
     out->range = 256;
     out->format = format;
