@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: set up and build, run every test on every Vulkan
-# implementation the machine has (ctest prints the summary), then the same
-# suite built with AddressSanitizer + UndefinedBehaviorSanitizer.
-#   tools/test.sh            both builds
+# implementation the machine has (ctest prints the summary); then the library
+# built shared (packaging: install, find_package and pkg-config consumers, only
+# vkattn_* symbols exported; the embedding example; the API-level suites);
+# then everything again built with AddressSanitizer + UndefinedBehaviorSanitizer.
+#   tools/test.sh            all three builds
 #   tools/test.sh --quick    the normal build only
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,6 +15,11 @@ echo "== tests (build/)"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs")
 
 if [[ "${1:-}" != "--quick" ]]; then
+  bash "$root/tools/build.sh" build-shared -DBUILD_SHARED_LIBS=ON -DVKATTN_BUILD_BENCH=OFF
+  echo "== shared library (build-shared/)"
+  (cd "$root/build-shared" &&
+   ctest --output-on-failure -j "$jobs" -R 'packaging|example|test_context|test_mha|test_embedding|test_decode')
+
   bash "$root/tools/build.sh" build-asan -DVKATTN_SANITIZE=ON -DVKATTN_BUILD_BENCH=OFF
   echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
   (cd "$root/build-asan" && ctest --output-on-failure -j "$jobs")
