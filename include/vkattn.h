@@ -30,10 +30,27 @@
  * ---------------------------------------------------------------------------
  * - There is no global state: different contexts may be used from different
  *   threads at the same time without any locking.
- * - One context and everything created from it (buffers, timers) is
- *   externally synchronized: at most one thread may call into it at a time.
- *   The logger is called on the thread that made the failing call, or, for
- *   validation-layer messages, on the thread that made the Vulkan call.
+ * - Recording (every vkattn_cmd_* function) may happen from several threads
+ *   at once on one context, into different command buffers: what recording
+ *   creates on first use (pipelines, descriptor sets, texel views) is
+ *   guarded by a lock inside the context. Objects read while recording
+ *   (buffers, tensors, a layer's weights) must not be changed meanwhile.
+ * - Externally synchronized (one thread at a time, like a VkQueue): the
+ *   context's own command buffer (vkattn_commands_*, and every
+ *   submit-and-wait function: vkattn_attention, vkattn_mha_forward,
+ *   buffer uploads and downloads through staging, vkattn_mha_set_weights,
+ *   the tuner), each KV cache (steps change its lengths), and the layer's
+ *   own scratch (use per-thread scratch with vkattn_cmd_mha_forward).
+ *   Submit-and-wait functions submit to the context's queue - for a borrowed
+ *   context the host's queue, which the host must not use from another
+ *   thread at the same moment.
+ * - Creating and destroying objects of one context: one thread at a time.
+ * - vkattn_context_last_error is per context: with several threads failing
+ *   at once it holds one of their messages; the logger gets every message,
+ *   on the thread that failed (validation messages: on the thread that made
+ *   the Vulkan call).
+ * - The CPU reference (vkattn_ref_*) is reentrant; its temporaries come
+ *   from malloc (it has no context, hence no allocator).
  *
  * ---------------------------------------------------------------------------
  * Synchronization contract of vkattn_cmd_* (record) functions
