@@ -385,6 +385,65 @@ static void test_pipeline_cache_round_trip(void **state)
     unlink(path);
 }
 
+/* Tuning data travels as a file or as bytes, and only to the same device. */
+static void test_tuning_data_round_trip(void **state)
+{
+    (void)state;
+    test_gpu *g = test_gpu_open(0);
+    size_t size = 0;
+    TEST_OK(g->ctx, vkattn_context_tuning_data(g->ctx, NULL, &size));
+    char *empty = calloc(1, size + 1);
+    TEST_OK(g->ctx, vkattn_context_tuning_data(g->ctx, empty, &size));
+    assert_non_null(strstr(empty, "vkattn-tuning 1\ndevice "));
+    /* an entry for this device, and one under another device's line */
+    const char *entry = "2 128 4 3 1 0 0 0 1 2 3 0 12.5000\n";
+    size_t cap = 2 * size + 256;
+    char *text = calloc(1, cap);
+    snprintf(text, cap, "%s%sdevice 1 2 3 00000000000000000000000000000000\n7 0 0 0 0 0 0 0 9 9 9 9 1.0\n", empty,
+             entry);
+    vkattn_context_desc desc = {.flags = VKATTN_CONTEXT_VALIDATION, .device = getenv("VKATTN_DEVICE"),
+                                .tuning_data = text, .tuning_size = strlen(text)};
+    vkattn_context *ctx = NULL;
+    assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
+    size_t n = 0;
+    TEST_OK(ctx, vkattn_context_tuning_data(ctx, NULL, &n));
+    char *back = calloc(1, n + 1);
+    TEST_OK(ctx, vkattn_context_tuning_data(ctx, back, &n));
+    assert_non_null(strstr(back, entry));  /* kept: same device */
+    assert_null(strstr(back, "7 0 0 0")); /* dropped: another device */
+    size_t small = 4;
+    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "*size 4", vkattn_context_tuning_data(ctx, back, &small));
+
+    char path[] = "/tmp/vkattn-tuning-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    TEST_OK(ctx, vkattn_context_save_tuning(ctx, path));
+    vkattn_context_destroy(ctx);
+    desc.tuning_data = NULL;
+    desc.tuning_path = path;
+    assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
+    size_t m = 0;
+    TEST_OK(ctx, vkattn_context_tuning_data(ctx, NULL, &m));
+    char *again = calloc(1, m + 1);
+    TEST_OK(ctx, vkattn_context_tuning_data(ctx, again, &m));
+    assert_string_equal(again, back);
+    test_assert_no_validation_messages(ctx);
+    vkattn_context_destroy(ctx);
+    /* not tuning data at all: ignored */
+    desc.tuning_path = NULL;
+    desc.tuning_data = "hello";
+    desc.tuning_size = 5;
+    assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
+    vkattn_context_destroy(ctx);
+    unlink(path);
+    free(empty);
+    free(text);
+    free(back);
+    free(again);
+    test_gpu_close(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -395,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_borrowed_without_features_uses_packed_f16),
         cmocka_unit_test(test_pipeline_cache_round_trip),
         cmocka_unit_test(test_validation_messages_are_counted),
+        cmocka_unit_test(test_tuning_data_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
