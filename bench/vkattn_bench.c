@@ -1,78 +1,28 @@
-/* vkattn-bench: a fixed list of named cases, each timed with GPU timestamps
- * after a warm-up, one JSON line per case:
- *   {"case": ..., "device": ..., "ms": median, "ms_min", "ms_max", "reps",
- *    "gflops", "gbps", ...shape}
- * FLOPs count useful work only: a causal case counts the visible (query, key)
- * pairs. Bytes count what the op must read and write at least once.
- * Speed is never asserted: the machines are shared and noisy. */
-#include "vkattn.h"
+/* vkattn-bench: the named cases of bench_cases.c, each timed with GPU
+ * timestamps after a warm-up and interleaved with the limit kernel that bounds
+ * it (bench_limits.c): rep i of the case, then rep i of the limit kernel, so
+ * the host's drift (+-40% on shared CPU machines) hits both. One JSON line per
+ * case:
+ *   {"case", "device", "ms" (median), "ms_min", "ms_max", "reps", "gflops",
+ *    "gbps", "peak_fraction", "limit", "limit_rate", ...shape}
+ * peak_fraction = the case's rate / the median rate of its limit kernel in
+ * this run: GFLOP/s over the FMA kernel's, or GB/s over the best read
+ * binding's (the binding with the highest median). Speed is never asserted. */
+#include "bench_cases.h"
+#include "bench_common.h"
+#include "bench_limits.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum case_kind { CASE_ATTENTION, CASE_LINEAR, CASE_LAYER, CASE_DECODE } case_kind;
+#define MAX_REPS 1000
+#define MAX_SELECTED 64
 
-typedef struct bench_case {
-    const char *name;
-    case_kind kind;
-    uint32_t b, hq, hkv, tq, tk, d; /* attention; layer: d = embed_dim; decode: tk = cache length */
-    uint32_t m, n, k;               /* linear */
-    bool causal;
-    vkattn_dtype qo_dtype, kv_dtype; /* attention; linear: activations, weights */
-} bench_case;
-
-#define F32 VKATTN_DTYPE_F32
-#define F16 VKATTN_DTYPE_F16
-
-static const bench_case cases[] = {
-    {"attn_prefill_gqa_d128_t512", CASE_ATTENTION, 1, 32, 8, 512, 512, 128, 0, 0, 0, true, F16, F16},
-    {"attn_prefill_gqa_d128_t1024", CASE_ATTENTION, 1, 32, 8, 1024, 1024, 128, 0, 0, 0, true, F16, F16},
-    {"attn_prefill_gqa_d128_t512_f32", CASE_ATTENTION, 1, 32, 8, 512, 512, 128, 0, 0, 0, true, F32, F32},
-    {"attn_prefill_gqa_d128_t1024_f32", CASE_ATTENTION, 1, 32, 8, 1024, 1024, 128, 0, 0, 0, true, F32, F32},
-    {"attn_prefill_mha_d64_t1024", CASE_ATTENTION, 1, 32, 32, 1024, 1024, 64, 0, 0, 0, true, F16, F16},
-    {"gemm_m1024_n6144_k4096", CASE_LINEAR, 0, 0, 0, 0, 0, 0, 1024, 6144, 4096, false, F32, F32},
-    {"gemm_m1024_n6144_k4096_f16", CASE_LINEAR, 0, 0, 0, 0, 0, 0, 1024, 6144, 4096, false, F32, F16},
-    {"gemv_m1_n6144_k4096", CASE_LINEAR, 0, 0, 0, 0, 0, 0, 1, 6144, 4096, false, F32, F32},
-    {"gemv_m1_n6144_k4096_f16", CASE_LINEAR, 0, 0, 0, 0, 0, 0, 1, 6144, 4096, false, F32, F16},
-    {"layer_d1024_h16_t512", CASE_LAYER, 1, 16, 16, 512, 512, 1024, 0, 0, 0, true, F32, F32},
-    /* one query per sequence against an f16 KV cache (split-KV decoding) */
-    {"attn_decode_gqa_d128_kv1024", CASE_DECODE, 1, 32, 8, 1, 1024, 128, 0, 0, 0, true, F16, F16},
-    {"attn_decode_gqa_d128_kv4096", CASE_DECODE, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, F16, F16},
-    {"attn_decode_gqa_d128_kv1024_b8", CASE_DECODE, 8, 32, 8, 1, 1024, 128, 0, 0, 0, true, F16, F16},
-    {"attn_decode_gqa_d128_kv4096_b8", CASE_DECODE, 8, 32, 8, 1, 4096, 128, 0, 0, 0, true, F16, F16},
-};
-
-/* ------------------------------------------------------------ helpers */
-
-static void die(vkattn_context *ctx, const char *what)
+_Noreturn void bench_die(const vkattn_context *ctx, const char *what)
 {
-    fprintf(stderr, "vkattn-bench: %s: %s\n", what, ctx ? vkattn_context_last_error(ctx) : "");
+    fprintf(stderr, "vkattn-bench: %s%s%s\n", what, ctx ? ": " : "", ctx ? vkattn_context_last_error(ctx) : "");
     exit(1);
-}
-
-/* A buffer of n random values in [-1, 1) stored as dtype. */
-static vkattn_buffer *random_buffer(vkattn_context *ctx, uint64_t n, vkattn_dtype dt, uint64_t seed)
-{
-    size_t es = vkattn_dtype_size(dt);
-    void *host = malloc(n * es);
-    if (!host)
-        die(NULL, "out of memory");
-    for (uint64_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        float v = (float)(seed >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
-        if (dt == F16)
-            ((uint16_t *)host)[i] = vkattn_f32_to_f16(v);
-        else
-            ((float *)host)[i] = v;
-    }
-    vkattn_buffer *b = NULL;
-    vkattn_buffer_desc d = {.size = n * es};
-    if (vkattn_buffer_create(ctx, &d, &b) || vkattn_buffer_upload(b, 0, host, n * es))
-        die(ctx, "creating a buffer");
-    free(host);
-    return b;
 }
 
 static int compare_doubles(const void *a, const void *b)
@@ -81,234 +31,280 @@ static int compare_doubles(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Visible (query, key) pairs of one head under bottom-right causality. */
-static double visible_pairs(uint32_t tq, uint32_t tk, bool causal)
+double bench_median(double *v, int n)
 {
-    if (!causal)
-        return (double)tq * tk;
-    double pairs = 0;
-    for (uint32_t i = 0; i < tq; i++) {
-        int64_t last = (int64_t)i + tk - tq; /* last visible key */
-        pairs += last < 0 ? 0 : (double)(last + 1 > tk ? tk : last + 1);
+    qsort(v, (size_t)n, sizeof v[0], compare_doubles);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct options {
+    const bench_case *selected[MAX_SELECTED];
+    int nselected;
+    int reps, warmup;
+    uint64_t read_mb;
+    bool peak, validate;
+} options;
+
+typedef struct bench {
+    vkattn_context *ctx;
+    vkattn_timer *timer;
+    bench_limits *limits;
+    char device[2 * VK_MAX_PHYSICAL_DEVICE_NAME_SIZE]; /* JSON-escaped */
+    const options *opt;
+} bench;
+
+/* Per-rep rates of the limit kernels of one run. */
+typedef struct limit_samples {
+    double fma[MAX_REPS];
+    double read[BENCH_READ_BINDINGS][MAX_REPS];
+} limit_samples;
+
+static void json_escape(const char *s, char *out, size_t size)
+{
+    size_t o = 0;
+    for (; *s && o + 3 < size; s++) {
+        if (*s == '"' || *s == '\\')
+            out[o++] = '\\';
+        out[o++] = (unsigned char)*s < 0x20 ? ' ' : *s;
     }
-    return pairs;
+    out[o] = '\0';
 }
 
-/* What one case runs: record its work into cmd. */
-typedef struct runner {
-    case_kind kind;
-    vkattn_attention_args attention;
-    vkattn_linear_args linear;
-    vkattn_mha *layer;
-    vkattn_mha_forward_args forward;
-    vkattn_kv_cache *cache;
-    vkattn_kv_attention_args decode;
-    uint32_t sequences[64];
-    vkattn_buffer *buffers[8];
-    int nbuffers;
-} runner;
-
-static vkattn_result record(vkattn_context *ctx, runner *r, VkCommandBuffer cmd)
+/* Runs the limit kernels of one rep and stores their rates at index i. */
+static void limits_rep(bench *b, bool fma, bool read, limit_samples *s, int i)
 {
-    switch (r->kind) {
-    case CASE_ATTENTION:
-        return vkattn_cmd_attention(ctx, cmd, &r->attention);
-    case CASE_LINEAR:
-        return vkattn_cmd_linear(ctx, cmd, &r->linear);
-    case CASE_LAYER:
-        return vkattn_cmd_mha_forward(r->layer, cmd, &r->forward);
-    case CASE_DECODE:
-        return vkattn_cmd_kv_attention(ctx, cmd, &r->decode);
+    if (fma)
+        s->fma[i] = bench_limits_fma(b->limits);
+    for (int k = 0; read && k < BENCH_READ_BINDINGS; k++)
+        s->read[k][i] = bench_limits_read(b->limits, (bench_read_binding)k);
+}
+
+/* The best read binding by median: its index and median GB/s (and every
+ * binding's median in `medians`). */
+static int best_read(bench *b, limit_samples *s, int reps, double *medians, double *best)
+{
+    int arg = 0;
+    *best = 0;
+    for (int k = 0; k < BENCH_READ_BINDINGS; k++) {
+        medians[k] = bench_limits_has_read(b->limits, (bench_read_binding)k) ? bench_median(s->read[k], reps) : 0;
+        if (medians[k] > *best) {
+            *best = medians[k];
+            arg = k;
+        }
     }
-    return VKATTN_ERROR_INVALID_ARGUMENT;
+    return arg;
 }
 
-static vkattn_buffer *keep(runner *r, vkattn_buffer *b)
+static void run_peak(bench *b)
 {
-    r->buffers[r->nbuffers++] = b;
-    return b;
-}
-
-/* A KV cache of B sequences holding `tk` random tokens each (appended in
- * chunks), and one query per sequence. Bytes: the K and V read once. */
-static void prepare_decode(vkattn_context *ctx, const bench_case *c, runner *r, double *flops, double *bytes)
-{
-    vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv, .num_heads = c->hq, .head_dim = c->d,
-                               .dtype = c->kv_dtype, .max_sequences = c->b, .capacity = c->tk};
-    if (vkattn_kv_cache_create(ctx, &cd, &r->cache))
-        die(ctx, "creating the KV cache");
-    const uint32_t chunk = 256;
-    int64_t ks[4] = {c->b, c->hkv, chunk, c->d};
-    vkattn_buffer *kv = keep(r, random_buffer(ctx, (uint64_t)c->b * c->hkv * chunk * c->d, c->kv_dtype, 11));
-    for (uint32_t b = 0; b < c->b; b++)
-        r->sequences[b] = b;
-    for (uint32_t done = 0; done < c->tk; done += chunk) {
-        ks[2] = c->tk - done < chunk ? c->tk - done : chunk;
-        vkattn_kv_append_args a = {.cache = r->cache, .batch = c->b, .sequences = r->sequences,
-                                   .k = vkattn_tensor_make(kv, 0, c->kv_dtype, 4, ks),
-                                   .v = vkattn_tensor_make(kv, 0, c->kv_dtype, 4, ks)};
-        VkCommandBuffer cmd;
-        if (vkattn_commands_begin(ctx, &cmd) || vkattn_cmd_kv_cache_append(ctx, cmd, &a) ||
-            vkattn_commands_submit(ctx))
-            die(ctx, "filling the KV cache");
+    int reps = b->opt->reps;
+    limit_samples *s = calloc(1, sizeof *s);
+    if (!s)
+        bench_die(NULL, "out of host memory");
+    for (int i = 0; i < reps; i++)
+        limits_rep(b, true, true, s, i);
+    double med[BENCH_READ_BINDINGS], best;
+    int arg = best_read(b, s, reps, med, &best);
+    double fma = bench_median(s->fma, reps);
+    printf("{\"case\": \"peak\", \"device\": \"%s\", \"reps\": %d, \"fma_gflops\": %.2f, "
+           "\"fma_gflops_min\": %.2f, \"fma_gflops_max\": %.2f, \"read_gbps\": %.3f, \"read_binding\": \"%s\", "
+           "\"read_mb\": %.1f",
+           b->device, reps, fma, s->fma[0], s->fma[reps - 1], best,
+           bench_limits_read_name(b->limits, (bench_read_binding)arg),
+           (double)bench_limits_read_bytes(b->limits) / (1 << 20));
+    for (int k = 0; k < BENCH_READ_BINDINGS; k++) {
+        char config[64];
+        bench_limits_read_config(b->limits, (bench_read_binding)k, config, sizeof config);
+        if (bench_limits_has_read(b->limits, (bench_read_binding)k))
+            printf(", \"%s_gbps\": %.3f, \"%s_pattern\": \"%s\"",
+                   bench_limits_read_name(b->limits, (bench_read_binding)k), med[k],
+                   bench_limits_read_name(b->limits, (bench_read_binding)k), config);
+        else
+            printf(", \"%s_gbps\": null", bench_limits_read_name(b->limits, (bench_read_binding)k));
     }
-    int64_t qs[4] = {c->b, c->hq, 1, c->d};
-    uint64_t nq = (uint64_t)c->b * c->hq * c->d;
-    r->decode.cache = r->cache;
-    r->decode.batch = c->b;
-    r->decode.sequences = r->sequences;
-    r->decode.q = vkattn_tensor_make(keep(r, random_buffer(ctx, nq, c->qo_dtype, 12)), 0, c->qo_dtype, 4, qs);
-    r->decode.out = vkattn_tensor_make(keep(r, random_buffer(ctx, nq, c->qo_dtype, 13)), 0, c->qo_dtype, 4, qs);
-    *flops = 4.0 * c->b * c->hq * c->d * (double)c->tk;
-    *bytes = 2.0 * c->b * c->hkv * (double)c->tk * c->d * vkattn_dtype_size(c->kv_dtype);
-}
-
-/* Builds the inputs of a case; returns its useful FLOPs and minimum bytes. */
-static void prepare(vkattn_context *ctx, const bench_case *c, runner *r, double *flops, double *bytes)
-{
-    memset(r, 0, sizeof *r);
-    r->kind = c->kind;
-    if (c->kind == CASE_ATTENTION) {
-        int64_t qs[4] = {c->b, c->hq, c->tq, c->d}, ks[4] = {c->b, c->hkv, c->tk, c->d};
-        uint64_t nq = (uint64_t)c->b * c->hq * c->tq * c->d, nk = (uint64_t)c->b * c->hkv * c->tk * c->d;
-        vkattn_attention_args *a = &r->attention;
-        a->q = vkattn_tensor_make(keep(r, random_buffer(ctx, nq, c->qo_dtype, 1)), 0, c->qo_dtype, 4, qs);
-        a->k = vkattn_tensor_make(keep(r, random_buffer(ctx, nk, c->kv_dtype, 2)), 0, c->kv_dtype, 4, ks);
-        a->v = vkattn_tensor_make(keep(r, random_buffer(ctx, nk, c->kv_dtype, 3)), 0, c->kv_dtype, 4, ks);
-        a->out = vkattn_tensor_make(keep(r, random_buffer(ctx, nq, c->qo_dtype, 4)), 0, c->qo_dtype, 4, qs);
-        a->causal = c->causal;
-        *flops = 4.0 * c->b * c->hq * c->d * visible_pairs(c->tq, c->tk, c->causal);
-        *bytes = 2.0 * nq * vkattn_dtype_size(c->qo_dtype) + 2.0 * nk * vkattn_dtype_size(c->kv_dtype);
-    } else if (c->kind == CASE_LINEAR) {
-        int64_t xs[2] = {c->m, c->k}, ws[2] = {c->n, c->k}, ys[2] = {c->m, c->n};
-        vkattn_linear_args *l = &r->linear;
-        l->x = vkattn_tensor_make(keep(r, random_buffer(ctx, (uint64_t)c->m * c->k, c->qo_dtype, 5)), 0,
-                                  c->qo_dtype, 2, xs);
-        l->w = vkattn_tensor_make(keep(r, random_buffer(ctx, (uint64_t)c->n * c->k, c->kv_dtype, 6)), 0,
-                                  c->kv_dtype, 2, ws);
-        l->y = vkattn_tensor_make(keep(r, random_buffer(ctx, (uint64_t)c->m * c->n, c->qo_dtype, 7)), 0,
-                                  c->qo_dtype, 2, ys);
-        *flops = 2.0 * c->m * c->n * c->k;
-        *bytes = (double)c->m * c->k * vkattn_dtype_size(c->qo_dtype) +
-                 (double)c->n * c->k * vkattn_dtype_size(c->kv_dtype) +
-                 (double)c->m * c->n * vkattn_dtype_size(c->qo_dtype);
-    } else if (c->kind == CASE_DECODE) {
-        prepare_decode(ctx, c, r, flops, bytes);
-    } else {
-        uint32_t dm = c->d, dh = dm / c->hq;
-        vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = c->hq, .num_kv_heads = c->hkv,
-                                .bias = true, .dtype = c->qo_dtype};
-        uint64_t qkv_rows = (uint64_t)(c->hq + 2 * c->hkv) * dh;
-        float *w = malloc(qkv_rows * dm * 4), *wo = malloc((uint64_t)dm * c->hq * dh * 4);
-        float *bias = calloc(qkv_rows + dm, 4);
-        if (!w || !wo || !bias)
-            die(NULL, "out of memory");
-        for (uint64_t i = 0; i < qkv_rows * dm; i++)
-            w[i] = (float)((i * 2654435761u) % 1000) * 1e-5f - 5e-3f;
-        for (uint64_t i = 0; i < (uint64_t)dm * c->hq * dh; i++)
-            wo[i] = (float)((i * 40503u) % 1000) * 1e-5f - 5e-3f;
-        vkattn_mha_weights mw = {.wqkv = w, .wo = wo, .bqkv = bias, .bo = bias + qkv_rows};
-        if (vkattn_mha_create(ctx, &desc, &r->layer) || vkattn_mha_set_weights(r->layer, &mw) ||
-            vkattn_mha_reserve(r->layer, c->b, c->tq, c->tq))
-            die(ctx, "creating the layer");
-        free(w);
-        free(wo);
-        free(bias);
-        int64_t xs[3] = {c->b, c->tq, dm};
-        uint64_t nx = (uint64_t)c->b * c->tq * dm;
-        r->forward.x = vkattn_tensor_make(keep(r, random_buffer(ctx, nx, c->qo_dtype, 8)), 0, c->qo_dtype, 3, xs);
-        r->forward.y = vkattn_tensor_make(keep(r, random_buffer(ctx, nx, c->qo_dtype, 9)), 0, c->qo_dtype, 3, xs);
-        r->forward.causal = c->causal;
-        double tokens = (double)c->b * c->tq;
-        *flops = 2.0 * tokens * dm * qkv_rows + 2.0 * tokens * c->hq * dh * dm +
-                 4.0 * c->b * c->hq * dh * visible_pairs(c->tq, c->tq, c->causal);
-        *bytes = (qkv_rows * dm + (double)dm * c->hq * dh + 2.0 * nx) * vkattn_dtype_size(c->qo_dtype);
-    }
-}
-
-static void release(runner *r)
-{
-    for (int i = 0; i < r->nbuffers; i++)
-        vkattn_buffer_destroy(r->buffers[i]);
-    vkattn_mha_destroy(r->layer);
-    vkattn_kv_cache_destroy(r->cache);
-}
-
-static void run_case(vkattn_context *ctx, vkattn_timer *timer, const bench_case *c, int reps)
-{
-    runner r;
-    double flops = 0, bytes = 0;
-    prepare(ctx, c, &r, &flops, &bytes);
-    double ms[64];
-    for (int i = -1; i < reps; i++) { /* i == -1: warm-up (pipeline creation, caches) */
-        VkCommandBuffer cmd;
-        if (vkattn_commands_begin(ctx, &cmd) || vkattn_cmd_timer_begin(timer, cmd, 0) ||
-            record(ctx, &r, cmd) || vkattn_cmd_timer_end(timer, cmd, 0) || vkattn_commands_submit(ctx))
-            die(ctx, c->name);
-        if (i >= 0 && vkattn_timer_read_ms(timer, 0, &ms[i]))
-            die(ctx, "reading the timer");
-    }
-    qsort(ms, (size_t)reps, sizeof ms[0], compare_doubles);
-    double med = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
-    const vkattn_device_info *dev = vkattn_context_device_info(ctx);
-    printf("{\"case\": \"%s\", \"device\": \"%s\", \"ms\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
-           "\"reps\": %d, \"gflops\": %.2f, \"gbps\": %.2f",
-           c->name, dev->name, med, ms[0], ms[reps - 1], reps, flops / med / 1e6, bytes / med / 1e6);
-    if (c->kind == CASE_DECODE)
-        printf(", \"tokens_per_s\": %.1f", c->b / (med * 1e-3));
-    if (c->kind == CASE_LINEAR)
-        printf(", \"M\": %u, \"N\": %u, \"K\": %u, \"x\": \"%s\", \"w\": \"%s\"}\n", c->m, c->n, c->k,
-               vkattn_dtype_name(c->qo_dtype), vkattn_dtype_name(c->kv_dtype));
-    else
-        printf(", \"B\": %u, \"Hq\": %u, \"Hkv\": %u, \"Tq\": %u, \"Tk\": %u, \"%s\": %u, \"causal\": %s, "
-               "\"dtype\": \"%s\"}\n",
-               c->b, c->hq, c->hkv, c->tq, c->tk, c->kind == CASE_LAYER ? "Dm" : "D", c->d,
-               c->causal ? "true" : "false", vkattn_dtype_name(c->qo_dtype));
+    printf("}\n");
     fflush(stdout);
-    release(&r);
+    free(s);
+}
+
+/* One timed rep of the case: its GPU milliseconds. */
+static double case_rep(bench *b, bench_runner *r)
+{
+    VkCommandBuffer cmd;
+    double ms;
+    BENCH_CHECK(b->ctx, vkattn_commands_begin(b->ctx, &cmd), "beginning a command buffer");
+    bench_cmd_barrier(b->ctx, cmd);
+    BENCH_CHECK(b->ctx, vkattn_cmd_timer_begin(b->timer, cmd, 0), "timer");
+    bench_runner_record(r, cmd);
+    BENCH_CHECK(b->ctx, vkattn_cmd_timer_end(b->timer, cmd, 0), "timer");
+    BENCH_CHECK(b->ctx, vkattn_commands_submit(b->ctx), "submitting a case");
+    BENCH_CHECK(b->ctx, vkattn_timer_read_ms(b->timer, 0, &ms), "reading the timer");
+    bench_runner_after(r);
+    return ms;
+}
+
+static void run_case(bench *b, const bench_case *c)
+{
+    int reps = b->opt->reps;
+    bool fma = c->limit == BENCH_LIMIT_FMA;
+    bench_runner *r = bench_runner_create(b->ctx, c);
+    limit_samples *s = calloc(1, sizeof *s);
+    double *ms = calloc(MAX_REPS, sizeof *ms);
+    if (!s || !ms)
+        bench_die(NULL, "out of host memory");
+    for (int i = -b->opt->warmup; i < reps; i++) { /* i < 0: warm-up (pipelines, caches) */
+        double t = case_rep(b, r);
+        limits_rep(b, fma, !fma, s, i < 0 ? 0 : i);
+        if (i >= 0)
+            ms[i] = t;
+    }
+    double med = bench_median(ms, reps), flops = bench_runner_flops(r), bytes = bench_runner_bytes(r);
+    double gflops = flops / (med * 1e6), gbps = bytes / (med * 1e6), limit_rate, fraction;
+    const char *limit_binding = NULL;
+    if (fma) {
+        limit_rate = bench_median(s->fma, reps);
+        fraction = gflops / limit_rate;
+    } else {
+        double medians[BENCH_READ_BINDINGS];
+        limit_binding = bench_limits_read_name(b->limits, (bench_read_binding)best_read(b, s, reps, medians,
+                                                                                       &limit_rate));
+        fraction = limit_rate > 0 ? gbps / limit_rate : 0;
+    }
+    printf("{\"case\": \"%s\", \"device\": \"%s\", \"ms\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
+           "\"reps\": %d, \"gflops\": %.2f, \"gbps\": %.3f, \"peak_fraction\": %.3f, \"limit\": \"%s\", "
+           "\"limit_rate\": %.3f",
+           c->name, b->device, med, ms[0], ms[reps - 1], reps, gflops, gbps, fraction, fma ? "fma" : "read",
+           limit_rate);
+    if (limit_binding)
+        printf(", \"limit_binding\": \"%s\"", limit_binding);
+    if (c->kind == BENCH_DECODE || c->kind == BENCH_LAYER_STEP)
+        printf(", \"tokens_per_s\": %.1f", c->b / (med * 1e-3));
+    bench_case_print_shape(c, stdout);
+    printf("}\n");
+    fflush(stdout);
+    free(ms);
+    free(s);
+    bench_runner_destroy(r);
+}
+
+static int usage(FILE *f, int status)
+{
+    fprintf(f, "usage: vkattn-bench [--list] [--peak] [--case NAME[,NAME...]]... [--reps N] [--warmup N]\n"
+               "                    [--read-mb N] [--validate]\n"
+               "  --list       print the case names and exit\n"
+               "  --peak       print the limit kernels' rates alone (with --case: then the cases)\n"
+               "  --case       run these cases (repeatable; default: every case)\n"
+               "  --reps       timed repetitions per case, interleaved with its limit kernel (default 7)\n"
+               "  --warmup     untimed repetitions first (default 1)\n"
+               "  --read-mb    size of the streaming-read buffer (default 64 on CPU drivers, 256 otherwise)\n"
+               "  --validate   Khronos validation layer on; fail on any message (slow)\n"
+               "One JSON line per case on stdout. Device: $VKATTN_DEVICE (index or name part) or automatic.\n");
+    return status;
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse(int argc, char **argv, options *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        if (strcmp(a, "--list") == 0) {
+            for (size_t k = 0; k < bench_case_count; k++)
+                printf("%s\n", bench_cases[k].name);
+            return 0;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            return usage(stdout, 0);
+        } else if (strcmp(a, "--peak") == 0) {
+            o->peak = true;
+        } else if (strcmp(a, "--validate") == 0) {
+            o->validate = true;
+        } else if (strcmp(a, "--case") == 0 && v) {
+            for (const char *name = v; *name;) {
+                size_t len = strcspn(name, ",");
+                char one[128];
+                snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one ? len : sizeof one - 1), name);
+                name += len + (name[len] == ',');
+                if (!one[0])
+                    continue;
+                const bench_case *c = bench_case_find(one);
+                if (!c) {
+                    fprintf(stderr, "vkattn-bench: no case \"%s\" (see --list)\n", one);
+                    return 2;
+                }
+                if (o->nselected == MAX_SELECTED) {
+                    fprintf(stderr, "vkattn-bench: more than %d cases asked for\n", MAX_SELECTED);
+                    return 2;
+                }
+                o->selected[o->nselected++] = c;
+            }
+            i++;
+        } else if (strcmp(a, "--reps") == 0 && v && parse_int(v, 1, MAX_REPS, &n)) {
+            o->reps = (int)n;
+            i++;
+        } else if (strcmp(a, "--warmup") == 0 && v && parse_int(v, 0, 100, &n)) {
+            o->warmup = (int)n;
+            i++;
+        } else if (strcmp(a, "--read-mb") == 0 && v && parse_int(v, 1, 1 << 16, &n)) {
+            o->read_mb = (uint64_t)n;
+            i++;
+        } else {
+            fprintf(stderr, "vkattn-bench: bad argument \"%s\"%s\n", a,
+                    v || a[0] != '-' ? "" : " (missing value?)");
+            return usage(stderr, 2);
+        }
+    }
+    return -1;
+}
+
+static void log_message(void *user, vkattn_log_level level, const char *message)
+{
+    (void)user;
+    if (level >= VKATTN_LOG_WARNING)
+        fprintf(stderr, "vkattn-bench: [%s] %s\n", level == VKATTN_LOG_ERROR ? "error" : "warning", message);
 }
 
 int main(int argc, char **argv)
 {
-    const char *only = NULL;
-    int reps = 5;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--list") == 0) {
-            for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-                printf("%s\n", cases[k].name);
-            return 0;
-        } else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
-            only = argv[++i];
-        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 1 || reps > 64) {
-                fprintf(stderr, "vkattn-bench: --reps must be in 1..64\n");
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "usage: vkattn-bench [--list] [--case NAME] [--reps N (default 5)]\n"
-                            "One JSON line per case; device: $VKATTN_DEVICE or automatic.\n");
-            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
-        }
+    options opt = {.reps = 7, .warmup = 1};
+    int status = parse(argc, argv, &opt);
+    if (status >= 0)
+        return status;
+    bench b = {.opt = &opt};
+    vkattn_context_desc desc = {.device = getenv("VKATTN_DEVICE"), .log = log_message,
+                                .flags = opt.validate ? VKATTN_CONTEXT_VALIDATION : 0};
+    if (vkattn_context_create(&desc, &b.ctx) != VKATTN_SUCCESS)
+        bench_die(NULL, "no usable Vulkan device (VKATTN_DEVICE picks one)");
+    const vkattn_device_info *info = vkattn_context_device_info(b.ctx);
+    json_escape(info->name, b.device, sizeof b.device);
+    BENCH_CHECK(b.ctx, vkattn_timer_create(b.ctx, 1, &b.timer), "creating a timer");
+    if (!opt.read_mb) /* past the last-level cache (32 MiB L3 on this machine kind, 50+ MB on GPUs) */
+        opt.read_mb = info->type == VKATTN_DEVICE_TYPE_CPU ? 64 : 256;
+    b.limits = bench_limits_create(b.ctx, b.timer, opt.read_mb << 20);
+    if (opt.peak)
+        run_peak(&b);
+    if (!opt.peak && opt.nselected == 0)
+        for (size_t k = 0; k < bench_case_count; k++)
+            run_case(&b, &bench_cases[k]);
+    for (int k = 0; k < opt.nselected; k++)
+        run_case(&b, opt.selected[k]);
+    bench_limits_destroy(b.limits);
+    vkattn_timer_destroy(b.timer);
+    uint32_t errors = 0, warnings = 0;
+    vkattn_context_validation_counts(b.ctx, &errors, &warnings);
+    vkattn_context_destroy(b.ctx);
+    if (errors || warnings) {
+        fprintf(stderr, "vkattn-bench: %u validation errors, %u warnings\n", errors, warnings);
+        return 1;
     }
-    bool found = !only;
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-        found = found || strcmp(cases[k].name, only) == 0;
-    if (!found) {
-        fprintf(stderr, "vkattn-bench: no case \"%s\" (see --list)\n", only);
-        return 2;
-    }
-    vkattn_context_desc desc = {.device = getenv("VKATTN_DEVICE")};
-    vkattn_context *ctx = NULL;
-    vkattn_timer *timer = NULL;
-    if (vkattn_context_create(&desc, &ctx) != VKATTN_SUCCESS)
-        die(NULL, "no usable Vulkan device");
-    if (vkattn_timer_create(ctx, 1, &timer) != VKATTN_SUCCESS)
-        die(ctx, "timestamps");
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-        if (!only || strcmp(cases[k].name, only) == 0)
-            run_case(ctx, timer, &cases[k], reps);
-    vkattn_timer_destroy(timer);
-    vkattn_context_destroy(ctx);
     return 0;
 }

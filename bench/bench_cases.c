@@ -1,0 +1,350 @@
+/* The case list of vkattn-bench and how each case is prepared and recorded.
+ * FLOPs count useful work only: a causal case counts the visible (query, key)
+ * pairs (bottom-right aligned, as ../shared/peers/torch_cpu.py counts them),
+ * decode counts 4 * B * Hq * L * D. Bytes count what the op must read and
+ * write at least once (decode: the K and V it reads). */
+#include "bench_cases.h"
+
+#include "bench_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define F32 VKATTN_DTYPE_F32
+#define F16 VKATTN_DTYPE_F16
+#define FMA BENCH_LIMIT_FMA
+#define READ BENCH_LIMIT_READ
+
+/* Columns: name, kind, limit, B, Hq, Hkv, Tq, Tk, D|Dm, M, N, K, causal, bias,
+ * activations dtype, K/V or weights dtype. */
+const bench_case bench_cases[] = {
+    /* The QKV projection of 1024 tokens at Llama-3-8B width (x f32; W f32 or f16). */
+    {"gemm_m1024_n6144_k4096", BENCH_LINEAR, FMA, 0, 0, 0, 0, 0, 0, 1024, 6144, 4096, false, false, F32, F32},
+    {"gemm_m1024_n6144_k4096_f16", BENCH_LINEAR, FMA, 0, 0, 0, 0, 0, 0, 1024, 6144, 4096, false, false, F32, F16},
+    /* The same for one token: a GEMV, bound by reading W. */
+    {"gemv_m1_n6144_k4096", BENCH_LINEAR, READ, 0, 0, 0, 0, 0, 0, 1, 6144, 4096, false, false, F32, F32},
+    {"gemv_m1_n6144_k4096_f16", BENCH_LINEAR, READ, 0, 0, 0, 0, 0, 0, 1, 6144, 4096, false, false, F32, F16},
+    /* Causal prefill attention, Llama-3-8B heads (GQA 32/8, Dh 128), f16 Q/K/V/out. */
+    {"attn_prefill_gqa_d128_t512", BENCH_ATTENTION, FMA, 1, 32, 8, 512, 512, 128, 0, 0, 0, true, false, F16, F16},
+    {"attn_prefill_gqa_d128_t1024", BENCH_ATTENTION, FMA, 1, 32, 8, 1024, 1024, 128, 0, 0, 0, true, false, F16,
+     F16},
+    /* The same in f32. */
+    {"attn_prefill_gqa_d128_t512_f32", BENCH_ATTENTION, FMA, 1, 32, 8, 512, 512, 128, 0, 0, 0, true, false, F32,
+     F32},
+    {"attn_prefill_gqa_d128_t1024_f32", BENCH_ATTENTION, FMA, 1, 32, 8, 1024, 1024, 128, 0, 0, 0, true, false,
+     F32, F32},
+    /* Causal MHA prefill, 32 heads of 64, f16. */
+    {"attn_prefill_mha_d64_t1024", BENCH_ATTENTION, FMA, 1, 32, 32, 1024, 1024, 64, 0, 0, 0, true, false, F16,
+     F16},
+    /* Decode: one query per sequence over an f16 KV cache already holding Tk
+     * tokens (split-KV); B = 1 or 8 sequences. */
+    {"attn_decode_gqa_d128_kv1024", BENCH_DECODE, READ, 1, 32, 8, 1, 1024, 128, 0, 0, 0, true, false, F16, F16},
+    {"attn_decode_gqa_d128_kv4096", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16, F16},
+    {"attn_decode_gqa_d128_kv1024_b8", BENCH_DECODE, READ, 8, 32, 8, 1, 1024, 128, 0, 0, 0, true, false, F16,
+     F16},
+    {"attn_decode_gqa_d128_kv4096_b8", BENCH_DECODE, READ, 8, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
+     F16},
+    /* A whole MHA layer (torch.nn.MultiheadAttention: biases, packed QKV
+     * GEMM 512x3072x1024, attention, output GEMM 512x1024x1024), causal, f32. */
+    {"layer_d1024_h16_t512", BENCH_LAYER, FMA, 1, 16, 16, 512, 512, 1024, 0, 0, 0, true, true, F32, F32},
+    /* A Llama-3-8B attention layer's causal forward over a 512-token prompt:
+     * Dm 4096, Hq 32, Hkv 8, Dh 128, no biases, f16 storage of weights and
+     * activations (what a user runs at that size: half the bytes; fp32
+     * accumulation): QKV GEMM 512x6144x4096, attention, output GEMM
+     * 512x4096x4096. */
+    {"layer_llama8b_prefill512", BENCH_LAYER, FMA, 1, 32, 8, 512, 512, 4096, 0, 0, 0, true, false, F16, F16},
+    /* One decode step of that layer (vkattn_cmd_mha_step, f16): B = 1
+     * sequence whose f16 KV cache already holds 1023 tokens; the step projects
+     * the new token (QKV GEMV 6144x4096), appends its K/V (L = 1024 keys),
+     * attends over them and projects the output (GEMV 4096x4096); after each
+     * rep the sequence is truncated back to 1023. Bound by reading the
+     * weights and the cache: FLOPs = 2 * (params of Wqkv + Wo) + 4 * Hq * Dh
+     * * L; bytes = weights + K/V of the L tokens. */
+    {"layer_llama8b_decode", BENCH_LAYER_STEP, READ, 1, 32, 8, 1, 1024, 4096, 0, 0, 0, true, false, F16, F16},
+};
+const size_t bench_case_count = sizeof bench_cases / sizeof bench_cases[0];
+
+const bench_case *bench_case_find(const char *name)
+{
+    for (size_t i = 0; i < bench_case_count; i++)
+        if (strcmp(bench_cases[i].name, name) == 0)
+            return &bench_cases[i];
+    return NULL;
+}
+
+struct bench_runner {
+    vkattn_context *ctx;
+    const bench_case *c;
+    double flops, bytes;
+    vkattn_attention_args attention;
+    vkattn_linear_args linear;
+    vkattn_mha *layer;
+    vkattn_mha_forward_args forward;
+    vkattn_kv_cache *cache;
+    vkattn_kv_attention_args decode;
+    vkattn_mha_step_args step;
+    uint32_t sequences[64];
+    vkattn_buffer *buffers[8];
+    int nbuffers;
+};
+
+/* A buffer of n random values in [-1, 1) stored as dtype, owned by r. */
+static vkattn_buffer *random_buffer(bench_runner *r, uint64_t n, vkattn_dtype dt, uint64_t seed)
+{
+    size_t es = vkattn_dtype_size(dt);
+    void *host = malloc(n * es);
+    if (!host)
+        bench_die(NULL, "out of host memory");
+    for (uint64_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        float v = (float)(seed >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
+        if (dt == F16)
+            ((uint16_t *)host)[i] = vkattn_f32_to_f16(v);
+        else
+            ((float *)host)[i] = v;
+    }
+    vkattn_buffer *b = NULL;
+    vkattn_buffer_desc d = {.size = n * es};
+    if (r->nbuffers == (int)(sizeof r->buffers / sizeof r->buffers[0]))
+        bench_die(NULL, "too many buffers for one case");
+    BENCH_CHECK(r->ctx, vkattn_buffer_create(r->ctx, &d, &b), "creating a buffer");
+    BENCH_CHECK(r->ctx, vkattn_buffer_upload(b, 0, host, n * es), "uploading a buffer");
+    free(host);
+    r->buffers[r->nbuffers++] = b;
+    return b;
+}
+
+static vkattn_tensor random_tensor(bench_runner *r, vkattn_dtype dt, uint32_t rank, const int64_t *shape,
+                                   uint64_t seed)
+{
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < rank; i++)
+        n *= (uint64_t)shape[i];
+    return vkattn_tensor_make(random_buffer(r, n, dt, seed), 0, dt, rank, shape);
+}
+
+/* Visible (query, key) pairs of one head under bottom-right causality. */
+static double visible_pairs(uint32_t tq, uint32_t tk, bool causal)
+{
+    if (!causal)
+        return (double)tq * tk;
+    double pairs = 0;
+    for (uint32_t i = 0; i < tq; i++) {
+        int64_t last = (int64_t)i + tk - tq; /* last visible key */
+        pairs += last < 0 ? 0 : (double)(last + 1 > tk ? tk : last + 1);
+    }
+    return pairs;
+}
+
+/* Appends `tokens` random K/V tokens to every sequence (in chunks, one
+ * submit each), so that decoding reads a filled cache. */
+static void fill_cache(bench_runner *r, uint32_t tokens)
+{
+    const bench_case *c = r->c;
+    const uint32_t chunk = 256, dh = c->kind == BENCH_LAYER_STEP ? c->d / c->hq : c->d;
+    int64_t ks[4] = {c->b, c->hkv, chunk, dh};
+    vkattn_buffer *kv = random_buffer(r, (uint64_t)c->b * c->hkv * chunk * dh, c->data, 11);
+    for (uint32_t done = 0; done < tokens; done += chunk) {
+        ks[2] = tokens - done < chunk ? tokens - done : chunk;
+        vkattn_kv_append_args a = {.cache = r->cache, .batch = c->b, .sequences = r->sequences,
+                                   .k = vkattn_tensor_make(kv, 0, c->data, 4, ks),
+                                   .v = vkattn_tensor_make(kv, 0, c->data, 4, ks)};
+        VkCommandBuffer cmd;
+        BENCH_CHECK(r->ctx, vkattn_commands_begin(r->ctx, &cmd), "filling the KV cache");
+        bench_cmd_barrier(r->ctx, cmd);
+        BENCH_CHECK(r->ctx, vkattn_cmd_kv_cache_append(r->ctx, cmd, &a), "filling the KV cache");
+        BENCH_CHECK(r->ctx, vkattn_commands_submit(r->ctx), "filling the KV cache");
+    }
+}
+
+static void make_cache(bench_runner *r, uint32_t dh, uint32_t capacity)
+{
+    const bench_case *c = r->c;
+    vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv, .num_heads = c->hq, .head_dim = dh,
+                               .dtype = c->data, .max_sequences = c->b, .capacity = capacity};
+    BENCH_CHECK(r->ctx, vkattn_kv_cache_create(r->ctx, &cd, &r->cache), "creating the KV cache");
+    for (uint32_t b = 0; b < c->b; b++)
+        r->sequences[b] = b;
+}
+
+/* A layer with deterministic small weights (their values do not matter for
+ * speed; small keeps the activations finite in f16). */
+static void make_layer(bench_runner *r)
+{
+    const bench_case *c = r->c;
+    uint32_t dm = c->d, dh = dm / c->hq;
+    vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = c->hq, .num_kv_heads = c->hkv, .bias = c->bias,
+                            .dtype = c->data};
+    uint64_t qkv_rows = (uint64_t)(c->hq + 2 * c->hkv) * dh, o_cols = (uint64_t)c->hq * dh;
+    float *w = malloc(qkv_rows * dm * 4), *wo = malloc(dm * o_cols * 4);
+    float *bias = calloc(qkv_rows + dm, 4);
+    if (!w || !wo || !bias)
+        bench_die(NULL, "out of host memory");
+    for (uint64_t i = 0; i < qkv_rows * dm; i++)
+        w[i] = (float)((i * 2654435761u) % 1000) * 1e-5f - 5e-3f;
+    for (uint64_t i = 0; i < dm * o_cols; i++)
+        wo[i] = (float)((i * 40503u) % 1000) * 1e-5f - 5e-3f;
+    vkattn_mha_weights mw = {.wqkv = w, .wo = wo, .bqkv = bias, .bo = bias + qkv_rows};
+    BENCH_CHECK(r->ctx, vkattn_mha_create(r->ctx, &desc, &r->layer), "creating the layer");
+    BENCH_CHECK(r->ctx, vkattn_mha_set_weights(r->layer, &mw), "setting the layer's weights");
+    free(w);
+    free(wo);
+    free(bias);
+    double weights = (double)qkv_rows * dm + (double)dm * o_cols;
+    double tokens = (double)c->b * c->tq;
+    r->flops = 2.0 * tokens * weights + 4.0 * c->b * c->hq * dh * visible_pairs(c->tq, c->tk, c->causal);
+    r->bytes = (weights + 2.0 * tokens * dm) * vkattn_dtype_size(c->data);
+    int64_t xs[3] = {c->b, c->tq, dm};
+    if (c->kind == BENCH_LAYER) {
+        BENCH_CHECK(r->ctx, vkattn_mha_reserve(r->layer, c->b, c->tq, c->tk), "reserving scratch");
+        r->forward.x = random_tensor(r, c->act, 3, xs, 8);
+        r->forward.y = random_tensor(r, c->act, 3, xs, 9);
+        r->forward.causal = c->causal;
+        return;
+    }
+    /* BENCH_LAYER_STEP: a cache of capacity L holding L - T tokens. */
+    make_cache(r, dh, c->tk);
+    fill_cache(r, c->tk - c->tq);
+    uint64_t scratch = 0;
+    BENCH_CHECK(r->ctx, vkattn_mha_step_scratch_size(r->layer, c->b, c->tq, &scratch), "step scratch size");
+    vkattn_mha_step_args *s = &r->step;
+    if (scratch > 0) {
+        vkattn_buffer_desc d = {.size = scratch};
+        BENCH_CHECK(r->ctx, vkattn_buffer_create(r->ctx, &d, &s->scratch), "creating the step scratch");
+        r->buffers[r->nbuffers++] = s->scratch;
+    }
+    s->cache = r->cache;
+    s->batch = c->b;
+    s->sequences = r->sequences;
+    s->x = random_tensor(r, c->act, 3, xs, 8);
+    s->y = random_tensor(r, c->act, 3, xs, 9);
+    r->bytes = weights * vkattn_dtype_size(c->data) +
+               2.0 * c->b * c->hkv * (double)c->tk * dh * vkattn_dtype_size(c->data);
+}
+
+bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
+{
+    bench_runner *r = calloc(1, sizeof *r);
+    if (!r)
+        bench_die(NULL, "out of host memory");
+    r->ctx = ctx;
+    r->c = c;
+    size_t as = vkattn_dtype_size(c->act), ds = vkattn_dtype_size(c->data);
+    if (c->kind == BENCH_ATTENTION) {
+        int64_t qs[4] = {c->b, c->hq, c->tq, c->d}, ks[4] = {c->b, c->hkv, c->tk, c->d};
+        double nq = (double)c->b * c->hq * c->tq * c->d, nk = (double)c->b * c->hkv * c->tk * c->d;
+        r->attention.q = random_tensor(r, c->act, 4, qs, 1);
+        r->attention.k = random_tensor(r, c->data, 4, ks, 2);
+        r->attention.v = random_tensor(r, c->data, 4, ks, 3);
+        r->attention.out = random_tensor(r, c->act, 4, qs, 4);
+        r->attention.causal = c->causal;
+        r->flops = 4.0 * c->b * c->hq * c->d * visible_pairs(c->tq, c->tk, c->causal);
+        r->bytes = 2.0 * nq * as + 2.0 * nk * ds;
+    } else if (c->kind == BENCH_LINEAR) {
+        int64_t xs[2] = {c->m, c->k}, ws[2] = {c->n, c->k}, ys[2] = {c->m, c->n};
+        r->linear.x = random_tensor(r, c->act, 2, xs, 5);
+        r->linear.w = random_tensor(r, c->data, 2, ws, 6);
+        r->linear.y = random_tensor(r, c->act, 2, ys, 7);
+        r->flops = 2.0 * c->m * c->n * c->k;
+        r->bytes = (double)c->m * c->k * as + (double)c->n * c->k * ds + (double)c->m * c->n * as;
+    } else if (c->kind == BENCH_DECODE) {
+        make_cache(r, c->d, c->tk);
+        fill_cache(r, c->tk);
+        int64_t qs[4] = {c->b, c->hq, 1, c->d};
+        r->decode.cache = r->cache;
+        r->decode.batch = c->b;
+        r->decode.sequences = r->sequences;
+        r->decode.q = random_tensor(r, c->act, 4, qs, 12);
+        r->decode.out = random_tensor(r, c->act, 4, qs, 13);
+        r->flops = 4.0 * c->b * c->hq * c->d * (double)c->tk;
+        r->bytes = 2.0 * c->b * c->hkv * (double)c->tk * c->d * ds;
+    } else {
+        make_layer(r);
+    }
+    return r;
+}
+
+void bench_runner_record(bench_runner *r, VkCommandBuffer cmd)
+{
+    vkattn_result res = VKATTN_ERROR_INVALID_ARGUMENT;
+    switch (r->c->kind) {
+    case BENCH_ATTENTION:
+        res = vkattn_cmd_attention(r->ctx, cmd, &r->attention);
+        break;
+    case BENCH_LINEAR:
+        res = vkattn_cmd_linear(r->ctx, cmd, &r->linear);
+        break;
+    case BENCH_LAYER:
+        res = vkattn_cmd_mha_forward(r->layer, cmd, &r->forward);
+        break;
+    case BENCH_DECODE:
+        res = vkattn_cmd_kv_attention(r->ctx, cmd, &r->decode);
+        break;
+    case BENCH_LAYER_STEP:
+        res = vkattn_cmd_mha_step(r->layer, cmd, &r->step);
+        break;
+    }
+    if (res != VKATTN_SUCCESS)
+        bench_die(r->ctx, r->c->name);
+}
+
+void bench_runner_after(bench_runner *r)
+{
+    if (r->c->kind != BENCH_LAYER_STEP)
+        return;
+    for (uint32_t b = 0; b < r->c->b; b++)
+        BENCH_CHECK(r->ctx, vkattn_kv_cache_truncate(r->cache, r->sequences[b], r->c->tk - r->c->tq),
+                    "truncating the KV cache back");
+}
+
+double bench_runner_flops(const bench_runner *r)
+{
+    return r->flops;
+}
+
+double bench_runner_bytes(const bench_runner *r)
+{
+    return r->bytes;
+}
+
+void bench_runner_destroy(bench_runner *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->nbuffers; i++)
+        vkattn_buffer_destroy(r->buffers[i]);
+    vkattn_mha_destroy(r->layer);
+    vkattn_kv_cache_destroy(r->cache);
+    free(r);
+}
+
+void bench_case_print_shape(const bench_case *c, FILE *f)
+{
+    const char *act = vkattn_dtype_name(c->act), *data = vkattn_dtype_name(c->data);
+    const char *causal = c->causal ? "true" : "false";
+    switch (c->kind) {
+    case BENCH_LINEAR:
+        fprintf(f, ", \"M\": %u, \"N\": %u, \"K\": %u, \"x\": \"%s\", \"w\": \"%s\"", c->m, c->n, c->k, act,
+                data);
+        break;
+    case BENCH_ATTENTION:
+    case BENCH_DECODE:
+        fprintf(f,
+                ", \"B\": %u, \"Hq\": %u, \"Hkv\": %u, \"Tq\": %u, \"Tk\": %u, \"D\": %u, \"causal\": %s, "
+                "\"dtype\": \"%s\", \"kv_dtype\": \"%s\"",
+                c->b, c->hq, c->hkv, c->tq, c->tk, c->d, causal, act, data);
+        break;
+    case BENCH_LAYER:
+        fprintf(f,
+                ", \"B\": %u, \"T\": %u, \"Dm\": %u, \"Hq\": %u, \"Hkv\": %u, \"Dh\": %u, \"causal\": %s, "
+                "\"bias\": %s, \"dtype\": \"%s\"",
+                c->b, c->tq, c->d, c->hq, c->hkv, c->d / c->hq, causal, c->bias ? "true" : "false", data);
+        break;
+    case BENCH_LAYER_STEP:
+        fprintf(f,
+                ", \"B\": %u, \"new_tokens\": %u, \"L\": %u, \"Dm\": %u, \"Hq\": %u, \"Hkv\": %u, \"Dh\": %u, "
+                "\"bias\": %s, \"dtype\": \"%s\"",
+                c->b, c->tq, c->tk, c->d, c->hq, c->hkv, c->d / c->hq, c->bias ? "true" : "false", data);
+        break;
+    }
+}

@@ -1,0 +1,61 @@
+/* The named cases of vkattn-bench: what each one runs, through the public
+ * API only, and how much useful work and memory traffic it represents. */
+#ifndef BENCH_CASES_H
+#define BENCH_CASES_H
+
+#include "vkattn.h"
+
+#include <stdio.h>
+
+typedef enum bench_case_kind {
+    BENCH_ATTENTION,  /* vkattn_cmd_attention on tensors (prefill) */
+    BENCH_LINEAR,     /* vkattn_cmd_linear (GEMM, or GEMV for one row) */
+    BENCH_LAYER,      /* vkattn_cmd_mha_forward: a whole MHA layer, self-attention */
+    BENCH_DECODE,     /* vkattn_cmd_kv_attention: one query per sequence over a filled cache */
+    BENCH_LAYER_STEP, /* vkattn_cmd_mha_step: one decode step of a layer over a filled cache */
+} bench_case_kind;
+
+/* The kernel that bounds a case: FMA throughput (GEMM, prefill attention,
+ * whole-layer forwards) or streaming reads (GEMV, decode). */
+typedef enum bench_limit {
+    BENCH_LIMIT_FMA,
+    BENCH_LIMIT_READ,
+} bench_limit;
+
+typedef struct bench_case {
+    const char *name;
+    bench_case_kind kind;
+    bench_limit limit;
+    /* attention and decode: B, Hq, Hkv, Tq, Tk (decode: cache length), D;
+     * layers: d = Dm (Dh = Dm / Hq), tq = new tokens, tk = keys seen */
+    uint32_t b, hq, hkv, tq, tk, d;
+    uint32_t m, n, k; /* linear: x [M, K], w [N, K] */
+    bool causal;
+    bool bias;              /* layers: projections with biases */
+    vkattn_dtype act, data; /* activations (q/out, x/y); K/V or weights */
+} bench_case;
+
+extern const bench_case bench_cases[];
+extern const size_t bench_case_count;
+
+/* NULL when there is no case of that name. */
+const bench_case *bench_case_find(const char *name);
+
+/* A case ready to run: its buffers, layer, cache, filled before timing. */
+typedef struct bench_runner bench_runner;
+
+bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c);
+void bench_runner_destroy(bench_runner *r);
+/* Records one repetition (without barriers or timestamps). */
+void bench_runner_record(bench_runner *r, VkCommandBuffer cmd);
+/* After the repetition completed: undo its side effects (a step's cache
+ * append is truncated back, so every rep sees the same cache). */
+void bench_runner_after(bench_runner *r);
+/* Useful FLOPs and the bytes the op must move at least once, per rep. */
+double bench_runner_flops(const bench_runner *r);
+double bench_runner_bytes(const bench_runner *r);
+
+/* Appends the case's shape as JSON members (", \"M\": 1024, ..."). */
+void bench_case_print_shape(const bench_case *c, FILE *f);
+
+#endif
