@@ -315,6 +315,25 @@ static void test_help_lists_flags(void **state)
             fail_msg("vkattn mha --help does not list %s", flags[i]);
 }
 
+/* No Vulkan driver at all: `vkattn info` says so and fails. */
+static void test_info_without_any_device(void **state)
+{
+    (void)state;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json %s info > %s 2> %s",
+             VKATTN_CLI_PATH, path_of("stdout.txt"), path_of("stderr.txt"));
+    int status = system(cmd);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    FILE *f = fopen(path_of("stderr.txt"), "r");
+    char err[2048] = {0};
+    size_t n = fread(err, 1, sizeof err - 1, f);
+    err[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(err, "no Vulkan device"));
+    assert_non_null(strstr(err, "mesa-vulkan-drivers"));
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -337,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_mha_command),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_help_lists_flags),
+        cmocka_unit_test(test_info_without_any_device),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
