@@ -1,8 +1,10 @@
 // Linear op for few rows (decode): Y = X W^T + b with the head-split store of
 // linear_io.glsl, for at most MR rows of X. Bandwidth-bound on W, which is
 // read exactly once: a team of LANES invocations owns NR consecutive output
-// columns (W rows); its lanes split K (lane l takes vec4 number l, l + LANES,
-// ...) for all MR rows, then the partial sums are reduced:
+// columns (W rows); its lanes split K (lane l takes quad number l, l + LANES,
+// ..., or pairs of quads in input mode 3) for all MR rows (adjacent lanes on
+// adjacent texels of a W row: the fastest pattern measured on lavapipe for
+// this kernel), then the partial sums are reduced:
 //   GEMV_SUBGROUP 1: the team is one subgroup, reduced with subgroupAdd;
 //   GEMV_SUBGROUP 0: the team is the workgroup, reduced in shared memory
 //                    (WORKGROUP_SIZE a power of two).
@@ -21,6 +23,12 @@ layout(constant_id = 1) const uint SUBGROUP_SIZE = 8u; // == gl_SubgroupSize (su
 layout(constant_id = 2) const uint MR = 1u;     // rows of X (1, 2, 4 or 8)
 layout(constant_id = 3) const uint NR = 4u;     // columns per team, even
 layout(constant_id = 4) const uint UNROLL = 4u; // vec4 steps per lane per loop trip
+
+#if defined(X_PACKED) || defined(W_PACKED)
+#define STEP 2
+#else
+#define STEP 1
+#endif
 
 #if GEMV_SUBGROUP
 const uint LANES = SUBGROUP_SIZE;
@@ -53,21 +61,35 @@ void main() {
     uint k4 = (pc.K + 3u) / 4u;
     uint q0 = 0u;
     // Whole trips without bounds checks, unrolled (loop control is costly on
-    // CPU drivers), then the remainder one step at a time.
-    for (; q0 + LANES * UNROLL <= k4; q0 += LANES * UNROLL) {
+    // CPU drivers), then the remainder one quad at a time. A step covers
+    // STEP quads: 2 where an operand comes 8 halves per fetch (mode 3; K is
+    // then a multiple of 8), so every fetch brings its whole texel.
+    for (; q0 + LANES * UNROLL * STEP <= k4; q0 += LANES * UNROLL * STEP) {
         [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
-            uint k = (q0 + u * LANES + lane) * 4u;
-            vec4 wv[NR];
-            [[unroll]] for (uint j = 0u; j < NR; j++)
+            uint k = (q0 + (u * LANES + lane) * STEP) * 4u;
+            vec4 wv[NR * STEP];
+            [[unroll]] for (uint j = 0u; j < NR; j++) {
+#if STEP == 2
+                w_fetch8(wr[j] + k, k, wv[2u * j], wv[2u * j + 1u]);
+#else
                 wv[j] = w_fetch4(wr[j] + k, k);
+#endif
+            }
             [[unroll]] for (uint r = 0u; r < MR; r++) {
-                vec4 xv = x_fetch4(xr[r] + k, k);
+                vec4 xv[STEP];
+#if STEP == 2
+                x_fetch8(xr[r] + k, k, xv[0], xv[1]);
+#else
+                xv[0] = x_fetch4(xr[r] + k, k);
+#endif
                 [[unroll]] for (uint j = 0u; j < NR; j++) {
                     float s = acc[r * NR + j];
-                    s = fma(xv.x, wv[j].x, s);
-                    s = fma(xv.y, wv[j].y, s);
-                    s = fma(xv.z, wv[j].z, s);
-                    s = fma(xv.w, wv[j].w, s);
+                    [[unroll]] for (uint h = 0u; h < STEP; h++) {
+                        s = fma(xv[h].x, wv[j * STEP + h].x, s);
+                        s = fma(xv[h].y, wv[j * STEP + h].y, s);
+                        s = fma(xv[h].z, wv[j * STEP + h].z, s);
+                        s = fma(xv[h].w, wv[j * STEP + h].w, s);
+                    }
                     acc[r * NR + j] = s;
                 }
             }

@@ -5,7 +5,14 @@
 //               1: x and w through storage buffers, 4 elements per load
 //               2: x and w through storage buffers, one element per load
 //                  (K, a row stride or an offset is not a multiple of 4)
+//               3: texel buffers where f16 tensors are viewed as
+//                  R32G32B32A32_UINT, 8 halves per fetch (unpacked here):
+//                  CPU drivers pay per fetch, not per byte, so this halves
+//                  the fetches of f16 operands (rows and K multiples of 8)
 //   X_DT, W_DT  storage of x (and y) / of w (and b): f32, f16 or f16p
+// Kernels read operands as quads (x_fetch4: elements k..k+3 of a row) and,
+// in their unrolled main loops, as pairs of quads (x_fetch8: k..k+7, one
+// fetch in mode 3).
 // All element indices are in elements relative to the binding, computed with
 // wrapping uint arithmetic: the C side passes each tensor's base so that
 // base + (the element's address within its tensor) lands in the window bound
@@ -50,11 +57,39 @@ layout(constant_id = 6) const uint POOL_SEGMENTS = 0u;
 layout(set = 0, binding = 6) readonly buffer meta_buffer { uint meta[]; };
 
 // ---- inputs x (binding 0) and w (binding 1)
-#if INPUT_MODE == 0
-layout(set = 0, binding = 0) uniform samplerBuffer x_tex;
-layout(set = 0, binding = 1) uniform samplerBuffer w_tex;
-vec4 x_fetch4(uint e, uint k) { return texelFetch(x_tex, int(e >> 2)); }
-vec4 w_fetch4(uint e, uint k) { return texelFetch(w_tex, int(e >> 2)); }
+#if INPUT_MODE == 0 || INPUT_MODE == 3
+// In mode 3 the build defines X_PACKED / W_PACKED for the f16 operands.
+// A texel input: rgba32f / rgba16f (4 elements per texel), or packed halves
+// (8 per texel, e a multiple of 4: the texel's first or second quad).
+#define DECLARE_TEX4(binding_, name_)                                                 \
+    layout(set = 0, binding = binding_) uniform samplerBuffer name_##_tex;            \
+    vec4 name_##_fetch4(uint e, uint k) { return texelFetch(name_##_tex, int(e >> 2)); } \
+    void name_##_fetch8(uint e, uint k, out vec4 a, out vec4 b) {                     \
+        a = texelFetch(name_##_tex, int(e >> 2));                                     \
+        b = texelFetch(name_##_tex, int(e >> 2) + 1);                                 \
+    }
+#define DECLARE_TEX8(binding_, name_)                                                 \
+    layout(set = 0, binding = binding_) uniform usamplerBuffer name_##_tex;           \
+    vec4 name_##_fetch4(uint e, uint k) {                                             \
+        uvec4 t = texelFetch(name_##_tex, int(e >> 3));                               \
+        uvec2 h = (e & 4u) == 0u ? t.xy : t.zw;                                       \
+        return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));                        \
+    }                                                                                 \
+    void name_##_fetch8(uint e, uint k, out vec4 a, out vec4 b) {                     \
+        uvec4 t = texelFetch(name_##_tex, int(e >> 3));                               \
+        a = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));                           \
+        b = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));                           \
+    }
+#if defined(X_PACKED)
+DECLARE_TEX8(0, x)
+#else
+DECLARE_TEX4(0, x)
+#endif
+#if defined(W_PACKED)
+DECLARE_TEX8(1, w)
+#else
+DECLARE_TEX4(1, w)
+#endif
 #elif INPUT_MODE == 1
 #define DECLARE_RO4_f32(binding_, name_)                                                   \
     layout(set = 0, binding = binding_) readonly buffer name_##_buffer { vec4 name_[]; };  \
@@ -72,6 +107,8 @@ vec4 w_fetch4(uint e, uint k) { return texelFetch(w_tex, int(e >> 2)); }
 #define DECLARE_RO4(binding_, name_, dt_) DECLARE_RO4_(binding_, name_, dt_)
 DECLARE_RO4(0, x, X_DT)
 DECLARE_RO4(1, w, W_DT)
+void x_fetch8(uint e, uint k, out vec4 a, out vec4 b) { a = x_fetch4(e, k); b = x_fetch4(e + 4u, k + 4u); }
+void w_fetch8(uint e, uint k, out vec4 a, out vec4 b) { a = w_fetch4(e, k); b = w_fetch4(e + 4u, k + 4u); }
 #else
 DECLARE_RO(0, xs, X_DT)
 DECLARE_RO(1, ws, W_DT)
@@ -88,6 +125,8 @@ vec4 w_fetch4(uint e, uint k) {
         if (k + j < pc.K) v[j] = ws_load(e + j);
     return v;
 }
+void x_fetch8(uint e, uint k, out vec4 a, out vec4 b) { a = x_fetch4(e, k); b = x_fetch4(e + 4u, k + 4u); }
+void w_fetch8(uint e, uint k, out vec4 a, out vec4 b) { a = w_fetch4(e, k); b = w_fetch4(e + 4u, k + 4u); }
 #endif
 
 // ---- bias (binding 2, storage in w's dtype)

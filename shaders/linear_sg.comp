@@ -1,14 +1,22 @@
 // Linear op, subgroup family (CPU drivers): Y = X W^T + b with the head-split
 // store of linear_io.glsl. No shared memory, no barriers.
 //
-// A subgroup owns TM = ROW_GROUPS * SUBGROUP_SIZE rows of Y; each of its lanes
-// owns TN consecutive columns, so the lanes of a workgroup cover
-// WORKGROUP_SIZE * TN columns. Per 4 elements of K a lane fetches one vec4 of
-// X per row group (row `lane` of the group) and one vec4 of W per column,
-// and takes the other lanes' X rows with subgroupShuffle by constant lane
-// index (a register move on lavapipe; subgroupBroadcast is far slower there).
-// Grid: x = column blocks (consecutive workgroups reuse the same X rows from
-// cache), y = row blocks.
+// A subgroup owns TM = ROW_GROUPS * SUBGROUP_SIZE rows of Y; each lane owns
+// TN consecutive columns (the workgroup's lanes cover WORKGROUP_SIZE * TN).
+// Per trip of 4 * KQ elements of K a lane fetches its columns' W quads and,
+// per row group, the quads of X row `lane` of the group; the other lanes'
+// X rows arrive by subgroupShuffle with a constant lane index (a broadcast
+// on lavapipe; subgroupBroadcast is far slower there).
+//
+// Why it looks like this (lavapipe, see LAVAPIPE.md): a texel fetch costs
+// about as much as 40 FMAs whatever its width, so the tile is as large as
+// the spills allow (TM x TN accumulators, 8-12 of them live at a time) and
+// each fetch feeds TM or TN * 8 FMAs; the FMA order (k outer, columns
+// inner) keeps TN independent accumulator chains in flight; the unrolled
+// trip keeps loop control (vector mask code) rare; values live across the
+// loop are few (llvmpipe blends every one of them with the loop mask once
+// per trip). Grid: x = row blocks (consecutive workgroups share the W
+// columns while they are in cache), y = column blocks.
 #version 450
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -19,17 +27,18 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 32u;
 layout(constant_id = 1) const uint SUBGROUP_SIZE = 8u; // == gl_SubgroupSize (full subgroups)
 layout(constant_id = 2) const uint ROW_GROUPS = 4u;
-layout(constant_id = 3) const uint TN = 4u; // even: packed-f16 pairs stay in one lane
+layout(constant_id = 3) const uint TN = 8u; // even: packed-f16 pairs stay in one lane
+layout(constant_id = 4) const uint KQ = 4u; // quads of K per trip, even
 
 const uint TM = ROW_GROUPS * SUBGROUP_SIZE;
 
 void main() {
     uint lane = gl_SubgroupInvocationID;
-    uint n_first = pc.n0 + (gl_WorkGroupID.x * WORKGROUP_SIZE + gl_LocalInvocationID.x) * TN;
-    uint m_first = pc.m0 + gl_WorkGroupID.y * TM;
+    uint n_first = pc.n0 + (gl_WorkGroupID.y * WORKGROUP_SIZE + gl_LocalInvocationID.x) * TN;
+    uint m_first = pc.m0 + gl_WorkGroupID.x * TM;
 
     // Rows and columns past the end are clamped to the last one: fetched,
-    // computed and never stored, so the loop needs no bounds checks.
+    // computed and never stored, so the loops need no bounds checks.
     uint xr[ROW_GROUPS];
     [[unroll]] for (uint g = 0u; g < ROW_GROUPS; g++)
         xr[g] = x_row(min(m_first + g * SUBGROUP_SIZE + lane, pc.m_end - 1u));
@@ -41,43 +50,67 @@ void main() {
     [[unroll]] for (uint i = 0u; i < TM * TN; i++)
         acc[i] = 0.0;
 
-    for (uint k = 0u; k < pc.K; k += 4u) {
-        vec4 wv[TN];
+    uint trips = pc.K / (4u * KQ);
+    for (uint t = 0u; t < trips; t++) {
+        uint k = t * 4u * KQ;
+        vec4 wq[TN * KQ];
         [[unroll]] for (uint j = 0u; j < TN; j++)
-            wv[j] = w_fetch4(wr[j] + k, k);
+            [[unroll]] for (uint p = 0u; p < KQ; p += 2u)
+                w_fetch8(wr[j] + k + 4u * p, k + 4u * p, wq[j * KQ + p], wq[j * KQ + p + 1u]);
         [[unroll]] for (uint g = 0u; g < ROW_GROUPS; g++) {
-            vec4 xv = x_fetch4(xr[g] + k, k);
+            vec4 xq[KQ];
+            [[unroll]] for (uint p = 0u; p < KQ; p += 2u)
+                x_fetch8(xr[g] + k + 4u * p, k + 4u * p, xq[p], xq[p + 1u]);
             [[unroll]] for (uint r = 0u; r < SUBGROUP_SIZE; r++) {
-                vec4 xs = subgroupShuffle(xv, r);
-                [[unroll]] for (uint j = 0u; j < TN; j++) {
-                    uint i = (g * SUBGROUP_SIZE + r) * TN + j;
-                    acc[i] = fma(xs.x, wv[j].x, acc[i]);
-                    acc[i] = fma(xs.y, wv[j].y, acc[i]);
-                    acc[i] = fma(xs.z, wv[j].z, acc[i]);
-                    acc[i] = fma(xs.w, wv[j].w, acc[i]);
-                }
+                vec4 xs[KQ];
+                [[unroll]] for (uint u = 0u; u < KQ; u++)
+                    xs[u] = subgroupShuffle(xq[u], r);
+                uint row = (g * SUBGROUP_SIZE + r) * TN;
+                [[unroll]] for (uint u = 0u; u < KQ; u++)
+                    [[unroll]] for (uint c = 0u; c < 4u; c++)
+                        [[unroll]] for (uint j = 0u; j < TN; j++)
+                            acc[row + j] = fma(xs[u][c], wq[j * KQ + u][c], acc[row + j]);
+            }
+        }
+    }
+    // The rest of K one quad at a time (zeros past K in the scalar mode).
+    for (uint k = trips * 4u * KQ; k < pc.K; k += 4u) {
+        vec4 wq[TN];
+        [[unroll]] for (uint j = 0u; j < TN; j++)
+            wq[j] = w_fetch4(wr[j] + k, k);
+        [[unroll]] for (uint g = 0u; g < ROW_GROUPS; g++) {
+            vec4 xq = x_fetch4(xr[g] + k, k);
+            [[unroll]] for (uint r = 0u; r < SUBGROUP_SIZE; r++) {
+                vec4 xs = subgroupShuffle(xq, r);
+                uint row = (g * SUBGROUP_SIZE + r) * TN;
+                [[unroll]] for (uint j = 0u; j < TN; j++)
+                    acc[row + j] += dot(xs, wq[j]);
             }
         }
     }
 
-    // Epilogue: the columns' destinations once, then row by row in a loop
-    // that is not unrolled; the accumulators shift up a row per trip. (Fully
-    // unrolled, the stores made pipeline creation take seconds on lavapipe.)
+    // Epilogue: the columns' destinations once, then row i of every group
+    // per trip of a loop that is not unrolled; each group's accumulators
+    // shift up a row per trip. (Fully unrolled, the stores made pipeline
+    // creation take seconds on lavapipe.)
     Column cols[TN];
     [[unroll]] for (uint j = 0u; j < TN; j++)
         cols[j] = column(min(n_first + j, pc.n_end - 1u));
-    [[dont_unroll]] for (uint i = 0u; i < TM; i++) {
-        uint m = m_first + i;
-        if (m >= pc.m_end)
-            break;
-        [[unroll]] for (uint j = 0u; j < TN; j += 2u) {
-            uint n = n_first + j;
-            if (n < pc.n_end)
-                y_store_pair_at(m, cols[j], cols[j + 1u], vec2(acc[j], acc[j + 1u]),
-                                n + 1u < pc.n_end);
+    [[dont_unroll]] for (uint i = 0u; i < SUBGROUP_SIZE; i++) {
+        [[unroll]] for (uint g = 0u; g < ROW_GROUPS; g++) {
+            uint m = m_first + g * SUBGROUP_SIZE + i;
+            uint row = g * SUBGROUP_SIZE * TN;
+            if (m < pc.m_end) {
+                [[unroll]] for (uint j = 0u; j < TN; j += 2u) {
+                    uint n = n_first + j;
+                    if (n < pc.n_end)
+                        y_store_pair_at(m, cols[j], cols[j + 1u],
+                                        vec2(acc[row + j], acc[row + j + 1u]), n + 1u < pc.n_end);
+                }
+            }
+            [[unroll]] for (uint r = 0u; r + 1u < SUBGROUP_SIZE; r++)
+                [[unroll]] for (uint j = 0u; j < TN; j++)
+                    acc[row + r * TN + j] = acc[row + (r + 1u) * TN + j];
         }
-        [[unroll]] for (uint r = 0u; r + 1u < TM; r++)
-            [[unroll]] for (uint j = 0u; j < TN; j++)
-                acc[r * TN + j] = acc[(r + 1u) * TN + j];
     }
 }

@@ -383,7 +383,7 @@ vkattn_result vkattn_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cm
                            "(vkattn_kv_step_record)");
     vkattn_linear_problem p;
     TRY(validate(ctx, args, segment_names, &p));
-    return vkattn_linear_record(ctx, cmd, &p);
+    return vkattn_linear_record(ctx, cmd, &p, NULL);
 }
 
 static vkattn_result check_offset16(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
@@ -395,14 +395,9 @@ static vkattn_result check_offset16(vkattn_context *ctx, const vkattn_tensor *t,
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
-                                const vkattn_linear_args *args)
+vkattn_result vkattn_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_args *args,
+                                          vkattn_linear_problem *p)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!cmd || !args)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear: %s is NULL",
-                           !cmd ? "cmd" : "args");
     /* y's own shape checks, then y viewed as [B, 1, T, N] (one head of N). */
     vkattn_tensor x, w, y;
     TRY(vkattn_tensor_resolve(ctx, &args->x, "args->x", &x));
@@ -444,9 +439,20 @@ vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
     memcpy(d->shape, shape, sizeof shape);
     memcpy(d->strides, strides, sizeof strides);
     static const char *const names[] = {"args->y"};
+    return validate(ctx, &s, names, p);
+}
+
+vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
+                                const vkattn_linear_args *args)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!cmd || !args)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear: %s is NULL",
+                           !cmd ? "cmd" : "args");
     vkattn_linear_problem p;
-    TRY(validate(ctx, &s, names, &p));
-    return vkattn_linear_record(ctx, cmd, &p);
+    TRY(vkattn_linear_problem_plain(ctx, args, &p));
+    return vkattn_linear_record(ctx, cmd, &p, NULL);
 }
 
 vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args)

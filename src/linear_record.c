@@ -1,5 +1,6 @@
-/* Recording of the linear op: kernel family and tile sizes per device, and
- * the split of the work into dispatches whose binding windows fit.
+/* Recording of the linear op: the kernel variant of a configuration's plan
+ * (linear_config.c), its input bindings, and the split of the work into
+ * dispatches whose binding windows fit.
  *
  * Every dispatch covers rows [m0, m1) of x and output columns [n0, n1); its
  * bindings are windows over just the elements those touch. Kernels index with
@@ -11,16 +12,14 @@
 
 #include <string.h>
 
-enum { FAM_SG, FAM_SH, FAM_GEMV_SG, FAM_GEMV_SH, FAM_COUNT };
-enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_COUNT };
-
-/* Up to this many rows go to the GEMV kernels (bandwidth-bound on W). */
-#define GEMV_MAX_ROWS 8u
+/* Shader input modes (INPUT_MODE of shaders/linear_io.glsl). */
+enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
 
 #define KIND_f32 VKATTN_STORAGE_F32
 #define KIND_f16 VKATTN_STORAGE_F16
 #define KIND_f16p VKATTN_STORAGE_F16P
 #define IN_tex VKATTN_BINDING_TEXEL
+#define IN_texp VKATTN_BINDING_TEXEL
 #define IN_vec VKATTN_BINDING_STORAGE
 #define IN_sca VKATTN_BINDING_STORAGE
 
@@ -44,7 +43,21 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_COUNT };
             LINEAR_KERNEL(fam, mode, full, f16p, f32),                                       \
             LINEAR_KERNEL(fam, mode, full, f16p, f16p)                                       \
     }
+/* texp exists where an operand is f16 (f32 x f32 reads like tex). */
+#define LINEAR_KERNELS_TEXP(fam, full)                                                       \
+    {                                                                                        \
+        LINEAR_KERNEL(fam, texp, full, f32, f16), LINEAR_KERNEL(fam, texp, full, f32, f16p), \
+            LINEAR_KERNEL(fam, texp, full, f16, f32),                                        \
+            LINEAR_KERNEL(fam, texp, full, f16, f16),                                        \
+            LINEAR_KERNEL(fam, texp, full, f16p, f32),                                       \
+            LINEAR_KERNEL(fam, texp, full, f16p, f16p)                                       \
+    }
 #define LINEAR_FAMILY(fam, full)                                                             \
+    {                                                                                        \
+        [MODE_TEX] = LINEAR_KERNELS(fam, tex, full), [MODE_VEC] = LINEAR_KERNELS(fam, vec, full), \
+        [MODE_SCA] = LINEAR_KERNELS(fam, sca, full), [MODE_TEXP] = LINEAR_KERNELS_TEXP(fam, full) \
+    }
+#define LINEAR_FAMILY_NO_TEXP(fam, full)                                                     \
     {                                                                                        \
         [MODE_TEX] = LINEAR_KERNELS(fam, tex, full), [MODE_VEC] = LINEAR_KERNELS(fam, vec, full), \
         [MODE_SCA] = LINEAR_KERNELS(fam, sca, full)                                          \
@@ -74,93 +87,18 @@ typedef struct linear_push {
 
 _Static_assert(sizeof(linear_push) == 128, "linear push constants must fit 128 bytes");
 
-static const vkattn_kernel linear_kernels[FAM_COUNT][MODE_COUNT][3][3] = {
-    [FAM_SG] = LINEAR_FAMILY(sg, true),
-    [FAM_SH] = LINEAR_FAMILY(sh, false),
-    [FAM_GEMV_SG] = LINEAR_FAMILY(gemvsg, true),
-    [FAM_GEMV_SH] = LINEAR_FAMILY(gemvsh, false),
+/* [family][mode][x storage][w storage]; entries without SPIR-V (texp of the
+ * shared-memory GEMM, texp of f32 x f32) are never chosen. */
+static const vkattn_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][3][3] = {
+    [LINEAR_FAM_SG] = LINEAR_FAMILY(sg, true),
+    [LINEAR_FAM_SH] = LINEAR_FAMILY_NO_TEXP(sh, false),
+    [LINEAR_FAM_GEMV_SG] = LINEAR_FAMILY(gemvsg, true),
+    [LINEAR_FAM_GEMV_SH] = LINEAR_FAMILY(gemvsh, false),
 };
 
 /* Specialization constant id of the pool-segment mask (linear_io.glsl); the
  * families' own constants use ids 0..5. */
 #define SPEC_POOLS 6
-
-/* The kernel family, its constants and the work one workgroup covers. */
-typedef struct linear_config {
-    int family;
-    uint32_t spec[SPEC_POOLS + 1]; /* unused ids stay 0 (a shader ignores them) */
-    uint32_t spec_count;
-    uint64_t tile_m, tile_n; /* rows / columns of y per workgroup */
-    uint64_t max_rows;       /* rows one dispatch may cover */
-    uint64_t max_cols;
-} linear_config;
-
-static uint32_t pow2_at_most(uint32_t v)
-{
-    uint32_t p = 1;
-    while (p * 2 <= v)
-        p *= 2;
-    return p;
-}
-
-/* Tile sizes from the device's limits (see the shaders for their meaning). */
-static void choose_config(const vkattn_context *ctx, uint64_t M, linear_config *c)
-{
-    const vkattn_device_info *in = &ctx->info;
-    uint32_t sg = in->subgroup_size ? in->subgroup_size : 1;
-    uint32_t max_wg = in->max_workgroup_invocations < in->max_workgroup_size[0]
-                          ? in->max_workgroup_invocations : in->max_workgroup_size[0];
-    bool gemv = M <= GEMV_MAX_ROWS;
-    memset(c, 0, sizeof *c);
-    if (gemv) {
-        uint32_t mr = 1;
-        while (mr < M)
-            mr *= 2;
-        if (in->subgroup_kernels) {
-            /* Four subgroups per workgroup, 4 W rows per subgroup, K split
-             * across its lanes, 4 vec4 steps per loop trip. */
-            uint32_t wg = sg * 4 <= max_wg ? sg * 4 : sg;
-            c->family = FAM_GEMV_SG;
-            c->spec_count = 5;
-            memcpy(c->spec, (uint32_t[]){wg, sg, mr, 4, 4}, 5 * sizeof(uint32_t));
-            c->tile_n = (uint64_t)(wg / sg) * 4;
-        } else {
-            /* One workgroup per 2 W rows, K split across it, a shared-memory
-             * tree reduction (power-of-two size). */
-            uint32_t wg = pow2_at_most(max_wg < 128 ? max_wg : 128);
-            c->family = FAM_GEMV_SH;
-            c->spec_count = 5;
-            memcpy(c->spec, (uint32_t[]){wg, sg, mr, 2, 2}, 5 * sizeof(uint32_t));
-            c->tile_n = 2;
-        }
-        c->tile_m = mr;
-        c->max_rows = mr;
-    } else if (in->subgroup_kernels) {
-        /* Workgroup of 32 invocations (whole subgroups); a subgroup owns 32
-         * rows (4 row groups of 8 on lavapipe), each lane 4 columns. */
-        uint32_t wg = sg >= 32 ? sg : 32 / sg * sg;
-        uint32_t groups = sg >= 32 ? 1 : 32 / sg, tn = 4;
-        c->family = FAM_SG;
-        c->spec_count = 4;
-        memcpy(c->spec, (uint32_t[]){wg, sg, groups, tn}, 4 * sizeof(uint32_t));
-        c->tile_m = (uint64_t)groups * sg;
-        c->tile_n = (uint64_t)wg * tn;
-    } else {
-        /* 128x128 blocks and 8x8 register tiles where workgroups of 256 and
-         * 20 KiB of shared memory are available (GPUs); 32x32 and 4x4
-         * otherwise. BK = 16. */
-        bool big = max_wg >= 256 && in->max_shared_memory >= 32768 && sg >= 16;
-        uint32_t bm = big ? 128 : 32, t = big ? 8 : 4, wg = (bm / t) * (bm / t);
-        c->family = FAM_SH;
-        c->spec_count = 6;
-        memcpy(c->spec, (uint32_t[]){wg, bm, bm, 16, t, t}, 6 * sizeof(uint32_t));
-        c->tile_m = bm;
-        c->tile_n = bm;
-    }
-    if (!gemv)
-        c->max_rows = c->tile_m * in->max_workgroup_count[1];
-    c->max_cols = c->tile_n * in->max_workgroup_count[0];
-}
 
 /* ------------------------------------------------------------- windows */
 
@@ -223,14 +161,19 @@ static void chunk_spans(const vkattn_linear_problem *p, uint64_t m0, uint64_t m1
     }
 }
 
-static bool window_fits(const vkattn_context *ctx, const vkattn_tensor *t, span s, bool texel)
+/* How one tensor is bound: a storage window, a texel view of 4 elements of
+ * its dtype (rgba32f / rgba16f), or a uint view of 8 halves per texel. */
+enum { BIND_STORAGE, BIND_TEXEL, BIND_PACKED };
+
+static bool window_fits(const vkattn_context *ctx, const vkattn_tensor *t, span s, int kind)
 {
-    if (texel && !t->buffer->texel_ok) /* a host buffer without uniform-texel usage */
+    if (kind != BIND_STORAGE && !t->buffer->texel_ok) /* a host buffer without uniform-texel usage */
         return false;
     uint64_t es = vkattn_dtype_size(t->dtype);
     uint64_t off = t->offset + s.lo * es, bytes = (s.hi - s.lo) * es;
-    if (texel) {
-        uint64_t texel_bytes = 4 * es, align = ctx->info.min_texel_buffer_offset_alignment;
+    if (kind != BIND_STORAGE) {
+        uint64_t texel_bytes = kind == BIND_PACKED ? 16 : 4 * es;
+        uint64_t align = ctx->info.min_texel_buffer_offset_alignment;
         if (align < texel_bytes)
             align = texel_bytes;
         uint64_t limit = vkattn_min_u64(ctx->info.max_texel_buffer_elements, 1ull << 30);
@@ -243,26 +186,35 @@ static bool window_fits(const vkattn_context *ctx, const vkattn_tensor *t, span 
     return vkattn_align_up(off - vkattn_align_down(off, align) + bytes, 4) <= limit;
 }
 
+/* The binding kinds of x and w in a shader input mode. */
+static int input_kind(int mode, vkattn_dtype dt)
+{
+    if (mode == MODE_TEXP)
+        return dt == VKATTN_DTYPE_F16 ? BIND_PACKED : BIND_TEXEL;
+    return mode == MODE_TEX ? BIND_TEXEL : BIND_STORAGE;
+}
+
 /* Checks every dispatch of a split into mc rows x nc columns. Returns -1 when
  * all windows fit, else which chunk size to cut: 0 rows, 1 columns. */
-static int split_check(const vkattn_context *ctx, const vkattn_linear_problem *p, bool texel,
+static int split_check(const vkattn_context *ctx, const vkattn_linear_problem *p, int mode,
                        uint64_t mc, uint64_t nc)
 {
+    int kx = input_kind(mode, p->x.dtype), kw = input_kind(mode, p->w.dtype);
     for (uint64_t m0 = 0; m0 < p->M; m0 += mc)
         for (uint64_t n0 = 0; n0 < p->N; n0 += nc) {
             uint64_t m1 = vkattn_min_u64(m0 + mc, p->M), n1 = vkattn_min_u64(n0 + nc, p->N);
             span s[SPAN_COUNT];
             uint64_t row_part[3] = {0};
             chunk_spans(p, m0, m1, n0, n1, s, row_part);
-            if (!window_fits(ctx, &p->x, s[SPAN_X], texel))
+            if (!window_fits(ctx, &p->x, s[SPAN_X], kx))
                 return 0;
-            if (!window_fits(ctx, &p->w, s[SPAN_W], texel))
+            if (!window_fits(ctx, &p->w, s[SPAN_W], kw))
                 return 1;
-            if (s[SPAN_B].used && !window_fits(ctx, &p->b, s[SPAN_B], false))
+            if (s[SPAN_B].used && !window_fits(ctx, &p->b, s[SPAN_B], BIND_STORAGE))
                 return 1;
             for (uint32_t i = 0; i < p->segment_count; i++)
                 if (s[SPAN_DST + i].used && !(p->pool_segments & (1u << i)) &&
-                    !window_fits(ctx, &p->dst[i], s[SPAN_DST + i], false))
+                    !window_fits(ctx, &p->dst[i], s[SPAN_DST + i], BIND_STORAGE))
                     return 2 * row_part[i] >= s[SPAN_DST + i].hi - s[SPAN_DST + i].lo ? 0 : 1;
         }
     return -1;
@@ -279,14 +231,14 @@ static uint64_t halve(uint64_t v, uint64_t tile, uint64_t granule)
 
 /* Finds chunk sizes (*mc rows, *nc columns) whose windows all fit. */
 static bool split_find(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                       const linear_config *c, bool texel, uint64_t *mc, uint64_t *nc)
+                       const vkattn_linear_plan *c, int mode, uint64_t *mc, uint64_t *nc)
 {
     *mc = vkattn_min_u64(p->M, c->max_rows);
     *nc = vkattn_min_u64(p->N, c->max_cols);
     if (*nc < p->N) /* even: a packed-f16 word never spans two dispatches' columns */
         *nc = *nc / 2 * 2;
     for (int iter = 0; iter < 256; iter++) {
-        int cut = split_check(ctx, p, texel, *mc, *nc);
+        int cut = split_check(ctx, p, mode, *mc, *nc);
         if (cut < 0)
             return true;
         if (cut == 0 && *mc > 1)
@@ -303,52 +255,101 @@ static bool split_find(const vkattn_context *ctx, const vkattn_linear_problem *p
 
 /* ------------------------------------------------------------- record */
 
-static vkattn_result bind(vkattn_context *ctx, const vkattn_tensor *t, span s, bool texel,
+static vkattn_result bind(vkattn_context *ctx, const vkattn_tensor *t, span s, int kind,
                           vkattn_binding *b, uint32_t *base)
 {
     size_t es = vkattn_dtype_size(t->dtype);
     uint32_t first = 0;
-    vkattn_result r =
-        texel ? vkattn_bind_texel_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es,
-                                         t->dtype, b, &first)
-              : vkattn_bind_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es, es,
-                                   b, &first);
+    vkattn_result r;
+    if (kind == BIND_PACKED) {
+        /* 16-byte texels over the halves: a float view's window, read as uint */
+        r = vkattn_bind_texel_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es,
+                                     VKATTN_DTYPE_F32, b, &first);
+        b->format = VK_FORMAT_R32G32B32A32_UINT;
+        first *= 2; /* floats -> halves */
+    } else if (kind == BIND_TEXEL) {
+        r = vkattn_bind_texel_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es,
+                                     t->dtype, b, &first);
+    } else {
+        r = vkattn_bind_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es, es, b,
+                               &first);
+    }
     *base = first - (uint32_t)s.lo; /* wraps: see the top of this file */
     return r;
 }
 
-/* x and w rows may be fetched 4 elements at a time (texel or vec4). */
-static bool rows_aligned(const vkattn_linear_problem *p)
+/* x and w rows may be fetched `n` elements at a time (n = 4: texel or vec4;
+ * n = 8: packed halves, required of the f16 operands only). */
+static bool rows_aligned(const vkattn_linear_problem *p, uint64_t n)
 {
     uint64_t xe = p->x.offset / vkattn_dtype_size(p->x.dtype);
     uint64_t we = p->w.offset / vkattn_dtype_size(p->w.dtype);
-    return p->K % 4 == 0 && xe % 4 == 0 && we % 4 == 0 && p->x_sb % 4 == 0 &&
-           p->x_st % 4 == 0 && p->w_sn % 4 == 0;
+    uint64_t nx = p->x.dtype == VKATTN_DTYPE_F16 ? n : 4, nw = p->w.dtype == VKATTN_DTYPE_F16 ? n : 4;
+    return p->K % n == 0 && xe % nx == 0 && p->x_sb % nx == 0 && p->x_st % nx == 0 &&
+           we % nw == 0 && p->w_sn % nw == 0;
+}
+
+static bool has_kernel(const vkattn_context *ctx, const vkattn_linear_problem *p, uint32_t family,
+                       int mode)
+{
+    return linear_kernels[family][mode][vkattn_storage_kind(ctx, p->x.dtype)]
+                         [vkattn_storage_kind(ctx, p->w.dtype)].spirv != NULL;
+}
+
+/* The shader input mode and the split for a plan: the preferred binding
+ * where alignment allows and its windows fit in no more dispatches than
+ * storage windows need, else storage (vec4 loads where rows are aligned). */
+static bool choose_mode(vkattn_context *ctx, const vkattn_linear_problem *p,
+                        const vkattn_linear_plan *c, int *mode, uint64_t *mc, uint64_t *nc)
+{
+    *mode = rows_aligned(p, 4) ? MODE_VEC : MODE_SCA;
+    if (!split_find(ctx, p, c, *mode, mc, nc))
+        return false;
+    if (c->input == LINEAR_INPUT_STORAGE || !ctx->info.texel_inputs || *mode != MODE_VEC)
+        return true;
+    uint64_t dispatches = vkattn_div_up64(p->M, *mc) * vkattn_div_up64(p->N, *nc);
+    int tries[2] = {MODE_TEXP, MODE_TEX};
+    for (int i = c->input == LINEAR_INPUT_TEXEL_PACKED ? 0 : 1; i < 2; i++) {
+        uint64_t tmc, tnc;
+        if (tries[i] == MODE_TEXP && !rows_aligned(p, 8))
+            continue;
+        if (!has_kernel(ctx, p, c->family, tries[i]) || !split_find(ctx, p, c, tries[i], &tmc, &tnc))
+            continue;
+        if (vkattn_div_up64(p->M, tmc) * vkattn_div_up64(p->N, tnc) <= dispatches) {
+            *mode = tries[i];
+            *mc = tmc;
+            *nc = tnc;
+            return true;
+        }
+    }
+    return true;
 }
 
 vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
-                                   const vkattn_linear_problem *p)
+                                   const vkattn_linear_problem *p, const vkattn_linear_config *cfg)
 {
-    linear_config c;
-    choose_config(ctx, p->M, &c);
-    int mode = rows_aligned(p) ? MODE_VEC : MODE_SCA;
+    vkattn_linear_config chosen;
+    if (!cfg) {
+        vkattn_linear_config_choose(ctx, p, &chosen);
+        cfg = &chosen;
+    } else if (!vkattn_linear_config_valid(ctx, p, cfg)) {
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                           "linear: configuration (family %u, input %u, preset %u) cannot run "
+                           "%llux%llux%llu on this device", cfg->family, cfg->input, cfg->preset,
+                           (unsigned long long)p->M, (unsigned long long)p->N,
+                           (unsigned long long)p->K);
+    }
+    vkattn_linear_plan c;
+    vkattn_linear_plan_make(ctx, p, cfg, &c);
+    int mode;
     uint64_t mc, nc;
-    if (!split_find(ctx, p, &c, false, &mc, &nc))
+    if (!choose_mode(ctx, p, &c, &mode, &mc, &nc))
         return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "linear: no split of %llux%llux%llu fits the device's "
                            "maxStorageBufferRange %llu (a single row is too long)",
                            (unsigned long long)p->M, (unsigned long long)p->N,
                            (unsigned long long)p->K,
                            (unsigned long long)ctx->info.max_storage_buffer_range);
-    /* Texel inputs where the windows fit without more dispatches. */
-    uint64_t tmc, tnc;
-    if (mode == MODE_VEC && ctx->info.texel_inputs && split_find(ctx, p, &c, true, &tmc, &tnc) &&
-        vkattn_div_up64(p->M, tmc) * vkattn_div_up64(p->N, tnc) <=
-            vkattn_div_up64(p->M, mc) * vkattn_div_up64(p->N, nc)) {
-        mode = MODE_TEX;
-        mc = tmc;
-        nc = tnc;
-    }
     const vkattn_kernel *kernel = &linear_kernels[c.family][mode][vkattn_storage_kind(ctx, p->x.dtype)]
                                                  [vkattn_storage_kind(ctx, p->w.dtype)];
     vkattn_pipeline *pipeline;
@@ -390,7 +391,8 @@ vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
         push.batch = p->batch;
         push.table_width = p->cache->table_width;
     }
-    bool texel = mode == MODE_TEX;
+    int kx = input_kind(mode, p->x.dtype), kw = input_kind(mode, p->w.dtype);
+    bool gemv = c.family == LINEAR_FAM_GEMV_SG || c.family == LINEAR_FAM_GEMV_SH;
     bool first = true;
     for (uint64_t m0 = 0; m0 < p->M; m0 += mc)
         for (uint64_t n0 = 0; n0 < p->N; n0 += nc) {
@@ -399,11 +401,11 @@ vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
             uint64_t row_part[3];
             chunk_spans(p, m0, m1, n0, n1, s, row_part);
             vkattn_binding b[7];
-            r = bind(ctx, &p->x, s[SPAN_X], texel, &b[0], &push.x_base);
+            r = bind(ctx, &p->x, s[SPAN_X], kx, &b[0], &push.x_base);
             if (r == VKATTN_SUCCESS)
-                r = bind(ctx, &p->w, s[SPAN_W], texel, &b[1], &push.w_base);
+                r = bind(ctx, &p->w, s[SPAN_W], kw, &b[1], &push.w_base);
             if (r == VKATTN_SUCCESS)
-                r = s[SPAN_B].used ? bind(ctx, &p->b, s[SPAN_B], false, &b[2], &push.b_base)
+                r = s[SPAN_B].used ? bind(ctx, &p->b, s[SPAN_B], BIND_STORAGE, &b[2], &push.b_base)
                                    : vkattn_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &b[2]);
             if (r == VKATTN_SUCCESS && p->cache)
                 b[6] = p->meta;
@@ -412,7 +414,8 @@ vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
             int used = -1;
             for (uint32_t i = 0; i < 3 && r == VKATTN_SUCCESS; i++)
                 if (i < p->segment_count && s[SPAN_DST + i].used) {
-                    r = bind(ctx, &p->dst[i], s[SPAN_DST + i], false, &b[3 + i], &push.seg[i].base);
+                    r = bind(ctx, &p->dst[i], s[SPAN_DST + i], BIND_STORAGE, &b[3 + i],
+                             &push.seg[i].base);
                     used = (int)i;
                 }
             if (r != VKATTN_SUCCESS)
@@ -427,13 +430,13 @@ vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
             push.m_end = (uint32_t)m1;
             push.n0 = (uint32_t)n0;
             push.n_end = (uint32_t)n1;
-            uint32_t gx = (uint32_t)vkattn_div_up64(n1 - n0, c.tile_n);
-            uint32_t gy = c.family == FAM_GEMV_SG || c.family == FAM_GEMV_SH
-                              ? 1 : (uint32_t)vkattn_div_up64(m1 - m0, c.tile_m);
+            uint32_t col_blocks = (uint32_t)vkattn_div_up64(n1 - n0, c.tile_n);
+            uint32_t row_blocks = gemv ? 1 : (uint32_t)vkattn_div_up64(m1 - m0, c.tile_m);
             if (!first) /* windows of consecutive dispatches may overlap */
                 vkattn_cmd_compute_barrier(ctx, cmd);
             first = false;
-            r = vkattn_cmd_dispatch(ctx, cmd, pipeline, b, &push, gx, gy, 1);
+            r = c.rows_in_x ? vkattn_cmd_dispatch(ctx, cmd, pipeline, b, &push, row_blocks, col_blocks, 1)
+                            : vkattn_cmd_dispatch(ctx, cmd, pipeline, b, &push, col_blocks, row_blocks, 1);
             if (r != VKATTN_SUCCESS)
                 return r;
         }
