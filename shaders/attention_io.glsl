@@ -1,17 +1,23 @@
 // Bindings, push constants and masking helpers shared by the attention
-// kernels (attention_sg.comp, attention_sm.comp, attention_weights.comp).
+// kernels (attention_*.comp, kv_attention_*.comp).
 //
 // q, k, v (and out) are read and written four elements at a time: the API
 // requires contiguous rows, strides that are multiples of 4 and offsets that
 // are multiples of 16 bytes, so every row starts on a 4-element boundary and
-// indices in these helpers count vec4s ("texels") from the binding's start.
+// indices in these helpers count vec4s ("quads") from the binding's start.
 // Input storage, chosen per variant by -D Q_DT=... KV_DT=... O_DT=...:
-//   tex   uniform texel buffer, an rgba32f or rgba16f view by dtype (the
-//         hardware converts; vectorised gathers on lavapipe, the texture
-//         cache on GPUs)
-//   f32   vec4[]
-//   f16   f16vec4[]  (16-bit storage)
-//   f16p  uvec2[], four halves in two words (every device)
+//   tex32  uniform texel buffer, an rgba32f view of f32 data
+//   tex16  uniform texel buffer, an rgba32ui view of f16 data: one fetch
+//          brings eight halves, unpacked here (on lavapipe a texel fetch is
+//          a call costing about the same whatever the format, and an
+//          rgba16f view streamed 3.5x slower than this one); the view starts
+//          on a 16-byte texel, so quad i is half of texel i / 2
+//   f32    vec4[]
+//   f16    f16vec4[]  (16-bit storage)
+//   f16p   uvec2[], four halves in two words (every device)
+// load8(i) reads quads i and i + 1 (the subgroup kernels' unit); with tex16
+// i must be even: the host binds tex16 inputs to those kernels only when
+// every row and stride falls on 8 elements.
 // The storage names are pasted into macro names, so they must never be
 // #defined themselves.
 #ifndef VKATTN_ATTENTION_IO_GLSL
@@ -21,21 +27,46 @@
 #extension GL_EXT_shader_16bit_storage : require
 #endif
 
-#define DECLARE_IN4_tex(binding_, name_)                                            \
+#define DECLARE_IN4_tex32(binding_, name_)                                          \
     layout(set = 0, binding = binding_) uniform samplerBuffer name_##_tex;         \
-    vec4 name_##_load4(uint i) { return texelFetch(name_##_tex, int(i)); }
+    vec4 name_##_load4(uint i) { return texelFetch(name_##_tex, int(i)); }         \
+    void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
+        lo = texelFetch(name_##_tex, int(i));                                        \
+        hi = texelFetch(name_##_tex, int(i + 1u));                                   \
+    }
+
+#define DECLARE_IN4_tex16(binding_, name_)                                          \
+    layout(set = 0, binding = binding_) uniform usamplerBuffer name_##_tex;        \
+    vec4 name_##_load4(uint i) {                                                     \
+        uvec4 w = texelFetch(name_##_tex, int(i >> 1u));                             \
+        uvec2 h = (i & 1u) != 0u ? w.zw : w.xy;                                      \
+        return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));                       \
+    }                                                                                \
+    void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
+        uvec4 w = texelFetch(name_##_tex, int(i >> 1u));                             \
+        lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));                         \
+        hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));                         \
+    }
 
 #define DECLARE_IN4_f32(binding_, name_)                                            \
     layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {   \
         vec4 name_##_data[];                                                         \
     };                                                                               \
-    vec4 name_##_load4(uint i) { return name_##_data[i]; }
+    vec4 name_##_load4(uint i) { return name_##_data[i]; }                         \
+    void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
+        lo = name_##_data[i];                                                        \
+        hi = name_##_data[i + 1u];                                                   \
+    }
 
 #define DECLARE_IN4_f16(binding_, name_)                                            \
     layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {   \
         f16vec4 name_##_data[];                                                      \
     };                                                                               \
-    vec4 name_##_load4(uint i) { return vec4(name_##_data[i]); }
+    vec4 name_##_load4(uint i) { return vec4(name_##_data[i]); }                   \
+    void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
+        lo = vec4(name_##_data[i]);                                                  \
+        hi = vec4(name_##_data[i + 1u]);                                             \
+    }
 
 #define DECLARE_IN4_f16p(binding_, name_)                                           \
     layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {   \
@@ -44,6 +75,10 @@
     vec4 name_##_load4(uint i) {                                                     \
         uvec2 w = name_##_data[i];                                                   \
         return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));                       \
+    }                                                                                \
+    void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
+        lo = name_##_load4(i);                                                       \
+        hi = name_##_load4(i + 1u);                                                  \
     }
 
 // Outputs: one invocation writes all four elements of a vec4, so packed

@@ -3,21 +3,30 @@
 // constant lanes (LAVAPIPE.md: much cheaper than per-lane loads there).
 //
 // A subgroup owns R consecutive rows (see attention_main.glsl) and walks the
-// visible keys in blocks of BC = SG * C:
+// visible keys in blocks of BC = SG * C. Inputs are read eight elements
+// ("an octet") at a time (load8, see attention_io.glsl):
 //   Q.K^T  lanes run along keys: lane l scores keys l, l + SG, ... of the
-//          block. Each lane fetches one vec4 chunk of every query row and
-//          hands it to the others by shuffles, so each K texel a lane fetches
-//          serves all R rows.
-//   P.V    lanes run along the head dimension: lane l owns output chunks
+//          block. Each lane fetches one octet of every query row and hands it
+//          to the others by shuffles, so each K octet a lane fetches serves
+//          all R rows.
+//   P.V    lanes run along the head dimension: lane l owns output octets
 //          l, l + SG, ... of every row, kept in registers across the keys;
 //          each key's probabilities are shuffled in from the lane that
 //          scored it.
 // Running max and sum are fp32, in the log2 domain (exp2 with the softmax
 // scale and log2(e) folded into the scores). Causally hidden key blocks are
-// never visited; only blocks that straddle a boundary pay for masking.
-// On lavapipe all the loops of an invocation stop after 65535 iterations in
-// total (LP_MAX_TGSI_LOOP_ITERATIONS): a block costs DC / SG + C + 1 of them,
-// so one row tile can walk about 150K keys at D 128 (95K at D 256).
+// never visited.
+//
+// How lavapipe runs this (measured, see LAVAPIPE.md): every `if` executes
+// both ways under an execution mask (only loops branch), so the rarely
+// needed mask and padding loads are compiled in only when MASKS is set; a
+// texel fetch is a call that clobbers every vector register, so each loop
+// body fetches all its operands first and computes afterwards; a loop-carried
+// value costs a select per iteration, so the accumulators are carried by as
+// few loops as possible. On lavapipe all the loops of an invocation stop
+// after 65535 iterations in total (LP_MAX_TGSI_LOOP_ITERATIONS): a block
+// costs D / (8 SG) + C + 1 of them, so one row tile can walk about 250K keys
+// at D 128.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -28,19 +37,26 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 32u;
-layout(constant_id = 1) const uint SG = 8u; // subgroup size (pipeline requires it)
-layout(constant_id = 2) const uint D = 128u; // head dimension, a multiple of 8
-layout(constant_id = 3) const uint R = 4u;   // rows per subgroup
-layout(constant_id = 4) const uint C = 4u;   // keys per lane per block
+layout(constant_id = 1) const uint SG = 8u;   // subgroup size (pipeline requires it)
+layout(constant_id = 2) const uint D = 128u;  // head dimension, a multiple of 8
+layout(constant_id = 3) const uint R = 16u;   // rows per subgroup
+layout(constant_id = 4) const uint C = 2u;    // keys per lane per block
+layout(constant_id = 5) const uint RB = 2u;   // rows per P.V register block (divides R)
+layout(constant_id = 6) const bool MASKS = false; // additive mask / key padding may be set
 
-const uint DC = D / 4u;                // vec4 chunks per row
-const uint CPL = (DC + SG - 1u) / SG;  // chunks per lane
-const uint BC = SG * C;                // keys per block
-const bool EVEN = DC % SG == 0u;       // every lane owns CPL whole chunks
+const uint DO = D / 8u;               // octets per row
+const uint OPL = (DO + SG - 1u) / SG; // output octets per lane
+const uint BC = SG * C;               // keys per block
+const bool EVEN = DO % SG == 0u;      // every lane owns OPL whole octets
 
 void main() {
     const uint lane = gl_SubgroupInvocationID;
-    const uint tile = gl_WorkGroupID.x * (WORKGROUP_SIZE / SG) + gl_SubgroupID;
+    // Workgroups alternate between the ends of the row range, so any
+    // contiguous run of them (lavapipe splits the grid into one chunk per
+    // thread) holds as many cheap early rows as expensive late ones.
+    const uint wx = gl_WorkGroupID.x, nx = gl_NumWorkGroups.x;
+    const uint group_index = (wx & 1u) == 0u ? wx / 2u : nx - 1u - wx / 2u;
+    const uint tile = group_index * (WORKGROUP_SIZE / SG) + gl_SubgroupID;
     const uint rows = pc.q_len * pc.heads;
     const uint row0 = tile * R;
     if (row0 >= rows)
@@ -49,72 +65,109 @@ void main() {
     const uint last_row = min(row0 + R, rows) - 1u;
 
     Row rw[R];
-    vec4 o[R][CPL];
+    vec4 o[R][OPL][2];
     float m[R], l[R];
     [[unroll]] for (uint r = 0u; r < R; r++) {
         rw[r] = row_info(min(row0 + r, last_row), batch, kv_head);
-        [[unroll]] for (uint t = 0u; t < CPL; t++)
-            o[r][t] = vec4(0.0);
+        [[unroll]] for (uint t = 0u; t < OPL; t++)
+            o[r][t][0] = o[r][t][1] = vec4(0.0);
         m[r] = NEG_INF;
         l[r] = 0.0;
     }
+    // This lane's octets of every query row, read once, scaled into the
+    // log2 domain.
+    vec4 q[R][OPL][2];
+    [[unroll]] for (uint r = 0u; r < R; r++)
+        [[unroll]] for (uint t = 0u; t < OPL; t++) {
+            q[r][t][0] = q[r][t][1] = vec4(0.0);
+            if (EVEN || lane + SG * t < DO) // ifs, not ?:, so loads stay in bounds
+                q_load8(rw[r].q + 2u * (lane + SG * t), q[r][t][0], q[r][t][1]);
+            q[r][t][0] *= pc.scale_log2;
+            q[r][t][1] *= pc.scale_log2;
+        }
 
     uint key_end, key_full;
     key_range(row0, last_row, key_end, key_full);
-    const bool masks = (pc.flags & (FLAG_MASK | FLAG_KEY_PADDING)) != 0u;
     const uint k_base = pc.k_off + batch * pc.k_sb + kv_head * pc.k_sh;
     const uint v_base = pc.v_off + batch * pc.v_sb + kv_head * pc.v_sh;
 
-    // Loops run over chunks (QK) and key groups (PV) without unrolling; only
-    // the loops over source lanes (shuffles need constant lanes) and over a
-    // lane's own output chunks (registers need constant indices) unroll.
-    // Fully unrolled kernels took lavapipe's JIT minutes to compile.
     for (uint j0 = 0u; j0 < key_end; j0 += BC) {
-        // ---- scores of this lane's keys j0 + lane + SG * ci
-        uint k_row[C];
-        [[unroll]] for (uint ci = 0u; ci < C; ci++)
-            k_row[ci] = k_base + min(j0 + lane + SG * ci, pc.kv_len - 1u) * pc.k_st;
+        // ---- scores: key group ci (keys j0 + SG * ci + kk) at a time. Every
+        // lane takes its octets of the SG keys' rows, forms its partial dot
+        // with each row, and a butterfly of shuffles adds the partials up
+        // and transposes them: lane kk ends with key kk's score.
         float s[R][C];
         [[unroll]] for (uint r = 0u; r < R; r++)
             [[unroll]] for (uint ci = 0u; ci < C; ci++)
                 s[r][ci] = 0.0;
-        [[dont_unroll]] for (uint c0 = 0u; c0 < DC; c0 += SG) {
-            // this lane's chunk c0 + lane of every row, handed around below
-            vec4 qc[R];
-            [[unroll]] for (uint r = 0u; r < R; r++) {
-                qc[r] = vec4(0.0);
-                if (EVEN || c0 + lane < DC) // ifs, not ?:, so loads stay in bounds
-                    qc[r] = q_load4(rw[r].q + c0 + lane);
-            }
-            [[unroll]] for (uint src = 0u; src < SG; src++) {
-                if (EVEN || c0 + src < DC) {
-                    vec4 kc[C];
-                    [[unroll]] for (uint ci = 0u; ci < C; ci++)
-                        kc[ci] = k_load4(k_row[ci] + c0 + src);
-                    [[unroll]] for (uint r = 0u; r < R; r++) {
-                        vec4 qv = subgroupShuffle(qc[r], src);
-                        [[unroll]] for (uint ci = 0u; ci < C; ci++)
-                            s[r][ci] += dot(qv, kc[ci]);
-                    }
+        [[dont_unroll]] for (uint ci = 0u; ci < C; ci++) {
+            vec4 k[SG][OPL][2];
+            [[unroll]] for (uint kk = 0u; kk < SG; kk++) {
+                const uint k_row = k_base + min(j0 + SG * ci + kk, pc.kv_len - 1u) * pc.k_st;
+                [[unroll]] for (uint t = 0u; t < OPL; t++) {
+                    k[kk][t][0] = k[kk][t][1] = vec4(0.0);
+                    if (EVEN || lane + SG * t < DO)
+                        k_load8(k_row + 2u * (lane + SG * t), k[kk][t][0], k[kk][t][1]);
                 }
             }
+            [[unroll]] for (uint r = 0u; r < R; r++) {
+                float part[64]; // SG of them (subgroups up to 64 lanes)
+                [[unroll]] for (uint kk = 0u; kk < 64u; kk++) {
+                    part[kk] = 0.0;
+                    if (kk >= SG)
+                        continue;
+                    float a = 0.0;
+                    [[unroll]] for (uint t = 0u; t < OPL; t++)
+                        [[unroll]] for (uint h = 0u; h < 2u; h++) {
+                            a = fma(q[r][t][h].x, k[kk][t][h].x, a);
+                            a = fma(q[r][t][h].y, k[kk][t][h].y, a);
+                            a = fma(q[r][t][h].z, k[kk][t][h].z, a);
+                            a = fma(q[r][t][h].w, k[kk][t][h].w, a);
+                        }
+                    part[kk] = a;
+                }
+                // SG vectors -> one: each stage pairs vectors n apart; lanes
+                // with bit n keep the second, the others the first, and each
+                // adds what its partner lane sent
+                [[unroll]] for (uint i = 0u; i < 6u; i++) {
+                    const uint n = 32u >> i; // constant once unrolled
+                    [[unroll]] for (uint v = 0u; v < 32u; v++)
+                        if (v < n && n < SG) {
+                            bool upper = (lane & n) != 0u;
+                            float keep = upper ? part[v + n] : part[v];
+                            float send = upper ? part[v] : part[v + n];
+                            part[v] = keep + subgroupShuffleXor(send, n);
+                        }
+                }
+                [[unroll]] for (uint cj = 0u; cj < C; cj++)
+                    if (cj == ci)
+                        s[r][cj] = part[0];
+            }
         }
+        // ---- hide causal and past-the-end keys by arithmetic (cheap); the
+        // additive mask and key padding only when compiled in
         [[unroll]] for (uint r = 0u; r < R; r++)
-            [[unroll]] for (uint ci = 0u; ci < C; ci++)
-                s[r][ci] *= pc.scale_log2;
-        // ---- masks, only where some key of the block may be hidden
-        if (masks || j0 + BC > key_full) {
-            [[unroll]] for (uint r = 0u; r < R; r++)
-                [[unroll]] for (uint ci = 0u; ci < C; ci++)
-                    s[r][ci] = masked_score(s[r][ci], rw[r], batch, j0 + lane + SG * ci);
-        }
+            [[unroll]] for (uint ci = 0u; ci < C; ci++) {
+                uint j = j0 + lane + SG * ci;
+                if (MASKS)
+                    s[r][ci] = masked_score(s[r][ci], rw[r], batch, j);
+                else if (int(j) > rw[r].last || j >= pc.kv_len)
+                    s[r][ci] = NEG_INF;
+            }
         // ---- online softmax; a row that has seen no visible key keeps
         // m = -inf, and m_safe = 0 keeps exp2(-inf - -inf) (NaN) away
         [[unroll]] for (uint r = 0u; r < R; r++) {
             float mx = s[r][0];
             [[unroll]] for (uint ci = 1u; ci < C; ci++)
                 mx = max(mx, s[r][ci]);
-            float m_new = max(m[r], subgroupMax(mx));
+            // butterfly of shuffles: lavapipe runs subgroupMax as a loop
+            // over the lanes, ten times the instructions
+            [[unroll]] for (uint i = 0u; i < 7u; i++) {
+                const uint n = 64u >> i;
+                if (n < SG)
+                    mx = max(mx, subgroupShuffleXor(mx, n));
+            }
+            float m_new = max(m[r], mx);
             float m_safe = m_new == NEG_INF ? 0.0 : m_new;
             float alpha = exp2(m[r] - m_safe);
             m[r] = m_new;
@@ -124,39 +177,44 @@ void main() {
                 sum += s[r][ci];
             }
             l[r] = l[r] * alpha + sum; // per-lane partial sums, added up at the end
-            [[unroll]] for (uint t = 0u; t < CPL; t++)
-                o[r][t] *= alpha;
+            [[unroll]] for (uint t = 0u; t < OPL; t++) {
+                o[r][t][0] *= alpha;
+                o[r][t][1] *= alpha;
+            }
         }
-        // ---- O += P V: key j0 + SG * ci + src was scored by lane src
+        // ---- O += P V: key j0 + SG * ci + src was scored by lane src.
         // Keys past key_end have p = 0 exactly and read a clamped (real) row
-        // of V, so the unrolled body needs no per-key condition: lavapipe
-        // turns every register written under a condition into a select. (As
-        // in any tiled kernel, a hidden key whose V row holds inf or NaN
-        // still poisons its block's rows: 0 * inf.)
+        // of V, so the body needs no per-key condition. (As in any tiled
+        // kernel, a hidden key whose V row holds inf or NaN still poisons
+        // its block's rows: 0 * inf.)
         const uint keys = min(BC, key_end - j0);
         [[dont_unroll]] for (uint ci = 0u; ci < C; ci++) {
             if (SG * ci >= keys)
                 break;
-            float pl[R]; // this lane's probabilities of key group ci
-            [[unroll]] for (uint r = 0u; r < R; r++) {
-                pl[r] = s[r][0];
-                [[unroll]] for (uint cj = 1u; cj < C; cj++)
-                    if (ci == cj)
-                        pl[r] = s[r][cj];
-            }
+            vec4 v[SG][OPL][2];
             [[unroll]] for (uint src = 0u; src < SG; src++) {
-                float p[R];
-                [[unroll]] for (uint r = 0u; r < R; r++)
-                    p[r] = subgroupShuffle(pl[r], src);
                 const uint v_row = v_base + min(j0 + SG * ci + src, pc.kv_len - 1u) * pc.v_st;
-                [[unroll]] for (uint t = 0u; t < CPL; t++) {
-                    uint c = lane + SG * t;
-                    vec4 vc = vec4(0.0);
-                    if (EVEN || c < DC)
-                        vc = v_load4(v_row + c);
-                    [[unroll]] for (uint r = 0u; r < R; r++)
-                        o[r][t] += p[r] * vc;
+                [[unroll]] for (uint t = 0u; t < OPL; t++) {
+                    v[src][t][0] = v[src][t][1] = vec4(0.0);
+                    if (EVEN || lane + SG * t < DO)
+                        v_load8(v_row + 2u * (lane + SG * t), v[src][t][0], v[src][t][1]);
                 }
+            }
+            [[unroll]] for (uint r0 = 0u; r0 < R; r0 += RB) {
+                float p[RB][SG];
+                [[unroll]] for (uint rr = 0u; rr < RB; rr++) {
+                    float pl = s[r0 + rr][0]; // this lane's probability of key group ci
+                    [[unroll]] for (uint cj = 1u; cj < C; cj++)
+                        if (ci == cj)
+                            pl = s[r0 + rr][cj];
+                    [[unroll]] for (uint src = 0u; src < SG; src++)
+                        p[rr][src] = subgroupShuffle(pl, src);
+                }
+                [[unroll]] for (uint t = 0u; t < OPL; t++)
+                    [[unroll]] for (uint h = 0u; h < 2u; h++)
+                        [[unroll]] for (uint src = 0u; src < SG; src++)
+                            [[unroll]] for (uint rr = 0u; rr < RB; rr++)
+                                o[r0 + rr][t][h] = fma(vec4(p[rr][src]), v[src][t][h], o[r0 + rr][t][h]);
             }
         }
     }
@@ -166,10 +224,12 @@ void main() {
         float total = subgroupAdd(l[r]);
         float inv = total > 0.0 ? 1.0 / total : 0.0;
         if (row0 + r <= last_row) {
-            [[unroll]] for (uint t = 0u; t < CPL; t++) {
+            [[unroll]] for (uint t = 0u; t < OPL; t++) {
                 uint c = lane + SG * t;
-                if (c < DC)
-                    o_store4(rw[r].o + c, o[r][t] * inv);
+                if (c < DO) {
+                    o_store4(rw[r].o + 2u * c, o[r][t][0] * inv);
+                    o_store4(rw[r].o + 2u * c + 1u, o[r][t][1] * inv);
+                }
             }
         }
     }

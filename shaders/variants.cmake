@@ -18,8 +18,9 @@ endforeach()
 # linear_*.comp: y = x W^T + b with a head-split store (src/linear.c).
 # Families: sg (subgroup GEMM), sh (shared-memory GEMM), gemvsg / gemvsh (few
 # rows, reduced with subgroupAdd / shared memory). Input modes: tex (texel
-# buffers), vec (storage, vec4 loads), sca (storage, scalar loads). x and y
-# share a storage type, w and b share one; f16 and f16p never meet.
+# buffers), vec (storage, vec4 loads), sca (storage, scalar loads), texp
+# (texel buffers, f16 operands as uint views of 8 halves). x and y share a
+# storage type, w and b share one; f16 and f16p never meet.
 foreach(fam sg sh gemvsg gemvsh)
   if(fam STREQUAL "sg")
     set(src linear_sg.comp)
@@ -34,17 +35,24 @@ foreach(fam sg sh gemvsg gemvsh)
     set(src linear_gemv.comp)
     set(famdefs GEMV_SUBGROUP=0)
   endif()
-  foreach(mode tex vec sca)
+  foreach(mode tex vec sca texp)
     if(mode STREQUAL "tex")
       set(modedef INPUT_MODE=0)
     elseif(mode STREQUAL "vec")
       set(modedef INPUT_MODE=1)
-    else()
+    elseif(mode STREQUAL "sca")
       set(modedef INPUT_MODE=2)
+    else()
+      set(modedef INPUT_MODE=3)
     endif()
     foreach(xdt f32 f16 f16p)
       foreach(wdt f32 f16 f16p)
         if((xdt STREQUAL "f16" AND wdt STREQUAL "f16p") OR (xdt STREQUAL "f16p" AND wdt STREQUAL "f16"))
+          continue()
+        endif()
+        # texp (texel inputs, f16 operands 8 halves per fetch): CPU-driver
+        # families only, and only where an operand is f16.
+        if(mode STREQUAL "texp" AND (fam STREQUAL "sh" OR (xdt STREQUAL "f32" AND wdt STREQUAL "f32")))
           continue()
         endif()
         set(extra "")
@@ -53,6 +61,12 @@ foreach(fam sg sh gemvsg gemvsh)
         endif()
         if(xdt STREQUAL "f16p")
           list(APPEND extra Y_PACKED=1)
+        endif()
+        if(mode STREQUAL "texp" AND NOT xdt STREQUAL "f32")
+          list(APPEND extra X_PACKED=1)
+        endif()
+        if(mode STREQUAL "texp" AND NOT wdt STREQUAL "f32")
+          list(APPEND extra W_PACKED=1)
         endif()
         vkattn_shader(linear_${fam}_${mode}_${xdt}_${wdt} ${src}
                       DEFINES ${famdefs} ${modedef} X_DT=${xdt} W_DT=${wdt} ${extra})
@@ -65,8 +79,8 @@ endforeach()
 # family): FlashAttention-2 forward; attention_weights.comp: the
 # probabilities, when asked for. Variants by q/out storage x k/v storage
 # (storage-buffer inputs; a device uses one f16 path, so f16 never meets
-# f16p), and by output storage alone for texel-buffer inputs (the rgba32f /
-# rgba16f view converts whatever the input dtype).
+# f16p), and for texel-buffer inputs by q/out storage x k/v dtype (rgba32f
+# views of f32 data, rgba32ui views of f16 data: see attention_io.glsl).
 foreach(q f32 f16 f16p)
   foreach(kv f32 f16 f16p)
     if((q STREQUAL "f16" AND kv STREQUAL "f16p") OR (q STREQUAL "f16p" AND kv STREQUAL "f16"))
@@ -84,15 +98,37 @@ foreach(q f32 f16 f16p)
                   DEFINES Q_DT=${q} KV_DT=${kv} ${extra})
   endforeach()
   set(extra "")
+  set(qtex tex16)
   if(q STREQUAL "f16")
     set(extra NEEDS_16BIT_STORAGE=1)
+  elseif(q STREQUAL "f32")
+    set(qtex tex32)
   endif()
-  foreach(family sg sm)
-    vkattn_shader(attention_${family}_tex_${q} attention_${family}.comp
-                  DEFINES Q_DT=tex KV_DT=tex O_DT=${q} ${extra})
+  foreach(kv f32 f16)
+    set(kvtex tex16)
+    if(kv STREQUAL "f32")
+      set(kvtex tex32)
+    endif()
+    foreach(family sg sm)
+      vkattn_shader(attention_${family}_tex_${q}_${kv} attention_${family}.comp
+                    DEFINES Q_DT=${qtex} KV_DT=${kvtex} O_DT=${q} ${extra})
+    endforeach()
   endforeach()
 endforeach()
-vkattn_shader(attention_weights_tex attention_weights.comp DEFINES Q_DT=tex KV_DT=tex)
+foreach(q f32 f16)
+  foreach(kv f32 f16)
+    set(qtex tex32)
+    set(kvtex tex32)
+    if(q STREQUAL "f16")
+      set(qtex tex16)
+    endif()
+    if(kv STREQUAL "f16")
+      set(kvtex tex16)
+    endif()
+    vkattn_shader(attention_weights_tex_${q}_${kv} attention_weights.comp
+                  DEFINES Q_DT=${qtex} KV_DT=${kvtex})
+  endforeach()
+endforeach()
 
 # kv_append.comp: K and V of a step copied into a KV cache's block pools.
 foreach(dt f32 f16 f16p)
@@ -107,7 +143,7 @@ endforeach()
 # family): attention over a KV cache through its block tables, writing either
 # the output (one split) or split-KV partial results, which
 # kv_attention_combine.comp merges. Variants as for attention_*: q/out storage
-# x cache storage, or texel inputs by q/out storage.
+# x cache storage, or texel inputs by q/out storage x cache dtype.
 foreach(q f32 f16 f16p)
   foreach(kv f32 f16 f16p)
     if((q STREQUAL "f16" AND kv STREQUAL "f16p") OR (q STREQUAL "f16p" AND kv STREQUAL "f16"))
@@ -123,12 +159,21 @@ foreach(q f32 f16 f16p)
     endforeach()
   endforeach()
   set(extra "")
+  set(qtex tex16)
   if(q STREQUAL "f16")
     set(extra NEEDS_16BIT_STORAGE=1)
+  elseif(q STREQUAL "f32")
+    set(qtex tex32)
   endif()
-  foreach(family sg sm)
-    vkattn_shader(kv_attention_${family}_tex_${q} kv_attention_${family}.comp
-                  DEFINES Q_DT=tex KV_DT=tex O_DT=${q} ${extra})
+  foreach(kv f32 f16)
+    set(kvtex tex16)
+    if(kv STREQUAL "f32")
+      set(kvtex tex32)
+    endif()
+    foreach(family sg sm)
+      vkattn_shader(kv_attention_${family}_tex_${q}_${kv} kv_attention_${family}.comp
+                    DEFINES Q_DT=${qtex} KV_DT=${kvtex} O_DT=${q} ${extra})
+    endforeach()
   endforeach()
   vkattn_shader(kv_attention_combine_${q} kv_attention_combine.comp DEFINES O_DT=${q} ${extra})
 endforeach()

@@ -82,89 +82,48 @@ _Static_assert(sizeof(weights_push) == 120, "weights_push mirrors attention_weig
 static const vkattn_kernel sg_storage[3][3] = STORAGE_TABLE(SG_STORAGE, 0);
 static const vkattn_kernel sm_storage[3][3] = STORAGE_TABLE(SM_STORAGE, 0);
 static const vkattn_kernel weights_storage[3][3] = STORAGE_TABLE(W_STORAGE, 0);
-/* Texel-buffer inputs, by output storage kind (the views convert inputs). */
-static const vkattn_kernel sg_texel[3] = {MAIN_KERNEL(sg, tex_f32, TEX, true),
-                                          MAIN_KERNEL(sg, tex_f16, TEX, true),
-                                          MAIN_KERNEL(sg, tex_f16p, TEX, true)};
-static const vkattn_kernel sm_texel[3] = {MAIN_KERNEL(sm, tex_f32, TEX, false),
-                                          MAIN_KERNEL(sm, tex_f16, TEX, false),
-                                          MAIN_KERNEL(sm, tex_f16p, TEX, false)};
-static const vkattn_kernel weights_texel = WEIGHTS_KERNEL(tex, TEX);
+/* Texel-buffer inputs (rgba32f views of f32 data, rgba32ui views of f16),
+ * by [q/out storage kind][k/v dtype is f16]. */
+#define TEXEL_TABLE(fam, full)                                                                  \
+    {                                                                                           \
+        [VKATTN_STORAGE_F32] = {MAIN_KERNEL(fam, tex_f32_f32, TEX, full),                       \
+                                MAIN_KERNEL(fam, tex_f32_f16, TEX, full)},                      \
+        [VKATTN_STORAGE_F16] = {MAIN_KERNEL(fam, tex_f16_f32, TEX, full),                       \
+                                MAIN_KERNEL(fam, tex_f16_f16, TEX, full)},                      \
+        [VKATTN_STORAGE_F16P] = {MAIN_KERNEL(fam, tex_f16p_f32, TEX, full),                     \
+                                 MAIN_KERNEL(fam, tex_f16p_f16, TEX, full)},                    \
+    }
+static const vkattn_kernel sg_texel[3][2] = TEXEL_TABLE(sg, true);
+static const vkattn_kernel sm_texel[3][2] = TEXEL_TABLE(sm, false);
+/* by [q dtype is f16][k dtype is f16] */
+static const vkattn_kernel weights_texel[2][2] = {
+    {WEIGHTS_KERNEL(tex_f32_f32, TEX), WEIGHTS_KERNEL(tex_f32_f16, TEX)},
+    {WEIGHTS_KERNEL(tex_f16_f32, TEX), WEIGHTS_KERNEL(tex_f16_f16, TEX)},
+};
 
 /* ------------------------------------------------------------ tile sizes */
 
-/* Subgroup family: rows per subgroup and keys per lane per block. Measured on
- * lavapipe (causal, Hq 32, Hkv 8, D 128, T 1024, interleaved with an FMA
- * probe): 16 rows x 4 keys ran 10-20% faster than 8 x 4 or 8 x 2, but takes
- * lavapipe's JIT ~4 s instead of ~1 s to compile, so it is kept for problems
- * large enough to repay that. Above D 128 the rows halve (live outputs). */
-#define SG_ROWS 8u
-#define SG_KEYS_PER_LANE 2u
-#define SG_ROWS_LARGE 16u
-#define SG_KEYS_PER_LANE_LARGE 4u
-#define SG_LARGE_ROWS_PER_HEAD 64u /* Tq * group at least this... */
-#define SG_LARGE_KEYS 256u         /* ...and Tk at least this */
-#define SG_WORKGROUP 32u /* what LAVAPIPE.md found best for GEMM */
 #define WEIGHTS_WORKGROUP 64u
 
+/* The kernel, its specialization constants and tile rows of a config. */
 typedef struct main_config {
     const vkattn_kernel *kernel;
-    uint32_t spec[5];
+    uint32_t spec[ATT_SPEC_MAX];
+    uint32_t spec_count;
     uint32_t rows_per_group; /* tile rows per workgroup */
 } main_config;
 
-/* Shared-memory tiles: TPR invocations per row (a power of two giving each
- * at most 4 output vec4s, and at least 8 so that a row's keys are spread
- * over several invocations), BR rows, BC keys (up to 4 per invocation),
- * within the device's shared memory and invocation limits. */
-static void sm_tiles(const vkattn_context *ctx, uint32_t d, main_config *cfg)
-{
-    uint32_t dc = d / 4, tpr = 8;
-    while (tpr * 4 < dc)
-        tpr *= 2;
-    uint32_t wg = vkattn_workgroup_size(ctx, 128);
-    if (tpr > wg)
-        tpr = wg;
-    uint32_t br = wg / tpr, bc = 4 * tpr;
-    for (;;) {
-        uint64_t bytes = 16ull * (br * dc + 2ull * bc * dc) + 4ull * (br * bc + br * tpr);
-        if (bytes <= ctx->info.max_shared_memory)
-            break;
-        if (bc > 8)
-            bc /= 2;
-        else if (br > 1)
-            br /= 2;
-        else if (bc > 1)
-            bc /= 2;
-        else
-            break; /* 1 row x 1 key of D <= 256 is 3 KiB: every device has it */
-    }
-    uint32_t spec[5] = {br * tpr, d, br, bc, tpr};
-    memcpy(cfg->spec, spec, sizeof spec);
-    cfg->rows_per_group = br;
-}
-
-static void main_config_get(const vkattn_context *ctx, const att_problem *p, bool texel,
-                            main_config *cfg)
+static void main_config_get(const vkattn_context *ctx, const att_problem *p,
+                            const att_config *cfg, bool texel, main_config *out)
 {
     uint32_t qs = vkattn_storage_kind(ctx, p->dims.q_dtype);
     uint32_t ks = vkattn_storage_kind(ctx, p->dims.kv_dtype);
-    uint32_t d = p->dims.head_dim;
-    if (ctx->info.subgroup_kernels) {
-        cfg->kernel = texel ? &sg_texel[qs] : &sg_storage[qs][ks];
-        uint32_t sg = ctx->info.subgroup_size;
-        uint32_t wg = vkattn_workgroup_size(ctx, SG_WORKGROUP < sg ? sg : SG_WORKGROUP);
-        uint64_t rows = (uint64_t)p->dims.q_len * (p->dims.num_heads / p->dims.num_kv_heads);
-        bool large = rows >= SG_LARGE_ROWS_PER_HEAD && p->dims.kv_len >= SG_LARGE_KEYS;
-        uint32_t r = large ? SG_ROWS_LARGE : SG_ROWS;
-        uint32_t spec[5] = {wg, sg, d, d > 128 ? r / 2 : r,
-                            large ? SG_KEYS_PER_LANE_LARGE : SG_KEYS_PER_LANE};
-        memcpy(cfg->spec, spec, sizeof spec);
-        cfg->rows_per_group = spec[3] * (wg / sg);
-    } else {
-        cfg->kernel = texel ? &sm_texel[qs] : &sm_storage[qs][ks];
-        sm_tiles(ctx, d, cfg);
-    }
+    bool kv16 = p->dims.kv_dtype == VKATTN_DTYPE_F16;
+    if (cfg->family == ATT_FAMILY_SUBGROUP)
+        out->kernel = texel ? &sg_texel[qs][kv16] : &sg_storage[qs][ks];
+    else
+        out->kernel = texel ? &sm_texel[qs][kv16] : &sm_storage[qs][ks];
+    out->spec_count = att_config_spec(ctx, p, cfg, out->spec, &out->rows_per_group);
 }
 
 /* ------------------------------------------------------------- bindings */
@@ -275,15 +234,17 @@ typedef struct prepared {
     vkattn_pipeline *weights_pipeline; /* NULL without weights */
 } prepared;
 
-static vkattn_result prepare(vkattn_context *ctx, const att_problem *p, prepared *pr)
+static vkattn_result prepare(vkattn_context *ctx, const att_problem *p, const att_config *cfg,
+                             prepared *pr)
 {
     const vkattn_attention_dims *d = &p->dims;
-    main_config_get(ctx, p, false, &pr->cfg);
-    vkattn_result r = att_plan_main(ctx, p, pr->cfg.rows_per_group, &pr->main_chunks);
+    main_config_get(ctx, p, cfg, false, &pr->cfg);
+    vkattn_result r = att_plan_main(ctx, p, pr->cfg.rows_per_group, cfg->texel,
+                                    cfg->family == ATT_FAMILY_SUBGROUP, &pr->main_chunks);
     if (r != VKATTN_SUCCESS)
         return r;
-    main_config_get(ctx, p, pr->main_chunks.texel, &pr->cfg);
-    r = vkattn_pipeline_get(ctx, pr->cfg.kernel, pr->cfg.spec, 5, &pr->main_pipeline);
+    main_config_get(ctx, p, cfg, pr->main_chunks.texel, &pr->cfg);
+    r = vkattn_pipeline_get(ctx, pr->cfg.kernel, pr->cfg.spec, pr->cfg.spec_count, &pr->main_pipeline);
     pr->weights_pipeline = NULL;
     if (r != VKATTN_SUCCESS || !p->weights.buffer)
         return r;
@@ -293,7 +254,9 @@ static vkattn_result prepare(vkattn_context *ctx, const att_problem *p, prepared
         return r;
     uint32_t qs = vkattn_storage_kind(ctx, d->q_dtype), ks = vkattn_storage_kind(ctx, d->kv_dtype);
     const vkattn_kernel *kernel =
-        pr->weights_chunks.texel ? &weights_texel : &weights_storage[qs][ks];
+        pr->weights_chunks.texel
+            ? &weights_texel[d->q_dtype == VKATTN_DTYPE_F16][d->kv_dtype == VKATTN_DTYPE_F16]
+            : &weights_storage[qs][ks];
     uint32_t spec[2] = {pr->weights_workgroup, d->head_dim};
     return vkattn_pipeline_get(ctx, kernel, spec, 2, &pr->weights_pipeline);
 }
@@ -394,10 +357,11 @@ static vkattn_result record_weights(recorder *rec, const att_problem *p, const p
     return VKATTN_SUCCESS;
 }
 
-vkattn_result att_record(vkattn_context *ctx, VkCommandBuffer cmd, const att_problem *p)
+vkattn_result att_record_with(vkattn_context *ctx, VkCommandBuffer cmd, const att_problem *p,
+                              const att_config *cfg)
 {
     prepared pr;
-    vkattn_result r = prepare(ctx, p, &pr);
+    vkattn_result r = prepare(ctx, p, cfg, &pr);
     if (r != VKATTN_SUCCESS)
         return r;
     recorder rec = {ctx, cmd, false};
@@ -405,6 +369,13 @@ vkattn_result att_record(vkattn_context *ctx, VkCommandBuffer cmd, const att_pro
     if (r == VKATTN_SUCCESS && pr.weights_pipeline)
         r = record_weights(&rec, p, &pr);
     return r;
+}
+
+vkattn_result att_record(vkattn_context *ctx, VkCommandBuffer cmd, const att_problem *p)
+{
+    att_config cfg;
+    att_config_choose(ctx, p, &cfg);
+    return att_record_with(ctx, cmd, p, &cfg);
 }
 
 /* ----------------------------------------------------------------- API */

@@ -41,25 +41,49 @@ bool att_fits_storage(const vkattn_context *ctx, const vkattn_tensor *t, const a
     return att_box_bytes(t, box) + align + 4 <= att_storage_limit(ctx);
 }
 
+/* Texel views hold 16-byte texels whatever the dtype: rgba32f for f32 data,
+ * rgba32ui for f16 data (eight halves a texel, unpacked by the kernels: on
+ * lavapipe that streams several times faster than an rgba16f view). */
+#define ATT_TEXEL_BYTES 16u
+
 bool att_fits_texel(const vkattn_context *ctx, const vkattn_tensor *t, const att_box *box)
 {
     if (!t->buffer->texel_ok) /* a host buffer without uniform-texel usage */
         return false;
-    uint64_t texel = 4 * vkattn_dtype_size(t->dtype);
     uint64_t align = ctx->info.min_texel_buffer_offset_alignment;
-    if (align < texel)
-        align = texel;
-    uint64_t bytes = att_box_bytes(t, box) + align + texel;
-    return bytes / texel <= ctx->info.max_texel_buffer_elements && bytes <= (1ull << 31);
+    if (align < ATT_TEXEL_BYTES)
+        align = ATT_TEXEL_BYTES;
+    uint64_t bytes = att_box_bytes(t, box) + align + ATT_TEXEL_BYTES;
+    return bytes / ATT_TEXEL_BYTES <= ctx->info.max_texel_buffer_elements && bytes <= (1ull << 31);
 }
 
 vkattn_result att_bind_texel(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
                              uint64_t bytes, vkattn_dtype dtype, vkattn_binding *out,
                              uint32_t *first)
 {
-    vkattn_result r = vkattn_bind_texel_window(ctx, buffer, offset, bytes, dtype, out, first);
-    *first /= 4; /* elements -> texels */
-    return r;
+    /* The view starts on a texel at or below `offset` (a multiple of 16
+     * bytes for f32; of 8 for f16 chunks, which may start mid-texel). */
+    uint64_t lead = offset % ATT_TEXEL_BYTES;
+    uint32_t first_word = 0;
+    vkattn_result r = vkattn_bind_texel_window(ctx, buffer, offset - lead, bytes + lead,
+                                               VKATTN_DTYPE_F32, out, &first_word);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    uint64_t byte = 4ull * first_word + lead; /* from the view's start */
+    if (dtype == VKATTN_DTYPE_F16)
+        out->format = VK_FORMAT_R32G32B32A32_UINT;
+    *first = (uint32_t)(byte / (4 * vkattn_dtype_size(dtype))); /* in quads */
+    return VKATTN_SUCCESS;
+}
+
+bool att_octet_aligned(const vkattn_tensor *t)
+{
+    if (t->dtype != VKATTN_DTYPE_F16)
+        return true;
+    for (uint32_t d = 0; d + 1 < t->rank; d++)
+        if (t->shape[d] > 1 && t->strides[d] % 8)
+            return false;
+    return t->offset % 16 == 0;
 }
 
 att_box att_chunk_box(const att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,
@@ -157,7 +181,7 @@ static uint32_t largest_nq(const vkattn_context *ctx, const att_problem *p, cons
 }
 
 vkattn_result att_plan_main(vkattn_context *ctx, const att_problem *p, uint32_t rows_per_group,
-                            att_chunks *out)
+                            bool texel, bool octets, att_chunks *out)
 {
     const vkattn_attention_dims *d = &p->dims;
     uint32_t group = d->num_heads / d->num_kv_heads;
@@ -168,14 +192,17 @@ vkattn_result att_plan_main(vkattn_context *ctx, const att_problem *p, uint32_t 
         {1, 1, 1, d->q_len, false},
     };
     const char *tensors = "qkvomp";
-    /* Texel inputs where preferred, as long as GQA packing survives. */
-    for (int pass = ctx->info.texel_inputs ? 0 : 1; pass < 2; pass++) {
-        bool texel = pass == 0;
-        for (int l = 0; l < (texel ? 3 : 4); l++) {
+    /* Texel inputs where asked for (and the kernel can read the rows that
+     * way), as long as GQA packing survives. */
+    if (octets && !(att_octet_aligned(&p->q) && att_octet_aligned(&p->k) && att_octet_aligned(&p->v)))
+        texel = false;
+    for (int pass = texel ? 0 : 1; pass < 2; pass++) {
+        bool tex = pass == 0;
+        for (int l = 0; l < (tex ? 3 : 4); l++) {
             att_chunks c = levels[l];
-            c.texel = texel;
+            c.texel = tex;
             uint32_t heads = c.ng * c.nh;
-            if (chunk_fits(ctx, p, tensors, &c, heads, texel) &&
+            if (chunk_fits(ctx, p, tensors, &c, heads, tex) &&
                 grid_fits(ctx, (uint64_t)c.nq * c.nh, rows_per_group, c.ng, c.nb)) {
                 *out = c;
                 return VKATTN_SUCCESS;

@@ -31,8 +31,43 @@ typedef struct att_problem {
 vkattn_result att_validate(vkattn_context *ctx, const vkattn_attention_args *args,
                            att_problem *p);
 
-/* Records the dispatches of a validated problem. (attention.c) */
+/* ---- kernel configuration (attention_config.c) */
+
+/* Kernel families (values are stored in tuning data: never renumber). */
+enum { ATT_FAMILY_SUBGROUP = 1, ATT_FAMILY_SHARED = 2 };
+#define ATT_SPEC_MAX 8
+
+/* What a call runs: the kernel family, texel or storage inputs (texel
+ * falls back to storage where a window does not fit), and a tile preset of
+ * the family (see attention_config.c). */
+typedef struct att_config {
+    uint32_t family;
+    bool texel;
+    uint32_t preset;
+} att_config;
+
+/* The stored tuning winner for the problem's shape class when there is a
+ * valid one, else the built-in choice for the device. */
+void att_config_choose(vkattn_context *ctx, const att_problem *p, att_config *cfg);
+/* The built-in choice: the device's family and binding, a preset by size. */
+void att_config_default(const vkattn_context *ctx, const att_problem *p, att_config *cfg);
+/* Whether the device can run `cfg` (family supported, preset in range). */
+bool att_config_valid(const vkattn_context *ctx, const att_config *cfg);
+/* Candidate configs for the tuner (valid on this device), at most `max`. */
+uint32_t att_config_candidates(const vkattn_context *ctx, const att_problem *p, att_config *out,
+                               uint32_t max);
+/* The tuning key of the problem's shape class. */
+void att_tuning_key(const att_problem *p, uint32_t key[7]);
+/* Specialization constants of the main kernel for `cfg` (count returned)
+ * and the tile rows one workgroup covers. */
+uint32_t att_config_spec(const vkattn_context *ctx, const att_problem *p, const att_config *cfg,
+                         uint32_t spec[ATT_SPEC_MAX], uint32_t *rows_per_group);
+
+/* Records the dispatches of a validated problem, with the chosen config or
+ * a given one. (attention.c) */
 vkattn_result att_record(vkattn_context *ctx, VkCommandBuffer cmd, const att_problem *p);
+vkattn_result att_record_with(vkattn_context *ctx, VkCommandBuffer cmd, const att_problem *p,
+                              const att_config *cfg);
 
 /* ---- binding windows (attention_plan.c) */
 
@@ -55,12 +90,17 @@ uint64_t att_box_bytes(const vkattn_tensor *t, const att_box *box);
 uint64_t att_storage_limit(const vkattn_context *ctx);
 
 /* A uniform-texel-buffer binding of [offset, offset + bytes) of `buffer`
- * holding `dtype` data: an rgba32f or rgba16f view, four elements per texel
- * (vkattn_bind_texel_window, with `*first` counted in texels). The window
- * must fit (att_fits_texel). */
+ * holding `dtype` data: an rgba32f view (f32) or an rgba32ui view (f16, eight
+ * halves a texel; the kernels' "tex16" inputs), with `*first` the quad (four
+ * elements) where `offset` falls. `offset` must be on a quad. The window must
+ * fit (att_fits_texel). */
 vkattn_result att_bind_texel(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
                              uint64_t bytes, vkattn_dtype dtype, vkattn_binding *out,
                              uint32_t *first);
+/* Whether a [.., D] tensor's rows all start on eight elements, which the
+ * subgroup kernels need to read f16 through texel views a texel at a time
+ * (f32: always true). */
+bool att_octet_aligned(const vkattn_tensor *t);
 
 /* How one call is cut into dispatches: each covers nb batches x ng KV heads x
  * nh query heads per KV head (the whole group or 1) x nq queries. */
@@ -71,11 +111,12 @@ typedef struct att_chunks {
 
 /* Chunks for the fast kernel, `rows_per_group` rows per workgroup: the
  * fewest dispatches whose windows (and grid) fit, with texel inputs where
- * the device prefers them and they fit. Fails (UNSUPPORTED) only when a single
- * head's K or V, or a single mask / key-padding row, exceeds a window;
- * att_validate reports those first with a clearer message. */
+ * `texel` asks for them, they fit and (`octets`: a subgroup kernel) f16 rows
+ * fall on eight elements. Fails (UNSUPPORTED) only when a single head's K or
+ * V, or a single mask / key-padding row, exceeds a window; att_validate
+ * reports those first with a clearer message. */
 vkattn_result att_plan_main(vkattn_context *ctx, const att_problem *p, uint32_t rows_per_group,
-                            att_chunks *out);
+                            bool texel, bool octets, att_chunks *out);
 /* Chunks for the weights kernel (ng unused: KV heads follow the query heads;
  * nh counts query heads: all Hq, or 1, and always 1 for rank-3 weights,
  * whose heads are added up one dispatch at a time). */
