@@ -34,6 +34,13 @@ vkattn_result vkattn_kv_attention_check(vkattn_kv_cache *cache, const vkattn_ten
                                         const vkattn_tensor *out, float scale, uint32_t kv_splits,
                                         const char *prefix, vkattn_kv_attention_problem *p);
 
+/* The split count vkattn_tune_kv_attention stored for this shape class, or
+ * 0 when there is none (or it does not suit this step): automatic splits
+ * then come from the device. (kv_attention_tune.c) */
+uint32_t vkattn_kv_tuned_splits(const vkattn_context *ctx, const vkattn_kv_cache *c,
+                                vkattn_dtype q_dtype, uint32_t batch, uint32_t new_tokens,
+                                uint32_t length);
+
 /* Push constants of kv_attention_main.glsl and kv_attention_combine.comp. */
 typedef struct vkattn_kv_main_push {
     uint32_t q_off, q_sb, q_sh, q_st;

@@ -40,13 +40,19 @@ _Static_assert(sizeof(vkattn_kv_combine_push) == 36, "mirrors kv_attention_combi
 
 static const vkattn_kernel sg_storage[3][3] = KV_TABLE(sg, true);
 static const vkattn_kernel sm_storage[3][3] = KV_TABLE(sm, false);
-/* Texel inputs, by q/out storage (the views convert whatever the dtypes). */
-static const vkattn_kernel sg_texel[3] = {KV_KERNEL(sg, tex_f32, TEX, true),
-                                          KV_KERNEL(sg, tex_f16, TEX, true),
-                                          KV_KERNEL(sg, tex_f16p, TEX, true)};
-static const vkattn_kernel sm_texel[3] = {KV_KERNEL(sm, tex_f32, TEX, false),
-                                          KV_KERNEL(sm, tex_f16, TEX, false),
-                                          KV_KERNEL(sm, tex_f16p, TEX, false)};
+/* Texel inputs (rgba32f views of f32 data, rgba32ui views of f16 data), by
+ * [q/out storage][cache dtype is f16]. */
+#define KV_TEXEL_TABLE(fam, full)                                                            \
+    {                                                                                        \
+        [VKATTN_STORAGE_F32] = {KV_KERNEL(fam, tex_f32_f32, TEX, full),                      \
+                                KV_KERNEL(fam, tex_f32_f16, TEX, full)},                     \
+        [VKATTN_STORAGE_F16] = {KV_KERNEL(fam, tex_f16_f32, TEX, full),                      \
+                                KV_KERNEL(fam, tex_f16_f16, TEX, full)},                     \
+        [VKATTN_STORAGE_F16P] = {KV_KERNEL(fam, tex_f16p_f32, TEX, full),                    \
+                                 KV_KERNEL(fam, tex_f16p_f16, TEX, full)},                   \
+    }
+static const vkattn_kernel sg_texel[3][2] = KV_TEXEL_TABLE(sg, true);
+static const vkattn_kernel sm_texel[3][2] = KV_TEXEL_TABLE(sm, false);
 static const vkattn_kernel combine_kernels[3] = {COMBINE_KERNEL(f32), COMBINE_KERNEL(f16),
                                                  COMBINE_KERNEL(f16p)};
 
@@ -221,10 +227,10 @@ vkattn_result vkattn_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *
     if (plan->subgroup) {
         bool large = !decode && rows >= SG_LARGE_ROWS && step->max_length >= SG_LARGE_KEYS;
         sg_config(ctx, d, rows, large, &cfg);
-        cfg.kernel = plan->texel ? &sg_texel[qs] : &sg_storage[qs][ks];
+        cfg.kernel = plan->texel ? &sg_texel[qs][c->d.dtype == VKATTN_DTYPE_F16] : &sg_storage[qs][ks];
     } else {
         sm_config(ctx, d, rows, &cfg);
-        cfg.kernel = plan->texel ? &sm_texel[qs] : &sm_storage[qs][ks];
+        cfg.kernel = plan->texel ? &sm_texel[qs][c->d.dtype == VKATTN_DTYPE_F16] : &sm_storage[qs][ks];
     }
     const uint32_t tiles = vkattn_div_up(rows, cfg.rows_per_group);
 
@@ -234,8 +240,14 @@ vkattn_result vkattn_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *
     uint64_t scratch_bytes = (uint64_t)p->batch * c->d.num_heads * VKATTN_KV_MAX_SPLIT_ROWS * scratch_row;
     bool scratch_fits = scratch_bytes + 256 <= att_storage_limit(ctx);
     uint32_t splits = 1;
-    if (decode)
-        splits = p->kv_splits ? p->kv_splits : scratch_fits ? auto_splits(ctx, step, p, tiles, hkv) : 1;
+    if (decode && p->kv_splits) {
+        splits = p->kv_splits;
+    } else if (decode && scratch_fits) {
+        /* automatic: the tuned count of this shape class, else the device's */
+        splits = vkattn_kv_tuned_splits(ctx, c, p->q.dtype, p->batch, tokens, step->max_length);
+        if (!splits)
+            splits = auto_splits(ctx, step, p, tiles, hkv);
+    }
     if (splits > 1 && !scratch_fits)
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "kv attention: the split scratch of %u sequences spans %llu bytes, more "

@@ -294,3 +294,35 @@ vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_
     ctx->last_error[0] = '\0'; /* failures of skipped candidates are not this call's */
     return VKATTN_SUCCESS;
 }
+
+vkattn_result vkattn_tuning_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
+                                          uint32_t seed, vkattn_buffer **out)
+{
+    size_t es = vkattn_dtype_size(dt);
+    vkattn_buffer_desc d = {.size = count * es};
+    vkattn_result r = vkattn_buffer_create(ctx, &d, out);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    /* uploaded in slices: the host copy stays small for large weights */
+    enum { SLICE = 1 << 16 };
+    uint8_t *host = vkattn_alloc(ctx, SLICE * 4);
+    if (!host)
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    uint32_t s = seed;
+    for (uint64_t at = 0; at < count && r == VKATTN_SUCCESS; at += SLICE) {
+        uint64_t n = count - at < SLICE ? count - at : SLICE;
+        for (uint64_t i = 0; i < n; i++) {
+            s = s * 1664525u + 1013904223u;
+            float v = (float)(s >> 8) / 8388608.0f - 1.0f;
+            if (dt == VKATTN_DTYPE_F16) {
+                uint16_t h = vkattn_f32_to_f16(v);
+                memcpy(host + i * 2, &h, 2);
+            } else {
+                memcpy(host + i * 4, &v, 4);
+            }
+        }
+        r = vkattn_buffer_upload(*out, at * es, host, n * es);
+    }
+    vkattn_free(ctx, host);
+    return r;
+}

@@ -55,6 +55,11 @@ vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_
                                     vkattn_tuning_record_fn record, void *user, uint32_t *best,
                                     float *best_ms);
 
+/* A new device buffer of `count` random values in [-1, 1) of dtype `dt`
+ * (deterministic for a seed): the operands tuners time candidates on. */
+vkattn_result vkattn_tuning_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
+                                          uint32_t seed, vkattn_buffer **out);
+
 /* Buckets sizes into a few shape classes: the index of the first bound
  * `n` does not exceed (bounds ascending), or `count` when it exceeds all. */
 static inline uint32_t vkattn_tuning_bucket(uint64_t n, const uint32_t *bounds, uint32_t count)

@@ -1,0 +1,38 @@
+/* vkattn_mha_tune: tunes every op a layer's forward pass with these sizes
+ * runs - its projection GEMMs and its attention - through the ops' own
+ * tuners, so later forwards of the same shape class use the winners. */
+#include "mha_internal.h"
+
+vkattn_result vkattn_mha_tune(vkattn_mha *m, uint32_t batch, uint32_t q_len, uint32_t kv_len)
+{
+    if (!m)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    vkattn_context *ctx = m->ctx;
+    if (!batch || !q_len || !kv_len)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "vkattn_mha_tune: batch %u, q_len %u and kv_len %u must all be >= 1", batch, q_len,
+                           kv_len);
+    const vkattn_mha_desc *d = &m->d;
+    uint32_t qw = d->num_heads * d->head_dim, kvw = d->num_kv_heads * d->head_dim;
+    uint32_t rows = batch * q_len, kv_rows = batch * kv_len;
+    vkattn_result r;
+    if (q_len == kv_len && d->kv_dim == d->embed_dim) {
+        /* self-attention: the packed projection */
+        r = vkattn_tune_linear(ctx, rows, qw + 2 * kvw, d->embed_dim, d->dtype, d->dtype);
+    } else {
+        r = vkattn_tune_linear(ctx, rows, qw, d->embed_dim, d->dtype, d->dtype);
+        if (r == VKATTN_SUCCESS)
+            r = vkattn_tune_linear(ctx, kv_rows, 2 * kvw, d->kv_dim, d->dtype, d->dtype);
+    }
+    /* both mask kinds of self-attention (decoders and encoders); cross-
+     * attention is rarely causal */
+    if (r == VKATTN_SUCCESS && q_len == kv_len)
+        r = vkattn_tune_attention(ctx, batch, d->num_heads, d->num_kv_heads, q_len, kv_len, d->head_dim, true,
+                                  d->dtype, d->dtype);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_tune_attention(ctx, batch, d->num_heads, d->num_kv_heads, q_len, kv_len, d->head_dim, false,
+                                  d->dtype, d->dtype);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_tune_linear(ctx, rows, d->embed_dim, qw, d->dtype, d->dtype);
+    return r;
+}

@@ -1,0 +1,350 @@
+/* The tuner: every candidate configuration it may pick computes the same
+ * result as the CPU reference (so tuning can only change speed), the
+ * vkattn_tune_* calls store an entry for their op and shape class, later
+ * calls use it, and bad arguments are named. Uses internal interfaces
+ * (candidates and recording with a given configuration). */
+#include "test_util.h"
+
+#include "../src/attention_plan.h"
+#include "../src/linear_plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The context's tuning data as text (caller frees). */
+static char *tuning_text(vkattn_context *ctx)
+{
+    size_t n = 0;
+    TEST_OK(ctx, vkattn_context_tuning_data(ctx, NULL, &n));
+    char *text = calloc(1, n + 1);
+    TEST_OK(ctx, vkattn_context_tuning_data(ctx, text, &n));
+    return text;
+}
+
+/* Entries of op `op` (the first number of an entry line). */
+static int entries_of(vkattn_context *ctx, unsigned op)
+{
+    char *text = tuning_text(ctx);
+    int count = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        unsigned first = 0;
+        if (line[0] >= '0' && line[0] <= '9' && sscanf(line, "%u", &first) == 1 && first == op)
+            count++;
+    }
+    free(text);
+    return count;
+}
+
+/* Uploads n floats as dtype `dt`, rounding `data` in place to what the
+ * device holds (so the reference sees the same inputs). */
+static void upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, float *data, size_t n)
+{
+    if (dt == VKATTN_DTYPE_F32) {
+        TEST_OK(ctx, vkattn_buffer_upload(b, 0, data, n * 4));
+        return;
+    }
+    uint16_t *h = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = vkattn_f32_to_f16(data[i]);
+        data[i] = vkattn_f16_to_f32(h[i]);
+    }
+    TEST_OK(ctx, vkattn_buffer_upload(b, 0, h, n * 2));
+    free(h);
+}
+
+static void download_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, float *out, size_t n)
+{
+    if (dt == VKATTN_DTYPE_F32) {
+        TEST_OK(ctx, vkattn_buffer_download(b, 0, out, n * 4));
+        return;
+    }
+    uint16_t *h = malloc(n * 2);
+    TEST_OK(ctx, vkattn_buffer_download(b, 0, h, n * 2));
+    for (size_t i = 0; i < n; i++)
+        out[i] = vkattn_f16_to_f32(h[i]);
+    free(h);
+}
+
+/* Fills the output with NaN (all bits set, in f32 and f16): a candidate
+ * that leaves any element unwritten fails the comparison. */
+static void poison(vkattn_context *ctx, vkattn_buffer *b, uint64_t bytes)
+{
+    uint8_t *ones = malloc(bytes);
+    memset(ones, 0xff, bytes);
+    TEST_OK(ctx, vkattn_buffer_upload(b, 0, ones, bytes));
+    free(ones);
+}
+
+static void run_submit(test_gpu *g, vkattn_result (*rec)(vkattn_context *, VkCommandBuffer, void *),
+                       void *user)
+{
+    VkCommandBuffer cmd;
+    TEST_OK(g->ctx, vkattn_commands_begin(g->ctx, &cmd));
+    vkattn_result r = rec(g->ctx, cmd, user);
+    if (r != VKATTN_SUCCESS) {
+        vkattn_commands_discard(g->ctx);
+        TEST_OK(g->ctx, r);
+    }
+    TEST_OK(g->ctx, vkattn_commands_submit(g->ctx));
+}
+
+/* ------------------------------------------------------------------ linear */
+
+typedef struct linear_case {
+    vkattn_linear_problem p;
+    vkattn_linear_config c;
+} linear_case;
+
+static vkattn_result record_linear(vkattn_context *ctx, VkCommandBuffer cmd, void *user)
+{
+    linear_case *lc = user;
+    return vkattn_linear_record(ctx, cmd, &lc->p, &lc->c);
+}
+
+/* y = x W^T + b for rows m (a GEMM shape and a GEMV shape), every candidate. */
+static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype dt)
+{
+    const uint32_t n = 40, k = 72;
+    test_rng rng = test_rng_seed(11 + m);
+    float *x = malloc(sizeof(float) * m * k), *w = malloc(sizeof(float) * n * k);
+    float *b = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * m * n);
+    float *got = malloc(sizeof(float) * m * n);
+    test_fill_uniform(&rng, x, (size_t)m * k, -1, 1);
+    test_fill_uniform(&rng, w, (size_t)n * k, -1, 1);
+    test_fill_uniform(&rng, b, n, -1, 1);
+    size_t es = vkattn_dtype_size(dt);
+    vkattn_buffer *bx = test_buffer_with(g->ctx, NULL, (uint64_t)m * k * es);
+    vkattn_buffer *bw = test_buffer_with(g->ctx, NULL, (uint64_t)n * k * es);
+    vkattn_buffer *bb = test_buffer_with(g->ctx, NULL, n * es);
+    vkattn_buffer *by = test_buffer_with(g->ctx, NULL, (uint64_t)m * n * es);
+    int64_t xs[2] = {m, k}, ws[2] = {n, k}, bs[1] = {n}, ys[2] = {m, n};
+    upload_as(g->ctx, bx, dt, x, (size_t)m * k);
+    upload_as(g->ctx, bw, dt, w, (size_t)n * k);
+    upload_as(g->ctx, bb, dt, b, n);
+    vkattn_ref_linear_args ra = {vkattn_host_tensor_make(x, VKATTN_DTYPE_F32, 2, xs),
+                                 vkattn_host_tensor_make(w, VKATTN_DTYPE_F32, 2, ws),
+                                 vkattn_host_tensor_make(b, VKATTN_DTYPE_F32, 1, bs),
+                                 vkattn_host_tensor_make(want, VKATTN_DTYPE_F32, 2, ys)};
+    assert_int_equal(vkattn_ref_linear(&ra, NULL, 0), VKATTN_SUCCESS);
+    vkattn_linear_args a = {vkattn_tensor_make(bx, 0, dt, 2, xs), vkattn_tensor_make(bw, 0, dt, 2, ws),
+                            vkattn_tensor_make(bb, 0, dt, 1, bs), vkattn_tensor_make(by, 0, dt, 2, ys)};
+    linear_case lc;
+    TEST_OK(g->ctx, vkattn_linear_problem_plain(g->ctx, &a, &lc.p));
+    vkattn_linear_config cands[16];
+    uint32_t count = vkattn_linear_config_candidates(g->ctx, &lc.p, cands, 16);
+    assert_true(count >= 1);
+    for (uint32_t i = 0; i < count; i++) {
+        lc.c = cands[i];
+        poison(g->ctx, by, (uint64_t)m * n * es);
+        run_submit(g, record_linear, &lc);
+        download_as(g->ctx, by, dt, got, (size_t)m * n);
+        char what[96];
+        snprintf(what, sizeof what, "linear m %u %s candidate family %u input %u preset %u", m,
+                 dt == VKATTN_DTYPE_F16 ? "f16" : "f32", lc.c.family, lc.c.input, lc.c.preset);
+        test_assert_close(got, want, (size_t)m * n, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32,
+                          what);
+    }
+    vkattn_buffer_destroy(bx);
+    vkattn_buffer_destroy(bw);
+    vkattn_buffer_destroy(bb);
+    vkattn_buffer_destroy(by);
+    free(x), free(w), free(b), free(want), free(got);
+}
+
+static void test_linear_candidates_match_reference(void **state)
+{
+    test_gpu *g = *state;
+    check_linear_candidates(g, 33, VKATTN_DTYPE_F32); /* GEMM families */
+    check_linear_candidates(g, 2, VKATTN_DTYPE_F16);  /* GEMV families */
+    test_assert_no_validation_messages(g->ctx);
+}
+
+/* --------------------------------------------------------------- attention */
+
+typedef struct attention_case {
+    att_problem p;
+    att_config c;
+} attention_case;
+
+static vkattn_result record_attention(vkattn_context *ctx, VkCommandBuffer cmd, void *user)
+{
+    attention_case *ac = user;
+    return att_record_with(ctx, cmd, &ac->p, &ac->c);
+}
+
+static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal)
+{
+    enum { B = 1, HQ = 4, HKV = 2, TQ = 19, TK = 27, D = 32 };
+    const size_t nq = (size_t)B * HQ * TQ * D, nk = (size_t)B * HKV * TK * D;
+    test_rng rng = test_rng_seed(5);
+    float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk), *v = malloc(sizeof(float) * nk);
+    float *want = malloc(sizeof(float) * nq), *got = malloc(sizeof(float) * nq);
+    test_fill_uniform(&rng, q, nq, -1, 1);
+    test_fill_uniform(&rng, k, nk, -1, 1);
+    test_fill_uniform(&rng, v, nk, -1, 1);
+    size_t es = vkattn_dtype_size(dt);
+    vkattn_buffer *bq = test_buffer_with(g->ctx, NULL, nq * es), *bk = test_buffer_with(g->ctx, NULL, nk * es);
+    vkattn_buffer *bv = test_buffer_with(g->ctx, NULL, nk * es), *bo = test_buffer_with(g->ctx, NULL, nq * es);
+    upload_as(g->ctx, bq, dt, q, nq);
+    upload_as(g->ctx, bk, dt, k, nk);
+    upload_as(g->ctx, bv, dt, v, nk);
+    int64_t qs[4] = {B, HQ, TQ, D}, ks[4] = {B, HKV, TK, D};
+    vkattn_ref_attention_args r = {.q = vkattn_host_tensor_make(q, VKATTN_DTYPE_F32, 4, qs),
+                                   .k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks),
+                                   .v = vkattn_host_tensor_make(v, VKATTN_DTYPE_F32, 4, ks),
+                                   .out = vkattn_host_tensor_make(want, VKATTN_DTYPE_F32, 4, qs),
+                                   .causal = causal};
+    assert_int_equal(vkattn_ref_attention(&r, NULL, 0), VKATTN_SUCCESS);
+    vkattn_attention_args a = {.q = vkattn_tensor_make(bq, 0, dt, 4, qs),
+                               .k = vkattn_tensor_make(bk, 0, dt, 4, ks),
+                               .v = vkattn_tensor_make(bv, 0, dt, 4, ks),
+                               .out = vkattn_tensor_make(bo, 0, dt, 4, qs),
+                               .causal = causal};
+    attention_case ac;
+    TEST_OK(g->ctx, att_validate(g->ctx, &a, &ac.p));
+    att_config cands[16];
+    uint32_t count = att_config_candidates(g->ctx, &ac.p, cands, 16);
+    assert_true(count >= 1);
+    for (uint32_t i = 0; i < count; i++) {
+        ac.c = cands[i];
+        poison(g->ctx, bo, nq * es);
+        run_submit(g, record_attention, &ac);
+        download_as(g->ctx, bo, dt, got, nq);
+        char what[96];
+        snprintf(what, sizeof what, "attention %s%s candidate family %u texel %d preset %u",
+                 dt == VKATTN_DTYPE_F16 ? "f16" : "f32", causal ? " causal" : "", ac.c.family, ac.c.texel,
+                 ac.c.preset);
+        test_assert_close(got, want, nq, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
+    }
+    vkattn_buffer_destroy(bq);
+    vkattn_buffer_destroy(bk);
+    vkattn_buffer_destroy(bv);
+    vkattn_buffer_destroy(bo);
+    free(q), free(k), free(v), free(want), free(got);
+}
+
+static void test_attention_candidates_match_reference(void **state)
+{
+    test_gpu *g = *state;
+    check_attention_candidates(g, VKATTN_DTYPE_F32, true);
+    check_attention_candidates(g, VKATTN_DTYPE_F16, false);
+    test_assert_no_validation_messages(g->ctx);
+}
+
+/* ----------------------------------------------------------------- tuners */
+
+static void test_tuners_store_entries(void **state)
+{
+    test_gpu *g = *state;
+    int linear0 = entries_of(g->ctx, 1), attention0 = entries_of(g->ctx, 2), kv0 = entries_of(g->ctx, 3);
+    TEST_OK(g->ctx, vkattn_tune_linear(g->ctx, 24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
+    assert_int_equal(entries_of(g->ctx, 1), linear0 + 1);
+    /* the same shape class again replaces, never adds */
+    TEST_OK(g->ctx, vkattn_tune_linear(g->ctx, 24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
+    assert_int_equal(entries_of(g->ctx, 1), linear0 + 1);
+    TEST_OK(g->ctx, vkattn_tune_attention(g->ctx, 1, 4, 2, 16, 16, 32, true, VKATTN_DTYPE_F32,
+                                          VKATTN_DTYPE_F16));
+    assert_int_equal(entries_of(g->ctx, 2), attention0 + 1);
+
+    vkattn_kv_cache_desc cd = {.num_kv_heads = 2, .num_heads = 8, .head_dim = 32,
+                               .dtype = VKATTN_DTYPE_F32, .max_sequences = 1, .capacity = 8};
+    vkattn_kv_cache *cache = NULL;
+    TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
+    TEST_OK(g->ctx, vkattn_tune_kv_attention(cache, 2, 1, 96));
+    assert_int_equal(entries_of(g->ctx, 3), kv0 + 1);
+    uint32_t len = 1;
+    TEST_OK(g->ctx, vkattn_kv_cache_length(cache, 0, &len));
+    assert_int_equal(len, 0); /* the cache itself is not touched */
+    vkattn_kv_cache_destroy(cache);
+
+    /* the layer tunes its projections and both mask kinds of attention */
+    vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 4, .num_kv_heads = 2};
+    vkattn_mha *mha = NULL;
+    TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &md, &mha));
+    int linear1 = entries_of(g->ctx, 1), attention1 = entries_of(g->ctx, 2);
+    TEST_OK(g->ctx, vkattn_mha_tune(mha, 1, 12, 12));
+    assert_true(entries_of(g->ctx, 1) >= linear1 + 1);
+    assert_int_equal(entries_of(g->ctx, 2), attention1 + 2);
+    vkattn_mha_destroy(mha);
+    test_assert_no_validation_messages(g->ctx);
+}
+
+/* Decoding with a tuned split count gives what a fixed count gives. */
+static void test_tuned_kv_splits_match_fixed(void **state)
+{
+    test_gpu *g = *state;
+    enum { HKV = 2, HQ = 8, D = 32, L = 70, B = 2 };
+    vkattn_kv_cache_desc cd = {.num_kv_heads = HKV, .num_heads = HQ, .head_dim = D,
+                               .dtype = VKATTN_DTYPE_F32, .max_sequences = B, .capacity = 80};
+    vkattn_kv_cache *cache = NULL;
+    TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
+    TEST_OK(g->ctx, vkattn_tune_kv_attention(cache, B, 1, L));
+    const size_t nkv = (size_t)B * HKV * L * D, nq = (size_t)B * HQ * D;
+    test_rng rng = test_rng_seed(9);
+    float *kv = malloc(sizeof(float) * nkv), *q = malloc(sizeof(float) * nq);
+    float *auto_out = malloc(sizeof(float) * nq), *one = malloc(sizeof(float) * nq);
+    test_fill_uniform(&rng, kv, nkv, -1, 1);
+    test_fill_uniform(&rng, q, nq, -1, 1);
+    vkattn_buffer *bkv = test_buffer_with(g->ctx, kv, nkv * 4), *bq = test_buffer_with(g->ctx, q, nq * 4);
+    vkattn_buffer *bo = test_buffer_with(g->ctx, NULL, nq * 4);
+    uint32_t seqs[B] = {0, 1};
+    int64_t kvs[4] = {B, HKV, L, D}, qs[4] = {B, HQ, 1, D};
+    VkCommandBuffer cmd;
+    TEST_OK(g->ctx, vkattn_commands_begin(g->ctx, &cmd));
+    vkattn_kv_append_args ap = {cache, B, seqs, vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, kvs),
+                                vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, kvs)};
+    TEST_OK(g->ctx, vkattn_cmd_kv_cache_append(g->ctx, cmd, &ap));
+    TEST_OK(g->ctx, vkattn_commands_submit(g->ctx));
+    vkattn_kv_attention_args a = {.cache = cache, .batch = B, .sequences = seqs,
+                                  .q = vkattn_tensor_make(bq, 0, VKATTN_DTYPE_F32, 4, qs),
+                                  .out = vkattn_tensor_make(bo, 0, VKATTN_DTYPE_F32, 4, qs)};
+    TEST_OK(g->ctx, vkattn_kv_attention(g->ctx, &a));
+    TEST_OK(g->ctx, vkattn_buffer_download(bo, 0, auto_out, nq * 4));
+    a.kv_splits = 1;
+    TEST_OK(g->ctx, vkattn_kv_attention(g->ctx, &a));
+    TEST_OK(g->ctx, vkattn_buffer_download(bo, 0, one, nq * 4));
+    test_assert_close(auto_out, one, nq, TEST_TOL_F32, "tuned splits vs one split");
+    vkattn_buffer_destroy(bkv);
+    vkattn_buffer_destroy(bq);
+    vkattn_buffer_destroy(bo);
+    vkattn_kv_cache_destroy(cache);
+    free(kv), free(q), free(auto_out), free(one);
+    test_assert_no_validation_messages(g->ctx);
+}
+
+static void test_tuner_errors(void **state)
+{
+    test_gpu *g = *state;
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "m 0",
+               vkattn_tune_linear(g->ctx, 0, 8, 8, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "w_dtype",
+               vkattn_tune_linear(g->ctx, 8, 8, 8, VKATTN_DTYPE_F32, (vkattn_dtype)77));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "kv_len 0",
+               vkattn_tune_attention(g->ctx, 1, 4, 2, 8, 0, 32, false, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
+    /* shapes the op rejects are rejected by its tuner, with the op's message */
+    assert_int_not_equal(vkattn_tune_attention(g->ctx, 1, 4, 3, 8, 8, 32, false, VKATTN_DTYPE_F32,
+                                               VKATTN_DTYPE_F32),
+                         VKATTN_SUCCESS);
+    vkattn_kv_cache_desc cd = {.num_kv_heads = 1, .head_dim = 16, .max_sequences = 1, .capacity = 8};
+    vkattn_kv_cache *cache = NULL;
+    TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "new_tokens 17",
+               vkattn_tune_kv_attention(cache, 1, 17, 64));
+    vkattn_kv_cache_destroy(cache);
+    assert_int_equal(vkattn_tune_kv_attention(NULL, 1, 1, 1), VKATTN_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(vkattn_mha_tune(NULL, 1, 1, 1), VKATTN_ERROR_INVALID_ARGUMENT);
+    test_assert_no_validation_messages(g->ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear_candidates_match_reference),
+        cmocka_unit_test(test_attention_candidates_match_reference),
+        cmocka_unit_test(test_tuners_store_entries),
+        cmocka_unit_test(test_tuned_kv_splits_match_fixed),
+        cmocka_unit_test(test_tuner_errors),
+    };
+    return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
+}
