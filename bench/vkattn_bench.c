@@ -43,7 +43,8 @@ typedef struct options {
     int nselected;
     int reps, warmup;
     uint64_t read_mb;
-    bool peak, validate;
+    bool peak, validate, tune;
+    const char *tuning; /* tuning data file: loaded, and saved after --tune */
 } options;
 
 typedef struct bench {
@@ -149,6 +150,8 @@ static void run_case(bench *b, const bench_case *c)
     int reps = b->opt->reps;
     bool fma = c->limit == BENCH_LIMIT_FMA;
     bench_runner *r = bench_runner_create(b->ctx, c);
+    if (b->opt->tune)
+        BENCH_CHECK(b->ctx, bench_runner_tune(r), "tuning");
     limit_samples *s = calloc(1, sizeof *s);
     double *ms = calloc(MAX_REPS, sizeof *ms);
     if (!s || !ms)
@@ -191,7 +194,7 @@ static void run_case(bench *b, const bench_case *c)
 static int usage(FILE *f, int status)
 {
     fprintf(f, "usage: vkattn-bench [--list] [--peak] [--case NAME[,NAME...]]... [--reps N] [--warmup N]\n"
-               "                    [--read-mb N] [--validate]\n"
+               "                    [--read-mb N] [--validate] [--tune] [--tuning FILE]\n"
                "  --list       print the case names and exit\n"
                "  --peak       print the limit kernels' rates alone (with --case: then the cases)\n"
                "  --case       run these cases (repeatable; default: every case)\n"
@@ -199,6 +202,8 @@ static int usage(FILE *f, int status)
                "  --warmup     untimed repetitions first (default 1)\n"
                "  --read-mb    size of the streaming-read buffer (default 64 on CPU drivers, 256 otherwise)\n"
                "  --validate   Khronos validation layer on; fail on any message (slow)\n"
+               "  --tune       run the library's tuner for each case before timing it\n"
+               "  --tuning F   start from the tuning data in file F (if it exists); with --tune, save to F\n"
                "One JSON line per case on stdout. Device: $VKATTN_DEVICE (index or name part) or automatic.\n");
     return status;
 }
@@ -229,6 +234,11 @@ static int parse(int argc, char **argv, options *o)
             o->peak = true;
         } else if (strcmp(a, "--validate") == 0) {
             o->validate = true;
+        } else if (strcmp(a, "--tune") == 0) {
+            o->tune = true;
+        } else if (strcmp(a, "--tuning") == 0 && v) {
+            o->tuning = v;
+            i++;
         } else if (strcmp(a, "--case") == 0 && v) {
             for (const char *name = v; *name;) {
                 size_t len = strcspn(name, ",");
@@ -283,7 +293,8 @@ int main(int argc, char **argv)
         return status;
     bench b = {.opt = &opt};
     vkattn_context_desc desc = {.device = getenv("VKATTN_DEVICE"), .log = log_message,
-                                .flags = opt.validate ? VKATTN_CONTEXT_VALIDATION : 0};
+                                .flags = opt.validate ? VKATTN_CONTEXT_VALIDATION : 0,
+                                .tuning_path = opt.tuning};
     if (vkattn_context_create(&desc, &b.ctx) != VKATTN_SUCCESS)
         bench_die(NULL, "no usable Vulkan device (VKATTN_DEVICE picks one)");
     const vkattn_device_info *info = vkattn_context_device_info(b.ctx);
@@ -299,6 +310,8 @@ int main(int argc, char **argv)
             run_case(&b, &bench_cases[k]);
     for (int k = 0; k < opt.nselected; k++)
         run_case(&b, opt.selected[k]);
+    if (opt.tune && opt.tuning)
+        BENCH_CHECK(b.ctx, vkattn_context_save_tuning(b.ctx, opt.tuning), "saving the tuning data");
     bench_limits_destroy(b.limits);
     vkattn_timer_destroy(b.timer);
     uint32_t errors = 0, warnings = 0;
