@@ -10,17 +10,27 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc)
 
+# ctest in a build directory; when something fails, the failed tests run again
+# one at a time so that their output ends the log (CI shows its tail).
+run_ctest() {
+  local dir=$1
+  shift
+  (cd "$root/$dir" && ctest --output-on-failure -j "$jobs" "$@") && return 0
+  echo "== failed in $dir/, again one at a time:"
+  (cd "$root/$dir" && ctest --rerun-failed --output-on-failure) || true
+  return 1
+}
+
 bash "$root/tools/build.sh" build
 echo "== tests (build/)"
-(cd "$root/build" && ctest --output-on-failure -j "$jobs")
+run_ctest build
 
 if [[ "${1:-}" != "--quick" ]]; then
   bash "$root/tools/build.sh" build-shared -DBUILD_SHARED_LIBS=ON -DVKATTN_BUILD_BENCH=OFF
   echo "== shared library (build-shared/)"
-  (cd "$root/build-shared" &&
-   ctest --output-on-failure -j "$jobs" -R 'packaging|example|test_context|test_mha|test_embedding|test_decode')
+  run_ctest build-shared -R 'packaging|example|test_context|test_mha|test_embedding|test_decode'
 
   bash "$root/tools/build.sh" build-asan -DVKATTN_SANITIZE=ON -DVKATTN_BUILD_BENCH=OFF
   echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
-  (cd "$root/build-asan" && ctest --output-on-failure -j "$jobs")
+  run_ctest build-asan
 fi
