@@ -124,6 +124,35 @@ static void test_attention_command(void **state)
         fail_msg("vkattn %s failed:\n%s", args, err);
 }
 
+/* --tune measures the kernel choices for the command's shape and --tuning
+ * keeps them in a file that the next run starts from. */
+static void test_tuning_file(void **state)
+{
+    (void)state;
+    write_standard_inputs();
+    const char *tuning = path_of("tuning.txt");
+    unlink(tuning);
+    char args[2048], err[4096];
+    snprintf(args, sizeof args, "attention --validate --tune --tuning %s --q %s --k %s --v %s --causal --check --out %s",
+             tuning, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    if (run(args, err, sizeof err) != 0)
+        fail_msg("vkattn %s failed:\n%s", args, err);
+    FILE *f = fopen(tuning, "r");
+    assert_non_null(f);
+    char text[4096] = {0};
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(text, "vkattn-tuning 1\ndevice "));
+    assert_non_null(strstr(text, "\n2 16 ")); /* an attention entry, head dim 16 */
+    /* read back (and left alone without --tune) */
+    snprintf(args, sizeof args, "attention --validate --tuning %s --q %s --k %s --v %s --causal --check --out %s",
+             tuning, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    if (run(args, err, sizeof err) != 0)
+        fail_msg("vkattn %s failed:\n%s", args, err);
+    unlink(tuning);
+}
+
 static void test_mha_command(void **state)
 {
     (void)state;
@@ -309,7 +338,7 @@ static void test_help_lists_flags(void **state)
     fclose(f);
     const char *flags[] = {"--x", "--kv", "--heads", "--kv-heads", "--wq", "--wk", "--wv", "--wo", "--bq",
                            "--bo", "--causal", "--key-padding", "--mask", "--dtype", "--weights-out",
-                           "--per-head", "--check", "--device", "--validate"};
+                           "--per-head", "--check", "--device", "--validate", "--tune", "--tuning"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strstr(out, flags[i]))
             fail_msg("vkattn mha --help does not list %s", flags[i]);
@@ -353,6 +382,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_command),
+        cmocka_unit_test(test_tuning_file),
         cmocka_unit_test(test_mha_command),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_help_lists_flags),

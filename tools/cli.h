@@ -12,6 +12,8 @@ typedef struct cli_device_options {
     bool validate;              /* --validate */
     const char *pipeline_cache; /* --pipeline-cache PATH: loaded, then saved */
     bool verbose;               /* -v: info messages too */
+    const char *tuning;         /* --tuning PATH: loaded; saved back after --tune */
+    bool tune;                  /* --tune: run the tuner for this command's shapes first */
 } cli_device_options;
 
 /* Consumes argv[*i] (and its value) when it is a device option; returns 1 if

@@ -152,7 +152,13 @@ int cli_attention(int argc, char **argv)
         }
         args.weights = vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, wrank, wshape);
     }
-    vkattn_result r = vkattn_attention(ctx, &args);
+    vkattn_result r = VKATTN_SUCCESS;
+    if (o.tune)
+        r = vkattn_tune_attention(ctx, (uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
+                                  (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3], causal, dtype,
+                                  dtype);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_attention(ctx, &args);
     if (r != VKATTN_SUCCESS) {
         cli_report_error(ctx, r, in, N_INPUTS);
         goto done;

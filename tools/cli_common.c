@@ -12,6 +12,10 @@ const char cli_device_options_help[] =
     "  --validate            enable the Khronos validation layer (with synchronization\n"
     "                        validation); any message makes the command fail\n"
     "  --pipeline-cache PATH load the pipeline cache from PATH and save it back\n"
+    "  --tuning PATH         use the tuning data in PATH (kernel choices measured on\n"
+    "                        this device; a missing file: built-in choices)\n"
+    "  --tune                first measure the kernel choices for this command's shapes\n"
+    "                        (seconds); with --tuning, save them to PATH for next time\n"
     "  -v, --verbose         print informational messages\n";
 
 void cli_error(const char *fmt, ...)
@@ -31,6 +35,10 @@ int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o
         o->validate = true;
         return 1;
     }
+    if (strcmp(a, "--tune") == 0) {
+        o->tune = true;
+        return 1;
+    }
     if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
         o->verbose = true;
         return 1;
@@ -40,6 +48,8 @@ int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o
         value = &o->device;
     else if (strcmp(a, "--pipeline-cache") == 0)
         value = &o->pipeline_cache;
+    else if (strcmp(a, "--tuning") == 0)
+        value = &o->tuning;
     if (!value)
         return 0;
     if (*i + 1 >= argc) {
@@ -69,6 +79,7 @@ vkattn_context *cli_open(const cli_device_options *o)
     desc.log = on_log;
     desc.log_user = (void *)o;
     desc.pipeline_cache_path = o->pipeline_cache;
+    desc.tuning_path = o->tuning;
     vkattn_context *ctx = NULL;
     vkattn_result r = vkattn_context_create(&desc, &ctx);
     if (r != VKATTN_SUCCESS) {
@@ -85,6 +96,8 @@ int cli_close(vkattn_context *ctx, const cli_device_options *o)
         return 0;
     int bad = 0;
     if (o->pipeline_cache && vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) != VKATTN_SUCCESS)
+        bad = 1;
+    if (o->tune && o->tuning && vkattn_context_save_tuning(ctx, o->tuning) != VKATTN_SUCCESS)
         bad = 1;
     uint32_t errors = 0, warnings = 0;
     vkattn_context_validation_counts(ctx, &errors, &warnings);

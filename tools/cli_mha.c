@@ -274,6 +274,12 @@ int cli_mha(int argc, char **argv)
         cli_error("--prefill %u: --x has only %lld tokens per sequence", prefill, (long long)tq);
         goto done;
     }
+    if (o.tune)
+        r = vkattn_mha_tune(layer, (uint32_t)xs[0], (uint32_t)tq, (uint32_t)tk);
+    if (r != VKATTN_SUCCESS) {
+        cli_report_error(ctx, r, in, N_INPUTS);
+        goto done;
+    }
     r = prefill ? run_steps(ctx, layer, &fa, dtype, prefill, paged_block, kv_splits)
                 : vkattn_mha_forward(layer, &fa);
     if (r != VKATTN_SUCCESS) {
