@@ -177,3 +177,20 @@ foreach(q f32 f16 f16p)
   endforeach()
   vkattn_shader(kv_attention_combine_${q} kv_attention_combine.comp DEFINES O_DT=${q} ${extra})
 endforeach()
+
+# kv_decode_sg.comp: the subgroup family's decode kernel (few rows, head dim
+# in whole octets per lane; src/kv_attention_plan.c), texel inputs only, by
+# q/out storage x cache dtype; KV_TEX16 fetches raw f16 octets.
+foreach(q f32 f16 f16p)
+  set(extra "")
+  set(qtex tex16)
+  if(q STREQUAL "f16")
+    set(extra NEEDS_16BIT_STORAGE=1)
+  elseif(q STREQUAL "f32")
+    set(qtex tex32)
+  endif()
+  vkattn_shader(kv_decode_sg_tex_${q}_f32 kv_decode_sg.comp
+                DEFINES Q_DT=${qtex} KV_DT=tex32 O_DT=${q} ${extra})
+  vkattn_shader(kv_decode_sg_tex_${q}_f16 kv_decode_sg.comp
+                DEFINES Q_DT=${qtex} KV_DT=tex16 O_DT=${q} KV_TEX16=1 ${extra})
+endforeach()

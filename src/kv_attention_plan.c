@@ -53,6 +53,19 @@ static const vkattn_kernel sm_storage[3][3] = KV_TABLE(sm, false);
     }
 static const vkattn_kernel sg_texel[3][2] = KV_TEXEL_TABLE(sg, true);
 static const vkattn_kernel sm_texel[3][2] = KV_TEXEL_TABLE(sm, false);
+/* The subgroup family's decode kernel (kv_decode_sg.comp), texel inputs
+ * only, by [q/out storage][cache dtype is f16]. */
+#define DEC_KERNEL(variant)                                                                  \
+    {                                                                                        \
+        .name = "kv_decode_sg_" #variant, .spirv = &vkattn_spirv_kv_decode_sg_##variant,     \
+        .binding_count = 6, .bindings = {STO, TEX, TEX, TEX, STO, STO},                      \
+        .push_size = sizeof(vkattn_kv_main_push), .full_subgroups = true                     \
+    }
+static const vkattn_kernel dec_texel[3][2] = {
+    [VKATTN_STORAGE_F32] = {DEC_KERNEL(tex_f32_f32), DEC_KERNEL(tex_f32_f16)},
+    [VKATTN_STORAGE_F16] = {DEC_KERNEL(tex_f16_f32), DEC_KERNEL(tex_f16_f16)},
+    [VKATTN_STORAGE_F16P] = {DEC_KERNEL(tex_f16p_f32), DEC_KERNEL(tex_f16p_f16)},
+};
 static const vkattn_kernel combine_kernels[3] = {COMBINE_KERNEL(f32), COMBINE_KERNEL(f16),
                                                  COMBINE_KERNEL(f16p)};
 
@@ -115,6 +128,27 @@ static void sg_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, bool
     memcpy(cfg->spec, spec, sizeof spec);
     cfg->rows_per_group = r;
     cfg->block_keys = sg * keys;
+}
+
+/* Decode kernel of the subgroup family: each lane holds whole octets (8
+ * elements) of the head dimension, so D must split into SG * 8 pieces
+ * (subgroup sizes are powers of two); R rows per subgroup, at most 4 (q and
+ * the output slice of every row live in each lane's registers / stack:
+ * R * D / SG * 2 floats), one subgroup per workgroup, SG keys per block. */
+#define DEC_ROWS_MAX 4u
+static bool dec_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, kv_config *cfg)
+{
+    uint32_t sg = ctx->info.subgroup_size;
+    if (sg == 0 || (sg & (sg - 1)) || d % (8 * sg))
+        return false;
+    uint32_t r = pow2_at_least(rows);
+    if (r > DEC_ROWS_MAX)
+        r = DEC_ROWS_MAX;
+    uint32_t spec[5] = {sg, sg, d, r, 1};
+    memcpy(cfg->spec, spec, sizeof spec);
+    cfg->rows_per_group = r;
+    cfg->block_keys = sg;
+    return true;
 }
 
 /* Shared-memory family: TPR invocations per row (a power of two giving each
@@ -226,8 +260,15 @@ vkattn_result vkattn_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *
     uint32_t qs = vkattn_storage_kind(ctx, p->q.dtype), ks = vkattn_storage_kind(ctx, c->d.dtype);
     if (plan->subgroup) {
         bool large = !decode && rows >= SG_LARGE_ROWS && step->max_length >= SG_LARGE_KEYS;
-        sg_config(ctx, d, rows, large, &cfg);
-        cfg.kernel = plan->texel ? &sg_texel[qs][c->d.dtype == VKATTN_DTYPE_F16] : &sg_storage[qs][ks];
+        bool f16 = c->d.dtype == VKATTN_DTYPE_F16;
+        /* Decode through texel views: the GEMV-like kernel (q is read a quad
+         * at a time, so any quad-aligned q works). */
+        if (decode && plan->texel && dec_config(ctx, d, rows, &cfg)) {
+            cfg.kernel = &dec_texel[qs][f16];
+        } else {
+            sg_config(ctx, d, rows, large, &cfg);
+            cfg.kernel = plan->texel ? &sg_texel[qs][f16] : &sg_storage[qs][ks];
+        }
     } else {
         sm_config(ctx, d, rows, &cfg);
         cfg.kernel = plan->texel ? &sm_texel[qs][c->d.dtype == VKATTN_DTYPE_F16] : &sm_storage[qs][ks];
