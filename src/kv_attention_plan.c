@@ -136,6 +136,7 @@ static void sg_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, bool
  * the output slice of every row live in each lane's registers / stack:
  * R * D / SG * 2 floats), one subgroup per workgroup, SG keys per block. */
 #define DEC_ROWS_MAX 4u
+#define DEC_MAX_TRIPS 65000u
 static bool dec_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, kv_config *cfg)
 {
     uint32_t sg = ctx->info.subgroup_size;
@@ -262,8 +263,12 @@ vkattn_result vkattn_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *
         bool large = !decode && rows >= SG_LARGE_ROWS && step->max_length >= SG_LARGE_KEYS;
         bool f16 = c->d.dtype == VKATTN_DTYPE_F16;
         /* Decode through texel views: the GEMV-like kernel (q is read a quad
-         * at a time, so any quad-aligned q works). */
-        if (decode && plan->texel && dec_config(ctx, d, rows, &cfg)) {
+         * at a time, so any quad-aligned q works), for sequences whose keys
+         * take fewer trips of its loop (SG keys each) than lavapipe runs
+         * (65535 per invocation, whatever the split count); longer ones take
+         * the subgroup kernel (SG * C keys a trip). */
+        if (decode && plan->texel && dec_config(ctx, d, rows, &cfg) &&
+            step->max_length / ctx->info.subgroup_size < DEC_MAX_TRIPS) {
             cfg.kernel = &dec_texel[qs][f16];
         } else {
             sg_config(ctx, d, rows, large, &cfg);
