@@ -816,9 +816,11 @@ VKATTN_API vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t bat
                                                uint32_t q_len, uint32_t kv_len, uint32_t head_dim,
                                                bool causal, vkattn_dtype q_dtype,
                                                vkattn_dtype kv_dtype);
-/* Decode steps over a cache like `cache` (its heads, head dim and dtype):
- * `batch` sequences of `length` tokens, `new_tokens` queries each. Uses a
- * scratch cache of its own; `cache` is not changed. */
+/* Decode steps over a cache like `cache` (its heads, head dim, dtype and
+ * layout): `batch` sequences of `length` tokens, `new_tokens` queries each
+ * (1..16, the split-KV path; length >= new_tokens). Times the split counts
+ * the step can take and stores the fastest, which kv_splits 0 then uses for
+ * that shape class. Uses a scratch cache of its own; `cache` is not changed. */
 VKATTN_API vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch,
                                                   uint32_t new_tokens, uint32_t length);
 /* Everything a layer's forward pass with these sizes runs (its GEMMs and

@@ -411,9 +411,5 @@ vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_attention_args 
     if (r != VKATTN_SUCCESS)
         return r;
     r = att_record(ctx, cmd, &p);
-    if (r != VKATTN_SUCCESS) {
-        vkattn_commands_discard(ctx);
-        return r;
-    }
-    return vkattn_commands_submit(ctx);
+    return vkattn_commands_finish(ctx, r);
 }

@@ -129,40 +129,16 @@ uint32_t att_config_candidates(const vkattn_context *ctx, const att_problem *p, 
     return n;
 }
 
-/* Shared-memory tiles: TPR invocations per row (a power of two giving each
- * at most 4 output vec4s, and at least 8 so that a row's keys are spread
- * over several invocations), BR rows, BC keys (up to 4 per invocation),
- * within the device's shared memory and invocation limits. */
+/* Shared-memory family: the tile of att_sm_tile_fit; preset 1 halves the
+ * rows (more workgroups for small problems), preset 2 the keys (less shared
+ * memory per workgroup, more resident workgroups). */
 static uint32_t sm_spec(const vkattn_context *ctx, uint32_t d, uint32_t preset,
                         uint32_t spec[ATT_SPEC_MAX], uint32_t *rows_per_group)
 {
-    uint32_t dc = d / 4, tpr = 8;
-    while (tpr * 4 < dc)
-        tpr *= 2;
-    uint32_t wg = vkattn_workgroup_size(ctx, 128);
-    if (tpr > wg)
-        tpr = wg;
-    uint32_t br = wg / tpr, bc = 4 * tpr;
-    if (preset == 1 && br > 1)
-        br /= 2;
-    if (preset == 2 && bc > 8)
-        bc /= 2;
-    for (;;) {
-        uint64_t bytes = 16ull * (br * dc + 2ull * bc * dc) + 4ull * (br * bc + br * tpr);
-        if (bytes <= ctx->info.max_shared_memory)
-            break;
-        if (bc > 8)
-            bc /= 2;
-        else if (br > 1)
-            br /= 2;
-        else if (bc > 1)
-            bc /= 2;
-        else
-            break; /* 1 row x 1 key of D <= 256 is 3 KiB: every device has it */
-    }
-    const uint32_t s[5] = {br * tpr, d, br, bc, tpr};
+    att_sm_tile t = att_sm_tile_fit(ctx, d, UINT32_MAX, preset == 1, preset == 2, 0);
+    const uint32_t s[5] = {t.br * t.tpr, d, t.br, t.bc, t.tpr};
     memcpy(spec, s, sizeof s);
-    *rows_per_group = br;
+    *rows_per_group = t.br;
     return 5;
 }
 

@@ -19,11 +19,6 @@ static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, 
     return att_record_with(ctx, cmd, &job->p, &job->candidates[i]);
 }
 
-static bool float_dtype(vkattn_dtype dt)
-{
-    return dt == VKATTN_DTYPE_F32 || dt == VKATTN_DTYPE_F16;
-}
-
 vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_t num_heads,
                                     uint32_t num_kv_heads, uint32_t q_len, uint32_t kv_len,
                                     uint32_t head_dim, bool causal, vkattn_dtype q_dtype,
@@ -36,7 +31,7 @@ vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_
                            "vkattn_tune_attention: batch %u, num_heads %u, num_kv_heads %u, q_len %u, "
                            "kv_len %u and head_dim %u must all be >= 1",
                            batch, num_heads, num_kv_heads, q_len, kv_len, head_dim);
-    if (!float_dtype(q_dtype) || !float_dtype(kv_dtype))
+    if (!vkattn_tuning_float_dtype(q_dtype) || !vkattn_tuning_float_dtype(kv_dtype))
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "vkattn_tune_attention: q_dtype %d and kv_dtype %d must be f32 or f16",
                            (int)q_dtype, (int)kv_dtype);

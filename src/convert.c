@@ -120,9 +120,5 @@ vkattn_result vkattn_convert(vkattn_context *ctx, const vkattn_convert_args *arg
     if (r != VKATTN_SUCCESS)
         return r;
     r = vkattn_cmd_convert(ctx, cmd, args);
-    if (r != VKATTN_SUCCESS) {
-        vkattn_commands_discard(ctx);
-        return r;
-    }
-    return vkattn_commands_submit(ctx);
+    return vkattn_commands_finish(ctx, r);
 }

@@ -124,6 +124,10 @@ void vkattn_fill_messenger_info(vkattn_context *ctx, VkDebugUtilsMessengerCreate
 
 vkattn_result vkattn_submit_init(vkattn_context *ctx);
 void vkattn_submit_destroy(vkattn_context *ctx);
+/* Ends what was recorded since vkattn_commands_begin: submits and waits
+ * when `recorded` is VKATTN_SUCCESS, else discards it and returns
+ * `recorded` (the submit-and-wait forms of the ops end with this). */
+vkattn_result vkattn_commands_finish(vkattn_context *ctx, vkattn_result recorded);
 /* Global barrier: compute-shader writes -> compute-shader reads/writes. */
 void vkattn_cmd_compute_barrier(vkattn_context *ctx, VkCommandBuffer cmd);
 

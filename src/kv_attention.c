@@ -222,9 +222,5 @@ vkattn_result vkattn_kv_attention(vkattn_context *ctx, const vkattn_kv_attention
     r = vkattn_kv_step_record(&step, cmd, &meta);
     if (r == VKATTN_SUCCESS)
         r = vkattn_cmd_kv_attention_record(ctx, cmd, &plan, &meta);
-    if (r != VKATTN_SUCCESS) {
-        vkattn_commands_discard(ctx);
-        return r;
-    }
-    return vkattn_commands_submit(ctx);
+    return vkattn_commands_finish(ctx, r);
 }

@@ -152,38 +152,15 @@ static bool dec_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, kv_
     return true;
 }
 
-/* Shared-memory family: TPR invocations per row (a power of two giving each
- * at most 4 output vec4s, at least 8), BR rows (a power of two covering the
- * step's rows where the workgroup allows), BC = 4 TPR keys per block, within
- * the device's shared memory. */
+/* Shared-memory family: the tile of att_sm_tile_fit, BR at most a power of
+ * two covering the step's rows, each key's pool row kept beside K and V. */
 static void sm_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, kv_config *cfg)
 {
-    uint32_t dc = d / 4, tpr = 8;
-    while (tpr * 4 < dc)
-        tpr *= 2;
-    uint32_t wg = vkattn_workgroup_size(ctx, 128);
-    if (tpr > wg)
-        tpr = wg;
-    uint32_t br = wg / tpr, bc = 4 * tpr;
-    if (br > pow2_at_least(rows))
-        br = pow2_at_least(rows);
-    for (;;) {
-        uint64_t bytes = 16ull * (br * dc + 2ull * bc * dc) + 4ull * (bc + br * bc + br * tpr);
-        if (bytes <= ctx->info.max_shared_memory)
-            break;
-        if (bc > 8)
-            bc /= 2;
-        else if (br > 1)
-            br /= 2;
-        else if (bc > 1)
-            bc /= 2;
-        else
-            break; /* 1 row x 1 key of D <= 256 is 3 KiB: every device has it */
-    }
-    uint32_t spec[5] = {br * tpr, d, br, bc, tpr};
+    att_sm_tile t = att_sm_tile_fit(ctx, d, pow2_at_least(rows), false, false, 4);
+    uint32_t spec[5] = {t.br * t.tpr, d, t.br, t.bc, t.tpr};
     memcpy(cfg->spec, spec, sizeof spec);
-    cfg->rows_per_group = br;
-    cfg->block_keys = bc;
+    cfg->rows_per_group = t.br;
+    cfg->block_keys = t.bc;
 }
 
 /* Splits of the decode path: enough workgroups to fill the device, none

@@ -91,7 +91,7 @@ static vkattn_result fill(vkattn_context *ctx, vkattn_kv_cache *scratch, uint32_
                                    vkattn_tensor_make(bk, 0, d->dtype, 4, shape),
                                    vkattn_tensor_make(bv, 0, d->dtype, 4, shape)};
         r = vkattn_cmd_kv_cache_append(ctx, cmd, &a);
-        r = r == VKATTN_SUCCESS ? vkattn_commands_submit(ctx) : (vkattn_commands_discard(ctx), r);
+        r = vkattn_commands_finish(ctx, r);
     }
     vkattn_buffer_destroy(bk);
     vkattn_buffer_destroy(bv);

@@ -462,9 +462,5 @@ vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args)
     if (r != VKATTN_SUCCESS)
         return r;
     r = vkattn_cmd_linear(ctx, cmd, args);
-    if (r != VKATTN_SUCCESS) {
-        vkattn_commands_discard(ctx);
-        return r;
-    }
-    return vkattn_commands_submit(ctx);
+    return vkattn_commands_finish(ctx, r);
 }

@@ -20,11 +20,6 @@ static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, 
     return vkattn_linear_record(ctx, cmd, &job->p, &job->candidates[i]);
 }
 
-static bool float_dtype(vkattn_dtype dt)
-{
-    return dt == VKATTN_DTYPE_F32 || dt == VKATTN_DTYPE_F16;
-}
-
 vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, uint32_t k,
                                  vkattn_dtype x_dtype, vkattn_dtype w_dtype)
 {
@@ -33,7 +28,7 @@ vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, ui
     if (!m || !n || !k)
         return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_tune_linear: m %u, n %u and k %u must all be >= 1", m, n, k);
-    if (!float_dtype(x_dtype) || !float_dtype(w_dtype))
+    if (!vkattn_tuning_float_dtype(x_dtype) || !vkattn_tuning_float_dtype(w_dtype))
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "vkattn_tune_linear: x_dtype %d and w_dtype %d must be f32 or f16",
                            (int)x_dtype, (int)w_dtype);

@@ -432,9 +432,5 @@ vkattn_result vkattn_mha_forward(vkattn_mha *m, const vkattn_mha_forward_args *a
     if (r != VKATTN_SUCCESS)
         return r;
     r = vkattn_cmd_mha_forward(m, cmd, a);
-    if (r != VKATTN_SUCCESS) {
-        vkattn_commands_discard(m->ctx);
-        return r;
-    }
-    return vkattn_commands_submit(m->ctx);
+    return vkattn_commands_finish(m->ctx, r);
 }

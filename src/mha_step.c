@@ -226,9 +226,5 @@ vkattn_result vkattn_mha_step(vkattn_mha *m, const vkattn_mha_step_args *a)
     if (r != VKATTN_SUCCESS)
         return r;
     r = vkattn_cmd_mha_step(m, cmd, a);
-    if (r != VKATTN_SUCCESS) {
-        vkattn_commands_discard(m->ctx);
-        return r;
-    }
-    return vkattn_commands_submit(m->ctx);
+    return vkattn_commands_finish(m->ctx, r);
 }

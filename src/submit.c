@@ -110,6 +110,15 @@ void vkattn_commands_discard(vkattn_context *ctx)
     ctx->vk.vkResetCommandPool(ctx->device, ctx->command_pool, 0);
 }
 
+vkattn_result vkattn_commands_finish(vkattn_context *ctx, vkattn_result recorded)
+{
+    if (recorded != VKATTN_SUCCESS) {
+        vkattn_commands_discard(ctx);
+        return recorded;
+    }
+    return vkattn_commands_submit(ctx);
+}
+
 void vkattn_cmd_compute_barrier(vkattn_context *ctx, VkCommandBuffer cmd)
 {
     VkMemoryBarrier mb = {

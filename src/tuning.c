@@ -262,12 +262,8 @@ vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_
                 r = record(ctx, cmd, user, c);
             if (r == VKATTN_SUCCESS)
                 r = vkattn_cmd_timer_end(timer, cmd, 0);
-            if (r != VKATTN_SUCCESS) {
-                vkattn_commands_discard(ctx);
-                break;
-            }
             double ms = 0;
-            r = vkattn_commands_submit(ctx);
+            r = vkattn_commands_finish(ctx, r);
             if (r == VKATTN_SUCCESS)
                 r = vkattn_timer_read_ms(timer, 0, &ms);
             if (r != VKATTN_SUCCESS)
