@@ -151,6 +151,10 @@ static void test_tuning_file(void **state)
     if (run(args, err, sizeof err) != 0)
         fail_msg("vkattn %s failed:\n%s", args, err);
     unlink(tuning);
+    /* a tuning path that cannot be written: fails before any output */
+    snprintf(args, sizeof args, "attention --tune --tuning %s --q %s --k %s --v %s --out %s", tmp,
+             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    expect_failure(args, "cannot write tuning data");
 }
 
 static void test_mha_command(void **state)

@@ -19,6 +19,10 @@ typedef struct cli_device_options {
 /* Consumes argv[*i] (and its value) when it is a device option; returns 1 if
  * consumed, 0 if not a device option, -1 on a missing value. */
 int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o);
+/* After --tune: writes the tuning data to --tuning's path (if given), before
+ * any output file, so a path that cannot be written fails the command
+ * without output. */
+vkattn_result cli_save_tuning(vkattn_context *ctx, const cli_device_options *o);
 /* Help text for the options above. */
 extern const char cli_device_options_help[];
 

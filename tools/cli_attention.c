@@ -157,6 +157,8 @@ int cli_attention(int argc, char **argv)
         r = vkattn_tune_attention(ctx, (uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
                                   (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3], causal, dtype,
                                   dtype);
+    if (o.tune && r == VKATTN_SUCCESS)
+        r = cli_save_tuning(ctx, &o);
     if (r == VKATTN_SUCCESS)
         r = vkattn_attention(ctx, &args);
     if (r != VKATTN_SUCCESS) {
@@ -186,26 +188,11 @@ int cli_attention(int argc, char **argv)
             cli_error("CPU reference failed: %s", ref ? err : "out of memory");
             goto done;
         }
-        bool bad_o, bad_w = false;
-        double e = cli_max_rel_error(out, ref, out_n, &bad_o), ew = 0;
-        if (weights)
-            ew = cli_max_rel_error(weights, ref_w, w_n, &bad_w);
-        double tol = dtype == VKATTN_DTYPE_F16 ? 1.5e-2 : 2e-4;
-        printf("check: max relative error %.3g%s (tolerance %.3g)", e, bad_o ? " and non-finite values" : "", tol);
-        if (weights)
-            printf(", weights %.3g%s", ew, bad_w ? " and non-finite values" : "");
-        printf("\n");
-        if (bad_o || bad_w || e > tol || ew > tol) {
-            cli_error("check failed: the device's result differs from the CPU reference");
+        if (cli_check_report(out, ref, out_n, weights, ref_w, w_n, dtype) != 0)
             goto done;
-        }
     }
-    if (cli_write_f32(out_path, 4, qs, out) != 0)
+    if (cli_write_outputs(out_path, 4, qs, out, weights_path, wrank, wshape, weights) != 0)
         goto done;
-    if (weights && cli_write_f32(weights_path, wrank, wshape, weights) != 0) {
-        remove(out_path);
-        goto done;
-    }
     status = 0;
 done:
     for (int k = 0; k < N_INPUTS; k++) {

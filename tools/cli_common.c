@@ -97,8 +97,6 @@ int cli_close(vkattn_context *ctx, const cli_device_options *o)
     int bad = 0;
     if (o->pipeline_cache && vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) != VKATTN_SUCCESS)
         bad = 1;
-    if (o->tune && o->tuning && vkattn_context_save_tuning(ctx, o->tuning) != VKATTN_SUCCESS)
-        bad = 1;
     uint32_t errors = 0, warnings = 0;
     vkattn_context_validation_counts(ctx, &errors, &warnings);
     vkattn_context_destroy(ctx);
@@ -107,4 +105,11 @@ int cli_close(vkattn_context *ctx, const cli_device_options *o)
         bad = 1;
     }
     return bad;
+}
+
+vkattn_result cli_save_tuning(vkattn_context *ctx, const cli_device_options *o)
+{
+    if (!o->tuning)
+        return VKATTN_SUCCESS;
+    return vkattn_context_save_tuning(ctx, o->tuning);
 }

@@ -273,3 +273,35 @@ double cli_max_rel_error(const float *got, const float *want, int64_t n, bool *n
     }
     return max_err / (max_want > 1e-30 ? max_want : 1e-30);
 }
+
+int cli_check_report(const float *out, const float *ref, int64_t n, const float *weights,
+                     const float *ref_weights, int64_t weights_n, vkattn_dtype dtype)
+{
+    bool bad_o, bad_w = false;
+    double e = cli_max_rel_error(out, ref, n, &bad_o), ew = 0;
+    if (weights)
+        ew = cli_max_rel_error(weights, ref_weights, weights_n, &bad_w);
+    double tol = dtype == VKATTN_DTYPE_F16 ? 1.5e-2 : 2e-4;
+    printf("check: max relative error %.3g%s (tolerance %.3g)", e, bad_o ? " and non-finite values" : "", tol);
+    if (weights)
+        printf(", weights %.3g%s", ew, bad_w ? " and non-finite values" : "");
+    printf("\n");
+    if (bad_o || bad_w || e > tol || ew > tol) {
+        cli_error("check failed: the device's result differs from the CPU reference");
+        return 1;
+    }
+    return 0;
+}
+
+int cli_write_outputs(const char *out_path, uint32_t rank, const int64_t *shape, const float *out,
+                      const char *weights_path, uint32_t weights_rank, const int64_t *weights_shape,
+                      const float *weights)
+{
+    if (cli_write_f32(out_path, rank, shape, out) != 0)
+        return 1;
+    if (weights && cli_write_f32(weights_path, weights_rank, weights_shape, weights) != 0) {
+        remove(out_path);
+        return 1;
+    }
+    return 0;
+}

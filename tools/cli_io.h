@@ -51,5 +51,15 @@ int cli_parse_uint(const char *flag, const char *text, uint32_t *out);
 
 /* Max |a - b| / max |b| and whether anything is not finite (for --check). */
 double cli_max_rel_error(const float *got, const float *want, int64_t n, bool *nonfinite);
+/* --check: prints the max relative errors of the output (and of the
+ * attention weights when `weights` is not NULL) against the CPU reference
+ * and returns 0, or prints why the check failed and returns 1. */
+int cli_check_report(const float *out, const float *ref, int64_t n, const float *weights,
+                     const float *ref_weights, int64_t weights_n, vkattn_dtype dtype);
+/* Writes the output and, when `weights` is not NULL, the weights file; on a
+ * failure no output file is left behind. 0 on success. */
+int cli_write_outputs(const char *out_path, uint32_t rank, const int64_t *shape, const float *out,
+                      const char *weights_path, uint32_t weights_rank, const int64_t *weights_shape,
+                      const float *weights);
 
 #endif

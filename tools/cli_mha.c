@@ -276,6 +276,8 @@ int cli_mha(int argc, char **argv)
     }
     if (o.tune)
         r = vkattn_mha_tune(layer, (uint32_t)xs[0], (uint32_t)tq, (uint32_t)tk);
+    if (o.tune && r == VKATTN_SUCCESS)
+        r = cli_save_tuning(ctx, &o);
     if (r != VKATTN_SUCCESS) {
         cli_report_error(ctx, r, in, N_INPUTS);
         goto done;
@@ -311,26 +313,11 @@ int cli_mha(int argc, char **argv)
             cli_error("CPU reference failed: %s", ref ? err : "out of memory");
             goto done;
         }
-        bool bad_y, bad_w = false;
-        double e = cli_max_rel_error(y, ref, y_n, &bad_y), ew = 0;
-        if (weights)
-            ew = cli_max_rel_error(weights, ref_w, w_n, &bad_w);
-        double tol = dtype == VKATTN_DTYPE_F16 ? 1.5e-2 : 2e-4;
-        printf("check: max relative error %.3g%s (tolerance %.3g)", e, bad_y ? " and non-finite values" : "", tol);
-        if (weights)
-            printf(", weights %.3g%s", ew, bad_w ? " and non-finite values" : "");
-        printf("\n");
-        if (bad_y || bad_w || e > tol || ew > tol) {
-            cli_error("check failed: the device's result differs from the CPU reference");
+        if (cli_check_report(y, ref, y_n, weights, ref_w, w_n, dtype) != 0)
             goto done;
-        }
     }
-    if (cli_write_f32(out_path, 3, xs, y) != 0)
+    if (cli_write_outputs(out_path, 3, xs, y, weights_path, wrank, wshape, weights) != 0)
         goto done;
-    if (weights && cli_write_f32(weights_path, wrank, wshape, weights) != 0) {
-        remove(out_path);
-        goto done;
-    }
     status = 0;
 done:
     vkattn_mha_destroy(layer);
