@@ -157,6 +157,30 @@ static void test_tuning_file(void **state)
     expect_failure(args, "cannot write tuning data");
 }
 
+/* --pipeline-cache is written once the work is done, before the output
+ * files; read back by the next run. */
+static void test_pipeline_cache_file(void **state)
+{
+    (void)state;
+    write_standard_inputs();
+    const char *cache = path_of("pipelines.bin");
+    unlink(cache);
+    char args[2048], err[4096];
+    for (int pass = 0; pass < 2; pass++) { /* written, then read back and rewritten */
+        snprintf(args, sizeof args, "attention --validate --pipeline-cache %s --q %s --k %s --v %s --check --out %s",
+                 cache, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+        if (run(args, err, sizeof err) != 0)
+            fail_msg("vkattn %s failed:\n%s", args, err);
+        assert_true(exists(cache));
+        assert_true(exists(path_of("O.npy")));
+    }
+    unlink(cache);
+    /* a cache path that cannot be written: fails before any output */
+    snprintf(args, sizeof args, "attention --pipeline-cache %s --q %s --k %s --v %s --out %s", tmp,
+             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    expect_failure(args, "cannot write pipeline cache");
+}
+
 static void test_mha_command(void **state)
 {
     (void)state;
@@ -387,6 +411,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_command),
         cmocka_unit_test(test_tuning_file),
+        cmocka_unit_test(test_pipeline_cache_file),
         cmocka_unit_test(test_mha_command),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_help_lists_flags),

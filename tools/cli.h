@@ -14,6 +14,7 @@ typedef struct cli_device_options {
     bool verbose;               /* -v: info messages too */
     const char *tuning;         /* --tuning PATH: loaded; saved back after --tune */
     bool tune;                  /* --tune: run the tuner for this command's shapes first */
+    bool pipeline_cache_saved;  /* set by cli_save_pipeline_cache: cli_close saves no more */
 } cli_device_options;
 
 /* Consumes argv[*i] (and its value) when it is a device option; returns 1 if
@@ -23,14 +24,20 @@ int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o
  * any output file, so a path that cannot be written fails the command
  * without output. */
 vkattn_result cli_save_tuning(vkattn_context *ctx, const cli_device_options *o);
+/* Writes the pipeline cache to --pipeline-cache's path (if given) now, so a
+ * command that writes output files can fail before them when the path cannot
+ * be written; cli_close then leaves it alone. Nonzero on failure (the logger
+ * printed why). */
+int cli_save_pipeline_cache(vkattn_context *ctx, cli_device_options *o);
 /* Help text for the options above. */
 extern const char cli_device_options_help[];
 
 /* Opens a context as the options say; prints the error and returns NULL on
  * failure. */
 vkattn_context *cli_open(const cli_device_options *o);
-/* Saves the pipeline cache if asked, reports validation counts, destroys.
- * Returns nonzero if validation reported anything. */
+/* Saves the pipeline cache if asked (unless cli_save_pipeline_cache did),
+ * reports validation counts, destroys. Returns nonzero if the save failed or
+ * validation reported anything. */
 int cli_close(vkattn_context *ctx, const cli_device_options *o);
 
 /* Prints "vkattn: <message>" to stderr. */

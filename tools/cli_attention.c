@@ -191,6 +191,10 @@ int cli_attention(int argc, char **argv)
         if (cli_check_report(out, ref, out_n, weights, ref_w, w_n, dtype) != 0)
             goto done;
     }
+    /* the caches before the outputs: a path that cannot be written fails
+     * the command without an output file */
+    if (cli_save_pipeline_cache(ctx, &o) != 0)
+        goto done;
     if (cli_write_outputs(out_path, 4, qs, out, weights_path, wrank, wshape, weights) != 0)
         goto done;
     status = 0;

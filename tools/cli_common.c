@@ -11,7 +11,9 @@ const char cli_device_options_help[] =
     "                        else automatic: discrete > integrated > virtual > CPU)\n"
     "  --validate            enable the Khronos validation layer (with synchronization\n"
     "                        validation); any message makes the command fail\n"
-    "  --pipeline-cache PATH load the pipeline cache from PATH and save it back\n"
+    "  --pipeline-cache PATH load the pipeline cache from PATH and save it back (before\n"
+    "                        any output file: a path that cannot be written fails the\n"
+    "                        command without output)\n"
     "  --tuning PATH         use the tuning data in PATH (kernel choices measured on\n"
     "                        this device; a missing file: built-in choices)\n"
     "  --tune                first measure the kernel choices for this command's shapes\n"
@@ -95,7 +97,8 @@ int cli_close(vkattn_context *ctx, const cli_device_options *o)
     if (!ctx)
         return 0;
     int bad = 0;
-    if (o->pipeline_cache && vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) != VKATTN_SUCCESS)
+    if (o->pipeline_cache && !o->pipeline_cache_saved &&
+        vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) != VKATTN_SUCCESS)
         bad = 1;
     uint32_t errors = 0, warnings = 0;
     vkattn_context_validation_counts(ctx, &errors, &warnings);
@@ -105,6 +108,14 @@ int cli_close(vkattn_context *ctx, const cli_device_options *o)
         bad = 1;
     }
     return bad;
+}
+
+int cli_save_pipeline_cache(vkattn_context *ctx, cli_device_options *o)
+{
+    if (!o->pipeline_cache)
+        return 0;
+    o->pipeline_cache_saved = true;
+    return vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) != VKATTN_SUCCESS;
 }
 
 vkattn_result cli_save_tuning(vkattn_context *ctx, const cli_device_options *o)

@@ -316,6 +316,10 @@ int cli_mha(int argc, char **argv)
         if (cli_check_report(y, ref, y_n, weights, ref_w, w_n, dtype) != 0)
             goto done;
     }
+    /* the caches before the outputs: a path that cannot be written fails
+     * the command without an output file */
+    if (cli_save_pipeline_cache(ctx, &o) != 0)
+        goto done;
     if (cli_write_outputs(out_path, 3, xs, y, weights_path, wrank, wshape, weights) != 0)
         goto done;
     status = 0;
