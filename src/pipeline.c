@@ -48,24 +48,9 @@ static bool cache_data_matches(vkattn_context *ctx, const void *data, size_t siz
            memcmp(h.pipelineCacheUUID, p.pipelineCacheUUID, VK_UUID_SIZE) == 0;
 }
 
-static void *read_file(vkattn_context *ctx, const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    void *data = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
-        data = vkattn_alloc(ctx, (size_t)n);
-        if (data && fread(data, 1, (size_t)n, f) != (size_t)n) {
-            vkattn_free(ctx, data);
-            data = NULL;
-        }
-    }
-    fclose(f);
-    *size = data ? (size_t)n : 0;
-    return data;
-}
+/* Larger files are not pipeline caches of this project's few pipelines
+ * (tens of MiB at most): refused rather than read. */
+#define PIPELINE_CACHE_MAX_BYTES ((size_t)1 << 30)
 
 vkattn_result vkattn_pipelines_init(vkattn_context *ctx, const vkattn_context_desc *desc)
 {
@@ -77,7 +62,13 @@ vkattn_result vkattn_pipelines_init(vkattn_context *ctx, const vkattn_context_de
     size_t initial_size = desc->pipeline_cache_data ? desc->pipeline_cache_size : 0;
     void *from_file = NULL;
     if (!initial && desc->pipeline_cache_path) {
-        from_file = read_file(ctx, desc->pipeline_cache_path, &initial_size);
+        if (!vkattn_read_file(ctx, desc->pipeline_cache_path, PIPELINE_CACHE_MAX_BYTES, &from_file,
+                              &initial_size) ||
+            !initial_size) {
+            vkattn_free(ctx, from_file);
+            from_file = NULL;
+            initial_size = 0;
+        }
         initial = from_file;
         if (!from_file)
             vkattn_log(ctx, VKATTN_LOG_INFO, "pipeline cache \"%s\" not read; starting empty",

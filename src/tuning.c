@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Tuning files hold a line per (op, shape class): kilobytes. */
+#define TUNING_MAX_BYTES ((size_t)16 << 20)
+
 typedef struct tuning_entry {
     vkattn_tuning_key key;
     vkattn_tuning_config config;
@@ -133,22 +136,18 @@ vkattn_result vkattn_tuning_init(vkattn_context *ctx, const vkattn_context_desc 
         return parse(ctx, desc->tuning_data, desc->tuning_size, "(bytes)");
     if (!desc->tuning_path)
         return VKATTN_SUCCESS;
-    FILE *f = fopen(desc->tuning_path, "rb");
-    if (!f) {
+    FILE *probe = fopen(desc->tuning_path, "rb");
+    if (!probe) {
         vkattn_log(ctx, VKATTN_LOG_INFO, "tuning file \"%s\" not read; starting empty", desc->tuning_path);
         return VKATTN_SUCCESS;
     }
-    char *text = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (16l << 20) && fseek(f, 0, SEEK_SET) == 0 &&
-        (text = vkattn_alloc(ctx, (size_t)n + 1)) && fread(text, 1, (size_t)n, f) != (size_t)n) {
-        vkattn_free(ctx, text);
-        text = NULL;
-    }
-    fclose(f);
+    fclose(probe);
+    void *text = NULL;
+    size_t n = 0;
+    vkattn_read_file(ctx, desc->tuning_path, TUNING_MAX_BYTES, &text, &n);
     vkattn_result r = VKATTN_SUCCESS;
     if (text)
-        r = parse(ctx, text, (size_t)n, desc->tuning_path);
+        r = parse(ctx, text, n, desc->tuning_path);
     else
         vkattn_log(ctx, VKATTN_LOG_WARNING, "tuning file \"%s\" could not be read; ignored", desc->tuning_path);
     vkattn_free(ctx, text);

@@ -381,6 +381,19 @@ static void test_pipeline_cache_round_trip(void **state)
                vkattn_context_save_pipeline_cache(ctx, "/nonexistent/dir/cache.bin"));
     assert_int_equal(access("/nonexistent/dir/cache.bin.tmp", F_OK), -1);
     vkattn_context_destroy(ctx);
+    /* a directory (fopen takes it; its size reads as ~LONG_MAX on Linux) is
+     * an empty cache too, and cannot be saved over */
+    char dir[] = "/tmp/vkattn-cachedir-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    desc.pipeline_cache_path = dir;
+    desc.tuning_path = dir;
+    assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
+    run_convert_check(ctx, 33);
+    TEST_FAILS(ctx, VKATTN_ERROR_IO, dir, vkattn_context_save_pipeline_cache(ctx, dir));
+    TEST_FAILS(ctx, VKATTN_ERROR_IO, dir, vkattn_context_save_tuning(ctx, dir));
+    test_assert_no_validation_messages(ctx);
+    vkattn_context_destroy(ctx);
+    rmdir(dir);
     free(bytes);
     unlink(path);
 }
