@@ -44,6 +44,10 @@ const bench_case bench_cases[] = {
      F16},
     {"attn_decode_gqa_d128_kv4096_b8", BENCH_DECODE, READ, 8, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
      F16},
+    /* The B = 1, 4096-token decode over a paged cache (blocks of 16 tokens,
+     * each sequence's blocks found through its block table). */
+    {"attn_decode_gqa_d128_kv4096_paged16", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false,
+     F16, F16, 16},
     /* A whole MHA layer (torch.nn.MultiheadAttention: biases, packed QKV
      * GEMM 512x3072x1024, attention, output GEMM 512x1024x1024), causal, f32. */
     {"layer_d1024_h16_t512", BENCH_LAYER, FMA, 1, 16, 16, 512, 512, 1024, 0, 0, 0, true, true, F32, F32},
@@ -161,7 +165,8 @@ static void make_cache(bench_runner *r, uint32_t dh, uint32_t capacity)
 {
     const bench_case *c = r->c;
     vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv, .num_heads = c->hq, .head_dim = dh,
-                               .dtype = c->data, .max_sequences = c->b, .capacity = capacity};
+                               .dtype = c->data, .max_sequences = c->b, .capacity = capacity,
+                               .block_size = c->block};
     BENCH_CHECK(r->ctx, vkattn_kv_cache_create(r->ctx, &cd, &r->cache), "creating the KV cache");
     for (uint32_t b = 0; b < c->b; b++)
         r->sequences[b] = b;
@@ -333,6 +338,8 @@ void bench_case_print_shape(const bench_case *c, FILE *f)
                 ", \"B\": %u, \"Hq\": %u, \"Hkv\": %u, \"Tq\": %u, \"Tk\": %u, \"D\": %u, \"causal\": %s, "
                 "\"dtype\": \"%s\", \"kv_dtype\": \"%s\"",
                 c->b, c->hq, c->hkv, c->tq, c->tk, c->d, causal, act, data);
+        if (c->block)
+            fprintf(f, ", \"block_size\": %u", c->block);
         break;
     case BENCH_LAYER:
         fprintf(f,

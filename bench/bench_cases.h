@@ -33,6 +33,7 @@ typedef struct bench_case {
     bool causal;
     bool bias;              /* layers: projections with biases */
     vkattn_dtype act, data; /* activations (q/out, x/y); K/V or weights */
+    uint32_t block;         /* decode: tokens per cache block (paged); 0: contiguous */
 } bench_case;
 
 extern const bench_case bench_cases[];
