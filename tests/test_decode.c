@@ -42,32 +42,6 @@ static float *rnd(test_rng *r, size_t n, float amp, bool f16)
 }
 
 /* Uploads `rows` rows of Dm floats in the layer's dtype into `b`. */
-static void upload_rows(vkattn_context *ctx, vkattn_buffer *b, const float *src, size_t n, vkattn_dtype dt)
-{
-    if (dt == VKATTN_DTYPE_F32) {
-        TEST_OK(ctx, vkattn_buffer_upload(b, 0, src, n * 4));
-        return;
-    }
-    uint16_t *h = malloc(n * 2);
-    for (size_t i = 0; i < n; i++)
-        h[i] = vkattn_f32_to_f16(src[i]);
-    TEST_OK(ctx, vkattn_buffer_upload(b, 0, h, n * 2));
-    free(h);
-}
-
-static void download_rows(vkattn_context *ctx, vkattn_buffer *b, float *dst, size_t n, vkattn_dtype dt)
-{
-    if (dt == VKATTN_DTYPE_F32) {
-        TEST_OK(ctx, vkattn_buffer_download(b, 0, dst, n * 4));
-        return;
-    }
-    uint16_t *h = malloc(n * 2);
-    TEST_OK(ctx, vkattn_buffer_download(b, 0, h, n * 2));
-    for (size_t i = 0; i < n; i++)
-        dst[i] = vkattn_f16_to_f32(h[i]);
-    free(h);
-}
-
 /* Prefills every sequence with its prompt (one step each: different prompt
  * lengths), then decodes the ragged batch one token per step. Returns the
  * outputs of every position of every sequence: y[s] is [total_len[s], Dm]. */
@@ -80,12 +54,12 @@ static void run_steps(vkattn_context *ctx, vkattn_mha *layer, vkattn_kv_cache *c
     for (uint32_t s = 0; s < NSEQ; s++) {
         uint32_t seq = s, len = 99;
         int64_t shape[3] = {1, prompt_len[s], dm};
-        upload_rows(ctx, bx, x[s], (size_t)prompt_len[s] * dm, dt);
+        test_upload_as(ctx, bx, dt, x[s], (size_t)prompt_len[s] * dm);
         vkattn_mha_step_args a = {.cache = cache, .batch = 1, .sequences = &seq,
                                   .x = vkattn_tensor_make(bx, 0, dt, 3, shape),
                                   .y = vkattn_tensor_make(by, 0, dt, 3, shape), .kv_splits = kv_splits};
         TEST_OK(ctx, vkattn_mha_step(layer, &a));
-        download_rows(ctx, by, y[s], (size_t)prompt_len[s] * dm, dt);
+        test_download_as(ctx, by, dt, y[s], (size_t)prompt_len[s] * dm);
         TEST_OK(ctx, vkattn_kv_cache_length(cache, seq, &len));
         assert_int_equal(len, prompt_len[s]);
     }
@@ -102,7 +76,7 @@ static void run_steps(vkattn_context *ctx, vkattn_mha *layer, vkattn_kv_cache *c
         if (!batch)
             break;
         int64_t shape[3] = {batch, 1, dm};
-        upload_rows(ctx, bx, rows, (size_t)batch * dm, dt);
+        test_upload_as(ctx, bx, dt, rows, (size_t)batch * dm);
         vkattn_mha_step_args a = {.cache = cache, .batch = batch, .sequences = seqs,
                                   .x = vkattn_tensor_make(bx, 0, dt, 3, shape),
                                   .y = vkattn_tensor_make(by, 0, dt, 3, shape), .kv_splits = kv_splits};
@@ -110,7 +84,7 @@ static void run_steps(vkattn_context *ctx, vkattn_mha *layer, vkattn_kv_cache *c
         for (uint32_t i = 0; i < batch; i++)
             TEST_OK(ctx, vkattn_kv_cache_length(cache, seqs[i], &before[i]));
         TEST_OK(ctx, vkattn_mha_step(layer, &a));
-        download_rows(ctx, by, rows, (size_t)batch * dm, dt);
+        test_download_as(ctx, by, dt, rows, (size_t)batch * dm);
         for (uint32_t i = 0; i < batch; i++)
             memcpy(y[seqs[i]] + (size_t)before[i] * dm, rows + (size_t)i * dm, dm * 4);
     }

@@ -80,25 +80,6 @@ vkattn_buffer *kv_buffer_of(vkattn_context *ctx, const float *vals, size_t n, vk
     return b;
 }
 
-static void download(vkattn_context *ctx, vkattn_buffer *b, float *dst, size_t n, vkattn_dtype dt)
-{
-    size_t es = vkattn_dtype_size(dt);
-    uint8_t *bytes = malloc(n * es);
-    assert_non_null(bytes);
-    TEST_OK(ctx, vkattn_buffer_download(b, 0, bytes, n * es));
-    for (size_t i = 0; i < n; i++) {
-        if (dt == VKATTN_DTYPE_F32) {
-            memcpy(&dst[i], bytes + 4 * i, 4);
-        } else {
-            uint16_t x;
-            memcpy(&x, bytes + 2 * i, 2);
-            dst[i] = vkattn_f16_to_f32(x);
-        }
-    }
-    free(bytes);
-}
-
-
 void prepare_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint32_t *seqs,
                            uint32_t T, test_rng *rng, pending_append *p)
 {
@@ -217,7 +198,7 @@ void att_io_result(vkattn_context *ctx, const att_io *io, float *got)
     size_t n = (size_t)io->batch * io->Hq * io->T * io->D;
     float *raw = malloc(n * sizeof *raw);
     assert_non_null(raw);
-    download(ctx, io->ob, raw, n, io->dt);
+    test_download_as(ctx, io->ob, io->dt, raw, n);
     for (uint32_t b = 0; b < io->batch; b++)
         for (uint32_t h = 0; h < io->Hq; h++)
             for (uint32_t t = 0; t < io->T; t++)

@@ -36,36 +36,6 @@ static int entries_of(vkattn_context *ctx, unsigned op)
     return count;
 }
 
-/* Uploads n floats as dtype `dt`, rounding `data` in place to what the
- * device holds (so the reference sees the same inputs). */
-static void upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, float *data, size_t n)
-{
-    if (dt == VKATTN_DTYPE_F32) {
-        TEST_OK(ctx, vkattn_buffer_upload(b, 0, data, n * 4));
-        return;
-    }
-    uint16_t *h = malloc(n * 2);
-    for (size_t i = 0; i < n; i++) {
-        h[i] = vkattn_f32_to_f16(data[i]);
-        data[i] = vkattn_f16_to_f32(h[i]);
-    }
-    TEST_OK(ctx, vkattn_buffer_upload(b, 0, h, n * 2));
-    free(h);
-}
-
-static void download_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, float *out, size_t n)
-{
-    if (dt == VKATTN_DTYPE_F32) {
-        TEST_OK(ctx, vkattn_buffer_download(b, 0, out, n * 4));
-        return;
-    }
-    uint16_t *h = malloc(n * 2);
-    TEST_OK(ctx, vkattn_buffer_download(b, 0, h, n * 2));
-    for (size_t i = 0; i < n; i++)
-        out[i] = vkattn_f16_to_f32(h[i]);
-    free(h);
-}
-
 /* Fills the output with NaN (all bits set, in f32 and f16): a candidate
  * that leaves any element unwritten fails the comparison. */
 static void poison(vkattn_context *ctx, vkattn_buffer *b, uint64_t bytes)
@@ -119,9 +89,12 @@ static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype dt)
     vkattn_buffer *bb = test_buffer_with(g->ctx, NULL, n * es);
     vkattn_buffer *by = test_buffer_with(g->ctx, NULL, (uint64_t)m * n * es);
     int64_t xs[2] = {m, k}, ws[2] = {n, k}, bs[1] = {n}, ys[2] = {m, n};
-    upload_as(g->ctx, bx, dt, x, (size_t)m * k);
-    upload_as(g->ctx, bw, dt, w, (size_t)n * k);
-    upload_as(g->ctx, bb, dt, b, n);
+    test_round_to(dt, x, (size_t)m * k);
+    test_upload_as(g->ctx, bx, dt, x, (size_t)m * k);
+    test_round_to(dt, w, (size_t)n * k);
+    test_upload_as(g->ctx, bw, dt, w, (size_t)n * k);
+    test_round_to(dt, b, n);
+    test_upload_as(g->ctx, bb, dt, b, n);
     vkattn_ref_linear_args ra = {vkattn_host_tensor_make(x, VKATTN_DTYPE_F32, 2, xs),
                                  vkattn_host_tensor_make(w, VKATTN_DTYPE_F32, 2, ws),
                                  vkattn_host_tensor_make(b, VKATTN_DTYPE_F32, 1, bs),
@@ -138,7 +111,7 @@ static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype dt)
         lc.c = cands[i];
         poison(g->ctx, by, (uint64_t)m * n * es);
         run_submit(g, record_linear, &lc);
-        download_as(g->ctx, by, dt, got, (size_t)m * n);
+        test_download_as(g->ctx, by, dt, got, (size_t)m * n);
         char what[96];
         snprintf(what, sizeof what, "linear m %u %s candidate family %u input %u preset %u", m,
                  dt == VKATTN_DTYPE_F16 ? "f16" : "f32", lc.c.family, lc.c.input, lc.c.preset);
@@ -186,9 +159,12 @@ static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal
     size_t es = vkattn_dtype_size(dt);
     vkattn_buffer *bq = test_buffer_with(g->ctx, NULL, nq * es), *bk = test_buffer_with(g->ctx, NULL, nk * es);
     vkattn_buffer *bv = test_buffer_with(g->ctx, NULL, nk * es), *bo = test_buffer_with(g->ctx, NULL, nq * es);
-    upload_as(g->ctx, bq, dt, q, nq);
-    upload_as(g->ctx, bk, dt, k, nk);
-    upload_as(g->ctx, bv, dt, v, nk);
+    test_round_to(dt, q, nq);
+    test_upload_as(g->ctx, bq, dt, q, nq);
+    test_round_to(dt, k, nk);
+    test_upload_as(g->ctx, bk, dt, k, nk);
+    test_round_to(dt, v, nk);
+    test_upload_as(g->ctx, bv, dt, v, nk);
     int64_t qs[4] = {B, HQ, TQ, D}, ks[4] = {B, HKV, TK, D};
     vkattn_ref_attention_args r = {.q = vkattn_host_tensor_make(q, VKATTN_DTYPE_F32, 4, qs),
                                    .k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks),
@@ -210,7 +186,7 @@ static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal
         ac.c = cands[i];
         poison(g->ctx, bo, nq * es);
         run_submit(g, record_attention, &ac);
-        download_as(g->ctx, bo, dt, got, nq);
+        test_download_as(g->ctx, bo, dt, got, nq);
         char what[96];
         snprintf(what, sizeof what, "attention %s%s candidate family %u texel %d preset %u",
                  dt == VKATTN_DTYPE_F16 ? "f16" : "f32", causal ? " causal" : "", ac.c.family, ac.c.texel,

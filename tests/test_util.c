@@ -128,6 +128,41 @@ vkattn_buffer *test_buffer_with(vkattn_context *ctx, const void *data, uint64_t 
     return b;
 }
 
+void test_round_to(vkattn_dtype dt, float *x, size_t n)
+{
+    if (dt == VKATTN_DTYPE_F16)
+        for (size_t i = 0; i < n; i++)
+            x[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(x[i]));
+}
+
+void test_upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, const float *src, size_t n)
+{
+    if (dt == VKATTN_DTYPE_F32) {
+        TEST_OK(ctx, vkattn_buffer_upload(b, 0, src, n * 4));
+        return;
+    }
+    uint16_t *h = malloc(n * 2 + 2);
+    assert_non_null(h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = vkattn_f32_to_f16(src[i]);
+    TEST_OK(ctx, vkattn_buffer_upload(b, 0, h, n * 2));
+    free(h);
+}
+
+void test_download_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, float *dst, size_t n)
+{
+    if (dt == VKATTN_DTYPE_F32) {
+        TEST_OK(ctx, vkattn_buffer_download(b, 0, dst, n * 4));
+        return;
+    }
+    uint16_t *h = malloc(n * 2 + 2);
+    assert_non_null(h);
+    TEST_OK(ctx, vkattn_buffer_download(b, 0, h, n * 2));
+    for (size_t i = 0; i < n; i++)
+        dst[i] = vkattn_f16_to_f32(h[i]);
+    free(h);
+}
+
 test_error test_compare(const float *got, const float *want, size_t n)
 {
     test_error e = {0};

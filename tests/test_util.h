@@ -63,6 +63,13 @@ test_error test_compare(const float *got, const float *want, size_t n);
  * value is not finite. */
 void test_assert_close(const float *got, const float *want, size_t n, double tol, const char *what);
 
+/* Values as a buffer of dtype `dt` holds them: f32 unchanged, f16 rounded
+ * to the nearest half (so a reference can see exactly the device's inputs). */
+void test_round_to(vkattn_dtype dt, float *x, size_t n);
+/* Uploads n floats to the start of `b` as dtype dt (f16: rounded). */
+void test_upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, const float *src, size_t n);
+/* Downloads n elements of dtype dt from the start of `b` as floats. */
+void test_download_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, float *dst, size_t n);
 /* A device buffer holding `bytes` bytes of `data` (asserts success). */
 vkattn_buffer *test_buffer_with(vkattn_context *ctx, const void *data, uint64_t bytes);
 /* Asserts r == VKATTN_SUCCESS, printing the context's last error if not. */
