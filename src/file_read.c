@@ -4,30 +4,28 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Reads in growing chunks until end of file instead of trusting
- * fseek/ftell: on Linux a directory opens with fopen and reports a size
- * near LONG_MAX, and pipes report none; fread fails on the first and
- * reads the second to its end. */
-bool vkattn_read_file(vkattn_context *ctx, const char *path, size_t max_size, void **data, size_t *size)
+/* Reads in growing chunks until fread comes up short (end of file or an
+ * error) instead of trusting fseek/ftell: on Linux a directory opens with
+ * fopen and reports a size near LONG_MAX (fread then fails), and pipes
+ * report no size at all. */
+vkattn_file_read vkattn_read_file(vkattn_context *ctx, const char *path, size_t max_size, void **data,
+                                  size_t *size)
 {
     *data = NULL;
     *size = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return false;
+        return VKATTN_FILE_MISSING;
     unsigned char *buf = NULL;
     size_t cap = 0, n = 0;
     bool ok = true;
     for (;;) {
         if (n == cap) {
-            if (cap > max_size) { /* one byte past the limit was read: too big */
-                ok = false;
-                break;
-            }
+            /* one byte past max_size is room enough to see a file too big */
             size_t grown = cap ? 2 * cap : 64u * 1024u;
             if (grown > max_size + 1)
                 grown = max_size + 1;
-            unsigned char *next = vkattn_alloc(ctx, grown);
+            unsigned char *next = cap > max_size ? NULL : vkattn_alloc(ctx, grown);
             if (!next) {
                 ok = false;
                 break;
@@ -38,24 +36,20 @@ bool vkattn_read_file(vkattn_context *ctx, const char *path, size_t max_size, vo
             buf = next;
             cap = grown;
         }
-        size_t got = fread(buf + n, 1, cap - n, f);
+        size_t want = cap - n, got = fread(buf + n, 1, want, f);
         n += got;
-        if (got == 0 || n < cap) {
-            if (ferror(f) || n > max_size)
-                ok = false;
-            else if (!feof(f))
-                continue;
+        if (got < want) /* end of file or an error */
             break;
-        }
     }
+    ok = ok && !ferror(f) && n <= max_size;
     fclose(f);
+    if (ok && !buf)
+        ok = (buf = vkattn_alloc(ctx, 1)) != NULL; /* an empty file: still a buffer */
     if (!ok) {
         vkattn_free(ctx, buf);
-        return false;
+        return VKATTN_FILE_UNREADABLE;
     }
-    if (!buf && !(buf = vkattn_alloc(ctx, 1))) /* an empty file: still a buffer */
-        return false;
     *data = buf;
     *size = n;
-    return true;
+    return VKATTN_FILE_OK;
 }

@@ -99,11 +99,14 @@ const char *vkattn_vk_result_name(VkResult vr);
 
 void *vkattn_alloc(vkattn_context *ctx, size_t size); /* zeroed */
 void vkattn_free(vkattn_context *ctx, void *p);
-/* The whole of a regular file, at most max_size bytes, into *data (from
+/* The whole of a file, at most max_size bytes, into *data (from
  * vkattn_alloc, to vkattn_free; an empty file gives a 1-byte buffer and
- * *size 0). False, with *data NULL, when the path does not open, is not a
- * readable file (a directory), is larger, or memory runs out. */
-bool vkattn_read_file(vkattn_context *ctx, const char *path, size_t max_size, void **data, size_t *size);
+ * *size 0). MISSING: it does not open; UNREADABLE: it opens but is not a
+ * readable file (a directory), is larger, or memory ran out. *data is NULL
+ * unless OK. */
+typedef enum vkattn_file_read { VKATTN_FILE_OK, VKATTN_FILE_MISSING, VKATTN_FILE_UNREADABLE } vkattn_file_read;
+vkattn_file_read vkattn_read_file(vkattn_context *ctx, const char *path, size_t max_size, void **data,
+                                  size_t *size);
 extern const vkattn_allocator vkattn_default_allocator;
 
 /* ---- devices (device.c) */

@@ -62,8 +62,8 @@ vkattn_result vkattn_pipelines_init(vkattn_context *ctx, const vkattn_context_de
     size_t initial_size = desc->pipeline_cache_data ? desc->pipeline_cache_size : 0;
     void *from_file = NULL;
     if (!initial && desc->pipeline_cache_path) {
-        if (!vkattn_read_file(ctx, desc->pipeline_cache_path, PIPELINE_CACHE_MAX_BYTES, &from_file,
-                              &initial_size) ||
+        if (vkattn_read_file(ctx, desc->pipeline_cache_path, PIPELINE_CACHE_MAX_BYTES, &from_file,
+                             &initial_size) != VKATTN_FILE_OK ||
             !initial_size) {
             vkattn_free(ctx, from_file);
             from_file = NULL;

@@ -136,15 +136,13 @@ vkattn_result vkattn_tuning_init(vkattn_context *ctx, const vkattn_context_desc 
         return parse(ctx, desc->tuning_data, desc->tuning_size, "(bytes)");
     if (!desc->tuning_path)
         return VKATTN_SUCCESS;
-    FILE *probe = fopen(desc->tuning_path, "rb");
-    if (!probe) {
+    void *text = NULL;
+    size_t n = 0;
+    vkattn_file_read got = vkattn_read_file(ctx, desc->tuning_path, TUNING_MAX_BYTES, &text, &n);
+    if (got == VKATTN_FILE_MISSING) {
         vkattn_log(ctx, VKATTN_LOG_INFO, "tuning file \"%s\" not read; starting empty", desc->tuning_path);
         return VKATTN_SUCCESS;
     }
-    fclose(probe);
-    void *text = NULL;
-    size_t n = 0;
-    vkattn_read_file(ctx, desc->tuning_path, TUNING_MAX_BYTES, &text, &n);
     vkattn_result r = VKATTN_SUCCESS;
     if (text)
         r = parse(ctx, text, n, desc->tuning_path);
