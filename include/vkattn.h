@@ -807,8 +807,9 @@ VKATTN_API double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch,
  * the data (vkattn_context_save_tuning) and load it next time
  * (desc.tuning_path) to tune once per device. Synchronous; seconds on CPU
  * drivers, where every candidate compiles a pipeline. Shape classes bucket
- * the sizes (e.g. rows 1, 2..8, 9..64, ...), so one tuning serves nearby
- * shapes. */
+ * the sizes (linear rows by powers of two: 1, 2, 3..4, 5..8, ...; columns
+ * and K by <= 256, 1024, 4096, 16384; attention lengths by <= 1, 16, 64,
+ * 256, 1024), so one tuning serves nearby shapes. */
 VKATTN_API vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, uint32_t k,
                                             vkattn_dtype x_dtype, vkattn_dtype w_dtype);
 VKATTN_API vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch,
@@ -818,13 +819,19 @@ VKATTN_API vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t bat
                                                vkattn_dtype kv_dtype);
 /* Decode steps over a cache like `cache` (its heads, head dim, dtype and
  * layout): `batch` sequences of `length` tokens, `new_tokens` queries each
- * (1..16, the split-KV path; length >= new_tokens). Times the split counts
- * the step can take and stores the fastest, which kv_splits 0 then uses for
- * that shape class. Uses a scratch cache of its own; `cache` is not changed. */
+ * (1..16, the split-KV path; length >= new_tokens). Times the power-of-two
+ * split counts the step can take (at most 8 of them), with q and out in the
+ * cache's dtype, and stores the fastest, which kv_splits 0 then uses for
+ * that shape class and q dtype (steps whose q dtype differs from the cache's
+ * keep the built-in choice). Uses a scratch cache of its own; `cache` is not
+ * changed. */
 VKATTN_API vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch,
                                                   uint32_t new_tokens, uint32_t length);
 /* Everything a layer's forward pass with these sizes runs (its GEMMs and
- * attention). */
+ * attention, causal and not). q_len == kv_len is taken as self-attention
+ * (the packed QKV projection of a layer with kv_dim == embed_dim); tune a
+ * cross-attention of equal lengths with vkattn_tune_linear for its Q and KV
+ * projections. batch x q_len and batch x kv_len must fit 32 bits. */
 VKATTN_API vkattn_result vkattn_mha_tune(vkattn_mha *mha, uint32_t batch, uint32_t q_len,
                                          uint32_t kv_len);
 

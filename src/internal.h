@@ -259,13 +259,30 @@ static inline uint64_t vkattn_min_u64(uint64_t a, uint64_t b) { return a < b ? a
 static inline uint32_t vkattn_div_up(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 static inline uint64_t vkattn_div_up64(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+/* Whether the subgroup kernel families (which are specialized for
+ * info.subgroup_size and shuffle across it) may run at all: shuffles and
+ * arithmetic, not disabled by the context's flags, and a subgroup size the
+ * pipeline can pin (subgroup size control) or that cannot vary (CPU
+ * drivers). Tuners choose among them only then. */
+static inline bool vkattn_subgroup_families_allowed(const vkattn_context *ctx)
+{
+    return ctx->info.subgroup_shuffle && ctx->info.subgroup_arithmetic &&
+           !(ctx->flags & VKATTN_CONTEXT_NO_SUBGROUP_KERNELS) &&
+           (ctx->info.subgroup_size_control || ctx->info.type == VKATTN_DEVICE_TYPE_CPU);
+}
+
+/* The largest 1D workgroup the device allows. */
+static inline uint32_t vkattn_max_workgroup(const vkattn_context *ctx)
+{
+    uint32_t max = ctx->info.max_workgroup_invocations;
+    return ctx->info.max_workgroup_size[0] < max ? ctx->info.max_workgroup_size[0] : max;
+}
+
 /* A 1D workgroup size near `wanted` that the device allows, a multiple of
  * the subgroup size where possible. */
 static inline uint32_t vkattn_workgroup_size(const vkattn_context *ctx, uint32_t wanted)
 {
-    uint32_t max = ctx->info.max_workgroup_invocations;
-    if (ctx->info.max_workgroup_size[0] < max)
-        max = ctx->info.max_workgroup_size[0];
+    uint32_t max = vkattn_max_workgroup(ctx);
     uint32_t wg = wanted < max ? wanted : max;
     uint32_t sg = ctx->info.subgroup_size ? ctx->info.subgroup_size : 1;
     return wg >= sg ? wg / sg * sg : wg;

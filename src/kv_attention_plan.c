@@ -78,9 +78,9 @@ static const vkattn_kernel combine_kernels[3] = {COMBINE_KERNEL(f32), COMBINE_KE
  * score registers in check). */
 #define SG_KEYS_FEW_ROWS 4u
 #define SG_KEYS_MANY_ROWS 2u
-/* Large prefills take the attention kernel's large tiles (16 rows x 4 keys,
- * 8 rows above head dim 128: 10-20% faster there, but ~4 s of lavapipe's JIT
- * instead of ~1 s, so only for problems that repay it; see attention.c). */
+/* Large prefills take large tiles (16 rows x 4 keys, 8 rows above head dim
+ * 128: 10-20% faster there, but ~4 s of lavapipe's JIT instead of ~1 s, so
+ * only for problems that repay it). */
 #define SG_ROWS_LARGE 16u
 #define SG_KEYS_LARGE 4u
 #define SG_LARGE_ROWS 64u  /* T * group at least this... */
@@ -236,9 +236,9 @@ vkattn_result vkattn_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *
     plan->texel = use_texel(ctx, c, p);
     kv_config cfg;
     uint32_t qs = vkattn_storage_kind(ctx, p->q.dtype), ks = vkattn_storage_kind(ctx, c->d.dtype);
+    bool f16 = c->d.dtype == VKATTN_DTYPE_F16;
     if (plan->subgroup) {
         bool large = !decode && rows >= SG_LARGE_ROWS && step->max_length >= SG_LARGE_KEYS;
-        bool f16 = c->d.dtype == VKATTN_DTYPE_F16;
         /* Decode through texel views: the GEMV-like kernel (q is read a quad
          * at a time, so any quad-aligned q works), for sequences whose keys
          * take fewer trips of its loop (SG keys each) than lavapipe runs
@@ -253,7 +253,7 @@ vkattn_result vkattn_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *
         }
     } else {
         sm_config(ctx, d, rows, &cfg);
-        cfg.kernel = plan->texel ? &sm_texel[qs][c->d.dtype == VKATTN_DTYPE_F16] : &sm_storage[qs][ks];
+        cfg.kernel = plan->texel ? &sm_texel[qs][f16] : &sm_storage[qs][ks];
     }
     const uint32_t tiles = vkattn_div_up(rows, cfg.rows_per_group);
 

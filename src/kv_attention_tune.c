@@ -59,7 +59,6 @@ uint32_t vkattn_kv_tuned_splits(const vkattn_context *ctx, const vkattn_kv_cache
 
 typedef struct tune_job {
     vkattn_kv_attention_args args;
-    uint32_t *sequences;
     uint32_t splits[MAX_CANDIDATES];
 } tune_job;
 

@@ -72,13 +72,6 @@ static const gemv_sh_preset gemv_sh_presets[] = {
 };
 #define GEMV_SH_PRESETS (sizeof gemv_sh_presets / sizeof gemv_sh_presets[0])
 
-static uint32_t max_workgroup(const vkattn_context *ctx)
-{
-    const vkattn_device_info *in = &ctx->info;
-    return in->max_workgroup_invocations < in->max_workgroup_size[0] ? in->max_workgroup_invocations
-                                                                     : in->max_workgroup_size[0];
-}
-
 static uint32_t subgroup(const vkattn_context *ctx)
 {
     return ctx->info.subgroup_size ? ctx->info.subgroup_size : 1;
@@ -89,16 +82,10 @@ static bool has_f16_operand(const vkattn_linear_problem *p)
     return p->x.dtype == VKATTN_DTYPE_F16 || p->w.dtype == VKATTN_DTYPE_F16;
 }
 
-static bool subgroup_families_allowed(const vkattn_context *ctx)
-{
-    return ctx->info.subgroup_shuffle && ctx->info.subgroup_arithmetic &&
-           !(ctx->flags & VKATTN_CONTEXT_NO_SUBGROUP_KERNELS);
-}
-
 bool vkattn_linear_config_valid(const vkattn_context *ctx, const vkattn_linear_problem *p,
                                 const vkattn_linear_config *c)
 {
-    uint32_t max_wg = max_workgroup(ctx), sg = subgroup(ctx);
+    uint32_t max_wg = vkattn_max_workgroup(ctx), sg = subgroup(ctx);
     if (c->input >= LINEAR_INPUT_COUNT)
         return false;
     if (c->input != LINEAR_INPUT_STORAGE && !ctx->info.texel_inputs)
@@ -108,9 +95,9 @@ bool vkattn_linear_config_valid(const vkattn_context *ctx, const vkattn_linear_p
         return false;
     switch (c->family) {
     case LINEAR_FAM_SG:
-        return subgroup_families_allowed(ctx) && c->preset < SG_PRESETS && sg <= max_wg;
+        return vkattn_subgroup_families_allowed(ctx) && c->preset < SG_PRESETS && sg <= max_wg;
     case LINEAR_FAM_GEMV_SG:
-        return subgroup_families_allowed(ctx) && c->preset < GEMV_SG_PRESETS && sg <= max_wg;
+        return vkattn_subgroup_families_allowed(ctx) && c->preset < GEMV_SG_PRESETS && sg <= max_wg;
     case LINEAR_FAM_SH: {
         if (c->preset >= SH_PRESETS || c->input == LINEAR_INPUT_TEXEL_PACKED)
             return false;
@@ -136,10 +123,13 @@ void vkattn_linear_config_default(const vkattn_context *ctx, const vkattn_linear
 {
     bool gemv = p->M <= LINEAR_GEMV_MAX_ROWS;
     memset(c, 0, sizeof *c);
-    if (ctx->info.subgroup_kernels && subgroup_families_allowed(ctx)) {
+    if (ctx->info.subgroup_kernels) {
         c->family = gemv ? LINEAR_FAM_GEMV_SG : LINEAR_FAM_SG;
-        /* CPU drivers pay per fetch: f16 operands 8 halves at a time */
-        c->input = ctx->info.texel_inputs ? LINEAR_INPUT_TEXEL_PACKED : LINEAR_INPUT_STORAGE;
+        /* CPU drivers pay per fetch: f16 operands 8 halves at a time (f32
+         * operands have no packed form: plain texels) */
+        c->input = !ctx->info.texel_inputs ? LINEAR_INPUT_STORAGE
+                   : has_f16_operand(p)    ? LINEAR_INPUT_TEXEL_PACKED
+                                           : LINEAR_INPUT_TEXEL;
     } else {
         c->family = gemv ? LINEAR_FAM_GEMV_SH : LINEAR_FAM_SH;
         /* GPUs convert rgba16f in the texture unit */
@@ -221,8 +211,14 @@ uint32_t vkattn_linear_config_candidates(const vkattn_context *ctx, const vkattn
                 add(ctx, p, (vkattn_linear_config){fams[f], other, 0}, out, &n, max);
     }
     /* few rows: the GEMM kernels too */
-    if (gemv && subgroup_families_allowed(ctx))
-        add(ctx, p, (vkattn_linear_config){LINEAR_FAM_SG, def.input == LINEAR_INPUT_STORAGE ? LINEAR_INPUT_STORAGE : LINEAR_INPUT_TEXEL_PACKED, 3}, out, &n, max);
+    if (gemv && vkattn_subgroup_families_allowed(ctx))
+        add(ctx, p,
+            (vkattn_linear_config){LINEAR_FAM_SG,
+                                   !ctx->info.texel_inputs ? LINEAR_INPUT_STORAGE
+                                   : f16                   ? LINEAR_INPUT_TEXEL_PACKED
+                                                           : LINEAR_INPUT_TEXEL,
+                                   3},
+            out, &n, max);
     return n;
 }
 
@@ -238,7 +234,7 @@ void vkattn_linear_plan_make(const vkattn_context *ctx, const vkattn_linear_prob
                              const vkattn_linear_config *c, vkattn_linear_plan *plan)
 {
     const vkattn_device_info *in = &ctx->info;
-    uint32_t sg = subgroup(ctx), max_wg = max_workgroup(ctx);
+    uint32_t sg = subgroup(ctx), max_wg = vkattn_max_workgroup(ctx);
     memset(plan, 0, sizeof *plan);
     plan->family = c->family;
     plan->input = c->input;

@@ -5,7 +5,6 @@
 #include "linear_plan.h"
 #include "tuning.h"
 
-
 #define MAX_CANDIDATES 12
 
 typedef struct tune_job {

@@ -14,7 +14,14 @@ vkattn_result vkattn_mha_tune(vkattn_mha *m, uint32_t batch, uint32_t q_len, uin
                            kv_len);
     const vkattn_mha_desc *d = &m->d;
     uint32_t qw = d->num_heads * d->head_dim, kvw = d->num_kv_heads * d->head_dim;
-    uint32_t rows = batch * q_len, kv_rows = batch * kv_len;
+    /* the layer's widths fit 32 bits (vkattn_mha_resolve checked them); the
+     * row counts are the caller's products */
+    uint64_t rows64 = (uint64_t)batch * q_len, kv_rows64 = (uint64_t)batch * kv_len;
+    if (rows64 > UINT32_MAX || kv_rows64 > UINT32_MAX)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "vkattn_mha_tune: batch %u x q_len %u or x kv_len %u rows exceed 2^32 - 1", batch,
+                           q_len, kv_len);
+    uint32_t rows = (uint32_t)rows64, kv_rows = (uint32_t)kv_rows64;
     vkattn_result r;
     if (q_len == kv_len && d->kv_dim == d->embed_dim) {
         /* self-attention: the packed projection */

@@ -293,16 +293,18 @@ vkattn_result vkattn_tuning_random_buffer(vkattn_context *ctx, uint64_t count, v
 {
     size_t es = vkattn_dtype_size(dt);
     vkattn_buffer_desc d = {.size = count * es};
-    vkattn_result r = vkattn_buffer_create(ctx, &d, out);
+    *out = NULL;
+    vkattn_buffer *b = NULL;
+    vkattn_result r = vkattn_buffer_create(ctx, &d, &b);
     if (r != VKATTN_SUCCESS)
         return r;
     /* uploaded in slices: the host copy stays small for large weights */
     enum { SLICE = 1 << 16 };
     uint8_t *host = vkattn_alloc(ctx, SLICE * 4);
     if (!host)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        r = vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     uint32_t s = seed;
-    for (uint64_t at = 0; at < count && r == VKATTN_SUCCESS; at += SLICE) {
+    for (uint64_t at = 0; host && at < count && r == VKATTN_SUCCESS; at += SLICE) {
         uint64_t n = count - at < SLICE ? count - at : SLICE;
         for (uint64_t i = 0; i < n; i++) {
             s = s * 1664525u + 1013904223u;
@@ -314,8 +316,12 @@ vkattn_result vkattn_tuning_random_buffer(vkattn_context *ctx, uint64_t count, v
                 memcpy(host + i * 4, &v, 4);
             }
         }
-        r = vkattn_buffer_upload(*out, at * es, host, n * es);
+        r = vkattn_buffer_upload(b, at * es, host, n * es);
     }
     vkattn_free(ctx, host);
+    if (r == VKATTN_SUCCESS)
+        *out = b;
+    else
+        vkattn_buffer_destroy(b); /* nothing half-made reaches the caller */
     return r;
 }
