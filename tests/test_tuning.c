@@ -3,10 +3,15 @@
  * vkattn_tune_* calls store an entry for their op and shape class, later
  * calls use it, and bad arguments are named. Uses internal interfaces
  * (candidates and recording with a given configuration). */
+#include "test_kv_util.h"
 #include "test_util.h"
 
 #include "../src/attention_plan.h"
+#include "../src/kv_attention.h"
 #include "../src/linear_plan.h"
+#include "../src/tuning.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +78,7 @@ static vkattn_result record_linear(vkattn_context *ctx, VkCommandBuffer cmd, voi
 }
 
 /* y = x W^T + b for rows m (a GEMM shape and a GEMV shape), every candidate. */
-static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype dt)
+static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype xdt, vkattn_dtype wdt)
 {
     const uint32_t n = 40, k = 72;
     test_rng rng = test_rng_seed(11 + m);
@@ -83,40 +88,42 @@ static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype dt)
     test_fill_uniform(&rng, x, (size_t)m * k, -1, 1);
     test_fill_uniform(&rng, w, (size_t)n * k, -1, 1);
     test_fill_uniform(&rng, b, n, -1, 1);
-    size_t es = vkattn_dtype_size(dt);
-    vkattn_buffer *bx = test_buffer_with(g->ctx, NULL, (uint64_t)m * k * es);
-    vkattn_buffer *bw = test_buffer_with(g->ctx, NULL, (uint64_t)n * k * es);
-    vkattn_buffer *bb = test_buffer_with(g->ctx, NULL, n * es);
-    vkattn_buffer *by = test_buffer_with(g->ctx, NULL, (uint64_t)m * n * es);
+    size_t xes = vkattn_dtype_size(xdt), wes = vkattn_dtype_size(wdt);
+    vkattn_buffer *bx = test_buffer_with(g->ctx, NULL, (uint64_t)m * k * xes);
+    vkattn_buffer *bw = test_buffer_with(g->ctx, NULL, (uint64_t)n * k * wes);
+    vkattn_buffer *bb = test_buffer_with(g->ctx, NULL, n * wes);
+    vkattn_buffer *by = test_buffer_with(g->ctx, NULL, (uint64_t)m * n * xes);
     int64_t xs[2] = {m, k}, ws[2] = {n, k}, bs[1] = {n}, ys[2] = {m, n};
-    test_round_to(dt, x, (size_t)m * k);
-    test_upload_as(g->ctx, bx, dt, x, (size_t)m * k);
-    test_round_to(dt, w, (size_t)n * k);
-    test_upload_as(g->ctx, bw, dt, w, (size_t)n * k);
-    test_round_to(dt, b, n);
-    test_upload_as(g->ctx, bb, dt, b, n);
+    /* x and y in x's dtype, W and the bias in W's (the reference sees the
+     * rounded inputs) */
+    test_round_to(xdt, x, (size_t)m * k);
+    test_upload_as(g->ctx, bx, xdt, x, (size_t)m * k);
+    test_round_to(wdt, w, (size_t)n * k);
+    test_upload_as(g->ctx, bw, wdt, w, (size_t)n * k);
+    test_round_to(wdt, b, n);
+    test_upload_as(g->ctx, bb, wdt, b, n);
     vkattn_ref_linear_args ra = {vkattn_host_tensor_make(x, VKATTN_DTYPE_F32, 2, xs),
                                  vkattn_host_tensor_make(w, VKATTN_DTYPE_F32, 2, ws),
                                  vkattn_host_tensor_make(b, VKATTN_DTYPE_F32, 1, bs),
                                  vkattn_host_tensor_make(want, VKATTN_DTYPE_F32, 2, ys)};
     assert_int_equal(vkattn_ref_linear(&ra, NULL, 0), VKATTN_SUCCESS);
-    vkattn_linear_args a = {vkattn_tensor_make(bx, 0, dt, 2, xs), vkattn_tensor_make(bw, 0, dt, 2, ws),
-                            vkattn_tensor_make(bb, 0, dt, 1, bs), vkattn_tensor_make(by, 0, dt, 2, ys)};
+    vkattn_linear_args a = {vkattn_tensor_make(bx, 0, xdt, 2, xs), vkattn_tensor_make(bw, 0, wdt, 2, ws),
+                            vkattn_tensor_make(bb, 0, wdt, 1, bs), vkattn_tensor_make(by, 0, xdt, 2, ys)};
     linear_case lc;
     TEST_OK(g->ctx, vkattn_linear_problem_plain(g->ctx, &a, &lc.p));
     vkattn_linear_config cands[16];
     uint32_t count = vkattn_linear_config_candidates(g->ctx, &lc.p, cands, 16);
     assert_true(count >= 1);
+    double tol = xdt == VKATTN_DTYPE_F16 || wdt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32;
     for (uint32_t i = 0; i < count; i++) {
         lc.c = cands[i];
-        poison(g->ctx, by, (uint64_t)m * n * es);
+        poison(g->ctx, by, (uint64_t)m * n * xes);
         run_submit(g, record_linear, &lc);
-        test_download_as(g->ctx, by, dt, got, (size_t)m * n);
-        char what[96];
-        snprintf(what, sizeof what, "linear m %u %s candidate family %u input %u preset %u", m,
-                 dt == VKATTN_DTYPE_F16 ? "f16" : "f32", lc.c.family, lc.c.input, lc.c.preset);
-        test_assert_close(got, want, (size_t)m * n, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32,
-                          what);
+        test_download_as(g->ctx, by, xdt, got, (size_t)m * n);
+        char what[128];
+        snprintf(what, sizeof what, "linear m %u x %s w %s candidate family %u input %u preset %u", m,
+                 vkattn_dtype_name(xdt), vkattn_dtype_name(wdt), lc.c.family, lc.c.input, lc.c.preset);
+        test_assert_close(got, want, (size_t)m * n, tol, what);
     }
     vkattn_buffer_destroy(bx);
     vkattn_buffer_destroy(bw);
@@ -128,8 +135,10 @@ static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype dt)
 static void test_linear_candidates_match_reference(void **state)
 {
     test_gpu *g = *state;
-    check_linear_candidates(g, 33, VKATTN_DTYPE_F32); /* GEMM families */
-    check_linear_candidates(g, 2, VKATTN_DTYPE_F16);  /* GEMV families */
+    check_linear_candidates(g, 33, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32); /* GEMM families */
+    check_linear_candidates(g, 33, VKATTN_DTYPE_F32, VKATTN_DTYPE_F16); /* f16 weights, packed reads */
+    check_linear_candidates(g, 2, VKATTN_DTYPE_F16, VKATTN_DTYPE_F16);  /* GEMV families */
+    check_linear_candidates(g, 1, VKATTN_DTYPE_F32, VKATTN_DTYPE_F16);  /* decode's GEMV */
     test_assert_no_validation_messages(g->ctx);
 }
 
@@ -213,22 +222,22 @@ static void test_attention_candidates_match_reference(void **state)
 static void test_tuners_store_entries(void **state)
 {
     test_gpu *g = *state;
-    int linear0 = entries_of(g->ctx, 1), attention0 = entries_of(g->ctx, 2), kv0 = entries_of(g->ctx, 3);
+    int linear0 = entries_of(g->ctx, VKATTN_TUNE_LINEAR), attention0 = entries_of(g->ctx, VKATTN_TUNE_ATTENTION), kv0 = entries_of(g->ctx, VKATTN_TUNE_KV_ATTENTION);
     TEST_OK(g->ctx, vkattn_tune_linear(g->ctx, 24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
-    assert_int_equal(entries_of(g->ctx, 1), linear0 + 1);
+    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_LINEAR), linear0 + 1);
     /* the same shape class again replaces, never adds */
     TEST_OK(g->ctx, vkattn_tune_linear(g->ctx, 24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
-    assert_int_equal(entries_of(g->ctx, 1), linear0 + 1);
+    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_LINEAR), linear0 + 1);
     TEST_OK(g->ctx, vkattn_tune_attention(g->ctx, 1, 4, 2, 16, 16, 32, true, VKATTN_DTYPE_F32,
                                           VKATTN_DTYPE_F16));
-    assert_int_equal(entries_of(g->ctx, 2), attention0 + 1);
+    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_ATTENTION), attention0 + 1);
 
     vkattn_kv_cache_desc cd = {.num_kv_heads = 2, .num_heads = 8, .head_dim = 32,
                                .dtype = VKATTN_DTYPE_F32, .max_sequences = 1, .capacity = 8};
     vkattn_kv_cache *cache = NULL;
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
     TEST_OK(g->ctx, vkattn_tune_kv_attention(cache, 2, 1, 96));
-    assert_int_equal(entries_of(g->ctx, 3), kv0 + 1);
+    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_KV_ATTENTION), kv0 + 1);
     uint32_t len = 1;
     TEST_OK(g->ctx, vkattn_kv_cache_length(cache, 0, &len));
     assert_int_equal(len, 0); /* the cache itself is not touched */
@@ -238,54 +247,89 @@ static void test_tuners_store_entries(void **state)
     vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 4, .num_kv_heads = 2};
     vkattn_mha *mha = NULL;
     TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &md, &mha));
-    int linear1 = entries_of(g->ctx, 1), attention1 = entries_of(g->ctx, 2);
+    int linear1 = entries_of(g->ctx, VKATTN_TUNE_LINEAR), attention1 = entries_of(g->ctx, VKATTN_TUNE_ATTENTION);
     TEST_OK(g->ctx, vkattn_mha_tune(mha, 1, 12, 12));
-    assert_true(entries_of(g->ctx, 1) >= linear1 + 1);
-    assert_int_equal(entries_of(g->ctx, 2), attention1 + 2);
+    assert_true(entries_of(g->ctx, VKATTN_TUNE_LINEAR) >= linear1 + 1);
+    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_ATTENTION), attention1 + 2);
     vkattn_mha_destroy(mha);
     test_assert_no_validation_messages(g->ctx);
 }
 
-/* Decoding with a tuned split count gives what a fixed count gives. */
-static void test_tuned_kv_splits_match_fixed(void **state)
+/* The tuned split count is stored, automatic calls take it, and decoding
+ * with it and with every other count the tuner may pick (powers of two)
+ * matches the CPU reference. */
+static void test_tuned_kv_splits_match_reference(void **state)
 {
     test_gpu *g = *state;
     enum { HKV = 2, HQ = 8, D = 32, L = 70, B = 2 };
     vkattn_kv_cache_desc cd = {.num_kv_heads = HKV, .num_heads = HQ, .head_dim = D,
                                .dtype = VKATTN_DTYPE_F32, .max_sequences = B, .capacity = 80};
-    vkattn_kv_cache *cache = NULL;
-    TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
-    TEST_OK(g->ctx, vkattn_tune_kv_attention(cache, B, 1, L));
-    const size_t nkv = (size_t)B * HKV * L * D, nq = (size_t)B * HQ * D;
+    kv_host h;
+    kv_host_create(g, &cd, &h);
+    const uint32_t seqs[B] = {0, 1};
     test_rng rng = test_rng_seed(9);
-    float *kv = malloc(sizeof(float) * nkv), *q = malloc(sizeof(float) * nq);
-    float *auto_out = malloc(sizeof(float) * nq), *one = malloc(sizeof(float) * nq);
-    test_fill_uniform(&rng, kv, nkv, -1, 1);
-    test_fill_uniform(&rng, q, nq, -1, 1);
-    vkattn_buffer *bkv = test_buffer_with(g->ctx, kv, nkv * 4), *bq = test_buffer_with(g->ctx, q, nq * 4);
-    vkattn_buffer *bo = test_buffer_with(g->ctx, NULL, nq * 4);
-    uint32_t seqs[B] = {0, 1};
-    int64_t kvs[4] = {B, HKV, L, D}, qs[4] = {B, HQ, 1, D};
-    VkCommandBuffer cmd;
-    TEST_OK(g->ctx, vkattn_commands_begin(g->ctx, &cmd));
-    vkattn_kv_append_args ap = {cache, B, seqs, vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, kvs),
-                                vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, kvs)};
-    TEST_OK(g->ctx, vkattn_cmd_kv_cache_append(g->ctx, cmd, &ap));
-    TEST_OK(g->ctx, vkattn_commands_submit(g->ctx));
-    vkattn_kv_attention_args a = {.cache = cache, .batch = B, .sequences = seqs,
-                                  .q = vkattn_tensor_make(bq, 0, VKATTN_DTYPE_F32, 4, qs),
-                                  .out = vkattn_tensor_make(bo, 0, VKATTN_DTYPE_F32, 4, qs)};
-    TEST_OK(g->ctx, vkattn_kv_attention(g->ctx, &a));
-    TEST_OK(g->ctx, vkattn_buffer_download(bo, 0, auto_out, nq * 4));
-    a.kv_splits = 1;
-    TEST_OK(g->ctx, vkattn_kv_attention(g->ctx, &a));
-    TEST_OK(g->ctx, vkattn_buffer_download(bo, 0, one, nq * 4));
-    test_assert_close(auto_out, one, nq, TEST_TOL_F32, "tuned splits vs one split");
-    vkattn_buffer_destroy(bkv);
-    vkattn_buffer_destroy(bq);
-    vkattn_buffer_destroy(bo);
-    vkattn_kv_cache_destroy(cache);
-    free(kv), free(q), free(auto_out), free(one);
+    kv_append(g->ctx, &h, B, seqs, L, &rng);
+    TEST_OK(g->ctx, vkattn_tune_kv_attention(h.cache, B, 1, L));
+    uint32_t tuned = vkattn_kv_tuned_splits(g->ctx, h.cache, VKATTN_DTYPE_F32, B, 1, L);
+    assert_true(tuned >= 1 && tuned <= L && (tuned & (tuned - 1)) == 0);
+
+    att_io io;
+    att_io_create(g->ctx, &io, B, HQ, 1, D, VKATTN_DTYPE_F32, false, &rng);
+    const size_t nq = (size_t)B * HQ * D;
+    float *want = malloc(sizeof(float) * nq), *got = malloc(sizeof(float) * nq);
+    kv_reference(&h, B, seqs, HQ, 1, 0.0f, io.q, want);
+    /* 0: automatic (the tuned count), then the candidates */
+    for (uint32_t splits = 0; splits <= 64; splits = splits ? 2 * splits : 1) {
+        vkattn_kv_attention_args a = att_args(&h, &io, seqs, 0.0f, splits);
+        TEST_OK(g->ctx, vkattn_kv_attention(g->ctx, &a));
+        att_io_result(g->ctx, &io, got);
+        char what[64];
+        snprintf(what, sizeof what, "decode, kv_splits %u (tuned %u)", splits, tuned);
+        test_assert_close(got, want, nq, TEST_TOL_F32, what);
+    }
+    att_io_destroy(&io);
+    kv_host_destroy(&h);
+    free(want), free(got);
+    test_assert_no_validation_messages(g->ctx);
+}
+
+/* A stored entry steers later calls of its shape class: the linear op takes
+ * a stored non-default candidate, and an entry it cannot run (another
+ * config version) is ignored for the built-in choice. */
+static void test_stored_entry_is_used(void **state)
+{
+    test_gpu *g = *state;
+    int64_t xs[2] = {20, 64}, ws[2] = {48, 64}, bs[1] = {48}, ys[2] = {20, 48};
+    vkattn_buffer *bx = test_buffer_with(g->ctx, NULL, 20 * 64 * 4);
+    vkattn_buffer *bw = test_buffer_with(g->ctx, NULL, 48 * 64 * 4);
+    vkattn_buffer *bb = test_buffer_with(g->ctx, NULL, 48 * 4);
+    vkattn_buffer *by = test_buffer_with(g->ctx, NULL, 20 * 48 * 4);
+    vkattn_linear_args a = {vkattn_tensor_make(bx, 0, VKATTN_DTYPE_F32, 2, xs),
+                            vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, 2, ws),
+                            vkattn_tensor_make(bb, 0, VKATTN_DTYPE_F32, 1, bs),
+                            vkattn_tensor_make(by, 0, VKATTN_DTYPE_F32, 2, ys)};
+    vkattn_linear_problem p;
+    TEST_OK(g->ctx, vkattn_linear_problem_plain(g->ctx, &a, &p));
+    vkattn_linear_config def, cands[16], got;
+    vkattn_linear_config_default(g->ctx, &p, &def);
+    uint32_t count = vkattn_linear_config_candidates(g->ctx, &p, cands, 16);
+    assert_true(count >= 2);
+    vkattn_linear_config other = cands[count - 1];
+    assert_memory_not_equal(&other, &def, sizeof def);
+    vkattn_tuning_key key = {.op = VKATTN_TUNE_LINEAR};
+    vkattn_linear_tuning_key(&p, key.values);
+    vkattn_tuning_config cfg = {{other.family, other.input, other.preset, LINEAR_CONFIG_VERSION}};
+    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, &cfg, 1.0f));
+    vkattn_linear_config_choose(g->ctx, &p, &got);
+    assert_memory_equal(&got, &other, sizeof got);
+    cfg.words[3] = LINEAR_CONFIG_VERSION + 1;
+    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, &cfg, 1.0f));
+    vkattn_linear_config_choose(g->ctx, &p, &got);
+    assert_memory_equal(&got, &def, sizeof got);
+    vkattn_buffer_destroy(bx);
+    vkattn_buffer_destroy(bw);
+    vkattn_buffer_destroy(bb);
+    vkattn_buffer_destroy(by);
     test_assert_no_validation_messages(g->ctx);
 }
 
@@ -299,9 +343,8 @@ static void test_tuner_errors(void **state)
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "kv_len 0",
                vkattn_tune_attention(g->ctx, 1, 4, 2, 8, 0, 32, false, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
     /* shapes the op rejects are rejected by its tuner, with the op's message */
-    assert_int_not_equal(vkattn_tune_attention(g->ctx, 1, 4, 3, 8, 8, 32, false, VKATTN_DTYPE_F32,
-                                               VKATTN_DTYPE_F32),
-                         VKATTN_SUCCESS);
+    TEST_FAILS(g->ctx, VKATTN_ERROR_SHAPE_MISMATCH, "does not divide",
+               vkattn_tune_attention(g->ctx, 1, 4, 3, 8, 8, 32, false, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
     vkattn_kv_cache_desc cd = {.num_kv_heads = 1, .head_dim = 16, .max_sequences = 1, .capacity = 8};
     vkattn_kv_cache *cache = NULL;
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
@@ -310,6 +353,12 @@ static void test_tuner_errors(void **state)
     vkattn_kv_cache_destroy(cache);
     assert_int_equal(vkattn_tune_kv_attention(NULL, 1, 1, 1), VKATTN_ERROR_INVALID_ARGUMENT);
     assert_int_equal(vkattn_mha_tune(NULL, 1, 1, 1), VKATTN_ERROR_INVALID_ARGUMENT);
+    vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 4, .num_kv_heads = 2};
+    vkattn_mha *mha = NULL;
+    TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &md, &mha));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "batch 65536 x q_len 65536",
+               vkattn_mha_tune(mha, 65536, 65536, 1));
+    vkattn_mha_destroy(mha);
     test_assert_no_validation_messages(g->ctx);
 }
 
@@ -319,7 +368,8 @@ int main(void)
         cmocka_unit_test(test_linear_candidates_match_reference),
         cmocka_unit_test(test_attention_candidates_match_reference),
         cmocka_unit_test(test_tuners_store_entries),
-        cmocka_unit_test(test_tuned_kv_splits_match_fixed),
+        cmocka_unit_test(test_tuned_kv_splits_match_reference),
+        cmocka_unit_test(test_stored_entry_is_used),
         cmocka_unit_test(test_tuner_errors),
     };
     return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
