@@ -291,6 +291,17 @@ int main(int argc, char **argv)
     int status = parse(argc, argv, &opt);
     if (status >= 0)
         return status;
+    if (opt.tuning) { /* an unrelated file is neither used nor, after --tune, overwritten */
+        FILE *f = fopen(opt.tuning, "rb");
+        char head[16] = {0};
+        size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+        if (f)
+            fclose(f);
+        if (n && (n < 15 || memcmp(head, "vkattn-tuning 1", 15) != 0)) {
+            fprintf(stderr, "vkattn-bench: --tuning \"%s\": not a vkattn tuning file\n", opt.tuning);
+            return 2;
+        }
+    }
     bench b = {.opt = &opt};
     vkattn_context_desc desc = {.device = getenv("VKATTN_DEVICE"), .log = log_message,
                                 .flags = opt.validate ? VKATTN_CONTEXT_VALIDATION : 0,
@@ -300,6 +311,9 @@ int main(int argc, char **argv)
     const vkattn_device_info *info = vkattn_context_device_info(b.ctx);
     json_escape(info->name, b.device, sizeof b.device);
     BENCH_CHECK(b.ctx, vkattn_timer_create(b.ctx, 1, &b.timer), "creating a timer");
+    /* saved once now too: an unwritable --tuning path fails before minutes of tuning */
+    if (opt.tune && opt.tuning)
+        BENCH_CHECK(b.ctx, vkattn_context_save_tuning(b.ctx, opt.tuning), "--tuning: saving the tuning data");
     if (!opt.read_mb) /* past the last-level cache (32 MiB L3 on this machine kind, 50+ MB on GPUs) */
         opt.read_mb = info->type == VKATTN_DEVICE_TYPE_CPU ? 64 : 256;
     b.limits = bench_limits_create(b.ctx, b.timer, opt.read_mb << 20);
@@ -311,7 +325,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < opt.nselected; k++)
         run_case(&b, opt.selected[k]);
     if (opt.tune && opt.tuning)
-        BENCH_CHECK(b.ctx, vkattn_context_save_tuning(b.ctx, opt.tuning), "saving the tuning data");
+        BENCH_CHECK(b.ctx, vkattn_context_save_tuning(b.ctx, opt.tuning), "--tuning: saving the tuning data");
     bench_limits_destroy(b.limits);
     vkattn_timer_destroy(b.timer);
     uint32_t errors = 0, warnings = 0;

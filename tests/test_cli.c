@@ -74,6 +74,17 @@ static void expect_failure(const char *args, const char *needle)
         fail_msg("vkattn %s: failed but wrote the output file", args);
 }
 
+/* A whole small file (at most size - 1 bytes) as text; "" when missing. */
+static size_t read_text(const char *p, char *buf, size_t size)
+{
+    FILE *f = fopen(p, "rb");
+    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    return n;
+}
+
 static void write_standard_inputs(void)
 {
     int64_t q[4] = {2, 4, 5, 16}, kv[4] = {2, 2, 7, 16}, pad[2] = {2, 7}, mask[2] = {5, 7};
@@ -130,27 +141,36 @@ static void test_tuning_file(void **state)
 {
     (void)state;
     write_standard_inputs();
-    const char *tuning = path_of("tuning.txt");
+    char tuning[512]; /* a copy: path_of's buffers are reused */
+    snprintf(tuning, sizeof tuning, "%s", path_of("tuning.txt"));
     unlink(tuning);
     char args[2048], err[4096];
     snprintf(args, sizeof args, "attention --validate --tune --tuning %s --q %s --k %s --v %s --causal --check --out %s",
              tuning, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
     if (run(args, err, sizeof err) != 0)
         fail_msg("vkattn %s failed:\n%s", args, err);
-    FILE *f = fopen(tuning, "r");
-    assert_non_null(f);
-    char text[4096] = {0};
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = '\0';
-    fclose(f);
+    char text[4096], again[4096];
+    assert_true(read_text(tuning, text, sizeof text) > 0);
     assert_non_null(strstr(text, "vkattn-tuning 1\ndevice "));
     assert_non_null(strstr(text, "\n2 16 ")); /* an attention entry, head dim 16 */
-    /* read back (and left alone without --tune) */
-    snprintf(args, sizeof args, "attention --validate --tuning %s --q %s --k %s --v %s --causal --check --out %s",
+    /* read back - this device's entries, no complaint - and left alone without --tune */
+    snprintf(args, sizeof args, "attention -v --validate --tuning %s --q %s --k %s --v %s --causal --check --out %s",
              tuning, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
     if (run(args, err, sizeof err) != 0)
         fail_msg("vkattn %s failed:\n%s", args, err);
+    if (strstr(err, "another device") || strstr(err, "not vkattn tuning data") || strstr(err, "not read"))
+        fail_msg("vkattn %s did not take the tuning file:\n%s", args, err);
+    read_text(tuning, again, sizeof again);
+    assert_string_equal(again, text);
     unlink(tuning);
+    /* a file that is not tuning data is neither used nor overwritten */
+    char npy[4096], npy_after[4096];
+    size_t npy_n = read_text(path_of("K.npy"), npy, sizeof npy);
+    snprintf(args, sizeof args, "attention --tune --tuning %s --q %s --k %s --v %s --out %s", path_of("K.npy"),
+             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    expect_failure(args, "not a vkattn tuning file");
+    assert_int_equal(read_text(path_of("K.npy"), npy_after, sizeof npy_after), npy_n);
+    assert_memory_equal(npy, npy_after, npy_n);
     /* a tuning path that cannot be written: fails before any output */
     snprintf(args, sizeof args, "attention --tune --tuning %s --q %s --k %s --v %s --out %s", tmp,
              path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
@@ -163,22 +183,34 @@ static void test_pipeline_cache_file(void **state)
 {
     (void)state;
     write_standard_inputs();
-    const char *cache = path_of("pipelines.bin");
+    char cache[512]; /* a copy: path_of's buffers are reused */
+    snprintf(cache, sizeof cache, "%s", path_of("pipelines.bin"));
     unlink(cache);
     char args[2048], err[4096];
     for (int pass = 0; pass < 2; pass++) { /* written, then read back and rewritten */
-        snprintf(args, sizeof args, "attention --validate --pipeline-cache %s --q %s --k %s --v %s --check --out %s",
+        snprintf(args, sizeof args, "attention -v --validate --pipeline-cache %s --q %s --k %s --v %s --check --out %s",
                  cache, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
         if (run(args, err, sizeof err) != 0)
             fail_msg("vkattn %s failed:\n%s", args, err);
         assert_true(exists(cache));
         assert_true(exists(path_of("O.npy")));
+        /* the second run takes the first one's cache */
+        if (pass == 1 && (strstr(err, "not read") || strstr(err, "another device")))
+            fail_msg("vkattn %s did not take the pipeline cache:\n%s", args, err);
     }
     unlink(cache);
     /* a cache path that cannot be written: fails before any output */
     snprintf(args, sizeof args, "attention --pipeline-cache %s --q %s --k %s --v %s --out %s", tmp,
              path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
     expect_failure(args, "cannot write pipeline cache");
+    /* a file that is not a pipeline cache is neither used nor overwritten */
+    char npy[4096], npy_after[4096];
+    size_t npy_n = read_text(path_of("K.npy"), npy, sizeof npy);
+    snprintf(args, sizeof args, "attention --pipeline-cache %s --q %s --k %s --v %s --out %s", path_of("K.npy"),
+             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    expect_failure(args, "not a Vulkan pipeline cache");
+    assert_int_equal(read_text(path_of("K.npy"), npy_after, sizeof npy_after), npy_n);
+    assert_memory_equal(npy, npy_after, npy_n);
 }
 
 static void test_mha_command(void **state)
@@ -235,6 +267,8 @@ static void test_mha_command(void **state)
     expect_failure(args, "needs --prefill");
     snprintf(args, sizeof args, "%s --prefill 7 --out %s", common, path_of("O.npy"));
     expect_failure(args, "only 6 tokens");
+    snprintf(args, sizeof args, "%s --prefill 2 --tune --out %s", common, path_of("O.npy"));
+    expect_failure(args, "--tune: not with --prefill");
 
     /* Dm not divisible by the heads: Dm 30, 4 heads */
     int64_t x30[3] = {1, 3, 30}, w30[2] = {30, 30};
@@ -344,6 +378,9 @@ static void test_bad_inputs(void **state)
     expect_failure(args, "--frobnicate");
     snprintf(args, sizeof args, "attention --q %s --k %s --v %s", q, k, v);
     expect_failure(args, "--out");
+    /* tuning options on commands that do not tune */
+    expect_failure("demo --tune", "--tune: only the attention and mha commands take it");
+    expect_failure("smoke --tuning t.txt", "--tuning: only the attention and mha commands take it");
 #undef ATT
 }
 

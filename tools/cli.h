@@ -14,6 +14,7 @@ typedef struct cli_device_options {
     bool verbose;               /* -v: info messages too */
     const char *tuning;         /* --tuning PATH: loaded; saved back after --tune */
     bool tune;                  /* --tune: run the tuner for this command's shapes first */
+    bool tunable;               /* set by a command before parsing: it takes --tune/--tuning */
     bool pipeline_cache_saved;  /* set by cli_save_pipeline_cache: cli_close saves no more */
 } cli_device_options;
 

@@ -26,7 +26,7 @@ enum { Q, K, V, MASK, PAD, N_INPUTS };
 
 int cli_attention(int argc, char **argv)
 {
-    cli_device_options o = {0};
+    cli_device_options o = {.tunable = true};
     cli_input in[N_INPUTS] = {{"--q"}, {"--k"}, {"--v"}, {"--mask"}, {"--key-padding"}};
     const char *out_path = NULL, *weights_path = NULL;
     bool causal = false, per_head = false, check = false;

@@ -13,11 +13,14 @@ const char cli_device_options_help[] =
     "                        validation); any message makes the command fail\n"
     "  --pipeline-cache PATH load the pipeline cache from PATH and save it back (before\n"
     "                        any output file: a path that cannot be written fails the\n"
-    "                        command without output)\n"
-    "  --tuning PATH         use the tuning data in PATH (kernel choices measured on\n"
-    "                        this device; a missing file: built-in choices)\n"
-    "  --tune                first measure the kernel choices for this command's shapes\n"
-    "                        (seconds); with --tuning, save them to PATH for next time\n"
+    "                        command without output; a file that is not a pipeline cache\n"
+    "                        is refused, never overwritten)\n"
+    "  --tuning PATH         attention, mha: use the tuning data in PATH (kernel choices\n"
+    "                        measured on this device; a missing file: built-in choices;\n"
+    "                        a file that is not tuning data is refused, never overwritten)\n"
+    "  --tune                attention, mha (not with --prefill): first measure the kernel\n"
+    "                        choices for this command's shapes (seconds); with --tuning,\n"
+    "                        save them to PATH for next time\n"
     "  -v, --verbose         print informational messages\n";
 
 void cli_error(const char *fmt, ...)
@@ -36,6 +39,10 @@ int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o
     if (strcmp(a, "--validate") == 0) {
         o->validate = true;
         return 1;
+    }
+    if ((strcmp(a, "--tune") == 0 || strcmp(a, "--tuning") == 0) && !o->tunable) {
+        cli_error("%s: only the attention and mha commands take it", a);
+        return -1;
     }
     if (strcmp(a, "--tune") == 0) {
         o->tune = true;
@@ -71,8 +78,38 @@ static void on_log(void *user, vkattn_log_level level, const char *message)
                 message);
 }
 
+/* An existing, non-empty file given for --tuning or --pipeline-cache must
+ * be what the option says: it is rewritten later, and an unrelated file
+ * (a mistyped path, an .npy) must not be. */
+static bool cache_file_ok(const char *path, const char *option)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f)
+        return true; /* missing: created later; unreadable: the library says so */
+    unsigned char head[16] = {0};
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if (n == 0)
+        return true;
+    bool ok;
+    if (strcmp(option, "--tuning") == 0) {
+        ok = n >= 15 && memcmp(head, "vkattn-tuning 1", 15) == 0;
+    } else { /* VkPipelineCacheHeaderVersionOne: headerSize >= 32, version 1 */
+        uint32_t size = 0, version = 0;
+        memcpy(&size, head, 4);
+        memcpy(&version, head + 4, 4);
+        ok = n >= 8 && size >= 32 && version == 1;
+    }
+    if (!ok)
+        cli_error("%s \"%s\": the file is not a %s; not using or overwriting it", option, path,
+                  strcmp(option, "--tuning") == 0 ? "vkattn tuning file" : "Vulkan pipeline cache");
+    return ok;
+}
+
 vkattn_context *cli_open(const cli_device_options *o)
 {
+    if (!cache_file_ok(o->tuning, "--tuning") || !cache_file_ok(o->pipeline_cache, "--pipeline-cache"))
+        return NULL;
     vkattn_context_desc desc = {0};
     desc.device = o->device ? o->device : getenv("VKATTN_DEVICE");
     if (desc.device && !*desc.device)
@@ -98,8 +135,10 @@ int cli_close(vkattn_context *ctx, const cli_device_options *o)
         return 0;
     int bad = 0;
     if (o->pipeline_cache && !o->pipeline_cache_saved &&
-        vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) != VKATTN_SUCCESS)
+        vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) != VKATTN_SUCCESS) {
+        cli_error("--pipeline-cache \"%s\": not saved (the error above)", o->pipeline_cache);
         bad = 1;
+    }
     uint32_t errors = 0, warnings = 0;
     vkattn_context_validation_counts(ctx, &errors, &warnings);
     vkattn_context_destroy(ctx);
@@ -115,7 +154,10 @@ int cli_save_pipeline_cache(vkattn_context *ctx, cli_device_options *o)
     if (!o->pipeline_cache)
         return 0;
     o->pipeline_cache_saved = true;
-    return vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) != VKATTN_SUCCESS;
+    if (vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) == VKATTN_SUCCESS)
+        return 0;
+    cli_error("--pipeline-cache \"%s\": not saved (the error above)", o->pipeline_cache);
+    return 1;
 }
 
 vkattn_result cli_save_tuning(vkattn_context *ctx, const cli_device_options *o)

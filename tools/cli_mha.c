@@ -97,7 +97,7 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer, const vka
 
 int cli_mha(int argc, char **argv)
 {
-    cli_device_options o = {0};
+    cli_device_options o = {.tunable = true};
     cli_input in[N_INPUTS] = {{"--x"},  {"--kv"}, {"--wq"}, {"--wk"}, {"--wv"},   {"--wo"},
                               {"--bq"}, {"--bk"}, {"--bv"}, {"--bo"}, {"--mask"}, {"--key-padding"}};
     const char *out_path = NULL, *weights_path = NULL;
@@ -179,6 +179,11 @@ int cli_mha(int argc, char **argv)
     }
     if ((paged_block || kv_splits) && !prefill) {
         cli_error("mha: %s needs --prefill", paged_block ? "--paged-block" : "--kv-splits");
+        return 2;
+    }
+    if (prefill && o.tune) {
+        cli_error("--tune: not with --prefill (it tunes the forward pass; decode steps keep the built-in or "
+                  "--tuning choices)");
         return 2;
     }
     if (prefill && (!causal || in[KV].path || in[MASK].path || in[PAD].path || weights_path)) {

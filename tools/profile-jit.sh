@@ -52,7 +52,11 @@ if ! kill -0 $pid 2>/dev/null; then
   cat "$out/bench.err" >&2
   exit 1
 fi
-perf record -q -o "$out/perf.data" -p $pid -- sleep "${PROFILE_SECONDS:-4}" >/dev/null 2>&1
+if ! perf record -q -o "$out/perf.data" -p $pid -- sleep "${PROFILE_SECONDS:-4}" >"$out/perf.log" 2>&1; then
+  echo "profile-jit: perf record failed (kernel.perf_event_paranoid = $(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)):" >&2
+  cat "$out/perf.log" >&2
+  exit 1
+fi
 perf script -i "$out/perf.data" -F ip 2>/dev/null | sort | uniq -c | sort -rn >"$out/samples.txt"
 cp /proc/$pid/maps "$out/maps.txt"
 

@@ -3,7 +3,8 @@
 # implementation the machine has (ctest prints the summary); then the library
 # built shared (packaging: install, find_package and pkg-config consumers, only
 # vkattn_* symbols exported; the embedding example; the API-level suites);
-# then everything again built with AddressSanitizer + UndefinedBehaviorSanitizer.
+# then everything again built with AddressSanitizer + UndefinedBehaviorSanitizer
+# (but the packaging test: an outside consumer does not link the sanitizer runtimes).
 #   tools/test.sh            all three builds
 #   tools/test.sh --quick    the normal build only
 set -euo pipefail
