@@ -10,24 +10,13 @@
  *   bench_kv_attention S1 S2 ...    these kv_splits values (0: automatic)
  *   BENCH_PREFILL=T                 instead: T queries over a cache of T
  *                                   tokens (a prefill's attention), GFLOP/s
- *   BENCH_ATTENTION=NAME[,NAME..]   instead: vkattn_attention on tensors, each
- *                                   run interleaved with an FMA-peak probe
- *                                   (shaders/linear_peak.comp); names:
- *                                   gqa128 (B 1, Hq 32, Hkv 8, D 128, T 1024,
- *                                   causal, f16), gqa128_f32, gqa128_t512,
- *                                   mha64 (Hq = Hkv = 32, D 64, T 1024, f16),
- *                                   mha64_f32, layer16 (Hq 16, D 64, T 512,
- *                                   f32, merged output: the MHA layer's), all
  * Not a test: built beside them, run by hand. */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "internal.h"
-#include "linear_peak_spv.h"
 #include "linear_stream_spv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define RUNS 7
 #define WARMUP 2
@@ -95,137 +84,6 @@ static double stream_run(vkattn_context *ctx, vkattn_timer *timer, vkattn_buffer
     double ms;
     CHECK(vkattn_timer_read_ms(timer, 0, &ms));
     return (double)bytes / (ms * 1e6);
-}
-
-/* GFLOP/s of the FMA probe (12 accumulators, unrolled 16x), one run. */
-#define PEAK_GROUPS 256u
-#define PEAK_ITERATIONS 2000u
-static double cpu_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double peak_cpu; /* DEV: CPU seconds of the last peak run */
-
-static double peak_run(vkattn_context *ctx, vkattn_timer *timer, vkattn_buffer *out)
-{
-    static vkattn_spirv spirv = {linear_peak_spv, sizeof linear_peak_spv};
-    static const vkattn_kernel kernel = {.name = "linear_peak", .spirv = &spirv, .binding_count = 1,
-                                         .bindings = {VKATTN_BINDING_STORAGE}, .push_size = 8};
-    vkattn_pipeline *pipeline;
-    CHECK(vkattn_pipeline_get(ctx, &kernel, NULL, 0, &pipeline));
-    struct {
-        uint32_t iterations;
-        float seed;
-    } push = {PEAK_ITERATIONS, 0.5f};
-    vkattn_binding b = {out, 0, PEAK_GROUPS * 64 * 4, VK_FORMAT_UNDEFINED};
-    VkCommandBuffer cmd;
-    CHECK(vkattn_commands_begin(ctx, &cmd));
-    CHECK(vkattn_cmd_timer_begin(timer, cmd, 0));
-    CHECK(vkattn_cmd_dispatch(ctx, cmd, pipeline, &b, &push, PEAK_GROUPS, 1, 1));
-    CHECK(vkattn_cmd_timer_end(timer, cmd, 0));
-    double c0 = cpu_seconds();
-    CHECK(vkattn_commands_submit(ctx));
-    peak_cpu = cpu_seconds() - c0;
-    double ms;
-    CHECK(vkattn_timer_read_ms(timer, 0, &ms));
-    return (double)PEAK_GROUPS * 64 * PEAK_ITERATIONS * 16 * 12 * 2 / (ms * 1e6);
-}
-
-typedef struct attention_shape {
-    const char *name;
-    uint32_t hq, hkv, t, d;
-    vkattn_dtype dt;
-    bool merged; /* out stored [B, T, Hq*D] */
-} attention_shape;
-
-static const attention_shape attention_shapes[] = {
-    {"gqa128", 32, 8, 1024, 128, VKATTN_DTYPE_F16, false},
-    {"gqa128_f32", 32, 8, 1024, 128, VKATTN_DTYPE_F32, false},
-    {"gqa128_t512", 32, 8, 512, 128, VKATTN_DTYPE_F16, false},
-    {"mha64", 32, 32, 1024, 64, VKATTN_DTYPE_F16, false},
-    {"mha64_f32", 32, 32, 1024, 64, VKATTN_DTYPE_F32, false},
-    {"layer16", 16, 16, 512, 64, VKATTN_DTYPE_F32, true},
-};
-
-/* Causal self-attention of one shape (B 1), RUNS runs after a warm-up, each
- * beside an FMA-peak run: medians of ms, GFLOP/s and their ratio. */
-static void bench_attention(vkattn_context *ctx, vkattn_timer *timer, const attention_shape *sh)
-{
-    uint32_t seed = 7;
-    size_t nq = (size_t)sh->hq * sh->t * sh->d, nk = (size_t)sh->hkv * sh->t * sh->d;
-    vkattn_buffer *bq = random_f16(ctx, nq * (sh->dt == VKATTN_DTYPE_F32 ? 2 : 1), &seed);
-    vkattn_buffer *bk = random_f16(ctx, nk * (sh->dt == VKATTN_DTYPE_F32 ? 2 : 1), &seed);
-    vkattn_buffer *bv = random_f16(ctx, nk * (sh->dt == VKATTN_DTYPE_F32 ? 2 : 1), &seed);
-    vkattn_buffer *bo = random_f16(ctx, nq * (sh->dt == VKATTN_DTYPE_F32 ? 2 : 1), &seed);
-    vkattn_buffer *pout = random_f16(ctx, PEAK_GROUPS * 64 * 2, &seed);
-    /* the values only need to be finite: f16 bits read as f32 are */
-    int64_t qs[4] = {1, sh->hq, sh->t, sh->d}, ks[4] = {1, sh->hkv, sh->t, sh->d};
-    vkattn_attention_args a = {.causal = true};
-    a.q = vkattn_tensor_make(bq, 0, sh->dt, 4, qs);
-    a.k = vkattn_tensor_make(bk, 0, sh->dt, 4, ks);
-    a.v = vkattn_tensor_make(bv, 0, sh->dt, 4, ks);
-    a.out = vkattn_tensor_make(bo, 0, sh->dt, 4, qs);
-    if (sh->merged) {
-        int64_t st[4] = {(int64_t)sh->t * sh->hq * sh->d, sh->d, (int64_t)sh->hq * sh->d, 1};
-        memcpy(a.out.strides, st, sizeof st);
-    }
-    double flops = 4.0 * sh->hq * sh->d * (sh->t * (sh->t + 1.0) / 2);
-    /* DEV: BENCH_CONFIGS="a;b;..." times several VKATTN_DEV_ATT settings
-     * interleaved (each run beside its own peak run) */
-    char configs[512] = "";
-    const char *cl = getenv("BENCH_CONFIGS");
-    snprintf(configs, sizeof configs, "%s", cl ? cl : "");
-    char *cfg[8];
-    int ncfg = 0;
-    for (char *tok = strtok(configs, ";"); tok && ncfg < 8; tok = strtok(NULL, ";"))
-        cfg[ncfg++] = tok;
-    int nc = ncfg ? ncfg : 1;
-    int runs = ncfg ? 2 * RUNS : RUNS;
-    double ms[8][2 * RUNS], pk[8][2 * RUNS], ratio[8][2 * RUNS], cratio[8][2 * RUNS];
-    for (int run = 0; run < 1 + runs; run++) {
-        for (int c = 0; c < nc; c++) {
-            if (ncfg)
-                setenv("VKATTN_DEV_ATT", cfg[c], 1);
-            double peak = peak_run(ctx, timer, pout);
-            VkCommandBuffer cmd;
-            CHECK(vkattn_commands_begin(ctx, &cmd));
-            CHECK(vkattn_cmd_timer_begin(timer, cmd, 0));
-            CHECK(vkattn_cmd_attention(ctx, cmd, &a));
-            CHECK(vkattn_cmd_timer_end(timer, cmd, 0));
-            double pc = peak_cpu, c0 = cpu_seconds();
-            CHECK(vkattn_commands_submit(ctx));
-            double kc = cpu_seconds() - c0;
-            if (run >= 1) {
-                int i = run - 1;
-                CHECK(vkattn_timer_read_ms(timer, 0, &ms[c][i]));
-                pk[c][i] = peak;
-                ratio[c][i] = flops / (ms[c][i] * 1e6) / peak;
-                /* CPU-time ratio: immune to being descheduled */
-                cratio[c][i] = (flops / kc) / ((double)PEAK_GROUPS * 64 * PEAK_ITERATIONS * 16 * 12 * 2 / pc);
-            }
-        }
-    }
-    for (int c = 0; c < nc; c++) {
-        qsort(ms[c], (size_t)runs, sizeof ms[c][0], cmp_double);
-        qsort(pk[c], (size_t)runs, sizeof pk[c][0], cmp_double);
-        qsort(ratio[c], (size_t)runs, sizeof ratio[c][0], cmp_double);
-        qsort(cratio[c], (size_t)runs, sizeof cratio[c][0], cmp_double);
-        double med = ms[c][runs / 2];
-        printf("%-12s %-14s %8.2f ms  %6.2f GFLOP/s  peak %6.1f  %5.3f of peak (q1 %.3f q3 %.3f)  "
-               "(ms min %.2f, max %.2f) cpu-ratio %.3f (q1 %.3f q3 %.3f)\n",
-               sh->name, ncfg ? cfg[c] : "", med, flops / (med * 1e6), pk[c][runs / 2],
-               ratio[c][runs / 2], ratio[c][runs / 4], ratio[c][3 * runs / 4], ms[c][0],
-               ms[c][runs - 1], cratio[c][runs / 2], cratio[c][runs / 4], cratio[c][3 * runs / 4]);
-    }
-    fflush(stdout);
-    vkattn_buffer_destroy(bq);
-    vkattn_buffer_destroy(bk);
-    vkattn_buffer_destroy(bv);
-    vkattn_buffer_destroy(bo);
-    vkattn_buffer_destroy(pout);
 }
 
 static void bench(vkattn_context *ctx, vkattn_timer *timer, uint32_t batch, uint32_t len,
@@ -329,19 +187,6 @@ int main(int argc, char **argv)
     vkattn_timer *timer;
     CHECK(vkattn_timer_create(ctx, 1, &timer));
     const uint32_t batches[2] = {1, 8}, lens[2] = {1024, 4096}, blocks[2] = {0, 16};
-    const char *attention = getenv("BENCH_ATTENTION");
-    if (attention) {
-        for (size_t i = 0; i < sizeof attention_shapes / sizeof attention_shapes[0]; i++) {
-            const char *n = attention_shapes[i].name, *at = strstr(attention, n);
-            size_t len = strlen(n);
-            bool named = at && (at == attention || at[-1] == ',') && (at[len] == ',' || !at[len]);
-            if (named || strcmp(attention, "all") == 0)
-                bench_attention(ctx, timer, &attention_shapes[i]);
-        }
-        vkattn_timer_destroy(timer);
-        vkattn_context_destroy(ctx);
-        return 0;
-    }
     const char *prefill = getenv("BENCH_PREFILL");
     if (prefill) {
         uint32_t t = (uint32_t)atoi(prefill);
