@@ -46,6 +46,12 @@ typedef struct att_config {
     uint32_t preset;
 } att_config;
 
+/* Version of the meaning of stored attention tuning words (the families and
+ * presets of attention_config.c): raise it whenever a preset is added,
+ * removed or changed, so that a tuning file written before picks the
+ * built-in choice instead of other tiles. */
+#define ATT_CONFIG_VERSION 1u
+
 /* The stored tuning winner for the problem's shape class when there is a
  * valid one, else the built-in choice for the device. */
 void att_config_choose(vkattn_context *ctx, const att_problem *p, att_config *cfg);

@@ -293,9 +293,9 @@ static void test_tuned_kv_splits_match_reference(void **state)
     test_assert_no_validation_messages(g->ctx);
 }
 
-/* A stored entry steers later calls of its shape class: the linear op takes
- * a stored non-default candidate, and an entry it cannot run (another
- * config version) is ignored for the built-in choice. */
+/* A stored entry steers later calls of its shape class: the linear and
+ * attention ops take a stored non-default candidate, and an entry of another
+ * config version is ignored for the built-in choice. */
 static void test_stored_entry_is_used(void **state)
 {
     test_gpu *g = *state;
@@ -330,6 +330,37 @@ static void test_stored_entry_is_used(void **state)
     vkattn_buffer_destroy(bw);
     vkattn_buffer_destroy(bb);
     vkattn_buffer_destroy(by);
+
+    /* the same for attention (its words carry ATT_CONFIG_VERSION) */
+    int64_t qs[4] = {1, 4, 9, 32}, ks[4] = {1, 2, 9, 32};
+    vkattn_buffer *bq = test_buffer_with(g->ctx, NULL, 4 * 9 * 32 * 4);
+    vkattn_buffer *bkv = test_buffer_with(g->ctx, NULL, 2 * 9 * 32 * 4);
+    vkattn_buffer *bao = test_buffer_with(g->ctx, NULL, 4 * 9 * 32 * 4);
+    vkattn_attention_args aa = {.q = vkattn_tensor_make(bq, 0, VKATTN_DTYPE_F32, 4, qs),
+                                .k = vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, ks),
+                                .v = vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, ks),
+                                .out = vkattn_tensor_make(bao, 0, VKATTN_DTYPE_F32, 4, qs)};
+    att_problem ap;
+    TEST_OK(g->ctx, att_validate(g->ctx, &aa, &ap));
+    att_config adef, acands[16], agot;
+    att_config_default(g->ctx, &ap, &adef);
+    uint32_t acount = att_config_candidates(g->ctx, &ap, acands, 16);
+    assert_true(acount >= 2);
+    att_config aother = acands[acount - 1];
+    assert_false(aother.family == adef.family && aother.texel == adef.texel && aother.preset == adef.preset);
+    vkattn_tuning_key akey = {.op = VKATTN_TUNE_ATTENTION};
+    att_tuning_key(&ap, akey.values);
+    vkattn_tuning_config acfg = {{aother.family, aother.texel, aother.preset, ATT_CONFIG_VERSION}};
+    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &akey, &acfg, 1.0f));
+    att_config_choose(g->ctx, &ap, &agot);
+    assert_true(agot.family == aother.family && agot.texel == aother.texel && agot.preset == aother.preset);
+    acfg.words[3] = 0; /* written before the version word existed */
+    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &akey, &acfg, 1.0f));
+    att_config_choose(g->ctx, &ap, &agot);
+    assert_true(agot.family == adef.family && agot.texel == adef.texel && agot.preset == adef.preset);
+    vkattn_buffer_destroy(bq);
+    vkattn_buffer_destroy(bkv);
+    vkattn_buffer_destroy(bao);
     test_assert_no_validation_messages(g->ctx);
 }
 
