@@ -155,37 +155,59 @@ static vkattn_result record_attention(vkattn_context *ctx, VkCommandBuffer cmd, 
     return att_record_with(ctx, cmd, &ac->p, &ac->c);
 }
 
-static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal)
+/* Every attention candidate against the CPU reference at head dim `d`,
+ * optionally with an additive [Tq, Tk] mask (some keys -inf) and key padding
+ * (batch 1 hides its last keys): masks and head dim select other
+ * specializations of each kernel. */
+static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal, uint32_t d,
+                                       bool masks)
 {
-    enum { B = 1, HQ = 4, HKV = 2, TQ = 19, TK = 27, D = 32 };
+    enum { B = 2, HQ = 4, HKV = 2, TQ = 19, TK = 27 };
+    const uint32_t D = d;
     const size_t nq = (size_t)B * HQ * TQ * D, nk = (size_t)B * HKV * TK * D;
-    test_rng rng = test_rng_seed(5);
+    test_rng rng = test_rng_seed(5 + d);
     float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk), *v = malloc(sizeof(float) * nk);
     float *want = malloc(sizeof(float) * nq), *got = malloc(sizeof(float) * nq);
+    float mask[TQ * TK];
+    uint8_t pad[B * TK];
     test_fill_uniform(&rng, q, nq, -1, 1);
     test_fill_uniform(&rng, k, nk, -1, 1);
     test_fill_uniform(&rng, v, nk, -1, 1);
+    test_fill_uniform(&rng, mask, TQ * TK, -2, 2);
+    for (uint32_t i = 0; i < TQ * TK; i++)
+        if (i % 7 == 3)
+            mask[i] = -INFINITY;
+    for (uint32_t i = 0; i < B * TK; i++)
+        pad[i] = !(i >= TK && i % TK >= TK - 5);
     size_t es = vkattn_dtype_size(dt);
     vkattn_buffer *bq = test_buffer_with(g->ctx, NULL, nq * es), *bk = test_buffer_with(g->ctx, NULL, nk * es);
     vkattn_buffer *bv = test_buffer_with(g->ctx, NULL, nk * es), *bo = test_buffer_with(g->ctx, NULL, nq * es);
+    vkattn_buffer *bm = test_buffer_with(g->ctx, mask, sizeof mask);
+    vkattn_buffer *bp = test_buffer_with(g->ctx, pad, sizeof pad);
     test_round_to(dt, q, nq);
     test_upload_as(g->ctx, bq, dt, q, nq);
     test_round_to(dt, k, nk);
     test_upload_as(g->ctx, bk, dt, k, nk);
     test_round_to(dt, v, nk);
     test_upload_as(g->ctx, bv, dt, v, nk);
-    int64_t qs[4] = {B, HQ, TQ, D}, ks[4] = {B, HKV, TK, D};
+    int64_t qs[4] = {B, HQ, TQ, D}, ks[4] = {B, HKV, TK, D}, ms[2] = {TQ, TK}, ps[2] = {B, TK};
     vkattn_ref_attention_args r = {.q = vkattn_host_tensor_make(q, VKATTN_DTYPE_F32, 4, qs),
                                    .k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks),
                                    .v = vkattn_host_tensor_make(v, VKATTN_DTYPE_F32, 4, ks),
                                    .out = vkattn_host_tensor_make(want, VKATTN_DTYPE_F32, 4, qs),
                                    .causal = causal};
-    assert_int_equal(vkattn_ref_attention(&r, NULL, 0), VKATTN_SUCCESS);
     vkattn_attention_args a = {.q = vkattn_tensor_make(bq, 0, dt, 4, qs),
                                .k = vkattn_tensor_make(bk, 0, dt, 4, ks),
                                .v = vkattn_tensor_make(bv, 0, dt, 4, ks),
                                .out = vkattn_tensor_make(bo, 0, dt, 4, qs),
                                .causal = causal};
+    if (masks) {
+        r.mask = vkattn_host_tensor_make(mask, VKATTN_DTYPE_F32, 2, ms);
+        r.key_padding = vkattn_host_tensor_make(pad, VKATTN_DTYPE_U8, 2, ps);
+        a.mask = vkattn_tensor_make(bm, 0, VKATTN_DTYPE_F32, 2, ms);
+        a.key_padding = vkattn_tensor_make(bp, 0, VKATTN_DTYPE_U8, 2, ps);
+    }
+    assert_int_equal(vkattn_ref_attention(&r, NULL, 0), VKATTN_SUCCESS);
     attention_case ac;
     TEST_OK(g->ctx, att_validate(g->ctx, &a, &ac.p));
     att_config cands[16];
@@ -196,24 +218,29 @@ static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal
         poison(g->ctx, bo, nq * es);
         run_submit(g, record_attention, &ac);
         test_download_as(g->ctx, bo, dt, got, nq);
-        char what[96];
-        snprintf(what, sizeof what, "attention %s%s candidate family %u texel %d preset %u",
-                 dt == VKATTN_DTYPE_F16 ? "f16" : "f32", causal ? " causal" : "", ac.c.family, ac.c.texel,
-                 ac.c.preset);
+        char what[128];
+        snprintf(what, sizeof what, "attention %s D %u%s%s candidate family %u texel %d preset %u",
+                 dt == VKATTN_DTYPE_F16 ? "f16" : "f32", D, causal ? " causal" : "",
+                 masks ? " mask+padding" : "", ac.c.family, ac.c.texel, ac.c.preset);
         test_assert_close(got, want, nq, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
     }
     vkattn_buffer_destroy(bq);
     vkattn_buffer_destroy(bk);
     vkattn_buffer_destroy(bv);
     vkattn_buffer_destroy(bo);
+    vkattn_buffer_destroy(bm);
+    vkattn_buffer_destroy(bp);
     free(q), free(k), free(v), free(want), free(got);
 }
 
 static void test_attention_candidates_match_reference(void **state)
 {
     test_gpu *g = *state;
-    check_attention_candidates(g, VKATTN_DTYPE_F32, true);
-    check_attention_candidates(g, VKATTN_DTYPE_F16, false);
+    check_attention_candidates(g, VKATTN_DTYPE_F32, true, 32, false);
+    check_attention_candidates(g, VKATTN_DTYPE_F16, false, 32, false);
+    /* the benchmarked head dim with f16 K/V, and the masked kernels */
+    check_attention_candidates(g, VKATTN_DTYPE_F16, true, 128, true);
+    check_attention_candidates(g, VKATTN_DTYPE_F32, false, 64, true);
     test_assert_no_validation_messages(g->ctx);
 }
 
