@@ -320,10 +320,10 @@ static void test_tuned_kv_splits_match_reference(void **state)
     test_assert_no_validation_messages(g->ctx);
 }
 
-/* A stored entry steers later calls of its shape class: the linear and
- * attention ops take a stored non-default candidate, and an entry of another
- * config version is ignored for the built-in choice. */
-static void test_stored_entry_is_used(void **state)
+/* A stored entry steers later calls of its shape class: the linear op takes
+ * a stored non-default candidate, and an entry of another config version is
+ * ignored for the built-in choice. */
+static void test_stored_linear_entry_is_used(void **state)
 {
     test_gpu *g = *state;
     int64_t xs[2] = {20, 64}, ws[2] = {48, 64}, bs[1] = {48}, ys[2] = {20, 48};
@@ -357,37 +357,47 @@ static void test_stored_entry_is_used(void **state)
     vkattn_buffer_destroy(bw);
     vkattn_buffer_destroy(bb);
     vkattn_buffer_destroy(by);
+    test_assert_no_validation_messages(g->ctx);
+}
 
-    /* the same for attention (its words carry ATT_CONFIG_VERSION) */
+static bool same_att_config(const att_config *a, const att_config *b)
+{
+    return a->family == b->family && a->texel == b->texel && a->preset == b->preset;
+}
+
+/* The same for attention (its words carry ATT_CONFIG_VERSION). */
+static void test_stored_attention_entry_is_used(void **state)
+{
+    test_gpu *g = *state;
     int64_t qs[4] = {1, 4, 9, 32}, ks[4] = {1, 2, 9, 32};
     vkattn_buffer *bq = test_buffer_with(g->ctx, NULL, 4 * 9 * 32 * 4);
     vkattn_buffer *bkv = test_buffer_with(g->ctx, NULL, 2 * 9 * 32 * 4);
-    vkattn_buffer *bao = test_buffer_with(g->ctx, NULL, 4 * 9 * 32 * 4);
-    vkattn_attention_args aa = {.q = vkattn_tensor_make(bq, 0, VKATTN_DTYPE_F32, 4, qs),
+    vkattn_buffer *bo = test_buffer_with(g->ctx, NULL, 4 * 9 * 32 * 4);
+    vkattn_attention_args a = {.q = vkattn_tensor_make(bq, 0, VKATTN_DTYPE_F32, 4, qs),
                                 .k = vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, ks),
                                 .v = vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, ks),
-                                .out = vkattn_tensor_make(bao, 0, VKATTN_DTYPE_F32, 4, qs)};
+                                .out = vkattn_tensor_make(bo, 0, VKATTN_DTYPE_F32, 4, qs)};
     att_problem ap;
-    TEST_OK(g->ctx, att_validate(g->ctx, &aa, &ap));
-    att_config adef, acands[16], agot;
-    att_config_default(g->ctx, &ap, &adef);
-    uint32_t acount = att_config_candidates(g->ctx, &ap, acands, 16);
-    assert_true(acount >= 2);
-    att_config aother = acands[acount - 1];
-    assert_false(aother.family == adef.family && aother.texel == adef.texel && aother.preset == adef.preset);
-    vkattn_tuning_key akey = {.op = VKATTN_TUNE_ATTENTION};
-    att_tuning_key(&ap, akey.values);
-    vkattn_tuning_config acfg = {{aother.family, aother.texel, aother.preset, ATT_CONFIG_VERSION}};
-    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &akey, &acfg, 1.0f));
-    att_config_choose(g->ctx, &ap, &agot);
-    assert_true(agot.family == aother.family && agot.texel == aother.texel && agot.preset == aother.preset);
-    acfg.words[3] = 0; /* written before the version word existed */
-    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &akey, &acfg, 1.0f));
-    att_config_choose(g->ctx, &ap, &agot);
-    assert_true(agot.family == adef.family && agot.texel == adef.texel && agot.preset == adef.preset);
+    TEST_OK(g->ctx, att_validate(g->ctx, &a, &ap));
+    att_config def, cands[16], got;
+    att_config_default(g->ctx, &ap, &def);
+    uint32_t count = att_config_candidates(g->ctx, &ap, cands, 16);
+    assert_true(count >= 2);
+    att_config other = cands[count - 1];
+    assert_false(same_att_config(&other, &def));
+    vkattn_tuning_key key = {.op = VKATTN_TUNE_ATTENTION};
+    att_tuning_key(&ap, key.values);
+    vkattn_tuning_config cfg = {{other.family, other.texel, other.preset, ATT_CONFIG_VERSION}};
+    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, &cfg, 1.0f));
+    att_config_choose(g->ctx, &ap, &got);
+    assert_true(same_att_config(&got, &other));
+    cfg.words[3] = 0; /* written before the version word existed */
+    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, &cfg, 1.0f));
+    att_config_choose(g->ctx, &ap, &got);
+    assert_true(same_att_config(&got, &def));
     vkattn_buffer_destroy(bq);
     vkattn_buffer_destroy(bkv);
-    vkattn_buffer_destroy(bao);
+    vkattn_buffer_destroy(bo);
     test_assert_no_validation_messages(g->ctx);
 }
 
@@ -427,7 +437,8 @@ int main(void)
         cmocka_unit_test(test_attention_candidates_match_reference),
         cmocka_unit_test(test_tuners_store_entries),
         cmocka_unit_test(test_tuned_kv_splits_match_reference),
-        cmocka_unit_test(test_stored_entry_is_used),
+        cmocka_unit_test(test_stored_linear_entry_is_used),
+        cmocka_unit_test(test_stored_attention_entry_is_used),
         cmocka_unit_test(test_tuner_errors),
     };
     return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
