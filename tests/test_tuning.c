@@ -374,9 +374,9 @@ static void test_stored_attention_entry_is_used(void **state)
     vkattn_buffer *bkv = test_buffer_with(g->ctx, NULL, 2 * 9 * 32 * 4);
     vkattn_buffer *bo = test_buffer_with(g->ctx, NULL, 4 * 9 * 32 * 4);
     vkattn_attention_args a = {.q = vkattn_tensor_make(bq, 0, VKATTN_DTYPE_F32, 4, qs),
-                                .k = vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, ks),
-                                .v = vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, ks),
-                                .out = vkattn_tensor_make(bo, 0, VKATTN_DTYPE_F32, 4, qs)};
+                               .k = vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, ks),
+                               .v = vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, ks),
+                               .out = vkattn_tensor_make(bo, 0, VKATTN_DTYPE_F32, 4, qs)};
     att_problem ap;
     TEST_OK(g->ctx, att_validate(g->ctx, &a, &ap));
     att_config def, cands[16], got;
