@@ -369,18 +369,8 @@ vkattn_result bench_runner_tune(bench_runner *r)
         return vkattn_mha_tune(r->layer, c->b, c->tq, c->tk);
     case BENCH_DECODE:
         return vkattn_tune_kv_attention(r->cache, c->b, 1, c->tk);
-    case BENCH_LAYER_STEP: {
-        /* the step's GEMMs (packed projection, output projection) and its attention */
-        const vkattn_mha_desc *d = vkattn_mha_config(r->layer);
-        uint32_t qw = d->num_heads * d->head_dim, kvw = d->num_kv_heads * d->head_dim;
-        vkattn_result res = vkattn_tune_linear(r->ctx, c->b * c->tq, qw + 2 * kvw, d->embed_dim, d->dtype,
-                                               d->dtype);
-        if (res == VKATTN_SUCCESS)
-            res = vkattn_tune_linear(r->ctx, c->b * c->tq, d->embed_dim, qw, d->dtype, d->dtype);
-        if (res == VKATTN_SUCCESS)
-            res = vkattn_tune_kv_attention(r->cache, c->b, c->tq, c->tk);
-        return res;
-    }
+    case BENCH_LAYER_STEP:
+        return vkattn_mha_tune_step(r->layer, r->cache, c->b, c->tq, c->tk);
     }
     return VKATTN_ERROR_INVALID_ARGUMENT;
 }

@@ -9,8 +9,12 @@
  *   values[2]  K, bucketed at 256, 1024, 4096, 16384
  *   values[3]  x is f16 (1) or f32 (0)
  *   values[4]  w is f16 (1) or f32 (0)
- *   values[5]  target kind: 1 when a segment appends to a KV cache pool
+ *   values[5]  0
  *   values[6]  0
+ * Problems whose segments append to a KV cache pool (the projection of an
+ * MHA step) take the plain GEMM's entry: the pool changes only the stores of
+ * the epilogue, not the main loop the configuration shapes, and it is the
+ * plain GEMM that vkattn_tune_linear times.
  * Tuning config: words[0] family, [1] input binding, [2] preset,
  * [3] LINEAR_CONFIG_VERSION (entries of another version are ignored). */
 #include "linear_plan.h"
@@ -162,7 +166,7 @@ void vkattn_linear_tuning_key(const vkattn_linear_problem *p, uint32_t key[7])
     key[2] = vkattn_tuning_bucket(p->K, cols, 4);
     key[3] = p->x.dtype == VKATTN_DTYPE_F16;
     key[4] = p->w.dtype == VKATTN_DTYPE_F16;
-    key[5] = p->pool_segments != 0;
+    key[5] = 0;
     key[6] = 0;
 }
 

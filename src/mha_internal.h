@@ -39,4 +39,7 @@ vkattn_result vkattn_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint
 /* The output projection: y [B, T, Dm] = o [B, T, Hq*Dh] Wo^T + bo. */
 vkattn_result vkattn_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
                                        const vkattn_tensor *y);
+/* A KV cache the layer can step over (context, heads, head dim, dtype; a
+ * self-attention layer); `name` is the argument in the messages. */
+vkattn_result vkattn_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const char *name);
 #endif

@@ -39,22 +39,22 @@ vkattn_result vkattn_mha_step_scratch_size(vkattn_mha *m, uint32_t batch, uint32
 }
 
 /* The cache must hold what this layer projects. */
-static vkattn_result check_cache(vkattn_mha *m, const vkattn_kv_cache *c)
+vkattn_result vkattn_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const char *name)
 {
     vkattn_context *ctx = m->ctx;
     const vkattn_mha_desc *d = &m->d;
     if (!c)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL");
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s is NULL", name);
     if (c->ctx != ctx)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache belongs to another context");
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s belongs to another context", name);
     if (c->d.num_kv_heads != d->num_kv_heads || c->d.head_dim != d->head_dim ||
         c->d.num_heads != d->num_heads)
         return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "args->cache holds %u KV heads x head_dim %u for %u query heads; the layer has "
-                           "%u x %u for %u", c->d.num_kv_heads, c->d.head_dim, c->d.num_heads,
+                           "%s holds %u KV heads x head_dim %u for %u query heads; the layer has "
+                           "%u x %u for %u", name, c->d.num_kv_heads, c->d.head_dim, c->d.num_heads,
                            d->num_kv_heads, d->head_dim, d->num_heads);
     if (c->d.dtype != d->dtype)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->cache holds %s but the layer's dtype is %s",
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s holds %s but the layer's dtype is %s", name,
                            vkattn_dtype_name(c->d.dtype), vkattn_dtype_name(d->dtype));
     if (d->kv_dim != d->embed_dim)
         return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
@@ -129,7 +129,7 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
         return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
     vkattn_kv_cache *c = a->cache;
     uint32_t tokens = 0;
-    vkattn_result r = check_cache(m, c);
+    vkattn_result r = vkattn_mha_check_cache(m, c, "args->cache");
     if (r == VKATTN_SUCCESS)
         r = check_tokens(m, a, &tokens);
     if (r != VKATTN_SUCCESS)
@@ -211,7 +211,7 @@ vkattn_result vkattn_mha_step(vkattn_mha *m, const vkattn_mha_step_args *a)
     vkattn_result r;
     if (!a->scratch) { /* grow the layer's own scratch first: recording never does */
         uint32_t tokens = 0;
-        r = check_cache(m, a->cache);
+        r = vkattn_mha_check_cache(m, a->cache, "args->cache");
         if (r == VKATTN_SUCCESS && a->batch == 0)
             r = vkattn_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
         if (r == VKATTN_SUCCESS)

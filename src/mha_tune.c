@@ -1,6 +1,8 @@
-/* vkattn_mha_tune: tunes every op a layer's forward pass with these sizes
- * runs - its projection GEMMs and its attention - through the ops' own
- * tuners, so later forwards of the same shape class use the winners. */
+/* vkattn_mha_tune, vkattn_mha_tune_step: tune every op a layer's forward
+ * pass or step with these sizes runs - its projection GEMMs and its
+ * attention - through the ops' own tuners, so later calls of the same shape
+ * class use the winners. */
+#include "kv_attention.h"
 #include "mha_internal.h"
 
 vkattn_result vkattn_mha_tune(vkattn_mha *m, uint32_t batch, uint32_t q_len, uint32_t kv_len)
@@ -39,6 +41,39 @@ vkattn_result vkattn_mha_tune(vkattn_mha *m, uint32_t batch, uint32_t q_len, uin
     if (r == VKATTN_SUCCESS)
         r = vkattn_tune_attention(ctx, batch, d->num_heads, d->num_kv_heads, q_len, kv_len, d->head_dim, false,
                                   d->dtype, d->dtype);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_tune_linear(ctx, rows, d->embed_dim, qw, d->dtype, d->dtype);
+    return r;
+}
+
+vkattn_result vkattn_mha_tune_step(vkattn_mha *m, vkattn_kv_cache *cache, uint32_t batch,
+                                   uint32_t new_tokens, uint32_t length)
+{
+    if (!m)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    vkattn_context *ctx = m->ctx;
+    if (!batch || !new_tokens || length < new_tokens)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "vkattn_mha_tune_step: batch %u and new_tokens %u must be >= 1 and length %u "
+                           ">= new_tokens",
+                           batch, new_tokens, length);
+    uint64_t rows64 = (uint64_t)batch * new_tokens;
+    if (rows64 > UINT32_MAX)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "vkattn_mha_tune_step: batch %u x new_tokens %u rows exceed 2^32 - 1", batch,
+                           new_tokens);
+    vkattn_result r = vkattn_mha_check_cache(m, cache, "cache");
+    if (r != VKATTN_SUCCESS)
+        return r;
+    const vkattn_mha_desc *d = &m->d;
+    uint32_t qw = d->num_heads * d->head_dim, kvw = d->num_kv_heads * d->head_dim;
+    uint32_t rows = (uint32_t)rows64;
+    /* the packed projection (its K/V segments append to the cache: they take
+     * the plain GEMM's entry), attention over the cache where a choice
+     * exists (the split-KV path), the output projection */
+    r = vkattn_tune_linear(ctx, rows, qw + 2 * kvw, d->embed_dim, d->dtype, d->dtype);
+    if (r == VKATTN_SUCCESS && new_tokens <= VKATTN_KV_DECODE_MAX_TOKENS)
+        r = vkattn_tune_kv_attention(cache, batch, new_tokens, length);
     if (r == VKATTN_SUCCESS)
         r = vkattn_tune_linear(ctx, rows, d->embed_dim, qw, d->dtype, d->dtype);
     return r;

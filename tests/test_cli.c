@@ -267,8 +267,25 @@ static void test_mha_command(void **state)
     expect_failure(args, "needs --prefill");
     snprintf(args, sizeof args, "%s --prefill 7 --out %s", common, path_of("O.npy"));
     expect_failure(args, "only 6 tokens");
-    snprintf(args, sizeof args, "%s --prefill 2 --tune --out %s", common, path_of("O.npy"));
-    expect_failure(args, "--tune: not with --prefill");
+    /* --tune with --prefill tunes the steps (their projections and the
+     * attention over the cache: op 3 entries) and decodes the same rows */
+    char tuning[512], text[8192];
+    snprintf(tuning, sizeof tuning, "%s", path_of("steps-tuning.txt"));
+    unlink(tuning);
+    snprintf(args, sizeof args, "%s --prefill 2 --tune --tuning %s --check --validate --out %s", common, tuning,
+             path_of("O.npy"));
+    if (run(args, err, sizeof err) != 0)
+        fail_msg("vkattn %s failed:\n%s", args, err);
+    assert_true(read_text(tuning, text, sizeof text) > 0);
+    if (!strstr(text, "\n3 ") || !strstr(text, "\n1 "))
+        fail_msg("the tuning file of --prefill --tune has no linear or KV-attention entry:\n%s", text);
+    unlink(tuning);
+    npy_array tuned;
+    assert_int_equal(npy_read(path_of("O.npy"), &tuned, e, sizeof e), 0);
+    assert_int_equal(npy_read(path_of("FULL.npy"), &full, e, sizeof e), 0);
+    test_assert_close(tuned.data, full.data, (size_t)(full.nbytes / 4), TEST_TOL_F32, "--prefill 2 --tune");
+    npy_free(&tuned);
+    npy_free(&full);
 
     /* Dm not divisible by the heads: Dm 30, 4 heads */
     int64_t x30[3] = {1, 3, 30}, w30[2] = {30, 30};

@@ -278,8 +278,47 @@ static void test_tuners_store_entries(void **state)
     TEST_OK(g->ctx, vkattn_mha_tune(mha, 1, 12, 12));
     assert_true(entries_of(g->ctx, VKATTN_TUNE_LINEAR) >= linear1 + 1);
     assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_ATTENTION), attention1 + 2);
+
+    vkattn_mha_destroy(mha);
+
+    /* a decode step of 2 sequences: its two projections (2 rows; N 512 and
+     * 256 are different classes) and its split count */
+    vkattn_mha_desc sm = {.embed_dim = 256, .num_heads = 4, .num_kv_heads = 2};
+    TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &sm, &mha));
+    vkattn_kv_cache_desc sd = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 64, .max_sequences = 2,
+                               .capacity = 40};
+    TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &sd, &cache));
+    int linear2 = entries_of(g->ctx, VKATTN_TUNE_LINEAR), kv2 = entries_of(g->ctx, VKATTN_TUNE_KV_ATTENTION);
+    TEST_OK(g->ctx, vkattn_mha_tune_step(mha, cache, 2, 1, 40));
+    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_LINEAR), linear2 + 2);
+    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_KV_ATTENTION), kv2 + 1);
+    /* a prefill step longer than the split-KV path: projections only */
+    int linear3 = entries_of(g->ctx, VKATTN_TUNE_LINEAR);
+    TEST_OK(g->ctx, vkattn_mha_tune_step(mha, cache, 1, 33, 33));
+    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_LINEAR), linear3 + 2);
+    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_KV_ATTENTION), kv2 + 1);
+    TEST_OK(g->ctx, vkattn_kv_cache_length(cache, 0, &len));
+    assert_int_equal(len, 0);
+    vkattn_kv_cache_destroy(cache);
     vkattn_mha_destroy(mha);
     test_assert_no_validation_messages(g->ctx);
+}
+
+/* A projection that appends to a KV cache pool (an MHA step's) takes the
+ * plain GEMM's tuning entry, which is what vkattn_tune_linear and
+ * vkattn_mha_tune_step time: both have the same key. */
+static void test_pool_projection_takes_plain_entry(void **state)
+{
+    (void)state;
+    vkattn_linear_problem p;
+    memset(&p, 0, sizeof p);
+    p.M = 1, p.N = 6144, p.K = 4096;
+    p.x.dtype = p.w.dtype = VKATTN_DTYPE_F16;
+    uint32_t plain[VKATTN_TUNING_KEY_VALUES], pool[VKATTN_TUNING_KEY_VALUES];
+    vkattn_linear_tuning_key(&p, plain);
+    p.pool_segments = 6; /* segments 1 and 2: K and V */
+    vkattn_linear_tuning_key(&p, pool);
+    assert_memory_equal(plain, pool, sizeof plain);
 }
 
 /* The tuned split count is stored, automatic calls take it, and decoding
@@ -418,7 +457,6 @@ static void test_tuner_errors(void **state)
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "new_tokens 17",
                vkattn_tune_kv_attention(cache, 1, 17, 64));
-    vkattn_kv_cache_destroy(cache);
     assert_int_equal(vkattn_tune_kv_attention(NULL, 1, 1, 1), VKATTN_ERROR_INVALID_ARGUMENT);
     assert_int_equal(vkattn_mha_tune(NULL, 1, 1, 1), VKATTN_ERROR_INVALID_ARGUMENT);
     vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 4, .num_kv_heads = 2};
@@ -426,6 +464,23 @@ static void test_tuner_errors(void **state)
     TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &md, &mha));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "batch 65536 x q_len 65536",
                vkattn_mha_tune(mha, 65536, 65536, 1));
+    /* steps: sizes, and a cache the layer cannot step over */
+    vkattn_kv_cache_desc sd = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 16, .max_sequences = 1,
+                               .capacity = 8};
+    vkattn_kv_cache *step_cache = NULL;
+    TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &sd, &step_cache));
+    assert_int_equal(vkattn_mha_tune_step(NULL, step_cache, 1, 1, 1), VKATTN_ERROR_INVALID_ARGUMENT);
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "new_tokens 0",
+               vkattn_mha_tune_step(mha, step_cache, 1, 0, 8));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "length 3 >= new_tokens",
+               vkattn_mha_tune_step(mha, step_cache, 1, 4, 3));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "batch 65536 x new_tokens 65536",
+               vkattn_mha_tune_step(mha, step_cache, 65536, 65536, 65536));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "cache is NULL", vkattn_mha_tune_step(mha, NULL, 1, 1, 8));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_SHAPE_MISMATCH, "cache holds 1 KV heads x head_dim 16",
+               vkattn_mha_tune_step(mha, cache, 1, 1, 8));
+    vkattn_kv_cache_destroy(step_cache);
+    vkattn_kv_cache_destroy(cache);
     vkattn_mha_destroy(mha);
     test_assert_no_validation_messages(g->ctx);
 }
@@ -439,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_tuned_kv_splits_match_reference),
         cmocka_unit_test(test_stored_linear_entry_is_used),
         cmocka_unit_test(test_stored_attention_entry_is_used),
+        cmocka_unit_test(test_pool_projection_takes_plain_entry),
         cmocka_unit_test(test_tuner_errors),
     };
     return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);

@@ -18,9 +18,9 @@ const char cli_device_options_help[] =
     "  --tuning PATH         attention, mha: use the tuning data in PATH (kernel choices\n"
     "                        measured on this device; a missing file: built-in choices;\n"
     "                        a file that is not tuning data is refused, never overwritten)\n"
-    "  --tune                attention, mha (not with --prefill): first measure the kernel\n"
-    "                        choices for this command's shapes (seconds); with --tuning,\n"
-    "                        save them to PATH for next time\n"
+    "  --tune                attention, mha: first measure the kernel choices for this\n"
+    "                        command's shapes (seconds; mha --prefill: its prefill and\n"
+    "                        decode steps); with --tuning, save them to PATH for next time\n"
     "  -v, --verbose         print informational messages\n";
 
 void cli_error(const char *fmt, ...)

@@ -57,10 +57,11 @@ static int check_weight_shapes(cli_input *in, int64_t dm, int64_t dkv, int64_t h
 
 /* --prefill: the first `prefill` tokens of every sequence as one step into a
  * KV cache, then one step per remaining token; views of x and y select the
- * tokens of each step. */
+ * tokens of each step. With --tune the steps are tuned first (the prefill
+ * step and the decode steps at the full length) and the tuning saved. */
 static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer, const vkattn_mha_forward_args *fa,
                                vkattn_dtype dtype, uint32_t prefill, uint32_t paged_block,
-                               uint32_t kv_splits)
+                               uint32_t kv_splits, const cli_device_options *o)
 {
     const vkattn_mha_desc *d = vkattn_mha_config(layer);
     uint32_t batch = (uint32_t)fa->x.shape[0], tq = (uint32_t)fa->x.shape[1];
@@ -74,6 +75,13 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer, const vka
         r = VKATTN_ERROR_OUT_OF_HOST_MEMORY;
     for (uint32_t b = 0; seqs && b < batch; b++)
         seqs[b] = b;
+    if (r == VKATTN_SUCCESS && o->tune) {
+        r = vkattn_mha_tune_step(layer, cache, batch, prefill, prefill);
+        if (r == VKATTN_SUCCESS && tq > prefill)
+            r = vkattn_mha_tune_step(layer, cache, batch, 1, tq);
+        if (r == VKATTN_SUCCESS)
+            r = cli_save_tuning(ctx, o);
+    }
     size_t es = vkattn_dtype_size(dtype);
     for (uint32_t t = 0; r == VKATTN_SUCCESS && t < tq; t = t ? t + 1 : prefill) {
         uint32_t n = t ? 1 : prefill;
@@ -181,11 +189,6 @@ int cli_mha(int argc, char **argv)
         cli_error("mha: %s needs --prefill", paged_block ? "--paged-block" : "--kv-splits");
         return 2;
     }
-    if (prefill && o.tune) {
-        cli_error("--tune: not with --prefill (it tunes the forward pass; decode steps keep the built-in or "
-                  "--tuning choices)");
-        return 2;
-    }
     if (prefill && (!causal || in[KV].path || in[MASK].path || in[PAD].path || weights_path)) {
         cli_error("mha: --prefill decodes causal self-attention through a KV cache: it needs --causal and "
                   "takes no --kv, --mask, --key-padding or --weights-out");
@@ -279,15 +282,15 @@ int cli_mha(int argc, char **argv)
         cli_error("--prefill %u: --x has only %lld tokens per sequence", prefill, (long long)tq);
         goto done;
     }
-    if (o.tune)
+    if (o.tune && !prefill) /* steps tune in run_steps, with their cache */
         r = vkattn_mha_tune(layer, (uint32_t)xs[0], (uint32_t)tq, (uint32_t)tk);
-    if (o.tune && r == VKATTN_SUCCESS)
+    if (o.tune && !prefill && r == VKATTN_SUCCESS)
         r = cli_save_tuning(ctx, &o);
     if (r != VKATTN_SUCCESS) {
         cli_report_error(ctx, r, in, N_INPUTS);
         goto done;
     }
-    r = prefill ? run_steps(ctx, layer, &fa, dtype, prefill, paged_block, kv_splits)
+    r = prefill ? run_steps(ctx, layer, &fa, dtype, prefill, paged_block, kv_splits, &o)
                 : vkattn_mha_forward(layer, &fa);
     if (r != VKATTN_SUCCESS) {
         cli_report_error(ctx, r, in, N_INPUTS);
