@@ -113,17 +113,17 @@ typedef struct main_config {
     uint32_t rows_per_group; /* tile rows per workgroup */
 } main_config;
 
-static void main_config_get(const vkattn_context *ctx, const att_problem *p,
-                            const att_config *cfg, bool texel, main_config *out)
+/* The kernel of a config's family for texel or storage inputs (the chunk
+ * plan decides which: texel views may not reach every element). */
+static const vkattn_kernel *main_kernel(const vkattn_context *ctx, const att_problem *p,
+                                        const att_config *cfg, bool texel)
 {
     uint32_t qs = vkattn_storage_kind(ctx, p->dims.q_dtype);
     uint32_t ks = vkattn_storage_kind(ctx, p->dims.kv_dtype);
     bool kv16 = p->dims.kv_dtype == VKATTN_DTYPE_F16;
     if (cfg->family == ATT_FAMILY_SUBGROUP)
-        out->kernel = texel ? &sg_texel[qs][kv16] : &sg_storage[qs][ks];
-    else
-        out->kernel = texel ? &sm_texel[qs][kv16] : &sm_storage[qs][ks];
-    out->spec_count = att_config_spec(ctx, p, cfg, out->spec, &out->rows_per_group);
+        return texel ? &sg_texel[qs][kv16] : &sg_storage[qs][ks];
+    return texel ? &sm_texel[qs][kv16] : &sm_storage[qs][ks];
 }
 
 /* ------------------------------------------------------------- bindings */
@@ -238,12 +238,12 @@ static vkattn_result prepare(vkattn_context *ctx, const att_problem *p, const at
                              prepared *pr)
 {
     const vkattn_attention_dims *d = &p->dims;
-    main_config_get(ctx, p, cfg, false, &pr->cfg);
+    pr->cfg.spec_count = att_config_spec(ctx, p, cfg, pr->cfg.spec, &pr->cfg.rows_per_group);
     vkattn_result r = att_plan_main(ctx, p, pr->cfg.rows_per_group, cfg->texel,
                                     cfg->family == ATT_FAMILY_SUBGROUP, &pr->main_chunks);
     if (r != VKATTN_SUCCESS)
         return r;
-    main_config_get(ctx, p, cfg, pr->main_chunks.texel, &pr->cfg);
+    pr->cfg.kernel = main_kernel(ctx, p, cfg, pr->main_chunks.texel);
     r = vkattn_pipeline_get(ctx, pr->cfg.kernel, pr->cfg.spec, pr->cfg.spec_count, &pr->main_pipeline);
     pr->weights_pipeline = NULL;
     if (r != VKATTN_SUCCESS || !p->weights.buffer)
