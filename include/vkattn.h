@@ -839,10 +839,10 @@ VKATTN_API vkattn_result vkattn_mha_tune(vkattn_mha *mha, uint32_t batch, uint32
  * tokens - the packed QKV projection (appending to a cache takes the plain
  * GEMM's winner), the attention over the cache (its split count, as
  * vkattn_tune_kv_attention, for steps of 1..16 new tokens: longer steps
- * have no tuned choice) and the output projection. Tune decoding with new_tokens 1 and a
- * typical length (lengths bucket as for attention), a chunked prefill with
- * its chunk size. `cache` must suit the layer as for a step; it is not
- * changed. batch x new_tokens must fit 32 bits. */
+ * have no tuned choice) and the output projection. Tune decoding with
+ * new_tokens 1 and a typical length (lengths bucket as for attention), a
+ * chunked prefill with its chunk size. `cache` must suit the layer as for a
+ * step; it is not changed. batch x new_tokens must fit 32 bits. */
 VKATTN_API vkattn_result vkattn_mha_tune_step(vkattn_mha *mha, vkattn_kv_cache *cache,
                                               uint32_t batch, uint32_t new_tokens,
                                               uint32_t length);
