@@ -85,6 +85,26 @@ static size_t read_text(const char *p, char *buf, size_t size)
     return n;
 }
 
+/* Runs the tool; a non-zero exit fails the test with its stderr (kept in
+ * err for further checks). */
+static void expect_success(const char *args, char *err, size_t size)
+{
+    if (run(args, err, size) != 0)
+        fail_msg("vkattn %s failed:\n%s", args, err);
+}
+
+/* expect_failure for a command given `file` for an option that takes
+ * another kind of file: it is refused and left byte for byte as it was. */
+static void expect_refused_unchanged(const char *args, const char *needle, const char *file)
+{
+    char before[4096], after[4096];
+    size_t n = read_text(file, before, sizeof before);
+    assert_true(n > 0 && n < sizeof before - 1); /* the whole file */
+    expect_failure(args, needle);
+    assert_int_equal(read_text(file, after, sizeof after), n);
+    assert_memory_equal(before, after, n);
+}
+
 static void write_standard_inputs(void)
 {
     int64_t q[4] = {2, 4, 5, 16}, kv[4] = {2, 2, 7, 16}, pad[2] = {2, 7}, mask[2] = {5, 7};
@@ -107,8 +127,7 @@ static void test_attention_command(void **state)
              "--weights-out %s --per-head --out %s",
              path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("M.npy"), path_of("P.npy"),
              path_of("W.npy"), path_of("O.npy"));
-    if (run(args, err, sizeof err) != 0)
-        fail_msg("vkattn %s failed:\n%s", args, err);
+    expect_success(args, err, sizeof err);
     npy_array o, w;
     char e[512];
     assert_int_equal(npy_read(path_of("O.npy"), &o, e, sizeof e), 0);
@@ -131,8 +150,7 @@ static void test_attention_command(void **state)
     /* f16 storage too */
     snprintf(args, sizeof args, "attention --q %s --k %s --v %s --dtype f16 --check --out %s",
              path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
-    if (run(args, err, sizeof err) != 0)
-        fail_msg("vkattn %s failed:\n%s", args, err);
+    expect_success(args, err, sizeof err);
 }
 
 /* --tune measures the kernel choices for the command's shape and --tuning
@@ -147,8 +165,7 @@ static void test_tuning_file(void **state)
     char args[2048], err[4096];
     snprintf(args, sizeof args, "attention --validate --tune --tuning %s --q %s --k %s --v %s --causal --check --out %s",
              tuning, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
-    if (run(args, err, sizeof err) != 0)
-        fail_msg("vkattn %s failed:\n%s", args, err);
+    expect_success(args, err, sizeof err);
     char text[4096], again[4096];
     assert_true(read_text(tuning, text, sizeof text) > 0);
     assert_non_null(strstr(text, "vkattn-tuning 1\ndevice "));
@@ -156,21 +173,18 @@ static void test_tuning_file(void **state)
     /* read back - this device's entries, no complaint - and left alone without --tune */
     snprintf(args, sizeof args, "attention -v --validate --tuning %s --q %s --k %s --v %s --causal --check --out %s",
              tuning, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
-    if (run(args, err, sizeof err) != 0)
-        fail_msg("vkattn %s failed:\n%s", args, err);
+    expect_success(args, err, sizeof err);
     if (strstr(err, "another device") || strstr(err, "not vkattn tuning data") || strstr(err, "not read"))
         fail_msg("vkattn %s did not take the tuning file:\n%s", args, err);
     read_text(tuning, again, sizeof again);
     assert_string_equal(again, text);
     unlink(tuning);
     /* a file that is not tuning data is neither used nor overwritten */
-    char npy[4096], npy_after[4096];
-    size_t npy_n = read_text(path_of("K.npy"), npy, sizeof npy);
-    snprintf(args, sizeof args, "attention --tune --tuning %s --q %s --k %s --v %s --out %s", path_of("K.npy"),
-             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
-    expect_failure(args, "not a vkattn tuning file");
-    assert_int_equal(read_text(path_of("K.npy"), npy_after, sizeof npy_after), npy_n);
-    assert_memory_equal(npy, npy_after, npy_n);
+    char k_path[512];
+    snprintf(k_path, sizeof k_path, "%s", path_of("K.npy"));
+    snprintf(args, sizeof args, "attention --tune --tuning %s --q %s --k %s --v %s --out %s", k_path,
+             path_of("Q.npy"), k_path, path_of("V.npy"), path_of("O.npy"));
+    expect_refused_unchanged(args, "not a vkattn tuning file", k_path);
     /* a tuning path that cannot be written: fails before any output */
     snprintf(args, sizeof args, "attention --tune --tuning %s --q %s --k %s --v %s --out %s", tmp,
              path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
@@ -190,8 +204,7 @@ static void test_pipeline_cache_file(void **state)
     for (int pass = 0; pass < 2; pass++) { /* written, then read back and rewritten */
         snprintf(args, sizeof args, "attention -v --validate --pipeline-cache %s --q %s --k %s --v %s --check --out %s",
                  cache, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
-        if (run(args, err, sizeof err) != 0)
-            fail_msg("vkattn %s failed:\n%s", args, err);
+        expect_success(args, err, sizeof err);
         assert_true(exists(cache));
         assert_true(exists(path_of("O.npy")));
         /* the second run takes the first one's cache */
@@ -204,13 +217,11 @@ static void test_pipeline_cache_file(void **state)
              path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
     expect_failure(args, "cannot write pipeline cache");
     /* a file that is not a pipeline cache is neither used nor overwritten */
-    char npy[4096], npy_after[4096];
-    size_t npy_n = read_text(path_of("K.npy"), npy, sizeof npy);
-    snprintf(args, sizeof args, "attention --pipeline-cache %s --q %s --k %s --v %s --out %s", path_of("K.npy"),
-             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
-    expect_failure(args, "not a Vulkan pipeline cache");
-    assert_int_equal(read_text(path_of("K.npy"), npy_after, sizeof npy_after), npy_n);
-    assert_memory_equal(npy, npy_after, npy_n);
+    char k_path[512];
+    snprintf(k_path, sizeof k_path, "%s", path_of("K.npy"));
+    snprintf(args, sizeof args, "attention --pipeline-cache %s --q %s --k %s --v %s --out %s", k_path,
+             path_of("Q.npy"), k_path, path_of("V.npy"), path_of("O.npy"));
+    expect_refused_unchanged(args, "not a Vulkan pipeline cache", k_path);
 }
 
 static void test_mha_command(void **state)
@@ -229,8 +240,7 @@ static void test_mha_command(void **state)
              "--causal --check --weights-out %s --out %s",
              path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"), path_of("WO.npy"),
              path_of("BQ.npy"), path_of("W.npy"), path_of("O.npy"));
-    if (run(args, err, sizeof err) != 0)
-        fail_msg("vkattn %s failed:\n%s", args, err);
+    expect_success(args, err, sizeof err);
     npy_array y;
     assert_int_equal(npy_read(path_of("O.npy"), &y, e, sizeof e), 0);
     assert_int_equal(y.rank, 3);
@@ -243,16 +253,14 @@ static void test_mha_command(void **state)
     snprintf(common, sizeof common, common_fmt, path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"),
              path_of("WV.npy"), path_of("WO.npy"), path_of("BQ.npy"));
     snprintf(args, sizeof args, "%s --out %s", common, path_of("FULL.npy"));
-    if (run(args, err, sizeof err) != 0)
-        fail_msg("vkattn %s failed:\n%s", args, err);
+    expect_success(args, err, sizeof err);
     const char *variants[] = {"--prefill 2", "--prefill 5 --paged-block 2", "--prefill 1 --kv-splits 3",
                               "--prefill 6"};
     npy_array full;
     assert_int_equal(npy_read(path_of("FULL.npy"), &full, e, sizeof e), 0);
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
         snprintf(args, sizeof args, "%s %s --check --validate --out %s", common, variants[i], path_of("O.npy"));
-        if (run(args, err, sizeof err) != 0)
-            fail_msg("vkattn %s failed:\n%s", args, err);
+        expect_success(args, err, sizeof err);
         npy_array dec;
         assert_int_equal(npy_read(path_of("O.npy"), &dec, e, sizeof e), 0);
         test_assert_close(dec.data, full.data, (size_t)(full.nbytes / 4), TEST_TOL_F32, variants[i]);
@@ -274,8 +282,7 @@ static void test_mha_command(void **state)
     unlink(tuning);
     snprintf(args, sizeof args, "%s --prefill 2 --tune --tuning %s --check --validate --out %s", common, tuning,
              path_of("O.npy"));
-    if (run(args, err, sizeof err) != 0)
-        fail_msg("vkattn %s failed:\n%s", args, err);
+    expect_success(args, err, sizeof err);
     assert_true(read_text(tuning, text, sizeof text) > 0);
     if (!strstr(text, "\n3 ") || !strstr(text, "\n1 "))
         fail_msg("the tuning file of --prefill --tune has no linear or KV-attention entry:\n%s", text);
