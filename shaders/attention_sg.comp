@@ -54,12 +54,17 @@ const bool EVEN = DO % SG == 0u;      // every lane owns OPL whole octets
 
 // The octet lane `lane` reads as its t-th, clamped into the row when D
 // leaves some lanes without one: they read a real octet for nothing (their
-// q is zero and their outputs are never stored; a non-finite K element
-// there only repeats one the key's true score already has), so the fully
-// unrolled key loops hold no ifs: those split them into many small blocks
-// and made lavapipe's compile time at D 32 ten times longer.
+// q is zero and their outputs are never stored), so the fully unrolled key
+// loops hold no ifs: those split them into many small blocks and made
+// lavapipe's compile time at D 32 ten times longer. Their K octets are
+// zeroed by a select (spare_k): 0 * inf would make the key's score NaN where
+// the owning lane's q_d * inf makes it a proper +-inf.
 uint octet(uint lane, uint t) {
     return EVEN ? lane + SG * t : min(lane + SG * t, DO - 1u);
+}
+vec4 spare_k(vec4 k, uint lane, uint t) {
+    // all(), not &&: glslang turns a short-circuit && into a branch
+    return mix(k, vec4(0.0), bvec4(all(bvec2(!EVEN, lane + SG * t >= DO))));
 }
 
 void main() {
@@ -117,8 +122,11 @@ void main() {
             vec4 k[SG][OPL][2];
             [[unroll]] for (uint kk = 0u; kk < SG; kk++) {
                 const uint k_row = k_base + min(j0 + SG * ci + kk, pc.kv_len - 1u) * pc.k_st;
-                [[unroll]] for (uint t = 0u; t < OPL; t++)
+                [[unroll]] for (uint t = 0u; t < OPL; t++) {
                     k_load8(k_row + 2u * octet(lane, t), k[kk][t][0], k[kk][t][1]);
+                    k[kk][t][0] = spare_k(k[kk][t][0], lane, t);
+                    k[kk][t][1] = spare_k(k[kk][t][1], lane, t);
+                }
             }
             [[unroll]] for (uint r = 0u; r < R; r++) {
                 float part[64]; // SG of them (subgroups up to 64 lanes)

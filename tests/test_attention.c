@@ -642,6 +642,55 @@ static void test_texel_window_fallback(void **state)
     run_sparse(ctx, &q, &k, &v, &o, true, false, 3, "texel fallback (storage)");
 }
 
+/* A key whose score is -inf through an infinite K element (q . k with
+ * q_d < 0, k_d = +inf) is hidden, as in the reference - also at head dims
+ * that leave some subgroup lanes without an octet of their own (D 32 and 40
+ * on 8 lanes, 40 on 4), which then read a real octet with q = 0 and must not
+ * add 0 * inf = NaN to the score. Every family and binding. */
+static void test_infinite_key_element(void **state)
+{
+    suite *s = *state;
+    static const uint32_t dims[] = {32, 40, 64};
+    enum { HQ = 2, TQ = 3, TK = 6 };
+    for (uint32_t p = 0; p < 4; p++)
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            vkattn_context *ctx = s->gpu[p]->ctx;
+            const uint32_t D = dims[di];
+            const size_t nq = (size_t)HQ * TQ * D, nk = (size_t)TK * D;
+            float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4);
+            float *want = malloc(nq * 4), *got = malloc(nq * 4);
+            assert_true(q && k && v && want && got);
+            test_rng rng = test_rng_seed(40 + D);
+            test_fill_uniform(&rng, q, nq, -1.0f, 1.0f);
+            test_fill_uniform(&rng, k, nk, -1.0f, 1.0f);
+            test_fill_uniform(&rng, v, nk, -1.0f, 1.0f);
+            const uint32_t d0 = D - 2; /* in the last octet, the one spare lanes read */
+            for (size_t row = 0; row < (size_t)HQ * TQ; row++)
+                q[row * D + d0] = -0.5f - fabsf(q[row * D + d0]);
+            k[2 * D + d0] = INFINITY; /* key 2: score -inf for every row */
+            int64_t qs[4] = {1, HQ, TQ, D}, ks[4] = {1, 1, TK, D};
+            vkattn_buffer *bq = test_buffer_with(ctx, q, nq * 4), *bk = test_buffer_with(ctx, k, nk * 4);
+            vkattn_buffer *bv = test_buffer_with(ctx, v, nk * 4), *bo = test_buffer_with(ctx, NULL, nq * 4);
+            vkattn_attention_args a = {.q = vkattn_tensor_make(bq, 0, VKATTN_DTYPE_F32, 4, qs),
+                                       .k = vkattn_tensor_make(bk, 0, VKATTN_DTYPE_F32, 4, ks),
+                                       .v = vkattn_tensor_make(bv, 0, VKATTN_DTYPE_F32, 4, ks),
+                                       .out = vkattn_tensor_make(bo, 0, VKATTN_DTYPE_F32, 4, qs)};
+            vkattn_ref_attention_args r = {.q = vkattn_host_tensor_make(q, VKATTN_DTYPE_F32, 4, qs),
+                                           .k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks),
+                                           .v = vkattn_host_tensor_make(v, VKATTN_DTYPE_F32, 4, ks),
+                                           .out = vkattn_host_tensor_make(want, VKATTN_DTYPE_F32, 4, qs)};
+            assert_int_equal(vkattn_ref_attention(&r, NULL, 0), VKATTN_SUCCESS);
+            TEST_OK(ctx, vkattn_attention(ctx, &a));
+            TEST_OK(ctx, vkattn_buffer_download(bo, 0, got, nq * 4));
+            char what[96];
+            snprintf(what, sizeof what, "infinite K element, D %u, %s", D, policy_names[p]);
+            test_assert_close(got, want, nq, TEST_TOL_F32, what);
+            vkattn_buffer_destroy(bq), vkattn_buffer_destroy(bk);
+            vkattn_buffer_destroy(bv), vkattn_buffer_destroy(bo);
+            free(q), free(k), free(v), free(want), free(got);
+        }
+}
+
 static int suite_setup(void **state)
 {
     suite *s = calloc(1, sizeof *s);
@@ -668,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_grid),
         cmocka_unit_test(test_larger_than_one_binding),
         cmocka_unit_test(test_texel_window_fallback),
+        cmocka_unit_test(test_infinite_key_element),
     };
     return cmocka_run_group_tests(tests, suite_setup, suite_teardown);
 }
