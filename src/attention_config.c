@@ -11,7 +11,7 @@
  *   5 dtypes: 1 if q/out are f16, + 2 if k/v are f16
  *   6 batch x KV heads (independent work), bucketed 1, <=4, <=16, more
  * Config words: 0 family (ATT_FAMILY_*), 1 texel inputs (0/1), 2 preset,
- * 3 ATT_CONFIG_VERSION (entries of another version are ignored). */
+ * 3 the version (ATT_CONFIG_VERSION: entries of another are not found). */
 #include "attention_plan.h"
 #include "tuning.h"
 
@@ -90,7 +90,7 @@ void att_config_choose(vkattn_context *ctx, const att_problem *p, att_config *cf
     vkattn_tuning_key key = {.op = VKATTN_TUNE_ATTENTION};
     att_tuning_key(p, key.values);
     vkattn_tuning_config stored;
-    if (vkattn_tuning_find(ctx, &key, &stored) && stored.words[3] == ATT_CONFIG_VERSION) {
+    if (vkattn_tuning_find(ctx, &key, ATT_CONFIG_VERSION, &stored)) {
         att_config c = {stored.words[0], stored.words[1] != 0, stored.words[2]};
         /* texel inputs the device cannot take simply fall back to storage */
         c.texel = c.texel && ctx->info.texel_inputs;

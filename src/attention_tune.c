@@ -76,8 +76,8 @@ vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_
             vkattn_tuning_key key = {.op = VKATTN_TUNE_ATTENTION};
             att_tuning_key(&job->p, key.values);
             const att_config *c = &job->candidates[best];
-            vkattn_tuning_config cfg = {{c->family, c->texel, c->preset, ATT_CONFIG_VERSION}};
-            r = vkattn_tuning_set(ctx, &key, &cfg, best_ms);
+            vkattn_tuning_config cfg = {{c->family, c->texel, c->preset}};
+            r = vkattn_tuning_set(ctx, &key, ATT_CONFIG_VERSION, &cfg, best_ms);
         }
     }
     vkattn_buffer_destroy(bq);

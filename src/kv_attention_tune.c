@@ -15,11 +15,15 @@
  *   4 sequences x KV heads (independent work), bucketed 1, <=4, <=16, <=64, more
  *   5 dtypes: 1 if q/out are f16, + 2 if the cache is f16
  *   6 1 if the cache is paged
- * Config words: 0 split count, 1-3 unused (0). */
+ * Config words: 0 split count, 1-2 unused (0), 3 the version
+ * (KV_CONFIG_VERSION: entries of another are not found). */
 #include "kv_attention.h"
 #include "tuning.h"
 
 #include <string.h>
+
+/* Raise when what a stored split count means changes. */
+#define KV_CONFIG_VERSION 1u
 
 static void kv_tuning_key(const vkattn_kv_cache *c, vkattn_dtype q_dtype, uint32_t batch,
                           uint32_t new_tokens, uint32_t length, vkattn_tuning_key *key)
@@ -46,7 +50,7 @@ uint32_t vkattn_kv_tuned_splits(const vkattn_context *ctx, const vkattn_kv_cache
     vkattn_tuning_key key;
     kv_tuning_key(c, q_dtype, batch, new_tokens, length, &key);
     vkattn_tuning_config cfg;
-    if (!vkattn_tuning_find(ctx, &key, &cfg))
+    if (!vkattn_tuning_find(ctx, &key, KV_CONFIG_VERSION, &cfg))
         return 0;
     uint32_t splits = cfg.words[0];
     /* a stored count this step cannot take is ignored, never an error */
@@ -154,8 +158,8 @@ vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch, u
         if (r == VKATTN_SUCCESS) {
             vkattn_tuning_key key;
             kv_tuning_key(cache, d.dtype, batch, new_tokens, length, &key);
-            vkattn_tuning_config cfg = {{job->splits[best], 0, 0, 0}};
-            r = vkattn_tuning_set(ctx, &key, &cfg, best_ms);
+            vkattn_tuning_config cfg = {{job->splits[best]}};
+            r = vkattn_tuning_set(ctx, &key, KV_CONFIG_VERSION, &cfg, best_ms);
         }
     }
     vkattn_buffer_destroy(bq);

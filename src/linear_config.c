@@ -16,7 +16,7 @@
  * the epilogue, not the main loop the configuration shapes, and it is the
  * plain GEMM that vkattn_tune_linear times.
  * Tuning config: words[0] family, [1] input binding, [2] preset,
- * [3] LINEAR_CONFIG_VERSION (entries of another version are ignored). */
+ * [3] the version (LINEAR_CONFIG_VERSION: entries of another are not found). */
 #include "linear_plan.h"
 #include "tuning.h"
 
@@ -176,7 +176,7 @@ void vkattn_linear_config_choose(const vkattn_context *ctx, const vkattn_linear_
     vkattn_tuning_key key = {.op = VKATTN_TUNE_LINEAR};
     vkattn_linear_tuning_key(p, key.values);
     vkattn_tuning_config stored;
-    if (vkattn_tuning_find(ctx, &key, &stored) && stored.words[3] == LINEAR_CONFIG_VERSION) {
+    if (vkattn_tuning_find(ctx, &key, LINEAR_CONFIG_VERSION, &stored)) {
         vkattn_linear_config t = {stored.words[0], stored.words[1], stored.words[2]};
         if (vkattn_linear_config_valid(ctx, p, &t)) {
             *c = t;

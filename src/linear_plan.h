@@ -48,7 +48,8 @@ enum {
 #define LINEAR_GEMV_MAX_ROWS 8u
 
 /* A kernel configuration: the unit the built-in heuristic picks and the
- * tuner stores (tuning words: family, input, preset, LINEAR_CONFIG_VERSION). */
+ * tuner stores (tuning words: family, input, preset; encoding version
+ * LINEAR_CONFIG_VERSION). */
 typedef struct vkattn_linear_config {
     uint32_t family, input, preset;
 } vkattn_linear_config;

@@ -64,8 +64,8 @@ vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, ui
             vkattn_tuning_key key = {.op = VKATTN_TUNE_LINEAR};
             vkattn_linear_tuning_key(&job->p, key.values);
             const vkattn_linear_config *c = &job->candidates[best];
-            vkattn_tuning_config cfg = {{c->family, c->input, c->preset, LINEAR_CONFIG_VERSION}};
-            r = vkattn_tuning_set(ctx, &key, &cfg, best_ms);
+            vkattn_tuning_config cfg = {{c->family, c->input, c->preset}};
+            r = vkattn_tuning_set(ctx, &key, LINEAR_CONFIG_VERSION, &cfg, best_ms);
         }
     }
     vkattn_buffer_destroy(bx);

@@ -43,17 +43,20 @@ static tuning_entry *lookup(const vkattn_context *ctx, const vkattn_tuning_key *
     return NULL;
 }
 
-bool vkattn_tuning_find(const vkattn_context *ctx, const vkattn_tuning_key *key,
+bool vkattn_tuning_find(const vkattn_context *ctx, const vkattn_tuning_key *key, uint32_t version,
                         vkattn_tuning_config *config)
 {
     const tuning_entry *e = lookup(ctx, key);
-    if (e && config)
+    if (!e || e->config.words[VKATTN_TUNING_VERSION_WORD] != version)
+        return false;
+    if (config)
         *config = e->config;
-    return e != NULL;
+    return true;
 }
 
-vkattn_result vkattn_tuning_set(vkattn_context *ctx, const vkattn_tuning_key *key,
-                                const vkattn_tuning_config *config, float ms)
+/* Stores an entry as it is (the loader keeps entries of any version). */
+static vkattn_result store(vkattn_context *ctx, const vkattn_tuning_key *key,
+                           const vkattn_tuning_config *config, float ms)
 {
     struct vkattn_tuning_table *t = ctx->tuning;
     tuning_entry *e = lookup(ctx, key);
@@ -75,6 +78,14 @@ vkattn_result vkattn_tuning_set(vkattn_context *ctx, const vkattn_tuning_key *ke
     e->config = *config;
     e->ms = ms;
     return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_tuning_set(vkattn_context *ctx, const vkattn_tuning_key *key, uint32_t version,
+                                const vkattn_tuning_config *config, float ms)
+{
+    vkattn_tuning_config c = *config;
+    c.words[VKATTN_TUNING_VERSION_WORD] = version;
+    return store(ctx, key, &c, ms);
 }
 
 /* Parses tuning text; entries of another device are skipped as a whole. */
@@ -120,7 +131,7 @@ static vkattn_result parse(vkattn_context *ctx, const char *text, size_t size, c
             vkattn_log(ctx, VKATTN_LOG_WARNING, "tuning data %s line %d is malformed; ignored", origin, lineno);
             continue;
         }
-        vkattn_result r = vkattn_tuning_set(ctx, &key, &cfg, ms);
+        vkattn_result r = store(ctx, &key, &cfg, ms);
         if (r != VKATTN_SUCCESS)
             return r;
     }

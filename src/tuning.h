@@ -23,6 +23,11 @@ enum {
 
 #define VKATTN_TUNING_KEY_VALUES 7
 #define VKATTN_TUNING_CONFIG_WORDS 4
+/* The last config word holds the version of the op's encoding, which the
+ * table writes and checks: an op raises its version when the meaning of its
+ * words changes (a preset added, removed or reordered), and entries of
+ * another version - files written before - are then simply not found. */
+#define VKATTN_TUNING_VERSION_WORD (VKATTN_TUNING_CONFIG_WORDS - 1)
 
 typedef struct vkattn_tuning_key {
     uint32_t op;
@@ -30,18 +35,19 @@ typedef struct vkattn_tuning_key {
 } vkattn_tuning_key;
 
 typedef struct vkattn_tuning_config {
-    uint32_t words[VKATTN_TUNING_CONFIG_WORDS]; /* the op's encoding */
+    uint32_t words[VKATTN_TUNING_CONFIG_WORDS]; /* the op's encoding, then its version */
 } vkattn_tuning_config;
 
 /* Loads desc->tuning_path / tuning_data (if any) into a new table. */
 vkattn_result vkattn_tuning_init(vkattn_context *ctx, const vkattn_context_desc *desc);
 void vkattn_tuning_destroy(vkattn_context *ctx);
 
-/* The stored configuration for `key`, if any. */
-bool vkattn_tuning_find(const vkattn_context *ctx, const vkattn_tuning_key *key,
+/* The stored configuration for `key` if there is one of encoding `version`. */
+bool vkattn_tuning_find(const vkattn_context *ctx, const vkattn_tuning_key *key, uint32_t version,
                         vkattn_tuning_config *config);
-/* Stores (or replaces) the winner for `key`, with its time for the record. */
-vkattn_result vkattn_tuning_set(vkattn_context *ctx, const vkattn_tuning_key *key,
+/* Stores (or replaces) the winner for `key`, its words in encoding
+ * `version` (written into the version word), with its time for the record. */
+vkattn_result vkattn_tuning_set(vkattn_context *ctx, const vkattn_tuning_key *key, uint32_t version,
                                 const vkattn_tuning_config *config, float ms);
 
 /* Times candidates 0 .. count-1 of an op on the device: each is recorded by

@@ -371,8 +371,8 @@ static void test_stored_linear_entry_is_used(void **state)
     assert_memory_not_equal(&other, &def, sizeof def);
     vkattn_tuning_key key = {.op = VKATTN_TUNE_LINEAR};
     vkattn_linear_tuning_key(&p, key.values);
-    vkattn_tuning_config cfg = {{other.family, other.input, other.preset, LINEAR_CONFIG_VERSION}};
-    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, &cfg, 1.0f));
+    vkattn_tuning_config cfg = {{other.family, other.input, other.preset}};
+    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, LINEAR_CONFIG_VERSION, &cfg, 1.0f));
     vkattn_linear_config_choose(g->ctx, &p, &got);
     assert_memory_equal(&got, &other, sizeof got);
     /* a projection that appends to a KV cache's pools (an MHA step's) takes
@@ -382,8 +382,7 @@ static void test_stored_linear_entry_is_used(void **state)
     pooled.pool_segments = 6; /* segments 1 and 2: K and V */
     vkattn_linear_config_choose(g->ctx, &pooled, &got);
     assert_memory_equal(&got, &other, sizeof got);
-    cfg.words[3] = LINEAR_CONFIG_VERSION + 1;
-    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, &cfg, 1.0f));
+    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, LINEAR_CONFIG_VERSION + 1, &cfg, 1.0f));
     vkattn_linear_config_choose(g->ctx, &p, &got);
     assert_memory_equal(&got, &def, sizeof got);
     vkattn_buffer_destroy(bx);
@@ -420,12 +419,12 @@ static void test_stored_attention_entry_is_used(void **state)
     assert_false(same_att_config(&other, &def));
     vkattn_tuning_key key = {.op = VKATTN_TUNE_ATTENTION};
     att_tuning_key(&ap, key.values);
-    vkattn_tuning_config cfg = {{other.family, other.texel, other.preset, ATT_CONFIG_VERSION}};
-    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, &cfg, 1.0f));
+    vkattn_tuning_config cfg = {{other.family, other.texel, other.preset}};
+    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, ATT_CONFIG_VERSION, &cfg, 1.0f));
     att_config_choose(g->ctx, &ap, &got);
     assert_true(same_att_config(&got, &other));
-    cfg.words[3] = 0; /* written before the version word existed */
-    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, &cfg, 1.0f));
+    /* written before the version word existed */
+    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, 0, &cfg, 1.0f));
     att_config_choose(g->ctx, &ap, &got);
     assert_true(same_att_config(&got, &def));
     vkattn_buffer_destroy(bq);
