@@ -809,7 +809,9 @@ VKATTN_API double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch,
  * drivers, where every candidate compiles a pipeline. Shape classes bucket
  * the sizes (linear rows by powers of two: 1, 2, 3..4, 5..8, ...; columns
  * and K by <= 256, 1024, 4096, 16384; attention lengths by <= 1, 16, 64,
- * 256, 1024), so one tuning serves nearby shapes. */
+ * 256, 1024; KV-cache decoding: cache length by <= 256, 1024, 4096, 16384,
+ * new tokens by 1, 2, <= 4, <= 8, <= 16), so one tuning serves nearby
+ * shapes. */
 VKATTN_API vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, uint32_t k,
                                             vkattn_dtype x_dtype, vkattn_dtype w_dtype);
 VKATTN_API vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch,
@@ -840,8 +842,8 @@ VKATTN_API vkattn_result vkattn_mha_tune(vkattn_mha *mha, uint32_t batch, uint32
  * GEMM's winner), the attention over the cache (its split count, as
  * vkattn_tune_kv_attention, for steps of 1..16 new tokens: longer steps
  * have no tuned choice) and the output projection. Tune decoding with
- * new_tokens 1 and a typical length (lengths bucket as for attention), a
- * chunked prefill with its chunk size. `cache` must suit the layer as for a
+ * new_tokens 1 and a typical length (cache lengths bucket as for
+ * vkattn_tune_kv_attention), a chunked prefill with its chunk size. `cache` must suit the layer as for a
  * step; it is not changed. batch x new_tokens must fit 32 bits. */
 VKATTN_API vkattn_result vkattn_mha_tune_step(vkattn_mha *mha, vkattn_kv_cache *cache,
                                               uint32_t batch, uint32_t new_tokens,
