@@ -278,13 +278,19 @@ static inline uint32_t vkattn_max_workgroup(const vkattn_context *ctx)
     return ctx->info.max_workgroup_size[0] < max ? ctx->info.max_workgroup_size[0] : max;
 }
 
+/* The subgroup size, 1 where the device reports none. */
+static inline uint32_t vkattn_subgroup_size(const vkattn_context *ctx)
+{
+    return ctx->info.subgroup_size ? ctx->info.subgroup_size : 1;
+}
+
 /* A 1D workgroup size near `wanted` that the device allows, a multiple of
  * the subgroup size where possible. */
 static inline uint32_t vkattn_workgroup_size(const vkattn_context *ctx, uint32_t wanted)
 {
     uint32_t max = vkattn_max_workgroup(ctx);
     uint32_t wg = wanted < max ? wanted : max;
-    uint32_t sg = ctx->info.subgroup_size ? ctx->info.subgroup_size : 1;
+    uint32_t sg = vkattn_subgroup_size(ctx);
     return wg >= sg ? wg / sg * sg : wg;
 }
 

@@ -81,23 +81,32 @@ static const gemv_sh_preset gemv_sh_presets[] = {
 };
 #define GEMV_SH_PRESETS (sizeof gemv_sh_presets / sizeof gemv_sh_presets[0])
 
-static uint32_t subgroup(const vkattn_context *ctx)
-{
-    return ctx->info.subgroup_size ? ctx->info.subgroup_size : 1;
-}
-
 static bool has_f16_operand(const vkattn_linear_problem *p)
 {
     return p->x.dtype == VKATTN_DTYPE_F16 || p->w.dtype == VKATTN_DTYPE_F16;
 }
 
+/* The subgroup families' binding: CPU drivers pay per fetch, so f16
+ * operands come 8 halves at a time (packed); f32 operands have no packed
+ * form (plain texels); storage buffers without texel inputs. */
+static uint32_t subgroup_input(const vkattn_context *ctx, const vkattn_linear_problem *p)
+{
+    if (!ctx->info.texel_inputs)
+        return LINEAR_INPUT_STORAGE;
+    return has_f16_operand(p) ? LINEAR_INPUT_TEXEL_PACKED : LINEAR_INPUT_TEXEL;
+}
+
 bool vkattn_linear_config_valid(const vkattn_context *ctx, const vkattn_linear_problem *p,
                                 const vkattn_linear_config *c)
 {
-    uint32_t max_wg = vkattn_max_workgroup(ctx), sg = subgroup(ctx);
+    uint32_t max_wg = vkattn_max_workgroup(ctx), sg = vkattn_subgroup_size(ctx);
     if (c->input >= LINEAR_INPUT_COUNT)
         return false;
     if (c->input != LINEAR_INPUT_STORAGE && !ctx->info.texel_inputs)
+        return false;
+    /* packed texels carry halves: with f32 operands only, the packed
+     * binding would run the plain texel kernel under another name */
+    if (c->input == LINEAR_INPUT_TEXEL_PACKED && !has_f16_operand(p))
         return false;
     bool gemv = c->family == LINEAR_FAM_GEMV_SG || c->family == LINEAR_FAM_GEMV_SH;
     if (gemv && p->M > LINEAR_GEMV_MAX_ROWS)
@@ -136,11 +145,7 @@ void vkattn_linear_config_default(const vkattn_context *ctx, const vkattn_linear
         c->family = gemv ? LINEAR_FAM_GEMV_SG : LINEAR_FAM_SG;
         if (gemv && p->M <= 2 && p->w.dtype == VKATTN_DTYPE_F16)
             c->preset = GEMV_SG_FEW_ROWS_PRESET;
-        /* CPU drivers pay per fetch: f16 operands 8 halves at a time (f32
-         * operands have no packed form: plain texels) */
-        c->input = !ctx->info.texel_inputs ? LINEAR_INPUT_STORAGE
-                   : has_f16_operand(p)    ? LINEAR_INPUT_TEXEL_PACKED
-                                           : LINEAR_INPUT_TEXEL;
+        c->input = subgroup_input(ctx, p);
     } else {
         c->family = gemv ? LINEAR_FAM_GEMV_SH : LINEAR_FAM_SH;
         /* GPUs convert rgba16f in the texture unit */
@@ -149,7 +154,7 @@ void vkattn_linear_config_default(const vkattn_context *ctx, const vkattn_linear
             /* the big tiles where workgroups of 256 and the shared memory
              * for them are available and subgroups are GPU-sized */
             c->preset = 1;
-            if (subgroup(ctx) < 16 || !vkattn_linear_config_valid(ctx, p, c))
+            if (vkattn_subgroup_size(ctx) < 16 || !vkattn_linear_config_valid(ctx, p, c))
                 c->preset = 0;
         }
     }
@@ -204,32 +209,26 @@ uint32_t vkattn_linear_config_candidates(const vkattn_context *ctx, const vkattn
     vkattn_linear_config def;
     vkattn_linear_config_default(ctx, p, &def);
     add(ctx, p, def, out, &n, max);
-    bool gemv = p->M <= LINEAR_GEMV_MAX_ROWS, f16 = has_f16_operand(p);
+    bool gemv = p->M <= LINEAR_GEMV_MAX_ROWS;
     uint32_t fams[2] = {gemv ? LINEAR_FAM_GEMV_SG : LINEAR_FAM_SG,
                         gemv ? LINEAR_FAM_GEMV_SH : LINEAR_FAM_SH};
     uint32_t counts[2] = {gemv ? (uint32_t)GEMV_SG_PRESETS : (uint32_t)SG_PRESETS,
                           gemv ? (uint32_t)GEMV_SH_PRESETS : (uint32_t)SH_PRESETS};
     for (int f = 0; f < 2; f++) {
         /* every preset with the family's preferred binding ... */
-        uint32_t in = f == 0 && f16 ? LINEAR_INPUT_TEXEL_PACKED : LINEAR_INPUT_TEXEL;
-        if (!ctx->info.texel_inputs)
-            in = LINEAR_INPUT_STORAGE;
+        uint32_t in = f == 0                  ? subgroup_input(ctx, p)
+                      : ctx->info.texel_inputs ? LINEAR_INPUT_TEXEL
+                                               : LINEAR_INPUT_STORAGE;
         for (uint32_t preset = 0; preset < counts[f]; preset++)
             add(ctx, p, (vkattn_linear_config){fams[f], in, preset}, out, &n, max);
-        /* ... and the other bindings with its first preset */
+        /* ... and the other bindings with its first preset (add() drops
+         * those the problem cannot take) */
         for (uint32_t other = 0; other < LINEAR_INPUT_COUNT; other++)
-            if (other != LINEAR_INPUT_TEXEL_PACKED || f16)
-                add(ctx, p, (vkattn_linear_config){fams[f], other, 0}, out, &n, max);
+            add(ctx, p, (vkattn_linear_config){fams[f], other, 0}, out, &n, max);
     }
     /* few rows: the GEMM kernels too */
     if (gemv && vkattn_subgroup_families_allowed(ctx))
-        add(ctx, p,
-            (vkattn_linear_config){LINEAR_FAM_SG,
-                                   !ctx->info.texel_inputs ? LINEAR_INPUT_STORAGE
-                                   : f16                   ? LINEAR_INPUT_TEXEL_PACKED
-                                                           : LINEAR_INPUT_TEXEL,
-                                   3},
-            out, &n, max);
+        add(ctx, p, (vkattn_linear_config){LINEAR_FAM_SG, subgroup_input(ctx, p), 3}, out, &n, max);
     return n;
 }
 
@@ -245,7 +244,7 @@ void vkattn_linear_plan_make(const vkattn_context *ctx, const vkattn_linear_prob
                              const vkattn_linear_config *c, vkattn_linear_plan *plan)
 {
     const vkattn_device_info *in = &ctx->info;
-    uint32_t sg = subgroup(ctx), max_wg = vkattn_max_workgroup(ctx);
+    uint32_t sg = vkattn_subgroup_size(ctx), max_wg = vkattn_max_workgroup(ctx);
     memset(plan, 0, sizeof *plan);
     plan->family = c->family;
     plan->input = c->input;
