@@ -10,15 +10,6 @@ typedef struct check_state {
     size_t error_size;
 } check_state;
 
-static const char *dtype_text(vkattn_dtype dtype, char *buf, size_t size)
-{
-    const char *name = vkattn_dtype_name(dtype);
-    if (name)
-        return name;
-    vkattn_error_format(buf, size, "%d (not a vkattn_dtype)", (int)dtype);
-    return buf;
-}
-
 /* Rank and per-dimension limits of one present tensor. */
 static vkattn_result check_rank(const check_state *st, const vkattn_shape_view *t, const char *name,
                                 uint32_t rank_a, uint32_t rank_b, const char *layout)
@@ -47,9 +38,9 @@ static vkattn_result check_dtype(const check_state *st, const vkattn_shape_view 
 {
     if (t->dtype == a || t->dtype == b)
         return VKATTN_SUCCESS;
-    char buf[48];
+    char buf[VKATTN_DTYPE_TEXT];
     vkattn_error_format(st->error, st->error_size, "%s%s.dtype %s is not supported: %s is %s",
-                        st->prefix, name, dtype_text(t->dtype, buf, sizeof buf), name, allowed);
+                        st->prefix, name, vkattn_dtype_text(t->dtype, buf), name, allowed);
     return VKATTN_ERROR_UNSUPPORTED_DTYPE;
 }
 
@@ -106,19 +97,19 @@ static vkattn_result check_required(const check_state *st, const vkattn_attentio
     }
     TRY(check_dtype(st, &s->q, "q", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
     TRY(check_dtype(st, &s->k, "k", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
-    char b1[48], b2[48];
+    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
     if (s->out.dtype != s->q.dtype) {
         vkattn_error_format(st->error, st->error_size,
                             "%sout.dtype %s differs from %sq.dtype %s: q and out share a dtype",
-                            st->prefix, dtype_text(s->out.dtype, b1, sizeof b1), st->prefix,
-                            dtype_text(s->q.dtype, b2, sizeof b2));
+                            st->prefix, vkattn_dtype_text(s->out.dtype, b1), st->prefix,
+                            vkattn_dtype_text(s->q.dtype, b2));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     if (s->v.dtype != s->k.dtype) {
         vkattn_error_format(st->error, st->error_size,
                             "%sv.dtype %s differs from %sk.dtype %s: k and v share a dtype",
-                            st->prefix, dtype_text(s->v.dtype, b1, sizeof b1), st->prefix,
-                            dtype_text(s->k.dtype, b2, sizeof b2));
+                            st->prefix, vkattn_dtype_text(s->v.dtype, b1), st->prefix,
+                            vkattn_dtype_text(s->k.dtype, b2));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
 

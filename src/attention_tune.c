@@ -3,6 +3,7 @@
  * shape class on scratch tensors of random data and stores the fastest in
  * the context's tuning table. */
 #include "attention_plan.h"
+#include "error_text.h"
 #include "tuning.h"
 
 #define MAX_CANDIDATES 12
@@ -31,10 +32,11 @@ vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_
                            "vkattn_tune_attention: batch %u, num_heads %u, num_kv_heads %u, q_len %u, "
                            "kv_len %u and head_dim %u must all be >= 1",
                            batch, num_heads, num_kv_heads, q_len, kv_len, head_dim);
-    if (!vkattn_tuning_float_dtype(q_dtype) || !vkattn_tuning_float_dtype(kv_dtype))
+    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
+    if (!vkattn_dtype_is_float(q_dtype) || !vkattn_dtype_is_float(kv_dtype))
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                           "vkattn_tune_attention: q_dtype %d and kv_dtype %d must be f32 or f16",
-                           (int)q_dtype, (int)kv_dtype);
+                           "vkattn_tune_attention: q_dtype %s and kv_dtype %s must be f32 or f16",
+                           vkattn_dtype_text(q_dtype, b1), vkattn_dtype_text(kv_dtype, b2));
     /* shapes beyond what att_validate accepts are reported by it, by name */
     int64_t qs[4] = {batch, num_heads, q_len, head_dim};
     int64_t ks[4] = {batch, num_kv_heads, kv_len, head_dim};

@@ -1,4 +1,5 @@
 /* vkattn_convert: dst = scale * src with f32/f16 conversion (convert.comp). */
+#include "error_text.h"
 #include "internal.h"
 #include "vkattn_spirv.h"
 
@@ -33,10 +34,11 @@ typedef struct convert_push {
 
 static vkattn_result check_dtype(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
 {
-    if (t->dtype != VKATTN_DTYPE_F32 && t->dtype != VKATTN_DTYPE_F16)
+    char b[VKATTN_DTYPE_TEXT];
+    if (!vkattn_dtype_is_float(t->dtype))
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "%s.dtype is %s: vkattn_convert takes f32 or f16", what,
-                           vkattn_dtype_name(t->dtype) ? vkattn_dtype_name(t->dtype) : "unknown");
+                           vkattn_dtype_text(t->dtype, b));
     if (!vkattn_tensor_is_contiguous(t))
         return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s is not contiguous: vkattn_convert takes contiguous tensors", what);

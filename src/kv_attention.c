@@ -1,6 +1,7 @@
 /* vkattn_kv_attention: attention of new queries over a KV cache. Checks and
  * recording here; the choice of kernel, tiles and splits and the bindings:
  * kv_attention_plan.c; kernels: shaders/kv_attention_*. */
+#include "error_text.h"
 #include "kv_attention.h"
 
 #include "attention_plan.h"
@@ -22,9 +23,10 @@ static vkattn_result check_tensor(vkattn_kv_cache *c, const vkattn_tensor *in, c
     if (t->rank != 4)
         return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s.rank is %u: expected 4 ([B, Hq, T, Dh])", what, t->rank);
-    if (t->dtype != VKATTN_DTYPE_F32 && t->dtype != VKATTN_DTYPE_F16)
+    char b[VKATTN_DTYPE_TEXT];
+    if (!vkattn_dtype_is_float(t->dtype))
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s: f32 or f16", what,
-                           vkattn_dtype_name(t->dtype));
+                           vkattn_dtype_text(t->dtype, b));
     if (t->shape[1] % c->d.num_kv_heads)
         return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                            "%s.shape[1] (num_heads) %lld is not a multiple of the cache's "

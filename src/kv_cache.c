@@ -1,5 +1,6 @@
 /* The KV cache object: memory, lengths, block tables and the per-step
  * metadata (see kv_cache.h). */
+#include "error_text.h"
 #include "kv_cache.h"
 
 #include <stdio.h>
@@ -26,9 +27,11 @@ static vkattn_result resolve(const vkattn_kv_cache_desc *in, vkattn_kv_cache_des
         FAIL("desc->num_kv_heads %u does not divide desc->num_heads %u", d->num_kv_heads, d->num_heads);
     if (!d->head_dim || d->head_dim % 8 || d->head_dim > 256)
         FAIL("desc->head_dim %u is not supported: it must be a multiple of 8 from 8 to 256", d->head_dim);
-    if (d->dtype != VKATTN_DTYPE_F32 && d->dtype != VKATTN_DTYPE_F16) {
+    if (!vkattn_dtype_is_float(d->dtype)) {
+        char b[VKATTN_DTYPE_TEXT];
         if (error)
-            snprintf(error, error_size, "desc->dtype %d is not supported: f32 or f16", (int)d->dtype);
+            snprintf(error, error_size, "desc->dtype %s is not supported: f32 or f16",
+                     vkattn_dtype_text(d->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     if (!d->max_sequences)

@@ -1,5 +1,6 @@
 /* The linear op (y = x W^T + b) and its segmented, head-split form used by
  * the MHA layer: validation here, recording in linear_record.c. */
+#include "error_text.h"
 #include "linear_plan.h"
 
 #include <string.h>
@@ -11,18 +12,13 @@
             return try_r_;             \
     } while (0)
 
-static const char *dtype_str(vkattn_dtype d)
-{
-    const char *n = vkattn_dtype_name(d);
-    return n ? n : "unknown";
-}
-
 static vkattn_result check_float(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
 {
-    if (t->dtype != VKATTN_DTYPE_F32 && t->dtype != VKATTN_DTYPE_F16)
+    char b[VKATTN_DTYPE_TEXT];
+    if (!vkattn_dtype_is_float(t->dtype))
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "%s.dtype is %s: the linear op takes f32 or f16", what,
-                           dtype_str(t->dtype));
+                           vkattn_dtype_text(t->dtype, b));
     return VKATTN_SUCCESS;
 }
 
@@ -30,10 +26,11 @@ static vkattn_result check_same_dtype(vkattn_context *ctx, const vkattn_tensor *
                                       const char *what, const vkattn_tensor *ref,
                                       const char *ref_what)
 {
+    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
     if (t->dtype != ref->dtype)
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "%s.dtype %s differs from %s.dtype %s: they must be the same", what,
-                           dtype_str(t->dtype), ref_what, dtype_str(ref->dtype));
+                           vkattn_dtype_text(t->dtype, b1), ref_what, vkattn_dtype_text(ref->dtype, b2));
     return VKATTN_SUCCESS;
 }
 
@@ -205,11 +202,12 @@ static vkattn_result check_pool_segment(vkattn_context *ctx, const vkattn_linear
     const vkattn_linear_segment *s = &a->segments[i];
     const vkattn_kv_cache *c = p->cache;
     const vkattn_kv_cache_desc *d = &c->d;
+    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
     if (p->x.dtype != d->dtype)
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "args->x.dtype %s differs from the cache's dtype %s: segment %u writes "
-                           "its %s in x's dtype", dtype_str(p->x.dtype), dtype_str(d->dtype), i,
-                           pool_name(s));
+                           "its %s in x's dtype", vkattn_dtype_text(p->x.dtype, b1),
+                           vkattn_dtype_text(d->dtype, b2), i, pool_name(s));
     if (s->head_dim != d->head_dim ||
         (uint64_t)s->columns != (uint64_t)d->num_kv_heads * d->head_dim)
         return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,

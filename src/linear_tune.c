@@ -2,6 +2,7 @@
  * shape class on scratch tensors of random data and stores the fastest in
  * the context's tuning table (see linear_config.c for the class and the
  * candidates). */
+#include "error_text.h"
 #include "linear_plan.h"
 #include "tuning.h"
 
@@ -27,10 +28,11 @@ vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, ui
     if (!m || !n || !k)
         return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_tune_linear: m %u, n %u and k %u must all be >= 1", m, n, k);
-    if (!vkattn_tuning_float_dtype(x_dtype) || !vkattn_tuning_float_dtype(w_dtype))
+    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
+    if (!vkattn_dtype_is_float(x_dtype) || !vkattn_dtype_is_float(w_dtype))
         return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                           "vkattn_tune_linear: x_dtype %d and w_dtype %d must be f32 or f16",
-                           (int)x_dtype, (int)w_dtype);
+                           "vkattn_tune_linear: x_dtype %s and w_dtype %s must be f32 or f16",
+                           vkattn_dtype_text(x_dtype, b1), vkattn_dtype_text(w_dtype, b2));
     vkattn_buffer *bx = NULL, *bw = NULL, *by = NULL;
     tune_job *job = vkattn_alloc(ctx, sizeof *job);
     vkattn_result r = job ? VKATTN_SUCCESS

@@ -4,6 +4,7 @@
  *   -> output GEMM.
  * No separate split, merge or transpose pass: those are store patterns. */
 #include "attention_shapes.h"
+#include "error_text.h"
 #include "linear.h"
 #include "mha_config.h"
 #include "mha_internal.h"
@@ -251,11 +252,11 @@ static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, u
             return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "%s.rank is %u: expected 3 ([B, T, %s])", io[i].name, t->rank,
                                io[i].width_name);
+        char dt_text[VKATTN_DTYPE_TEXT];
         if (t->dtype != d->dtype)
             return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                                "%s.dtype is %s but the layer's dtype is %s", io[i].name,
-                               vkattn_dtype_name(t->dtype) ? vkattn_dtype_name(t->dtype) : "unknown",
-                               vkattn_dtype_name(d->dtype));
+                               vkattn_dtype_text(t->dtype, dt_text), vkattn_dtype_name(d->dtype));
         for (int k = 0; k < 3; k++)
             if (t->shape[k] < 1 || t->shape[k] > UINT32_MAX)
                 return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,

@@ -53,14 +53,10 @@ vkattn_result vkattn_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *res
     }
     if (d.kv_dim == 0)
         d.kv_dim = d.embed_dim;
-    if (d.dtype != VKATTN_DTYPE_F32 && d.dtype != VKATTN_DTYPE_F16) {
-        const char *name = vkattn_dtype_name(d.dtype);
-        if (name)
-            vkattn_error_format(error, error_size,
-                                "desc->dtype %s is not supported: f32 or f16", name);
-        else
-            vkattn_error_format(error, error_size,
-                                "desc->dtype %d is not a vkattn_dtype: f32 or f16", (int)d.dtype);
+    if (!vkattn_dtype_is_float(d.dtype)) {
+        char b[VKATTN_DTYPE_TEXT];
+        vkattn_error_format(error, error_size, "desc->dtype %s is not supported: f32 or f16",
+                            vkattn_dtype_text(d.dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     /* The packed projection is the widest; every width must fit the uint32_t

@@ -5,6 +5,7 @@
  *   -> output GEMM.
  * The cache's host state advances when the step is recorded; a step that
  * fails after that point is rolled back, so a failed call changes nothing. */
+#include "error_text.h"
 #include "kv_attention.h"
 #include "linear.h"
 #include "mha_internal.h"
@@ -98,10 +99,10 @@ static vkattn_result check_tokens(vkattn_mha *m, const vkattn_mha_step_args *a, 
         if (t[i]->rank != 3)
             return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: expected 3 ([batch, T, embed_dim])",
                                name[i], t[i]->rank);
+        char b[VKATTN_DTYPE_TEXT];
         if (t[i]->dtype != m->d.dtype)
             return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s but the layer's dtype is %s",
-                               name[i], vkattn_dtype_name(t[i]->dtype) ? vkattn_dtype_name(t[i]->dtype) : "unknown",
-                               vkattn_dtype_name(m->d.dtype));
+                               name[i], vkattn_dtype_text(t[i]->dtype, b), vkattn_dtype_name(m->d.dtype));
         int64_t want[3] = {a->batch, a->x.shape[1], m->d.embed_dim};
         const char *what[3] = {"args->batch", "args->x.shape[1]", "the layer's embed_dim"};
         for (int k = 0; k < 3; k++)

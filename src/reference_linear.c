@@ -28,10 +28,10 @@ static vkattn_result check_operand(const vkattn_host_tensor *t, const char *pref
                             t->rank, name, layout);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    if (t->dtype != VKATTN_DTYPE_F32 && t->dtype != VKATTN_DTYPE_F16) {
-        const char *dn = vkattn_dtype_name(t->dtype);
-        vkattn_error_format(error, error_size, "%s%s.dtype %s%s is not supported: f32 or f16",
-                            prefix, name, dn ? dn : "", dn ? "" : "(not a vkattn_dtype)");
+    if (!vkattn_dtype_is_float(t->dtype)) {
+        char b[VKATTN_DTYPE_TEXT];
+        vkattn_error_format(error, error_size, "%s%s.dtype %s is not supported: f32 or f16", prefix, name,
+                            vkattn_dtype_text(t->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     for (uint32_t i = 0; i < t->rank; i++) {

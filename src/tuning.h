@@ -61,12 +61,6 @@ vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_
                                     vkattn_tuning_record_fn record, void *user, uint32_t *best,
                                     float *best_ms);
 
-/* The dtypes tuners take for activations, weights and K/V. */
-static inline bool vkattn_tuning_float_dtype(vkattn_dtype dt)
-{
-    return dt == VKATTN_DTYPE_F32 || dt == VKATTN_DTYPE_F16;
-}
-
 /* A new device buffer of `count` random values in [-1, 1) of dtype `dt`
  * (deterministic for a seed): the operands tuners time candidates on. */
 vkattn_result vkattn_tuning_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,

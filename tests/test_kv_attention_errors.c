@@ -88,6 +88,9 @@ void test_kv_errors(void **state)
     a.out.dtype = F16;
     FAILS_UNCHANGED(VKATTN_ERROR_UNSUPPORTED_DTYPE, "they must be the same", vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
+    a.q.dtype = VKATTN_DTYPE_U8;
+    FAILS_UNCHANGED(VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->q.dtype is u8: f32 or f16", vkattn_kv_attention(ctx, &a));
+    a = att_args(&h, &io1, &one, 0.0f, 0);
     a.q.offset = 8;
     FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "multiple of 16 bytes", vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);

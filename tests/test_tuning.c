@@ -438,7 +438,7 @@ static void test_tuner_errors(void **state)
     test_gpu *g = *state;
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "m 0",
                vkattn_tune_linear(g->ctx, 0, 8, 8, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
-    TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "w_dtype",
+    TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "x_dtype f32 and w_dtype 77 (not a vkattn_dtype)",
                vkattn_tune_linear(g->ctx, 8, 8, 8, VKATTN_DTYPE_F32, (vkattn_dtype)77));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "kv_len 0",
                vkattn_tune_attention(g->ctx, 1, 4, 2, 8, 0, 32, false, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
