@@ -107,6 +107,9 @@ void vkattn_free(vkattn_context *ctx, void *p);
 typedef enum vkattn_file_read { VKATTN_FILE_OK, VKATTN_FILE_MISSING, VKATTN_FILE_UNREADABLE } vkattn_file_read;
 vkattn_file_read vkattn_read_file(vkattn_context *ctx, const char *path, size_t max_size, void **data,
                                   size_t *size);
+/* Writes `size` bytes to `path` through `path`.tmp renamed into place (no
+ * half-written file, the temporary removed on failure). false: not written. */
+bool vkattn_write_file(const char *path, const void *data, size_t size);
 extern const vkattn_allocator vkattn_default_allocator;
 
 /* ---- devices (device.c) */

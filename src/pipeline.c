@@ -3,7 +3,6 @@
  * loaded from and saved to a file or bytes. */
 #include "internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,8 +48,9 @@ static bool cache_data_matches(vkattn_context *ctx, const void *data, size_t siz
 }
 
 /* Larger files are not pipeline caches of this project's few pipelines
- * (tens of MiB at most): refused rather than read. */
-#define PIPELINE_CACHE_MAX_BYTES ((size_t)1 << 30)
+ * (tens of MiB at most): refused rather than read (a wrong path naming a
+ * model file is not loaded whole first). */
+#define PIPELINE_CACHE_MAX_BYTES ((size_t)256 << 20)
 
 vkattn_result vkattn_pipelines_init(vkattn_context *ctx, const vkattn_context_desc *desc)
 {
@@ -62,15 +62,20 @@ vkattn_result vkattn_pipelines_init(vkattn_context *ctx, const vkattn_context_de
     size_t initial_size = desc->pipeline_cache_data ? desc->pipeline_cache_size : 0;
     void *from_file = NULL;
     if (!initial && desc->pipeline_cache_path) {
-        if (vkattn_read_file(ctx, desc->pipeline_cache_path, PIPELINE_CACHE_MAX_BYTES, &from_file,
-                             &initial_size) != VKATTN_FILE_OK ||
-            !initial_size) {
+        /* missing (the first run): quietly empty; there but unreadable (a
+         * directory, too large): a warning, as for tuning files */
+        vkattn_file_read got = vkattn_read_file(ctx, desc->pipeline_cache_path, PIPELINE_CACHE_MAX_BYTES,
+                                                &from_file, &initial_size);
+        if (got != VKATTN_FILE_OK || !initial_size) {
             vkattn_free(ctx, from_file);
             from_file = NULL;
             initial_size = 0;
         }
         initial = from_file;
-        if (!from_file)
+        if (got == VKATTN_FILE_UNREADABLE)
+            vkattn_log(ctx, VKATTN_LOG_WARNING, "pipeline cache \"%s\" could not be read; starting empty",
+                       desc->pipeline_cache_path);
+        else if (!from_file)
             vkattn_log(ctx, VKATTN_LOG_INFO, "pipeline cache \"%s\" not read; starting empty",
                        desc->pipeline_cache_path);
     }
@@ -150,22 +155,8 @@ vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx, const char
     if (!data)
         return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     r = vkattn_context_pipeline_cache_data(ctx, data, &size);
-    if (r == VKATTN_SUCCESS) {
-        /* Write beside the target and rename: readers never see half a file. */
-        char tmp[4096];
-        int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = n > 0 && (size_t)n < sizeof tmp ? fopen(tmp, "wb") : NULL;
-        bool ok = f && fwrite(data, 1, size, f) == size;
-        if (f && fclose(f) != 0)
-            ok = false;
-        if (ok && rename(tmp, path) != 0)
-            ok = false;
-        if (!ok) {
-            if (f)
-                remove(tmp);
-            r = vkattn_fail(ctx, VKATTN_ERROR_IO, "cannot write pipeline cache \"%s\"", path);
-        }
-    }
+    if (r == VKATTN_SUCCESS && !vkattn_write_file(path, data, size))
+        r = vkattn_fail(ctx, VKATTN_ERROR_IO, "cannot write pipeline cache \"%s\"", path);
     vkattn_free(ctx, data);
     return r;
 }

@@ -224,16 +224,7 @@ vkattn_result vkattn_context_save_tuning(vkattn_context *ctx, const char *path)
     if (!text)
         return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     serialize(ctx, text, size + 1);
-    char tmp[4096];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = n > 0 && (size_t)n < sizeof tmp ? fopen(tmp, "wb") : NULL;
-    bool ok = f && fwrite(text, 1, size, f) == size;
-    if (f && fclose(f) != 0)
-        ok = false;
-    if (ok && rename(tmp, path) != 0)
-        ok = false;
-    if (!ok && f)
-        remove(tmp);
+    bool ok = vkattn_write_file(path, text, size);
     vkattn_free(ctx, text);
     return ok ? VKATTN_SUCCESS : vkattn_fail(ctx, VKATTN_ERROR_IO, "cannot write tuning data \"%s\"", path);
 }

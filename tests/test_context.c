@@ -389,8 +389,13 @@ static void test_pipeline_cache_round_trip(void **state)
     desc.tuning_path = dir;
     assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
     run_convert_check(ctx, 33);
+    /* the temporary file written first is removed when the rename fails */
+    char tmp_path[sizeof dir + 4];
+    snprintf(tmp_path, sizeof tmp_path, "%s.tmp", dir);
     TEST_FAILS(ctx, VKATTN_ERROR_IO, dir, vkattn_context_save_pipeline_cache(ctx, dir));
+    assert_int_equal(access(tmp_path, F_OK), -1);
     TEST_FAILS(ctx, VKATTN_ERROR_IO, dir, vkattn_context_save_tuning(ctx, dir));
+    assert_int_equal(access(tmp_path, F_OK), -1);
     test_assert_no_validation_messages(ctx);
     vkattn_context_destroy(ctx);
     rmdir(dir);

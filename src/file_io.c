@@ -1,4 +1,5 @@
-/* Whole-file reads for the context's caches (pipeline cache, tuning data). */
+/* Whole-file reads and writes for the context's caches (pipeline cache,
+ * tuning data). */
 #include "internal.h"
 
 #include <stdio.h>
@@ -52,4 +53,21 @@ vkattn_file_read vkattn_read_file(vkattn_context *ctx, const char *path, size_t 
     *data = buf;
     *size = n;
     return VKATTN_FILE_OK;
+}
+
+bool vkattn_write_file(const char *path, const void *data, size_t size)
+{
+    /* Beside the target, then renamed over it: readers never see half a
+     * file, and a failure leaves the old one. */
+    char tmp[4096];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = n > 0 && (size_t)n < sizeof tmp ? fopen(tmp, "wb") : NULL;
+    bool ok = f && fwrite(data, 1, size, f) == size;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (ok && rename(tmp, path) != 0)
+        ok = false;
+    if (!ok && f)
+        remove(tmp);
+    return ok;
 }
