@@ -318,15 +318,17 @@ typedef struct vkattn_context_desc {
      * destroy call (instance and device included). NULL: the driver's. For
      * borrowed contexts see vkattn_vulkan_borrow.allocation_callbacks. */
     const VkAllocationCallbacks *vulkan_allocator;
-    /* Initial pipeline cache: a file (missing file: start empty) or bytes
-     * (as from vkattn_context_pipeline_cache_data). Data from another device
-     * or driver is ignored with an info message. NULL/0: start empty. */
+    /* Initial pipeline cache: a file (missing file: start empty; one that
+     * cannot be read - a directory, over 256 MiB - starts empty with a
+     * warning) or bytes (as from vkattn_context_pipeline_cache_data). Data
+     * from another device or driver is ignored with an info message.
+     * NULL/0: start empty. */
     const char *pipeline_cache_path;
     const void *pipeline_cache_data;
     size_t pipeline_cache_size;
     /* Initial tuning data (which kernel configuration won per op and shape
      * class on this device, see vkattn_tune_*): a file (missing: start
-     * empty) or bytes (as from vkattn_context_tuning_data). Data of another
+     * empty; unreadable or over 16 MiB: empty, with a warning) or bytes (as from vkattn_context_tuning_data). Data of another
      * device or driver is ignored. NULL/0: none (built-in heuristics). */
     const char *tuning_path;
     const void *tuning_data;
