@@ -297,7 +297,8 @@ int main(int argc, char **argv)
         size_t n = f ? fread(head, 1, sizeof head, f) : 0;
         if (f)
             fclose(f);
-        if (n && (n < 15 || memcmp(head, "vkattn-tuning 1", 15) != 0)) {
+        size_t magic = strlen(VKATTN_TUNING_MAGIC);
+        if (n && (n < magic || memcmp(head, VKATTN_TUNING_MAGIC, magic) != 0)) {
             fprintf(stderr, "vkattn-bench: --tuning \"%s\": not a vkattn tuning file\n", opt.tuning);
             return 2;
         }

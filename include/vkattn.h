@@ -328,8 +328,10 @@ typedef struct vkattn_context_desc {
     size_t pipeline_cache_size;
     /* Initial tuning data (which kernel configuration won per op and shape
      * class on this device, see vkattn_tune_*): a file (missing: start
-     * empty; unreadable or over 16 MiB: empty, with a warning) or bytes (as from vkattn_context_tuning_data). Data of another
-     * device or driver is ignored. NULL/0: none (built-in heuristics). */
+     * empty; unreadable or over 16 MiB: empty, with a warning) or bytes (as
+     * from vkattn_context_tuning_data). Data of another device or driver is
+     * ignored. NULL/0: none (built-in heuristics). Tuning data starts with
+     * the line VKATTN_TUNING_MAGIC followed by its format version. */
     const char *tuning_path;
     const void *tuning_data;
     size_t tuning_size;
@@ -374,6 +376,9 @@ VKATTN_API vkattn_result vkattn_context_pipeline_cache_data(vkattn_context *ctx,
 /* Writes the pipeline cache to `path` (atomically: a temporary file renamed). */
 VKATTN_API vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx,
                                                             const char *path);
+/* How tuning data (a file or bytes) begins: this, the format version, a
+ * newline; tools can tell a tuning file from other files by it. */
+#define VKATTN_TUNING_MAGIC "vkattn-tuning "
 /* The tuning data as bytes (text), like vkattn_context_pipeline_cache_data,
  * and written to a file (atomically). Ship it beside the pipeline cache. */
 VKATTN_API vkattn_result vkattn_context_tuning_data(vkattn_context *ctx, void *data, size_t *size);

@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The first line: VKATTN_TUNING_MAGIC and the format version. */
+#define TUNING_HEADER VKATTN_TUNING_MAGIC "1"
+
 /* Tuning files hold a line per (op, shape class): kilobytes. */
 #define TUNING_MAX_BYTES ((size_t)16 << 20)
 
@@ -106,7 +109,7 @@ static vkattn_result parse(vkattn_context *ctx, const char *text, size_t size, c
         line[n] = '\0';
         lineno++;
         if (!header) {
-            if (strcmp(line, "vkattn-tuning 1") != 0) {
+            if (strcmp(line, TUNING_HEADER) != 0) {
                 vkattn_log(ctx, VKATTN_LOG_INFO, "tuning data %s is not vkattn tuning data; ignored", origin);
                 return VKATTN_SUCCESS;
             }
@@ -177,7 +180,7 @@ static size_t serialize(const vkattn_context *ctx, char *out, size_t size)
 {
     char dev[160];
     device_line(ctx, dev, sizeof dev);
-    size_t n = (size_t)snprintf(out, out ? size : 0, "vkattn-tuning 1\n%s\n", dev);
+    size_t n = (size_t)snprintf(out, out ? size : 0, TUNING_HEADER "\n%s\n", dev);
     const struct vkattn_tuning_table *t = ctx->tuning;
     for (uint32_t i = 0; i < t->count; i++) {
         const tuning_entry *e = &t->entries[i];

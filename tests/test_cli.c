@@ -61,17 +61,25 @@ static int run(const char *args, char *stderr_text, size_t size)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-static void expect_failure(const char *args, const char *needle)
+/* The command fails, its stderr mentions `needle` (and `also`, unless
+ * NULL), and no output file is left. */
+static void expect_failure_saying(const char *args, const char *needle, const char *also)
 {
     unlink(path_of("O.npy"));
     char err[4096];
     int code = run(args, err, sizeof err);
     if (code == 0)
         fail_msg("vkattn %s: exit 0, expected failure", args);
-    if (!strstr(err, needle))
-        fail_msg("vkattn %s: stderr does not mention \"%s\":\n%s", args, needle, err);
+    if (!strstr(err, needle) || (also && !strstr(err, also)))
+        fail_msg("vkattn %s: stderr does not mention \"%s\"%s%s%s:\n%s", args, needle, also ? " and \"" : "",
+                 also ? also : "", also ? "\"" : "", err);
     if (exists(path_of("O.npy")) || exists(path_of("O.npy.tmp")))
         fail_msg("vkattn %s: failed but wrote the output file", args);
+}
+
+static void expect_failure(const char *args, const char *needle)
+{
+    expect_failure_saying(args, needle, NULL);
 }
 
 /* A whole small file (at most size - 1 bytes) as text; "" when missing. */
@@ -189,7 +197,7 @@ static void test_tuning_file(void **state)
     /* a tuning path that cannot be written: fails before any output */
     snprintf(args, sizeof args, "attention --tune --tuning %s --q %s --k %s --v %s --out %s", tmp,
              path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
-    expect_failure(args, "cannot write tuning data");
+    expect_failure_saying(args, "cannot write tuning data", "--tuning \"");
     char tmp_tmp[600];
     snprintf(tmp_tmp, sizeof tmp_tmp, "%s.tmp", tmp); /* nothing left beside it either */
     assert_false(exists(tmp_tmp));
@@ -219,7 +227,7 @@ static void test_pipeline_cache_file(void **state)
     /* a cache path that cannot be written: fails before any output */
     snprintf(args, sizeof args, "attention --pipeline-cache %s --q %s --k %s --v %s --out %s", tmp,
              path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
-    expect_failure(args, "cannot write pipeline cache");
+    expect_failure_saying(args, "cannot write pipeline cache", "--pipeline-cache \"");
     char tmp_tmp[600];
     snprintf(tmp_tmp, sizeof tmp_tmp, "%s.tmp", tmp); /* nothing left beside it either */
     assert_false(exists(tmp_tmp));

@@ -19,7 +19,8 @@ typedef struct cli_device_options {
 } cli_device_options;
 
 /* Consumes argv[*i] (and its value) when it is a device option; returns 1 if
- * consumed, 0 if not a device option, -1 on a missing value. */
+ * consumed, 0 if not a device option, -1 on an error it has reported (a
+ * missing value, --tune/--tuning on a command that does not tune). */
 int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o);
 /* After --tune: writes the tuning data to --tuning's path (if given), before
  * any output file, so a path that cannot be written fails the command

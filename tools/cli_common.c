@@ -93,7 +93,8 @@ static bool cache_file_ok(const char *path, const char *option)
         return true;
     bool ok;
     if (strcmp(option, "--tuning") == 0) {
-        ok = n >= 15 && memcmp(head, "vkattn-tuning 1", 15) == 0;
+        /* any format version: the library says if it cannot take it */
+        ok = n >= strlen(VKATTN_TUNING_MAGIC) && memcmp(head, VKATTN_TUNING_MAGIC, strlen(VKATTN_TUNING_MAGIC)) == 0;
     } else { /* VkPipelineCacheHeaderVersionOne: headerSize >= 32, version 1 */
         uint32_t size = 0, version = 0;
         memcpy(&size, head, 4);
@@ -164,5 +165,8 @@ vkattn_result cli_save_tuning(vkattn_context *ctx, const cli_device_options *o)
 {
     if (!o->tuning)
         return VKATTN_SUCCESS;
-    return vkattn_context_save_tuning(ctx, o->tuning);
+    vkattn_result r = vkattn_context_save_tuning(ctx, o->tuning);
+    if (r != VKATTN_SUCCESS)
+        cli_error("--tuning \"%s\": not saved (the error above)", o->tuning);
+    return r;
 }

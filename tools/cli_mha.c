@@ -282,10 +282,11 @@ int cli_mha(int argc, char **argv)
         cli_error("--prefill %u: --x has only %lld tokens per sequence", prefill, (long long)tq);
         goto done;
     }
-    if (o.tune && !prefill) /* steps tune in run_steps, with their cache */
+    if (o.tune && !prefill) { /* steps tune in run_steps, with their cache */
         r = vkattn_mha_tune(layer, (uint32_t)xs[0], (uint32_t)tq, (uint32_t)tk);
-    if (o.tune && !prefill && r == VKATTN_SUCCESS)
-        r = cli_save_tuning(ctx, &o);
+        if (r == VKATTN_SUCCESS)
+            r = cli_save_tuning(ctx, &o);
+    }
     if (r != VKATTN_SUCCESS) {
         cli_report_error(ctx, r, in, N_INPUTS);
         goto done;
