@@ -26,22 +26,15 @@ typedef struct layer_data {
 static const uint32_t total_len[NSEQ] = {11, 17, 6};
 static const uint32_t prompt_len[NSEQ] = {4, 12, 1};
 
-static void round_f16(float *a, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        a[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(a[i]));
-}
-
 static float *rnd(test_rng *r, size_t n, float amp, bool f16)
 {
     float *a = malloc(n * 4);
     test_fill_uniform(r, a, n, -amp, amp);
     if (f16)
-        round_f16(a, n);
+        test_round_to(VKATTN_DTYPE_F16, a, n);
     return a;
 }
 
-/* Uploads `rows` rows of Dm floats in the layer's dtype into `b`. */
 /* Prefills every sequence with its prompt (one step each: different prompt
  * lengths), then decodes the ragged batch one token per step. Returns the
  * outputs of every position of every sequence: y[s] is [total_len[s], Dm]. */

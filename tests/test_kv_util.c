@@ -33,11 +33,6 @@ int kv_suite_teardown(void **state)
     return 0;
 }
 
-float kv_round_to(vkattn_dtype dt, float v)
-{
-    return dt == VKATTN_DTYPE_F16 ? vkattn_f16_to_f32(vkattn_f32_to_f16(v)) : v;
-}
-
 static size_t kv_index(const kv_host *h, uint32_t s, uint32_t g, uint32_t t, uint32_t d)
 {
     return (((size_t)s * h->d.num_kv_heads + g) * h->d.capacity + t) * h->d.head_dim + d;
@@ -87,13 +82,17 @@ void prepare_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint3
     size_t n = (size_t)batch * hkv * T * D;
     float *k = malloc(n * sizeof *k), *v = malloc(n * sizeof *v);
     assert_true(k && v);
+    for (size_t i = 0; i < n; i++) {
+        k[i] = test_rng_uniform(rng, -1.0f, 1.0f);
+        v[i] = test_rng_uniform(rng, -1.0f, 1.0f);
+    }
+    test_round_to(h->d.dtype, k, n);
+    test_round_to(h->d.dtype, v, n);
     for (uint32_t b = 0; b < batch; b++)
         for (uint32_t g = 0; g < hkv; g++)
             for (uint32_t t = 0; t < T; t++)
                 for (uint32_t d = 0; d < D; d++) {
                     size_t i = (((size_t)b * hkv + g) * T + t) * D + d;
-                    k[i] = kv_round_to(h->d.dtype, test_rng_uniform(rng, -1.0f, 1.0f));
-                    v[i] = kv_round_to(h->d.dtype, test_rng_uniform(rng, -1.0f, 1.0f));
                     size_t at = kv_index(h, seqs[b], g, h->len[seqs[b]] + t, d);
                     h->k[at] = k[i];
                     h->v[at] = v[i];
@@ -177,9 +176,10 @@ void att_io_create(vkattn_context *ctx, att_io *io, uint32_t batch, uint32_t Hq,
     float *nan = malloc(n * sizeof *nan);
     assert_true(io->q && nan);
     for (size_t i = 0; i < n; i++) {
-        io->q[i] = kv_round_to(dt, test_rng_uniform(rng, -1.0f, 1.0f));
+        io->q[i] = test_rng_uniform(rng, -1.0f, 1.0f);
         nan[i] = NAN;
     }
+    test_round_to(dt, io->q, n);
     io->qb = kv_buffer_of(ctx, io->q, n, dt);
     io->ob = kv_buffer_of(ctx, nan, n, dt);
     free(nan);

@@ -30,7 +30,6 @@ typedef struct kv_host {
     uint32_t len[MAX_SEQ];
 } kv_host;
 
-float kv_round_to(vkattn_dtype dt, float v);
 void kv_host_create(test_gpu *g, const vkattn_kv_cache_desc *d, kv_host *h);
 void kv_host_destroy(kv_host *h);
 

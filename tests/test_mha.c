@@ -19,35 +19,24 @@ static float *rand_array(test_rng *r, size_t n, float amp, bool to_f16)
     assert_non_null(a);
     test_fill_uniform(r, a, n, -amp, amp);
     if (to_f16)
-        for (size_t i = 0; i < n; i++)
-            a[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(a[i]));
+        test_round_to(VKATTN_DTYPE_F16, a, n);
     return a;
 }
 
+/* A new buffer holding `data` in dtype `dt`. */
 static vkattn_buffer *upload_as(vkattn_context *ctx, const float *data, size_t n, vkattn_dtype dt)
 {
-    if (dt == VKATTN_DTYPE_F32)
-        return test_buffer_with(ctx, data, n * 4);
-    uint16_t *h = malloc(n * 2);
-    for (size_t i = 0; i < n; i++)
-        h[i] = vkattn_f32_to_f16(data[i]);
-    vkattn_buffer *b = test_buffer_with(ctx, h, n * 2);
-    free(h);
+    vkattn_buffer *b = test_buffer_with(ctx, NULL, n * vkattn_dtype_size(dt));
+    test_upload_as(ctx, b, dt, data, n);
     return b;
 }
 
+/* `n` values of dtype `dt` from `b`, as floats (malloc'd). */
 static float *download_as(vkattn_context *ctx, vkattn_buffer *b, size_t n, vkattn_dtype dt)
 {
     float *out = malloc(n * 4);
-    if (dt == VKATTN_DTYPE_F32) {
-        TEST_OK(ctx, vkattn_buffer_download(b, 0, out, n * 4));
-        return out;
-    }
-    uint16_t *h = malloc(n * 2);
-    TEST_OK(ctx, vkattn_buffer_download(b, 0, h, n * 2));
-    for (size_t i = 0; i < n; i++)
-        out[i] = vkattn_f16_to_f32(h[i]);
-    free(h);
+    assert_non_null(out);
+    test_download_as(ctx, b, dt, out, n);
     return out;
 }
 
