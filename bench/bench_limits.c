@@ -41,7 +41,7 @@ typedef struct window {
 typedef struct read_path {
     bool available;
     const char *name;
-    const vkattn_spirv *spirv;
+    const bench_spirv *spirv;
     bool texel;
     VkFormat format;       /* texel view format */
     uint32_t element_size; /* bytes per element of 4 values */
@@ -86,15 +86,15 @@ static void plan_reads(bench_limits *l, VkInstance instance, VkPhysicalDevice ph
         (PFN_vkGetPhysicalDeviceFormatProperties)gipa(instance, "vkGetPhysicalDeviceFormatProperties");
     bool native16 = info->f16_path == VKATTN_F16_NATIVE;
     read_path *r = l->reads;
-    r[BENCH_READ_STORAGE_F32] = (read_path){true, "storage_vec4_f32", &vkattn_spirv_bench_read_storage_f32,
+    r[BENCH_READ_STORAGE_F32] = (read_path){true, "storage_vec4_f32", &bench_spirv_read_storage_f32,
                                             false, VK_FORMAT_UNDEFINED, 16};
     r[BENCH_READ_STORAGE_F16] = (read_path){
         true, native16 ? "storage_f16vec4" : "storage_f16_packed",
-        native16 ? &vkattn_spirv_bench_read_storage_f16 : &vkattn_spirv_bench_read_storage_f16p, false,
+        native16 ? &bench_spirv_read_storage_f16 : &bench_spirv_read_storage_f16p, false,
         VK_FORMAT_UNDEFINED, 8};
-    r[BENCH_READ_TEXEL_RGBA32F] = (read_path){true, "texel_rgba32f", &vkattn_spirv_bench_read_texel, true,
+    r[BENCH_READ_TEXEL_RGBA32F] = (read_path){true, "texel_rgba32f", &bench_spirv_read_texel, true,
                                               VK_FORMAT_R32G32B32A32_SFLOAT, 16};
-    r[BENCH_READ_TEXEL_RGBA16F] = (read_path){true, "texel_rgba16f", &vkattn_spirv_bench_read_texel, true,
+    r[BENCH_READ_TEXEL_RGBA16F] = (read_path){true, "texel_rgba16f", &bench_spirv_read_texel, true,
                                               VK_FORMAT_R16G16B16A16_SFLOAT, 8};
     for (int b = 0; b < BENCH_READ_BINDINGS; b++) {
         read_path *p = &r[b];
@@ -369,7 +369,7 @@ bench_limits *bench_limits_create(vkattn_context *ctx, vkattn_timer *timer, uint
     fill_source(l);
     make_pool(l);
     VkDescriptorType storage = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    bench_kernel_create(&l->vk, &l->fma, &vkattn_spirv_bench_fma, &storage, 1, 16, 0);
+    bench_kernel_create(&l->vk, &l->fma, &bench_spirv_fma, &storage, 1, 16, 0);
     l->fma_set = bench_kernel_allocate_set(&l->vk, &l->fma, l->pool);
     VkDescriptorBufferInfo fo = {vkattn_buffer_vk(l->fma_out), 0, VK_WHOLE_SIZE};
     VkWriteDescriptorSet fw = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = l->fma_set,

@@ -47,7 +47,7 @@ void bench_vk_load(bench_vk *vk, const vkattn_context *ctx)
 #undef LOAD
 }
 
-void bench_kernel_create(const bench_vk *vk, bench_kernel *k, const vkattn_spirv *spirv,
+void bench_kernel_create(const bench_vk *vk, bench_kernel *k, const bench_spirv *spirv,
                          const VkDescriptorType *types, uint32_t n, uint32_t push_size, uint32_t spec0)
 {
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,

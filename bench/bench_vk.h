@@ -5,7 +5,7 @@
 #ifndef BENCH_VK_H
 #define BENCH_VK_H
 
-#include "spirv.h"
+#include "bench_spirv_type.h"
 #include "vkattn.h"
 
 typedef struct bench_vk {
@@ -45,7 +45,7 @@ typedef struct bench_kernel {
     VkPipeline pipeline;
 } bench_kernel;
 
-void bench_kernel_create(const bench_vk *vk, bench_kernel *k, const vkattn_spirv *spirv,
+void bench_kernel_create(const bench_vk *vk, bench_kernel *k, const bench_spirv *spirv,
                          const VkDescriptorType *types, uint32_t n, uint32_t push_size, uint32_t spec0);
 void bench_kernel_destroy(const bench_vk *vk, bench_kernel *k);
 VkDescriptorSet bench_kernel_allocate_set(const bench_vk *vk, const bench_kernel *k, VkDescriptorPool pool);

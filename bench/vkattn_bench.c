@@ -11,7 +11,6 @@
 #include "bench_cases.h"
 #include "bench_common.h"
 #include "bench_limits.h"
-#include "sanitizer_pin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,7 +285,6 @@ static void log_message(void *user, vkattn_log_level level, const char *message)
 
 int main(int argc, char **argv)
 {
-    vkattn_pin_vulkan_libraries(); /* sanitizer builds only */
     options opt = {.reps = 7, .warmup = 1};
     int status = parse(argc, argv, &opt);
     if (status >= 0)

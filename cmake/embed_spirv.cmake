@@ -1,5 +1,7 @@
-# Turns a SPIR-V binary into a C source defining `const vkattn_spirv
-# vkattn_spirv_<NAME>`. Run as: cmake -DIN=x.spv -DOUT=x.c -DNAME=x -P embed_spirv.cmake
+# Turns a SPIR-V binary into a C source defining `const <TYPE> <TYPE>_<NAME>`,
+# where TYPE is a struct {const uint32_t *code; size_t size;} declared in
+# HEADER. Run as:
+#   cmake -DIN=x.spv -DOUT=x.c -DNAME=x -DTYPE=t -DHEADER=h.h -P embed_spirv.cmake
 file(READ "${IN}" hex HEX)
 string(LENGTH "${hex}" nhex)
 math(EXPR rem "${nhex} % 8")
@@ -11,7 +13,7 @@ string(REGEX REPLACE "(..)(..)(..)(..)" "0x\\4\\3\\2\\1u," words "${hex}")
 string(REGEX REPLACE "((0x[0-9a-f]+u,){8})" "\\1\n    " words "${words}")
 file(WRITE "${OUT}.tmp"
   "/* Generated from ${IN} by embed_spirv.cmake. Do not edit. */\n"
-  "#include \"spirv.h\"\n\n"
+  "#include \"${HEADER}\"\n\n"
   "static const uint32_t words[] = {\n    ${words}\n};\n"
-  "const vkattn_spirv vkattn_spirv_${NAME} = {words, sizeof words};\n")
+  "const ${TYPE} ${TYPE}_${NAME} = {words, sizeof words};\n")
 file(RENAME "${OUT}.tmp" "${OUT}")

@@ -1,7 +1,7 @@
 /* The vkattn command-line tool, run as a user would: .npy files in and out,
  * --check against the CPU reference, and every bad input exiting non-zero
  * with a message that names the problem, without writing the output file. */
-#include "npy.h"
+#include "npy/npy.h"
 #include "test_util.h"
 
 #include <math.h>

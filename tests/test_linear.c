@@ -6,7 +6,7 @@
  * checked element by element, and every byte around them must be untouched. */
 #include "test_util.h"
 
-#include "linear.h"
+#include "ops/linear/linear.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,8 +9,8 @@
  * every validation error of the cache targets. */
 #include "test_util.h"
 
-#include "kv_cache.h"
-#include "linear.h"
+#include "ops/kvcache/kvcache.h"
+#include "ops/linear/linear.h"
 
 #include <stdio.h>
 #include <stdlib.h>

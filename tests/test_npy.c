@@ -2,7 +2,7 @@
  * every malformed or unsupported file, written by hand into a temp dir. */
 #include "test_util.h"
 
-#include "npy.h"
+#include "npy/npy.h"
 
 #include <dirent.h>
 #include <stdio.h>

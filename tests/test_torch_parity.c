@@ -2,7 +2,7 @@
  * tools/gen_torch_fixtures.py from torch.nn.MultiheadAttention (batch_first)
  * and torch's scaled dot-product attention. The GPU (f32 and f16 storage) and
  * the CPU reference must both reproduce torch's outputs. No torch needed. */
-#include "npy.h"
+#include "npy/npy.h"
 #include "test_util.h"
 
 #include <dirent.h>

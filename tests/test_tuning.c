@@ -6,10 +6,10 @@
 #include "test_kv_util.h"
 #include "test_util.h"
 
-#include "../src/attention_plan.h"
-#include "../src/kv_attention.h"
-#include "../src/linear_plan.h"
-#include "../src/tuning.h"
+#include "ops/attention/attention_internal.h"
+#include "ops/kvcache/kvcache_internal.h"
+#include "ops/linear/linear_internal.h"
+#include "core/tuning_table.h"
 
 #include <math.h>
 

@@ -2,7 +2,7 @@
 #ifndef VKATTN_CLI_IO_H
 #define VKATTN_CLI_IO_H
 
-#include "npy.h"
+#include "npy/npy.h"
 #include "vkattn.h"
 
 #include <stdbool.h>

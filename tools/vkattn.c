@@ -1,6 +1,5 @@
 /* vkattn: the command-line tool. */
 #include "cli.h"
-#include "sanitizer_pin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +46,6 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     add_swiftshader_driver();
-    vkattn_pin_vulkan_libraries(); /* sanitizer builds only */
     const char *cmd = argv[1];
     if (strcmp(cmd, "info") == 0)
         return cli_info(argc - 1, argv + 1);

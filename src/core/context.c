@@ -1,0 +1,443 @@
+/* Context lifetime: standalone (own instance and device) or borrowed from the
+ * host; errors, logging and host allocation that hang off it. */
+#include "core/internal.h"
+#include "core/tuning_table.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------ host allocation */
+
+static void *default_allocate(void *user, size_t size, size_t alignment)
+{
+    (void)user;
+    if (alignment < sizeof(void *))
+        alignment = sizeof(void *);
+    void *p = NULL;
+    return posix_memalign(&p, alignment, size ? size : 1) == 0 ? p : NULL;
+}
+
+static void default_free(void *user, void *memory)
+{
+    (void)user;
+    free(memory);
+}
+
+const vkattn_allocator vkattn_default_allocator = {default_allocate, default_free, NULL};
+
+void *vkattn_alloc(vkattn_context *ctx, size_t size)
+{
+    void *p = ctx->allocator.allocate(ctx->allocator.user, size, 16);
+    if (p)
+        memset(p, 0, size);
+    return p;
+}
+
+void vkattn_free(vkattn_context *ctx, void *p)
+{
+    if (p)
+        ctx->allocator.free(ctx->allocator.user, p);
+}
+
+/* --------------------------------------------------------------- errors */
+
+void vkattn_log(vkattn_context *ctx, vkattn_log_level level, const char *fmt, ...)
+{
+    if (!ctx->log)
+        return;
+    char message[VKATTN_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    ctx->log(ctx->log_user, level, message);
+}
+
+vkattn_result vkattn_fail(vkattn_context *ctx, vkattn_result code, const char *fmt, ...)
+{
+    char message[VKATTN_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    vkattn_lock(ctx);
+    memcpy(ctx->last_error, message, sizeof message);
+    vkattn_unlock(ctx);
+    if (ctx->log) /* outside the lock: the logger may call back into vkattn */
+        ctx->log(ctx->log_user, VKATTN_LOG_ERROR, message);
+    return code;
+}
+
+void vkattn_lock(vkattn_context *ctx)
+{
+    if (ctx->lock_ready)
+        mtx_lock(&ctx->lock);
+}
+
+void vkattn_unlock(vkattn_context *ctx)
+{
+    if (ctx->lock_ready)
+        mtx_unlock(&ctx->lock);
+}
+
+vkattn_result vkattn_fail_vk(vkattn_context *ctx, VkResult vr, const char *what)
+{
+    vkattn_result code = VKATTN_ERROR_VULKAN;
+    if (vr == VK_ERROR_OUT_OF_HOST_MEMORY)
+        code = VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    else if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY)
+        code = VKATTN_ERROR_OUT_OF_DEVICE_MEMORY;
+    else if (vr == VK_ERROR_DEVICE_LOST)
+        code = VKATTN_ERROR_DEVICE_LOST;
+    return vkattn_fail(ctx, code, "%s failed: %s", what, vkattn_vk_result_name(vr));
+}
+
+/* -------------------------------------------------------------- getters */
+
+const char *vkattn_context_last_error(const vkattn_context *ctx)
+{
+    return ctx ? ctx->last_error : "ctx is NULL";
+}
+
+const vkattn_device_info *vkattn_context_device_info(const vkattn_context *ctx)
+{
+    return ctx ? &ctx->info : NULL;
+}
+
+void vkattn_context_vulkan_handles(const vkattn_context *ctx, vkattn_vulkan_handles *out)
+{
+    if (!ctx || !out)
+        return;
+    out->instance = ctx->instance;
+    out->physical_device = ctx->physical_device;
+    out->device = ctx->device;
+    out->queue = ctx->queue;
+    out->queue_family_index = ctx->queue_family;
+    out->get_instance_proc_addr = ctx->vk.vkGetInstanceProcAddr;
+    out->get_device_proc_addr = ctx->vk.vkGetDeviceProcAddr;
+}
+
+void vkattn_context_validation_counts(const vkattn_context *ctx, uint32_t *errors,
+                                      uint32_t *warnings)
+{
+    if (errors)
+        *errors = ctx ? atomic_load(&ctx->validation_errors) : 0;
+    if (warnings)
+        *warnings = ctx ? atomic_load(&ctx->validation_warnings) : 0;
+}
+
+/* --------------------------------------------------------------- device */
+
+/* Features the context will use, as far as the device has them (standalone)
+ * or as the host enabled them (borrowed). */
+typedef struct feature_set {
+    bool storage_16bit;
+    bool fp16;
+    bool subgroup_size_control;
+} feature_set;
+
+static void features_from_chain(const VkPhysicalDeviceFeatures2 *chain, feature_set *f)
+{
+    memset(f, 0, sizeof *f);
+    for (const VkBaseInStructure *s = (const VkBaseInStructure *)chain; s; s = s->pNext) {
+        switch (s->sType) {
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES:
+            f->storage_16bit |= ((const VkPhysicalDeviceVulkan11Features *)s)->storageBuffer16BitAccess;
+            break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
+            f->storage_16bit |= ((const VkPhysicalDevice16BitStorageFeatures *)s)->storageBuffer16BitAccess;
+            break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES:
+            f->fp16 |= ((const VkPhysicalDeviceVulkan12Features *)s)->shaderFloat16;
+            break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES:
+            f->fp16 |= ((const VkPhysicalDeviceShaderFloat16Int8Features *)s)->shaderFloat16;
+            break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES: {
+            const VkPhysicalDeviceVulkan13Features *v = (const VkPhysicalDeviceVulkan13Features *)s;
+            f->subgroup_size_control |= v->subgroupSizeControl && v->computeFullSubgroups;
+            break;
+        }
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES: {
+            const VkPhysicalDeviceSubgroupSizeControlFeatures *v =
+                (const VkPhysicalDeviceSubgroupSizeControlFeatures *)s;
+            f->subgroup_size_control |= v->subgroupSizeControl && v->computeFullSubgroups;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+}
+
+/* Restricts the capability record to what is enabled, so every later choice
+ * (f16 path, subgroup size control) reads one place. */
+static void apply_features(vkattn_device_info *info, const feature_set *f)
+{
+    info->storage_16bit = info->storage_16bit && f->storage_16bit;
+    info->fp16_arithmetic = info->fp16_arithmetic && f->fp16;
+    info->subgroup_size_control = info->subgroup_size_control && f->subgroup_size_control;
+    info->f16_path = info->storage_16bit ? VKATTN_F16_NATIVE : VKATTN_F16_PACKED;
+}
+
+static vkattn_result create_device(vkattn_context *ctx)
+{
+    const vkattn_device_info *info = &ctx->info;
+    uint32_t ts_bits = 0;
+    ctx->queue_family = vkattn_device_compute_family(&ctx->vk, ctx->physical_device,
+                                                     ctx->flags & VKATTN_CONTEXT_ASYNC_COMPUTE, &ts_bits);
+    if (ctx->queue_family == UINT32_MAX)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                           "device \"%s\" has no queue family with compute support", info->name);
+    ctx->timestamp_mask = ts_bits >= 64 ? ~0ull : (1ull << ts_bits) - 1;
+
+    VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = &f12};
+    VkPhysicalDeviceFeatures2 features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                          .pNext = &f11};
+    bool has13 = info->api_version >= VK_API_VERSION_1_3;
+    if (has13)
+        f12.pNext = &f13;
+    f11.storageBuffer16BitAccess = info->storage_16bit;
+    f12.shaderFloat16 = info->fp16_arithmetic;
+    f13.subgroupSizeControl = info->subgroup_size_control;
+    f13.computeFullSubgroups = info->subgroup_size_control;
+    feature_set enabled;
+    features_from_chain(&features, &enabled);
+    apply_features(&ctx->info, &enabled);
+
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo queue = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+        .queueFamilyIndex = ctx->queue_family,
+        .queueCount = 1,
+        .pQueuePriorities = &priority,
+    };
+    VkDeviceCreateInfo dci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+        .pNext = &features,
+        .queueCreateInfoCount = 1,
+        .pQueueCreateInfos = &queue,
+    };
+    VkResult vr = ctx->vk.vkCreateDevice(ctx->physical_device, &dci, ctx->vk_allocator, &ctx->device);
+    if (vr != VK_SUCCESS)
+        return vkattn_fail_vk(ctx, vr, "vkCreateDevice");
+    const char *missing = vkattn_vk_load_device(&ctx->vk, ctx->device, NULL);
+    if (missing)
+        return vkattn_fail(ctx, VKATTN_ERROR_VULKAN, "device entry point %s not found", missing);
+    ctx->vk.vkGetDeviceQueue(ctx->device, ctx->queue_family, 0, &ctx->queue);
+    return VKATTN_SUCCESS;
+}
+
+static vkattn_result open_standalone(vkattn_context *ctx, const vkattn_context_desc *desc)
+{
+    vkattn_result r = vkattn_instance_create(ctx, desc->flags & VKATTN_CONTEXT_VALIDATION);
+    if (r != VKATTN_SUCCESS)
+        return r;
+
+    uint32_t count = 0;
+    VkResult vr = ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &count, NULL);
+    if (vr != VK_SUCCESS)
+        return vkattn_fail_vk(ctx, vr, "vkEnumeratePhysicalDevices");
+    if (count == 0)
+        return vkattn_fail(ctx, VKATTN_ERROR_NO_DEVICE,
+                           "no Vulkan device: the loader found no driver (install "
+                           "mesa-vulkan-drivers for lavapipe, or a GPU driver)");
+    VkPhysicalDevice *pds = vkattn_alloc(ctx, count * sizeof *pds);
+    vkattn_device_info *infos = vkattn_alloc(ctx, count * sizeof *infos);
+    if (!pds || !infos) {
+        vkattn_free(ctx, pds);
+        vkattn_free(ctx, infos);
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory listing devices");
+    }
+    ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &count, pds);
+    for (uint32_t i = 0; i < count; i++)
+        vkattn_device_query(&ctx->vk, pds[i], i, &infos[i]);
+    char why[256] = "";
+    uint32_t chosen = vkattn_device_choose(infos, count, desc->device, why, sizeof why);
+    if (chosen != UINT32_MAX) {
+        ctx->physical_device = pds[chosen];
+        ctx->info = infos[chosen];
+    }
+    vkattn_free(ctx, pds);
+    vkattn_free(ctx, infos);
+    if (chosen == UINT32_MAX)
+        return vkattn_fail(ctx, desc->device ? VKATTN_ERROR_DEVICE_NOT_FOUND : VKATTN_ERROR_NO_DEVICE,
+                           "%s", why);
+    return create_device(ctx);
+}
+
+static vkattn_result open_borrowed(vkattn_context *ctx, const vkattn_vulkan_borrow *b)
+{
+    if (!b->instance || !b->physical_device || !b->device)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "desc->borrow: instance, physical_device and device must all be set "
+                           "(got %p, %p, %p)", (void *)b->instance, (void *)b->physical_device,
+                           (void *)b->device);
+    if (!b->get_instance_proc_addr)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "desc->borrow->get_instance_proc_addr is NULL");
+    ctx->borrowed = true;
+    ctx->instance = b->instance;
+    ctx->physical_device = b->physical_device;
+    ctx->device = b->device;
+    ctx->vk_allocator = b->allocation_callbacks;
+    ctx->vk.vkGetInstanceProcAddr = b->get_instance_proc_addr;
+    const char *missing = vkattn_vk_load_instance(&ctx->vk, ctx->instance);
+    if (missing)
+        return vkattn_fail(ctx, VKATTN_ERROR_VULKAN, "instance entry point %s not found", missing);
+    missing = vkattn_vk_load_device(&ctx->vk, ctx->device, b->get_device_proc_addr);
+    if (missing)
+        return vkattn_fail(ctx, VKATTN_ERROR_VULKAN, "device entry point %s not found", missing);
+
+    vkattn_device_query(&ctx->vk, ctx->physical_device, 0, &ctx->info);
+    if (!ctx->info.supported)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "borrowed device \"%s\": %s",
+                           ctx->info.name, ctx->info.unsupported_reason);
+    uint32_t nfam = 0;
+    ctx->vk.vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_device, &nfam, NULL);
+    if (b->queue_family_index >= nfam)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "desc->borrow->queue_family_index %u: the device has %u queue families",
+                           b->queue_family_index, nfam);
+    VkQueueFamilyProperties fams[64];
+    if (nfam > 64)
+        nfam = 64;
+    ctx->vk.vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_device, &nfam, fams);
+    const VkQueueFamilyProperties *fam = &fams[b->queue_family_index];
+    if (!(fam->queueFlags & VK_QUEUE_COMPUTE_BIT))
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "desc->borrow->queue_family_index %u has no compute support",
+                           b->queue_family_index);
+    if (b->queue_index >= fam->queueCount)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "desc->borrow->queue_index %u: family %u has %u queues",
+                           b->queue_index, b->queue_family_index, fam->queueCount);
+    ctx->queue_family = b->queue_family_index;
+    ctx->info.timestamps = ctx->info.timestamps && fam->timestampValidBits > 0;
+    ctx->timestamp_mask =
+        fam->timestampValidBits >= 64 ? ~0ull : (1ull << fam->timestampValidBits) - 1;
+    ctx->vk.vkGetDeviceQueue(ctx->device, ctx->queue_family, b->queue_index, &ctx->queue);
+
+    feature_set enabled;
+    features_from_chain(b->enabled_features, &enabled);
+    apply_features(&ctx->info, &enabled);
+    return VKATTN_SUCCESS;
+}
+
+/* Memory types for buffers and staging, and whether buffers can be mapped. */
+static vkattn_result choose_memory(vkattn_context *ctx)
+{
+    ctx->vk.vkGetPhysicalDeviceMemoryProperties(ctx->physical_device, &ctx->memory);
+    const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    const VkMemoryPropertyFlags host =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    ctx->staging_memory_type = vkattn_find_memory_type(&ctx->memory, ~0u, host,
+                                                       VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    uint32_t unified = vkattn_find_memory_type(&ctx->memory, ~0u, local | host, 0);
+    if (unified != UINT32_MAX && !(ctx->flags & VKATTN_CONTEXT_FORCE_STAGING)) {
+        ctx->buffer_memory_type = unified;
+        ctx->buffers_mapped = true;
+    } else {
+        ctx->buffer_memory_type = vkattn_find_memory_type(&ctx->memory, ~0u, 0, local);
+        ctx->buffers_mapped = false;
+    }
+    if (ctx->buffer_memory_type == UINT32_MAX || ctx->staging_memory_type == UINT32_MAX)
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                           "device \"%s\" has no host-visible coherent memory type", ctx->info.name);
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_context **out)
+{
+    static const vkattn_context_desc defaults = {0};
+    if (!out)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (!desc)
+        desc = &defaults;
+    const vkattn_allocator *a = desc->allocator ? desc->allocator : &vkattn_default_allocator;
+    if (!a->allocate || !a->free) {
+        if (desc->log)
+            desc->log(desc->log_user, VKATTN_LOG_ERROR,
+                      "desc->allocator: allocate and free must both be set");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    vkattn_context *ctx = a->allocate(a->user, sizeof *ctx, 16);
+    if (!ctx)
+        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->allocator = *a;
+    ctx->lock_ready = mtx_init(&ctx->lock, mtx_plain | mtx_recursive) == thrd_success;
+    if (!ctx->lock_ready) {
+        a->free(a->user, ctx);
+        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    ctx->log = desc->log;
+    ctx->log_user = desc->log_user;
+    ctx->flags = desc->flags;
+    if (!desc->borrow)
+        ctx->vk_allocator = desc->vulkan_allocator;
+
+    vkattn_result r = desc->borrow ? open_borrowed(ctx, desc->borrow) : open_standalone(ctx, desc);
+    if (r == VKATTN_SUCCESS && desc->borrow && (desc->flags & VKATTN_CONTEXT_VALIDATION))
+        r = vkattn_messenger_attach(ctx);
+    if (desc->flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS)
+        ctx->info.texel_inputs = false;
+    if (desc->flags & VKATTN_CONTEXT_NO_SUBGROUP_KERNELS)
+        ctx->info.subgroup_kernels = false;
+    if (r == VKATTN_SUCCESS)
+        r = choose_memory(ctx);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_submit_init(ctx);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_pipelines_init(ctx, desc);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_descriptors_init(ctx);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_tuning_init(ctx, desc);
+    if (r != VKATTN_SUCCESS) {
+        vkattn_context_destroy(ctx);
+        return r;
+    }
+    vkattn_log(ctx, VKATTN_LOG_INFO,
+               "vkattn %s on \"%s\" (%s, subgroup %u, f16 %s, %s inputs, %s kernels)",
+               vkattn_version_string(), ctx->info.name, vkattn_device_type_name(ctx->info.type),
+               ctx->info.subgroup_size,
+               ctx->info.f16_path == VKATTN_F16_NATIVE ? "16-bit storage" : "packed in 32-bit",
+               ctx->info.texel_inputs ? "texel-buffer" : "storage-buffer",
+               ctx->info.subgroup_kernels ? "subgroup" : "shared-memory");
+    *out = ctx;
+    return VKATTN_SUCCESS;
+}
+
+void vkattn_context_destroy(vkattn_context *ctx)
+{
+    if (!ctx)
+        return;
+    if (ctx->device) {
+        /* Only our own submissions are waited for: a borrowed queue may be
+         * busy with the host's work, which is none of our business. */
+        if (ctx->fence && ctx->recording)
+            ctx->vk.vkEndCommandBuffer(ctx->command_buffer);
+        vkattn_buffer_destroy(ctx->dummy);
+        vkattn_tuning_destroy(ctx);
+        vkattn_descriptors_destroy(ctx);
+        vkattn_pipelines_destroy(ctx);
+        vkattn_staging_destroy(ctx);
+        vkattn_submit_destroy(ctx);
+        if (!ctx->borrowed)
+            ctx->vk.vkDestroyDevice(ctx->device, ctx->vk_allocator);
+    }
+    if (ctx->messenger)
+        ctx->vk.vkDestroyDebugUtilsMessengerEXT(ctx->instance, ctx->messenger, ctx->vk_allocator);
+    if (ctx->instance && !ctx->borrowed)
+        ctx->vk.vkDestroyInstance(ctx->instance, ctx->vk_allocator);
+    if (ctx->lock_ready)
+        mtx_destroy(&ctx->lock);
+    vkattn_allocator a = ctx->allocator;
+    a.free(a.user, ctx);
+}

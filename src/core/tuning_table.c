@@ -1,0 +1,332 @@
+/* The tuning table: storage, the text file format, and timing candidates.
+ *
+ * File format (text, one record per line, so it can be read and diffed):
+ *     vkattn-tuning 1
+ *     device <vendorID> <deviceID> <driverVersion> <pipelineCacheUUID hex>
+ *     <op> <7 key values> <4 config words> <ms>
+ * A file whose device line differs from the context's device is ignored. */
+#include "core/tuning_table.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The first line: VKATTN_TUNING_MAGIC and the format version. */
+#define TUNING_HEADER VKATTN_TUNING_MAGIC "1"
+
+/* Tuning files hold a line per (op, shape class): kilobytes. */
+#define TUNING_MAX_BYTES ((size_t)16 << 20)
+
+typedef struct tuning_entry {
+    vkattn_tuning_key key;
+    vkattn_tuning_config config;
+    float ms;
+} tuning_entry;
+
+struct vkattn_tuning_table {
+    tuning_entry *entries;
+    uint32_t count, capacity;
+};
+
+static void device_line(const vkattn_context *ctx, char *line, size_t size)
+{
+    VkPhysicalDeviceProperties p;
+    ctx->vk.vkGetPhysicalDeviceProperties(ctx->physical_device, &p);
+    int n = snprintf(line, size, "device %u %u %u ", p.vendorID, p.deviceID, p.driverVersion);
+    for (unsigned i = 0; i < VK_UUID_SIZE && n > 0 && (size_t)n + 2 < size; i++)
+        n += snprintf(line + n, size - (size_t)n, "%02x", p.pipelineCacheUUID[i]);
+}
+
+static tuning_entry *lookup(const vkattn_context *ctx, const vkattn_tuning_key *key)
+{
+    struct vkattn_tuning_table *t = ctx->tuning;
+    for (uint32_t i = 0; t && i < t->count; i++)
+        if (memcmp(&t->entries[i].key, key, sizeof *key) == 0)
+            return &t->entries[i];
+    return NULL;
+}
+
+bool vkattn_tuning_find(const vkattn_context *ctx, const vkattn_tuning_key *key, uint32_t version,
+                        vkattn_tuning_config *config)
+{
+    const tuning_entry *e = lookup(ctx, key);
+    if (!e || e->config.words[VKATTN_TUNING_VERSION_WORD] != version)
+        return false;
+    if (config)
+        *config = e->config;
+    return true;
+}
+
+/* Stores an entry as it is (the loader keeps entries of any version). */
+static vkattn_result store(vkattn_context *ctx, const vkattn_tuning_key *key,
+                           const vkattn_tuning_config *config, float ms)
+{
+    struct vkattn_tuning_table *t = ctx->tuning;
+    tuning_entry *e = lookup(ctx, key);
+    if (!e) {
+        if (t->count == t->capacity) {
+            uint32_t cap = t->capacity ? 2 * t->capacity : 32;
+            tuning_entry *bigger = vkattn_alloc(ctx, cap * sizeof *bigger);
+            if (!bigger)
+                return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            if (t->count)
+                memcpy(bigger, t->entries, t->count * sizeof *bigger);
+            vkattn_free(ctx, t->entries);
+            t->entries = bigger;
+            t->capacity = cap;
+        }
+        e = &t->entries[t->count++];
+        e->key = *key;
+    }
+    e->config = *config;
+    e->ms = ms;
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_tuning_set(vkattn_context *ctx, const vkattn_tuning_key *key, uint32_t version,
+                                const vkattn_tuning_config *config, float ms)
+{
+    vkattn_tuning_config c = *config;
+    c.words[VKATTN_TUNING_VERSION_WORD] = version;
+    return store(ctx, key, &c, ms);
+}
+
+/* Parses tuning text; entries of another device are skipped as a whole. */
+static vkattn_result parse(vkattn_context *ctx, const char *text, size_t size, const char *origin)
+{
+    char want[160], line[512];
+    device_line(ctx, want, sizeof want);
+    size_t at = 0;
+    int lineno = 0;
+    bool header = false, same_device = false;
+    while (at < size) {
+        size_t n = 0;
+        while (at < size && text[at] != '\n' && n + 1 < sizeof line)
+            line[n++] = text[at++];
+        while (at < size && text[at] != '\n')
+            at++;
+        at++;
+        line[n] = '\0';
+        lineno++;
+        if (!header) {
+            if (strcmp(line, TUNING_HEADER) != 0) {
+                vkattn_log(ctx, VKATTN_LOG_INFO, "tuning data %s is not vkattn tuning data; ignored", origin);
+                return VKATTN_SUCCESS;
+            }
+            header = true;
+            continue;
+        }
+        if (strncmp(line, "device ", 7) == 0) {
+            same_device = strcmp(line, want) == 0;
+            if (!same_device)
+                vkattn_log(ctx, VKATTN_LOG_INFO, "tuning data %s line %d is for another device or driver; "
+                           "its entries are ignored", origin, lineno);
+            continue;
+        }
+        if (!same_device || !line[0])
+            continue;
+        vkattn_tuning_key key;
+        vkattn_tuning_config cfg;
+        float ms;
+        uint32_t *v = key.values, *c = cfg.words;
+        if (sscanf(line, "%u %u %u %u %u %u %u %u %u %u %u %u %f", &key.op, &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &c[0], &c[1], &c[2], &c[3], &ms) != 13) {
+            vkattn_log(ctx, VKATTN_LOG_WARNING, "tuning data %s line %d is malformed; ignored", origin, lineno);
+            continue;
+        }
+        vkattn_result r = store(ctx, &key, &cfg, ms);
+        if (r != VKATTN_SUCCESS)
+            return r;
+    }
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_tuning_init(vkattn_context *ctx, const vkattn_context_desc *desc)
+{
+    ctx->tuning = vkattn_alloc(ctx, sizeof *ctx->tuning);
+    if (!ctx->tuning)
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (desc->tuning_data)
+        return parse(ctx, desc->tuning_data, desc->tuning_size, "(bytes)");
+    if (!desc->tuning_path)
+        return VKATTN_SUCCESS;
+    void *text = NULL;
+    size_t n = 0;
+    vkattn_file_read got = vkattn_read_file(ctx, desc->tuning_path, TUNING_MAX_BYTES, &text, &n);
+    if (got == VKATTN_FILE_MISSING) {
+        vkattn_log(ctx, VKATTN_LOG_INFO, "tuning file \"%s\" not read; starting empty", desc->tuning_path);
+        return VKATTN_SUCCESS;
+    }
+    vkattn_result r = VKATTN_SUCCESS;
+    if (text)
+        r = parse(ctx, text, n, desc->tuning_path);
+    else
+        vkattn_log(ctx, VKATTN_LOG_WARNING, "tuning file \"%s\" could not be read; ignored", desc->tuning_path);
+    vkattn_free(ctx, text);
+    return r;
+}
+
+void vkattn_tuning_destroy(vkattn_context *ctx)
+{
+    if (!ctx->tuning)
+        return;
+    vkattn_free(ctx, ctx->tuning->entries);
+    vkattn_free(ctx, ctx->tuning);
+    ctx->tuning = NULL;
+}
+
+/* The table as text into `out` (NULL: only the size). */
+static size_t serialize(const vkattn_context *ctx, char *out, size_t size)
+{
+    char dev[160];
+    device_line(ctx, dev, sizeof dev);
+    size_t n = (size_t)snprintf(out, out ? size : 0, TUNING_HEADER "\n%s\n", dev);
+    const struct vkattn_tuning_table *t = ctx->tuning;
+    for (uint32_t i = 0; i < t->count; i++) {
+        const tuning_entry *e = &t->entries[i];
+        const uint32_t *v = e->key.values, *c = e->config.words;
+        n += (size_t)snprintf(out ? out + n : NULL, out && n < size ? size - n : 0,
+                              "%u %u %u %u %u %u %u %u %u %u %u %u %.4f\n", e->key.op, v[0], v[1], v[2],
+                              v[3], v[4], v[5], v[6], c[0], c[1], c[2], c[3], e->ms);
+    }
+    return n;
+}
+
+vkattn_result vkattn_context_tuning_data(vkattn_context *ctx, void *data, size_t *size)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!size)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_context_tuning_data: size is NULL");
+    size_t need = serialize(ctx, NULL, 0);
+    if (!data) {
+        *size = need;
+        return VKATTN_SUCCESS;
+    }
+    if (*size < need)
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                           "vkattn_context_tuning_data: *size %zu is less than the %zu bytes needed", *size, need);
+    char *text = vkattn_alloc(ctx, need + 1); /* snprintf writes a terminator */
+    if (!text)
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    serialize(ctx, text, need + 1);
+    memcpy(data, text, need);
+    vkattn_free(ctx, text);
+    *size = need;
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_context_save_tuning(vkattn_context *ctx, const char *path)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!path || !*path)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_context_save_tuning: path is empty");
+    size_t size = serialize(ctx, NULL, 0);
+    char *text = vkattn_alloc(ctx, size + 1);
+    if (!text)
+        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    serialize(ctx, text, size + 1);
+    bool ok = vkattn_write_file(path, text, size);
+    vkattn_free(ctx, text);
+    return ok ? VKATTN_SUCCESS : vkattn_fail(ctx, VKATTN_ERROR_IO, "cannot write tuning data \"%s\"", path);
+}
+
+/* ------------------------------------------------------------- measuring */
+
+static int compare_floats(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
+                                    vkattn_tuning_record_fn record, void *user, uint32_t *best,
+                                    float *best_ms)
+{
+    if (reps < 1 || reps > 32)
+        reps = 5;
+    vkattn_timer *timer = NULL;
+    vkattn_result r = vkattn_timer_create(ctx, 1, &timer);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    float times[32];
+    *best = UINT32_MAX;
+    *best_ms = 0;
+    for (uint32_t c = 0; c < count; c++) {
+        uint32_t ok = 0;
+        for (uint32_t i = 0; i <= reps; i++) { /* i == 0: warm-up */
+            VkCommandBuffer cmd;
+            r = vkattn_commands_begin(ctx, &cmd);
+            if (r == VKATTN_SUCCESS)
+                r = vkattn_cmd_timer_begin(timer, cmd, 0);
+            if (r == VKATTN_SUCCESS)
+                r = record(ctx, cmd, user, c);
+            if (r == VKATTN_SUCCESS)
+                r = vkattn_cmd_timer_end(timer, cmd, 0);
+            double ms = 0;
+            r = vkattn_commands_finish(ctx, r);
+            if (r == VKATTN_SUCCESS)
+                r = vkattn_timer_read_ms(timer, 0, &ms);
+            if (r != VKATTN_SUCCESS)
+                break;
+            if (i > 0)
+                times[ok++] = (float)ms;
+        }
+        if (r == VKATTN_ERROR_DEVICE_LOST)
+            break;
+        if (ok < reps)
+            continue; /* this candidate cannot run here */
+        qsort(times, ok, sizeof times[0], compare_floats);
+        float median = times[ok / 2];
+        vkattn_log(ctx, VKATTN_LOG_DEBUG, "tuning: candidate %u: %.3f ms", c, median);
+        if (*best == UINT32_MAX || median < *best_ms) {
+            *best = c;
+            *best_ms = median;
+        }
+    }
+    vkattn_timer_destroy(timer);
+    if (*best == UINT32_MAX)
+        return r != VKATTN_SUCCESS ? r
+                                   : vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "tuning: no candidate could run");
+    ctx->last_error[0] = '\0'; /* failures of skipped candidates are not this call's */
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_tuning_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
+                                          uint32_t seed, vkattn_buffer **out)
+{
+    size_t es = vkattn_dtype_size(dt);
+    vkattn_buffer_desc d = {.size = count * es};
+    *out = NULL;
+    vkattn_buffer *b = NULL;
+    vkattn_result r = vkattn_buffer_create(ctx, &d, &b);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    /* uploaded in slices: the host copy stays small for large weights */
+    enum { SLICE = 1 << 16 };
+    uint8_t *host = vkattn_alloc(ctx, SLICE * 4);
+    if (!host)
+        r = vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    uint32_t s = seed;
+    for (uint64_t at = 0; host && at < count && r == VKATTN_SUCCESS; at += SLICE) {
+        uint64_t n = count - at < SLICE ? count - at : SLICE;
+        for (uint64_t i = 0; i < n; i++) {
+            s = s * 1664525u + 1013904223u;
+            float v = (float)(s >> 8) / 8388608.0f - 1.0f;
+            if (dt == VKATTN_DTYPE_F16) {
+                uint16_t h = vkattn_f32_to_f16(v);
+                memcpy(host + i * 2, &h, 2);
+            } else {
+                memcpy(host + i * 4, &v, 4);
+            }
+        }
+        r = vkattn_buffer_upload(b, at * es, host, n * es);
+    }
+    vkattn_free(ctx, host);
+    if (r == VKATTN_SUCCESS)
+        *out = b;
+    else
+        vkattn_buffer_destroy(b); /* nothing half-made reaches the caller */
+    return r;
+}

@@ -1,0 +1,124 @@
+/* Frame budgets: cutting an attention call into pieces recorded separately,
+ * and the work of each piece, so an engine can spread a long pass over
+ * frames. Only views: a chunk is an ordinary attention call. */
+#include "core/internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Default strides made explicit, so views can be taken. */
+static vkattn_tensor with_strides(const vkattn_tensor *t)
+{
+    vkattn_tensor out = *t;
+    bool all_zero = true;
+    for (uint32_t i = 0; i < t->rank && i < VKATTN_MAX_RANK; i++)
+        all_zero = all_zero && t->strides[i] == 0;
+    if (all_zero && t->rank >= 1 && t->rank <= VKATTN_MAX_RANK) {
+        int64_t stride = 1;
+        for (uint32_t i = t->rank; i-- > 0;) {
+            out.strides[i] = stride;
+            stride *= t->shape[i];
+        }
+    }
+    return out;
+}
+
+/* Restricts dimension `dim` of a tensor to [begin, begin + count). */
+static void narrow(vkattn_tensor *t, uint32_t dim, int64_t begin, int64_t count)
+{
+    t->offset += (uint64_t)(begin * t->strides[dim]) * vkattn_dtype_size(t->dtype);
+    t->shape[dim] = count;
+}
+
+vkattn_result vkattn_attention_chunk(const vkattn_attention_args *args, uint32_t q_begin, uint32_t q_end,
+                                     vkattn_attention_args *chunk, char *error, size_t error_size)
+{
+#define FAIL(...)                                           \
+    do {                                                    \
+        if (error)                                          \
+            snprintf(error, error_size, __VA_ARGS__);       \
+        return VKATTN_ERROR_INVALID_ARGUMENT;               \
+    } while (0)
+    if (!args || !chunk)
+        FAIL("vkattn_attention_chunk: %s is NULL", !args ? "args" : "chunk");
+    if (args->q.rank != 4 || args->k.rank != 4 || args->out.rank != 4)
+        FAIL("vkattn_attention_chunk: q, k and out must be rank 4 (got %u, %u, %u)", args->q.rank,
+             args->k.rank, args->out.rank);
+    int64_t tq = args->q.shape[2], tk = args->k.shape[2];
+    if (q_begin >= q_end || (int64_t)q_end > tq)
+        FAIL("vkattn_attention_chunk: queries [%u, %u) are not a non-empty part of 0..%lld", q_begin, q_end,
+             (long long)tq);
+    /* Bottom-right causality: rows up to q_end - 1 see keys up to this one. */
+    int64_t keys = tk;
+    if (args->causal) {
+        if (args->weights.buffer)
+            FAIL("vkattn_attention_chunk: a causal call's weights cannot be chunked (a chunk does not "
+                 "write the weights of keys past its last visible one); compute them unchunked");
+        keys = (int64_t)q_end + tk - tq;
+        if (keys < 1) /* a call needs a key; the whole-call rule is kept by any chunk reaching one */
+            FAIL("vkattn_attention_chunk: queries [%u, %u) see no key (the call has %lld more queries "
+                 "than keys): let the chunk end after query %lld", q_begin, q_end,
+                 (long long)(tq - tk), (long long)(tq - tk));
+    }
+    *chunk = *args;
+    int64_t rows = (int64_t)q_end - q_begin;
+    chunk->q = with_strides(&args->q);
+    narrow(&chunk->q, 2, q_begin, rows);
+    chunk->out = with_strides(&args->out);
+    narrow(&chunk->out, 2, q_begin, rows);
+    chunk->k = with_strides(&args->k);
+    narrow(&chunk->k, 2, 0, keys);
+    chunk->v = with_strides(&args->v);
+    narrow(&chunk->v, 2, 0, keys);
+    if (args->mask.buffer) {
+        uint32_t r = args->mask.rank;
+        if (r != 2 && r != 4)
+            FAIL("vkattn_attention_chunk: args->mask.rank %u is not 2 or 4", r);
+        chunk->mask = with_strides(&args->mask);
+        narrow(&chunk->mask, r - 2, q_begin, rows);
+        narrow(&chunk->mask, r - 1, 0, keys);
+    }
+    if (args->key_padding.buffer) {
+        if (args->key_padding.rank != 2)
+            FAIL("vkattn_attention_chunk: args->key_padding.rank %u is not 2", args->key_padding.rank);
+        chunk->key_padding = with_strides(&args->key_padding);
+        narrow(&chunk->key_padding, 1, 0, keys);
+    }
+    if (args->weights.buffer) { /* not causal: whole rows */
+        uint32_t r = args->weights.rank;
+        if (r != 3 && r != 4)
+            FAIL("vkattn_attention_chunk: args->weights.rank %u is not 3 or 4", r);
+        chunk->weights = with_strides(&args->weights);
+        narrow(&chunk->weights, r - 2, q_begin, rows);
+    }
+    /* The chunk's own bottom-right rule now equals the whole call's:
+     * row i' (query q_begin + i') sees j <= i' + keys - rows = q_begin + i' + tk - tq. */
+    return VKATTN_SUCCESS;
+#undef FAIL
+}
+
+double vkattn_attention_flops(const vkattn_attention_args *args, uint32_t q_begin, uint32_t q_end)
+{
+    if (!args || args->q.rank != 4 || args->k.rank != 4 || q_begin >= q_end)
+        return 0;
+    double b = (double)args->q.shape[0], hq = (double)args->q.shape[1], d = (double)args->q.shape[3];
+    int64_t tq = args->q.shape[2], tk = args->k.shape[2];
+    double pairs = 0;
+    for (int64_t i = q_begin; i < (int64_t)q_end && i < tq; i++) {
+        int64_t seen = args->causal ? i + tk - tq + 1 : tk;
+        pairs += seen < 0 ? 0 : (double)(seen > tk ? tk : seen);
+    }
+    return 4.0 * b * hq * d * pairs;
+}
+
+double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new_tokens, uint32_t length)
+{
+    const vkattn_mha_desc *d = vkattn_mha_config(mha);
+    if (!d || new_tokens > length)
+        return 0;
+    double t = (double)batch * new_tokens, dm = d->embed_dim, dh = d->head_dim;
+    double proj = 2.0 * t * dm * (d->num_heads + 2.0 * d->num_kv_heads) * dh + 2.0 * t * d->num_heads * dh * dm;
+    /* query i of the step sees length - new_tokens + i + 1 keys */
+    double pairs = (double)new_tokens * (length - new_tokens) + new_tokens * (new_tokens + 1.0) / 2.0;
+    return proj + 4.0 * batch * d->num_heads * dh * pairs;
+}

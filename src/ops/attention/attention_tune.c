@@ -1,0 +1,91 @@
+/* vkattn_tune_attention: times the attention op's candidate configurations
+ * (kernel family x input binding x tile preset, attention_config.c) for one
+ * shape class on scratch tensors of random data and stores the fastest in
+ * the context's tuning table. */
+#include "ops/attention/attention_internal.h"
+#include "spec/error_text.h"
+#include "core/tuning_table.h"
+
+#define MAX_CANDIDATES 12
+
+typedef struct tune_job {
+    att_problem p;
+    att_config candidates[MAX_CANDIDATES];
+} tune_job;
+
+static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, void *user,
+                                      uint32_t i)
+{
+    tune_job *job = user;
+    return att_record_with(ctx, cmd, &job->p, &job->candidates[i]);
+}
+
+vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_t num_heads,
+                                    uint32_t num_kv_heads, uint32_t q_len, uint32_t kv_len,
+                                    uint32_t head_dim, bool causal, vkattn_dtype q_dtype,
+                                    vkattn_dtype kv_dtype)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!batch || !num_heads || !num_kv_heads || !q_len || !kv_len || !head_dim)
+        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "vkattn_tune_attention: batch %u, num_heads %u, num_kv_heads %u, q_len %u, "
+                           "kv_len %u and head_dim %u must all be >= 1",
+                           batch, num_heads, num_kv_heads, q_len, kv_len, head_dim);
+    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
+    if (!vkattn_dtype_is_float(q_dtype) || !vkattn_dtype_is_float(kv_dtype))
+        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                           "vkattn_tune_attention: q_dtype %s and kv_dtype %s must be f32 or f16",
+                           vkattn_dtype_text(q_dtype, b1), vkattn_dtype_text(kv_dtype, b2));
+    /* shapes beyond what att_validate accepts are reported by it, by name */
+    int64_t qs[4] = {batch, num_heads, q_len, head_dim};
+    int64_t ks[4] = {batch, num_kv_heads, kv_len, head_dim};
+    uint64_t nq = (uint64_t)batch * num_heads * q_len * head_dim;
+    uint64_t nk = (uint64_t)batch * num_kv_heads * kv_len * head_dim;
+    vkattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
+    tune_job *job = vkattn_alloc(ctx, sizeof *job);
+    vkattn_result r = job ? VKATTN_SUCCESS
+                          : vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_tuning_random_buffer(ctx, nq, q_dtype, 1, &bq);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_tuning_random_buffer(ctx, nk, kv_dtype, 2, &bk);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_tuning_random_buffer(ctx, nk, kv_dtype, 3, &bv);
+    if (r == VKATTN_SUCCESS) {
+        vkattn_buffer_desc d = {.size = nq * vkattn_dtype_size(q_dtype)};
+        r = vkattn_buffer_create(ctx, &d, &bo);
+    }
+    if (r == VKATTN_SUCCESS) {
+        vkattn_attention_args a = {
+            .q = vkattn_tensor_make(bq, 0, q_dtype, 4, qs),
+            .k = vkattn_tensor_make(bk, 0, kv_dtype, 4, ks),
+            .v = vkattn_tensor_make(bv, 0, kv_dtype, 4, ks),
+            .out = vkattn_tensor_make(bo, 0, q_dtype, 4, qs),
+            .causal = causal,
+        };
+        r = att_validate(ctx, &a, &job->p);
+    }
+    if (r == VKATTN_SUCCESS) {
+        uint32_t count = att_config_candidates(ctx, &job->p, job->candidates, MAX_CANDIDATES);
+        /* long problems run for seconds on CPU drivers: fewer repetitions */
+        double pairs = (double)batch * num_heads * q_len * (double)kv_len * (causal ? 0.5 : 1.0);
+        uint32_t best = 0;
+        float best_ms = 0;
+        r = vkattn_tuning_measure(ctx, count, 4.0 * pairs * head_dim > 2e10 ? 3 : 5,
+                                  record_candidate, job, &best, &best_ms);
+        if (r == VKATTN_SUCCESS) {
+            vkattn_tuning_key key = {.op = VKATTN_TUNE_ATTENTION};
+            att_tuning_key(&job->p, key.values);
+            const att_config *c = &job->candidates[best];
+            vkattn_tuning_config cfg = {{c->family, c->texel, c->preset}};
+            r = vkattn_tuning_set(ctx, &key, ATT_CONFIG_VERSION, &cfg, best_ms);
+        }
+    }
+    vkattn_buffer_destroy(bq);
+    vkattn_buffer_destroy(bk);
+    vkattn_buffer_destroy(bv);
+    vkattn_buffer_destroy(bo);
+    vkattn_free(ctx, job);
+    return r;
+}

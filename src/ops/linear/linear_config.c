@@ -1,0 +1,310 @@
+/* Kernel configurations of the linear op: which family, input binding and
+ * tile preset runs a problem, from the device's limits (built-in choice) or
+ * from the tuning table; what a configuration becomes for one problem
+ * (specialization constants, tiles, grid).
+ *
+ * Tuning key (VKATTN_TUNE_LINEAR; the shape class):
+ *   values[0]  rows M, bucketed: 1, 2, 3-4, 5-8, ..., 1025-2048, more
+ *   values[1]  columns N, bucketed at 256, 1024, 4096, 16384
+ *   values[2]  K, bucketed at 256, 1024, 4096, 16384
+ *   values[3]  x is f16 (1) or f32 (0)
+ *   values[4]  w is f16 (1) or f32 (0)
+ *   values[5]  0
+ *   values[6]  0
+ * Problems whose segments append to a KV cache pool (the projection of an
+ * MHA step) take the plain GEMM's entry: the pool changes only the stores of
+ * the epilogue, not the main loop the configuration shapes, and it is the
+ * plain GEMM that vkattn_tune_linear times.
+ * Tuning config: words[0] family, [1] input binding, [2] preset,
+ * [3] the version (LINEAR_CONFIG_VERSION: entries of another are not found). */
+#include "ops/linear/linear_internal.h"
+#include "core/tuning_table.h"
+
+#include <string.h>
+
+/* Subgroup GEMM tiles: rows per subgroup (rounded to whole subgroups), the
+ * columns per lane, quads of K per unrolled trip. On lavapipe a texel fetch
+ * costs about 40 FMAs, so tiles are as large as the accumulator spills and
+ * the unrolled code size allow: preset 0 measured best there. */
+typedef struct sg_preset {
+    uint32_t rows, tn, kq;
+} sg_preset;
+static const sg_preset sg_presets[] = {
+    {32, 8, 4}, /* 0: the default */
+    {32, 8, 2}, /* 1: half the unrolled body (compile time, instruction cache) */
+    {64, 8, 2}, /* 2: taller: fewer W fetches per FMA */
+    {16, 8, 4}, /* 3: short: few rows */
+    {32, 4, 4}, /* 4: narrow: few columns */
+};
+#define SG_PRESETS (sizeof sg_presets / sizeof sg_presets[0])
+
+/* Shared-memory GEMM tiles: BM x BM block per workgroup, T x T per
+ * invocation, BK deep: big blocks for GPUs with the shared memory and the
+ * invocations for them, small ones for the rest. */
+typedef struct sh_preset {
+    uint32_t bm, t, bk;
+} sh_preset;
+static const sh_preset sh_presets[] = {
+    {32, 4, 16},  /* 0: 64 invocations, 4 KiB */
+    {128, 8, 16}, /* 1: 256 invocations, 17 KiB: GPUs */
+    {64, 4, 16},  /* 2: 256 invocations, 8.5 KiB */
+    {64, 8, 16},  /* 3: 64 invocations, 8.5 KiB */
+};
+#define SH_PRESETS (sizeof sh_presets / sizeof sh_presets[0])
+
+/* GEMV on subgroups: columns per subgroup, unrolled steps, subgroups per
+ * workgroup. */
+typedef struct gemv_preset {
+    uint32_t nr, unroll, teams;
+} gemv_preset;
+static const gemv_preset gemv_sg_presets[] = {
+    {8, 4, 4},  /* 0: the default for 3-8 rows */
+    {4, 4, 4},  /* 1 */
+    {16, 2, 4}, /* 2: the default for 1-2 rows of f16 weights */
+};
+/* Preset 2 halves the X fetches per W fetch. On lavapipe (m 1, n 6144,
+ * k 4096) it ran in 2.99-3.12 ms (minimum of 9) against 3.23-3.31 ms for
+ * preset 0 with f16 weights, but 3.97-4.31 against 3.72-4.07 ms with f32
+ * weights (two fetches per 8 weights: 32 per step). */
+#define GEMV_SG_FEW_ROWS_PRESET 2u
+#define GEMV_SG_PRESETS (sizeof gemv_sg_presets / sizeof gemv_sg_presets[0])
+
+/* GEMV on a workgroup (shared-memory reduction): invocations (power of
+ * two), columns per workgroup. */
+typedef struct gemv_sh_preset {
+    uint32_t wg, nr;
+} gemv_sh_preset;
+static const gemv_sh_preset gemv_sh_presets[] = {
+    {128, 2}, /* 0: the default */
+    {64, 4},  /* 1 */
+    {256, 2}, /* 2 */
+};
+#define GEMV_SH_PRESETS (sizeof gemv_sh_presets / sizeof gemv_sh_presets[0])
+
+static bool has_f16_operand(const vkattn_linear_problem *p)
+{
+    return p->x.dtype == VKATTN_DTYPE_F16 || p->w.dtype == VKATTN_DTYPE_F16;
+}
+
+/* The subgroup families' binding: CPU drivers pay per fetch, so f16
+ * operands come 8 halves at a time (packed); f32 operands have no packed
+ * form (plain texels); storage buffers without texel inputs. */
+static uint32_t subgroup_input(const vkattn_context *ctx, const vkattn_linear_problem *p)
+{
+    if (!ctx->info.texel_inputs)
+        return LINEAR_INPUT_STORAGE;
+    return has_f16_operand(p) ? LINEAR_INPUT_TEXEL_PACKED : LINEAR_INPUT_TEXEL;
+}
+
+bool vkattn_linear_config_valid(const vkattn_context *ctx, const vkattn_linear_problem *p,
+                                const vkattn_linear_config *c)
+{
+    uint32_t max_wg = vkattn_max_workgroup(ctx), sg = vkattn_subgroup_size(ctx);
+    if (c->input >= LINEAR_INPUT_COUNT)
+        return false;
+    if (c->input != LINEAR_INPUT_STORAGE && !ctx->info.texel_inputs)
+        return false;
+    /* packed texels carry halves: with f32 operands only, the packed
+     * binding would run the plain texel kernel under another name */
+    if (c->input == LINEAR_INPUT_TEXEL_PACKED && !has_f16_operand(p))
+        return false;
+    bool gemv = c->family == LINEAR_FAM_GEMV_SG || c->family == LINEAR_FAM_GEMV_SH;
+    if (gemv && p->M > LINEAR_GEMV_MAX_ROWS)
+        return false;
+    switch (c->family) {
+    case LINEAR_FAM_SG:
+        return vkattn_subgroup_families_allowed(ctx) && c->preset < SG_PRESETS && sg <= max_wg;
+    case LINEAR_FAM_GEMV_SG:
+        return vkattn_subgroup_families_allowed(ctx) && c->preset < GEMV_SG_PRESETS && sg <= max_wg;
+    case LINEAR_FAM_SH: {
+        if (c->preset >= SH_PRESETS || c->input == LINEAR_INPUT_TEXEL_PACKED)
+            return false;
+        const sh_preset *s = &sh_presets[c->preset];
+        uint32_t wg = (s->bm / s->t) * (s->bm / s->t);
+        uint64_t shared = 2ull * s->bm * (s->bk / 4 + 1) * 16;
+        return wg <= max_wg && shared <= ctx->info.max_shared_memory;
+    }
+    case LINEAR_FAM_GEMV_SH: {
+        if (c->preset >= GEMV_SH_PRESETS)
+            return false;
+        const gemv_sh_preset *s = &gemv_sh_presets[c->preset];
+        return s->wg <= max_wg &&
+               (uint64_t)LINEAR_GEMV_MAX_ROWS * s->nr * s->wg * 4 <= ctx->info.max_shared_memory;
+    }
+    default:
+        return false;
+    }
+}
+
+void vkattn_linear_config_default(const vkattn_context *ctx, const vkattn_linear_problem *p,
+                                  vkattn_linear_config *c)
+{
+    bool gemv = p->M <= LINEAR_GEMV_MAX_ROWS;
+    memset(c, 0, sizeof *c);
+    if (ctx->info.subgroup_kernels) {
+        c->family = gemv ? LINEAR_FAM_GEMV_SG : LINEAR_FAM_SG;
+        if (gemv && p->M <= 2 && p->w.dtype == VKATTN_DTYPE_F16)
+            c->preset = GEMV_SG_FEW_ROWS_PRESET;
+        c->input = subgroup_input(ctx, p);
+    } else {
+        c->family = gemv ? LINEAR_FAM_GEMV_SH : LINEAR_FAM_SH;
+        /* GPUs convert rgba16f in the texture unit */
+        c->input = ctx->info.texel_inputs ? LINEAR_INPUT_TEXEL : LINEAR_INPUT_STORAGE;
+        if (!gemv) {
+            /* the big tiles where workgroups of 256 and the shared memory
+             * for them are available and subgroups are GPU-sized */
+            c->preset = 1;
+            if (vkattn_subgroup_size(ctx) < 16 || !vkattn_linear_config_valid(ctx, p, c))
+                c->preset = 0;
+        }
+    }
+    if (!vkattn_linear_config_valid(ctx, p, c)) /* e.g. tiny workgroup limits */
+        c->preset = 0;
+}
+
+void vkattn_linear_tuning_key(const vkattn_linear_problem *p, uint32_t key[7])
+{
+    static const uint32_t rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
+    static const uint32_t cols[] = {256, 1024, 4096, 16384};
+    key[0] = vkattn_tuning_bucket(p->M, rows, 12);
+    key[1] = vkattn_tuning_bucket(p->N, cols, 4);
+    key[2] = vkattn_tuning_bucket(p->K, cols, 4);
+    key[3] = p->x.dtype == VKATTN_DTYPE_F16;
+    key[4] = p->w.dtype == VKATTN_DTYPE_F16;
+    key[5] = 0;
+    key[6] = 0;
+}
+
+void vkattn_linear_config_choose(const vkattn_context *ctx, const vkattn_linear_problem *p,
+                                 vkattn_linear_config *c)
+{
+    vkattn_tuning_key key = {.op = VKATTN_TUNE_LINEAR};
+    vkattn_linear_tuning_key(p, key.values);
+    vkattn_tuning_config stored;
+    if (vkattn_tuning_find(ctx, &key, LINEAR_CONFIG_VERSION, &stored)) {
+        vkattn_linear_config t = {stored.words[0], stored.words[1], stored.words[2]};
+        if (vkattn_linear_config_valid(ctx, p, &t)) {
+            *c = t;
+            return;
+        }
+    }
+    vkattn_linear_config_default(ctx, p, c);
+}
+
+static void add(const vkattn_context *ctx, const vkattn_linear_problem *p, vkattn_linear_config c,
+                vkattn_linear_config *out, uint32_t *n, uint32_t max)
+{
+    if (*n >= max || !vkattn_linear_config_valid(ctx, p, &c))
+        return;
+    for (uint32_t i = 0; i < *n; i++)
+        if (memcmp(&out[i], &c, sizeof c) == 0)
+            return;
+    out[(*n)++] = c;
+}
+
+uint32_t vkattn_linear_config_candidates(const vkattn_context *ctx, const vkattn_linear_problem *p,
+                                         vkattn_linear_config *out, uint32_t max)
+{
+    uint32_t n = 0;
+    vkattn_linear_config def;
+    vkattn_linear_config_default(ctx, p, &def);
+    add(ctx, p, def, out, &n, max);
+    bool gemv = p->M <= LINEAR_GEMV_MAX_ROWS;
+    uint32_t fams[2] = {gemv ? LINEAR_FAM_GEMV_SG : LINEAR_FAM_SG,
+                        gemv ? LINEAR_FAM_GEMV_SH : LINEAR_FAM_SH};
+    uint32_t counts[2] = {gemv ? (uint32_t)GEMV_SG_PRESETS : (uint32_t)SG_PRESETS,
+                          gemv ? (uint32_t)GEMV_SH_PRESETS : (uint32_t)SH_PRESETS};
+    for (int f = 0; f < 2; f++) {
+        /* every preset with the family's preferred binding ... */
+        uint32_t in = f == 0                  ? subgroup_input(ctx, p)
+                      : ctx->info.texel_inputs ? LINEAR_INPUT_TEXEL
+                                               : LINEAR_INPUT_STORAGE;
+        for (uint32_t preset = 0; preset < counts[f]; preset++)
+            add(ctx, p, (vkattn_linear_config){fams[f], in, preset}, out, &n, max);
+        /* ... and the other bindings with its first preset (add() drops
+         * those the problem cannot take) */
+        for (uint32_t other = 0; other < LINEAR_INPUT_COUNT; other++)
+            add(ctx, p, (vkattn_linear_config){fams[f], other, 0}, out, &n, max);
+    }
+    /* few rows: the GEMM kernels too */
+    if (gemv && vkattn_subgroup_families_allowed(ctx))
+        add(ctx, p, (vkattn_linear_config){LINEAR_FAM_SG, subgroup_input(ctx, p), 3}, out, &n, max);
+    return n;
+}
+
+static uint32_t pow2_at_most(uint32_t v)
+{
+    uint32_t p = 1;
+    while (p * 2 <= v)
+        p *= 2;
+    return p;
+}
+
+void vkattn_linear_plan_make(const vkattn_context *ctx, const vkattn_linear_problem *p,
+                             const vkattn_linear_config *c, vkattn_linear_plan *plan)
+{
+    const vkattn_device_info *in = &ctx->info;
+    uint32_t sg = vkattn_subgroup_size(ctx), max_wg = vkattn_max_workgroup(ctx);
+    memset(plan, 0, sizeof *plan);
+    plan->family = c->family;
+    plan->input = c->input;
+    uint32_t mr = 1;
+    while (mr < p->M && mr < LINEAR_GEMV_MAX_ROWS)
+        mr *= 2;
+    switch (c->family) {
+    case LINEAR_FAM_SG: {
+        const sg_preset *s = &sg_presets[c->preset];
+        /* rows in whole subgroups, no more than the problem has; wider
+         * subgroups get narrower lanes (the accumulators per lane stay) */
+        uint32_t groups = s->rows / sg ? s->rows / sg : 1;
+        uint32_t need = (uint32_t)vkattn_div_up64(p->M, sg);
+        if (groups > need)
+            groups = need;
+        uint32_t tn = s->tn * 8 / (sg > 8 ? sg : 8);
+        tn = tn < 2 ? 2 : tn;
+        /* subgroups per workgroup: up to 4, fewer where that leaves too few
+         * workgroups to spread over the device's threads */
+        uint32_t per = max_wg / sg < 4 ? max_wg / sg : 4;
+        uint64_t row_blocks = vkattn_div_up64(p->M, (uint64_t)groups * sg);
+        while (per > 1 && row_blocks * vkattn_div_up64(p->N, (uint64_t)per * sg * tn) < 16)
+            per /= 2;
+        memcpy(plan->spec, (uint32_t[]){per * sg, sg, groups, tn, s->kq}, 5 * sizeof(uint32_t));
+        plan->spec_count = 5;
+        plan->tile_m = (uint64_t)groups * sg;
+        plan->tile_n = (uint64_t)per * sg * tn;
+        plan->rows_in_x = true;
+        break;
+    }
+    case LINEAR_FAM_SH: {
+        const sh_preset *s = &sh_presets[c->preset];
+        uint32_t wg = (s->bm / s->t) * (s->bm / s->t);
+        memcpy(plan->spec, (uint32_t[]){wg, s->bm, s->bm, s->bk, s->t, s->t}, 6 * sizeof(uint32_t));
+        plan->spec_count = 6;
+        plan->tile_m = s->bm;
+        plan->tile_n = s->bm;
+        break;
+    }
+    case LINEAR_FAM_GEMV_SG: {
+        const gemv_preset *s = &gemv_sg_presets[c->preset];
+        uint32_t teams = max_wg / sg < s->teams ? max_wg / sg : s->teams;
+        memcpy(plan->spec, (uint32_t[]){teams * sg, sg, mr, s->nr, s->unroll}, 5 * sizeof(uint32_t));
+        plan->spec_count = 5;
+        plan->tile_m = mr;
+        plan->tile_n = (uint64_t)teams * s->nr;
+        break;
+    }
+    default: {
+        const gemv_sh_preset *s = &gemv_sh_presets[c->preset];
+        uint32_t wg = pow2_at_most(s->wg < max_wg ? s->wg : max_wg);
+        memcpy(plan->spec, (uint32_t[]){wg, sg, mr, s->nr, 2}, 5 * sizeof(uint32_t));
+        plan->spec_count = 5;
+        plan->tile_m = mr;
+        plan->tile_n = s->nr;
+        break;
+    }
+    }
+    bool gemv = c->family == LINEAR_FAM_GEMV_SG || c->family == LINEAR_FAM_GEMV_SH;
+    uint32_t rows_dim = plan->rows_in_x ? 0 : 1;
+    plan->max_rows = gemv ? mr : plan->tile_m * in->max_workgroup_count[rows_dim];
+    plan->max_cols = plan->tile_n * in->max_workgroup_count[1 - rows_dim];
+}

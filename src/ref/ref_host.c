@@ -1,0 +1,93 @@
+/* Host tensors of the CPU reference: construction and stride resolution. */
+#include "ref/ref.h"
+
+#include "spec/error_text.h"
+
+#include <string.h>
+
+vkattn_host_tensor vkattn_host_tensor_make(void *data, vkattn_dtype dtype, uint32_t rank,
+                                           const int64_t *shape)
+{
+    vkattn_host_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dtype;
+    t.rank = rank > VKATTN_MAX_RANK ? VKATTN_MAX_RANK : rank;
+    int64_t stride = 1;
+    for (uint32_t i = t.rank; i-- > 0;) {
+        t.shape[i] = shape ? shape[i] : 0;
+        t.strides[i] = stride;
+        stride *= t.shape[i];
+    }
+    return t;
+}
+
+vkattn_shape_view vkattn_host_shape_view(const vkattn_host_tensor *t)
+{
+    vkattn_shape_view v;
+    v.present = t->data != NULL;
+    v.dtype = t->dtype;
+    v.rank = t->rank;
+    v.shape = t->shape;
+    return v;
+}
+
+vkattn_result vkattn_host_tensor_resolve(const vkattn_host_tensor *t, const char *name,
+                                         bool output, vkattn_host_tensor *out, char *error,
+                                         size_t error_size)
+{
+    vkattn_host_tensor r = *t;
+    bool all_zero = true;
+    for (uint32_t i = 0; i < t->rank; i++) {
+        if (t->strides[i] < 0) {
+            vkattn_error_format(error, error_size, "%s.strides[%u] is %lld: strides must be >= 0",
+                                name, i, (long long)t->strides[i]);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+        all_zero = all_zero && t->strides[i] == 0;
+    }
+    if (all_zero) {
+        uint64_t stride = 1;
+        for (uint32_t i = t->rank; i-- > 0;) {
+            r.strides[i] = (int64_t)stride;
+            uint64_t dim = (uint64_t)t->shape[i];
+            if (i > 0 && dim > (uint64_t)INT64_MAX / stride) {
+                vkattn_error_format(error, error_size,
+                                    "%s.shape: the number of elements overflows 64 bits", name);
+                return VKATTN_ERROR_INVALID_ARGUMENT;
+            }
+            stride *= dim;
+        }
+    } else if (output) {
+        for (uint32_t i = 0; i < t->rank; i++) {
+            if (t->strides[i] == 0 && t->shape[i] > 1) {
+                vkattn_error_format(error, error_size,
+                                    "%s.strides[%u] is 0 while %s.shape[%u] is %lld: an output "
+                                    "cannot broadcast (its elements would overlap)",
+                                    name, i, name, i, (long long)t->shape[i]);
+                return VKATTN_ERROR_INVALID_ARGUMENT;
+            }
+        }
+    }
+    /* The offset of the last element must fit int64_t; shapes were checked
+     * >= 1 by the caller. */
+    uint64_t last = 0;
+    for (uint32_t i = 0; i < t->rank; i++) {
+        uint64_t extent = (uint64_t)(t->shape[i] - 1);
+        uint64_t stride = (uint64_t)r.strides[i];
+        if (stride && extent > (uint64_t)INT64_MAX / stride) {
+            last = UINT64_MAX;
+            break;
+        }
+        last += extent * stride;
+        if (last > (uint64_t)INT64_MAX)
+            break;
+    }
+    if (last > (uint64_t)INT64_MAX) {
+        vkattn_error_format(error, error_size,
+                            "%s.strides: the last element's offset overflows 64 bits", name);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    *out = r;
+    return VKATTN_SUCCESS;
+}

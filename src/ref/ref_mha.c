@@ -1,0 +1,219 @@
+/* CPU reference of a whole MHA layer (see "MHA layer" in vkattn.h):
+ * projections, head split, attention, merge, output projection.
+ *
+ * Q, K, V and O are kept in f32 between the steps, as the GPU layer stores
+ * them; every step accumulates in double. The split and merge are only
+ * strides: head h of a [B, T, H*Dh] row block is the view [B, H, T, Dh] with
+ * strides {T*H*Dh, Dh, H*Dh, 1}. */
+#include "spec/mha_desc.h"
+#include "ref/ref.h"
+
+#include "spec/error_text.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(expr)                  \
+    do {                           \
+        vkattn_result r_ = (expr); \
+        if (r_ != VKATTN_SUCCESS)  \
+            return r_;             \
+    } while (0)
+
+/* x, kv and y: present, rank 3, f32, dimensions in 1..UINT32_MAX. */
+static vkattn_result check_activation(const vkattn_host_tensor *t, const char *name, char *error,
+                                      size_t error_size)
+{
+    if (!t->data) {
+        vkattn_error_format(error, error_size, "args->%s.data is NULL: %s is required", name,
+                            name);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (t->rank != 3) {
+        vkattn_error_format(error, error_size, "args->%s.rank is %u: %s is rank 3 [B, T, features]",
+                            name, t->rank, name);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (t->dtype != VKATTN_DTYPE_F32) {
+        const char *dn = vkattn_dtype_name(t->dtype);
+        vkattn_error_format(error, error_size,
+                            "args->%s.dtype %s is not supported: the MHA reference takes f32",
+                            name, dn ? dn : "(not a vkattn_dtype)");
+        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+    }
+    for (uint32_t i = 0; i < 3; i++) {
+        if (t->shape[i] < 1 || t->shape[i] > (int64_t)UINT32_MAX) {
+            vkattn_error_format(error, error_size,
+                                "args->%s.shape[%u] is %lld: every dimension must be in 1..%lu",
+                                name, i, (long long)t->shape[i], (unsigned long)UINT32_MAX);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    return VKATTN_SUCCESS;
+}
+
+static vkattn_result check_size(const vkattn_host_tensor *t, const char *name, uint32_t i,
+                                int64_t want, const char *want_text, char *error,
+                                size_t error_size)
+{
+    if (t->shape[i] == want)
+        return VKATTN_SUCCESS;
+    vkattn_error_format(error, error_size, "args->%s.shape[%u] %lld differs from %s %lld", name,
+                        i, (long long)t->shape[i], want_text, (long long)want);
+    return VKATTN_ERROR_SHAPE_MISMATCH;
+}
+
+/* A [rows, cols] f32 host weight. */
+static vkattn_host_tensor weight_tensor(const float *data, int64_t rows, int64_t cols)
+{
+    int64_t shape[2] = {rows, cols};
+    return vkattn_host_tensor_make((void *)data, VKATTN_DTYPE_F32, 2, shape);
+}
+
+/* A [n] f32 bias; NULL data means no bias (zeros). */
+static vkattn_host_tensor bias_tensor(const float *data, int64_t n)
+{
+    return vkattn_host_tensor_make((void *)data, VKATTN_DTYPE_F32, 1, &n);
+}
+
+/* A [B, T, H*Dh] f32 activation seen as heads [B, H, T, Dh]. */
+static vkattn_host_tensor head_view(float *data, int64_t b, int64_t t, int64_t h, int64_t dh)
+{
+    int64_t shape[4] = {b, h, t, dh};
+    vkattn_host_tensor v = vkattn_host_tensor_make(data, VKATTN_DTYPE_F32, 4, shape);
+    v.strides[0] = t * h * dh;
+    v.strides[1] = dh;
+    v.strides[2] = h * dh;
+    v.strides[3] = 1;
+    return v;
+}
+
+static vkattn_host_tensor activation(float *data, int64_t b, int64_t t, int64_t features)
+{
+    int64_t shape[3] = {b, t, features};
+    return vkattn_host_tensor_make(data, VKATTN_DTYPE_F32, 3, shape);
+}
+
+vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weights *weights,
+                             const vkattn_ref_mha_args *args, char *error, size_t error_size)
+{
+    vkattn_mha_desc d;
+    vkattn_mha_weight_views wv;
+    TRY(vkattn_mha_resolve(desc, &d, error, error_size));
+    TRY(vkattn_mha_weights_check(&d, weights, &wv, error, error_size));
+    if (!args) {
+        vkattn_error_format(error, error_size, "args is NULL");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    char want[96];
+    TRY(check_activation(&args->x, "x", error, error_size));
+    TRY(check_size(&args->x, "x", 2, d.embed_dim, "desc->embed_dim", error, error_size));
+    const bool self = args->kv.data == NULL;
+    if (self) {
+        if (d.kv_dim != d.embed_dim) {
+            vkattn_error_format(error, error_size,
+                                "args->kv.data is NULL (self-attention) but desc->kv_dim %u "
+                                "differs from desc->embed_dim %u",
+                                d.kv_dim, d.embed_dim);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+    } else {
+        TRY(check_activation(&args->kv, "kv", error, error_size));
+        TRY(check_size(&args->kv, "kv", 0, args->x.shape[0], "args->x.shape[0] (batch)", error,
+                       error_size));
+        TRY(check_size(&args->kv, "kv", 2, d.kv_dim, "desc->kv_dim", error, error_size));
+    }
+    TRY(check_activation(&args->y, "y", error, error_size));
+    for (uint32_t i = 0; i < 3; i++) {
+        vkattn_error_format(want, sizeof want, "args->x.shape[%u]", i);
+        TRY(check_size(&args->y, "y", i, args->x.shape[i], want, error, error_size));
+    }
+    vkattn_host_tensor x, kv, y;
+    TRY(vkattn_host_tensor_resolve(&args->x, "args->x", false, &x, error, error_size));
+    TRY(vkattn_host_tensor_resolve(self ? &args->x : &args->kv, self ? "args->x" : "args->kv",
+                                   false, &kv, error, error_size));
+    TRY(vkattn_host_tensor_resolve(&args->y, "args->y", true, &y, error, error_size));
+
+    const int64_t B = x.shape[0], Tq = x.shape[1], Tk = kv.shape[1];
+    const int64_t Dm = d.embed_dim, Dkv = d.kv_dim, Dh = d.head_dim;
+    const int64_t QW = vkattn_mha_q_width(&d), KVW = vkattn_mha_kv_width(&d);
+
+    /* Plans first, with the f32 temporaries not yet allocated: `&placeholder`
+     * stands in for their data until every check has passed. */
+    float placeholder = 0.0f;
+    vkattn_ref_linear_args la[4];
+    memset(la, 0, sizeof la);
+    la[0].x = x;
+    la[0].w = weight_tensor(wv.wq, QW, Dm);
+    la[0].b = bias_tensor(wv.bq, QW);
+    la[0].y = activation(&placeholder, B, Tq, QW);
+    la[1].x = kv;
+    la[1].w = weight_tensor(wv.wk, KVW, Dkv);
+    la[1].b = bias_tensor(wv.bk, KVW);
+    la[1].y = activation(&placeholder, B, Tk, KVW);
+    la[2].x = kv;
+    la[2].w = weight_tensor(wv.wv, KVW, Dkv);
+    la[2].b = bias_tensor(wv.bv, KVW);
+    la[2].y = activation(&placeholder, B, Tk, KVW);
+    la[3].x = activation(&placeholder, B, Tq, QW);
+    la[3].w = weight_tensor(wv.wo, Dm, QW);
+    la[3].b = bias_tensor(wv.bo, Dm);
+    la[3].y = y;
+    vkattn_ref_linear_plan lp[4];
+    for (int i = 0; i < 4; i++)
+        TRY(vkattn_ref_linear_prepare(&la[i], "args->", &lp[i], error, error_size));
+
+    vkattn_ref_attention_args aa;
+    memset(&aa, 0, sizeof aa);
+    aa.q = head_view(&placeholder, B, Tq, d.num_heads, Dh);
+    aa.k = head_view(&placeholder, B, Tk, d.num_kv_heads, Dh);
+    aa.v = head_view(&placeholder, B, Tk, d.num_kv_heads, Dh);
+    aa.out = head_view(&placeholder, B, Tq, d.num_heads, Dh);
+    aa.mask = args->mask;
+    aa.key_padding = args->key_padding;
+    aa.weights = args->weights;
+    aa.causal = args->causal;
+    vkattn_ref_attention_plan ap;
+    TRY(vkattn_ref_attention_prepare(&aa, "args->", &ap, error, error_size));
+
+    /* One f32 block for Q, K, V, O and one double scratch for every step. */
+    size_t nq, nkv, nf = 0;
+    bool ok = vkattn_size_mul((size_t)B, (size_t)Tq, &nq) &&
+              vkattn_size_mul(nq, (size_t)QW, &nq) &&
+              vkattn_size_mul((size_t)B, (size_t)Tk, &nkv) &&
+              vkattn_size_mul(nkv, (size_t)KVW, &nkv) && nkv <= SIZE_MAX / 2 &&
+              nq <= SIZE_MAX / 2 && 2 * nq <= SIZE_MAX - 2 * nkv;
+    if (ok)
+        ok = vkattn_size_mul(2 * nq + 2 * nkv, sizeof(float), &nf);
+    size_t ns = ap.scratch_doubles;
+    for (int i = 0; i < 4; i++)
+        if (lp[i].scratch_doubles > ns)
+            ns = lp[i].scratch_doubles;
+    float *act = ok ? malloc(nf) : NULL;
+    double *scratch = act ? malloc(ns * sizeof *scratch) : NULL;
+    if (!scratch) {
+        free(act);
+        vkattn_error_format(error, error_size,
+                            "cannot allocate the reference's temporaries (Q, K, V, O: %zu "
+                            "bytes; scratch: %zu bytes)",
+                            nf, ns * sizeof *scratch);
+        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    float *q = act, *k = q + nq, *v = k + nkv, *o = v + nkv;
+    lp[0].y.data = q;
+    lp[1].y.data = k;
+    lp[2].y.data = v;
+    lp[3].x.data = o;
+    ap.q.data = q;
+    ap.k.data = k;
+    ap.v.data = v;
+    ap.out.data = o;
+
+    for (int i = 0; i < 3; i++)
+        vkattn_ref_linear_run(&lp[i], scratch);
+    vkattn_ref_attention_run(&ap, scratch);
+    vkattn_ref_linear_run(&lp[3], scratch);
+    free(scratch);
+    free(act);
+    return VKATTN_SUCCESS;
+}

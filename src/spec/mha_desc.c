@@ -1,0 +1,152 @@
+/* MHA desc defaults and checks, shared by the CPU reference and the GPU layer. */
+#include "spec/mha_desc.h"
+
+#include "spec/attention_shapes.h"
+#include "spec/error_text.h"
+
+vkattn_result vkattn_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved,
+                                 char *error, size_t error_size)
+{
+    if (!in) {
+        vkattn_error_format(error, error_size, "desc is NULL");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    vkattn_mha_desc d = *in;
+    if (d.embed_dim == 0) {
+        vkattn_error_format(error, error_size, "desc->embed_dim is 0: it is required");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (d.num_heads == 0) {
+        vkattn_error_format(error, error_size, "desc->num_heads is 0: it is required");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (d.num_kv_heads == 0)
+        d.num_kv_heads = d.num_heads;
+    if (d.num_heads % d.num_kv_heads != 0) {
+        vkattn_error_format(error, error_size,
+                            "desc->num_kv_heads %u does not divide desc->num_heads %u",
+                            d.num_kv_heads, d.num_heads);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    bool head_dim_default = d.head_dim == 0;
+    if (head_dim_default) {
+        if (d.embed_dim % d.num_heads != 0) {
+            vkattn_error_format(error, error_size,
+                                "desc->embed_dim %u is not a multiple of desc->num_heads %u, "
+                                "so desc->head_dim cannot default to their quotient: set it",
+                                d.embed_dim, d.num_heads);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+        d.head_dim = d.embed_dim / d.num_heads;
+    }
+    if (d.head_dim % VKATTN_HEAD_DIM_MULTIPLE != 0 || d.head_dim > VKATTN_HEAD_DIM_MAX) {
+        char from[96] = "";
+        if (head_dim_default)
+            vkattn_error_format(from, sizeof from, " (desc->embed_dim %u / desc->num_heads %u)",
+                                d.embed_dim, d.num_heads);
+        vkattn_error_format(error, error_size,
+                            "desc->head_dim %u%s is not supported: it must be a multiple of %u "
+                            "from %u to %u",
+                            d.head_dim, from, VKATTN_HEAD_DIM_MULTIPLE, VKATTN_HEAD_DIM_MULTIPLE,
+                            VKATTN_HEAD_DIM_MAX);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (d.kv_dim == 0)
+        d.kv_dim = d.embed_dim;
+    if (!vkattn_dtype_is_float(d.dtype)) {
+        char b[VKATTN_DTYPE_TEXT];
+        vkattn_error_format(error, error_size, "desc->dtype %s is not supported: f32 or f16",
+                            vkattn_dtype_text(d.dtype, b));
+        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+    }
+    /* The packed projection is the widest; every width must fit the uint32_t
+     * sizes the kernels use. */
+    uint64_t packed = ((uint64_t)d.num_heads + 2 * (uint64_t)d.num_kv_heads) * d.head_dim;
+    if (packed > UINT32_MAX) {
+        vkattn_error_format(error, error_size,
+                            "desc: (num_heads %u + 2 * num_kv_heads %u) * head_dim %u = %llu "
+                            "projection features exceed %lu",
+                            d.num_heads, d.num_kv_heads, d.head_dim, (unsigned long long)packed,
+                            (unsigned long)UINT32_MAX);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (resolved)
+        *resolved = d;
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_mha_weights_check(const vkattn_mha_desc *resolved,
+                                       const vkattn_mha_weights *weights,
+                                       vkattn_mha_weight_views *views, char *error,
+                                       size_t error_size)
+{
+    if (!resolved) {
+        vkattn_error_format(error, error_size, "desc is NULL");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (!weights) {
+        vkattn_error_format(error, error_size, "weights is NULL");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    const vkattn_mha_weights *w = weights;
+    size_t qw = vkattn_mha_q_width(resolved), kvw = vkattn_mha_kv_width(resolved);
+    vkattn_mha_weight_views v = {0};
+    if (w->wqkv) {
+        if (w->wq || w->wk || w->wv) {
+            vkattn_error_format(error, error_size,
+                                "weights->wqkv and weights->%s are both set: give either the "
+                                "packed wqkv or wq, wk and wv",
+                                w->wq ? "wq" : w->wk ? "wk" : "wv");
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+        if (resolved->kv_dim != resolved->embed_dim) {
+            vkattn_error_format(error, error_size,
+                                "weights->wqkv needs desc->kv_dim (%u) == desc->embed_dim (%u): "
+                                "give wq, wk and wv instead",
+                                resolved->kv_dim, resolved->embed_dim);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+        v.packed = true;
+        v.wq = w->wqkv;
+        v.wk = v.wq + qw * resolved->embed_dim;
+        v.wv = v.wk + kvw * resolved->embed_dim;
+    } else {
+        const char *missing = !w->wq ? "wq" : !w->wk ? "wk" : !w->wv ? "wv" : NULL;
+        if (missing) {
+            vkattn_error_format(error, error_size,
+                                "weights->%s is NULL: give wq, wk and wv, or wqkv", missing);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+        v.wq = w->wq;
+        v.wk = w->wk;
+        v.wv = w->wv;
+    }
+    if (!w->wo) {
+        vkattn_error_format(error, error_size, "weights->wo is NULL: it is required");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    v.wo = w->wo;
+    /* Without desc.bias the bias pointers are ignored, as documented. */
+    if (resolved->bias) {
+        if (w->bqkv) {
+            if (w->bq || w->bk || w->bv) {
+                vkattn_error_format(error, error_size,
+                                    "weights->bqkv and weights->%s are both set: give either "
+                                    "the packed bqkv or bq, bk and bv",
+                                    w->bq ? "bq" : w->bk ? "bk" : "bv");
+                return VKATTN_ERROR_INVALID_ARGUMENT;
+            }
+            v.bq = w->bqkv;
+            v.bk = v.bq + qw;
+            v.bv = v.bk + kvw;
+        } else {
+            v.bq = w->bq;
+            v.bk = w->bk;
+            v.bv = w->bv;
+        }
+        v.bo = w->bo;
+    }
+    if (views)
+        *views = v;
+    return VKATTN_SUCCESS;
+}
