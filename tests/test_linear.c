@@ -140,7 +140,7 @@ typedef struct lin_case {
     vkattn_dtype xdt, wdt;
     int64_t xpad, wpad, ypad;       /* extra elements per row */
     int64_t xoff, woff, boff, yoff; /* element offsets */
-    bool internal; /* through vkattn_cmd_linear_segments (any element offset) */
+    bool internal; /* through vka_cmd_linear_segments (any element offset) */
 } lin_case;
 
 /* A tensor of `rows` rows of `cols` elements, row stride cols + pad, at
@@ -208,13 +208,13 @@ static void run_case(vkattn_context *ctx, const lin_case *c, uint64_t seed)
              (long long)c->xpad, (long long)c->wpad, (long long)c->ypad, (long long)c->xoff,
              (long long)c->woff, (long long)c->boff, (long long)c->yoff);
     if (c->internal) {
-        vkattn_linear_segments_args a = {tx, tw, tb, 1, {{(uint32_t)N, (uint32_t)N, {0}}}};
+        vka_linear_segments_args a = {tx, tw, tb, 1, {{(uint32_t)N, (uint32_t)N, {0}}}};
         vkattn_tensor *d = &a.segments[0].dst;
         *d = vkattn_tensor_make(by, (uint64_t)c->yoff * xes, c->xdt, 4, (int64_t[]){c->B, 1, c->T, N});
         memcpy(d->strides, (int64_t[]){c->T * ys, 1, ys, 1}, 4 * sizeof(int64_t));
         VkCommandBuffer cmd;
         TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
-        TEST_OK(ctx, vkattn_cmd_linear_segments(ctx, cmd, &a));
+        TEST_OK(ctx, vka_cmd_linear_segments(ctx, cmd, &a));
         TEST_OK(ctx, vkattn_commands_submit(ctx));
     } else {
         vkattn_linear_args a = {tx, tw, tb, ty};
@@ -327,7 +327,7 @@ static void check_segments(vkattn_context *ctx, int64_t B, int64_t T, int64_t Dm
                                      (size_t)(2 * M * Hkv * D));
     const seg_layout *lay[3] = {&lq, &lk, &lv};
     int64_t heads[3] = {Hq, Hkv, Hkv}, start[3] = {0, Hq * D, (Hq + Hkv) * D};
-    vkattn_linear_segments_args a = {0};
+    vka_linear_segments_args a = {0};
     a.x = vkattn_tensor_make(bx, 0, xdt, 3, (int64_t[]){B, T, Dm});
     a.w = vkattn_tensor_make(bw, 0, wdt, 2, (int64_t[]){N, Dm});
     if (bb)
@@ -335,7 +335,7 @@ static void check_segments(vkattn_context *ctx, int64_t B, int64_t T, int64_t Dm
     a.segment_count = 3;
     for (int s = 0; s < 3; s++) {
         out_expect *e = s == 0 ? &eq : &ekv;
-        vkattn_linear_segment *sg = &a.segments[s];
+        vka_linear_segment *sg = &a.segments[s];
         sg->columns = (uint32_t)(heads[s] * D);
         sg->head_dim = (uint32_t)D;
         sg->dst = vkattn_tensor_make(e->buffer, (uint64_t)lay[s]->off * xes, xdt, 4,
@@ -351,7 +351,7 @@ static void check_segments(vkattn_context *ctx, int64_t B, int64_t T, int64_t Dm
     }
     VkCommandBuffer cmd;
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
-    TEST_OK(ctx, vkattn_cmd_linear_segments(ctx, cmd, &a));
+    TEST_OK(ctx, vka_cmd_linear_segments(ctx, cmd, &a));
     TEST_OK(ctx, vkattn_commands_submit(ctx));
     char what[160];
     snprintf(what, sizeof what, "segments B %lld T %lld Dm %lld Hq %lld Hkv %lld D %lld x %s w %s: %s",
@@ -469,22 +469,22 @@ static void test_errors(void **state)
     TEST_OK(ctx, vkattn_linear(ctx, &a));
 
     /* the segmented form: x [1, 4, 8], w [12, 8], two segments of 6 */
-    vkattn_linear_segments_args s0 = {
+    vka_linear_segments_args s0 = {
         vkattn_tensor_make(buf, 0, F32, 3, (int64_t[]){1, 4, 8}), ok.w, {0}, 2,
         {{6, 3, vkattn_tensor_make(buf, 1024, F32, 4, (int64_t[]){1, 2, 4, 3})},
          {6, 2, vkattn_tensor_make(buf, 2048, F32, 4, (int64_t[]){1, 3, 4, 2})}}};
     s0.w.shape[0] = 12;
-    vkattn_linear_segments_args s;
+    vka_linear_segments_args s;
 #define SEG_CASE(code, needle, change)                                      \
     do {                                                                    \
         s = s0;                                                             \
         change;                                                             \
         TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));                     \
-        TEST_FAILS(ctx, code, needle, vkattn_cmd_linear_segments(ctx, cmd, &s)); \
+        TEST_FAILS(ctx, code, needle, vka_cmd_linear_segments(ctx, cmd, &s)); \
         vkattn_commands_discard(ctx);                                       \
     } while (0)
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
-    TEST_OK(ctx, vkattn_cmd_linear_segments(ctx, cmd, &s0));
+    TEST_OK(ctx, vka_cmd_linear_segments(ctx, cmd, &s0));
     TEST_OK(ctx, vkattn_commands_submit(ctx));
     SEG_CASE(INV, "args->segment_count is 0", s.segment_count = 0);
     SEG_CASE(INV, "args->segment_count is 4", s.segment_count = 4);

@@ -2,8 +2,8 @@
  * layer's steps), under the four kernel policies: contiguous and paged caches
  * (block sizes 16 and 5), ragged sequences already holding tokens, T = 1
  * (GEMV kernels) and T = 9 (GEMM kernels), Hkv 1/2/8, f32 and f16. The step's
- * metadata is recorded exactly as the layer does (vkattn_kv_step_check, then
- * vkattn_kv_step_record, then the GEMM). Every appended K/V element is
+ * metadata is recorded exactly as the layer does (vka_kv_step_check, then
+ * vka_kv_step_record, then the GEMM). Every appended K/V element is
  * compared with the CPU reference, Q too, and every other byte of both pools
  * (earlier tokens, other sequences, unused blocks) must be unchanged. Also
  * every validation error of the cache targets. */
@@ -158,32 +158,32 @@ static void run_cache_case(vkattn_context *ctx, const cache_case *cc, uint64_t s
     size_t q_elems = (size_t)BATCH * hq * T * dh;
     vkattn_buffer *bq = test_buffer_with(ctx, NULL, q_elems * es);
 
-    vkattn_linear_cache_dst cdst = {cache, NULL, BATCH, T};
-    vkattn_linear_segments_args a = {0};
+    vka_linear_cache_dst cdst = {cache, NULL, BATCH, T};
+    vka_linear_segments_args a = {0};
     a.x = vkattn_tensor_make(bx, 0, cc->dt, 3, (int64_t[]){BATCH, T, K});
     a.w = vkattn_tensor_make(bw, 0, cc->wdt, 2, (int64_t[]){N, K});
     if (bb)
         a.b = vkattn_tensor_make(bb, 0, cc->wdt, 1, &N);
     a.segment_count = 3;
-    a.segments[0] = (vkattn_linear_segment){hq * dh, dh,
+    a.segments[0] = (vka_linear_segment){hq * dh, dh,
                                             vkattn_tensor_make(bq, 0, cc->dt, 4,
                                                                (int64_t[]){BATCH, hq, T, dh})};
-    a.segments[1] = (vkattn_linear_segment){.columns = hkv * dh, .head_dim = dh,
-                                            .target = VKATTN_LINEAR_TO_K_POOL};
-    a.segments[2] = (vkattn_linear_segment){.columns = hkv * dh, .head_dim = dh,
-                                            .target = VKATTN_LINEAR_TO_V_POOL};
+    a.segments[1] = (vka_linear_segment){.columns = hkv * dh, .head_dim = dh,
+                                            .target = VKA_LINEAR_TO_K_POOL};
+    a.segments[2] = (vka_linear_segment){.columns = hkv * dh, .head_dim = dh,
+                                            .target = VKA_LINEAR_TO_V_POOL};
     a.cache = &cdst;
 
     /* As the layer records a step: check, metadata, then the GEMM. */
-    TEST_OK(ctx, vkattn_linear_segments_check(ctx, &a));
-    vkattn_kv_step step;
-    TEST_OK(ctx, vkattn_kv_step_check(cache, BATCH, seqs, T, "args->", &step));
+    TEST_OK(ctx, vka_linear_segments_check(ctx, &a));
+    vka_kv_step step;
+    TEST_OK(ctx, vka_kv_step_check(cache, BATCH, seqs, T, "args->", &step));
     VkCommandBuffer cmd;
-    vkattn_binding meta;
+    vka_binding meta;
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
-    TEST_OK(ctx, vkattn_kv_step_record(&step, cmd, &meta));
+    TEST_OK(ctx, vka_kv_step_record(&step, cmd, &meta));
     cdst.meta = &meta;
-    TEST_OK(ctx, vkattn_cmd_linear_segments(ctx, cmd, &a));
+    TEST_OK(ctx, vka_cmd_linear_segments(ctx, cmd, &a));
     TEST_OK(ctx, vkattn_commands_submit(ctx));
 
     /* The reference and where each appended element must be. */
@@ -332,49 +332,49 @@ static void test_cache_errors(void **state)
     TEST_OK(ctx, vkattn_kv_cache_create(ctx, &desc, &cache));
     vkattn_buffer *buf = test_buffer_with(ctx, NULL, 1 << 16);
     const uint32_t seqs[2] = {1, 3};
-    vkattn_kv_step step;
-    TEST_OK(ctx, vkattn_kv_step_check(cache, 2, seqs, 3, "args->", &step));
+    vka_kv_step step;
+    TEST_OK(ctx, vka_kv_step_check(cache, 2, seqs, 3, "args->", &step));
     VkCommandBuffer cmd;
-    vkattn_binding meta, wrong_meta;
+    vka_binding meta, wrong_meta;
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
-    TEST_OK(ctx, vkattn_kv_step_record(&step, cmd, &meta));
+    TEST_OK(ctx, vka_kv_step_record(&step, cmd, &meta));
     TEST_OK(ctx, vkattn_commands_submit(ctx));
     wrong_meta = meta;
     wrong_meta.buffer = buf;
 
-    vkattn_linear_cache_dst cd0 = {cache, &meta, 2, 3}, cd;
-    vkattn_linear_segments_args s0 = {
+    vka_linear_cache_dst cd0 = {cache, &meta, 2, 3}, cd;
+    vka_linear_segments_args s0 = {
         vkattn_tensor_make(buf, 0, F32, 3, (int64_t[]){2, 3, 8}),
         vkattn_tensor_make(buf, 1024, F32, 2, (int64_t[]){64, 8}), {0}, 3,
         {{32, 8, vkattn_tensor_make(buf, 4096, F32, 4, (int64_t[]){2, 4, 3, 8})},
-         {16, 8, {0}, VKATTN_LINEAR_TO_K_POOL},
-         {16, 8, {0}, VKATTN_LINEAR_TO_V_POOL}},
+         {16, 8, {0}, VKA_LINEAR_TO_K_POOL},
+         {16, 8, {0}, VKA_LINEAR_TO_V_POOL}},
         &cd};
-    vkattn_linear_segments_args s;
+    vka_linear_segments_args s;
     /* each error both from the check alone and from the recording call */
 #define CASE(code, needle, change)                                               \
     do {                                                                         \
         s = s0;                                                                  \
         cd = cd0;                                                                \
         change;                                                                  \
-        TEST_FAILS(ctx, code, needle, vkattn_linear_segments_check(ctx, &s));    \
+        TEST_FAILS(ctx, code, needle, vka_linear_segments_check(ctx, &s));    \
         TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));                          \
-        TEST_FAILS(ctx, code, needle, vkattn_cmd_linear_segments(ctx, cmd, &s)); \
+        TEST_FAILS(ctx, code, needle, vka_cmd_linear_segments(ctx, cmd, &s)); \
         vkattn_commands_discard(ctx);                                            \
     } while (0)
     s = s0;
     cd = cd0;
-    TEST_OK(ctx, vkattn_linear_segments_check(ctx, &s));
+    TEST_OK(ctx, vka_linear_segments_check(ctx, &s));
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
-    TEST_OK(ctx, vkattn_cmd_linear_segments(ctx, cmd, &s));
+    TEST_OK(ctx, vka_cmd_linear_segments(ctx, cmd, &s));
     TEST_OK(ctx, vkattn_commands_submit(ctx));
 
     CASE(INV, "args->segments[1] targets the K pool but args->cache is NULL", s.cache = NULL);
     CASE(INV, "args->segments[1] targets the K pool but args->cache->cache is NULL",
          cd.cache = NULL);
-    CASE(INV, "args->segments[2].target is 7", s.segments[2].target = (vkattn_linear_target)7);
+    CASE(INV, "args->segments[2].target is 7", s.segments[2].target = (vka_linear_target)7);
     CASE(INV, "args->segments[2] targets the K pool, which an earlier segment writes already",
-         s.segments[2].target = VKATTN_LINEAR_TO_K_POOL);
+         s.segments[2].target = VKA_LINEAR_TO_K_POOL);
     CASE(INV, "args->segments[1].dst.buffer is set but the segment targets the K pool",
          s.segments[1].dst = s0.segments[0].dst);
     CASE(INV, "args->cache is set but no segment targets the K or V pool",
@@ -400,9 +400,9 @@ static void test_cache_errors(void **state)
     s = s0;
     cd = cd0;
     cd.meta = NULL;
-    TEST_OK(ctx, vkattn_linear_segments_check(ctx, &s));
+    TEST_OK(ctx, vka_linear_segments_check(ctx, &s));
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
-    TEST_FAILS(ctx, INV, "args->cache->meta is NULL", vkattn_cmd_linear_segments(ctx, cmd, &s));
+    TEST_FAILS(ctx, INV, "args->cache->meta is NULL", vka_cmd_linear_segments(ctx, cmd, &s));
     vkattn_commands_discard(ctx);
     vkattn_kv_cache_destroy(cache);
 
@@ -413,14 +413,14 @@ static void test_cache_errors(void **state)
         vkattn_kv_cache_desc big = {.num_kv_heads = 1, .head_dim = 256, .max_sequences = 1,
                                     .capacity = (uint32_t)(range / 1024) + 1};
         TEST_OK(ctx, vkattn_kv_cache_create(ctx, &big, &cache));
-        vkattn_linear_cache_dst bcd = {cache, NULL, 1, 1};
-        vkattn_linear_segments_args bs = {
+        vka_linear_cache_dst bcd = {cache, NULL, 1, 1};
+        vka_linear_segments_args bs = {
             vkattn_tensor_make(buf, 0, F32, 3, (int64_t[]){1, 1, 8}),
             vkattn_tensor_make(buf, 1024, F32, 2, (int64_t[]){256, 8}), {0}, 1,
-            {{256, 256, {0}, VKATTN_LINEAR_TO_K_POOL}}, &bcd};
+            {{256, 256, {0}, VKA_LINEAR_TO_K_POOL}}, &bcd};
         TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                    "its K and V pools are 134218752 bytes each, more than one binding",
-                   vkattn_linear_segments_check(ctx, &bs));
+                   vka_linear_segments_check(ctx, &bs));
         vkattn_kv_cache_destroy(cache);
     }
     vkattn_buffer_destroy(buf);

@@ -67,14 +67,14 @@ static void run_submit(test_gpu *g, vkattn_result (*rec)(vkattn_context *, VkCom
 /* ------------------------------------------------------------------ linear */
 
 typedef struct linear_case {
-    vkattn_linear_problem p;
-    vkattn_linear_config c;
+    vka_linear_problem p;
+    vka_linear_config c;
 } linear_case;
 
 static vkattn_result record_linear(vkattn_context *ctx, VkCommandBuffer cmd, void *user)
 {
     linear_case *lc = user;
-    return vkattn_linear_record(ctx, cmd, &lc->p, &lc->c);
+    return vka_linear_record(ctx, cmd, &lc->p, &lc->c);
 }
 
 /* y = x W^T + b for rows m (a GEMM shape and a GEMV shape), every candidate. */
@@ -110,9 +110,9 @@ static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype xdt, v
     vkattn_linear_args a = {vkattn_tensor_make(bx, 0, xdt, 2, xs), vkattn_tensor_make(bw, 0, wdt, 2, ws),
                             vkattn_tensor_make(bb, 0, wdt, 1, bs), vkattn_tensor_make(by, 0, xdt, 2, ys)};
     linear_case lc;
-    TEST_OK(g->ctx, vkattn_linear_problem_plain(g->ctx, &a, &lc.p));
-    vkattn_linear_config cands[16];
-    uint32_t count = vkattn_linear_config_candidates(g->ctx, &lc.p, cands, 16);
+    TEST_OK(g->ctx, vka_linear_problem_plain(g->ctx, &a, &lc.p));
+    vka_linear_config cands[16];
+    uint32_t count = vka_linear_config_candidates(g->ctx, &lc.p, cands, 16);
     assert_true(count >= 1);
     /* the reference sees the rounded inputs: the output's dtype sets the
      * tolerance (f16 weights under f32 activations accumulate and store f32) */
@@ -147,14 +147,14 @@ static void test_linear_candidates_match_reference(void **state)
 /* --------------------------------------------------------------- attention */
 
 typedef struct attention_case {
-    att_problem p;
-    att_config c;
+    vka_att_problem p;
+    vka_att_config c;
 } attention_case;
 
 static vkattn_result record_attention(vkattn_context *ctx, VkCommandBuffer cmd, void *user)
 {
     attention_case *ac = user;
-    return att_record_with(ctx, cmd, &ac->p, &ac->c);
+    return vka_att_record_with(ctx, cmd, &ac->p, &ac->c);
 }
 
 /* Every attention candidate against the CPU reference at head dim `d`,
@@ -211,9 +211,9 @@ static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal
     }
     assert_int_equal(vkattn_ref_attention(&r, NULL, 0), VKATTN_SUCCESS);
     attention_case ac;
-    TEST_OK(g->ctx, att_validate(g->ctx, &a, &ac.p));
-    att_config cands[16];
-    uint32_t count = att_config_candidates(g->ctx, &ac.p, cands, 16);
+    TEST_OK(g->ctx, vka_att_validate(g->ctx, &a, &ac.p));
+    vka_att_config cands[16];
+    uint32_t count = vka_att_config_candidates(g->ctx, &ac.p, cands, 16);
     assert_true(count >= 1);
     for (uint32_t i = 0; i < count; i++) {
         ac.c = cands[i];
@@ -251,22 +251,22 @@ static void test_attention_candidates_match_reference(void **state)
 static void test_tuners_store_entries(void **state)
 {
     test_gpu *g = *state;
-    int linear0 = entries_of(g->ctx, VKATTN_TUNE_LINEAR), attention0 = entries_of(g->ctx, VKATTN_TUNE_ATTENTION), kv0 = entries_of(g->ctx, VKATTN_TUNE_KV_ATTENTION);
+    int linear0 = entries_of(g->ctx, VKA_TUNE_LINEAR), attention0 = entries_of(g->ctx, VKA_TUNE_ATTENTION), kv0 = entries_of(g->ctx, VKA_TUNE_KV_ATTENTION);
     TEST_OK(g->ctx, vkattn_tune_linear(g->ctx, 24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
-    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_LINEAR), linear0 + 1);
+    assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear0 + 1);
     /* the same shape class again replaces, never adds */
     TEST_OK(g->ctx, vkattn_tune_linear(g->ctx, 24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
-    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_LINEAR), linear0 + 1);
+    assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear0 + 1);
     TEST_OK(g->ctx, vkattn_tune_attention(g->ctx, 1, 4, 2, 16, 16, 32, true, VKATTN_DTYPE_F32,
                                           VKATTN_DTYPE_F16));
-    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_ATTENTION), attention0 + 1);
+    assert_int_equal(entries_of(g->ctx, VKA_TUNE_ATTENTION), attention0 + 1);
 
     vkattn_kv_cache_desc cd = {.num_kv_heads = 2, .num_heads = 8, .head_dim = 32,
                                .dtype = VKATTN_DTYPE_F32, .max_sequences = 1, .capacity = 8};
     vkattn_kv_cache *cache = NULL;
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
     TEST_OK(g->ctx, vkattn_tune_kv_attention(cache, 2, 1, 96));
-    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_KV_ATTENTION), kv0 + 1);
+    assert_int_equal(entries_of(g->ctx, VKA_TUNE_KV_ATTENTION), kv0 + 1);
     uint32_t len = 1;
     TEST_OK(g->ctx, vkattn_kv_cache_length(cache, 0, &len));
     assert_int_equal(len, 0); /* the cache itself is not touched */
@@ -276,10 +276,10 @@ static void test_tuners_store_entries(void **state)
     vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 4, .num_kv_heads = 2};
     vkattn_mha *mha = NULL;
     TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &md, &mha));
-    int linear1 = entries_of(g->ctx, VKATTN_TUNE_LINEAR), attention1 = entries_of(g->ctx, VKATTN_TUNE_ATTENTION);
+    int linear1 = entries_of(g->ctx, VKA_TUNE_LINEAR), attention1 = entries_of(g->ctx, VKA_TUNE_ATTENTION);
     TEST_OK(g->ctx, vkattn_mha_tune(mha, 1, 12, 12));
-    assert_true(entries_of(g->ctx, VKATTN_TUNE_LINEAR) >= linear1 + 1);
-    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_ATTENTION), attention1 + 2);
+    assert_true(entries_of(g->ctx, VKA_TUNE_LINEAR) >= linear1 + 1);
+    assert_int_equal(entries_of(g->ctx, VKA_TUNE_ATTENTION), attention1 + 2);
 
     vkattn_mha_destroy(mha);
 
@@ -290,15 +290,15 @@ static void test_tuners_store_entries(void **state)
     vkattn_kv_cache_desc sd = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 64, .max_sequences = 2,
                                .capacity = 40};
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &sd, &cache));
-    int linear2 = entries_of(g->ctx, VKATTN_TUNE_LINEAR), kv2 = entries_of(g->ctx, VKATTN_TUNE_KV_ATTENTION);
+    int linear2 = entries_of(g->ctx, VKA_TUNE_LINEAR), kv2 = entries_of(g->ctx, VKA_TUNE_KV_ATTENTION);
     TEST_OK(g->ctx, vkattn_mha_tune_step(mha, cache, 2, 1, 40));
-    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_LINEAR), linear2 + 2);
-    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_KV_ATTENTION), kv2 + 1);
+    assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear2 + 2);
+    assert_int_equal(entries_of(g->ctx, VKA_TUNE_KV_ATTENTION), kv2 + 1);
     /* a prefill step longer than the split-KV path: projections only */
-    int linear3 = entries_of(g->ctx, VKATTN_TUNE_LINEAR);
+    int linear3 = entries_of(g->ctx, VKA_TUNE_LINEAR);
     TEST_OK(g->ctx, vkattn_mha_tune_step(mha, cache, 1, 33, 33));
-    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_LINEAR), linear3 + 2);
-    assert_int_equal(entries_of(g->ctx, VKATTN_TUNE_KV_ATTENTION), kv2 + 1);
+    assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear3 + 2);
+    assert_int_equal(entries_of(g->ctx, VKA_TUNE_KV_ATTENTION), kv2 + 1);
     TEST_OK(g->ctx, vkattn_kv_cache_length(cache, 0, &len));
     assert_int_equal(len, 0);
     vkattn_kv_cache_destroy(cache);
@@ -306,7 +306,7 @@ static void test_tuners_store_entries(void **state)
     test_assert_no_validation_messages(g->ctx);
 }
 
-/* The tuned split count is stored (vkattn_kv_tuned_splits, what the
+/* The tuned split count is stored (vka_kv_tuned_splits, what the
  * automatic plan consults), and decoding with the automatic choice and with
  * every count the tuner may pick (powers of two up to the length) matches
  * the CPU reference. */
@@ -322,7 +322,7 @@ static void test_tuned_kv_splits_match_reference(void **state)
     test_rng rng = test_rng_seed(9);
     kv_append(g->ctx, &h, B, seqs, L, &rng);
     TEST_OK(g->ctx, vkattn_tune_kv_attention(h.cache, B, 1, L));
-    uint32_t tuned = vkattn_kv_tuned_splits(g->ctx, h.cache, VKATTN_DTYPE_F32, B, 1, L);
+    uint32_t tuned = vka_kv_tuned_splits(g->ctx, h.cache, VKATTN_DTYPE_F32, B, 1, L);
     assert_true(tuned >= 1 && tuned <= L && (tuned & (tuned - 1)) == 0);
 
     att_io io;
@@ -361,29 +361,29 @@ static void test_stored_linear_entry_is_used(void **state)
                             vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, 2, ws),
                             vkattn_tensor_make(bb, 0, VKATTN_DTYPE_F32, 1, bs),
                             vkattn_tensor_make(by, 0, VKATTN_DTYPE_F32, 2, ys)};
-    vkattn_linear_problem p;
-    TEST_OK(g->ctx, vkattn_linear_problem_plain(g->ctx, &a, &p));
-    vkattn_linear_config def, cands[16], got;
-    vkattn_linear_config_default(g->ctx, &p, &def);
-    uint32_t count = vkattn_linear_config_candidates(g->ctx, &p, cands, 16);
+    vka_linear_problem p;
+    TEST_OK(g->ctx, vka_linear_problem_plain(g->ctx, &a, &p));
+    vka_linear_config def, cands[16], got;
+    vka_linear_config_default(g->ctx, &p, &def);
+    uint32_t count = vka_linear_config_candidates(g->ctx, &p, cands, 16);
     assert_true(count >= 2);
-    vkattn_linear_config other = cands[count - 1];
+    vka_linear_config other = cands[count - 1];
     assert_memory_not_equal(&other, &def, sizeof def);
-    vkattn_tuning_key key = {.op = VKATTN_TUNE_LINEAR};
-    vkattn_linear_tuning_key(&p, key.values);
-    vkattn_tuning_config cfg = {{other.family, other.input, other.preset}};
-    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, LINEAR_CONFIG_VERSION, &cfg, 1.0f));
-    vkattn_linear_config_choose(g->ctx, &p, &got);
+    vka_tuning_key key = {.op = VKA_TUNE_LINEAR};
+    vka_linear_tuning_key(&p, key.values);
+    vka_tuning_config cfg = {{other.family, other.input, other.preset}};
+    TEST_OK(g->ctx, vka_tuning_set(g->ctx, &key, LINEAR_CONFIG_VERSION, &cfg, 1.0f));
+    vka_linear_config_choose(g->ctx, &p, &got);
     assert_memory_equal(&got, &other, sizeof got);
     /* a projection that appends to a KV cache's pools (an MHA step's) takes
      * the plain GEMM's entry: that is what vkattn_tune_linear and
      * vkattn_mha_tune_step time */
-    vkattn_linear_problem pooled = p;
+    vka_linear_problem pooled = p;
     pooled.pool_segments = 6; /* segments 1 and 2: K and V */
-    vkattn_linear_config_choose(g->ctx, &pooled, &got);
+    vka_linear_config_choose(g->ctx, &pooled, &got);
     assert_memory_equal(&got, &other, sizeof got);
-    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, LINEAR_CONFIG_VERSION + 1, &cfg, 1.0f));
-    vkattn_linear_config_choose(g->ctx, &p, &got);
+    TEST_OK(g->ctx, vka_tuning_set(g->ctx, &key, LINEAR_CONFIG_VERSION + 1, &cfg, 1.0f));
+    vka_linear_config_choose(g->ctx, &p, &got);
     assert_memory_equal(&got, &def, sizeof got);
     vkattn_buffer_destroy(bx);
     vkattn_buffer_destroy(bw);
@@ -392,7 +392,7 @@ static void test_stored_linear_entry_is_used(void **state)
     test_assert_no_validation_messages(g->ctx);
 }
 
-static bool same_att_config(const att_config *a, const att_config *b)
+static bool same_att_config(const vka_att_config *a, const vka_att_config *b)
 {
     return a->family == b->family && a->texel == b->texel && a->preset == b->preset;
 }
@@ -409,23 +409,23 @@ static void test_stored_attention_entry_is_used(void **state)
                                .k = vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, ks),
                                .v = vkattn_tensor_make(bkv, 0, VKATTN_DTYPE_F32, 4, ks),
                                .out = vkattn_tensor_make(bo, 0, VKATTN_DTYPE_F32, 4, qs)};
-    att_problem ap;
-    TEST_OK(g->ctx, att_validate(g->ctx, &a, &ap));
-    att_config def, cands[16], got;
-    att_config_default(g->ctx, &ap, &def);
-    uint32_t count = att_config_candidates(g->ctx, &ap, cands, 16);
+    vka_att_problem ap;
+    TEST_OK(g->ctx, vka_att_validate(g->ctx, &a, &ap));
+    vka_att_config def, cands[16], got;
+    vka_att_config_default(g->ctx, &ap, &def);
+    uint32_t count = vka_att_config_candidates(g->ctx, &ap, cands, 16);
     assert_true(count >= 2);
-    att_config other = cands[count - 1];
+    vka_att_config other = cands[count - 1];
     assert_false(same_att_config(&other, &def));
-    vkattn_tuning_key key = {.op = VKATTN_TUNE_ATTENTION};
-    att_tuning_key(&ap, key.values);
-    vkattn_tuning_config cfg = {{other.family, other.texel, other.preset}};
-    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, ATT_CONFIG_VERSION, &cfg, 1.0f));
-    att_config_choose(g->ctx, &ap, &got);
+    vka_tuning_key key = {.op = VKA_TUNE_ATTENTION};
+    vka_att_tuning_key(&ap, key.values);
+    vka_tuning_config cfg = {{other.family, other.texel, other.preset}};
+    TEST_OK(g->ctx, vka_tuning_set(g->ctx, &key, ATT_CONFIG_VERSION, &cfg, 1.0f));
+    vka_att_config_choose(g->ctx, &ap, &got);
     assert_true(same_att_config(&got, &other));
     /* written before the version word existed */
-    TEST_OK(g->ctx, vkattn_tuning_set(g->ctx, &key, 0, &cfg, 1.0f));
-    att_config_choose(g->ctx, &ap, &got);
+    TEST_OK(g->ctx, vka_tuning_set(g->ctx, &key, 0, &cfg, 1.0f));
+    vka_att_config_choose(g->ctx, &ap, &got);
     assert_true(same_att_config(&got, &def));
     vkattn_buffer_destroy(bq);
     vkattn_buffer_destroy(bkv);

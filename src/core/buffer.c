@@ -8,7 +8,7 @@
 /* Upper bound of the staging buffer: larger transfers go in chunks. */
 #define STAGING_MAX (16u << 20)
 
-uint32_t vkattn_find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
+uint32_t vka_find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
                                  VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred)
 {
     uint32_t fallback = UINT32_MAX;
@@ -37,17 +37,17 @@ static vkattn_result make_buffer(vkattn_context *ctx, uint64_t size, VkBufferUsa
     };
     VkResult vr = ctx->vk.vkCreateBuffer(ctx->device, &bci, ctx->vk_allocator, buffer);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkCreateBuffer");
+        return vka_fail_vk(ctx, vr, "vkCreateBuffer");
     VkMemoryRequirements req;
     ctx->vk.vkGetBufferMemoryRequirements(ctx->device, *buffer, &req);
     uint32_t type = type_hint;
     if (!(req.memoryTypeBits & (1u << type)))
-        type = vkattn_find_memory_type(&ctx->memory, req.memoryTypeBits,
+        type = vka_find_memory_type(&ctx->memory, req.memoryTypeBits,
                                        ctx->memory.memoryTypes[type_hint].propertyFlags, 0);
     if (type == UINT32_MAX) {
         ctx->vk.vkDestroyBuffer(ctx->device, *buffer, ctx->vk_allocator);
         *buffer = VK_NULL_HANDLE;
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "no memory type fits a buffer of %llu bytes",
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "no memory type fits a buffer of %llu bytes",
                            (unsigned long long)size);
     }
     VkMemoryAllocateInfo mai = {
@@ -64,7 +64,7 @@ static vkattn_result make_buffer(vkattn_context *ctx, uint64_t size, VkBufferUsa
             ctx->vk.vkFreeMemory(ctx->device, *memory, ctx->vk_allocator);
         *buffer = VK_NULL_HANDLE;
         *memory = VK_NULL_HANDLE;
-        return vkattn_fail_vk(ctx, vr, "allocating buffer memory");
+        return vka_fail_vk(ctx, vr, "allocating buffer memory");
     }
     *host_visible = ctx->memory.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
     return VKATTN_SUCCESS;
@@ -76,23 +76,23 @@ vkattn_result vkattn_buffer_create(vkattn_context *ctx, const vkattn_buffer_desc
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!out)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_buffer_create: out is NULL");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_buffer_create: out is NULL");
     *out = NULL;
     if (!desc)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_buffer_create: desc is NULL");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_buffer_create: desc is NULL");
     if (desc->size == 0)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->size is 0: buffers need at least 1 byte");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->size is 0: buffers need at least 1 byte");
     if (desc->size > ctx->info.max_allocation_size)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "desc->size %llu exceeds the device's maxMemoryAllocationSize %llu",
                            (unsigned long long)desc->size,
                            (unsigned long long)ctx->info.max_allocation_size);
-    vkattn_buffer *b = vkattn_alloc(ctx, sizeof *b);
+    vkattn_buffer *b = vka_alloc(ctx, sizeof *b);
     if (!b)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     b->ctx = ctx;
     b->size = desc->size;
-    b->vk_size = vkattn_align_up(desc->size, 16);
+    b->vk_size = vka_align_up(desc->size, 16);
     b->owned = true;
     b->texel_ok = true;
     b->transfer_ok = true;
@@ -106,7 +106,7 @@ vkattn_result vkattn_buffer_create(vkattn_context *ctx, const vkattn_buffer_desc
     if (r == VKATTN_SUCCESS && host_visible && ctx->buffers_mapped) {
         VkResult vr = ctx->vk.vkMapMemory(ctx->device, b->memory, 0, VK_WHOLE_SIZE, 0, &b->map);
         if (vr != VK_SUCCESS)
-            r = vkattn_fail_vk(ctx, vr, "vkMapMemory");
+            r = vka_fail_vk(ctx, vr, "vkMapMemory");
     }
     if (r != VKATTN_SUCCESS) {
         vkattn_buffer_destroy(b);
@@ -122,13 +122,13 @@ void vkattn_buffer_destroy(vkattn_buffer *b)
         return;
     vkattn_context *ctx = b->ctx;
     if (b->buffer) {
-        vkattn_descriptors_forget_buffer(ctx, b->buffer);
+        vka_descriptors_forget_buffer(ctx, b->buffer);
         if (b->owned)
             ctx->vk.vkDestroyBuffer(ctx->device, b->buffer, ctx->vk_allocator);
     }
     if (b->memory)
         ctx->vk.vkFreeMemory(ctx->device, b->memory, ctx->vk_allocator); /* unmaps too */
-    vkattn_free(ctx, b);
+    vka_free(ctx, b);
 }
 
 uint64_t vkattn_buffer_size(const vkattn_buffer *b) { return b ? b->size : 0; }
@@ -140,7 +140,7 @@ static vkattn_result staging_reserve(vkattn_context *ctx, uint64_t size)
 {
     if (ctx->staging_size >= size)
         return VKATTN_SUCCESS;
-    vkattn_staging_destroy(ctx);
+    vka_staging_destroy(ctx);
     bool host_visible = false;
     vkattn_result r = make_buffer(ctx, size,
                                   VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
@@ -151,14 +151,14 @@ static vkattn_result staging_reserve(vkattn_context *ctx, uint64_t size)
     VkResult vr = ctx->vk.vkMapMemory(ctx->device, ctx->staging_memory, 0, VK_WHOLE_SIZE, 0,
                                       &ctx->staging_map);
     if (vr != VK_SUCCESS) {
-        vkattn_staging_destroy(ctx);
-        return vkattn_fail_vk(ctx, vr, "vkMapMemory (staging)");
+        vka_staging_destroy(ctx);
+        return vka_fail_vk(ctx, vr, "vkMapMemory (staging)");
     }
     ctx->staging_size = size;
     return VKATTN_SUCCESS;
 }
 
-void vkattn_staging_destroy(vkattn_context *ctx)
+void vka_staging_destroy(vkattn_context *ctx)
 {
     if (ctx->staging)
         ctx->vk.vkDestroyBuffer(ctx->device, ctx->staging, ctx->vk_allocator);
@@ -217,18 +217,18 @@ static vkattn_result transfer_check(vkattn_buffer *b, uint64_t offset, const voi
         return VKATTN_ERROR_INVALID_ARGUMENT;
     vkattn_context *ctx = b->ctx;
     if (!data && size)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s: data is NULL", fn);
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s: data is NULL", fn);
     if (offset > b->size || size > b->size - offset)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "%s: offset %llu + size %llu exceeds the buffer size %llu", fn,
                            (unsigned long long)offset, (unsigned long long)size,
                            (unsigned long long)b->size);
     if (ctx->recording)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s: the context's command buffer is recording (between "
                            "vkattn_commands_begin and vkattn_commands_submit)", fn);
     if (!b->map && !b->transfer_ok)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "%s: this wrapped buffer has neither a mapped pointer nor transfer "
                            "src and dst usage, so vkattn cannot copy into or out of it", fn);
     return VKATTN_SUCCESS;
@@ -245,7 +245,7 @@ vkattn_result vkattn_buffer_upload(vkattn_buffer *b, uint64_t offset, const void
         return VKATTN_SUCCESS; /* coherent memory: visible at the next submit */
     }
     for (uint64_t done = 0; done < size;) {
-        uint64_t chunk = vkattn_min_u64(size - done, STAGING_MAX);
+        uint64_t chunk = vka_min_u64(size - done, STAGING_MAX);
         r = staging_reserve(ctx, chunk);
         if (r != VKATTN_SUCCESS)
             return r;
@@ -269,7 +269,7 @@ vkattn_result vkattn_buffer_download(vkattn_buffer *b, uint64_t offset, void *da
         return VKATTN_SUCCESS;
     }
     for (uint64_t done = 0; done < size;) {
-        uint64_t chunk = vkattn_min_u64(size - done, STAGING_MAX);
+        uint64_t chunk = vka_min_u64(size - done, STAGING_MAX);
         r = staging_reserve(ctx, chunk);
         if (r != VKATTN_SUCCESS)
             return r;
@@ -288,21 +288,21 @@ vkattn_result vkattn_buffer_wrap(vkattn_context *ctx, const vkattn_buffer_wrap_d
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!out || !desc)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_buffer_wrap: %s is NULL",
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_buffer_wrap: %s is NULL",
                            !out ? "out" : "desc");
     *out = NULL;
     if (!desc->buffer)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->buffer is VK_NULL_HANDLE");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->buffer is VK_NULL_HANDLE");
     if (desc->size == 0 || desc->size % 4)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "desc->size %llu: a wrapped buffer's size must be a positive multiple of 4 "
                            "(kernels access 32-bit words)", (unsigned long long)desc->size);
     if (!(desc->usage & VK_BUFFER_USAGE_STORAGE_BUFFER_BIT))
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "desc->usage 0x%x lacks VK_BUFFER_USAGE_STORAGE_BUFFER_BIT", desc->usage);
-    vkattn_buffer *b = vkattn_alloc(ctx, sizeof *b);
+    vkattn_buffer *b = vka_alloc(ctx, sizeof *b);
     if (!b)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     b->ctx = ctx;
     b->buffer = desc->buffer;
     b->size = b->vk_size = desc->size;

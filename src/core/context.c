@@ -24,9 +24,9 @@ static void default_free(void *user, void *memory)
     free(memory);
 }
 
-const vkattn_allocator vkattn_default_allocator = {default_allocate, default_free, NULL};
+const vkattn_allocator vka_default_allocator = {default_allocate, default_free, NULL};
 
-void *vkattn_alloc(vkattn_context *ctx, size_t size)
+void *vka_alloc(vkattn_context *ctx, size_t size)
 {
     void *p = ctx->allocator.allocate(ctx->allocator.user, size, 16);
     if (p)
@@ -34,7 +34,7 @@ void *vkattn_alloc(vkattn_context *ctx, size_t size)
     return p;
 }
 
-void vkattn_free(vkattn_context *ctx, void *p)
+void vka_free(vkattn_context *ctx, void *p)
 {
     if (p)
         ctx->allocator.free(ctx->allocator.user, p);
@@ -42,11 +42,11 @@ void vkattn_free(vkattn_context *ctx, void *p)
 
 /* --------------------------------------------------------------- errors */
 
-void vkattn_log(vkattn_context *ctx, vkattn_log_level level, const char *fmt, ...)
+void vka_log(vkattn_context *ctx, vkattn_log_level level, const char *fmt, ...)
 {
     if (!ctx->log)
         return;
-    char message[VKATTN_ERROR_MAX];
+    char message[VKA_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
@@ -54,34 +54,34 @@ void vkattn_log(vkattn_context *ctx, vkattn_log_level level, const char *fmt, ..
     ctx->log(ctx->log_user, level, message);
 }
 
-vkattn_result vkattn_fail(vkattn_context *ctx, vkattn_result code, const char *fmt, ...)
+vkattn_result vka_fail(vkattn_context *ctx, vkattn_result code, const char *fmt, ...)
 {
-    char message[VKATTN_ERROR_MAX];
+    char message[VKA_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    vkattn_lock(ctx);
+    vka_lock(ctx);
     memcpy(ctx->last_error, message, sizeof message);
-    vkattn_unlock(ctx);
+    vka_unlock(ctx);
     if (ctx->log) /* outside the lock: the logger may call back into vkattn */
         ctx->log(ctx->log_user, VKATTN_LOG_ERROR, message);
     return code;
 }
 
-void vkattn_lock(vkattn_context *ctx)
+void vka_lock(vkattn_context *ctx)
 {
     if (ctx->lock_ready)
         mtx_lock(&ctx->lock);
 }
 
-void vkattn_unlock(vkattn_context *ctx)
+void vka_unlock(vkattn_context *ctx)
 {
     if (ctx->lock_ready)
         mtx_unlock(&ctx->lock);
 }
 
-vkattn_result vkattn_fail_vk(vkattn_context *ctx, VkResult vr, const char *what)
+vkattn_result vka_fail_vk(vkattn_context *ctx, VkResult vr, const char *what)
 {
     vkattn_result code = VKATTN_ERROR_VULKAN;
     if (vr == VK_ERROR_OUT_OF_HOST_MEMORY)
@@ -90,7 +90,7 @@ vkattn_result vkattn_fail_vk(vkattn_context *ctx, VkResult vr, const char *what)
         code = VKATTN_ERROR_OUT_OF_DEVICE_MEMORY;
     else if (vr == VK_ERROR_DEVICE_LOST)
         code = VKATTN_ERROR_DEVICE_LOST;
-    return vkattn_fail(ctx, code, "%s failed: %s", what, vkattn_vk_result_name(vr));
+    return vka_fail(ctx, code, "%s failed: %s", what, vka_vk_result_name(vr));
 }
 
 /* -------------------------------------------------------------- getters */
@@ -185,10 +185,10 @@ static vkattn_result create_device(vkattn_context *ctx)
 {
     const vkattn_device_info *info = &ctx->info;
     uint32_t ts_bits = 0;
-    ctx->queue_family = vkattn_device_compute_family(&ctx->vk, ctx->physical_device,
+    ctx->queue_family = vka_device_compute_family(&ctx->vk, ctx->physical_device,
                                                      ctx->flags & VKATTN_CONTEXT_ASYNC_COMPUTE, &ts_bits);
     if (ctx->queue_family == UINT32_MAX)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "device \"%s\" has no queue family with compute support", info->name);
     ctx->timestamp_mask = ts_bits >= 64 ? ~0ull : (1ull << ts_bits) - 1;
 
@@ -224,48 +224,48 @@ static vkattn_result create_device(vkattn_context *ctx)
     };
     VkResult vr = ctx->vk.vkCreateDevice(ctx->physical_device, &dci, ctx->vk_allocator, &ctx->device);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkCreateDevice");
-    const char *missing = vkattn_vk_load_device(&ctx->vk, ctx->device, NULL);
+        return vka_fail_vk(ctx, vr, "vkCreateDevice");
+    const char *missing = vka_vk_load_device(&ctx->vk, ctx->device, NULL);
     if (missing)
-        return vkattn_fail(ctx, VKATTN_ERROR_VULKAN, "device entry point %s not found", missing);
+        return vka_fail(ctx, VKATTN_ERROR_VULKAN, "device entry point %s not found", missing);
     ctx->vk.vkGetDeviceQueue(ctx->device, ctx->queue_family, 0, &ctx->queue);
     return VKATTN_SUCCESS;
 }
 
 static vkattn_result open_standalone(vkattn_context *ctx, const vkattn_context_desc *desc)
 {
-    vkattn_result r = vkattn_instance_create(ctx, desc->flags & VKATTN_CONTEXT_VALIDATION);
+    vkattn_result r = vka_instance_create(ctx, desc->flags & VKATTN_CONTEXT_VALIDATION);
     if (r != VKATTN_SUCCESS)
         return r;
 
     uint32_t count = 0;
     VkResult vr = ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &count, NULL);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkEnumeratePhysicalDevices");
+        return vka_fail_vk(ctx, vr, "vkEnumeratePhysicalDevices");
     if (count == 0)
-        return vkattn_fail(ctx, VKATTN_ERROR_NO_DEVICE,
+        return vka_fail(ctx, VKATTN_ERROR_NO_DEVICE,
                            "no Vulkan device: the loader found no driver (install "
                            "mesa-vulkan-drivers for lavapipe, or a GPU driver)");
-    VkPhysicalDevice *pds = vkattn_alloc(ctx, count * sizeof *pds);
-    vkattn_device_info *infos = vkattn_alloc(ctx, count * sizeof *infos);
+    VkPhysicalDevice *pds = vka_alloc(ctx, count * sizeof *pds);
+    vkattn_device_info *infos = vka_alloc(ctx, count * sizeof *infos);
     if (!pds || !infos) {
-        vkattn_free(ctx, pds);
-        vkattn_free(ctx, infos);
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory listing devices");
+        vka_free(ctx, pds);
+        vka_free(ctx, infos);
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory listing devices");
     }
     ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &count, pds);
     for (uint32_t i = 0; i < count; i++)
-        vkattn_device_query(&ctx->vk, pds[i], i, &infos[i]);
+        vka_device_query(&ctx->vk, pds[i], i, &infos[i]);
     char why[256] = "";
-    uint32_t chosen = vkattn_device_choose(infos, count, desc->device, why, sizeof why);
+    uint32_t chosen = vka_device_choose(infos, count, desc->device, why, sizeof why);
     if (chosen != UINT32_MAX) {
         ctx->physical_device = pds[chosen];
         ctx->info = infos[chosen];
     }
-    vkattn_free(ctx, pds);
-    vkattn_free(ctx, infos);
+    vka_free(ctx, pds);
+    vka_free(ctx, infos);
     if (chosen == UINT32_MAX)
-        return vkattn_fail(ctx, desc->device ? VKATTN_ERROR_DEVICE_NOT_FOUND : VKATTN_ERROR_NO_DEVICE,
+        return vka_fail(ctx, desc->device ? VKATTN_ERROR_DEVICE_NOT_FOUND : VKATTN_ERROR_NO_DEVICE,
                            "%s", why);
     return create_device(ctx);
 }
@@ -273,12 +273,12 @@ static vkattn_result open_standalone(vkattn_context *ctx, const vkattn_context_d
 static vkattn_result open_borrowed(vkattn_context *ctx, const vkattn_vulkan_borrow *b)
 {
     if (!b->instance || !b->physical_device || !b->device)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "desc->borrow: instance, physical_device and device must all be set "
                            "(got %p, %p, %p)", (void *)b->instance, (void *)b->physical_device,
                            (void *)b->device);
     if (!b->get_instance_proc_addr)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "desc->borrow->get_instance_proc_addr is NULL");
     ctx->borrowed = true;
     ctx->instance = b->instance;
@@ -286,21 +286,21 @@ static vkattn_result open_borrowed(vkattn_context *ctx, const vkattn_vulkan_borr
     ctx->device = b->device;
     ctx->vk_allocator = b->allocation_callbacks;
     ctx->vk.vkGetInstanceProcAddr = b->get_instance_proc_addr;
-    const char *missing = vkattn_vk_load_instance(&ctx->vk, ctx->instance);
+    const char *missing = vka_vk_load_instance(&ctx->vk, ctx->instance);
     if (missing)
-        return vkattn_fail(ctx, VKATTN_ERROR_VULKAN, "instance entry point %s not found", missing);
-    missing = vkattn_vk_load_device(&ctx->vk, ctx->device, b->get_device_proc_addr);
+        return vka_fail(ctx, VKATTN_ERROR_VULKAN, "instance entry point %s not found", missing);
+    missing = vka_vk_load_device(&ctx->vk, ctx->device, b->get_device_proc_addr);
     if (missing)
-        return vkattn_fail(ctx, VKATTN_ERROR_VULKAN, "device entry point %s not found", missing);
+        return vka_fail(ctx, VKATTN_ERROR_VULKAN, "device entry point %s not found", missing);
 
-    vkattn_device_query(&ctx->vk, ctx->physical_device, 0, &ctx->info);
+    vka_device_query(&ctx->vk, ctx->physical_device, 0, &ctx->info);
     if (!ctx->info.supported)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "borrowed device \"%s\": %s",
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "borrowed device \"%s\": %s",
                            ctx->info.name, ctx->info.unsupported_reason);
     uint32_t nfam = 0;
     ctx->vk.vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_device, &nfam, NULL);
     if (b->queue_family_index >= nfam)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "desc->borrow->queue_family_index %u: the device has %u queue families",
                            b->queue_family_index, nfam);
     VkQueueFamilyProperties fams[64];
@@ -309,11 +309,11 @@ static vkattn_result open_borrowed(vkattn_context *ctx, const vkattn_vulkan_borr
     ctx->vk.vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_device, &nfam, fams);
     const VkQueueFamilyProperties *fam = &fams[b->queue_family_index];
     if (!(fam->queueFlags & VK_QUEUE_COMPUTE_BIT))
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "desc->borrow->queue_family_index %u has no compute support",
                            b->queue_family_index);
     if (b->queue_index >= fam->queueCount)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "desc->borrow->queue_index %u: family %u has %u queues",
                            b->queue_index, b->queue_family_index, fam->queueCount);
     ctx->queue_family = b->queue_family_index;
@@ -335,18 +335,18 @@ static vkattn_result choose_memory(vkattn_context *ctx)
     const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
     const VkMemoryPropertyFlags host =
         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    ctx->staging_memory_type = vkattn_find_memory_type(&ctx->memory, ~0u, host,
+    ctx->staging_memory_type = vka_find_memory_type(&ctx->memory, ~0u, host,
                                                        VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
-    uint32_t unified = vkattn_find_memory_type(&ctx->memory, ~0u, local | host, 0);
+    uint32_t unified = vka_find_memory_type(&ctx->memory, ~0u, local | host, 0);
     if (unified != UINT32_MAX && !(ctx->flags & VKATTN_CONTEXT_FORCE_STAGING)) {
         ctx->buffer_memory_type = unified;
         ctx->buffers_mapped = true;
     } else {
-        ctx->buffer_memory_type = vkattn_find_memory_type(&ctx->memory, ~0u, 0, local);
+        ctx->buffer_memory_type = vka_find_memory_type(&ctx->memory, ~0u, 0, local);
         ctx->buffers_mapped = false;
     }
     if (ctx->buffer_memory_type == UINT32_MAX || ctx->staging_memory_type == UINT32_MAX)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "device \"%s\" has no host-visible coherent memory type", ctx->info.name);
     return VKATTN_SUCCESS;
 }
@@ -359,7 +359,7 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
     *out = NULL;
     if (!desc)
         desc = &defaults;
-    const vkattn_allocator *a = desc->allocator ? desc->allocator : &vkattn_default_allocator;
+    const vkattn_allocator *a = desc->allocator ? desc->allocator : &vka_default_allocator;
     if (!a->allocate || !a->free) {
         if (desc->log)
             desc->log(desc->log_user, VKATTN_LOG_ERROR,
@@ -384,7 +384,7 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
 
     vkattn_result r = desc->borrow ? open_borrowed(ctx, desc->borrow) : open_standalone(ctx, desc);
     if (r == VKATTN_SUCCESS && desc->borrow && (desc->flags & VKATTN_CONTEXT_VALIDATION))
-        r = vkattn_messenger_attach(ctx);
+        r = vka_messenger_attach(ctx);
     if (desc->flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS)
         ctx->info.texel_inputs = false;
     if (desc->flags & VKATTN_CONTEXT_NO_SUBGROUP_KERNELS)
@@ -392,18 +392,18 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
     if (r == VKATTN_SUCCESS)
         r = choose_memory(ctx);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_submit_init(ctx);
+        r = vka_submit_init(ctx);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_pipelines_init(ctx, desc);
+        r = vka_pipelines_init(ctx, desc);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_descriptors_init(ctx);
+        r = vka_descriptors_init(ctx);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_tuning_init(ctx, desc);
+        r = vka_tuning_init(ctx, desc);
     if (r != VKATTN_SUCCESS) {
         vkattn_context_destroy(ctx);
         return r;
     }
-    vkattn_log(ctx, VKATTN_LOG_INFO,
+    vka_log(ctx, VKATTN_LOG_INFO,
                "vkattn %s on \"%s\" (%s, subgroup %u, f16 %s, %s inputs, %s kernels)",
                vkattn_version_string(), ctx->info.name, vkattn_device_type_name(ctx->info.type),
                ctx->info.subgroup_size,
@@ -424,11 +424,11 @@ void vkattn_context_destroy(vkattn_context *ctx)
         if (ctx->fence && ctx->recording)
             ctx->vk.vkEndCommandBuffer(ctx->command_buffer);
         vkattn_buffer_destroy(ctx->dummy);
-        vkattn_tuning_destroy(ctx);
-        vkattn_descriptors_destroy(ctx);
-        vkattn_pipelines_destroy(ctx);
-        vkattn_staging_destroy(ctx);
-        vkattn_submit_destroy(ctx);
+        vka_tuning_destroy(ctx);
+        vka_descriptors_destroy(ctx);
+        vka_pipelines_destroy(ctx);
+        vka_staging_destroy(ctx);
+        vka_submit_destroy(ctx);
         if (!ctx->borrowed)
             ctx->vk.vkDestroyDevice(ctx->device, ctx->vk_allocator);
     }

@@ -21,7 +21,7 @@ typedef struct set_key {
         uint64_t offset;
         uint64_t range;
         uint64_t format; /* VkFormat for texel bindings, 0 for storage */
-    } b[VKATTN_MAX_BINDINGS];
+    } b[VKA_MAX_BINDINGS];
 } set_key;
 
 typedef struct view_key {
@@ -49,7 +49,7 @@ typedef struct table {
     uint32_t count;
 } table;
 
-struct vkattn_descriptor_cache {
+struct vka_descriptor_cache {
     table sets;
     table views;
     VkDescriptorPool *pools;
@@ -68,7 +68,7 @@ static uint64_t hash_bytes(const void *p, size_t n)
 static bool table_rehash(vkattn_context *ctx, table *t)
 {
     uint32_t n = t->bucket_count ? t->bucket_count * 2 : 64;
-    entry **buckets = vkattn_alloc(ctx, n * sizeof *buckets);
+    entry **buckets = vka_alloc(ctx, n * sizeof *buckets);
     if (!buckets)
         return false;
     for (uint32_t i = 0; i < t->bucket_count; i++)
@@ -77,7 +77,7 @@ static bool table_rehash(vkattn_context *ctx, table *t)
             e->next = buckets[e->hash & (n - 1)];
             buckets[e->hash & (n - 1)] = e;
         }
-    vkattn_free(ctx, t->buckets);
+    vka_free(ctx, t->buckets);
     t->buckets = buckets;
     t->bucket_count = n;
     return true;
@@ -98,7 +98,7 @@ static entry *table_insert(vkattn_context *ctx, table *t, uint64_t hash, const v
 {
     if (t->count >= t->bucket_count && !table_rehash(ctx, t))
         return NULL;
-    entry *e = vkattn_alloc(ctx, sizeof *e);
+    entry *e = vka_alloc(ctx, sizeof *e);
     if (!e)
         return NULL;
     e->hash = hash;
@@ -109,11 +109,11 @@ static entry *table_insert(vkattn_context *ctx, table *t, uint64_t hash, const v
     return e;
 }
 
-vkattn_result vkattn_descriptors_init(vkattn_context *ctx)
+vkattn_result vka_descriptors_init(vkattn_context *ctx)
 {
-    ctx->descriptors = vkattn_alloc(ctx, sizeof *ctx->descriptors);
+    ctx->descriptors = vka_alloc(ctx, sizeof *ctx->descriptors);
     return ctx->descriptors ? VKATTN_SUCCESS
-                            : vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+                            : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
 }
 
 static void release(vkattn_context *ctx, entry *e, bool is_view)
@@ -122,7 +122,7 @@ static void release(vkattn_context *ctx, entry *e, bool is_view)
         ctx->vk.vkDestroyBufferView(ctx->device, e->view, ctx->vk_allocator);
     else
         ctx->vk.vkFreeDescriptorSets(ctx->device, e->pool, 1, &e->set);
-    vkattn_free(ctx, e);
+    vka_free(ctx, e);
 }
 
 /* Removes (and releases) every entry for which `match` holds; all when NULL. */
@@ -148,36 +148,36 @@ static void table_remove_if(vkattn_context *ctx, table *t, bool is_view, VkBuffe
     }
 }
 
-void vkattn_descriptors_destroy(vkattn_context *ctx)
+void vka_descriptors_destroy(vkattn_context *ctx)
 {
-    vkattn_descriptor_cache *c = ctx->descriptors;
+    vka_descriptor_cache *c = ctx->descriptors;
     if (!c)
         return;
     table_remove_if(ctx, &c->sets, false, VK_NULL_HANDLE);
     table_remove_if(ctx, &c->views, true, VK_NULL_HANDLE);
     for (uint32_t i = 0; i < c->pool_count; i++)
         ctx->vk.vkDestroyDescriptorPool(ctx->device, c->pools[i], ctx->vk_allocator);
-    vkattn_free(ctx, c->pools);
-    vkattn_free(ctx, c->sets.buckets);
-    vkattn_free(ctx, c->views.buckets);
-    vkattn_free(ctx, c);
+    vka_free(ctx, c->pools);
+    vka_free(ctx, c->sets.buckets);
+    vka_free(ctx, c->views.buckets);
+    vka_free(ctx, c);
     ctx->descriptors = NULL;
 }
 
-void vkattn_descriptors_forget_buffer(vkattn_context *ctx, VkBuffer buffer)
+void vka_descriptors_forget_buffer(vkattn_context *ctx, VkBuffer buffer)
 {
-    vkattn_descriptor_cache *c = ctx->descriptors;
+    vka_descriptor_cache *c = ctx->descriptors;
     if (!c || buffer == VK_NULL_HANDLE)
         return;
-    vkattn_lock(ctx);
+    vka_lock(ctx);
     table_remove_if(ctx, &c->sets, false, buffer); /* sets first: they use the views */
     table_remove_if(ctx, &c->views, true, buffer);
-    vkattn_unlock(ctx);
+    vka_unlock(ctx);
 }
 
-static vkattn_result view_get(vkattn_context *ctx, const vkattn_binding *b, VkBufferView *out)
+static vkattn_result view_get(vkattn_context *ctx, const vka_binding *b, VkBufferView *out)
 {
-    vkattn_descriptor_cache *c = ctx->descriptors;
+    vka_descriptor_cache *c = ctx->descriptors;
     view_key key;
     memset(&key, 0, sizeof key);
     key.buffer = b->buffer->buffer;
@@ -197,11 +197,11 @@ static vkattn_result view_get(vkattn_context *ctx, const vkattn_binding *b, VkBu
         VkBufferView view;
         VkResult vr = ctx->vk.vkCreateBufferView(ctx->device, &vi, ctx->vk_allocator, &view);
         if (vr != VK_SUCCESS)
-            return vkattn_fail_vk(ctx, vr, "vkCreateBufferView");
+            return vka_fail_vk(ctx, vr, "vkCreateBufferView");
         e = table_insert(ctx, &c->views, h, &key, sizeof key);
         if (!e) {
             ctx->vk.vkDestroyBufferView(ctx->device, view, ctx->vk_allocator);
-            return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         }
         e->view = view;
     }
@@ -212,7 +212,7 @@ static vkattn_result view_get(vkattn_context *ctx, const vkattn_binding *b, VkBu
 static vkattn_result allocate_set(vkattn_context *ctx, VkDescriptorSetLayout layout,
                                   VkDescriptorSet *set, VkDescriptorPool *pool)
 {
-    vkattn_descriptor_cache *c = ctx->descriptors;
+    vka_descriptor_cache *c = ctx->descriptors;
     VkDescriptorSetAllocateInfo ai = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
         .descriptorSetCount = 1,
@@ -227,8 +227,8 @@ static vkattn_result allocate_set(vkattn_context *ctx, VkDescriptorSetLayout lay
         }
     }
     VkDescriptorPoolSize sizes[] = {
-        {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, SETS_PER_POOL * VKATTN_MAX_BINDINGS},
-        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, SETS_PER_POOL * VKATTN_MAX_BINDINGS},
+        {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, SETS_PER_POOL * VKA_MAX_BINDINGS},
+        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, SETS_PER_POOL * VKA_MAX_BINDINGS},
     };
     VkDescriptorPoolCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
@@ -237,32 +237,32 @@ static vkattn_result allocate_set(vkattn_context *ctx, VkDescriptorSetLayout lay
         .poolSizeCount = 2,
         .pPoolSizes = sizes,
     };
-    VkDescriptorPool *pools = vkattn_alloc(ctx, (c->pool_count + 1) * sizeof *pools);
+    VkDescriptorPool *pools = vka_alloc(ctx, (c->pool_count + 1) * sizeof *pools);
     if (!pools)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     VkResult vr = ctx->vk.vkCreateDescriptorPool(ctx->device, &pci, ctx->vk_allocator,
                                                  &pools[c->pool_count]);
     if (vr != VK_SUCCESS) {
-        vkattn_free(ctx, pools);
-        return vkattn_fail_vk(ctx, vr, "vkCreateDescriptorPool");
+        vka_free(ctx, pools);
+        return vka_fail_vk(ctx, vr, "vkCreateDescriptorPool");
     }
     if (c->pool_count)
         memcpy(pools, c->pools, c->pool_count * sizeof *pools);
-    vkattn_free(ctx, c->pools);
+    vka_free(ctx, c->pools);
     c->pools = pools;
     ai.descriptorPool = pools[c->pool_count++];
     vr = ctx->vk.vkAllocateDescriptorSets(ctx->device, &ai, set);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkAllocateDescriptorSets");
+        return vka_fail_vk(ctx, vr, "vkAllocateDescriptorSets");
     *pool = ai.descriptorPool;
     return VKATTN_SUCCESS;
 }
 
 static vkattn_result set_get_locked(vkattn_context *ctx, VkDescriptorSetLayout layout,
-                                    const vkattn_kernel *kernel, const vkattn_binding *bindings,
+                                    const vka_kernel *kernel, const vka_binding *bindings,
                                     VkDescriptorSet *out)
 {
-    vkattn_descriptor_cache *c = ctx->descriptors;
+    vka_descriptor_cache *c = ctx->descriptors;
     set_key key;
     memset(&key, 0, sizeof key);
     key.layout = layout;
@@ -272,7 +272,7 @@ static vkattn_result set_get_locked(vkattn_context *ctx, VkDescriptorSetLayout l
         key.b[i].offset = bindings[i].offset;
         key.b[i].range = bindings[i].range;
         key.b[i].format =
-            kernel->bindings[i] == VKATTN_BINDING_TEXEL ? (uint64_t)bindings[i].format : 0;
+            kernel->bindings[i] == VKA_BINDING_TEXEL ? (uint64_t)bindings[i].format : 0;
     }
     uint64_t h = hash_bytes(&key, sizeof key);
     entry *e = table_find(&c->sets, h, &key, sizeof key);
@@ -281,11 +281,11 @@ static vkattn_result set_get_locked(vkattn_context *ctx, VkDescriptorSetLayout l
         return VKATTN_SUCCESS;
     }
 
-    VkDescriptorBufferInfo infos[VKATTN_MAX_BINDINGS];
-    VkBufferView views[VKATTN_MAX_BINDINGS];
-    VkWriteDescriptorSet writes[VKATTN_MAX_BINDINGS];
+    VkDescriptorBufferInfo infos[VKA_MAX_BINDINGS];
+    VkBufferView views[VKA_MAX_BINDINGS];
+    VkWriteDescriptorSet writes[VKA_MAX_BINDINGS];
     for (uint32_t i = 0; i < kernel->binding_count; i++) {
-        bool texel = kernel->bindings[i] == VKATTN_BINDING_TEXEL;
+        bool texel = kernel->bindings[i] == VKA_BINDING_TEXEL;
         writes[i] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
             .dstBinding = i,
@@ -311,7 +311,7 @@ static vkattn_result set_get_locked(vkattn_context *ctx, VkDescriptorSetLayout l
     e = table_insert(ctx, &c->sets, h, &key, sizeof key);
     if (!e) {
         ctx->vk.vkFreeDescriptorSets(ctx->device, pool, 1, &set);
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     }
     for (uint32_t i = 0; i < kernel->binding_count; i++)
         writes[i].dstSet = set;
@@ -322,12 +322,12 @@ static vkattn_result set_get_locked(vkattn_context *ctx, VkDescriptorSetLayout l
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_descriptor_set_get(vkattn_context *ctx, VkDescriptorSetLayout layout,
-                                        const vkattn_kernel *kernel,
-                                        const vkattn_binding *bindings, VkDescriptorSet *out)
+vkattn_result vka_descriptor_set_get(vkattn_context *ctx, VkDescriptorSetLayout layout,
+                                        const vka_kernel *kernel,
+                                        const vka_binding *bindings, VkDescriptorSet *out)
 {
-    vkattn_lock(ctx);
+    vka_lock(ctx);
     vkattn_result r = set_get_locked(ctx, layout, kernel, bindings, out);
-    vkattn_unlock(ctx);
+    vka_unlock(ctx);
     return r;
 }

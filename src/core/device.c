@@ -38,7 +38,7 @@ static vkattn_device_type type_from_vk(VkPhysicalDeviceType t)
     }
 }
 
-uint32_t vkattn_device_compute_family(const vkattn_vk_table *vk, VkPhysicalDevice pd,
+uint32_t vka_device_compute_family(const vka_vk_table *vk, VkPhysicalDevice pd,
                                       bool compute_only, uint32_t *timestamp_bits)
 {
     VkQueueFamilyProperties fams[64];
@@ -63,7 +63,7 @@ uint32_t vkattn_device_compute_family(const vkattn_vk_table *vk, VkPhysicalDevic
     return best;
 }
 
-void vkattn_device_query(const vkattn_vk_table *vk, VkPhysicalDevice pd, uint32_t index,
+void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t index,
                          vkattn_device_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -143,7 +143,7 @@ void vkattn_device_query(const vkattn_vk_table *vk, VkPhysicalDevice pd, uint32_
     const VkMemoryPropertyFlags unified = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
                                           VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                           VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    info->unified_memory = vkattn_find_memory_type(&mp, ~0u, unified, 0) != UINT32_MAX;
+    info->unified_memory = vka_find_memory_type(&mp, ~0u, unified, 0) != UINT32_MAX;
 
     /* Texel-buffer inputs need rgba32f and rgba16f uniform texel buffers. */
     VkFormatProperties f32p, f16p;
@@ -157,7 +157,7 @@ void vkattn_device_query(const vkattn_vk_table *vk, VkPhysicalDevice pd, uint32_
                              info->type == VKATTN_DEVICE_TYPE_CPU;
 
     uint32_t ts_bits = 0;
-    uint32_t family = vkattn_device_compute_family(vk, pd, false, &ts_bits);
+    uint32_t family = vka_device_compute_family(vk, pd, false, &ts_bits);
     info->timestamps = family != UINT32_MAX && ts_bits > 0 && l->timestampPeriod > 0;
 
     if (family == UINT32_MAX)
@@ -211,7 +211,7 @@ static bool contains_nocase(const char *hay, const char *needle)
     return n == 0;
 }
 
-uint32_t vkattn_device_choose(const vkattn_device_info *infos, uint32_t count,
+uint32_t vka_device_choose(const vkattn_device_info *infos, uint32_t count,
                               const char *selector, char *why, size_t why_size)
 {
     if (selector && *selector) {
@@ -263,42 +263,42 @@ vkattn_result vkattn_list_devices(const char *device, vkattn_device_info *infos,
      * table work exactly as in a real one. */
     vkattn_context tmp;
     memset(&tmp, 0, sizeof tmp);
-    tmp.allocator = vkattn_default_allocator;
+    tmp.allocator = vka_default_allocator;
     tmp.log = log;
     tmp.log_user = log_user; /* no lock: the throwaway is never shared */
-    vkattn_result r = vkattn_instance_create(&tmp, false);
+    vkattn_result r = vka_instance_create(&tmp, false);
     uint32_t n = 0;
     VkPhysicalDevice *pds = NULL;
     vkattn_device_info *all = NULL;
     if (r == VKATTN_SUCCESS) {
         VkResult vr = tmp.vk.vkEnumeratePhysicalDevices(tmp.instance, &n, NULL);
         if (vr != VK_SUCCESS)
-            r = vkattn_fail_vk(&tmp, vr, "vkEnumeratePhysicalDevices");
+            r = vka_fail_vk(&tmp, vr, "vkEnumeratePhysicalDevices");
         else if (n == 0)
-            r = vkattn_fail(&tmp, VKATTN_ERROR_NO_DEVICE,
+            r = vka_fail(&tmp, VKATTN_ERROR_NO_DEVICE,
                             "no Vulkan device: the loader found no driver (install "
                             "mesa-vulkan-drivers for lavapipe, or a GPU driver)");
     }
     if (r == VKATTN_SUCCESS) {
-        pds = vkattn_alloc(&tmp, n * sizeof *pds);
-        all = vkattn_alloc(&tmp, n * sizeof *all);
+        pds = vka_alloc(&tmp, n * sizeof *pds);
+        all = vka_alloc(&tmp, n * sizeof *all);
         if (!pds || !all)
-            r = vkattn_fail(&tmp, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            r = vka_fail(&tmp, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     }
     if (r == VKATTN_SUCCESS) {
         tmp.vk.vkEnumeratePhysicalDevices(tmp.instance, &n, pds);
         for (uint32_t i = 0; i < n; i++)
-            vkattn_device_query(&tmp.vk, pds[i], i, &all[i]);
+            vka_device_query(&tmp.vk, pds[i], i, &all[i]);
         *count = n;
         for (uint32_t i = 0; infos && i < n && i < capacity; i++)
             infos[i] = all[i];
         if (chosen) {
             char why[256];
-            *chosen = vkattn_device_choose(all, n, device, why, sizeof why);
+            *chosen = vka_device_choose(all, n, device, why, sizeof why);
         }
     }
-    vkattn_free(&tmp, pds);
-    vkattn_free(&tmp, all);
+    vka_free(&tmp, pds);
+    vka_free(&tmp, all);
     if (tmp.instance)
         tmp.vk.vkDestroyInstance(tmp.instance, NULL);
     return r;

@@ -9,14 +9,14 @@
  * error) instead of trusting fseek/ftell: on Linux a directory opens with
  * fopen and reports a size near LONG_MAX (fread then fails), and pipes
  * report no size at all. */
-vkattn_file_read vkattn_read_file(vkattn_context *ctx, const char *path, size_t max_size, void **data,
+vka_file_read vka_read_file(vkattn_context *ctx, const char *path, size_t max_size, void **data,
                                   size_t *size)
 {
     *data = NULL;
     *size = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return VKATTN_FILE_MISSING;
+        return VKA_FILE_MISSING;
     unsigned char *buf = NULL;
     size_t cap = 0, n = 0;
     bool ok = true;
@@ -26,14 +26,14 @@ vkattn_file_read vkattn_read_file(vkattn_context *ctx, const char *path, size_t 
             size_t grown = cap ? 2 * cap : 64u * 1024u;
             if (grown > max_size + 1)
                 grown = max_size + 1;
-            unsigned char *next = cap > max_size ? NULL : vkattn_alloc(ctx, grown);
+            unsigned char *next = cap > max_size ? NULL : vka_alloc(ctx, grown);
             if (!next) {
                 ok = false;
                 break;
             }
             if (n)
                 memcpy(next, buf, n);
-            vkattn_free(ctx, buf);
+            vka_free(ctx, buf);
             buf = next;
             cap = grown;
         }
@@ -45,17 +45,17 @@ vkattn_file_read vkattn_read_file(vkattn_context *ctx, const char *path, size_t 
     ok = ok && !ferror(f) && n <= max_size;
     fclose(f);
     if (ok && !buf)
-        ok = (buf = vkattn_alloc(ctx, 1)) != NULL; /* an empty file: still a buffer */
+        ok = (buf = vka_alloc(ctx, 1)) != NULL; /* an empty file: still a buffer */
     if (!ok) {
-        vkattn_free(ctx, buf);
-        return VKATTN_FILE_UNREADABLE;
+        vka_free(ctx, buf);
+        return VKA_FILE_UNREADABLE;
     }
     *data = buf;
     *size = n;
-    return VKATTN_FILE_OK;
+    return VKA_FILE_OK;
 }
 
-bool vkattn_write_file(const char *path, const void *data, size_t size)
+bool vka_write_file(const char *path, const void *data, size_t size)
 {
     /* Beside the target, then renamed over it: readers never see half a
      * file, and a failure leaves the old one. */

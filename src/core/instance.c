@@ -21,11 +21,11 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
         atomic_fetch_add(&ctx->validation_warnings, 1);
         level = VKATTN_LOG_WARNING;
     }
-    vkattn_log(ctx, level, "validation: %s", data && data->pMessage ? data->pMessage : "(no text)");
+    vka_log(ctx, level, "validation: %s", data && data->pMessage ? data->pMessage : "(no text)");
     return VK_FALSE;
 }
 
-void vkattn_fill_messenger_info(vkattn_context *ctx, VkDebugUtilsMessengerCreateInfoEXT *info)
+void vka_fill_messenger_info(vkattn_context *ctx, VkDebugUtilsMessengerCreateInfoEXT *info)
 {
     memset(info, 0, sizeof *info);
     info->sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
@@ -38,17 +38,17 @@ void vkattn_fill_messenger_info(vkattn_context *ctx, VkDebugUtilsMessengerCreate
     info->pUserData = ctx;
 }
 
-vkattn_result vkattn_messenger_attach(vkattn_context *ctx)
+vkattn_result vka_messenger_attach(vkattn_context *ctx)
 {
     if (!ctx->vk.vkCreateDebugUtilsMessengerEXT || !ctx->vk.vkDestroyDebugUtilsMessengerEXT)
-        return vkattn_fail(ctx, VKATTN_ERROR_LAYER_NOT_PRESENT,
+        return vka_fail(ctx, VKATTN_ERROR_LAYER_NOT_PRESENT,
                            "VKATTN_CONTEXT_VALIDATION on a borrowed instance needs "
                            "VK_EXT_debug_utils enabled on that instance");
     VkDebugUtilsMessengerCreateInfoEXT info;
-    vkattn_fill_messenger_info(ctx, &info);
+    vka_fill_messenger_info(ctx, &info);
     VkResult vr = ctx->vk.vkCreateDebugUtilsMessengerEXT(ctx->instance, &info, ctx->vk_allocator,
                                                          &ctx->messenger);
-    return vr == VK_SUCCESS ? VKATTN_SUCCESS : vkattn_fail_vk(ctx, vr, "vkCreateDebugUtilsMessengerEXT");
+    return vr == VK_SUCCESS ? VKATTN_SUCCESS : vka_fail_vk(ctx, vr, "vkCreateDebugUtilsMessengerEXT");
 }
 
 static bool has_layer(vkattn_context *ctx, const char *name)
@@ -56,25 +56,25 @@ static bool has_layer(vkattn_context *ctx, const char *name)
     uint32_t n = 0;
     if (ctx->vk.vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0)
         return false;
-    VkLayerProperties *layers = vkattn_alloc(ctx, n * sizeof *layers);
+    VkLayerProperties *layers = vka_alloc(ctx, n * sizeof *layers);
     if (!layers)
         return false;
     bool found = false;
     if (ctx->vk.vkEnumerateInstanceLayerProperties(&n, layers) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++)
             found = strcmp(layers[i].layerName, name) == 0;
-    vkattn_free(ctx, layers);
+    vka_free(ctx, layers);
     return found;
 }
 
-vkattn_result vkattn_instance_create(vkattn_context *ctx, bool validation)
+vkattn_result vka_instance_create(vkattn_context *ctx, bool validation)
 {
-    const char *missing = vkattn_vk_load_global(&ctx->vk, vkGetInstanceProcAddr);
+    const char *missing = vka_vk_load_global(&ctx->vk, vkGetInstanceProcAddr);
     if (missing)
-        return vkattn_fail(ctx, VKATTN_ERROR_NO_DEVICE,
+        return vka_fail(ctx, VKATTN_ERROR_NO_DEVICE,
                            "the Vulkan loader has no %s (install libvulkan1)", missing);
     if (validation && !has_layer(ctx, VALIDATION_LAYER))
-        return vkattn_fail(ctx, VKATTN_ERROR_LAYER_NOT_PRESENT,
+        return vka_fail(ctx, VKATTN_ERROR_LAYER_NOT_PRESENT,
                            "validation requested but %s is not installed (Debian: apt-get "
                            "install vulkan-validationlayers)", VALIDATION_LAYER);
 
@@ -91,7 +91,7 @@ vkattn_result vkattn_instance_create(vkattn_context *ctx, bool validation)
     VkValidationFeatureEnableEXT enables[] = {
         VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
     VkDebugUtilsMessengerCreateInfoEXT messenger;
-    vkattn_fill_messenger_info(ctx, &messenger);
+    vka_fill_messenger_info(ctx, &messenger);
     /* The messenger in the chain also reports what happens inside
      * vkCreateInstance and vkDestroyInstance. */
     VkValidationFeaturesEXT features = {
@@ -111,15 +111,15 @@ vkattn_result vkattn_instance_create(vkattn_context *ctx, bool validation)
     };
     VkResult vr = ctx->vk.vkCreateInstance(&ici, ctx->vk_allocator, &ctx->instance);
     if (vr == VK_ERROR_INCOMPATIBLE_DRIVER)
-        return vkattn_fail(ctx, VKATTN_ERROR_NO_DEVICE,
+        return vka_fail(ctx, VKATTN_ERROR_NO_DEVICE,
                            "no Vulkan device: vkCreateInstance found no compatible driver "
                            "(install mesa-vulkan-drivers for lavapipe, or a GPU driver)");
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkCreateInstance");
-    missing = vkattn_vk_load_instance(&ctx->vk, ctx->instance);
+        return vka_fail_vk(ctx, vr, "vkCreateInstance");
+    missing = vka_vk_load_instance(&ctx->vk, ctx->instance);
     if (missing)
-        return vkattn_fail(ctx, VKATTN_ERROR_VULKAN, "instance entry point %s not found", missing);
+        return vka_fail(ctx, VKATTN_ERROR_VULKAN, "instance entry point %s not found", missing);
     if (validation)
-        return vkattn_messenger_attach(ctx);
+        return vka_messenger_attach(ctx);
     return VKATTN_SUCCESS;
 }

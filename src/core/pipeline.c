@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct vkattn_pipeline {
-    const vkattn_kernel *kernel;
-    uint32_t spec[VKATTN_MAX_SPEC];
+struct vka_pipeline {
+    const vka_kernel *kernel;
+    uint32_t spec[VKA_MAX_SPEC];
     uint32_t spec_count;
     VkPipeline pipeline;
     VkPipelineLayout layout;        /* shared by all pipelines of the kernel */
@@ -17,13 +17,13 @@ struct vkattn_pipeline {
 
 /* Layout objects of one kernel (every specialization shares them). */
 typedef struct kernel_layout {
-    const vkattn_kernel *kernel;
+    const vka_kernel *kernel;
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout layout;
 } kernel_layout;
 
-struct vkattn_pipeline_registry {
-    vkattn_pipeline **items;
+struct vka_pipeline_registry {
+    vka_pipeline **items;
     uint32_t count, capacity;
     kernel_layout *layouts;
     uint32_t layout_count, layout_capacity;
@@ -52,11 +52,11 @@ static bool cache_data_matches(vkattn_context *ctx, const void *data, size_t siz
  * model file is not loaded whole first). */
 #define PIPELINE_CACHE_MAX_BYTES ((size_t)256 << 20)
 
-vkattn_result vkattn_pipelines_init(vkattn_context *ctx, const vkattn_context_desc *desc)
+vkattn_result vka_pipelines_init(vkattn_context *ctx, const vkattn_context_desc *desc)
 {
-    ctx->pipelines = vkattn_alloc(ctx, sizeof *ctx->pipelines);
+    ctx->pipelines = vka_alloc(ctx, sizeof *ctx->pipelines);
     if (!ctx->pipelines)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
 
     const void *initial = desc->pipeline_cache_data;
     size_t initial_size = desc->pipeline_cache_data ? desc->pipeline_cache_size : 0;
@@ -64,23 +64,23 @@ vkattn_result vkattn_pipelines_init(vkattn_context *ctx, const vkattn_context_de
     if (!initial && desc->pipeline_cache_path) {
         /* missing (the first run): quietly empty; there but unreadable (a
          * directory, too large): a warning, as for tuning files */
-        vkattn_file_read got = vkattn_read_file(ctx, desc->pipeline_cache_path, PIPELINE_CACHE_MAX_BYTES,
+        vka_file_read got = vka_read_file(ctx, desc->pipeline_cache_path, PIPELINE_CACHE_MAX_BYTES,
                                                 &from_file, &initial_size);
-        if (got != VKATTN_FILE_OK || !initial_size) {
-            vkattn_free(ctx, from_file);
+        if (got != VKA_FILE_OK || !initial_size) {
+            vka_free(ctx, from_file);
             from_file = NULL;
             initial_size = 0;
         }
         initial = from_file;
-        if (got == VKATTN_FILE_UNREADABLE)
-            vkattn_log(ctx, VKATTN_LOG_WARNING, "pipeline cache \"%s\" could not be read; starting empty",
+        if (got == VKA_FILE_UNREADABLE)
+            vka_log(ctx, VKATTN_LOG_WARNING, "pipeline cache \"%s\" could not be read; starting empty",
                        desc->pipeline_cache_path);
         else if (!from_file)
-            vkattn_log(ctx, VKATTN_LOG_INFO, "pipeline cache \"%s\" not read; starting empty",
+            vka_log(ctx, VKATTN_LOG_INFO, "pipeline cache \"%s\" not read; starting empty",
                        desc->pipeline_cache_path);
     }
     if (initial && !cache_data_matches(ctx, initial, initial_size)) {
-        vkattn_log(ctx, VKATTN_LOG_INFO,
+        vka_log(ctx, VKATTN_LOG_INFO,
                    "pipeline cache data (%zu bytes) is from another device or driver; ignored",
                    initial_size);
         initial = NULL;
@@ -92,28 +92,28 @@ vkattn_result vkattn_pipelines_init(vkattn_context *ctx, const vkattn_context_de
         .pInitialData = initial,
     };
     VkResult vr = ctx->vk.vkCreatePipelineCache(ctx->device, &ci, ctx->vk_allocator, &ctx->pipeline_cache);
-    vkattn_free(ctx, from_file);
+    vka_free(ctx, from_file);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkCreatePipelineCache");
+        return vka_fail_vk(ctx, vr, "vkCreatePipelineCache");
     return VKATTN_SUCCESS;
 }
 
-void vkattn_pipelines_destroy(vkattn_context *ctx)
+void vka_pipelines_destroy(vkattn_context *ctx)
 {
-    vkattn_pipeline_registry *reg = ctx->pipelines;
+    vka_pipeline_registry *reg = ctx->pipelines;
     if (reg) {
         for (uint32_t i = 0; i < reg->count; i++) {
             ctx->vk.vkDestroyPipeline(ctx->device, reg->items[i]->pipeline, ctx->vk_allocator);
-            vkattn_free(ctx, reg->items[i]);
+            vka_free(ctx, reg->items[i]);
         }
         for (uint32_t i = 0; i < reg->layout_count; i++) {
             ctx->vk.vkDestroyPipelineLayout(ctx->device, reg->layouts[i].layout, ctx->vk_allocator);
             ctx->vk.vkDestroyDescriptorSetLayout(ctx->device, reg->layouts[i].set_layout,
                                                  ctx->vk_allocator);
         }
-        vkattn_free(ctx, reg->items);
-        vkattn_free(ctx, reg->layouts);
-        vkattn_free(ctx, reg);
+        vka_free(ctx, reg->items);
+        vka_free(ctx, reg->layouts);
+        vka_free(ctx, reg);
         ctx->pipelines = NULL;
     }
     if (ctx->pipeline_cache)
@@ -131,13 +131,13 @@ vkattn_result vkattn_context_pipeline_cache_data(vkattn_context *ctx, void *data
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!size)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_context_pipeline_cache_data: size is NULL");
     VkResult vr = ctx->vk.vkGetPipelineCacheData(ctx->device, ctx->pipeline_cache, size, data);
     if (vr == VK_INCOMPLETE)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "vkattn_context_pipeline_cache_data: *size is too small for the cache");
-    return vr == VK_SUCCESS ? VKATTN_SUCCESS : vkattn_fail_vk(ctx, vr, "vkGetPipelineCacheData");
+    return vr == VK_SUCCESS ? VKATTN_SUCCESS : vka_fail_vk(ctx, vr, "vkGetPipelineCacheData");
 }
 
 vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx, const char *path)
@@ -145,19 +145,19 @@ vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx, const char
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!path || !*path)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_context_save_pipeline_cache: path is empty");
     size_t size = 0;
     vkattn_result r = vkattn_context_pipeline_cache_data(ctx, NULL, &size);
     if (r != VKATTN_SUCCESS)
         return r;
-    void *data = vkattn_alloc(ctx, size ? size : 1);
+    void *data = vka_alloc(ctx, size ? size : 1);
     if (!data)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     r = vkattn_context_pipeline_cache_data(ctx, data, &size);
-    if (r == VKATTN_SUCCESS && !vkattn_write_file(path, data, size))
-        r = vkattn_fail(ctx, VKATTN_ERROR_IO, "cannot write pipeline cache \"%s\"", path);
-    vkattn_free(ctx, data);
+    if (r == VKATTN_SUCCESS && !vka_write_file(path, data, size))
+        r = vka_fail(ctx, VKATTN_ERROR_IO, "cannot write pipeline cache \"%s\"", path);
+    vka_free(ctx, data);
     return r;
 }
 
@@ -166,21 +166,21 @@ vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx, const char
 static bool grow(vkattn_context *ctx, void **items, uint32_t *capacity, size_t item_size)
 {
     uint32_t cap = *capacity ? *capacity * 2 : 16;
-    void *bigger = vkattn_alloc(ctx, cap * item_size);
+    void *bigger = vka_alloc(ctx, cap * item_size);
     if (!bigger)
         return false;
     if (*items)
         memcpy(bigger, *items, *capacity * item_size);
-    vkattn_free(ctx, *items);
+    vka_free(ctx, *items);
     *items = bigger;
     *capacity = cap;
     return true;
 }
 
-static vkattn_result kernel_layout_get(vkattn_context *ctx, const vkattn_kernel *kernel,
+static vkattn_result kernel_layout_get(vkattn_context *ctx, const vka_kernel *kernel,
                                        kernel_layout **out)
 {
-    vkattn_pipeline_registry *reg = ctx->pipelines;
+    vka_pipeline_registry *reg = ctx->pipelines;
     for (uint32_t i = 0; i < reg->layout_count; i++)
         if (reg->layouts[i].kernel == kernel) {
             *out = &reg->layouts[i];
@@ -188,13 +188,13 @@ static vkattn_result kernel_layout_get(vkattn_context *ctx, const vkattn_kernel 
         }
     if (reg->layout_count == reg->layout_capacity &&
         !grow(ctx, (void **)&reg->layouts, &reg->layout_capacity, sizeof *reg->layouts))
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
 
-    VkDescriptorSetLayoutBinding b[VKATTN_MAX_BINDINGS];
+    VkDescriptorSetLayoutBinding b[VKA_MAX_BINDINGS];
     for (uint32_t i = 0; i < kernel->binding_count; i++)
         b[i] = (VkDescriptorSetLayoutBinding){
             .binding = i,
-            .descriptorType = kernel->bindings[i] == VKATTN_BINDING_TEXEL
+            .descriptorType = kernel->bindings[i] == VKA_BINDING_TEXEL
                                   ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
                                   : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
             .descriptorCount = 1,
@@ -208,7 +208,7 @@ static vkattn_result kernel_layout_get(vkattn_context *ctx, const vkattn_kernel 
     };
     VkResult vr = ctx->vk.vkCreateDescriptorSetLayout(ctx->device, &dsl, ctx->vk_allocator, &kl.set_layout);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkCreateDescriptorSetLayout");
+        return vka_fail_vk(ctx, vr, "vkCreateDescriptorSetLayout");
     VkPushConstantRange pcr = {
         .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
         .offset = 0,
@@ -224,48 +224,48 @@ static vkattn_result kernel_layout_get(vkattn_context *ctx, const vkattn_kernel 
     vr = ctx->vk.vkCreatePipelineLayout(ctx->device, &pl, ctx->vk_allocator, &kl.layout);
     if (vr != VK_SUCCESS) {
         ctx->vk.vkDestroyDescriptorSetLayout(ctx->device, kl.set_layout, ctx->vk_allocator);
-        return vkattn_fail_vk(ctx, vr, "vkCreatePipelineLayout");
+        return vka_fail_vk(ctx, vr, "vkCreatePipelineLayout");
     }
     reg->layouts[reg->layout_count] = kl;
     *out = &reg->layouts[reg->layout_count++];
     return VKATTN_SUCCESS;
 }
 
-static vkattn_result pipeline_get_locked(vkattn_context *ctx, const vkattn_kernel *kernel,
+static vkattn_result pipeline_get_locked(vkattn_context *ctx, const vka_kernel *kernel,
                                          const uint32_t *spec, uint32_t spec_count,
-                                         vkattn_pipeline **out)
+                                         vka_pipeline **out)
 {
-    vkattn_pipeline_registry *reg = ctx->pipelines;
+    vka_pipeline_registry *reg = ctx->pipelines;
     for (uint32_t i = 0; i < reg->count; i++) {
-        vkattn_pipeline *p = reg->items[i];
+        vka_pipeline *p = reg->items[i];
         if (p->kernel == kernel && p->spec_count == spec_count &&
             memcmp(p->spec, spec, spec_count * sizeof *spec) == 0) {
             *out = p;
             return VKATTN_SUCCESS;
         }
     }
-    if (spec_count > VKATTN_MAX_SPEC || kernel->push_size > ctx->info.push_constant_bytes)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+    if (spec_count > VKA_MAX_SPEC || kernel->push_size > ctx->info.push_constant_bytes)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "kernel %s: %u specialization constants / %u push-constant bytes "
                            "exceed the limits (%u / %u)", kernel->name, spec_count,
-                           kernel->push_size, VKATTN_MAX_SPEC, ctx->info.push_constant_bytes);
+                           kernel->push_size, VKA_MAX_SPEC, ctx->info.push_constant_bytes);
     kernel_layout *kl = NULL;
     vkattn_result r = kernel_layout_get(ctx, kernel, &kl);
     if (r != VKATTN_SUCCESS)
         return r;
     if (reg->count == reg->capacity &&
         !grow(ctx, (void **)&reg->items, &reg->capacity, sizeof *reg->items))
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    vkattn_pipeline *p = vkattn_alloc(ctx, sizeof *p);
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    vka_pipeline *p = vka_alloc(ctx, sizeof *p);
     if (!p)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     p->kernel = kernel;
     p->spec_count = spec_count;
     memcpy(p->spec, spec, spec_count * sizeof *spec);
     p->layout = kl->layout;
     p->set_layout = kl->set_layout;
 
-    VkSpecializationMapEntry entries[VKATTN_MAX_SPEC];
+    VkSpecializationMapEntry entries[VKA_MAX_SPEC];
     for (uint32_t i = 0; i < spec_count; i++)
         entries[i] = (VkSpecializationMapEntry){i, i * 4u, 4};
     VkSpecializationInfo si = {
@@ -282,8 +282,8 @@ static vkattn_result pipeline_get_locked(vkattn_context *ctx, const vkattn_kerne
     VkShaderModule module;
     VkResult vr = ctx->vk.vkCreateShaderModule(ctx->device, &smi, ctx->vk_allocator, &module);
     if (vr != VK_SUCCESS) {
-        vkattn_free(ctx, p);
-        return vkattn_fail_vk(ctx, vr, "vkCreateShaderModule");
+        vka_free(ctx, p);
+        return vka_fail_vk(ctx, vr, "vkCreateShaderModule");
     }
     VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required = {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
@@ -308,36 +308,36 @@ static vkattn_result pipeline_get_locked(vkattn_context *ctx, const vkattn_kerne
                                           ctx->vk_allocator, &p->pipeline);
     ctx->vk.vkDestroyShaderModule(ctx->device, module, ctx->vk_allocator);
     if (vr != VK_SUCCESS) {
-        vkattn_free(ctx, p);
-        return vkattn_fail_vk(ctx, vr, "vkCreateComputePipelines");
+        vka_free(ctx, p);
+        return vka_fail_vk(ctx, vr, "vkCreateComputePipelines");
     }
     reg->items[reg->count++] = p;
     *out = p;
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_pipeline_get(vkattn_context *ctx, const vkattn_kernel *kernel,
-                                  const uint32_t *spec, uint32_t spec_count, vkattn_pipeline **out)
+vkattn_result vka_pipeline_get(vkattn_context *ctx, const vka_kernel *kernel,
+                                  const uint32_t *spec, uint32_t spec_count, vka_pipeline **out)
 {
-    vkattn_lock(ctx);
+    vka_lock(ctx);
     vkattn_result r = pipeline_get_locked(ctx, kernel, spec, spec_count, out);
-    vkattn_unlock(ctx);
+    vka_unlock(ctx);
     return r;
 }
 
-vkattn_result vkattn_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
-                                  vkattn_pipeline *p, const vkattn_binding *bindings,
+vkattn_result vka_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
+                                  vka_pipeline *p, const vka_binding *bindings,
                                   const void *push, uint32_t gx, uint32_t gy, uint32_t gz)
 {
     const uint32_t *max = ctx->info.max_workgroup_count;
     if (gx > max[0] || gy > max[1] || gz > max[2])
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "kernel %s: grid %u x %u x %u exceeds the device's limit %u x %u x %u",
                            p->kernel->name, gx, gy, gz, max[0], max[1], max[2]);
     if (gx == 0 || gy == 0 || gz == 0)
         return VKATTN_SUCCESS;
     VkDescriptorSet set;
-    vkattn_result r = vkattn_descriptor_set_get(ctx, p->set_layout, p->kernel, bindings, &set);
+    vkattn_result r = vka_descriptor_set_get(ctx, p->set_layout, p->kernel, bindings, &set);
     if (r != VKATTN_SUCCESS)
         return r;
     ctx->vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
@@ -349,19 +349,19 @@ vkattn_result vkattn_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_bind_window(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
-                                 uint64_t bytes, size_t element_size, vkattn_binding *out,
+vkattn_result vka_bind_window(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
+                                 uint64_t bytes, size_t element_size, vka_binding *out,
                                  uint32_t *first_element)
 {
     uint64_t align = ctx->info.min_storage_buffer_offset_alignment;
     if (align < 16)
         align = 16;
-    uint64_t start = vkattn_align_down(offset, align);
-    uint64_t range = vkattn_align_up(offset - start + bytes, 4);
+    uint64_t start = vka_align_down(offset, align);
+    uint64_t range = vka_align_up(offset - start + bytes, 4);
     if (range > buffer->vk_size - start)
         range = buffer->vk_size - start;
     if (range > ctx->info.max_storage_buffer_range)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "a binding of %llu bytes exceeds the device's maxStorageBufferRange %llu",
                            (unsigned long long)range,
                            (unsigned long long)ctx->info.max_storage_buffer_range);
@@ -373,16 +373,16 @@ vkattn_result vkattn_bind_window(vkattn_context *ctx, const vkattn_buffer *buffe
     return VKATTN_SUCCESS;
 }
 
-uint32_t vkattn_storage_kind(const vkattn_context *ctx, vkattn_dtype dtype)
+uint32_t vka_storage_kind(const vkattn_context *ctx, vkattn_dtype dtype)
 {
     if (dtype != VKATTN_DTYPE_F16)
-        return VKATTN_STORAGE_F32;
-    return ctx->info.f16_path == VKATTN_F16_NATIVE ? VKATTN_STORAGE_F16 : VKATTN_STORAGE_F16P;
+        return VKA_STORAGE_F32;
+    return ctx->info.f16_path == VKATTN_F16_NATIVE ? VKA_STORAGE_F16 : VKA_STORAGE_F16P;
 }
 
-vkattn_result vkattn_bind_texel_window(vkattn_context *ctx, const vkattn_buffer *buffer,
+vkattn_result vka_bind_texel_window(vkattn_context *ctx, const vkattn_buffer *buffer,
                                        uint64_t offset, uint64_t bytes, vkattn_dtype dtype,
-                                       vkattn_binding *out, uint32_t *first_element)
+                                       vka_binding *out, uint32_t *first_element)
 {
     size_t esize = vkattn_dtype_size(dtype);
     uint64_t texel = 4 * esize;
@@ -390,20 +390,20 @@ vkattn_result vkattn_bind_texel_window(vkattn_context *ctx, const vkattn_buffer 
     if (align < texel)
         align = texel;
     if (dtype == VKATTN_DTYPE_U8 || !esize)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "no texel format for dtype %d", (int)dtype);
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "no texel format for dtype %d", (int)dtype);
     if (!buffer->texel_ok)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "the buffer has no VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT usage");
-    uint64_t start = vkattn_align_down(offset, align);
+    uint64_t start = vka_align_down(offset, align);
     if ((offset - start) % texel)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "offset %llu is not on a %llu-byte texel", (unsigned long long)offset,
                            (unsigned long long)texel);
-    uint64_t range = vkattn_align_up(offset - start + bytes, texel);
+    uint64_t range = vka_align_up(offset - start + bytes, texel);
     if (range > buffer->vk_size - start)
-        range = vkattn_align_down(buffer->vk_size - start, texel);
+        range = vka_align_down(buffer->vk_size - start, texel);
     if (range / texel > ctx->info.max_texel_buffer_elements)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "a texel binding of %llu texels exceeds maxTexelBufferElements %llu",
                            (unsigned long long)(range / texel),
                            (unsigned long long)ctx->info.max_texel_buffer_elements);
@@ -416,25 +416,25 @@ vkattn_result vkattn_bind_texel_window(vkattn_context *ctx, const vkattn_buffer 
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_bind_dummy(vkattn_context *ctx, VkFormat format, vkattn_binding *out)
+vkattn_result vka_bind_dummy(vkattn_context *ctx, VkFormat format, vka_binding *out)
 {
-    vkattn_lock(ctx);
+    vka_lock(ctx);
     vkattn_buffer *dummy = ctx->dummy;
-    vkattn_unlock(ctx);
+    vka_unlock(ctx);
     if (!dummy) {
         /* created outside the lock (failures log); the first one in wins */
         vkattn_buffer_desc d = {.size = 256};
         vkattn_result r = vkattn_buffer_create(ctx, &d, &dummy);
         if (r != VKATTN_SUCCESS)
             return r;
-        vkattn_lock(ctx);
+        vka_lock(ctx);
         vkattn_buffer *loser = NULL;
         if (ctx->dummy)
             loser = dummy;
         else
             ctx->dummy = dummy;
         dummy = ctx->dummy;
-        vkattn_unlock(ctx);
+        vka_unlock(ctx);
         vkattn_buffer_destroy(loser);
     }
     out->buffer = dummy;

@@ -1,15 +1,15 @@
 /* Result names and messages, generated from VKATTN_RESULT_LIST; version query. */
 #include "core/internal.h"
 
-#define VKATTN_STR_(x) #x
-#define VKATTN_XSTR_(x) VKATTN_STR_(x)
+#define VKA_STR_(x) #x
+#define VKA_XSTR_(x) VKA_STR_(x)
 
 uint32_t vkattn_version(void) { return VKATTN_VERSION; }
 
 const char *vkattn_version_string(void)
 {
-    return VKATTN_XSTR_(VKATTN_VERSION_MAJOR) "." VKATTN_XSTR_(
-        VKATTN_VERSION_MINOR) "." VKATTN_XSTR_(VKATTN_VERSION_PATCH);
+    return VKA_XSTR_(VKATTN_VERSION_MAJOR) "." VKA_XSTR_(
+        VKATTN_VERSION_MINOR) "." VKA_XSTR_(VKATTN_VERSION_PATCH);
 }
 
 const char *vkattn_result_name(vkattn_result result)
@@ -36,7 +36,7 @@ const char *vkattn_result_message(vkattn_result result)
     return "unknown result";
 }
 
-const char *vkattn_vk_result_name(VkResult vr)
+const char *vka_vk_result_name(VkResult vr)
 {
     switch (vr) {
 #define VK_NAME_(n) \

@@ -2,7 +2,7 @@
  * the non-cmd functions, the CLI and tests. */
 #include "core/internal.h"
 
-vkattn_result vkattn_submit_init(vkattn_context *ctx)
+vkattn_result vka_submit_init(vkattn_context *ctx)
 {
     VkCommandPoolCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -11,7 +11,7 @@ vkattn_result vkattn_submit_init(vkattn_context *ctx)
     };
     VkResult vr = ctx->vk.vkCreateCommandPool(ctx->device, &pci, ctx->vk_allocator, &ctx->command_pool);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkCreateCommandPool");
+        return vka_fail_vk(ctx, vr, "vkCreateCommandPool");
     VkCommandBufferAllocateInfo cai = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
         .commandPool = ctx->command_pool,
@@ -20,15 +20,15 @@ vkattn_result vkattn_submit_init(vkattn_context *ctx)
     };
     vr = ctx->vk.vkAllocateCommandBuffers(ctx->device, &cai, &ctx->command_buffer);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkAllocateCommandBuffers");
+        return vka_fail_vk(ctx, vr, "vkAllocateCommandBuffers");
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     vr = ctx->vk.vkCreateFence(ctx->device, &fci, ctx->vk_allocator, &ctx->fence);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkCreateFence");
+        return vka_fail_vk(ctx, vr, "vkCreateFence");
     return VKATTN_SUCCESS;
 }
 
-void vkattn_submit_destroy(vkattn_context *ctx)
+void vka_submit_destroy(vkattn_context *ctx)
 {
     if (ctx->fence)
         ctx->vk.vkDestroyFence(ctx->device, ctx->fence, ctx->vk_allocator);
@@ -43,22 +43,22 @@ vkattn_result vkattn_commands_begin(vkattn_context *ctx, VkCommandBuffer *cmd)
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!cmd)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_commands_begin: cmd is NULL");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_commands_begin: cmd is NULL");
     *cmd = VK_NULL_HANDLE;
     if (ctx->recording)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_commands_begin: the context's command buffer is already "
                            "recording (call vkattn_commands_submit first)");
     VkResult vr = ctx->vk.vkResetCommandPool(ctx->device, ctx->command_pool, 0);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkResetCommandPool");
+        return vka_fail_vk(ctx, vr, "vkResetCommandPool");
     VkCommandBufferBeginInfo bi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
     };
     vr = ctx->vk.vkBeginCommandBuffer(ctx->command_buffer, &bi);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkBeginCommandBuffer");
+        return vka_fail_vk(ctx, vr, "vkBeginCommandBuffer");
     ctx->recording = true;
     *cmd = ctx->command_buffer;
     return VKATTN_SUCCESS;
@@ -69,7 +69,7 @@ vkattn_result vkattn_commands_submit(vkattn_context *ctx)
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!ctx->recording)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_commands_submit: no vkattn_commands_begin before it");
     ctx->recording = false;
     /* Device writes become visible to host reads after the fence wait only
@@ -83,7 +83,7 @@ vkattn_result vkattn_commands_submit(vkattn_context *ctx)
                                  VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
     VkResult vr = ctx->vk.vkEndCommandBuffer(ctx->command_buffer);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkEndCommandBuffer");
+        return vka_fail_vk(ctx, vr, "vkEndCommandBuffer");
     VkSubmitInfo si = {
         .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
         .commandBufferCount = 1,
@@ -91,13 +91,13 @@ vkattn_result vkattn_commands_submit(vkattn_context *ctx)
     };
     vr = ctx->vk.vkQueueSubmit(ctx->queue, 1, &si, ctx->fence);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkQueueSubmit");
+        return vka_fail_vk(ctx, vr, "vkQueueSubmit");
     vr = ctx->vk.vkWaitForFences(ctx->device, 1, &ctx->fence, VK_TRUE, UINT64_MAX);
     VkResult reset = ctx->vk.vkResetFences(ctx->device, 1, &ctx->fence);
     if (vr != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, vr, "vkWaitForFences");
+        return vka_fail_vk(ctx, vr, "vkWaitForFences");
     if (reset != VK_SUCCESS)
-        return vkattn_fail_vk(ctx, reset, "vkResetFences");
+        return vka_fail_vk(ctx, reset, "vkResetFences");
     return VKATTN_SUCCESS;
 }
 
@@ -110,7 +110,7 @@ void vkattn_commands_discard(vkattn_context *ctx)
     ctx->vk.vkResetCommandPool(ctx->device, ctx->command_pool, 0);
 }
 
-vkattn_result vkattn_commands_finish(vkattn_context *ctx, vkattn_result recorded)
+vkattn_result vka_commands_finish(vkattn_context *ctx, vkattn_result recorded)
 {
     if (recorded != VKATTN_SUCCESS) {
         vkattn_commands_discard(ctx);
@@ -119,7 +119,7 @@ vkattn_result vkattn_commands_finish(vkattn_context *ctx, vkattn_result recorded
     return vkattn_commands_submit(ctx);
 }
 
-void vkattn_cmd_compute_barrier(vkattn_context *ctx, VkCommandBuffer cmd)
+void vka_cmd_compute_barrier(vkattn_context *ctx, VkCommandBuffer cmd)
 {
     VkMemoryBarrier mb = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,

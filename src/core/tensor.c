@@ -57,7 +57,7 @@ int64_t vkattn_tensor_numel(const vkattn_tensor *t)
     return n;
 }
 
-bool vkattn_tensor_is_contiguous(const vkattn_tensor *t)
+bool vka_tensor_is_contiguous(const vkattn_tensor *t)
 {
     int64_t stride = 1;
     for (uint32_t i = t->rank; i-- > 0;) {
@@ -68,34 +68,34 @@ bool vkattn_tensor_is_contiguous(const vkattn_tensor *t)
     return true;
 }
 
-vkattn_result vkattn_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
+vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
                                     vkattn_tensor *out)
 {
     if (!t->buffer)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", what);
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", what);
     if (t->buffer->ctx != ctx)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s.buffer belongs to another context", what);
     size_t esize = vkattn_dtype_size(t->dtype);
     if (!esize)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype %d is not a vkattn_dtype",
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype %d is not a vkattn_dtype",
                            what, (int)t->dtype);
     if (t->rank == 0 || t->rank > VKATTN_MAX_RANK)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank %u is not in 1..%d", what,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank %u is not in 1..%d", what,
                            t->rank, VKATTN_MAX_RANK);
     if (t->offset % esize)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s.offset %llu is not a multiple of the %s element size %zu", what,
                            (unsigned long long)t->offset, vkattn_dtype_name(t->dtype), esize);
     *out = *t;
     bool default_strides = true;
     for (uint32_t i = 0; i < t->rank; i++) {
         if (t->shape[i] <= 0)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "%s.shape[%u] is %lld: every dimension must be >= 1", what, i,
                                (long long)t->shape[i]);
         if (t->strides[i] < 0)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "%s.strides[%u] is %lld: strides must be >= 0", what, i,
                                (long long)t->strides[i]);
         default_strides = default_strides && t->strides[i] == 0;
@@ -113,7 +113,7 @@ vkattn_result vkattn_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t,
         last += (uint64_t)(t->shape[i] - 1) * (uint64_t)out->strides[i];
     uint64_t end = t->offset + (last + 1) * esize;
     if (end > t->buffer->size)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "%s spans bytes %llu..%llu but its buffer has %llu bytes", what,
                            (unsigned long long)t->offset, (unsigned long long)end,
                            (unsigned long long)t->buffer->size);

@@ -18,12 +18,12 @@
 #define TUNING_MAX_BYTES ((size_t)16 << 20)
 
 typedef struct tuning_entry {
-    vkattn_tuning_key key;
-    vkattn_tuning_config config;
+    vka_tuning_key key;
+    vka_tuning_config config;
     float ms;
 } tuning_entry;
 
-struct vkattn_tuning_table {
+struct vka_tuning_table {
     tuning_entry *entries;
     uint32_t count, capacity;
 };
@@ -37,20 +37,20 @@ static void device_line(const vkattn_context *ctx, char *line, size_t size)
         n += snprintf(line + n, size - (size_t)n, "%02x", p.pipelineCacheUUID[i]);
 }
 
-static tuning_entry *lookup(const vkattn_context *ctx, const vkattn_tuning_key *key)
+static tuning_entry *lookup(const vkattn_context *ctx, const vka_tuning_key *key)
 {
-    struct vkattn_tuning_table *t = ctx->tuning;
+    struct vka_tuning_table *t = ctx->tuning;
     for (uint32_t i = 0; t && i < t->count; i++)
         if (memcmp(&t->entries[i].key, key, sizeof *key) == 0)
             return &t->entries[i];
     return NULL;
 }
 
-bool vkattn_tuning_find(const vkattn_context *ctx, const vkattn_tuning_key *key, uint32_t version,
-                        vkattn_tuning_config *config)
+bool vka_tuning_find(const vkattn_context *ctx, const vka_tuning_key *key, uint32_t version,
+                        vka_tuning_config *config)
 {
     const tuning_entry *e = lookup(ctx, key);
-    if (!e || e->config.words[VKATTN_TUNING_VERSION_WORD] != version)
+    if (!e || e->config.words[VKA_TUNING_VERSION_WORD] != version)
         return false;
     if (config)
         *config = e->config;
@@ -58,20 +58,20 @@ bool vkattn_tuning_find(const vkattn_context *ctx, const vkattn_tuning_key *key,
 }
 
 /* Stores an entry as it is (the loader keeps entries of any version). */
-static vkattn_result store(vkattn_context *ctx, const vkattn_tuning_key *key,
-                           const vkattn_tuning_config *config, float ms)
+static vkattn_result store(vkattn_context *ctx, const vka_tuning_key *key,
+                           const vka_tuning_config *config, float ms)
 {
-    struct vkattn_tuning_table *t = ctx->tuning;
+    struct vka_tuning_table *t = ctx->tuning;
     tuning_entry *e = lookup(ctx, key);
     if (!e) {
         if (t->count == t->capacity) {
             uint32_t cap = t->capacity ? 2 * t->capacity : 32;
-            tuning_entry *bigger = vkattn_alloc(ctx, cap * sizeof *bigger);
+            tuning_entry *bigger = vka_alloc(ctx, cap * sizeof *bigger);
             if (!bigger)
-                return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+                return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
             if (t->count)
                 memcpy(bigger, t->entries, t->count * sizeof *bigger);
-            vkattn_free(ctx, t->entries);
+            vka_free(ctx, t->entries);
             t->entries = bigger;
             t->capacity = cap;
         }
@@ -83,11 +83,11 @@ static vkattn_result store(vkattn_context *ctx, const vkattn_tuning_key *key,
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_tuning_set(vkattn_context *ctx, const vkattn_tuning_key *key, uint32_t version,
-                                const vkattn_tuning_config *config, float ms)
+vkattn_result vka_tuning_set(vkattn_context *ctx, const vka_tuning_key *key, uint32_t version,
+                                const vka_tuning_config *config, float ms)
 {
-    vkattn_tuning_config c = *config;
-    c.words[VKATTN_TUNING_VERSION_WORD] = version;
+    vka_tuning_config c = *config;
+    c.words[VKA_TUNING_VERSION_WORD] = version;
     return store(ctx, key, &c, ms);
 }
 
@@ -110,7 +110,7 @@ static vkattn_result parse(vkattn_context *ctx, const char *text, size_t size, c
         lineno++;
         if (!header) {
             if (strcmp(line, TUNING_HEADER) != 0) {
-                vkattn_log(ctx, VKATTN_LOG_INFO, "tuning data %s is not vkattn tuning data; ignored", origin);
+                vka_log(ctx, VKATTN_LOG_INFO, "tuning data %s is not vkattn tuning data; ignored", origin);
                 return VKATTN_SUCCESS;
             }
             header = true;
@@ -119,19 +119,19 @@ static vkattn_result parse(vkattn_context *ctx, const char *text, size_t size, c
         if (strncmp(line, "device ", 7) == 0) {
             same_device = strcmp(line, want) == 0;
             if (!same_device)
-                vkattn_log(ctx, VKATTN_LOG_INFO, "tuning data %s line %d is for another device or driver; "
+                vka_log(ctx, VKATTN_LOG_INFO, "tuning data %s line %d is for another device or driver; "
                            "its entries are ignored", origin, lineno);
             continue;
         }
         if (!same_device || !line[0])
             continue;
-        vkattn_tuning_key key;
-        vkattn_tuning_config cfg;
+        vka_tuning_key key;
+        vka_tuning_config cfg;
         float ms;
         uint32_t *v = key.values, *c = cfg.words;
         if (sscanf(line, "%u %u %u %u %u %u %u %u %u %u %u %u %f", &key.op, &v[0], &v[1], &v[2], &v[3],
                    &v[4], &v[5], &v[6], &c[0], &c[1], &c[2], &c[3], &ms) != 13) {
-            vkattn_log(ctx, VKATTN_LOG_WARNING, "tuning data %s line %d is malformed; ignored", origin, lineno);
+            vka_log(ctx, VKATTN_LOG_WARNING, "tuning data %s line %d is malformed; ignored", origin, lineno);
             continue;
         }
         vkattn_result r = store(ctx, &key, &cfg, ms);
@@ -141,37 +141,37 @@ static vkattn_result parse(vkattn_context *ctx, const char *text, size_t size, c
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_tuning_init(vkattn_context *ctx, const vkattn_context_desc *desc)
+vkattn_result vka_tuning_init(vkattn_context *ctx, const vkattn_context_desc *desc)
 {
-    ctx->tuning = vkattn_alloc(ctx, sizeof *ctx->tuning);
+    ctx->tuning = vka_alloc(ctx, sizeof *ctx->tuning);
     if (!ctx->tuning)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     if (desc->tuning_data)
         return parse(ctx, desc->tuning_data, desc->tuning_size, "(bytes)");
     if (!desc->tuning_path)
         return VKATTN_SUCCESS;
     void *text = NULL;
     size_t n = 0;
-    vkattn_file_read got = vkattn_read_file(ctx, desc->tuning_path, TUNING_MAX_BYTES, &text, &n);
-    if (got == VKATTN_FILE_MISSING) {
-        vkattn_log(ctx, VKATTN_LOG_INFO, "tuning file \"%s\" not read; starting empty", desc->tuning_path);
+    vka_file_read got = vka_read_file(ctx, desc->tuning_path, TUNING_MAX_BYTES, &text, &n);
+    if (got == VKA_FILE_MISSING) {
+        vka_log(ctx, VKATTN_LOG_INFO, "tuning file \"%s\" not read; starting empty", desc->tuning_path);
         return VKATTN_SUCCESS;
     }
     vkattn_result r = VKATTN_SUCCESS;
     if (text)
         r = parse(ctx, text, n, desc->tuning_path);
     else
-        vkattn_log(ctx, VKATTN_LOG_WARNING, "tuning file \"%s\" could not be read; ignored", desc->tuning_path);
-    vkattn_free(ctx, text);
+        vka_log(ctx, VKATTN_LOG_WARNING, "tuning file \"%s\" could not be read; ignored", desc->tuning_path);
+    vka_free(ctx, text);
     return r;
 }
 
-void vkattn_tuning_destroy(vkattn_context *ctx)
+void vka_tuning_destroy(vkattn_context *ctx)
 {
     if (!ctx->tuning)
         return;
-    vkattn_free(ctx, ctx->tuning->entries);
-    vkattn_free(ctx, ctx->tuning);
+    vka_free(ctx, ctx->tuning->entries);
+    vka_free(ctx, ctx->tuning);
     ctx->tuning = NULL;
 }
 
@@ -181,7 +181,7 @@ static size_t serialize(const vkattn_context *ctx, char *out, size_t size)
     char dev[160];
     device_line(ctx, dev, sizeof dev);
     size_t n = (size_t)snprintf(out, out ? size : 0, TUNING_HEADER "\n%s\n", dev);
-    const struct vkattn_tuning_table *t = ctx->tuning;
+    const struct vka_tuning_table *t = ctx->tuning;
     for (uint32_t i = 0; i < t->count; i++) {
         const tuning_entry *e = &t->entries[i];
         const uint32_t *v = e->key.values, *c = e->config.words;
@@ -197,21 +197,21 @@ vkattn_result vkattn_context_tuning_data(vkattn_context *ctx, void *data, size_t
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!size)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_context_tuning_data: size is NULL");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_context_tuning_data: size is NULL");
     size_t need = serialize(ctx, NULL, 0);
     if (!data) {
         *size = need;
         return VKATTN_SUCCESS;
     }
     if (*size < need)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "vkattn_context_tuning_data: *size %zu is less than the %zu bytes needed", *size, need);
-    char *text = vkattn_alloc(ctx, need + 1); /* snprintf writes a terminator */
+    char *text = vka_alloc(ctx, need + 1); /* snprintf writes a terminator */
     if (!text)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     serialize(ctx, text, need + 1);
     memcpy(data, text, need);
-    vkattn_free(ctx, text);
+    vka_free(ctx, text);
     *size = need;
     return VKATTN_SUCCESS;
 }
@@ -221,15 +221,15 @@ vkattn_result vkattn_context_save_tuning(vkattn_context *ctx, const char *path)
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!path || !*path)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_context_save_tuning: path is empty");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_context_save_tuning: path is empty");
     size_t size = serialize(ctx, NULL, 0);
-    char *text = vkattn_alloc(ctx, size + 1);
+    char *text = vka_alloc(ctx, size + 1);
     if (!text)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     serialize(ctx, text, size + 1);
-    bool ok = vkattn_write_file(path, text, size);
-    vkattn_free(ctx, text);
-    return ok ? VKATTN_SUCCESS : vkattn_fail(ctx, VKATTN_ERROR_IO, "cannot write tuning data \"%s\"", path);
+    bool ok = vka_write_file(path, text, size);
+    vka_free(ctx, text);
+    return ok ? VKATTN_SUCCESS : vka_fail(ctx, VKATTN_ERROR_IO, "cannot write tuning data \"%s\"", path);
 }
 
 /* ------------------------------------------------------------- measuring */
@@ -240,8 +240,8 @@ static int compare_floats(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
-                                    vkattn_tuning_record_fn record, void *user, uint32_t *best,
+vkattn_result vka_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
+                                    vka_tuning_record_fn record, void *user, uint32_t *best,
                                     float *best_ms)
 {
     if (reps < 1 || reps > 32)
@@ -265,7 +265,7 @@ vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_
             if (r == VKATTN_SUCCESS)
                 r = vkattn_cmd_timer_end(timer, cmd, 0);
             double ms = 0;
-            r = vkattn_commands_finish(ctx, r);
+            r = vka_commands_finish(ctx, r);
             if (r == VKATTN_SUCCESS)
                 r = vkattn_timer_read_ms(timer, 0, &ms);
             if (r != VKATTN_SUCCESS)
@@ -279,7 +279,7 @@ vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_
             continue; /* this candidate cannot run here */
         qsort(times, ok, sizeof times[0], compare_floats);
         float median = times[ok / 2];
-        vkattn_log(ctx, VKATTN_LOG_DEBUG, "tuning: candidate %u: %.3f ms", c, median);
+        vka_log(ctx, VKATTN_LOG_DEBUG, "tuning: candidate %u: %.3f ms", c, median);
         if (*best == UINT32_MAX || median < *best_ms) {
             *best = c;
             *best_ms = median;
@@ -288,12 +288,12 @@ vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_
     vkattn_timer_destroy(timer);
     if (*best == UINT32_MAX)
         return r != VKATTN_SUCCESS ? r
-                                   : vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "tuning: no candidate could run");
+                                   : vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "tuning: no candidate could run");
     ctx->last_error[0] = '\0'; /* failures of skipped candidates are not this call's */
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_tuning_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
+vkattn_result vka_tuning_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
                                           uint32_t seed, vkattn_buffer **out)
 {
     size_t es = vkattn_dtype_size(dt);
@@ -305,9 +305,9 @@ vkattn_result vkattn_tuning_random_buffer(vkattn_context *ctx, uint64_t count, v
         return r;
     /* uploaded in slices: the host copy stays small for large weights */
     enum { SLICE = 1 << 16 };
-    uint8_t *host = vkattn_alloc(ctx, SLICE * 4);
+    uint8_t *host = vka_alloc(ctx, SLICE * 4);
     if (!host)
-        r = vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        r = vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     uint32_t s = seed;
     for (uint64_t at = 0; host && at < count && r == VKATTN_SUCCESS; at += SLICE) {
         uint64_t n = count - at < SLICE ? count - at : SLICE;
@@ -323,7 +323,7 @@ vkattn_result vkattn_tuning_random_buffer(vkattn_context *ctx, uint64_t count, v
         }
         r = vkattn_buffer_upload(b, at * es, host, n * es);
     }
-    vkattn_free(ctx, host);
+    vka_free(ctx, host);
     if (r == VKATTN_SUCCESS)
         *out = b;
     else

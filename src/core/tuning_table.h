@@ -9,66 +9,66 @@
  *
  * An op owns the meaning of its key values (its shape class) and of the
  * config words; the table only stores and compares them. */
-#ifndef VKATTN_TUNING_H
-#define VKATTN_TUNING_H
+#ifndef VKA_TUNING_H
+#define VKA_TUNING_H
 
 #include "core/internal.h"
 
 /* Ops with tunable kernels. Values are stored in files: never renumber. */
 enum {
-    VKATTN_TUNE_LINEAR = 1,
-    VKATTN_TUNE_ATTENTION = 2,
-    VKATTN_TUNE_KV_ATTENTION = 3,
+    VKA_TUNE_LINEAR = 1,
+    VKA_TUNE_ATTENTION = 2,
+    VKA_TUNE_KV_ATTENTION = 3,
 };
 
-#define VKATTN_TUNING_KEY_VALUES 7
-#define VKATTN_TUNING_CONFIG_WORDS 4
+#define VKA_TUNING_KEY_VALUES 7
+#define VKA_TUNING_CONFIG_WORDS 4
 /* The last config word holds the version of the op's encoding, which the
  * table writes and checks: an op raises its version when the meaning of its
  * words changes (a preset added, removed or reordered), and entries of
  * another version - files written before - are then simply not found. */
-#define VKATTN_TUNING_VERSION_WORD (VKATTN_TUNING_CONFIG_WORDS - 1)
+#define VKA_TUNING_VERSION_WORD (VKA_TUNING_CONFIG_WORDS - 1)
 
-typedef struct vkattn_tuning_key {
+typedef struct vka_tuning_key {
     uint32_t op;
-    uint32_t values[VKATTN_TUNING_KEY_VALUES]; /* the op's shape class; unused: 0 */
-} vkattn_tuning_key;
+    uint32_t values[VKA_TUNING_KEY_VALUES]; /* the op's shape class; unused: 0 */
+} vka_tuning_key;
 
-typedef struct vkattn_tuning_config {
-    uint32_t words[VKATTN_TUNING_CONFIG_WORDS]; /* the op's encoding, then its version */
-} vkattn_tuning_config;
+typedef struct vka_tuning_config {
+    uint32_t words[VKA_TUNING_CONFIG_WORDS]; /* the op's encoding, then its version */
+} vka_tuning_config;
 
 /* Loads desc->tuning_path / tuning_data (if any) into a new table. */
-vkattn_result vkattn_tuning_init(vkattn_context *ctx, const vkattn_context_desc *desc);
-void vkattn_tuning_destroy(vkattn_context *ctx);
+vkattn_result vka_tuning_init(vkattn_context *ctx, const vkattn_context_desc *desc);
+void vka_tuning_destroy(vkattn_context *ctx);
 
 /* The stored configuration for `key` if there is one of encoding `version`. */
-bool vkattn_tuning_find(const vkattn_context *ctx, const vkattn_tuning_key *key, uint32_t version,
-                        vkattn_tuning_config *config);
+bool vka_tuning_find(const vkattn_context *ctx, const vka_tuning_key *key, uint32_t version,
+                        vka_tuning_config *config);
 /* Stores (or replaces) the winner for `key`, its words in encoding
  * `version` (written into the version word), with its time for the record. */
-vkattn_result vkattn_tuning_set(vkattn_context *ctx, const vkattn_tuning_key *key, uint32_t version,
-                                const vkattn_tuning_config *config, float ms);
+vkattn_result vka_tuning_set(vkattn_context *ctx, const vka_tuning_key *key, uint32_t version,
+                                const vka_tuning_config *config, float ms);
 
 /* Times candidates 0 .. count-1 of an op on the device: each is recorded by
  * `record` into the context's command buffer between GPU timestamps, run
  * once to warm up (pipeline creation) and `reps` times; the smallest median
  * wins. A candidate whose record fails (not possible on this device) is
  * skipped; it is an error only when all fail. */
-typedef vkattn_result (*vkattn_tuning_record_fn)(vkattn_context *ctx, VkCommandBuffer cmd,
+typedef vkattn_result (*vka_tuning_record_fn)(vkattn_context *ctx, VkCommandBuffer cmd,
                                                  void *user, uint32_t candidate);
-vkattn_result vkattn_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
-                                    vkattn_tuning_record_fn record, void *user, uint32_t *best,
+vkattn_result vka_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
+                                    vka_tuning_record_fn record, void *user, uint32_t *best,
                                     float *best_ms);
 
 /* A new device buffer of `count` random values in [-1, 1) of dtype `dt`
  * (deterministic for a seed): the operands tuners time candidates on. */
-vkattn_result vkattn_tuning_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
+vkattn_result vka_tuning_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
                                           uint32_t seed, vkattn_buffer **out);
 
 /* Buckets sizes into a few shape classes: the index of the first bound
  * `n` does not exceed (bounds ascending), or `count` when it exceeds all. */
-static inline uint32_t vkattn_tuning_bucket(uint64_t n, const uint32_t *bounds, uint32_t count)
+static inline uint32_t vka_tuning_bucket(uint64_t n, const uint32_t *bounds, uint32_t count)
 {
     for (uint32_t i = 0; i < count; i++)
         if (n <= bounds[i])

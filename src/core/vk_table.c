@@ -2,33 +2,33 @@
 
 #include <stddef.h>
 
-const char *vkattn_vk_load_global(vkattn_vk_table *t, PFN_vkGetInstanceProcAddr gipa)
+const char *vka_vk_load_global(vka_vk_table *t, PFN_vkGetInstanceProcAddr gipa)
 {
     t->vkGetInstanceProcAddr = gipa;
 #define LOAD_(name)                                                  \
     t->name = (PFN_##name)gipa(NULL, #name);                         \
     if (!t->name)                                                    \
         return #name;
-    VKATTN_VK_GLOBAL_FUNCS(LOAD_)
+    VKA_VK_GLOBAL_FUNCS(LOAD_)
 #undef LOAD_
     return NULL;
 }
 
-const char *vkattn_vk_load_instance(vkattn_vk_table *t, VkInstance instance)
+const char *vka_vk_load_instance(vka_vk_table *t, VkInstance instance)
 {
 #define LOAD_(name)                                                          \
     t->name = (PFN_##name)t->vkGetInstanceProcAddr(instance, #name);         \
     if (!t->name)                                                            \
         return #name;
-    VKATTN_VK_INSTANCE_FUNCS(LOAD_)
+    VKA_VK_INSTANCE_FUNCS(LOAD_)
 #undef LOAD_
 #define LOAD_OPTIONAL_(name) t->name = (PFN_##name)t->vkGetInstanceProcAddr(instance, #name);
-    VKATTN_VK_INSTANCE_OPTIONAL_FUNCS(LOAD_OPTIONAL_)
+    VKA_VK_INSTANCE_OPTIONAL_FUNCS(LOAD_OPTIONAL_)
 #undef LOAD_OPTIONAL_
     return NULL;
 }
 
-const char *vkattn_vk_load_device(vkattn_vk_table *t, VkDevice device,
+const char *vka_vk_load_device(vka_vk_table *t, VkDevice device,
                                   PFN_vkGetDeviceProcAddr gdpa)
 {
     if (!gdpa)
@@ -37,7 +37,7 @@ const char *vkattn_vk_load_device(vkattn_vk_table *t, VkDevice device,
     t->name = (PFN_##name)gdpa(device, #name);        \
     if (!t->name)                                     \
         return #name;
-    VKATTN_VK_DEVICE_FUNCS(LOAD_)
+    VKA_VK_DEVICE_FUNCS(LOAD_)
 #undef LOAD_
     return NULL;
 }

@@ -2,19 +2,19 @@
  * Vulkan call of the library goes through one of these, filled from the
  * host's vkGetInstanceProcAddr when borrowing, so two contexts (or a host that
  * loads Vulkan its own way) never interfere. */
-#ifndef VKATTN_VK_TABLE_H
-#define VKATTN_VK_TABLE_H
+#ifndef VKA_VK_TABLE_H
+#define VKA_VK_TABLE_H
 
 #include <vulkan/vulkan_core.h>
 
 /* Loaded with get_instance_proc_addr(NULL, name). */
-#define VKATTN_VK_GLOBAL_FUNCS(X)            \
+#define VKA_VK_GLOBAL_FUNCS(X)            \
     X(vkCreateInstance)                      \
     X(vkEnumerateInstanceLayerProperties)    \
     X(vkEnumerateInstanceExtensionProperties)
 
 /* Loaded with get_instance_proc_addr(instance, name). */
-#define VKATTN_VK_INSTANCE_FUNCS(X)              \
+#define VKA_VK_INSTANCE_FUNCS(X)              \
     X(vkDestroyInstance)                         \
     X(vkEnumeratePhysicalDevices)                \
     X(vkGetPhysicalDeviceProperties)             \
@@ -28,12 +28,12 @@
     X(vkGetDeviceProcAddr)
 
 /* Optional instance functions (VK_EXT_debug_utils): may stay NULL. */
-#define VKATTN_VK_INSTANCE_OPTIONAL_FUNCS(X) \
+#define VKA_VK_INSTANCE_OPTIONAL_FUNCS(X) \
     X(vkCreateDebugUtilsMessengerEXT)        \
     X(vkDestroyDebugUtilsMessengerEXT)
 
 /* Loaded with get_device_proc_addr(device, name). */
-#define VKATTN_VK_DEVICE_FUNCS(X)        \
+#define VKA_VK_DEVICE_FUNCS(X)        \
     X(vkDestroyDevice)                   \
     X(vkGetDeviceQueue)                  \
     X(vkDeviceWaitIdle)                  \
@@ -91,21 +91,21 @@
     X(vkWaitForFences)                   \
     X(vkResetFences)
 
-#define VKATTN_VK_DECLARE_(name) PFN_##name name;
+#define VKA_VK_DECLARE_(name) PFN_##name name;
 
-typedef struct vkattn_vk_table {
+typedef struct vka_vk_table {
     PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
-    VKATTN_VK_GLOBAL_FUNCS(VKATTN_VK_DECLARE_)
-    VKATTN_VK_INSTANCE_FUNCS(VKATTN_VK_DECLARE_)
-    VKATTN_VK_INSTANCE_OPTIONAL_FUNCS(VKATTN_VK_DECLARE_)
-    VKATTN_VK_DEVICE_FUNCS(VKATTN_VK_DECLARE_)
-} vkattn_vk_table;
+    VKA_VK_GLOBAL_FUNCS(VKA_VK_DECLARE_)
+    VKA_VK_INSTANCE_FUNCS(VKA_VK_DECLARE_)
+    VKA_VK_INSTANCE_OPTIONAL_FUNCS(VKA_VK_DECLARE_)
+    VKA_VK_DEVICE_FUNCS(VKA_VK_DECLARE_)
+} vka_vk_table;
 
 /* Each returns the name of the first missing entry point, or NULL when all
  * were found. */
-const char *vkattn_vk_load_global(vkattn_vk_table *t, PFN_vkGetInstanceProcAddr gipa);
-const char *vkattn_vk_load_instance(vkattn_vk_table *t, VkInstance instance);
-const char *vkattn_vk_load_device(vkattn_vk_table *t, VkDevice device,
+const char *vka_vk_load_global(vka_vk_table *t, PFN_vkGetInstanceProcAddr gipa);
+const char *vka_vk_load_instance(vka_vk_table *t, VkInstance instance);
+const char *vka_vk_load_device(vka_vk_table *t, VkDevice device,
                                   PFN_vkGetDeviceProcAddr gdpa);
 
 #endif

@@ -2,8 +2,8 @@
  * a checking "prepare" step and an infallible "run" step. The split lets
  * vkattn_ref_mha check everything and allocate all memory before it writes
  * the first output, so outputs are written only on success. */
-#ifndef VKATTN_REFERENCE_H
-#define VKATTN_REFERENCE_H
+#ifndef VKA_REFERENCE_H
+#define VKA_REFERENCE_H
 
 #include "spec/attention_shapes.h"
 #include "vkattn.h"
@@ -19,15 +19,15 @@
  * row-major. Outputs may not have a zero stride in a dimension larger than 1
  * (writes would collide). `name` is the full name for messages
  * ("args->q"). Code on failure: VKATTN_ERROR_INVALID_ARGUMENT. */
-vkattn_result vkattn_host_tensor_resolve(const vkattn_host_tensor *t, const char *name,
+vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *name,
                                          bool output, vkattn_host_tensor *out, char *error,
                                          size_t error_size);
 
 /* The view of a host tensor the shape checks need. */
-vkattn_shape_view vkattn_host_shape_view(const vkattn_host_tensor *t);
+vka_shape_view vka_host_shape_view(const vkattn_host_tensor *t);
 
 /* Element at element offset `i` (sum of index * stride), widened to double. */
-static inline double vkattn_host_load(const vkattn_host_tensor *t, int64_t i)
+static inline double vka_host_load(const vkattn_host_tensor *t, int64_t i)
 {
     switch (t->dtype) {
     case VKATTN_DTYPE_F32:
@@ -42,7 +42,7 @@ static inline double vkattn_host_load(const vkattn_host_tensor *t, int64_t i)
 
 /* Stores `value` at element offset `i`, rounding to the tensor's dtype
  * (nearest even; f16 through f32). */
-static inline void vkattn_host_store(const vkattn_host_tensor *t, int64_t i, double value)
+static inline void vka_host_store(const vkattn_host_tensor *t, int64_t i, double value)
 {
     switch (t->dtype) {
     case VKATTN_DTYPE_F32:
@@ -58,7 +58,7 @@ static inline void vkattn_host_store(const vkattn_host_tensor *t, int64_t i, dou
 }
 
 /* *out = a * b; false on size_t overflow. */
-static inline bool vkattn_size_mul(size_t a, size_t b, size_t *out)
+static inline bool vka_size_mul(size_t a, size_t b, size_t *out)
 {
     if (a != 0 && b > SIZE_MAX / a)
         return false;
@@ -68,36 +68,36 @@ static inline bool vkattn_size_mul(size_t a, size_t b, size_t *out)
 
 /* ---- attention (reference_attention.c) */
 
-typedef struct vkattn_ref_attention_plan {
+typedef struct vka_ref_attention_plan {
     /* Resolved strides; optional tensors not given have data NULL. */
     vkattn_host_tensor q, k, v, out, mask, key_padding, weights;
-    vkattn_attention_dims dims;
+    vka_attention_dims dims;
     bool causal;
     double scale;
     size_t scratch_doubles; /* what run needs */
-} vkattn_ref_attention_plan;
+} vka_ref_attention_plan;
 
 /* Checks `args` (names in messages start with `prefix`) and fills `plan`. */
-vkattn_result vkattn_ref_attention_prepare(const vkattn_ref_attention_args *args,
-                                           const char *prefix, vkattn_ref_attention_plan *plan,
+vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
+                                           const char *prefix, vka_ref_attention_plan *plan,
                                            char *error, size_t error_size);
 /* Computes; `scratch` holds plan->scratch_doubles doubles. Cannot fail. */
-void vkattn_ref_attention_run(const vkattn_ref_attention_plan *plan, double *scratch);
+void vka_ref_attention_run(const vka_ref_attention_plan *plan, double *scratch);
 
 /* ---- linear (reference_linear.c) */
 
-typedef struct vkattn_ref_linear_plan {
+typedef struct vka_ref_linear_plan {
     vkattn_host_tensor x, w, b, y; /* resolved; b.data NULL: no bias */
     int64_t rows_outer;                /* B (1 for rank-2 x) */
     int64_t rows_inner;                /* T (M for rank-2 x) */
     int64_t in_features, out_features; /* K, N */
     int64_t block_rows;                /* rows of w converted to double at a time */
     size_t scratch_doubles;
-} vkattn_ref_linear_plan;
+} vka_ref_linear_plan;
 
-vkattn_result vkattn_ref_linear_prepare(const vkattn_ref_linear_args *args, const char *prefix,
-                                        vkattn_ref_linear_plan *plan, char *error,
+vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const char *prefix,
+                                        vka_ref_linear_plan *plan, char *error,
                                         size_t error_size);
-void vkattn_ref_linear_run(const vkattn_ref_linear_plan *plan, double *scratch);
+void vka_ref_linear_run(const vka_ref_linear_plan *plan, double *scratch);
 
 #endif

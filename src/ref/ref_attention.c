@@ -15,28 +15,28 @@
             return r_;             \
     } while (0)
 
-vkattn_result vkattn_ref_attention_prepare(const vkattn_ref_attention_args *args,
-                                           const char *prefix, vkattn_ref_attention_plan *plan,
+vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
+                                           const char *prefix, vka_ref_attention_plan *plan,
                                            char *error, size_t error_size)
 {
     if (!prefix)
         prefix = "";
     if (!args) {
-        vkattn_error_format(error, error_size, "args is NULL");
+        vka_error_format(error, error_size, "args is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    vkattn_attention_shapes s = {0};
-    s.q = vkattn_host_shape_view(&args->q);
-    s.k = vkattn_host_shape_view(&args->k);
-    s.v = vkattn_host_shape_view(&args->v);
-    s.out = vkattn_host_shape_view(&args->out);
-    s.mask = vkattn_host_shape_view(&args->mask);
-    s.key_padding = vkattn_host_shape_view(&args->key_padding);
-    s.weights = vkattn_host_shape_view(&args->weights);
+    vka_attention_shapes s = {0};
+    s.q = vka_host_shape_view(&args->q);
+    s.k = vka_host_shape_view(&args->k);
+    s.v = vka_host_shape_view(&args->v);
+    s.out = vka_host_shape_view(&args->out);
+    s.mask = vka_host_shape_view(&args->mask);
+    s.key_padding = vka_host_shape_view(&args->key_padding);
+    s.weights = vka_host_shape_view(&args->weights);
     s.handle_name = "data";
-    vkattn_ref_attention_plan p;
+    vka_ref_attention_plan p;
     memset(&p, 0, sizeof p);
-    TRY(vkattn_attention_check(&s, prefix, &p.dims, error, error_size));
+    TRY(vka_attention_check(&s, prefix, &p.dims, error, error_size));
 
     /* Strides, one tensor at a time; names as the shape check gives them. */
     struct {
@@ -57,8 +57,8 @@ vkattn_result vkattn_ref_attention_prepare(const vkattn_ref_attention_args *args
         if (!tensors[i].in->data)
             continue; /* optional and absent (required ones were checked) */
         char name[64];
-        vkattn_error_format(name, sizeof name, "%s%s", prefix, tensors[i].name);
-        TRY(vkattn_host_tensor_resolve(tensors[i].in, name, tensors[i].output, tensors[i].out,
+        vka_error_format(name, sizeof name, "%s%s", prefix, tensors[i].name);
+        TRY(vka_host_tensor_resolve(tensors[i].in, name, tensors[i].output, tensors[i].out,
                                        error, error_size));
     }
 
@@ -68,18 +68,18 @@ vkattn_result vkattn_ref_attention_prepare(const vkattn_ref_attention_args *args
     /* Scratch: K and V of one kv head, a query row, an output row, a score
      * row, and for rank-3 weights the per-batch sum over heads. */
     size_t tk = p.dims.kv_len, d = p.dims.head_dim, kv = 0, total = 0;
-    bool ok = vkattn_size_mul(tk, d, &kv) && vkattn_size_mul(kv, 2, &kv) &&
+    bool ok = vka_size_mul(tk, d, &kv) && vka_size_mul(kv, 2, &kv) &&
               kv <= SIZE_MAX - 2 * d - tk;
     if (ok)
         total = kv + 2 * d + tk;
     if (ok && p.dims.weights_rank == 3) {
         size_t sum;
-        ok = vkattn_size_mul(p.dims.q_len, tk, &sum) && total <= SIZE_MAX - sum;
+        ok = vka_size_mul(p.dims.q_len, tk, &sum) && total <= SIZE_MAX - sum;
         total += sum;
     }
     ok = ok && total <= SIZE_MAX / sizeof(double);
     if (!ok) {
-        vkattn_error_format(error, error_size,
+        vka_error_format(error, error_size,
                             "%sk.shape[2] (kv_len) %u: the reference's scratch memory size "
                             "overflows",
                             prefix, p.dims.kv_len);
@@ -96,12 +96,12 @@ static void gather(const vkattn_host_tensor *t, int64_t base, int64_t rows, int6
 {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
-            dst[r * cols + c] = vkattn_host_load(t, base + r * row_stride + c * col_stride);
+            dst[r * cols + c] = vka_host_load(t, base + r * row_stride + c * col_stride);
 }
 
-void vkattn_ref_attention_run(const vkattn_ref_attention_plan *p, double *scratch)
+void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
 {
-    const vkattn_attention_dims *dm = &p->dims;
+    const vka_attention_dims *dm = &p->dims;
     const int64_t B = dm->batch, Hq = dm->num_heads, Hkv = dm->num_kv_heads;
     const int64_t Tq = dm->q_len, Tk = dm->kv_len, D = dm->head_dim;
     const int64_t group = Hq / Hkv;
@@ -146,7 +146,7 @@ void vkattn_ref_attention_run(const vkattn_ref_attention_plan *p, double *scratc
                         bool visible =
                             j <= last &&
                             !(kp->data &&
-                              vkattn_host_load(kp, b * kp->strides[0] + j * kp->strides[1]) == 0);
+                              vka_host_load(kp, b * kp->strides[0] + j * kp->strides[1]) == 0);
                         if (visible) {
                             double dot = 0.0;
                             const double *kr = kbuf + j * D;
@@ -154,7 +154,7 @@ void vkattn_ref_attention_run(const vkattn_ref_attention_plan *p, double *scratc
                                 dot += qrow[e] * kr[e];
                             sc = p->scale * dot;
                             if (m->data)
-                                sc += vkattn_host_load(
+                                sc += vka_host_load(
                                     m, mask_base + i * m->strides[m->rank - 2] +
                                            j * m->strides[m->rank - 1]);
                         }
@@ -184,11 +184,11 @@ void vkattn_ref_attention_run(const vkattn_ref_attention_plan *p, double *scratc
                     }
                     int64_t obase = b * o->strides[0] + h * o->strides[1] + i * o->strides[2];
                     for (int64_t e = 0; e < D; e++)
-                        vkattn_host_store(o, obase + e * o->strides[3], acc[e]);
+                        vka_host_store(o, obase + e * o->strides[3], acc[e]);
                     if (dm->weights_rank == 4) {
                         int64_t wbase = b * w->strides[0] + h * w->strides[1] + i * w->strides[2];
                         for (int64_t j = 0; j < Tk; j++)
-                            vkattn_host_store(w, wbase + j * w->strides[3], prob[j]);
+                            vka_host_store(w, wbase + j * w->strides[3], prob[j]);
                     } else if (dm->weights_rank == 3) {
                         for (int64_t j = 0; j < Tk; j++)
                             wsum[i * Tk + j] += prob[j];
@@ -199,7 +199,7 @@ void vkattn_ref_attention_run(const vkattn_ref_attention_plan *p, double *scratc
         if (dm->weights_rank == 3)
             for (int64_t i = 0; i < Tq; i++)
                 for (int64_t j = 0; j < Tk; j++)
-                    vkattn_host_store(w, b * w->strides[0] + i * w->strides[1] + j * w->strides[2],
+                    vka_host_store(w, b * w->strides[0] + i * w->strides[1] + j * w->strides[2],
                                       wsum[i * Tk + j] / (double)Hq);
     }
 }
@@ -207,16 +207,16 @@ void vkattn_ref_attention_run(const vkattn_ref_attention_plan *p, double *scratc
 vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *error,
                                    size_t error_size)
 {
-    vkattn_ref_attention_plan plan;
-    TRY(vkattn_ref_attention_prepare(args, "args->", &plan, error, error_size));
+    vka_ref_attention_plan plan;
+    TRY(vka_ref_attention_prepare(args, "args->", &plan, error, error_size));
     double *scratch = malloc(plan.scratch_doubles * sizeof *scratch);
     if (!scratch) {
-        vkattn_error_format(error, error_size,
+        vka_error_format(error, error_size,
                             "cannot allocate %zu bytes of scratch memory for the reference",
                             plan.scratch_doubles * sizeof *scratch);
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
     }
-    vkattn_ref_attention_run(&plan, scratch);
+    vka_ref_attention_run(&plan, scratch);
     free(scratch);
     return VKATTN_SUCCESS;
 }

@@ -22,9 +22,9 @@ vkattn_host_tensor vkattn_host_tensor_make(void *data, vkattn_dtype dtype, uint3
     return t;
 }
 
-vkattn_shape_view vkattn_host_shape_view(const vkattn_host_tensor *t)
+vka_shape_view vka_host_shape_view(const vkattn_host_tensor *t)
 {
-    vkattn_shape_view v;
+    vka_shape_view v;
     v.present = t->data != NULL;
     v.dtype = t->dtype;
     v.rank = t->rank;
@@ -32,7 +32,7 @@ vkattn_shape_view vkattn_host_shape_view(const vkattn_host_tensor *t)
     return v;
 }
 
-vkattn_result vkattn_host_tensor_resolve(const vkattn_host_tensor *t, const char *name,
+vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *name,
                                          bool output, vkattn_host_tensor *out, char *error,
                                          size_t error_size)
 {
@@ -40,7 +40,7 @@ vkattn_result vkattn_host_tensor_resolve(const vkattn_host_tensor *t, const char
     bool all_zero = true;
     for (uint32_t i = 0; i < t->rank; i++) {
         if (t->strides[i] < 0) {
-            vkattn_error_format(error, error_size, "%s.strides[%u] is %lld: strides must be >= 0",
+            vka_error_format(error, error_size, "%s.strides[%u] is %lld: strides must be >= 0",
                                 name, i, (long long)t->strides[i]);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
@@ -52,7 +52,7 @@ vkattn_result vkattn_host_tensor_resolve(const vkattn_host_tensor *t, const char
             r.strides[i] = (int64_t)stride;
             uint64_t dim = (uint64_t)t->shape[i];
             if (i > 0 && dim > (uint64_t)INT64_MAX / stride) {
-                vkattn_error_format(error, error_size,
+                vka_error_format(error, error_size,
                                     "%s.shape: the number of elements overflows 64 bits", name);
                 return VKATTN_ERROR_INVALID_ARGUMENT;
             }
@@ -61,7 +61,7 @@ vkattn_result vkattn_host_tensor_resolve(const vkattn_host_tensor *t, const char
     } else if (output) {
         for (uint32_t i = 0; i < t->rank; i++) {
             if (t->strides[i] == 0 && t->shape[i] > 1) {
-                vkattn_error_format(error, error_size,
+                vka_error_format(error, error_size,
                                     "%s.strides[%u] is 0 while %s.shape[%u] is %lld: an output "
                                     "cannot broadcast (its elements would overlap)",
                                     name, i, name, i, (long long)t->shape[i]);
@@ -84,7 +84,7 @@ vkattn_result vkattn_host_tensor_resolve(const vkattn_host_tensor *t, const char
             break;
     }
     if (last > (uint64_t)INT64_MAX) {
-        vkattn_error_format(error, error_size,
+        vka_error_format(error, error_size,
                             "%s.strides: the last element's offset overflows 64 bits", name);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }

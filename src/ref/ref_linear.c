@@ -19,24 +19,24 @@ static vkattn_result check_operand(const vkattn_host_tensor *t, const char *pref
                                    const char *layout, char *error, size_t error_size)
 {
     if (!t->data) {
-        vkattn_error_format(error, error_size, "%s%s.data is NULL: %s is required", prefix, name,
+        vka_error_format(error, error_size, "%s%s.data is NULL: %s is required", prefix, name,
                             name);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (t->rank != rank_a && t->rank != rank_b) {
-        vkattn_error_format(error, error_size, "%s%s.rank is %u: %s is %s", prefix, name,
+        vka_error_format(error, error_size, "%s%s.rank is %u: %s is %s", prefix, name,
                             t->rank, name, layout);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    if (!vkattn_dtype_is_float(t->dtype)) {
-        char b[VKATTN_DTYPE_TEXT];
-        vkattn_error_format(error, error_size, "%s%s.dtype %s is not supported: f32 or f16", prefix, name,
-                            vkattn_dtype_text(t->dtype, b));
+    if (!vka_dtype_is_float(t->dtype)) {
+        char b[VKA_DTYPE_TEXT];
+        vka_error_format(error, error_size, "%s%s.dtype %s is not supported: f32 or f16", prefix, name,
+                            vka_dtype_text(t->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     for (uint32_t i = 0; i < t->rank; i++) {
         if (t->shape[i] < 1) {
-            vkattn_error_format(error, error_size,
+            vka_error_format(error, error_size,
                                 "%s%s.shape[%u] is %lld: every dimension must be >= 1", prefix,
                                 name, i, (long long)t->shape[i]);
             return VKATTN_ERROR_INVALID_ARGUMENT;
@@ -51,20 +51,20 @@ static vkattn_result check_dim(const vkattn_host_tensor *t, const char *prefix, 
 {
     if (t->shape[i] == ref->shape[j])
         return VKATTN_SUCCESS;
-    vkattn_error_format(error, error_size, "%s%s.shape[%u] %lld differs from %s%s.shape[%u] %lld",
+    vka_error_format(error, error_size, "%s%s.shape[%u] %lld differs from %s%s.shape[%u] %lld",
                         prefix, name, i, (long long)t->shape[i], prefix, ref_name, j,
                         (long long)ref->shape[j]);
     return VKATTN_ERROR_SHAPE_MISMATCH;
 }
 
-vkattn_result vkattn_ref_linear_prepare(const vkattn_ref_linear_args *args, const char *prefix,
-                                        vkattn_ref_linear_plan *plan, char *error,
+vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const char *prefix,
+                                        vka_ref_linear_plan *plan, char *error,
                                         size_t error_size)
 {
     if (!prefix)
         prefix = "";
     if (!args) {
-        vkattn_error_format(error, error_size, "args is NULL");
+        vka_error_format(error, error_size, "args is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     const vkattn_host_tensor *x = &args->x, *w = &args->w, *b = &args->b, *y = &args->y;
@@ -77,7 +77,7 @@ vkattn_result vkattn_ref_linear_prepare(const vkattn_ref_linear_args *args, cons
                       error_size));
     uint32_t r = x->rank;
     if (y->rank != r) {
-        vkattn_error_format(error, error_size, "%sy.rank %u differs from %sx.rank %u", prefix,
+        vka_error_format(error, error_size, "%sy.rank %u differs from %sx.rank %u", prefix,
                             y->rank, prefix, r);
         return VKATTN_ERROR_SHAPE_MISMATCH;
     }
@@ -88,19 +88,19 @@ vkattn_result vkattn_ref_linear_prepare(const vkattn_ref_linear_args *args, cons
         TRY(check_dim(y, prefix, "y", i, x, "x", i, error, error_size));
     TRY(check_dim(y, prefix, "y", r - 1, w, "w", 0, error, error_size));
 
-    vkattn_ref_linear_plan p;
+    vka_ref_linear_plan p;
     memset(&p, 0, sizeof p);
     char name[64];
-    vkattn_error_format(name, sizeof name, "%sx", prefix);
-    TRY(vkattn_host_tensor_resolve(x, name, false, &p.x, error, error_size));
-    vkattn_error_format(name, sizeof name, "%sw", prefix);
-    TRY(vkattn_host_tensor_resolve(w, name, false, &p.w, error, error_size));
+    vka_error_format(name, sizeof name, "%sx", prefix);
+    TRY(vka_host_tensor_resolve(x, name, false, &p.x, error, error_size));
+    vka_error_format(name, sizeof name, "%sw", prefix);
+    TRY(vka_host_tensor_resolve(w, name, false, &p.w, error, error_size));
     if (b->data) {
-        vkattn_error_format(name, sizeof name, "%sb", prefix);
-        TRY(vkattn_host_tensor_resolve(b, name, false, &p.b, error, error_size));
+        vka_error_format(name, sizeof name, "%sb", prefix);
+        TRY(vka_host_tensor_resolve(b, name, false, &p.b, error, error_size));
     }
-    vkattn_error_format(name, sizeof name, "%sy", prefix);
-    TRY(vkattn_host_tensor_resolve(y, name, true, &p.y, error, error_size));
+    vka_error_format(name, sizeof name, "%sy", prefix);
+    TRY(vka_host_tensor_resolve(y, name, true, &p.y, error, error_size));
 
     p.rows_outer = r == 3 ? x->shape[0] : 1;
     p.rows_inner = x->shape[r - 2];
@@ -115,10 +115,10 @@ vkattn_result vkattn_ref_linear_prepare(const vkattn_ref_linear_args *args, cons
         block = p.out_features;
     p.block_rows = block;
     size_t total;
-    bool ok = vkattn_size_mul((size_t)block + 1, (size_t)p.in_features, &total) &&
+    bool ok = vka_size_mul((size_t)block + 1, (size_t)p.in_features, &total) &&
               total <= SIZE_MAX / sizeof(double);
     if (!ok || (uint64_t)p.in_features > SIZE_MAX) {
-        vkattn_error_format(error, error_size,
+        vka_error_format(error, error_size,
                             "%sx.shape[%u] (in_features) %lld: scratch memory size overflows",
                             prefix, r - 1, (long long)p.in_features);
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
@@ -128,7 +128,7 @@ vkattn_result vkattn_ref_linear_prepare(const vkattn_ref_linear_args *args, cons
     return VKATTN_SUCCESS;
 }
 
-void vkattn_ref_linear_run(const vkattn_ref_linear_plan *p, double *scratch)
+void vka_ref_linear_run(const vka_ref_linear_plan *p, double *scratch)
 {
     const vkattn_host_tensor *x = &p->x, *w = &p->w, *b = &p->b, *y = &p->y;
     const int64_t K = p->in_features, N = p->out_features;
@@ -140,7 +140,7 @@ void vkattn_ref_linear_run(const vkattn_ref_linear_plan *p, double *scratch)
         for (int64_t n = 0; n < nb; n++)
             for (int64_t c = 0; c < K; c++)
                 wblock[n * K + c] =
-                    vkattn_host_load(w, (n0 + n) * w->strides[0] + c * w->strides[1]);
+                    vka_host_load(w, (n0 + n) * w->strides[0] + c * w->strides[1]);
         for (int64_t bo = 0; bo < p->rows_outer; bo++) {
             for (int64_t t = 0; t < p->rows_inner; t++) {
                 int64_t xbase = t * x->strides[r - 2], ybase = t * y->strides[r - 2];
@@ -149,15 +149,15 @@ void vkattn_ref_linear_run(const vkattn_ref_linear_plan *p, double *scratch)
                     ybase += bo * y->strides[0];
                 }
                 for (int64_t c = 0; c < K; c++)
-                    xrow[c] = vkattn_host_load(x, xbase + c * x->strides[r - 1]);
+                    xrow[c] = vka_host_load(x, xbase + c * x->strides[r - 1]);
                 for (int64_t n = 0; n < nb; n++) {
                     const double *wr = wblock + n * K;
                     double sum = 0.0;
                     for (int64_t c = 0; c < K; c++)
                         sum += xrow[c] * wr[c];
                     if (b->data)
-                        sum += vkattn_host_load(b, (n0 + n) * b->strides[0]);
-                    vkattn_host_store(y, ybase + (n0 + n) * y->strides[r - 1], sum);
+                        sum += vka_host_load(b, (n0 + n) * b->strides[0]);
+                    vka_host_store(y, ybase + (n0 + n) * y->strides[r - 1], sum);
                 }
             }
         }
@@ -167,16 +167,16 @@ void vkattn_ref_linear_run(const vkattn_ref_linear_plan *p, double *scratch)
 vkattn_result vkattn_ref_linear(const vkattn_ref_linear_args *args, char *error,
                                 size_t error_size)
 {
-    vkattn_ref_linear_plan plan;
-    TRY(vkattn_ref_linear_prepare(args, "args->", &plan, error, error_size));
+    vka_ref_linear_plan plan;
+    TRY(vka_ref_linear_prepare(args, "args->", &plan, error, error_size));
     double *scratch = malloc(plan.scratch_doubles * sizeof *scratch);
     if (!scratch) {
-        vkattn_error_format(error, error_size,
+        vka_error_format(error, error_size,
                             "cannot allocate %zu bytes of scratch memory for the reference",
                             plan.scratch_doubles * sizeof *scratch);
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
     }
-    vkattn_ref_linear_run(&plan, scratch);
+    vka_ref_linear_run(&plan, scratch);
     free(scratch);
     return VKATTN_SUCCESS;
 }

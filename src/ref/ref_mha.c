@@ -25,25 +25,25 @@ static vkattn_result check_activation(const vkattn_host_tensor *t, const char *n
                                       size_t error_size)
 {
     if (!t->data) {
-        vkattn_error_format(error, error_size, "args->%s.data is NULL: %s is required", name,
+        vka_error_format(error, error_size, "args->%s.data is NULL: %s is required", name,
                             name);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (t->rank != 3) {
-        vkattn_error_format(error, error_size, "args->%s.rank is %u: %s is rank 3 [B, T, features]",
+        vka_error_format(error, error_size, "args->%s.rank is %u: %s is rank 3 [B, T, features]",
                             name, t->rank, name);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (t->dtype != VKATTN_DTYPE_F32) {
         const char *dn = vkattn_dtype_name(t->dtype);
-        vkattn_error_format(error, error_size,
+        vka_error_format(error, error_size,
                             "args->%s.dtype %s is not supported: the MHA reference takes f32",
                             name, dn ? dn : "(not a vkattn_dtype)");
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     for (uint32_t i = 0; i < 3; i++) {
         if (t->shape[i] < 1 || t->shape[i] > (int64_t)UINT32_MAX) {
-            vkattn_error_format(error, error_size,
+            vka_error_format(error, error_size,
                                 "args->%s.shape[%u] is %lld: every dimension must be in 1..%lu",
                                 name, i, (long long)t->shape[i], (unsigned long)UINT32_MAX);
             return VKATTN_ERROR_INVALID_ARGUMENT;
@@ -58,7 +58,7 @@ static vkattn_result check_size(const vkattn_host_tensor *t, const char *name, u
 {
     if (t->shape[i] == want)
         return VKATTN_SUCCESS;
-    vkattn_error_format(error, error_size, "args->%s.shape[%u] %lld differs from %s %lld", name,
+    vka_error_format(error, error_size, "args->%s.shape[%u] %lld differs from %s %lld", name,
                         i, (long long)t->shape[i], want_text, (long long)want);
     return VKATTN_ERROR_SHAPE_MISMATCH;
 }
@@ -98,11 +98,11 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
                              const vkattn_ref_mha_args *args, char *error, size_t error_size)
 {
     vkattn_mha_desc d;
-    vkattn_mha_weight_views wv;
-    TRY(vkattn_mha_resolve(desc, &d, error, error_size));
-    TRY(vkattn_mha_weights_check(&d, weights, &wv, error, error_size));
+    vka_mha_weight_views wv;
+    TRY(vka_mha_resolve(desc, &d, error, error_size));
+    TRY(vka_mha_weights_check(&d, weights, &wv, error, error_size));
     if (!args) {
-        vkattn_error_format(error, error_size, "args is NULL");
+        vka_error_format(error, error_size, "args is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     char want[96];
@@ -111,7 +111,7 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     const bool self = args->kv.data == NULL;
     if (self) {
         if (d.kv_dim != d.embed_dim) {
-            vkattn_error_format(error, error_size,
+            vka_error_format(error, error_size,
                                 "args->kv.data is NULL (self-attention) but desc->kv_dim %u "
                                 "differs from desc->embed_dim %u",
                                 d.kv_dim, d.embed_dim);
@@ -125,18 +125,18 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     }
     TRY(check_activation(&args->y, "y", error, error_size));
     for (uint32_t i = 0; i < 3; i++) {
-        vkattn_error_format(want, sizeof want, "args->x.shape[%u]", i);
+        vka_error_format(want, sizeof want, "args->x.shape[%u]", i);
         TRY(check_size(&args->y, "y", i, args->x.shape[i], want, error, error_size));
     }
     vkattn_host_tensor x, kv, y;
-    TRY(vkattn_host_tensor_resolve(&args->x, "args->x", false, &x, error, error_size));
-    TRY(vkattn_host_tensor_resolve(self ? &args->x : &args->kv, self ? "args->x" : "args->kv",
+    TRY(vka_host_tensor_resolve(&args->x, "args->x", false, &x, error, error_size));
+    TRY(vka_host_tensor_resolve(self ? &args->x : &args->kv, self ? "args->x" : "args->kv",
                                    false, &kv, error, error_size));
-    TRY(vkattn_host_tensor_resolve(&args->y, "args->y", true, &y, error, error_size));
+    TRY(vka_host_tensor_resolve(&args->y, "args->y", true, &y, error, error_size));
 
     const int64_t B = x.shape[0], Tq = x.shape[1], Tk = kv.shape[1];
     const int64_t Dm = d.embed_dim, Dkv = d.kv_dim, Dh = d.head_dim;
-    const int64_t QW = vkattn_mha_q_width(&d), KVW = vkattn_mha_kv_width(&d);
+    const int64_t QW = vka_mha_q_width(&d), KVW = vka_mha_kv_width(&d);
 
     /* Plans first, with the f32 temporaries not yet allocated: `&placeholder`
      * stands in for their data until every check has passed. */
@@ -159,9 +159,9 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     la[3].w = weight_tensor(wv.wo, Dm, QW);
     la[3].b = bias_tensor(wv.bo, Dm);
     la[3].y = y;
-    vkattn_ref_linear_plan lp[4];
+    vka_ref_linear_plan lp[4];
     for (int i = 0; i < 4; i++)
-        TRY(vkattn_ref_linear_prepare(&la[i], "args->", &lp[i], error, error_size));
+        TRY(vka_ref_linear_prepare(&la[i], "args->", &lp[i], error, error_size));
 
     vkattn_ref_attention_args aa;
     memset(&aa, 0, sizeof aa);
@@ -173,18 +173,18 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     aa.key_padding = args->key_padding;
     aa.weights = args->weights;
     aa.causal = args->causal;
-    vkattn_ref_attention_plan ap;
-    TRY(vkattn_ref_attention_prepare(&aa, "args->", &ap, error, error_size));
+    vka_ref_attention_plan ap;
+    TRY(vka_ref_attention_prepare(&aa, "args->", &ap, error, error_size));
 
     /* One f32 block for Q, K, V, O and one double scratch for every step. */
     size_t nq, nkv, nf = 0;
-    bool ok = vkattn_size_mul((size_t)B, (size_t)Tq, &nq) &&
-              vkattn_size_mul(nq, (size_t)QW, &nq) &&
-              vkattn_size_mul((size_t)B, (size_t)Tk, &nkv) &&
-              vkattn_size_mul(nkv, (size_t)KVW, &nkv) && nkv <= SIZE_MAX / 2 &&
+    bool ok = vka_size_mul((size_t)B, (size_t)Tq, &nq) &&
+              vka_size_mul(nq, (size_t)QW, &nq) &&
+              vka_size_mul((size_t)B, (size_t)Tk, &nkv) &&
+              vka_size_mul(nkv, (size_t)KVW, &nkv) && nkv <= SIZE_MAX / 2 &&
               nq <= SIZE_MAX / 2 && 2 * nq <= SIZE_MAX - 2 * nkv;
     if (ok)
-        ok = vkattn_size_mul(2 * nq + 2 * nkv, sizeof(float), &nf);
+        ok = vka_size_mul(2 * nq + 2 * nkv, sizeof(float), &nf);
     size_t ns = ap.scratch_doubles;
     for (int i = 0; i < 4; i++)
         if (lp[i].scratch_doubles > ns)
@@ -193,7 +193,7 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     double *scratch = act ? malloc(ns * sizeof *scratch) : NULL;
     if (!scratch) {
         free(act);
-        vkattn_error_format(error, error_size,
+        vka_error_format(error, error_size,
                             "cannot allocate the reference's temporaries (Q, K, V, O: %zu "
                             "bytes; scratch: %zu bytes)",
                             nf, ns * sizeof *scratch);
@@ -210,9 +210,9 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     ap.out.data = o;
 
     for (int i = 0; i < 3; i++)
-        vkattn_ref_linear_run(&lp[i], scratch);
-    vkattn_ref_attention_run(&ap, scratch);
-    vkattn_ref_linear_run(&lp[3], scratch);
+        vka_ref_linear_run(&lp[i], scratch);
+    vka_ref_attention_run(&ap, scratch);
+    vka_ref_linear_run(&lp[3], scratch);
     free(scratch);
     free(act);
     return VKATTN_SUCCESS;

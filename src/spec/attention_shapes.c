@@ -11,17 +11,17 @@ typedef struct check_state {
 } check_state;
 
 /* Rank and per-dimension limits of one present tensor. */
-static vkattn_result check_rank(const check_state *st, const vkattn_shape_view *t, const char *name,
+static vkattn_result check_rank(const check_state *st, const vka_shape_view *t, const char *name,
                                 uint32_t rank_a, uint32_t rank_b, const char *layout)
 {
     if (t->rank != rank_a && t->rank != rank_b) {
-        vkattn_error_format(st->error, st->error_size, "%s%s.rank is %u: %s is %s", st->prefix,
+        vka_error_format(st->error, st->error_size, "%s%s.rank is %u: %s is %s", st->prefix,
                             name, t->rank, name, layout);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     for (uint32_t i = 0; i < t->rank; i++) {
         if (t->shape[i] < 1 || t->shape[i] > (int64_t)UINT32_MAX) {
-            vkattn_error_format(st->error, st->error_size,
+            vka_error_format(st->error, st->error_size,
                                 "%s%s.shape[%u] is %lld: every dimension must be in 1..%lu",
                                 st->prefix, name, i, (long long)t->shape[i],
                                 (unsigned long)UINT32_MAX);
@@ -32,26 +32,26 @@ static vkattn_result check_rank(const check_state *st, const vkattn_shape_view *
 }
 
 /* `t` must have one of two dtypes (b may equal a). */
-static vkattn_result check_dtype(const check_state *st, const vkattn_shape_view *t,
+static vkattn_result check_dtype(const check_state *st, const vka_shape_view *t,
                                  const char *name, vkattn_dtype a, vkattn_dtype b,
                                  const char *allowed)
 {
     if (t->dtype == a || t->dtype == b)
         return VKATTN_SUCCESS;
-    char buf[VKATTN_DTYPE_TEXT];
-    vkattn_error_format(st->error, st->error_size, "%s%s.dtype %s is not supported: %s is %s",
-                        st->prefix, name, vkattn_dtype_text(t->dtype, buf), name, allowed);
+    char buf[VKA_DTYPE_TEXT];
+    vka_error_format(st->error, st->error_size, "%s%s.dtype %s is not supported: %s is %s",
+                        st->prefix, name, vka_dtype_text(t->dtype, buf), name, allowed);
     return VKATTN_ERROR_UNSUPPORTED_DTYPE;
 }
 
 /* t.shape[i] must equal `want`, which is ref.shape[j] (named in the message). */
-static vkattn_result check_dim(const check_state *st, const vkattn_shape_view *t,
+static vkattn_result check_dim(const check_state *st, const vka_shape_view *t,
                                const char *name, uint32_t i, const char *what,
-                               const vkattn_shape_view *ref, const char *ref_name, uint32_t j)
+                               const vka_shape_view *ref, const char *ref_name, uint32_t j)
 {
     if (t->shape[i] == ref->shape[j])
         return VKATTN_SUCCESS;
-    vkattn_error_format(st->error, st->error_size,
+    vka_error_format(st->error, st->error_size,
                         "%s%s.shape[%u] (%s) %lld differs from %s%s.shape[%u] (%s) %lld",
                         st->prefix, name, i, what, (long long)t->shape[i], st->prefix, ref_name, j,
                         what, (long long)ref->shape[j]);
@@ -59,14 +59,14 @@ static vkattn_result check_dim(const check_state *st, const vkattn_shape_view *t
 }
 
 /* Like check_dim, but a size of 1 broadcasts. */
-static vkattn_result check_dim_or_1(const check_state *st, const vkattn_shape_view *t,
+static vkattn_result check_dim_or_1(const check_state *st, const vka_shape_view *t,
                                     const char *name, uint32_t i, const char *what,
-                                    const vkattn_shape_view *ref, const char *ref_name,
+                                    const vka_shape_view *ref, const char *ref_name,
                                     uint32_t j)
 {
     if (t->shape[i] == 1 || t->shape[i] == ref->shape[j])
         return VKATTN_SUCCESS;
-    vkattn_error_format(st->error, st->error_size,
+    vka_error_format(st->error, st->error_size,
                         "%s%s.shape[%u] (%s) %lld is neither 1 nor %s%s.shape[%u] (%s) %lld",
                         st->prefix, name, i, what, (long long)t->shape[i], st->prefix, ref_name,
                         j, what, (long long)ref->shape[j]);
@@ -82,13 +82,13 @@ static vkattn_result check_dim_or_1(const check_state *st, const vkattn_shape_vi
 
 static const char qkv_layout[] = "rank 4: [B, H, T, D]";
 
-static vkattn_result check_required(const check_state *st, const vkattn_attention_shapes *s)
+static vkattn_result check_required(const check_state *st, const vka_attention_shapes *s)
 {
-    const vkattn_shape_view *views[4] = {&s->q, &s->k, &s->v, &s->out};
+    const vka_shape_view *views[4] = {&s->q, &s->k, &s->v, &s->out};
     static const char *const names[4] = {"q", "k", "v", "out"};
     for (int i = 0; i < 4; i++) {
         if (!views[i]->present) {
-            vkattn_error_format(st->error, st->error_size, "%s%s.%s is NULL: %s is required",
+            vka_error_format(st->error, st->error_size, "%s%s.%s is NULL: %s is required",
                                 st->prefix, names[i], s->handle_name ? s->handle_name : "data",
                                 names[i]);
             return VKATTN_ERROR_INVALID_ARGUMENT;
@@ -97,19 +97,19 @@ static vkattn_result check_required(const check_state *st, const vkattn_attentio
     }
     TRY(check_dtype(st, &s->q, "q", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
     TRY(check_dtype(st, &s->k, "k", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
-    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
+    char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     if (s->out.dtype != s->q.dtype) {
-        vkattn_error_format(st->error, st->error_size,
+        vka_error_format(st->error, st->error_size,
                             "%sout.dtype %s differs from %sq.dtype %s: q and out share a dtype",
-                            st->prefix, vkattn_dtype_text(s->out.dtype, b1), st->prefix,
-                            vkattn_dtype_text(s->q.dtype, b2));
+                            st->prefix, vka_dtype_text(s->out.dtype, b1), st->prefix,
+                            vka_dtype_text(s->q.dtype, b2));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     if (s->v.dtype != s->k.dtype) {
-        vkattn_error_format(st->error, st->error_size,
+        vka_error_format(st->error, st->error_size,
                             "%sv.dtype %s differs from %sk.dtype %s: k and v share a dtype",
-                            st->prefix, vkattn_dtype_text(s->v.dtype, b1), st->prefix,
-                            vkattn_dtype_text(s->k.dtype, b2));
+                            st->prefix, vka_dtype_text(s->v.dtype, b1), st->prefix,
+                            vka_dtype_text(s->k.dtype, b2));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
 
@@ -118,7 +118,7 @@ static vkattn_result check_required(const check_state *st, const vkattn_attentio
     TRY(check_dim(st, &s->v, "v", 0, "batch", &s->q, "q", 0));
     TRY(check_dim(st, &s->v, "v", 1, "num_kv_heads", &s->k, "k", 1));
     if (s->q.shape[1] % s->k.shape[1] != 0) {
-        vkattn_error_format(st->error, st->error_size,
+        vka_error_format(st->error, st->error_size,
                             "%sk.shape[1] (num_kv_heads) %lld does not divide %sq.shape[1] "
                             "(num_heads) %lld",
                             st->prefix, (long long)s->k.shape[1], st->prefix,
@@ -132,22 +132,22 @@ static vkattn_result check_required(const check_state *st, const vkattn_attentio
     for (uint32_t i = 0; i < 4; i++)
         TRY(check_dim(st, &s->out, "out", i, out_what[i], &s->q, "q", i));
     int64_t d = s->q.shape[3];
-    if (d % VKATTN_HEAD_DIM_MULTIPLE != 0 || d > VKATTN_HEAD_DIM_MAX) {
-        vkattn_error_format(st->error, st->error_size,
+    if (d % VKA_HEAD_DIM_MULTIPLE != 0 || d > VKA_HEAD_DIM_MAX) {
+        vka_error_format(st->error, st->error_size,
                             "%sq.shape[3] (head_dim) %lld is not supported: it must be a "
                             "multiple of %u from %u to %u",
-                            st->prefix, (long long)d, VKATTN_HEAD_DIM_MULTIPLE,
-                            VKATTN_HEAD_DIM_MULTIPLE, VKATTN_HEAD_DIM_MAX);
+                            st->prefix, (long long)d, VKA_HEAD_DIM_MULTIPLE,
+                            VKA_HEAD_DIM_MULTIPLE, VKA_HEAD_DIM_MAX);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     return VKATTN_SUCCESS;
 }
 
-static vkattn_result check_optional(const check_state *st, const vkattn_attention_shapes *s)
+static vkattn_result check_optional(const check_state *st, const vka_attention_shapes *s)
 {
-    const vkattn_shape_view *q = &s->q, *k = &s->k;
+    const vka_shape_view *q = &s->q, *k = &s->k;
     if (s->mask.present) {
-        const vkattn_shape_view *m = &s->mask;
+        const vka_shape_view *m = &s->mask;
         TRY(check_rank(st, m, "mask", 2, 4, "rank 2 [Tq, Tk] or rank 4 [B or 1, Hq or 1, Tq, Tk]"));
         TRY(check_dtype(st, m, "mask", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
         uint32_t r = m->rank;
@@ -159,14 +159,14 @@ static vkattn_result check_optional(const check_state *st, const vkattn_attentio
         }
     }
     if (s->key_padding.present) {
-        const vkattn_shape_view *p = &s->key_padding;
+        const vka_shape_view *p = &s->key_padding;
         TRY(check_rank(st, p, "key_padding", 2, 2, "rank 2: [B, Tk]"));
         TRY(check_dtype(st, p, "key_padding", VKATTN_DTYPE_U8, VKATTN_DTYPE_U8, "u8"));
         TRY(check_dim(st, p, "key_padding", 0, "batch", q, "q", 0));
         TRY(check_dim(st, p, "key_padding", 1, "kv_len", k, "k", 2));
     }
     if (s->weights.present) {
-        const vkattn_shape_view *w = &s->weights;
+        const vka_shape_view *w = &s->weights;
         TRY(check_rank(st, w, "weights", 3, 4,
                        "rank 3 [B, Tq, Tk] (mean over heads) or rank 4 [B, Hq, Tq, Tk]"));
         TRY(check_dtype(st, w, "weights", VKATTN_DTYPE_F32, VKATTN_DTYPE_F32, "f32"));
@@ -180,18 +180,18 @@ static vkattn_result check_optional(const check_state *st, const vkattn_attentio
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_attention_check(const vkattn_attention_shapes *s, const char *prefix,
-                                     vkattn_attention_dims *dims, char *error, size_t error_size)
+vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *prefix,
+                                     vka_attention_dims *dims, char *error, size_t error_size)
 {
     check_state st = {prefix ? prefix : "", error, error_size};
     if (!s) {
-        vkattn_error_format(error, error_size, "%sattention shapes are NULL", st.prefix);
+        vka_error_format(error, error_size, "%sattention shapes are NULL", st.prefix);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     TRY(check_required(&st, s));
     TRY(check_optional(&st, s));
     if (dims) {
-        vkattn_attention_dims d = {0};
+        vka_attention_dims d = {0};
         d.batch = (uint32_t)s->q.shape[0];
         d.num_heads = (uint32_t)s->q.shape[1];
         d.num_kv_heads = (uint32_t)s->k.shape[1];

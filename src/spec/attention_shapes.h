@@ -1,9 +1,9 @@
 /* The shape and dtype rules of attention, in one place, without a context:
- * the CPU reference and the GPU op both call vkattn_attention_check, so the
+ * the CPU reference and the GPU op both call vka_attention_check, so the
  * two paths accept and reject exactly the same inputs with the same codes
  * and messages. */
-#ifndef VKATTN_ATTENTION_SHAPES_H
-#define VKATTN_ATTENTION_SHAPES_H
+#ifndef VKA_ATTENTION_SHAPES_H
+#define VKA_ATTENTION_SHAPES_H
 
 #include "vkattn.h"
 
@@ -14,24 +14,24 @@
 /* What the check needs of one tensor. `present` is false for an optional
  * tensor that was not given (mask, key_padding, weights) and for a required
  * one whose data/buffer is NULL (q, k, v, out: an error). */
-typedef struct vkattn_shape_view {
+typedef struct vka_shape_view {
     bool present;
     vkattn_dtype dtype;
     uint32_t rank;
     const int64_t *shape; /* `rank` entries; read only when present */
-} vkattn_shape_view;
+} vka_shape_view;
 
-typedef struct vkattn_attention_shapes {
-    vkattn_shape_view q, k, v, out;           /* required */
-    vkattn_shape_view mask, key_padding, weights; /* optional */
+typedef struct vka_attention_shapes {
+    vka_shape_view q, k, v, out;           /* required */
+    vka_shape_view mask, key_padding, weights; /* optional */
     /* The member that holds the memory, named when a required tensor is
      * missing: "data" for host tensors, "buffer" for device tensors.
      * NULL: "data". */
     const char *handle_name;
-} vkattn_attention_shapes;
+} vka_attention_shapes;
 
 /* The sizes of one attention call, all >= 1 when the check succeeds. */
-typedef struct vkattn_attention_dims {
+typedef struct vka_attention_dims {
     uint32_t batch, num_heads, num_kv_heads, q_len, kv_len, head_dim;
     vkattn_dtype q_dtype;  /* of q and out */
     vkattn_dtype kv_dtype; /* of k and v */
@@ -43,7 +43,7 @@ typedef struct vkattn_attention_dims {
     bool mask_batch_broadcast, mask_head_broadcast;
     bool key_padding;
     uint32_t weights_rank; /* 0: no weights, else 3 or 4 */
-} vkattn_attention_dims;
+} vka_attention_dims;
 
 /* Checks the shapes and dtypes against "attention semantics" in vkattn.h.
  * `prefix` is put in front of every tensor name in messages ("args->" gives
@@ -57,12 +57,12 @@ typedef struct vkattn_attention_dims {
  *                                  num_kv_heads not dividing num_heads;
  *   VKATTN_ERROR_UNSUPPORTED_DTYPE a dtype the tensor cannot have.
  * Strides and memory are not looked at: that is the caller's part. */
-vkattn_result vkattn_attention_check(const vkattn_attention_shapes *s, const char *prefix,
-                                     vkattn_attention_dims *dims, char *error,
+vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *prefix,
+                                     vka_attention_dims *dims, char *error,
                                      size_t error_size);
 
 /* Head-dimension limits of every attention path. */
-#define VKATTN_HEAD_DIM_MULTIPLE 8u
-#define VKATTN_HEAD_DIM_MAX 256u
+#define VKA_HEAD_DIM_MULTIPLE 8u
+#define VKA_HEAD_DIM_MAX 256u
 
 #endif

@@ -4,16 +4,16 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-const char *vkattn_dtype_text(vkattn_dtype dtype, char buf[VKATTN_DTYPE_TEXT])
+const char *vka_dtype_text(vkattn_dtype dtype, char buf[VKA_DTYPE_TEXT])
 {
     const char *name = vkattn_dtype_name(dtype);
     if (name)
         return name;
-    snprintf(buf, VKATTN_DTYPE_TEXT, "%d (not a vkattn_dtype)", (int)dtype);
+    snprintf(buf, VKA_DTYPE_TEXT, "%d (not a vkattn_dtype)", (int)dtype);
     return buf;
 }
 
-void vkattn_error_format(char *error, size_t error_size, const char *fmt, ...)
+void vka_error_format(char *error, size_t error_size, const char *fmt, ...)
 {
     if (!error || !error_size)
         return;

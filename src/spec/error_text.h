@@ -1,30 +1,30 @@
 /* Error text for the context-free validators (shape checks, MHA config, CPU
  * reference): they have no context to log into, so they format into a buffer
  * the caller owns. Also the dtype helpers every validator's messages use. */
-#ifndef VKATTN_ERROR_TEXT_H
-#define VKATTN_ERROR_TEXT_H
+#ifndef VKA_ERROR_TEXT_H
+#define VKA_ERROR_TEXT_H
 
 #include "vkattn.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Bytes vkattn_dtype_text may write. */
-#define VKATTN_DTYPE_TEXT 40
+/* Bytes vka_dtype_text may write. */
+#define VKA_DTYPE_TEXT 40
 
 /* A dtype for messages: its name ("f16"), or, for a value that is no
  * vkattn_dtype, "77 (not a vkattn_dtype)" written into `buf`. */
-const char *vkattn_dtype_text(vkattn_dtype dtype, char buf[VKATTN_DTYPE_TEXT]);
+const char *vka_dtype_text(vkattn_dtype dtype, char buf[VKA_DTYPE_TEXT]);
 
 /* f32 or f16: what activations, weights, K/V and layers take. */
-static inline bool vkattn_dtype_is_float(vkattn_dtype dtype)
+static inline bool vka_dtype_is_float(vkattn_dtype dtype)
 {
     return dtype == VKATTN_DTYPE_F32 || dtype == VKATTN_DTYPE_F16;
 }
 
 /* snprintf into `error` (of `error_size` bytes); does nothing when error is
  * NULL or error_size is 0. Always NUL-terminates. */
-void vkattn_error_format(char *error, size_t error_size, const char *fmt, ...)
+void vka_error_format(char *error, size_t error_size, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif

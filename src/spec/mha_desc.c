@@ -4,26 +4,26 @@
 #include "spec/attention_shapes.h"
 #include "spec/error_text.h"
 
-vkattn_result vkattn_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved,
+vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved,
                                  char *error, size_t error_size)
 {
     if (!in) {
-        vkattn_error_format(error, error_size, "desc is NULL");
+        vka_error_format(error, error_size, "desc is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     vkattn_mha_desc d = *in;
     if (d.embed_dim == 0) {
-        vkattn_error_format(error, error_size, "desc->embed_dim is 0: it is required");
+        vka_error_format(error, error_size, "desc->embed_dim is 0: it is required");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (d.num_heads == 0) {
-        vkattn_error_format(error, error_size, "desc->num_heads is 0: it is required");
+        vka_error_format(error, error_size, "desc->num_heads is 0: it is required");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (d.num_kv_heads == 0)
         d.num_kv_heads = d.num_heads;
     if (d.num_heads % d.num_kv_heads != 0) {
-        vkattn_error_format(error, error_size,
+        vka_error_format(error, error_size,
                             "desc->num_kv_heads %u does not divide desc->num_heads %u",
                             d.num_kv_heads, d.num_heads);
         return VKATTN_ERROR_INVALID_ARGUMENT;
@@ -31,7 +31,7 @@ vkattn_result vkattn_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *res
     bool head_dim_default = d.head_dim == 0;
     if (head_dim_default) {
         if (d.embed_dim % d.num_heads != 0) {
-            vkattn_error_format(error, error_size,
+            vka_error_format(error, error_size,
                                 "desc->embed_dim %u is not a multiple of desc->num_heads %u, "
                                 "so desc->head_dim cannot default to their quotient: set it",
                                 d.embed_dim, d.num_heads);
@@ -39,31 +39,31 @@ vkattn_result vkattn_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *res
         }
         d.head_dim = d.embed_dim / d.num_heads;
     }
-    if (d.head_dim % VKATTN_HEAD_DIM_MULTIPLE != 0 || d.head_dim > VKATTN_HEAD_DIM_MAX) {
+    if (d.head_dim % VKA_HEAD_DIM_MULTIPLE != 0 || d.head_dim > VKA_HEAD_DIM_MAX) {
         char from[96] = "";
         if (head_dim_default)
-            vkattn_error_format(from, sizeof from, " (desc->embed_dim %u / desc->num_heads %u)",
+            vka_error_format(from, sizeof from, " (desc->embed_dim %u / desc->num_heads %u)",
                                 d.embed_dim, d.num_heads);
-        vkattn_error_format(error, error_size,
+        vka_error_format(error, error_size,
                             "desc->head_dim %u%s is not supported: it must be a multiple of %u "
                             "from %u to %u",
-                            d.head_dim, from, VKATTN_HEAD_DIM_MULTIPLE, VKATTN_HEAD_DIM_MULTIPLE,
-                            VKATTN_HEAD_DIM_MAX);
+                            d.head_dim, from, VKA_HEAD_DIM_MULTIPLE, VKA_HEAD_DIM_MULTIPLE,
+                            VKA_HEAD_DIM_MAX);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (d.kv_dim == 0)
         d.kv_dim = d.embed_dim;
-    if (!vkattn_dtype_is_float(d.dtype)) {
-        char b[VKATTN_DTYPE_TEXT];
-        vkattn_error_format(error, error_size, "desc->dtype %s is not supported: f32 or f16",
-                            vkattn_dtype_text(d.dtype, b));
+    if (!vka_dtype_is_float(d.dtype)) {
+        char b[VKA_DTYPE_TEXT];
+        vka_error_format(error, error_size, "desc->dtype %s is not supported: f32 or f16",
+                            vka_dtype_text(d.dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     /* The packed projection is the widest; every width must fit the uint32_t
      * sizes the kernels use. */
     uint64_t packed = ((uint64_t)d.num_heads + 2 * (uint64_t)d.num_kv_heads) * d.head_dim;
     if (packed > UINT32_MAX) {
-        vkattn_error_format(error, error_size,
+        vka_error_format(error, error_size,
                             "desc: (num_heads %u + 2 * num_kv_heads %u) * head_dim %u = %llu "
                             "projection features exceed %lu",
                             d.num_heads, d.num_kv_heads, d.head_dim, (unsigned long long)packed,
@@ -75,32 +75,32 @@ vkattn_result vkattn_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *res
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_mha_weights_check(const vkattn_mha_desc *resolved,
+vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
                                        const vkattn_mha_weights *weights,
-                                       vkattn_mha_weight_views *views, char *error,
+                                       vka_mha_weight_views *views, char *error,
                                        size_t error_size)
 {
     if (!resolved) {
-        vkattn_error_format(error, error_size, "desc is NULL");
+        vka_error_format(error, error_size, "desc is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (!weights) {
-        vkattn_error_format(error, error_size, "weights is NULL");
+        vka_error_format(error, error_size, "weights is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     const vkattn_mha_weights *w = weights;
-    size_t qw = vkattn_mha_q_width(resolved), kvw = vkattn_mha_kv_width(resolved);
-    vkattn_mha_weight_views v = {0};
+    size_t qw = vka_mha_q_width(resolved), kvw = vka_mha_kv_width(resolved);
+    vka_mha_weight_views v = {0};
     if (w->wqkv) {
         if (w->wq || w->wk || w->wv) {
-            vkattn_error_format(error, error_size,
+            vka_error_format(error, error_size,
                                 "weights->wqkv and weights->%s are both set: give either the "
                                 "packed wqkv or wq, wk and wv",
                                 w->wq ? "wq" : w->wk ? "wk" : "wv");
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
         if (resolved->kv_dim != resolved->embed_dim) {
-            vkattn_error_format(error, error_size,
+            vka_error_format(error, error_size,
                                 "weights->wqkv needs desc->kv_dim (%u) == desc->embed_dim (%u): "
                                 "give wq, wk and wv instead",
                                 resolved->kv_dim, resolved->embed_dim);
@@ -113,7 +113,7 @@ vkattn_result vkattn_mha_weights_check(const vkattn_mha_desc *resolved,
     } else {
         const char *missing = !w->wq ? "wq" : !w->wk ? "wk" : !w->wv ? "wv" : NULL;
         if (missing) {
-            vkattn_error_format(error, error_size,
+            vka_error_format(error, error_size,
                                 "weights->%s is NULL: give wq, wk and wv, or wqkv", missing);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
@@ -122,7 +122,7 @@ vkattn_result vkattn_mha_weights_check(const vkattn_mha_desc *resolved,
         v.wv = w->wv;
     }
     if (!w->wo) {
-        vkattn_error_format(error, error_size, "weights->wo is NULL: it is required");
+        vka_error_format(error, error_size, "weights->wo is NULL: it is required");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     v.wo = w->wo;
@@ -130,7 +130,7 @@ vkattn_result vkattn_mha_weights_check(const vkattn_mha_desc *resolved,
     if (resolved->bias) {
         if (w->bqkv) {
             if (w->bq || w->bk || w->bv) {
-                vkattn_error_format(error, error_size,
+                vka_error_format(error, error_size,
                                     "weights->bqkv and weights->%s are both set: give either "
                                     "the packed bqkv or bq, bk and bv",
                                     w->bq ? "bq" : w->bk ? "bk" : "bv");

@@ -1,8 +1,8 @@
 /* MHA layer configuration: default resolution and checks of vkattn_mha_desc
  * and vkattn_mha_weights, without a context, shared by the CPU reference and
  * the GPU layer so both accept the same descs with the same messages. */
-#ifndef VKATTN_MHA_CONFIG_H
-#define VKATTN_MHA_CONFIG_H
+#ifndef VKA_MHA_CONFIG_H
+#define VKA_MHA_CONFIG_H
 
 #include "vkattn.h"
 
@@ -16,15 +16,15 @@
  * dtype f32 or f16, projection widths within uint32_t. `resolved` is written
  * only on success, `error` (may be NULL) only on failure. Codes:
  * VKATTN_ERROR_INVALID_ARGUMENT, or VKATTN_ERROR_UNSUPPORTED_DTYPE for dtype. */
-vkattn_result vkattn_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved,
+vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved,
                                  char *error, size_t error_size);
 
 /* Widths of the projections of a resolved desc. */
-static inline uint32_t vkattn_mha_q_width(const vkattn_mha_desc *d)
+static inline uint32_t vka_mha_q_width(const vkattn_mha_desc *d)
 {
     return d->num_heads * d->head_dim;
 }
-static inline uint32_t vkattn_mha_kv_width(const vkattn_mha_desc *d)
+static inline uint32_t vka_mha_kv_width(const vkattn_mha_desc *d)
 {
     return d->num_kv_heads * d->head_dim;
 }
@@ -33,19 +33,19 @@ static inline uint32_t vkattn_mha_kv_width(const vkattn_mha_desc *d)
  * point into wqkv when it was given (rows Hq*Dh, then Hkv*Dh, then Hkv*Dh),
  * and likewise bq, bk, bv into bqkv. Biases are NULL when desc.bias is false
  * or the bias was not given (zeros). */
-typedef struct vkattn_mha_weight_views {
+typedef struct vka_mha_weight_views {
     const float *wq, *wk, *wv, *wo;
     const float *bq, *bk, *bv, *bo;
     bool packed; /* the projections came from weights->wqkv */
-} vkattn_mha_weight_views;
+} vka_mha_weight_views;
 
-/* Checks `weights` against a desc that went through vkattn_mha_resolve:
+/* Checks `weights` against a desc that went through vka_mha_resolve:
  * either wq, wk and wv, or wqkv (only when kv_dim == embed_dim), and wo;
  * when desc.bias, not both bqkv and any of bq/bk/bv. Fills `views` (may be
  * NULL) on success. Code on failure: VKATTN_ERROR_INVALID_ARGUMENT. */
-vkattn_result vkattn_mha_weights_check(const vkattn_mha_desc *resolved,
+vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
                                        const vkattn_mha_weights *weights,
-                                       vkattn_mha_weight_views *views, char *error,
+                                       vka_mha_weight_views *views, char *error,
                                        size_t error_size);
 
 #endif

@@ -15,9 +15,9 @@ typedef struct named {
     const char *name;
 } named;
 
-static vkattn_shape_view view_of(const vkattn_tensor *t)
+static vka_shape_view view_of(const vkattn_tensor *t)
 {
-    vkattn_shape_view v = {t->buffer != NULL, t->dtype, t->rank, t->shape};
+    vka_shape_view v = {t->buffer != NULL, t->dtype, t->rank, t->shape};
     return v;
 }
 
@@ -25,18 +25,18 @@ static vkattn_shape_view view_of(const vkattn_tensor *t)
 static vkattn_result check_layout(vkattn_context *ctx, const vkattn_tensor *t, const char *name)
 {
     if (t->strides[3] != 1)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->%s.strides[3] is %lld: the last dimension of %s must be "
                            "contiguous (stride 1)",
                            name, (long long)t->strides[3], name);
     for (uint32_t d = 0; d < 3; d++)
         if (t->strides[d] % 4 != 0)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "args->%s.strides[%u] is %lld: the strides of %s must be "
                                "multiples of 4",
                                name, d, (long long)t->strides[d], name);
     if (t->offset % 16 != 0)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->%s.offset %llu is not a multiple of 16 bytes", name,
                            (unsigned long long)t->offset);
     return VKATTN_SUCCESS;
@@ -48,7 +48,7 @@ static vkattn_result check_output_strides(vkattn_context *ctx, const vkattn_tens
 {
     for (uint32_t d = 0; d < t->rank; d++)
         if (t->strides[d] == 0 && t->shape[d] > 1)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "args->%s.strides[%u] is 0 while args->%s.shape[%u] is %lld: an "
                                "output cannot broadcast (its elements would overlap)",
                                name, d, name, d, (long long)t->shape[d]);
@@ -72,7 +72,7 @@ static vkattn_result check_disjoint(vkattn_context *ctx, const vkattn_tensor *a,
         return VKATTN_SUCCESS;
     uint64_t a_end = end_byte(a), b_end = end_byte(b);
     if (a->offset < b_end && b->offset < a_end)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->%s (bytes %llu..%llu) overlaps args->%s (bytes %llu..%llu) in "
                            "the same buffer: outputs must not overlap the inputs or each other",
                            a_name, (unsigned long long)a->offset, (unsigned long long)a_end,
@@ -82,9 +82,9 @@ static vkattn_result check_disjoint(vkattn_context *ctx, const vkattn_tensor *a,
 
 /* The smallest pieces a call can be cut into must fit one binding each:
  * one head's K and V, one row of the mask and of the key padding. */
-static vkattn_result check_windows(vkattn_context *ctx, const att_problem *p)
+static vkattn_result check_windows(vkattn_context *ctx, const vka_att_problem *p)
 {
-    const vkattn_attention_dims *d = &p->dims;
+    const vka_attention_dims *d = &p->dims;
     struct {
         const vkattn_tensor *t;
         char which;
@@ -101,24 +101,24 @@ static vkattn_result check_windows(vkattn_context *ctx, const att_problem *p)
     for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
         if (!pieces[i].t->buffer)
             continue;
-        att_box box = att_chunk_box(p, pieces[i].which, 0, 1, 0, 1, 0, 1);
-        if (!att_fits_storage(ctx, pieces[i].t, &box))
-            return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+        vka_att_box box = vka_att_chunk_box(p, pieces[i].which, 0, 1, 0, 1, 0, 1);
+        if (!vka_att_fits_storage(ctx, pieces[i].t, &box))
+            return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                                "args->%s: %s spans %llu bytes (kv_len %u, head_dim %u), more "
                                "than one binding of this device can hold (maxStorageBufferRange "
                                "%llu)",
                                pieces[i].name, pieces[i].piece,
-                               (unsigned long long)att_box_bytes(pieces[i].t, &box), d->kv_len,
+                               (unsigned long long)vka_att_box_bytes(pieces[i].t, &box), d->kv_len,
                                d->head_dim,
                                (unsigned long long)ctx->info.max_storage_buffer_range);
     }
     return VKATTN_SUCCESS;
 }
 
-vkattn_result att_validate(vkattn_context *ctx, const vkattn_attention_args *args, att_problem *p)
+vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args *args, vka_att_problem *p)
 {
     memset(p, 0, sizeof *p);
-    vkattn_attention_shapes s = {0};
+    vka_attention_shapes s = {0};
     s.q = view_of(&args->q);
     s.k = view_of(&args->k);
     s.v = view_of(&args->v);
@@ -127,10 +127,10 @@ vkattn_result att_validate(vkattn_context *ctx, const vkattn_attention_args *arg
     s.key_padding = view_of(&args->key_padding);
     s.weights = view_of(&args->weights);
     s.handle_name = "buffer";
-    char error[VKATTN_ERROR_MAX];
-    vkattn_result r = vkattn_attention_check(&s, "args->", &p->dims, error, sizeof error);
+    char error[VKA_ERROR_MAX];
+    vkattn_result r = vka_attention_check(&s, "args->", &p->dims, error, sizeof error);
     if (r != VKATTN_SUCCESS)
-        return vkattn_fail(ctx, r, "%s", error);
+        return vka_fail(ctx, r, "%s", error);
 
     named tensors[] = {
         {&args->q, &p->q, "args->q"},
@@ -144,7 +144,7 @@ vkattn_result att_validate(vkattn_context *ctx, const vkattn_attention_args *arg
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
         if (!tensors[i].in->buffer)
             continue; /* optional and absent (required ones were checked) */
-        r = vkattn_tensor_resolve(ctx, tensors[i].in, tensors[i].name, tensors[i].out);
+        r = vka_tensor_resolve(ctx, tensors[i].in, tensors[i].name, tensors[i].out);
         if (r != VKATTN_SUCCESS)
             return r;
     }

@@ -8,13 +8,13 @@
  * cut further. */
 #include "ops/attention/attention_internal.h"
 
-uint64_t att_storage_limit(const vkattn_context *ctx)
+uint64_t vka_att_storage_limit(const vkattn_context *ctx)
 {
     /* 2 GiB keeps every element index of a window inside 31 bits. */
-    return vkattn_min_u64(ctx->info.max_storage_buffer_range, 1ull << 31);
+    return vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 31);
 }
 
-void att_box_span(const vkattn_tensor *t, const att_box *box, uint64_t *first, uint64_t *extent)
+void vka_att_box_span(const vkattn_tensor *t, const vka_att_box *box, uint64_t *first, uint64_t *extent)
 {
     uint64_t f = 0, e = 0;
     for (uint32_t d = 0; d < t->rank; d++) {
@@ -25,20 +25,20 @@ void att_box_span(const vkattn_tensor *t, const att_box *box, uint64_t *first, u
     *extent = e + 1;
 }
 
-uint64_t att_box_bytes(const vkattn_tensor *t, const att_box *box)
+uint64_t vka_att_box_bytes(const vkattn_tensor *t, const vka_att_box *box)
 {
     uint64_t first, extent;
-    att_box_span(t, box, &first, &extent);
+    vka_att_box_span(t, box, &first, &extent);
     return extent * vkattn_dtype_size(t->dtype);
 }
 
-bool att_fits_storage(const vkattn_context *ctx, const vkattn_tensor *t, const att_box *box)
+bool vka_att_fits_storage(const vkattn_context *ctx, const vkattn_tensor *t, const vka_att_box *box)
 {
     uint64_t align = ctx->info.min_storage_buffer_offset_alignment;
     if (align < 16)
         align = 16;
     /* Whatever the start, the window is at most align + bytes, rounded to 4. */
-    return att_box_bytes(t, box) + align + 4 <= att_storage_limit(ctx);
+    return vka_att_box_bytes(t, box) + align + 4 <= vka_att_storage_limit(ctx);
 }
 
 /* Texel views hold 16-byte texels whatever the dtype: rgba32f for f32 data,
@@ -46,26 +46,26 @@ bool att_fits_storage(const vkattn_context *ctx, const vkattn_tensor *t, const a
  * lavapipe that streams several times faster than an rgba16f view). */
 #define ATT_TEXEL_BYTES 16u
 
-bool att_fits_texel(const vkattn_context *ctx, const vkattn_tensor *t, const att_box *box)
+bool vka_att_fits_texel(const vkattn_context *ctx, const vkattn_tensor *t, const vka_att_box *box)
 {
     if (!t->buffer->texel_ok) /* a host buffer without uniform-texel usage */
         return false;
     uint64_t align = ctx->info.min_texel_buffer_offset_alignment;
     if (align < ATT_TEXEL_BYTES)
         align = ATT_TEXEL_BYTES;
-    uint64_t bytes = att_box_bytes(t, box) + align + ATT_TEXEL_BYTES;
+    uint64_t bytes = vka_att_box_bytes(t, box) + align + ATT_TEXEL_BYTES;
     return bytes / ATT_TEXEL_BYTES <= ctx->info.max_texel_buffer_elements && bytes <= (1ull << 31);
 }
 
-vkattn_result att_bind_texel(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
-                             uint64_t bytes, vkattn_dtype dtype, vkattn_binding *out,
+vkattn_result vka_att_bind_texel(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
+                             uint64_t bytes, vkattn_dtype dtype, vka_binding *out,
                              uint32_t *first)
 {
     /* The view starts on a texel at or below `offset` (a multiple of 16
      * bytes for f32; of 8 for f16 chunks, which may start mid-texel). */
     uint64_t lead = offset % ATT_TEXEL_BYTES;
     uint32_t first_word = 0;
-    vkattn_result r = vkattn_bind_texel_window(ctx, buffer, offset - lead, bytes + lead,
+    vkattn_result r = vka_bind_texel_window(ctx, buffer, offset - lead, bytes + lead,
                                                VKATTN_DTYPE_F32, out, &first_word);
     if (r != VKATTN_SUCCESS)
         return r;
@@ -76,7 +76,7 @@ vkattn_result att_bind_texel(vkattn_context *ctx, const vkattn_buffer *buffer, u
     return VKATTN_SUCCESS;
 }
 
-bool att_octet_aligned(const vkattn_tensor *t)
+bool vka_att_octet_aligned(const vkattn_tensor *t)
 {
     if (t->dtype != VKATTN_DTYPE_F16)
         return true;
@@ -86,12 +86,12 @@ bool att_octet_aligned(const vkattn_tensor *t)
     return t->offset % 16 == 0;
 }
 
-att_box att_chunk_box(const att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,
+vka_att_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,
                       uint32_t nh, uint32_t i0, uint32_t nq)
 {
-    const vkattn_attention_dims *d = &p->dims;
+    const vka_attention_dims *d = &p->dims;
     uint32_t group = d->num_heads / d->num_kv_heads;
-    att_box box = {{0}, {1, 1, 1, 1}};
+    vka_att_box box = {{0}, {1, 1, 1, 1}};
 #define BOX4(s0, c0, s1, c1, s2, c2, s3, c3)                                                  \
     do {                                                                                       \
         box.start[0] = (s0), box.count[0] = (c0), box.start[1] = (s1), box.count[1] = (c1);    \
@@ -137,8 +137,8 @@ att_box att_chunk_box(const att_problem *p, char which, uint32_t b0, uint32_t nb
 
 /* Whether every window of a chunk of these counts fits (chunks at the start
  * are the largest: all have the same counts but the last ones). */
-static bool chunk_fits(const vkattn_context *ctx, const att_problem *p, const char *tensors,
-                       const att_chunks *c, uint32_t heads, bool texel)
+static bool chunk_fits(const vkattn_context *ctx, const vka_att_problem *p, const char *tensors,
+                       const vka_att_chunks *c, uint32_t heads, bool texel)
 {
     for (const char *w = tensors; *w; w++) {
         const vkattn_tensor *t = *w == 'q' ? &p->q : *w == 'k' ? &p->k : *w == 'v' ? &p->v
@@ -146,9 +146,9 @@ static bool chunk_fits(const vkattn_context *ctx, const att_problem *p, const ch
                                : *w == 'p' ? &p->key_padding : &p->weights;
         if (!t->buffer)
             continue;
-        att_box box = att_chunk_box(p, *w, 0, c->nb, 0, heads, 0, c->nq);
+        vka_att_box box = vka_att_chunk_box(p, *w, 0, c->nb, 0, heads, 0, c->nq);
         bool input = *w == 'q' || *w == 'k' || *w == 'v';
-        if (!(texel && input ? att_fits_texel(ctx, t, &box) : att_fits_storage(ctx, t, &box)))
+        if (!(texel && input ? vka_att_fits_texel(ctx, t, &box) : vka_att_fits_storage(ctx, t, &box)))
             return false;
     }
     return true;
@@ -159,12 +159,12 @@ static bool grid_fits(const vkattn_context *ctx, uint64_t rows, uint32_t rows_pe
                       uint32_t y, uint32_t z)
 {
     const uint32_t *max = ctx->info.max_workgroup_count;
-    return vkattn_div_up64(rows, rows_per_group) <= max[0] && y <= max[1] && z <= max[2];
+    return vka_div_up64(rows, rows_per_group) <= max[0] && y <= max[1] && z <= max[2];
 }
 
 /* The largest nq in [1, q_len] for which `ok` holds (it is monotone). */
-static uint32_t largest_nq(const vkattn_context *ctx, const att_problem *p, const char *tensors,
-                           att_chunks c, uint32_t heads, uint32_t rows_per_group,
+static uint32_t largest_nq(const vkattn_context *ctx, const vka_att_problem *p, const char *tensors,
+                           vka_att_chunks c, uint32_t heads, uint32_t rows_per_group,
                            uint32_t grid_y)
 {
     uint32_t lo = 0, hi = p->dims.q_len;
@@ -180,12 +180,12 @@ static uint32_t largest_nq(const vkattn_context *ctx, const att_problem *p, cons
     return lo;
 }
 
-vkattn_result att_plan_main(vkattn_context *ctx, const att_problem *p, uint32_t rows_per_group,
-                            bool texel, bool octets, att_chunks *out)
+vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p, uint32_t rows_per_group,
+                            bool texel, bool octets, vka_att_chunks *out)
 {
-    const vkattn_attention_dims *d = &p->dims;
+    const vka_attention_dims *d = &p->dims;
     uint32_t group = d->num_heads / d->num_kv_heads;
-    const att_chunks levels[4] = {
+    const vka_att_chunks levels[4] = {
         {d->batch, d->num_kv_heads, group, d->q_len, false},
         {1, d->num_kv_heads, group, d->q_len, false},
         {1, 1, group, d->q_len, false},
@@ -194,12 +194,12 @@ vkattn_result att_plan_main(vkattn_context *ctx, const att_problem *p, uint32_t 
     const char *tensors = "qkvomp";
     /* Texel inputs where asked for (and the kernel can read the rows that
      * way), as long as GQA packing survives. */
-    if (octets && !(att_octet_aligned(&p->q) && att_octet_aligned(&p->k) && att_octet_aligned(&p->v)))
+    if (octets && !(vka_att_octet_aligned(&p->q) && vka_att_octet_aligned(&p->k) && vka_att_octet_aligned(&p->v)))
         texel = false;
     for (int pass = texel ? 0 : 1; pass < 2; pass++) {
         bool tex = pass == 0;
         for (int l = 0; l < (tex ? 3 : 4); l++) {
-            att_chunks c = levels[l];
+            vka_att_chunks c = levels[l];
             c.texel = tex;
             uint32_t heads = c.ng * c.nh;
             if (chunk_fits(ctx, p, tensors, &c, heads, tex) &&
@@ -209,10 +209,10 @@ vkattn_result att_plan_main(vkattn_context *ctx, const att_problem *p, uint32_t 
             }
         }
     }
-    att_chunks c = levels[3];
+    vka_att_chunks c = levels[3];
     c.nq = largest_nq(ctx, p, tensors, c, 1, rows_per_group, 1);
     if (c.nq == 0)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "attention: one query of one head does not fit the device's binding "
                            "windows (maxStorageBufferRange %llu)",
                            (unsigned long long)ctx->info.max_storage_buffer_range);
@@ -220,12 +220,12 @@ vkattn_result att_plan_main(vkattn_context *ctx, const att_problem *p, uint32_t 
     return VKATTN_SUCCESS;
 }
 
-vkattn_result att_plan_weights(vkattn_context *ctx, const att_problem *p, att_chunks *out)
+vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p, vka_att_chunks *out)
 {
-    const vkattn_attention_dims *d = &p->dims;
+    const vka_attention_dims *d = &p->dims;
     /* Rank-3 weights add the heads up one dispatch at a time. */
     uint32_t heads = p->weights.rank == 4 ? d->num_heads : 1;
-    const att_chunks levels[3] = {
+    const vka_att_chunks levels[3] = {
         {d->batch, 0, heads, d->q_len, false},
         {1, 0, heads, d->q_len, false},
         {1, 0, 1, d->q_len, false},
@@ -234,7 +234,7 @@ vkattn_result att_plan_weights(vkattn_context *ctx, const att_problem *p, att_ch
     for (int pass = ctx->info.texel_inputs ? 0 : 1; pass < 2; pass++) {
         bool texel = pass == 0;
         for (int l = 0; l < 3; l++) {
-            att_chunks c = levels[l];
+            vka_att_chunks c = levels[l];
             c.texel = texel;
             /* one workgroup per query row and head */
             if (chunk_fits(ctx, p, tensors, &c, c.nh, texel) && grid_fits(ctx, c.nq, 1, c.nh, c.nb)) {
@@ -243,10 +243,10 @@ vkattn_result att_plan_weights(vkattn_context *ctx, const att_problem *p, att_ch
             }
         }
     }
-    att_chunks c = levels[2];
+    vka_att_chunks c = levels[2];
     c.nq = largest_nq(ctx, p, tensors, c, 1, 1, 1);
     if (c.nq == 0)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "attention weights: one query of one head does not fit the device's "
                            "binding windows (maxStorageBufferRange %llu)",
                            (unsigned long long)ctx->info.max_storage_buffer_range);
@@ -254,16 +254,16 @@ vkattn_result att_plan_weights(vkattn_context *ctx, const att_problem *p, att_ch
     return VKATTN_SUCCESS;
 }
 
-att_sm_tile att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim, uint32_t max_rows,
+vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim, uint32_t max_rows,
                             bool half_rows, bool half_keys, uint32_t key_extra_bytes)
 {
     uint32_t dc = head_dim / 4, tpr = 8;
     while (tpr * 4 < dc)
         tpr *= 2;
-    uint32_t wg = vkattn_workgroup_size(ctx, 128);
+    uint32_t wg = vka_workgroup_size(ctx, 128);
     if (tpr > wg)
         tpr = wg;
-    att_sm_tile t = {tpr, wg / tpr, 4 * tpr};
+    vka_att_sm_tile t = {tpr, wg / tpr, 4 * tpr};
     if (half_rows && t.br > 1)
         t.br /= 2;
     if (t.br > max_rows)

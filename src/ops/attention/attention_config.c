@@ -2,7 +2,7 @@
  * binding, tile preset - from the tuning table or the built-in choice, and
  * the specialization constants that realise it.
  *
- * Tuning key (VKATTN_TUNE_ATTENTION), values:
+ * Tuning key (VKA_TUNE_ATTENTION), values:
  *   0 head dim (exact: it is a specialization constant anyway)
  *   1 query heads per KV head, bucketed 1, 2, <=4, <=8, more
  *   2 queries per head (Tq), bucketed 1, <=16, <=64, <=256, <=1024, more
@@ -38,27 +38,27 @@ static const sg_preset sg_presets[] = {
 #define SG_LARGE_PRESET 1u
 #define SG_WORKGROUP 32u /* what LAVAPIPE.md found best for GEMM */
 
-/* Shared-memory family presets: the full tile of att_sm_tile_fit (0), half the
+/* Shared-memory family presets: the full tile of vka_att_sm_tile_fit (0), half the
  * rows (1: more workgroups for small problems), half the keys (2: less
  * shared memory per workgroup, more resident workgroups). */
 #define SM_PRESETS 3u
 
-bool att_config_valid(const vkattn_context *ctx, const att_config *cfg)
+bool vka_att_config_valid(const vkattn_context *ctx, const vka_att_config *cfg)
 {
     if (cfg->family == ATT_FAMILY_SUBGROUP)
-        return vkattn_subgroup_families_allowed(ctx) && cfg->preset < SG_PRESETS;
+        return vka_subgroup_families_allowed(ctx) && cfg->preset < SG_PRESETS;
     if (cfg->family == ATT_FAMILY_SHARED)
         return cfg->preset < SM_PRESETS;
     return false;
 }
 
-static uint64_t pairs_per_kv_head(const att_problem *p)
+static uint64_t pairs_per_kv_head(const vka_att_problem *p)
 {
-    const vkattn_attention_dims *d = &p->dims;
+    const vka_attention_dims *d = &p->dims;
     return (uint64_t)d->q_len * (d->num_heads / d->num_kv_heads) * d->kv_len;
 }
 
-void att_config_default(const vkattn_context *ctx, const att_problem *p, att_config *cfg)
+void vka_att_config_default(const vkattn_context *ctx, const vka_att_problem *p, vka_att_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->texel = ctx->info.texel_inputs;
@@ -70,39 +70,39 @@ void att_config_default(const vkattn_context *ctx, const att_problem *p, att_con
     }
 }
 
-void att_tuning_key(const att_problem *p, uint32_t key[7])
+void vka_att_tuning_key(const vka_att_problem *p, uint32_t key[7])
 {
     static const uint32_t groups[] = {1, 2, 4, 8};
     static const uint32_t lens[] = {1, 16, 64, 256, 1024};
     static const uint32_t work[] = {1, 4, 16};
-    const vkattn_attention_dims *d = &p->dims;
+    const vka_attention_dims *d = &p->dims;
     key[0] = d->head_dim;
-    key[1] = vkattn_tuning_bucket(d->num_heads / d->num_kv_heads, groups, 4);
-    key[2] = vkattn_tuning_bucket(d->q_len, lens, 5);
-    key[3] = vkattn_tuning_bucket(d->kv_len, lens, 5);
+    key[1] = vka_tuning_bucket(d->num_heads / d->num_kv_heads, groups, 4);
+    key[2] = vka_tuning_bucket(d->q_len, lens, 5);
+    key[3] = vka_tuning_bucket(d->kv_len, lens, 5);
     key[4] = p->causal;
     key[5] = (d->q_dtype == VKATTN_DTYPE_F16) + 2u * (d->kv_dtype == VKATTN_DTYPE_F16);
-    key[6] = vkattn_tuning_bucket((uint64_t)d->batch * d->num_kv_heads, work, 3);
+    key[6] = vka_tuning_bucket((uint64_t)d->batch * d->num_kv_heads, work, 3);
 }
 
-void att_config_choose(vkattn_context *ctx, const att_problem *p, att_config *cfg)
+void vka_att_config_choose(vkattn_context *ctx, const vka_att_problem *p, vka_att_config *cfg)
 {
-    vkattn_tuning_key key = {.op = VKATTN_TUNE_ATTENTION};
-    att_tuning_key(p, key.values);
-    vkattn_tuning_config stored;
-    if (vkattn_tuning_find(ctx, &key, ATT_CONFIG_VERSION, &stored)) {
-        att_config c = {stored.words[0], stored.words[1] != 0, stored.words[2]};
+    vka_tuning_key key = {.op = VKA_TUNE_ATTENTION};
+    vka_att_tuning_key(p, key.values);
+    vka_tuning_config stored;
+    if (vka_tuning_find(ctx, &key, ATT_CONFIG_VERSION, &stored)) {
+        vka_att_config c = {stored.words[0], stored.words[1] != 0, stored.words[2]};
         /* texel inputs the device cannot take simply fall back to storage */
         c.texel = c.texel && ctx->info.texel_inputs;
-        if (att_config_valid(ctx, &c)) {
+        if (vka_att_config_valid(ctx, &c)) {
             *cfg = c;
             return;
         }
     }
-    att_config_default(ctx, p, cfg);
+    vka_att_config_default(ctx, p, cfg);
 }
 
-uint32_t att_config_candidates(const vkattn_context *ctx, const att_problem *p, att_config *out,
+uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_problem *p, vka_att_config *out,
                                uint32_t max)
 {
     (void)p;
@@ -111,10 +111,10 @@ uint32_t att_config_candidates(const vkattn_context *ctx, const att_problem *p, 
         uint32_t presets = fam == ATT_FAMILY_SUBGROUP ? SG_PRESETS : SM_PRESETS;
         for (int texel = ctx->info.texel_inputs ? 1 : 0; texel >= 0; texel--)
             for (uint32_t preset = 0; preset < presets; preset++) {
-                att_config c = {fam, texel != 0, preset};
+                vka_att_config c = {fam, texel != 0, preset};
                 /* storage inputs only with the family's first preset: the
                  * binding and the tiles are nearly independent choices */
-                if (!att_config_valid(ctx, &c) || (!c.texel && ctx->info.texel_inputs && preset))
+                if (!vka_att_config_valid(ctx, &c) || (!c.texel && ctx->info.texel_inputs && preset))
                     continue;
                 if (n < max)
                     out[n++] = c;
@@ -123,27 +123,27 @@ uint32_t att_config_candidates(const vkattn_context *ctx, const att_problem *p, 
     return n;
 }
 
-/* Shared-memory family: the tile of att_sm_tile_fit; preset 1 halves the
+/* Shared-memory family: the tile of vka_att_sm_tile_fit; preset 1 halves the
  * rows (more workgroups for small problems), preset 2 the keys (less shared
  * memory per workgroup, more resident workgroups). */
 static uint32_t sm_spec(const vkattn_context *ctx, uint32_t d, uint32_t preset,
                         uint32_t spec[ATT_SPEC_MAX], uint32_t *rows_per_group)
 {
-    att_sm_tile t = att_sm_tile_fit(ctx, d, UINT32_MAX, preset == 1, preset == 2, 0);
+    vka_att_sm_tile t = vka_att_sm_tile_fit(ctx, d, UINT32_MAX, preset == 1, preset == 2, 0);
     const uint32_t s[5] = {t.br * t.tpr, d, t.br, t.bc, t.tpr};
     memcpy(spec, s, sizeof s);
     *rows_per_group = t.br;
     return 5;
 }
 
-uint32_t att_config_spec(const vkattn_context *ctx, const att_problem *p, const att_config *cfg,
+uint32_t vka_att_config_spec(const vkattn_context *ctx, const vka_att_problem *p, const vka_att_config *cfg,
                          uint32_t spec[ATT_SPEC_MAX], uint32_t *rows_per_group)
 {
     uint32_t d = p->dims.head_dim;
     if (cfg->family != ATT_FAMILY_SUBGROUP)
         return sm_spec(ctx, d, cfg->preset, spec, rows_per_group);
     uint32_t sg = ctx->info.subgroup_size;
-    uint32_t wg = vkattn_workgroup_size(ctx, SG_WORKGROUP < sg ? sg : SG_WORKGROUP);
+    uint32_t wg = vka_workgroup_size(ctx, SG_WORKGROUP < sg ? sg : SG_WORKGROUP);
     const sg_preset *ps = &sg_presets[cfg->preset < SG_PRESETS ? cfg->preset : 0];
     uint32_t rows = d > 128 ? ps->rows / 2 : ps->rows;
     uint32_t rb = ps->row_block < rows ? ps->row_block : rows;

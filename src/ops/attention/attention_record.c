@@ -3,7 +3,7 @@
  * (attention_weights.comp). Validation: attention_validate.c; cutting into
  * dispatches that fit the device's windows: attention_plan.c. */
 #include "ops/attention/attention_internal.h"
-#include "vkattn_spirv.h"
+#include "vka_spirv.h"
 
 #include <string.h>
 
@@ -47,56 +47,56 @@ typedef struct weights_push {
 } weights_push;
 _Static_assert(sizeof(weights_push) == 120, "weights_push mirrors attention_weights.comp");
 
-#define TEX VKATTN_BINDING_TEXEL
-#define STO VKATTN_BINDING_STORAGE
+#define TEX VKA_BINDING_TEXEL
+#define STO VKA_BINDING_STORAGE
 #define MAIN_KERNEL(fam, variant, in, full)                                                 \
     {                                                                                       \
         .name = "attention_" #fam "_" #variant,                                             \
-        .spirv = &vkattn_spirv_attention_##fam##_##variant, .binding_count = 6,             \
+        .spirv = &vka_spirv_attention_##fam##_##variant, .binding_count = 6,             \
         .bindings = {in, in, in, STO, STO, STO}, .push_size = sizeof(main_push),            \
         .full_subgroups = full                                                              \
     }
 #define WEIGHTS_KERNEL(variant, in)                                                         \
     {                                                                                       \
         .name = "attention_weights_" #variant,                                              \
-        .spirv = &vkattn_spirv_attention_weights_##variant, .binding_count = 5,             \
+        .spirv = &vka_spirv_attention_weights_##variant, .binding_count = 5,             \
         .bindings = {in, in, STO, STO, STO}, .push_size = sizeof(weights_push)              \
     }
 /* Storage-input variants by [q/out storage][k/v storage]: a device uses one
  * f16 path, so f16 never meets f16p. */
 #define STORAGE_TABLE(M, ...)                                                                \
     {                                                                                         \
-        [VKATTN_STORAGE_F32] = {[VKATTN_STORAGE_F32] = M(f32_f32, __VA_ARGS__),               \
-                                [VKATTN_STORAGE_F16] = M(f32_f16, __VA_ARGS__),               \
-                                [VKATTN_STORAGE_F16P] = M(f32_f16p, __VA_ARGS__)},            \
-        [VKATTN_STORAGE_F16] = {[VKATTN_STORAGE_F32] = M(f16_f32, __VA_ARGS__),               \
-                                [VKATTN_STORAGE_F16] = M(f16_f16, __VA_ARGS__)},              \
-        [VKATTN_STORAGE_F16P] = {[VKATTN_STORAGE_F32] = M(f16p_f32, __VA_ARGS__),             \
-                                 [VKATTN_STORAGE_F16P] = M(f16p_f16p, __VA_ARGS__)},          \
+        [VKA_STORAGE_F32] = {[VKA_STORAGE_F32] = M(f32_f32, __VA_ARGS__),               \
+                                [VKA_STORAGE_F16] = M(f32_f16, __VA_ARGS__),               \
+                                [VKA_STORAGE_F16P] = M(f32_f16p, __VA_ARGS__)},            \
+        [VKA_STORAGE_F16] = {[VKA_STORAGE_F32] = M(f16_f32, __VA_ARGS__),               \
+                                [VKA_STORAGE_F16] = M(f16_f16, __VA_ARGS__)},              \
+        [VKA_STORAGE_F16P] = {[VKA_STORAGE_F32] = M(f16p_f32, __VA_ARGS__),             \
+                                 [VKA_STORAGE_F16P] = M(f16p_f16p, __VA_ARGS__)},          \
     }
 #define SG_STORAGE(v, unused) MAIN_KERNEL(sg, v, STO, true)
 #define SM_STORAGE(v, unused) MAIN_KERNEL(sm, v, STO, false)
 #define W_STORAGE(v, unused) WEIGHTS_KERNEL(v, STO)
 
 /* Indexed [q/out storage kind][k/v storage kind]. */
-static const vkattn_kernel sg_storage[3][3] = STORAGE_TABLE(SG_STORAGE, 0);
-static const vkattn_kernel sm_storage[3][3] = STORAGE_TABLE(SM_STORAGE, 0);
-static const vkattn_kernel weights_storage[3][3] = STORAGE_TABLE(W_STORAGE, 0);
+static const vka_kernel sg_storage[3][3] = STORAGE_TABLE(SG_STORAGE, 0);
+static const vka_kernel sm_storage[3][3] = STORAGE_TABLE(SM_STORAGE, 0);
+static const vka_kernel weights_storage[3][3] = STORAGE_TABLE(W_STORAGE, 0);
 /* Texel-buffer inputs (rgba32f views of f32 data, rgba32ui views of f16),
  * by [q/out storage kind][k/v dtype is f16]. */
 #define TEXEL_TABLE(fam, full)                                                                  \
     {                                                                                           \
-        [VKATTN_STORAGE_F32] = {MAIN_KERNEL(fam, tex_f32_f32, TEX, full),                       \
+        [VKA_STORAGE_F32] = {MAIN_KERNEL(fam, tex_f32_f32, TEX, full),                       \
                                 MAIN_KERNEL(fam, tex_f32_f16, TEX, full)},                      \
-        [VKATTN_STORAGE_F16] = {MAIN_KERNEL(fam, tex_f16_f32, TEX, full),                       \
+        [VKA_STORAGE_F16] = {MAIN_KERNEL(fam, tex_f16_f32, TEX, full),                       \
                                 MAIN_KERNEL(fam, tex_f16_f16, TEX, full)},                      \
-        [VKATTN_STORAGE_F16P] = {MAIN_KERNEL(fam, tex_f16p_f32, TEX, full),                     \
+        [VKA_STORAGE_F16P] = {MAIN_KERNEL(fam, tex_f16p_f32, TEX, full),                     \
                                  MAIN_KERNEL(fam, tex_f16p_f16, TEX, full)},                    \
     }
-static const vkattn_kernel sg_texel[3][2] = TEXEL_TABLE(sg, true);
-static const vkattn_kernel sm_texel[3][2] = TEXEL_TABLE(sm, false);
+static const vka_kernel sg_texel[3][2] = TEXEL_TABLE(sg, true);
+static const vka_kernel sm_texel[3][2] = TEXEL_TABLE(sm, false);
 /* by [q dtype is f16][k dtype is f16] */
-static const vkattn_kernel weights_texel[2][2] = {
+static const vka_kernel weights_texel[2][2] = {
     {WEIGHTS_KERNEL(tex_f32_f32, TEX), WEIGHTS_KERNEL(tex_f32_f16, TEX)},
     {WEIGHTS_KERNEL(tex_f16_f32, TEX), WEIGHTS_KERNEL(tex_f16_f16, TEX)},
 };
@@ -107,7 +107,7 @@ static const vkattn_kernel weights_texel[2][2] = {
 
 /* The kernel, its specialization constants and tile rows of a config. */
 typedef struct main_config {
-    const vkattn_kernel *kernel;
+    const vka_kernel *kernel;
     uint32_t spec[ATT_SPEC_MAX];
     uint32_t spec_count;
     uint32_t rows_per_group; /* tile rows per workgroup */
@@ -115,11 +115,11 @@ typedef struct main_config {
 
 /* The kernel of a config's family for texel or storage inputs (the chunk
  * plan decides which: texel views may not reach every element). */
-static const vkattn_kernel *main_kernel(const vkattn_context *ctx, const att_problem *p,
-                                        const att_config *cfg, bool texel)
+static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_att_problem *p,
+                                        const vka_att_config *cfg, bool texel)
 {
-    uint32_t qs = vkattn_storage_kind(ctx, p->dims.q_dtype);
-    uint32_t ks = vkattn_storage_kind(ctx, p->dims.kv_dtype);
+    uint32_t qs = vka_storage_kind(ctx, p->dims.q_dtype);
+    uint32_t ks = vka_storage_kind(ctx, p->dims.kv_dtype);
     bool kv16 = p->dims.kv_dtype == VKATTN_DTYPE_F16;
     if (cfg->family == ATT_FAMILY_SUBGROUP)
         return texel ? &sg_texel[qs][kv16] : &sg_storage[qs][ks];
@@ -130,36 +130,36 @@ static const vkattn_kernel *main_kernel(const vkattn_context *ctx, const att_pro
 
 /* Binds the window of a box of `t`; `*first` is its first element in units
  * of vec4s (`vec4` true: q, k, v, out) or elements. */
-static vkattn_result bind_box(vkattn_context *ctx, const vkattn_tensor *t, const att_box *box,
-                              bool texel, bool vec4, vkattn_binding *b, uint32_t *first)
+static vkattn_result bind_box(vkattn_context *ctx, const vkattn_tensor *t, const vka_att_box *box,
+                              bool texel, bool vec4, vka_binding *b, uint32_t *first)
 {
     if (!t->buffer)
-        return vkattn_bind_dummy(ctx, texel ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_UNDEFINED,
+        return vka_bind_dummy(ctx, texel ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_UNDEFINED,
                                  b);
     uint64_t f, extent;
-    att_box_span(t, box, &f, &extent);
+    vka_att_box_span(t, box, &f, &extent);
     size_t es = vkattn_dtype_size(t->dtype);
     uint64_t offset = t->offset + f * es, bytes = extent * es;
     if (texel)
-        return att_bind_texel(ctx, t->buffer, offset, bytes, t->dtype, b, first);
-    return vkattn_bind_window(ctx, t->buffer, offset, bytes, vec4 ? 4 * es : es, b, first);
+        return vka_att_bind_texel(ctx, t->buffer, offset, bytes, t->dtype, b, first);
+    return vka_bind_window(ctx, t->buffer, offset, bytes, vec4 ? 4 * es : es, b, first);
 }
 
 /* Stride of dimension `dim` for a chunk, in `unit`s; 0 where the chunk has
  * one index there (so huge strides of dimensions cut into single chunks
  * never reach 32-bit push constants). */
-static uint32_t stride_of(const vkattn_tensor *t, const att_box *box, uint32_t dim, uint32_t unit)
+static uint32_t stride_of(const vkattn_tensor *t, const vka_att_box *box, uint32_t dim, uint32_t unit)
 {
     return t->buffer && box->count[dim] > 1 ? (uint32_t)(t->strides[dim] / unit) : 0;
 }
 
-static int32_t causal_shift(const att_problem *p, uint32_t i0)
+static int32_t causal_shift(const vka_att_problem *p, uint32_t i0)
 {
     int64_t shift = (int64_t)p->dims.kv_len - (int64_t)p->dims.q_len + i0;
     return shift > INT32_MAX ? INT32_MAX : shift < -INT32_MAX ? -INT32_MAX : (int32_t)shift;
 }
 
-static uint32_t base_flags(const att_problem *p)
+static uint32_t base_flags(const vka_att_problem *p)
 {
     uint32_t f = p->causal ? ATT_FLAG_CAUSAL : 0;
     if (p->mask.buffer)
@@ -170,12 +170,12 @@ static uint32_t base_flags(const att_problem *p)
 }
 
 /* Mask and key-padding windows and strides (shared by both push blocks). */
-static vkattn_result bind_masks(vkattn_context *ctx, const att_problem *p, uint32_t b0,
+static vkattn_result bind_masks(vkattn_context *ctx, const vka_att_problem *p, uint32_t b0,
                                 uint32_t nb, uint32_t h0, uint32_t nh, uint32_t i0, uint32_t nq,
-                                vkattn_binding b[2], mask_push *m, padding_push *pad)
+                                vka_binding b[2], mask_push *m, padding_push *pad)
 {
-    att_box mb = att_chunk_box(p, 'm', b0, nb, h0, nh, i0, nq);
-    att_box pb = att_chunk_box(p, 'p', b0, nb, h0, nh, i0, nq);
+    vka_att_box mb = vka_att_chunk_box(p, 'm', b0, nb, h0, nh, i0, nq);
+    vka_att_box pb = vka_att_chunk_box(p, 'p', b0, nb, h0, nh, i0, nq);
     vkattn_result r = bind_box(ctx, &p->mask, &mb, false, false, &b[0], &m->off);
     if (r == VKATTN_SUCCESS)
         r = bind_box(ctx, &p->key_padding, &pb, false, false, &b[1], &pad->off);
@@ -194,8 +194,8 @@ static vkattn_result bind_masks(vkattn_context *ctx, const att_problem *p, uint3
 }
 
 /* Binds a [B, H, T, D] tensor's box and fills offset + 3 strides (vec4s). */
-static vkattn_result bind_bhtd(vkattn_context *ctx, const vkattn_tensor *t, const att_box *box,
-                               bool texel, vkattn_binding *b, bhtd_push *out)
+static vkattn_result bind_bhtd(vkattn_context *ctx, const vkattn_tensor *t, const vka_att_box *box,
+                               bool texel, vka_binding *b, bhtd_push *out)
 {
     vkattn_result r = bind_box(ctx, t, box, texel, true, b, &out->off);
     out->sb = stride_of(t, box, 0, 4);
@@ -212,63 +212,63 @@ typedef struct recorder {
     bool recorded; /* a dispatch is already recorded: barrier before the next */
 } recorder;
 
-static vkattn_result dispatch(recorder *rec, vkattn_pipeline *pipeline,
-                              const vkattn_binding *bindings, const void *push, uint32_t gx,
+static vkattn_result dispatch(recorder *rec, vka_pipeline *pipeline,
+                              const vka_binding *bindings, const void *push, uint32_t gx,
                               uint32_t gy, uint32_t gz)
 {
     /* Chunks' windows may overlap (strided layouts, alignment), so every
      * dispatch after the first waits for the previous one. */
     if (rec->recorded)
-        vkattn_cmd_compute_barrier(rec->ctx, rec->cmd);
+        vka_cmd_compute_barrier(rec->ctx, rec->cmd);
     rec->recorded = true;
-    return vkattn_cmd_dispatch(rec->ctx, rec->cmd, pipeline, bindings, push, gx, gy, gz);
+    return vka_cmd_dispatch(rec->ctx, rec->cmd, pipeline, bindings, push, gx, gy, gz);
 }
 
 /* What recording needs, all obtained before the first command is recorded. */
 typedef struct prepared {
     main_config cfg;
-    att_chunks main_chunks;
-    vkattn_pipeline *main_pipeline;
+    vka_att_chunks main_chunks;
+    vka_pipeline *main_pipeline;
     uint32_t weights_workgroup;
-    att_chunks weights_chunks;
-    vkattn_pipeline *weights_pipeline; /* NULL without weights */
+    vka_att_chunks weights_chunks;
+    vka_pipeline *weights_pipeline; /* NULL without weights */
 } prepared;
 
-static vkattn_result prepare(vkattn_context *ctx, const att_problem *p, const att_config *cfg,
+static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p, const vka_att_config *cfg,
                              prepared *pr)
 {
-    const vkattn_attention_dims *d = &p->dims;
-    pr->cfg.spec_count = att_config_spec(ctx, p, cfg, pr->cfg.spec, &pr->cfg.rows_per_group);
-    vkattn_result r = att_plan_main(ctx, p, pr->cfg.rows_per_group, cfg->texel,
+    const vka_attention_dims *d = &p->dims;
+    pr->cfg.spec_count = vka_att_config_spec(ctx, p, cfg, pr->cfg.spec, &pr->cfg.rows_per_group);
+    vkattn_result r = vka_att_plan_main(ctx, p, pr->cfg.rows_per_group, cfg->texel,
                                     cfg->family == ATT_FAMILY_SUBGROUP, &pr->main_chunks);
     if (r != VKATTN_SUCCESS)
         return r;
     pr->cfg.kernel = main_kernel(ctx, p, cfg, pr->main_chunks.texel);
-    r = vkattn_pipeline_get(ctx, pr->cfg.kernel, pr->cfg.spec, pr->cfg.spec_count, &pr->main_pipeline);
+    r = vka_pipeline_get(ctx, pr->cfg.kernel, pr->cfg.spec, pr->cfg.spec_count, &pr->main_pipeline);
     pr->weights_pipeline = NULL;
     if (r != VKATTN_SUCCESS || !p->weights.buffer)
         return r;
-    pr->weights_workgroup = vkattn_workgroup_size(ctx, WEIGHTS_WORKGROUP);
-    r = att_plan_weights(ctx, p, &pr->weights_chunks);
+    pr->weights_workgroup = vka_workgroup_size(ctx, WEIGHTS_WORKGROUP);
+    r = vka_att_plan_weights(ctx, p, &pr->weights_chunks);
     if (r != VKATTN_SUCCESS)
         return r;
-    uint32_t qs = vkattn_storage_kind(ctx, d->q_dtype), ks = vkattn_storage_kind(ctx, d->kv_dtype);
-    const vkattn_kernel *kernel =
+    uint32_t qs = vka_storage_kind(ctx, d->q_dtype), ks = vka_storage_kind(ctx, d->kv_dtype);
+    const vka_kernel *kernel =
         pr->weights_chunks.texel
             ? &weights_texel[d->q_dtype == VKATTN_DTYPE_F16][d->kv_dtype == VKATTN_DTYPE_F16]
             : &weights_storage[qs][ks];
     uint32_t spec[2] = {pr->weights_workgroup, d->head_dim};
-    return vkattn_pipeline_get(ctx, kernel, spec, 2, &pr->weights_pipeline);
+    return vka_pipeline_get(ctx, kernel, spec, 2, &pr->weights_pipeline);
 }
 
-static vkattn_result record_main(recorder *rec, const att_problem *p, const prepared *pr)
+static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const prepared *pr)
 {
     vkattn_context *ctx = rec->ctx;
-    const vkattn_attention_dims *d = &p->dims;
+    const vka_attention_dims *d = &p->dims;
     const uint32_t group = d->num_heads / d->num_kv_heads;
     const main_config cfg = pr->cfg;
-    const att_chunks c = pr->main_chunks;
-    vkattn_pipeline *pipeline = pr->main_pipeline;
+    const vka_att_chunks c = pr->main_chunks;
+    vka_pipeline *pipeline = pr->main_pipeline;
     vkattn_result r;
 
     main_push push = {.kv_len = d->kv_len, .group = group, .flags = base_flags(p),
@@ -281,9 +281,9 @@ static vkattn_result record_main(recorder *rec, const att_problem *p, const prep
                     uint32_t ng = d->num_kv_heads - g0 < c.ng ? d->num_kv_heads - g0 : c.ng;
                     uint32_t nq = d->q_len - i0 < c.nq ? d->q_len - i0 : c.nq;
                     uint32_t h0 = g0 * group + hg0, nh = ng * c.nh; /* c.nh < group: ng 1 */
-                    att_box qb = att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
-                    att_box kb = att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
-                    vkattn_binding b[6];
+                    vka_att_box qb = vka_att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
+                    vka_att_box kb = vka_att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
+                    vka_binding b[6];
                     r = bind_bhtd(ctx, &p->q, &qb, c.texel, &b[0], &push.q);
                     if (r == VKATTN_SUCCESS)
                         r = bind_bhtd(ctx, &p->k, &kb, c.texel, &b[1], &push.k);
@@ -299,7 +299,7 @@ static vkattn_result record_main(recorder *rec, const att_problem *p, const prep
                     push.q_len = nq;
                     push.heads = c.nh;
                     push.causal_shift = causal_shift(p, i0);
-                    uint32_t tiles = vkattn_div_up((nq * c.nh), cfg.rows_per_group);
+                    uint32_t tiles = vka_div_up((nq * c.nh), cfg.rows_per_group);
                     r = dispatch(rec, pipeline, b, &push, tiles, ng, nb);
                     if (r != VKATTN_SUCCESS)
                         return r;
@@ -307,14 +307,14 @@ static vkattn_result record_main(recorder *rec, const att_problem *p, const prep
     return VKATTN_SUCCESS;
 }
 
-static vkattn_result record_weights(recorder *rec, const att_problem *p, const prepared *pr)
+static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, const prepared *pr)
 {
     vkattn_context *ctx = rec->ctx;
-    const vkattn_attention_dims *d = &p->dims;
+    const vka_attention_dims *d = &p->dims;
     const uint32_t group = d->num_heads / d->num_kv_heads;
     const bool per_head = p->weights.rank == 4;
-    const att_chunks c = pr->weights_chunks;
-    vkattn_pipeline *pipeline = pr->weights_pipeline;
+    const vka_att_chunks c = pr->weights_chunks;
+    vka_pipeline *pipeline = pr->weights_pipeline;
     vkattn_result r;
 
     weights_push push = {.kv_len = d->kv_len, .group = group, .scale_log2 = p->scale_log2,
@@ -325,10 +325,10 @@ static vkattn_result record_weights(recorder *rec, const att_problem *p, const p
                 uint32_t nb = d->batch - b0 < c.nb ? d->batch - b0 : c.nb;
                 uint32_t nh = d->num_heads - h0 < c.nh ? d->num_heads - h0 : c.nh;
                 uint32_t nq = d->q_len - i0 < c.nq ? d->q_len - i0 : c.nq;
-                att_box qb = att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
-                att_box kb = att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
-                att_box wb = att_chunk_box(p, 'w', b0, nb, h0, nh, i0, nq);
-                vkattn_binding b[5];
+                vka_att_box qb = vka_att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
+                vka_att_box kb = vka_att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
+                vka_att_box wb = vka_att_chunk_box(p, 'w', b0, nb, h0, nh, i0, nq);
+                vka_binding b[5];
                 uint32_t w_first = 0;
                 r = bind_bhtd(ctx, &p->q, &qb, c.texel, &b[0], &push.q);
                 if (r == VKATTN_SUCCESS)
@@ -357,8 +357,8 @@ static vkattn_result record_weights(recorder *rec, const att_problem *p, const p
     return VKATTN_SUCCESS;
 }
 
-vkattn_result att_record_with(vkattn_context *ctx, VkCommandBuffer cmd, const att_problem *p,
-                              const att_config *cfg)
+vkattn_result vka_att_record_with(vkattn_context *ctx, VkCommandBuffer cmd, const vka_att_problem *p,
+                              const vka_att_config *cfg)
 {
     prepared pr;
     vkattn_result r = prepare(ctx, p, cfg, &pr);
@@ -371,11 +371,11 @@ vkattn_result att_record_with(vkattn_context *ctx, VkCommandBuffer cmd, const at
     return r;
 }
 
-vkattn_result att_record(vkattn_context *ctx, VkCommandBuffer cmd, const att_problem *p)
+vkattn_result vka_att_record(vkattn_context *ctx, VkCommandBuffer cmd, const vka_att_problem *p)
 {
-    att_config cfg;
-    att_config_choose(ctx, p, &cfg);
-    return att_record_with(ctx, cmd, p, &cfg);
+    vka_att_config cfg;
+    vka_att_config_choose(ctx, p, &cfg);
+    return vka_att_record_with(ctx, cmd, p, &cfg);
 }
 
 /* ----------------------------------------------------------------- API */
@@ -386,13 +386,13 @@ vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!cmd || !args)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_attention: %s is NULL",
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_attention: %s is NULL",
                            !cmd ? "cmd" : "args");
-    att_problem p;
-    vkattn_result r = att_validate(ctx, args, &p);
+    vka_att_problem p;
+    vkattn_result r = vka_att_validate(ctx, args, &p);
     if (r != VKATTN_SUCCESS)
         return r;
-    return att_record(ctx, cmd, &p);
+    return vka_att_record(ctx, cmd, &p);
 }
 
 vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_attention_args *args)
@@ -400,16 +400,16 @@ vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_attention_args 
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!args)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_attention: args is NULL");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_attention: args is NULL");
     /* Validate before touching the context's command buffer. */
-    att_problem p;
-    vkattn_result r = att_validate(ctx, args, &p);
+    vka_att_problem p;
+    vkattn_result r = vka_att_validate(ctx, args, &p);
     if (r != VKATTN_SUCCESS)
         return r;
     VkCommandBuffer cmd;
     r = vkattn_commands_begin(ctx, &cmd);
     if (r != VKATTN_SUCCESS)
         return r;
-    r = att_record(ctx, cmd, &p);
-    return vkattn_commands_finish(ctx, r);
+    r = vka_att_record(ctx, cmd, &p);
+    return vka_commands_finish(ctx, r);
 }

@@ -9,15 +9,15 @@
 #define MAX_CANDIDATES 12
 
 typedef struct tune_job {
-    att_problem p;
-    att_config candidates[MAX_CANDIDATES];
+    vka_att_problem p;
+    vka_att_config candidates[MAX_CANDIDATES];
 } tune_job;
 
 static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, void *user,
                                       uint32_t i)
 {
     tune_job *job = user;
-    return att_record_with(ctx, cmd, &job->p, &job->candidates[i]);
+    return vka_att_record_with(ctx, cmd, &job->p, &job->candidates[i]);
 }
 
 vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_t num_heads,
@@ -28,30 +28,30 @@ vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!batch || !num_heads || !num_kv_heads || !q_len || !kv_len || !head_dim)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_tune_attention: batch %u, num_heads %u, num_kv_heads %u, q_len %u, "
                            "kv_len %u and head_dim %u must all be >= 1",
                            batch, num_heads, num_kv_heads, q_len, kv_len, head_dim);
-    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
-    if (!vkattn_dtype_is_float(q_dtype) || !vkattn_dtype_is_float(kv_dtype))
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+    char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
+    if (!vka_dtype_is_float(q_dtype) || !vka_dtype_is_float(kv_dtype))
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "vkattn_tune_attention: q_dtype %s and kv_dtype %s must be f32 or f16",
-                           vkattn_dtype_text(q_dtype, b1), vkattn_dtype_text(kv_dtype, b2));
-    /* shapes beyond what att_validate accepts are reported by it, by name */
+                           vka_dtype_text(q_dtype, b1), vka_dtype_text(kv_dtype, b2));
+    /* shapes beyond what vka_att_validate accepts are reported by it, by name */
     int64_t qs[4] = {batch, num_heads, q_len, head_dim};
     int64_t ks[4] = {batch, num_kv_heads, kv_len, head_dim};
     uint64_t nq = (uint64_t)batch * num_heads * q_len * head_dim;
     uint64_t nk = (uint64_t)batch * num_kv_heads * kv_len * head_dim;
     vkattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
-    tune_job *job = vkattn_alloc(ctx, sizeof *job);
+    tune_job *job = vka_alloc(ctx, sizeof *job);
     vkattn_result r = job ? VKATTN_SUCCESS
-                          : vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+                          : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     if (r == VKATTN_SUCCESS)
-        r = vkattn_tuning_random_buffer(ctx, nq, q_dtype, 1, &bq);
+        r = vka_tuning_random_buffer(ctx, nq, q_dtype, 1, &bq);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_tuning_random_buffer(ctx, nk, kv_dtype, 2, &bk);
+        r = vka_tuning_random_buffer(ctx, nk, kv_dtype, 2, &bk);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_tuning_random_buffer(ctx, nk, kv_dtype, 3, &bv);
+        r = vka_tuning_random_buffer(ctx, nk, kv_dtype, 3, &bv);
     if (r == VKATTN_SUCCESS) {
         vkattn_buffer_desc d = {.size = nq * vkattn_dtype_size(q_dtype)};
         r = vkattn_buffer_create(ctx, &d, &bo);
@@ -64,28 +64,28 @@ vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_
             .out = vkattn_tensor_make(bo, 0, q_dtype, 4, qs),
             .causal = causal,
         };
-        r = att_validate(ctx, &a, &job->p);
+        r = vka_att_validate(ctx, &a, &job->p);
     }
     if (r == VKATTN_SUCCESS) {
-        uint32_t count = att_config_candidates(ctx, &job->p, job->candidates, MAX_CANDIDATES);
+        uint32_t count = vka_att_config_candidates(ctx, &job->p, job->candidates, MAX_CANDIDATES);
         /* long problems run for seconds on CPU drivers: fewer repetitions */
         double pairs = (double)batch * num_heads * q_len * (double)kv_len * (causal ? 0.5 : 1.0);
         uint32_t best = 0;
         float best_ms = 0;
-        r = vkattn_tuning_measure(ctx, count, 4.0 * pairs * head_dim > 2e10 ? 3 : 5,
+        r = vka_tuning_measure(ctx, count, 4.0 * pairs * head_dim > 2e10 ? 3 : 5,
                                   record_candidate, job, &best, &best_ms);
         if (r == VKATTN_SUCCESS) {
-            vkattn_tuning_key key = {.op = VKATTN_TUNE_ATTENTION};
-            att_tuning_key(&job->p, key.values);
-            const att_config *c = &job->candidates[best];
-            vkattn_tuning_config cfg = {{c->family, c->texel, c->preset}};
-            r = vkattn_tuning_set(ctx, &key, ATT_CONFIG_VERSION, &cfg, best_ms);
+            vka_tuning_key key = {.op = VKA_TUNE_ATTENTION};
+            vka_att_tuning_key(&job->p, key.values);
+            const vka_att_config *c = &job->candidates[best];
+            vka_tuning_config cfg = {{c->family, c->texel, c->preset}};
+            r = vka_tuning_set(ctx, &key, ATT_CONFIG_VERSION, &cfg, best_ms);
         }
     }
     vkattn_buffer_destroy(bq);
     vkattn_buffer_destroy(bk);
     vkattn_buffer_destroy(bv);
     vkattn_buffer_destroy(bo);
-    vkattn_free(ctx, job);
+    vka_free(ctx, job);
     return r;
 }

@@ -2,7 +2,7 @@
  * (kv_append.comp). The MHA layer's steps do not use it: their projection
  * writes into the cache itself. */
 #include "ops/kvcache/kvcache.h"
-#include "vkattn_spirv.h"
+#include "vka_spirv.h"
 
 #include <string.h>
 
@@ -10,16 +10,16 @@
 
 #define APPEND_KERNEL(s)                                                                     \
     {                                                                                        \
-        .name = "kv_append_" #s, .spirv = &vkattn_spirv_kv_append_##s, .binding_count = 5,   \
-        .bindings = {VKATTN_BINDING_STORAGE, VKATTN_BINDING_STORAGE, VKATTN_BINDING_STORAGE,  \
-                     VKATTN_BINDING_STORAGE, VKATTN_BINDING_STORAGE},                         \
+        .name = "kv_append_" #s, .spirv = &vka_spirv_kv_append_##s, .binding_count = 5,   \
+        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE,  \
+                     VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},                         \
         .push_size = 11 * 4                                                                  \
     }
 
-static const vkattn_kernel append_kernels[3] = {
-    [VKATTN_STORAGE_F32] = APPEND_KERNEL(f32),
-    [VKATTN_STORAGE_F16] = APPEND_KERNEL(f16),
-    [VKATTN_STORAGE_F16P] = APPEND_KERNEL(f16p),
+static const vka_kernel append_kernels[3] = {
+    [VKA_STORAGE_F32] = APPEND_KERNEL(f32),
+    [VKA_STORAGE_F16] = APPEND_KERNEL(f16),
+    [VKA_STORAGE_F16P] = APPEND_KERNEL(f16p),
 };
 
 typedef struct append_push {
@@ -35,25 +35,25 @@ static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, con
                                  uint32_t batch, vkattn_tensor *out)
 {
     vkattn_context *ctx = c->ctx;
-    vkattn_result r = vkattn_tensor_resolve(ctx, t, name, out);
+    vkattn_result r = vka_tensor_resolve(ctx, t, name, out);
     if (r != VKATTN_SUCCESS)
         return r;
     if (out->rank != 4)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: expected 4 ([B, Hkv, T, Dh])",
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: expected 4 ([B, Hkv, T, Dh])",
                            name, out->rank);
     if (out->dtype != c->d.dtype)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s but the cache holds %s",
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s but the cache holds %s",
                            name, vkattn_dtype_name(out->dtype), vkattn_dtype_name(c->d.dtype));
     const int64_t want[4] = {batch, c->d.num_kv_heads, out->shape[2], c->d.head_dim};
     const char *dim[4] = {"batch", "the cache's num_kv_heads", "", "the cache's head_dim"};
     for (int i = 0; i < 4; i++)
         if (i != 2 && out->shape[i] != want[i])
-            return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.shape[%d] is %lld but %s is %lld",
+            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.shape[%d] is %lld but %s is %lld",
                                name, i, (long long)out->shape[i], dim[i], (long long)want[i]);
     size_t es = vkattn_dtype_size(out->dtype);
     if (out->strides[3] != 1 || out->strides[0] % 4 || out->strides[1] % 4 || out->strides[2] % 4 ||
         out->offset % (4 * es))
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s: the last stride must be 1, the others multiples of 4 and the offset a "
                            "multiple of %zu bytes (strides %lld, %lld, %lld, %lld; offset %llu)",
                            name, 4 * es, (long long)out->strides[0], (long long)out->strides[1],
@@ -68,11 +68,11 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!cmd || !a || !a->cache)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_kv_cache_append: %s is NULL",
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_kv_cache_append: %s is NULL",
                            !cmd ? "cmd" : !a ? "args" : "args->cache");
     vkattn_kv_cache *c = a->cache;
     if (c->ctx != ctx)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache belongs to another context");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache belongs to another context");
     vkattn_tensor k, v;
     vkattn_result r = check_input(c, &a->k, "args->k", a->batch, &k);
     if (r == VKATTN_SUCCESS)
@@ -80,43 +80,43 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
     if (r != VKATTN_SUCCESS)
         return r;
     if (v.shape[2] != k.shape[2] || memcmp(k.strides, v.strides, sizeof k.strides) != 0)
-        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                            "args->v must have args->k's shape and strides (tokens %lld vs %lld)",
                            (long long)v.shape[2], (long long)k.shape[2]);
     if (k.shape[2] > UINT32_MAX)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "args->k.shape[2] is too large");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "args->k.shape[2] is too large");
     uint32_t tokens = (uint32_t)k.shape[2];
     size_t es = vkattn_dtype_size(k.dtype);
     uint64_t span = (uint64_t)((a->batch - 1) * k.strides[0] + (c->d.num_kv_heads - 1) * k.strides[1] +
                                (tokens - 1) * k.strides[2] + c->d.head_dim) * es;
-    vkattn_binding b[5];
+    vka_binding b[5];
     uint32_t k_first, v_first, unused;
-    r = vkattn_bind_window(ctx, k.buffer, k.offset, span, 4 * es, &b[1], &k_first);
+    r = vka_bind_window(ctx, k.buffer, k.offset, span, 4 * es, &b[1], &k_first);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_bind_window(ctx, v.buffer, v.offset, span, 4 * es, &b[2], &v_first);
+        r = vka_bind_window(ctx, v.buffer, v.offset, span, 4 * es, &b[2], &v_first);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_bind_window(ctx, c->k, 0, c->block_bytes * c->d.num_blocks, 4 * es, &b[3], &unused);
+        r = vka_bind_window(ctx, c->k, 0, c->block_bytes * c->d.num_blocks, 4 * es, &b[3], &unused);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_bind_window(ctx, c->v, 0, c->block_bytes * c->d.num_blocks, 4 * es, &b[4], &unused);
+        r = vka_bind_window(ctx, c->v, 0, c->block_bytes * c->d.num_blocks, 4 * es, &b[4], &unused);
     if (r != VKATTN_SUCCESS)
         return r;
-    vkattn_kv_step step;
-    r = vkattn_kv_step_check(c, a->batch, a->sequences, tokens, "args->", &step);
+    vka_kv_step step;
+    r = vka_kv_step_check(c, a->batch, a->sequences, tokens, "args->", &step);
     if (r != VKATTN_SUCCESS)
         return r;
-    vkattn_pipeline *p;
-    uint32_t spec[1] = {vkattn_workgroup_size(ctx, WORKGROUP)};
-    r = vkattn_pipeline_get(ctx, &append_kernels[vkattn_storage_kind(ctx, c->d.dtype)], spec, 1, &p);
+    vka_pipeline *p;
+    uint32_t spec[1] = {vka_workgroup_size(ctx, WORKGROUP)};
+    r = vka_pipeline_get(ctx, &append_kernels[vka_storage_kind(ctx, c->d.dtype)], spec, 1, &p);
     if (r != VKATTN_SUCCESS)
         return r;
     /* nothing can fail from here on but the dispatch's grid check */
     uint64_t units = (uint64_t)a->batch * c->d.num_kv_heads * tokens * (c->d.head_dim / 4);
     uint32_t gx, gy;
-    vkattn_grid_2d(ctx, vkattn_div_up64(units, spec[0]), &gx, &gy);
+    vka_grid_2d(ctx, vka_div_up64(units, spec[0]), &gx, &gy);
     if (gy > ctx->info.max_workgroup_count[1] || units > UINT32_MAX)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "append of %llu vec4s is too large for one dispatch",
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "append of %llu vec4s is too large for one dispatch",
                            (unsigned long long)units);
-    r = vkattn_kv_step_record(&step, cmd, &b[0]);
+    r = vka_kv_step_record(&step, cmd, &b[0]);
     if (r != VKATTN_SUCCESS)
         return r;
     append_push push = {
@@ -126,5 +126,5 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
         .stride_t = (uint32_t)(k.strides[2] / 4),
         .block_size = c->d.block_size, .table_width = c->table_width,
     };
-    return vkattn_cmd_dispatch(ctx, cmd, p, b, &push, gx, gy, 1);
+    return vka_cmd_dispatch(ctx, cmd, p, b, &push, gx, gy, 1);
 }

@@ -7,7 +7,7 @@
  * candidates on a scratch cache and stores the fastest split count per
  * shape class, which automatic calls (kv_splits 0) of that class then use.
  *
- * Tuning key (VKATTN_TUNE_KV_ATTENTION), values:
+ * Tuning key (VKA_TUNE_KV_ATTENTION), values:
  *   0 head dim
  *   1 query heads per KV head, bucketed 1, 2, <=4, <=8, more
  *   2 new tokens per sequence, bucketed 1, 2, <=4, <=8, <=16
@@ -26,31 +26,31 @@
 #define KV_CONFIG_VERSION 1u
 
 static void kv_tuning_key(const vkattn_kv_cache *c, vkattn_dtype q_dtype, uint32_t batch,
-                          uint32_t new_tokens, uint32_t length, vkattn_tuning_key *key)
+                          uint32_t new_tokens, uint32_t length, vka_tuning_key *key)
 {
     static const uint32_t groups[] = {1, 2, 4, 8};
     static const uint32_t tokens[] = {1, 2, 4, 8};
     static const uint32_t lens[] = {256, 1024, 4096, 16384};
     static const uint32_t work[] = {1, 4, 16, 64};
     memset(key, 0, sizeof *key);
-    key->op = VKATTN_TUNE_KV_ATTENTION;
+    key->op = VKA_TUNE_KV_ATTENTION;
     key->values[0] = c->d.head_dim;
-    key->values[1] = vkattn_tuning_bucket(c->d.num_heads / c->d.num_kv_heads, groups, 4);
-    key->values[2] = vkattn_tuning_bucket(new_tokens, tokens, 4);
-    key->values[3] = vkattn_tuning_bucket(length, lens, 4);
-    key->values[4] = vkattn_tuning_bucket((uint64_t)batch * c->d.num_kv_heads, work, 4);
+    key->values[1] = vka_tuning_bucket(c->d.num_heads / c->d.num_kv_heads, groups, 4);
+    key->values[2] = vka_tuning_bucket(new_tokens, tokens, 4);
+    key->values[3] = vka_tuning_bucket(length, lens, 4);
+    key->values[4] = vka_tuning_bucket((uint64_t)batch * c->d.num_kv_heads, work, 4);
     key->values[5] = (q_dtype == VKATTN_DTYPE_F16) + 2u * (c->d.dtype == VKATTN_DTYPE_F16);
     key->values[6] = c->paged;
 }
 
-uint32_t vkattn_kv_tuned_splits(const vkattn_context *ctx, const vkattn_kv_cache *c,
+uint32_t vka_kv_tuned_splits(const vkattn_context *ctx, const vkattn_kv_cache *c,
                                 vkattn_dtype q_dtype, uint32_t batch, uint32_t new_tokens,
                                 uint32_t length)
 {
-    vkattn_tuning_key key;
+    vka_tuning_key key;
     kv_tuning_key(c, q_dtype, batch, new_tokens, length, &key);
-    vkattn_tuning_config cfg;
-    if (!vkattn_tuning_find(ctx, &key, KV_CONFIG_VERSION, &cfg))
+    vka_tuning_config cfg;
+    if (!vka_tuning_find(ctx, &key, KV_CONFIG_VERSION, &cfg))
         return 0;
     uint32_t splits = cfg.words[0];
     /* a stored count this step cannot take is ignored, never an error */
@@ -83,9 +83,9 @@ static vkattn_result fill(vkattn_context *ctx, vkattn_kv_cache *scratch, uint32_
     int64_t shape[4] = {batch, d->num_kv_heads, length, d->head_dim};
     uint64_t n = (uint64_t)batch * d->num_kv_heads * length * d->head_dim;
     vkattn_buffer *bk = NULL, *bv = NULL;
-    vkattn_result r = vkattn_tuning_random_buffer(ctx, n, d->dtype, 4, &bk);
+    vkattn_result r = vka_tuning_random_buffer(ctx, n, d->dtype, 4, &bk);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_tuning_random_buffer(ctx, n, d->dtype, 5, &bv);
+        r = vka_tuning_random_buffer(ctx, n, d->dtype, 5, &bv);
     VkCommandBuffer cmd;
     if (r == VKATTN_SUCCESS)
         r = vkattn_commands_begin(ctx, &cmd);
@@ -94,7 +94,7 @@ static vkattn_result fill(vkattn_context *ctx, vkattn_kv_cache *scratch, uint32_
                                    vkattn_tensor_make(bk, 0, d->dtype, 4, shape),
                                    vkattn_tensor_make(bv, 0, d->dtype, 4, shape)};
         r = vkattn_cmd_kv_cache_append(ctx, cmd, &a);
-        r = vkattn_commands_finish(ctx, r);
+        r = vka_commands_finish(ctx, r);
     }
     vkattn_buffer_destroy(bk);
     vkattn_buffer_destroy(bv);
@@ -107,11 +107,11 @@ vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch, u
     if (!cache)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     vkattn_context *ctx = cache->ctx;
-    if (!batch || !new_tokens || new_tokens > VKATTN_KV_DECODE_MAX_TOKENS || length < new_tokens)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+    if (!batch || !new_tokens || new_tokens > VKA_KV_DECODE_MAX_TOKENS || length < new_tokens)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_tune_kv_attention: batch %u must be >= 1, new_tokens %u within "
                            "1..%u (the split-KV decode path) and length %u >= new_tokens",
-                           batch, new_tokens, VKATTN_KV_DECODE_MAX_TOKENS, length);
+                           batch, new_tokens, VKA_KV_DECODE_MAX_TOKENS, length);
     /* A scratch cache like `cache`, holding exactly this shape. */
     vkattn_kv_cache_desc d = cache->d;
     d.max_sequences = batch;
@@ -119,11 +119,11 @@ vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch, u
     d.num_blocks = 0;
     vkattn_kv_cache *scratch = NULL;
     vkattn_buffer *bq = NULL, *bo = NULL;
-    tune_job *job = vkattn_alloc(ctx, sizeof *job);
-    uint32_t *sequences = vkattn_alloc(ctx, batch * sizeof *sequences);
+    tune_job *job = vka_alloc(ctx, sizeof *job);
+    uint32_t *sequences = vka_alloc(ctx, batch * sizeof *sequences);
     vkattn_result r = job && sequences
                           ? VKATTN_SUCCESS
-                          : vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+                          : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     for (uint32_t b = 0; r == VKATTN_SUCCESS && b < batch; b++)
         sequences[b] = b;
     if (r == VKATTN_SUCCESS)
@@ -134,7 +134,7 @@ vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch, u
     int64_t qs[4] = {batch, d.num_heads, new_tokens, d.head_dim};
     uint64_t nq = (uint64_t)batch * d.num_heads * new_tokens * d.head_dim;
     if (r == VKATTN_SUCCESS)
-        r = vkattn_tuning_random_buffer(ctx, nq, d.dtype, 6, &bq);
+        r = vka_tuning_random_buffer(ctx, nq, d.dtype, 6, &bq);
     if (r == VKATTN_SUCCESS) {
         vkattn_buffer_desc bd = {.size = nq * vkattn_dtype_size(d.dtype)};
         r = vkattn_buffer_create(ctx, &bd, &bo);
@@ -154,18 +154,18 @@ vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch, u
             job->splits[count++] = s;
         uint32_t best = 0;
         float best_ms = 0;
-        r = vkattn_tuning_measure(ctx, count, 5, record_candidate, job, &best, &best_ms);
+        r = vka_tuning_measure(ctx, count, 5, record_candidate, job, &best, &best_ms);
         if (r == VKATTN_SUCCESS) {
-            vkattn_tuning_key key;
+            vka_tuning_key key;
             kv_tuning_key(cache, d.dtype, batch, new_tokens, length, &key);
-            vkattn_tuning_config cfg = {{job->splits[best]}};
-            r = vkattn_tuning_set(ctx, &key, KV_CONFIG_VERSION, &cfg, best_ms);
+            vka_tuning_config cfg = {{job->splits[best]}};
+            r = vka_tuning_set(ctx, &key, KV_CONFIG_VERSION, &cfg, best_ms);
         }
     }
     vkattn_buffer_destroy(bq);
     vkattn_buffer_destroy(bo);
     vkattn_kv_cache_destroy(scratch);
-    vkattn_free(ctx, sequences);
-    vkattn_free(ctx, job);
+    vka_free(ctx, sequences);
+    vka_free(ctx, job);
     return r;
 }

@@ -15,8 +15,8 @@
  *     table[b][i] at 2*batch + b*table_width + i   block of tokens
  *                                   [i*block_size, (i+1)*block_size)
  */
-#ifndef VKATTN_KV_CACHE_H
-#define VKATTN_KV_CACHE_H
+#ifndef VKA_KV_CACHE_H
+#define VKA_KV_CACHE_H
 
 #include "core/internal.h"
 
@@ -38,29 +38,29 @@ struct vkattn_kv_cache {
 };
 
 /* A step checked against the cache but not applied yet. */
-typedef struct vkattn_kv_step {
+typedef struct vka_kv_step {
     vkattn_kv_cache *cache;
     uint32_t batch;
     const uint32_t *sequences;
     uint32_t new_tokens;  /* T: 0 for attention over what is there */
     uint32_t max_length;  /* the longest sequence after the step */
     uint32_t blocks_needed;
-} vkattn_kv_step;
+} vka_kv_step;
 
 /* Checks a step of `new_tokens` per sequence (ids in range and distinct; room
  * within capacity; enough free blocks; with new_tokens 0, no empty
  * sequence). `what` prefixes messages ("args->"). Changes nothing. */
-vkattn_result vkattn_kv_step_check(vkattn_kv_cache *cache, uint32_t batch, const uint32_t *sequences,
-                                   uint32_t new_tokens, const char *what, vkattn_kv_step *step);
+vkattn_result vka_kv_step_check(vkattn_kv_cache *cache, uint32_t batch, const uint32_t *sequences,
+                                   uint32_t new_tokens, const char *what, vka_kv_step *step);
 
 /* Applies a checked step to the host state (lengths, blocks) and records the
  * metadata upload with its barriers: earlier compute reads of the metadata
  * -> transfer write -> compute reads. `*meta` is the binding kernels read. */
-vkattn_result vkattn_kv_step_record(const vkattn_kv_step *step, VkCommandBuffer cmd,
-                                    vkattn_binding *meta);
+vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd,
+                                    vka_binding *meta);
 
 /* Words of metadata for `batch` rows (for binding ranges). */
-static inline uint64_t vkattn_kv_meta_words(const vkattn_kv_cache *c, uint32_t batch)
+static inline uint64_t vka_kv_meta_words(const vkattn_kv_cache *c, uint32_t batch)
 {
     return 2ull * batch + (uint64_t)batch * c->table_width;
 }

@@ -27,11 +27,11 @@ static vkattn_result resolve(const vkattn_kv_cache_desc *in, vkattn_kv_cache_des
         FAIL("desc->num_kv_heads %u does not divide desc->num_heads %u", d->num_kv_heads, d->num_heads);
     if (!d->head_dim || d->head_dim % 8 || d->head_dim > 256)
         FAIL("desc->head_dim %u is not supported: it must be a multiple of 8 from 8 to 256", d->head_dim);
-    if (!vkattn_dtype_is_float(d->dtype)) {
-        char b[VKATTN_DTYPE_TEXT];
+    if (!vka_dtype_is_float(d->dtype)) {
+        char b[VKA_DTYPE_TEXT];
         if (error)
             snprintf(error, error_size, "desc->dtype %s is not supported: f32 or f16",
-                     vkattn_dtype_text(d->dtype, b));
+                     vka_dtype_text(d->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     if (!d->max_sequences)
@@ -93,16 +93,16 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!out)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_cache_create: out is NULL");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_cache_create: out is NULL");
     *out = NULL;
     vkattn_kv_cache_desc d;
-    char why[VKATTN_ERROR_MAX];
+    char why[VKA_ERROR_MAX];
     vkattn_result r = resolve(desc, &d, why, sizeof why);
     if (r != VKATTN_SUCCESS)
-        return vkattn_fail(ctx, r, "%s", why);
-    vkattn_kv_cache *c = vkattn_alloc(ctx, sizeof *c);
+        return vka_fail(ctx, r, "%s", why);
+    vkattn_kv_cache *c = vka_alloc(ctx, sizeof *c);
     if (!c)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     c->ctx = ctx;
     c->d = d;
     c->paged = d.block_size != 0;
@@ -111,12 +111,12 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
     c->table_width = (d.capacity + c->d.block_size - 1) / c->d.block_size;
     c->block_bytes = (uint64_t)d.num_kv_heads * c->d.block_size * d.head_dim * vkattn_dtype_size(d.dtype);
     size_t table_words = (size_t)d.max_sequences * c->table_width;
-    c->lengths = vkattn_alloc(ctx, d.max_sequences * sizeof *c->lengths);
-    c->tables = vkattn_alloc(ctx, table_words * sizeof *c->tables);
-    c->free_blocks = c->paged ? vkattn_alloc(ctx, (size_t)d.num_blocks * sizeof *c->free_blocks) : NULL;
+    c->lengths = vka_alloc(ctx, d.max_sequences * sizeof *c->lengths);
+    c->tables = vka_alloc(ctx, table_words * sizeof *c->tables);
+    c->free_blocks = c->paged ? vka_alloc(ctx, (size_t)d.num_blocks * sizeof *c->free_blocks) : NULL;
     if (!c->lengths || !c->tables || (c->paged && !c->free_blocks)) {
         vkattn_kv_cache_destroy(c);
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     }
     for (size_t i = 0; i < table_words; i++)
         c->tables[i] = UINT32_MAX;
@@ -130,7 +130,7 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
             c->tables[s] = s;
     }
     vkattn_buffer_desc pool = {.size = c->block_bytes * d.num_blocks};
-    vkattn_buffer_desc meta = {.size = 4 * vkattn_kv_meta_words(c, d.max_sequences)};
+    vkattn_buffer_desc meta = {.size = 4 * vka_kv_meta_words(c, d.max_sequences)};
     vkattn_buffer_desc split = {.size = split_scratch_bytes(&d)};
     r = vkattn_buffer_create(ctx, &pool, &c->k);
     if (r == VKATTN_SUCCESS)
@@ -155,10 +155,10 @@ void vkattn_kv_cache_destroy(vkattn_kv_cache *c)
     vkattn_buffer_destroy(c->v);
     vkattn_buffer_destroy(c->meta);
     vkattn_buffer_destroy(c->split_scratch);
-    vkattn_free(c->ctx, c->lengths);
-    vkattn_free(c->ctx, c->tables);
-    vkattn_free(c->ctx, c->free_blocks);
-    vkattn_free(c->ctx, c);
+    vka_free(c->ctx, c->lengths);
+    vka_free(c->ctx, c->tables);
+    vka_free(c->ctx, c->free_blocks);
+    vka_free(c->ctx, c);
 }
 
 const vkattn_kv_cache_desc *vkattn_kv_cache_config(const vkattn_kv_cache *c)
@@ -169,7 +169,7 @@ const vkattn_kv_cache_desc *vkattn_kv_cache_config(const vkattn_kv_cache *c)
 static vkattn_result check_sequence(const vkattn_kv_cache *c, uint32_t sequence, const char *fn)
 {
     if (sequence >= c->d.max_sequences)
-        return vkattn_fail(c->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(c->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s: sequence %u does not exist (the cache holds sequences 0..%u)", fn,
                            sequence, c->d.max_sequences - 1);
     return VKATTN_SUCCESS;
@@ -183,7 +183,7 @@ vkattn_result vkattn_kv_cache_length(const vkattn_kv_cache *c, uint32_t sequence
     if (r != VKATTN_SUCCESS)
         return r;
     if (!length)
-        return vkattn_fail(c->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_cache_length: length is NULL");
+        return vka_fail(c->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_cache_length: length is NULL");
     *length = c->lengths[sequence];
     return VKATTN_SUCCESS;
 }
@@ -196,7 +196,7 @@ vkattn_result vkattn_kv_cache_truncate(vkattn_kv_cache *c, uint32_t sequence, ui
     if (r != VKATTN_SUCCESS)
         return r;
     if (length > c->lengths[sequence])
-        return vkattn_fail(c->ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(c->ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "vkattn_kv_cache_truncate: length %u is more than sequence %u holds (%u)",
                            length, sequence, c->lengths[sequence]);
     if (c->paged) {
@@ -218,32 +218,32 @@ uint32_t vkattn_kv_cache_free_blocks(const vkattn_kv_cache *c)
 
 /* ------------------------------------------------------------------ steps */
 
-vkattn_result vkattn_kv_step_check(vkattn_kv_cache *c, uint32_t batch, const uint32_t *sequences,
-                                   uint32_t new_tokens, const char *what, vkattn_kv_step *step)
+vkattn_result vka_kv_step_check(vkattn_kv_cache *c, uint32_t batch, const uint32_t *sequences,
+                                   uint32_t new_tokens, const char *what, vka_kv_step *step)
 {
     vkattn_context *ctx = c->ctx;
     if (batch == 0 || !sequences)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s%s", what,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s%s", what,
                            batch == 0 ? "batch is 0" : "sequences is NULL");
     memset(step, 0, sizeof *step);
     uint32_t blocks = 0;
     for (uint32_t b = 0; b < batch; b++) {
         uint32_t s = sequences[b];
         if (s >= c->d.max_sequences)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "%ssequences[%u] is %u: the cache holds sequences 0..%u", what, b, s,
                                c->d.max_sequences - 1);
         for (uint32_t e = 0; e < b; e++)
             if (sequences[e] == s)
-                return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                    "%ssequences[%u] and [%u] are both sequence %u", what, e, b, s);
         uint32_t len = c->lengths[s];
         if (new_tokens == 0 && len == 0)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "%ssequences[%u]: sequence %u is empty: there is nothing to attend to",
                                what, b, s);
         if ((uint64_t)len + new_tokens > c->d.capacity)
-            return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+            return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                                "%ssequences[%u]: sequence %u holds %u tokens; %u more exceed the "
                                "cache's capacity of %u", what, b, s, len, new_tokens, c->d.capacity);
         uint32_t after = len + new_tokens;
@@ -254,7 +254,7 @@ vkattn_result vkattn_kv_step_check(vkattn_kv_cache *c, uint32_t batch, const uin
                       (len + c->d.block_size - 1) / c->d.block_size;
     }
     if (c->paged && blocks > c->free_count)
-        return vkattn_fail(ctx, VKATTN_ERROR_CACHE_FULL,
+        return vka_fail(ctx, VKATTN_ERROR_CACHE_FULL,
                            "KV cache full: the step for %ssequences needs %u new blocks of %u tokens but "
                            "the pool has %u free (of %u)",
                            what, blocks, c->d.block_size, c->free_count, c->d.num_blocks);
@@ -266,14 +266,14 @@ vkattn_result vkattn_kv_step_check(vkattn_kv_cache *c, uint32_t batch, const uin
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_kv_step_record(const vkattn_kv_step *step, VkCommandBuffer cmd, vkattn_binding *meta)
+vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd, vka_binding *meta)
 {
     vkattn_kv_cache *c = step->cache;
     vkattn_context *ctx = c->ctx;
-    uint64_t words = vkattn_kv_meta_words(c, step->batch);
-    uint32_t *data = vkattn_alloc(ctx, words * 4);
+    uint64_t words = vka_kv_meta_words(c, step->batch);
+    uint32_t *data = vka_alloc(ctx, words * 4);
     if (!data)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     /* apply the step to the host state (it was checked: this cannot fail) */
     for (uint32_t b = 0; b < step->batch; b++) {
         uint32_t s = step->sequences[b], len = c->lengths[s], after = len + step->new_tokens;
@@ -295,7 +295,7 @@ vkattn_result vkattn_kv_step_record(const vkattn_kv_step *step, VkCommandBuffer 
                                  0, 1, &before, 0, NULL, 0, NULL);
     /* vkCmdUpdateBuffer takes at most 65536 bytes per call */
     for (uint64_t at = 0; at < words; at += 16384) {
-        uint64_t n = vkattn_min_u64(words - at, 16384);
+        uint64_t n = vka_min_u64(words - at, 16384);
         ctx->vk.vkCmdUpdateBuffer(cmd, c->meta->buffer, at * 4, n * 4, data + at);
     }
     VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -303,10 +303,10 @@ vkattn_result vkattn_kv_step_record(const vkattn_kv_step *step, VkCommandBuffer 
                              .dstAccessMask = VK_ACCESS_SHADER_READ_BIT};
     ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                                  0, 1, &after, 0, NULL, 0, NULL);
-    vkattn_free(ctx, data);
+    vka_free(ctx, data);
     meta->buffer = c->meta;
     meta->offset = 0;
-    meta->range = vkattn_align_up(words * 4, 16);
+    meta->range = vka_align_up(words * 4, 16);
     if (meta->range > c->meta->vk_size)
         meta->range = c->meta->vk_size;
     meta->format = VK_FORMAT_UNDEFINED;

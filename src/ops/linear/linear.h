@@ -15,59 +15,59 @@
  *     ((block * Hkv + h) * block_size + token % block_size) * Dh + d,
  *     block = table[b][token / block_size],
  * start[] and table[][] read on the GPU from the step's metadata (recorded by
- * vkattn_kv_step_record before the GEMM; see kv_cache.h). */
-#ifndef VKATTN_LINEAR_H
-#define VKATTN_LINEAR_H
+ * vka_kv_step_record before the GEMM; see kv_cache.h). */
+#ifndef VKA_LINEAR_H
+#define VKA_LINEAR_H
 
 #include "ops/kvcache/kvcache.h"
 
-#define VKATTN_LINEAR_MAX_SEGMENTS 3
+#define VKA_LINEAR_MAX_SEGMENTS 3
 
 /* Where a segment's columns go. */
-typedef enum vkattn_linear_target {
-    VKATTN_LINEAR_TO_DST = 0,    /* the segment's dst tensor */
-    VKATTN_LINEAR_TO_K_POOL = 1, /* the K pool of args->cache->cache */
-    VKATTN_LINEAR_TO_V_POOL = 2, /* the V pool of args->cache->cache */
-} vkattn_linear_target;
+typedef enum vka_linear_target {
+    VKA_LINEAR_TO_DST = 0,    /* the segment's dst tensor */
+    VKA_LINEAR_TO_K_POOL = 1, /* the K pool of args->cache->cache */
+    VKA_LINEAR_TO_V_POOL = 2, /* the V pool of args->cache->cache */
+} vka_linear_target;
 
-typedef struct vkattn_linear_segment {
+typedef struct vka_linear_segment {
     uint32_t columns;  /* output columns of this segment: heads * head_dim */
     uint32_t head_dim; /* divides columns */
-    /* VKATTN_LINEAR_TO_DST: rank 4 [B, columns / head_dim, T, head_dim], last
+    /* VKA_LINEAR_TO_DST: rank 4 [B, columns / head_dim, T, head_dim], last
      * stride 1. A pool target: unused, must stay zero (buffer NULL). */
     vkattn_tensor dst;
-    /* 0 (VKATTN_LINEAR_TO_DST): dst. A pool target needs args->cache, columns
+    /* 0 (VKA_LINEAR_TO_DST): dst. A pool target needs args->cache, columns
      * = the cache's Hkv * Dh, head_dim = its Dh; each pool once at most. */
-    vkattn_linear_target target;
-} vkattn_linear_segment;
+    vka_linear_target target;
+} vka_linear_segment;
 
 /* The KV cache step that pool segments append to. */
-typedef struct vkattn_linear_cache_dst {
+typedef struct vka_linear_cache_dst {
     vkattn_kv_cache *cache; /* its dtype must be x's */
-    /* The step's metadata binding, as vkattn_kv_step_record returned it for
-     * this batch; may be NULL for vkattn_linear_segments_check only. */
-    const vkattn_binding *meta;
+    /* The step's metadata binding, as vka_kv_step_record returned it for
+     * this batch; may be NULL for vka_linear_segments_check only. */
+    const vka_binding *meta;
     uint32_t batch;      /* sequences of the step: must be x's B */
     uint32_t new_tokens; /* tokens the step appends per sequence: must be x's T */
-} vkattn_linear_cache_dst;
+} vka_linear_cache_dst;
 
-typedef struct vkattn_linear_segments_args {
+typedef struct vka_linear_segments_args {
     vkattn_tensor x; /* [B, T, K] (rank 2 [M, K] is B = 1, T = M) */
     vkattn_tensor w; /* [N, K], N = the sum of the segments' columns */
     vkattn_tensor b; /* optional (buffer NULL): [N] */
     uint32_t segment_count;
-    vkattn_linear_segment segments[VKATTN_LINEAR_MAX_SEGMENTS];
+    vka_linear_segment segments[VKA_LINEAR_MAX_SEGMENTS];
     /* optional (NULL): the KV cache step of the segments that target pools */
-    const vkattn_linear_cache_dst *cache;
-} vkattn_linear_segments_args;
+    const vka_linear_cache_dst *cache;
+} vka_linear_segments_args;
 
 /* Validates everything (args->cache->meta may still be NULL) and records
  * nothing: lets a caller check before it records the step's metadata. */
-vkattn_result vkattn_linear_segments_check(vkattn_context *ctx,
-                                           const vkattn_linear_segments_args *args);
+vkattn_result vka_linear_segments_check(vkattn_context *ctx,
+                                           const vka_linear_segments_args *args);
 
 /* Validates and records. vkattn_cmd_linear is this with one segment. */
-vkattn_result vkattn_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
-                                         const vkattn_linear_segments_args *args);
+vkattn_result vka_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
+                                         const vka_linear_segments_args *args);
 
 #endif

@@ -14,11 +14,11 @@
 
 static vkattn_result check_float(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
 {
-    char b[VKATTN_DTYPE_TEXT];
-    if (!vkattn_dtype_is_float(t->dtype))
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+    char b[VKA_DTYPE_TEXT];
+    if (!vka_dtype_is_float(t->dtype))
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "%s.dtype is %s: the linear op takes f32 or f16", what,
-                           vkattn_dtype_text(t->dtype, b));
+                           vka_dtype_text(t->dtype, b));
     return VKATTN_SUCCESS;
 }
 
@@ -26,11 +26,11 @@ static vkattn_result check_same_dtype(vkattn_context *ctx, const vkattn_tensor *
                                       const char *what, const vkattn_tensor *ref,
                                       const char *ref_what)
 {
-    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
+    char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     if (t->dtype != ref->dtype)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "%s.dtype %s differs from %s.dtype %s: they must be the same", what,
-                           vkattn_dtype_text(t->dtype, b1), ref_what, vkattn_dtype_text(ref->dtype, b2));
+                           vka_dtype_text(t->dtype, b1), ref_what, vka_dtype_text(ref->dtype, b2));
     return VKATTN_SUCCESS;
 }
 
@@ -38,7 +38,7 @@ static vkattn_result check_rank(vkattn_context *ctx, const vkattn_tensor *t, con
                                 uint32_t a, uint32_t b, const char *layout)
 {
     if (t->rank != a && t->rank != b)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: it must be %s", what,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: it must be %s", what,
                            t->rank, layout);
     return VKATTN_SUCCESS;
 }
@@ -50,7 +50,7 @@ static vkattn_result check_last_stride(vkattn_context *ctx, const vkattn_tensor 
 {
     uint32_t l = t->rank - 1;
     if (t->shape[l] > 1 && t->strides[l] != 1)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s.strides[%u] is %lld: the last dimension must be contiguous (1)",
                            what, l, (long long)t->strides[l]);
     return VKATTN_SUCCESS;
@@ -60,7 +60,7 @@ static vkattn_result check_dim(vkattn_context *ctx, const vkattn_tensor *t, cons
                                uint32_t i, int64_t want, const char *meaning)
 {
     if (t->shape[i] != want)
-        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.shape[%u] is %lld but %s is %lld",
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.shape[%u] is %lld but %s is %lld",
                            what, i, (long long)t->shape[i], meaning, (long long)want);
     return VKATTN_SUCCESS;
 }
@@ -84,7 +84,7 @@ static vkattn_result check_disjoint(vkattn_context *ctx, const vkattn_tensor *ou
     byte_range(out, &a0, &a1);
     byte_range(in, &b0, &b1);
     if (a0 < b1 && b0 < a1)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s (bytes %llu..%llu) overlaps %s (bytes %llu..%llu) in the same buffer",
                            what, (unsigned long long)a0, (unsigned long long)a1, in_what,
                            (unsigned long long)b0, (unsigned long long)b1);
@@ -110,7 +110,7 @@ static vkattn_result check_no_self_overlap(vkattn_context *ctx, const vkattn_ten
     for (uint32_t i = 0; i < n; i++) {
         uint32_t d = order[i];
         if ((uint64_t)t->strides[d] < span)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "%s.strides[%u] %lld makes elements overlap (the dimensions "
                                "with smaller strides span %llu elements): outputs need distinct "
                                "elements", what, d, (long long)t->strides[d],
@@ -120,39 +120,39 @@ static vkattn_result check_no_self_overlap(vkattn_context *ctx, const vkattn_ten
     return VKATTN_SUCCESS;
 }
 
-static bool is_pool(const vkattn_linear_segment *s) { return s->target != VKATTN_LINEAR_TO_DST; }
+static bool is_pool(const vka_linear_segment *s) { return s->target != VKA_LINEAR_TO_DST; }
 
-static const char *pool_name(const vkattn_linear_segment *s)
+static const char *pool_name(const vka_linear_segment *s)
 {
-    return s->target == VKATTN_LINEAR_TO_K_POOL ? "K pool" : "V pool";
+    return s->target == VKA_LINEAR_TO_K_POOL ? "K pool" : "V pool";
 }
 
 /* The pool segments' targets, the cache and the step they append to. Checks
  * what does not depend on x (see check_pool_rows for that). */
-static vkattn_result check_pool_targets(vkattn_context *ctx, const vkattn_linear_segments_args *a,
-                                        vkattn_linear_problem *p)
+static vkattn_result check_pool_targets(vkattn_context *ctx, const vka_linear_segments_args *a,
+                                        vka_linear_problem *p)
 {
     uint32_t seen = 0;
     for (uint32_t i = 0; i < a->segment_count; i++) {
-        const vkattn_linear_segment *s = &a->segments[i];
-        if (s->target != VKATTN_LINEAR_TO_DST && s->target != VKATTN_LINEAR_TO_K_POOL &&
-            s->target != VKATTN_LINEAR_TO_V_POOL)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "args->segments[%u].target is %d: it must be VKATTN_LINEAR_TO_DST, "
+        const vka_linear_segment *s = &a->segments[i];
+        if (s->target != VKA_LINEAR_TO_DST && s->target != VKA_LINEAR_TO_K_POOL &&
+            s->target != VKA_LINEAR_TO_V_POOL)
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                               "args->segments[%u].target is %d: it must be VKA_LINEAR_TO_DST, "
                                "_TO_K_POOL or _TO_V_POOL", i, (int)s->target);
         if (!is_pool(s))
             continue;
         if (!a->cache || !a->cache->cache)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "args->segments[%u] targets the %s but args->cache%s is NULL", i,
                                pool_name(s), a->cache ? "->cache" : "");
         if (seen & (1u << s->target))
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "args->segments[%u] targets the %s, which an earlier segment "
                                "writes already", i, pool_name(s));
         seen |= 1u << s->target;
         if (s->dst.buffer)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "args->segments[%u].dst.buffer is set but the segment targets the "
                                "%s: leave dst zero", i, pool_name(s));
         p->pool_segments |= 1u << i;
@@ -160,34 +160,34 @@ static vkattn_result check_pool_targets(vkattn_context *ctx, const vkattn_linear
     if (!a->cache)
         return VKATTN_SUCCESS;
     if (!p->pool_segments)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->cache is set but no segment targets the K or V pool");
     const vkattn_kv_cache *c = a->cache->cache;
     if (c->ctx != ctx)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->cache->cache belongs to another context");
     if (a->cache->batch == 0 || a->cache->batch > c->d.max_sequences)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->cache->batch is %u: it must be 1..%u (the cache's max_sequences)",
                            a->cache->batch, c->d.max_sequences);
     if (a->cache->new_tokens == 0)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache->new_tokens is 0");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache->new_tokens is 0");
     /* The pools are bound whole: which rows a step touches is only known on
      * the GPU (block tables). */
     uint64_t pool = c->block_bytes * c->d.num_blocks;
-    uint64_t limit = vkattn_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
-    if (vkattn_align_up(pool, 4) > limit)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+    uint64_t limit = vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
+    if (vka_align_up(pool, 4) > limit)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "args->cache->cache: its K and V pools are %llu bytes each, more than "
                            "one binding of this device holds (maxStorageBufferRange %llu): the "
                            "projection cannot append to them", (unsigned long long)pool,
                            (unsigned long long)ctx->info.max_storage_buffer_range);
-    const vkattn_binding *m = a->cache->meta;
+    const vka_binding *m = a->cache->meta;
     if (m && (m->buffer != c->meta || m->offset != 0 ||
-              m->range < 4 * vkattn_kv_meta_words(c, a->cache->batch)))
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+              m->range < 4 * vka_kv_meta_words(c, a->cache->batch)))
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->cache->meta is not the cache's step metadata for %u sequences "
-                           "(use the binding vkattn_kv_step_record returned)", a->cache->batch);
+                           "(use the binding vka_kv_step_record returned)", a->cache->batch);
     p->cache = c;
     p->batch = a->cache->batch;
     if (m)
@@ -196,52 +196,52 @@ static vkattn_result check_pool_targets(vkattn_context *ctx, const vkattn_linear
 }
 
 /* A pool segment against the cache and x; fills its dst with the whole pool. */
-static vkattn_result check_pool_segment(vkattn_context *ctx, const vkattn_linear_segments_args *a,
-                                        uint32_t i, vkattn_linear_problem *p)
+static vkattn_result check_pool_segment(vkattn_context *ctx, const vka_linear_segments_args *a,
+                                        uint32_t i, vka_linear_problem *p)
 {
-    const vkattn_linear_segment *s = &a->segments[i];
+    const vka_linear_segment *s = &a->segments[i];
     const vkattn_kv_cache *c = p->cache;
     const vkattn_kv_cache_desc *d = &c->d;
-    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
+    char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     if (p->x.dtype != d->dtype)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "args->x.dtype %s differs from the cache's dtype %s: segment %u writes "
-                           "its %s in x's dtype", vkattn_dtype_text(p->x.dtype, b1),
-                           vkattn_dtype_text(d->dtype, b2), i, pool_name(s));
+                           "its %s in x's dtype", vka_dtype_text(p->x.dtype, b1),
+                           vka_dtype_text(d->dtype, b2), i, pool_name(s));
     if (s->head_dim != d->head_dim ||
         (uint64_t)s->columns != (uint64_t)d->num_kv_heads * d->head_dim)
-        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                            "args->segments[%u] (%s) has columns %u, head_dim %u but the cache "
                            "holds %u KV heads x head_dim %u (columns %u)", i, pool_name(s),
                            s->columns, s->head_dim, d->num_kv_heads, d->head_dim,
                            d->num_kv_heads * d->head_dim);
-    vkattn_buffer *pool = s->target == VKATTN_LINEAR_TO_K_POOL ? c->k : c->v;
+    vkattn_buffer *pool = s->target == VKA_LINEAR_TO_K_POOL ? c->k : c->v;
     int64_t elements = (int64_t)(c->block_bytes * d->num_blocks / vkattn_dtype_size(d->dtype));
     p->dst[i] = vkattn_tensor_make(pool, 0, d->dtype, 1, &elements);
     return VKATTN_SUCCESS;
 }
 
 /* x's batch and rows must be the step's. */
-static vkattn_result check_pool_rows(vkattn_context *ctx, const vkattn_linear_segments_args *a,
-                                     const vkattn_linear_problem *p)
+static vkattn_result check_pool_rows(vkattn_context *ctx, const vka_linear_segments_args *a,
+                                     const vka_linear_problem *p)
 {
     if (p->B != a->cache->batch)
-        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                            "the batch of args->x is %llu but args->cache->batch is %u",
                            (unsigned long long)p->B, a->cache->batch);
     if (p->T != a->cache->new_tokens)
-        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                            "the rows per batch of args->x are %llu but args->cache->new_tokens "
                            "is %u", (unsigned long long)p->T, a->cache->new_tokens);
     return VKATTN_SUCCESS;
 }
 
 /* Inputs and plain outputs must not live in the cache's pools. */
-static vkattn_result check_not_pool(vkattn_context *ctx, const vkattn_linear_problem *p,
+static vkattn_result check_not_pool(vkattn_context *ctx, const vka_linear_problem *p,
                                     const vkattn_tensor *t, const char *what)
 {
     if (p->cache && t->buffer && (t->buffer == p->cache->k || t->buffer == p->cache->v))
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s lies in a pool of args->cache->cache, which the projection writes",
                            what);
     return VKATTN_SUCCESS;
@@ -249,22 +249,22 @@ static vkattn_result check_not_pool(vkattn_context *ctx, const vkattn_linear_pro
 
 /* Validates everything and fills the problem; `dst_names` name each
  * segment's dst in messages. */
-static vkattn_result validate(vkattn_context *ctx, const vkattn_linear_segments_args *a,
-                              const char *const dst_names[], vkattn_linear_problem *p)
+static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_args *a,
+                              const char *const dst_names[], vka_linear_problem *p)
 {
     memset(p, 0, sizeof *p);
-    if (a->segment_count < 1 || a->segment_count > VKATTN_LINEAR_MAX_SEGMENTS)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+    if (a->segment_count < 1 || a->segment_count > VKA_LINEAR_MAX_SEGMENTS)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->segment_count is %u: it must be 1..%d", a->segment_count,
-                           VKATTN_LINEAR_MAX_SEGMENTS);
+                           VKA_LINEAR_MAX_SEGMENTS);
     TRY(check_pool_targets(ctx, a, p));
-    TRY(vkattn_tensor_resolve(ctx, &a->x, "args->x", &p->x));
-    TRY(vkattn_tensor_resolve(ctx, &a->w, "args->w", &p->w));
+    TRY(vka_tensor_resolve(ctx, &a->x, "args->x", &p->x));
+    TRY(vka_tensor_resolve(ctx, &a->w, "args->w", &p->w));
     if (a->b.buffer)
-        TRY(vkattn_tensor_resolve(ctx, &a->b, "args->b", &p->b));
+        TRY(vka_tensor_resolve(ctx, &a->b, "args->b", &p->b));
     for (uint32_t i = 0; i < a->segment_count; i++)
         if (!is_pool(&a->segments[i]))
-            TRY(vkattn_tensor_resolve(ctx, &a->segments[i].dst, dst_names[i], &p->dst[i]));
+            TRY(vka_tensor_resolve(ctx, &a->segments[i].dst, dst_names[i], &p->dst[i]));
 
     TRY(check_float(ctx, &p->x, "args->x"));
     TRY(check_float(ctx, &p->w, "args->w"));
@@ -306,9 +306,9 @@ static vkattn_result validate(vkattn_context *ctx, const vkattn_linear_segments_
 
     uint64_t columns = 0;
     for (uint32_t i = 0; i < a->segment_count; i++) {
-        const vkattn_linear_segment *s = &a->segments[i];
+        const vka_linear_segment *s = &a->segments[i];
         if (s->columns == 0 || s->head_dim == 0 || s->columns % s->head_dim)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "args->segments[%u]: head_dim %u must divide columns %u (both >= 1)",
                                i, s->head_dim, s->columns);
         p->seg_start[i] = columns;
@@ -328,11 +328,11 @@ static vkattn_result validate(vkattn_context *ctx, const vkattn_linear_segments_
     p->seg_start[a->segment_count] = columns;
     p->segment_count = a->segment_count;
     if (columns != p->N)
-        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                            "the segments' columns add up to %llu but args->w.shape[0] (N) is %llu",
                            (unsigned long long)columns, (unsigned long long)p->N);
     if (p->M > UINT32_MAX || p->N > UINT32_MAX || p->K > UINT32_MAX)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "linear of %llux%llux%llu (M x N x K): each must be below 2^32",
                            (unsigned long long)p->M, (unsigned long long)p->N,
                            (unsigned long long)p->K);
@@ -355,56 +355,56 @@ static vkattn_result validate(vkattn_context *ctx, const vkattn_linear_segments_
 static const char *const segment_names[] = {"args->segments[0].dst", "args->segments[1].dst",
                                             "args->segments[2].dst"};
 
-vkattn_result vkattn_linear_segments_check(vkattn_context *ctx,
-                                           const vkattn_linear_segments_args *args)
+vkattn_result vka_linear_segments_check(vkattn_context *ctx,
+                                           const vka_linear_segments_args *args)
 {
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!args)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vkattn_linear_segments_check: args is NULL");
-    vkattn_linear_problem p;
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "vka_linear_segments_check: args is NULL");
+    vka_linear_problem p;
     return validate(ctx, args, segment_names, &p);
 }
 
-vkattn_result vkattn_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
-                                         const vkattn_linear_segments_args *args)
+vkattn_result vka_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
+                                         const vka_linear_segments_args *args)
 {
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!cmd || !args)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear_segments: %s is NULL",
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vka_cmd_linear_segments: %s is NULL",
                            !cmd ? "cmd" : "args");
     if (args->cache && !args->cache->meta)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->cache->meta is NULL: record the step's metadata first "
-                           "(vkattn_kv_step_record)");
-    vkattn_linear_problem p;
+                           "(vka_kv_step_record)");
+    vka_linear_problem p;
     TRY(validate(ctx, args, segment_names, &p));
-    return vkattn_linear_record(ctx, cmd, &p, NULL);
+    return vka_linear_record(ctx, cmd, &p, NULL);
 }
 
 static vkattn_result check_offset16(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
 {
     if (t->offset % 16)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "%s.offset %llu is not a multiple of 16 bytes", what,
                            (unsigned long long)t->offset);
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_args *args,
-                                          vkattn_linear_problem *p)
+vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_args *args,
+                                          vka_linear_problem *p)
 {
     /* y's own shape checks, then y viewed as [B, 1, T, N] (one head of N). */
     vkattn_tensor x, w, y;
-    TRY(vkattn_tensor_resolve(ctx, &args->x, "args->x", &x));
-    TRY(vkattn_tensor_resolve(ctx, &args->w, "args->w", &w));
-    TRY(vkattn_tensor_resolve(ctx, &args->y, "args->y", &y));
+    TRY(vka_tensor_resolve(ctx, &args->x, "args->x", &x));
+    TRY(vka_tensor_resolve(ctx, &args->w, "args->w", &w));
+    TRY(vka_tensor_resolve(ctx, &args->y, "args->y", &y));
     TRY(check_rank(ctx, &x, "args->x", 2, 3, "2 [M, K] or 3 [B, T, K]"));
     TRY(check_rank(ctx, &w, "args->w", 2, 2, "2 [N, K]"));
     if (y.rank != x.rank)
-        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                            "args->y.rank %u differs from args->x.rank %u", y.rank, x.rank);
     for (uint32_t i = 0; i + 1 < x.rank; i++)
         TRY(check_dim(ctx, &y, "args->y", i, x.shape[i], "the same dimension of args->x"));
@@ -417,10 +417,10 @@ vkattn_result vkattn_linear_problem_plain(vkattn_context *ctx, const vkattn_line
     if (args->b.buffer)
         TRY(check_offset16(ctx, &args->b, "args->b"));
     if (args->w.shape[0] > UINT32_MAX)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "args->w.shape[0] (N) %lld exceeds 2^32 - 1",
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "args->w.shape[0] (N) %lld exceeds 2^32 - 1",
                            (long long)args->w.shape[0]);
 
-    vkattn_linear_segments_args s;
+    vka_linear_segments_args s;
     memset(&s, 0, sizeof s);
     s.x = args->x;
     s.w = args->w;
@@ -446,11 +446,11 @@ vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!cmd || !args)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear: %s is NULL",
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear: %s is NULL",
                            !cmd ? "cmd" : "args");
-    vkattn_linear_problem p;
-    TRY(vkattn_linear_problem_plain(ctx, args, &p));
-    return vkattn_linear_record(ctx, cmd, &p, NULL);
+    vka_linear_problem p;
+    TRY(vka_linear_problem_plain(ctx, args, &p));
+    return vka_linear_record(ctx, cmd, &p, NULL);
 }
 
 vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args)
@@ -460,5 +460,5 @@ vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args)
     if (r != VKATTN_SUCCESS)
         return r;
     r = vkattn_cmd_linear(ctx, cmd, args);
-    return vkattn_commands_finish(ctx, r);
+    return vka_commands_finish(ctx, r);
 }

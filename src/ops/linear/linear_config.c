@@ -3,7 +3,7 @@
  * from the tuning table; what a configuration becomes for one problem
  * (specialization constants, tiles, grid).
  *
- * Tuning key (VKATTN_TUNE_LINEAR; the shape class):
+ * Tuning key (VKA_TUNE_LINEAR; the shape class):
  *   values[0]  rows M, bucketed: 1, 2, 3-4, 5-8, ..., 1025-2048, more
  *   values[1]  columns N, bucketed at 256, 1024, 4096, 16384
  *   values[2]  K, bucketed at 256, 1024, 4096, 16384
@@ -81,7 +81,7 @@ static const gemv_sh_preset gemv_sh_presets[] = {
 };
 #define GEMV_SH_PRESETS (sizeof gemv_sh_presets / sizeof gemv_sh_presets[0])
 
-static bool has_f16_operand(const vkattn_linear_problem *p)
+static bool has_f16_operand(const vka_linear_problem *p)
 {
     return p->x.dtype == VKATTN_DTYPE_F16 || p->w.dtype == VKATTN_DTYPE_F16;
 }
@@ -89,17 +89,17 @@ static bool has_f16_operand(const vkattn_linear_problem *p)
 /* The subgroup families' binding: CPU drivers pay per fetch, so f16
  * operands come 8 halves at a time (packed); f32 operands have no packed
  * form (plain texels); storage buffers without texel inputs. */
-static uint32_t subgroup_input(const vkattn_context *ctx, const vkattn_linear_problem *p)
+static uint32_t subgroup_input(const vkattn_context *ctx, const vka_linear_problem *p)
 {
     if (!ctx->info.texel_inputs)
         return LINEAR_INPUT_STORAGE;
     return has_f16_operand(p) ? LINEAR_INPUT_TEXEL_PACKED : LINEAR_INPUT_TEXEL;
 }
 
-bool vkattn_linear_config_valid(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                                const vkattn_linear_config *c)
+bool vka_linear_config_valid(const vkattn_context *ctx, const vka_linear_problem *p,
+                                const vka_linear_config *c)
 {
-    uint32_t max_wg = vkattn_max_workgroup(ctx), sg = vkattn_subgroup_size(ctx);
+    uint32_t max_wg = vka_max_workgroup(ctx), sg = vka_subgroup_size(ctx);
     if (c->input >= LINEAR_INPUT_COUNT)
         return false;
     if (c->input != LINEAR_INPUT_STORAGE && !ctx->info.texel_inputs)
@@ -113,9 +113,9 @@ bool vkattn_linear_config_valid(const vkattn_context *ctx, const vkattn_linear_p
         return false;
     switch (c->family) {
     case LINEAR_FAM_SG:
-        return vkattn_subgroup_families_allowed(ctx) && c->preset < SG_PRESETS && sg <= max_wg;
+        return vka_subgroup_families_allowed(ctx) && c->preset < SG_PRESETS && sg <= max_wg;
     case LINEAR_FAM_GEMV_SG:
-        return vkattn_subgroup_families_allowed(ctx) && c->preset < GEMV_SG_PRESETS && sg <= max_wg;
+        return vka_subgroup_families_allowed(ctx) && c->preset < GEMV_SG_PRESETS && sg <= max_wg;
     case LINEAR_FAM_SH: {
         if (c->preset >= SH_PRESETS || c->input == LINEAR_INPUT_TEXEL_PACKED)
             return false;
@@ -136,8 +136,8 @@ bool vkattn_linear_config_valid(const vkattn_context *ctx, const vkattn_linear_p
     }
 }
 
-void vkattn_linear_config_default(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                                  vkattn_linear_config *c)
+void vka_linear_config_default(const vkattn_context *ctx, const vka_linear_problem *p,
+                                  vka_linear_config *c)
 {
     bool gemv = p->M <= LINEAR_GEMV_MAX_ROWS;
     memset(c, 0, sizeof *c);
@@ -154,47 +154,47 @@ void vkattn_linear_config_default(const vkattn_context *ctx, const vkattn_linear
             /* the big tiles where workgroups of 256 and the shared memory
              * for them are available and subgroups are GPU-sized */
             c->preset = 1;
-            if (vkattn_subgroup_size(ctx) < 16 || !vkattn_linear_config_valid(ctx, p, c))
+            if (vka_subgroup_size(ctx) < 16 || !vka_linear_config_valid(ctx, p, c))
                 c->preset = 0;
         }
     }
-    if (!vkattn_linear_config_valid(ctx, p, c)) /* e.g. tiny workgroup limits */
+    if (!vka_linear_config_valid(ctx, p, c)) /* e.g. tiny workgroup limits */
         c->preset = 0;
 }
 
-void vkattn_linear_tuning_key(const vkattn_linear_problem *p, uint32_t key[7])
+void vka_linear_tuning_key(const vka_linear_problem *p, uint32_t key[7])
 {
     static const uint32_t rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
     static const uint32_t cols[] = {256, 1024, 4096, 16384};
-    key[0] = vkattn_tuning_bucket(p->M, rows, 12);
-    key[1] = vkattn_tuning_bucket(p->N, cols, 4);
-    key[2] = vkattn_tuning_bucket(p->K, cols, 4);
+    key[0] = vka_tuning_bucket(p->M, rows, 12);
+    key[1] = vka_tuning_bucket(p->N, cols, 4);
+    key[2] = vka_tuning_bucket(p->K, cols, 4);
     key[3] = p->x.dtype == VKATTN_DTYPE_F16;
     key[4] = p->w.dtype == VKATTN_DTYPE_F16;
     key[5] = 0;
     key[6] = 0;
 }
 
-void vkattn_linear_config_choose(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                                 vkattn_linear_config *c)
+void vka_linear_config_choose(const vkattn_context *ctx, const vka_linear_problem *p,
+                                 vka_linear_config *c)
 {
-    vkattn_tuning_key key = {.op = VKATTN_TUNE_LINEAR};
-    vkattn_linear_tuning_key(p, key.values);
-    vkattn_tuning_config stored;
-    if (vkattn_tuning_find(ctx, &key, LINEAR_CONFIG_VERSION, &stored)) {
-        vkattn_linear_config t = {stored.words[0], stored.words[1], stored.words[2]};
-        if (vkattn_linear_config_valid(ctx, p, &t)) {
+    vka_tuning_key key = {.op = VKA_TUNE_LINEAR};
+    vka_linear_tuning_key(p, key.values);
+    vka_tuning_config stored;
+    if (vka_tuning_find(ctx, &key, LINEAR_CONFIG_VERSION, &stored)) {
+        vka_linear_config t = {stored.words[0], stored.words[1], stored.words[2]};
+        if (vka_linear_config_valid(ctx, p, &t)) {
             *c = t;
             return;
         }
     }
-    vkattn_linear_config_default(ctx, p, c);
+    vka_linear_config_default(ctx, p, c);
 }
 
-static void add(const vkattn_context *ctx, const vkattn_linear_problem *p, vkattn_linear_config c,
-                vkattn_linear_config *out, uint32_t *n, uint32_t max)
+static void add(const vkattn_context *ctx, const vka_linear_problem *p, vka_linear_config c,
+                vka_linear_config *out, uint32_t *n, uint32_t max)
 {
-    if (*n >= max || !vkattn_linear_config_valid(ctx, p, &c))
+    if (*n >= max || !vka_linear_config_valid(ctx, p, &c))
         return;
     for (uint32_t i = 0; i < *n; i++)
         if (memcmp(&out[i], &c, sizeof c) == 0)
@@ -202,12 +202,12 @@ static void add(const vkattn_context *ctx, const vkattn_linear_problem *p, vkatt
     out[(*n)++] = c;
 }
 
-uint32_t vkattn_linear_config_candidates(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                                         vkattn_linear_config *out, uint32_t max)
+uint32_t vka_linear_config_candidates(const vkattn_context *ctx, const vka_linear_problem *p,
+                                         vka_linear_config *out, uint32_t max)
 {
     uint32_t n = 0;
-    vkattn_linear_config def;
-    vkattn_linear_config_default(ctx, p, &def);
+    vka_linear_config def;
+    vka_linear_config_default(ctx, p, &def);
     add(ctx, p, def, out, &n, max);
     bool gemv = p->M <= LINEAR_GEMV_MAX_ROWS;
     uint32_t fams[2] = {gemv ? LINEAR_FAM_GEMV_SG : LINEAR_FAM_SG,
@@ -220,15 +220,15 @@ uint32_t vkattn_linear_config_candidates(const vkattn_context *ctx, const vkattn
                       : ctx->info.texel_inputs ? LINEAR_INPUT_TEXEL
                                                : LINEAR_INPUT_STORAGE;
         for (uint32_t preset = 0; preset < counts[f]; preset++)
-            add(ctx, p, (vkattn_linear_config){fams[f], in, preset}, out, &n, max);
+            add(ctx, p, (vka_linear_config){fams[f], in, preset}, out, &n, max);
         /* ... and the other bindings with its first preset (add() drops
          * those the problem cannot take) */
         for (uint32_t other = 0; other < LINEAR_INPUT_COUNT; other++)
-            add(ctx, p, (vkattn_linear_config){fams[f], other, 0}, out, &n, max);
+            add(ctx, p, (vka_linear_config){fams[f], other, 0}, out, &n, max);
     }
     /* few rows: the GEMM kernels too */
-    if (gemv && vkattn_subgroup_families_allowed(ctx))
-        add(ctx, p, (vkattn_linear_config){LINEAR_FAM_SG, subgroup_input(ctx, p), 3}, out, &n, max);
+    if (gemv && vka_subgroup_families_allowed(ctx))
+        add(ctx, p, (vka_linear_config){LINEAR_FAM_SG, subgroup_input(ctx, p), 3}, out, &n, max);
     return n;
 }
 
@@ -240,11 +240,11 @@ static uint32_t pow2_at_most(uint32_t v)
     return p;
 }
 
-void vkattn_linear_plan_make(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                             const vkattn_linear_config *c, vkattn_linear_plan *plan)
+void vka_linear_plan_make(const vkattn_context *ctx, const vka_linear_problem *p,
+                             const vka_linear_config *c, vka_linear_plan *plan)
 {
     const vkattn_device_info *in = &ctx->info;
-    uint32_t sg = vkattn_subgroup_size(ctx), max_wg = vkattn_max_workgroup(ctx);
+    uint32_t sg = vka_subgroup_size(ctx), max_wg = vka_max_workgroup(ctx);
     memset(plan, 0, sizeof *plan);
     plan->family = c->family;
     plan->input = c->input;
@@ -257,7 +257,7 @@ void vkattn_linear_plan_make(const vkattn_context *ctx, const vkattn_linear_prob
         /* rows in whole subgroups, no more than the problem has; wider
          * subgroups get narrower lanes (the accumulators per lane stay) */
         uint32_t groups = s->rows / sg ? s->rows / sg : 1;
-        uint32_t need = (uint32_t)vkattn_div_up64(p->M, sg);
+        uint32_t need = (uint32_t)vka_div_up64(p->M, sg);
         if (groups > need)
             groups = need;
         uint32_t tn = s->tn * 8 / (sg > 8 ? sg : 8);
@@ -265,8 +265,8 @@ void vkattn_linear_plan_make(const vkattn_context *ctx, const vkattn_linear_prob
         /* subgroups per workgroup: up to 4, fewer where that leaves too few
          * workgroups to spread over the device's threads */
         uint32_t per = max_wg / sg < 4 ? max_wg / sg : 4;
-        uint64_t row_blocks = vkattn_div_up64(p->M, (uint64_t)groups * sg);
-        while (per > 1 && row_blocks * vkattn_div_up64(p->N, (uint64_t)per * sg * tn) < 16)
+        uint64_t row_blocks = vka_div_up64(p->M, (uint64_t)groups * sg);
+        while (per > 1 && row_blocks * vka_div_up64(p->N, (uint64_t)per * sg * tn) < 16)
             per /= 2;
         memcpy(plan->spec, (uint32_t[]){per * sg, sg, groups, tn, s->kq}, 5 * sizeof(uint32_t));
         plan->spec_count = 5;

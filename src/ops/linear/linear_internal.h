@@ -3,28 +3,28 @@
  * choice and the tuning table), its recording (linear_record.c: the split
  * into dispatches whose binding windows fit the device's limits) and its
  * tuner (linear_tune.c). */
-#ifndef VKATTN_LINEAR_PLAN_H
-#define VKATTN_LINEAR_PLAN_H
+#ifndef VKA_LINEAR_PLAN_H
+#define VKA_LINEAR_PLAN_H
 
 #include "ops/linear/linear.h"
 
 /* A validated problem: strides resolved, all sizes >= 1. Row m of x is
  * (batch m / T, row m % T). */
-typedef struct vkattn_linear_problem {
+typedef struct vka_linear_problem {
     vkattn_tensor x, w, b; /* b.buffer NULL: no bias */
     uint32_t segment_count;
     /* A segment's destination; for a pool segment, the whole pool as a rank-1
      * tensor (bound whole: the rows' places are only known on the GPU). */
-    vkattn_tensor dst[VKATTN_LINEAR_MAX_SEGMENTS];
+    vkattn_tensor dst[VKA_LINEAR_MAX_SEGMENTS];
     uint32_t pool_segments;        /* bit s: segment s appends to a pool */
     const vkattn_kv_cache *cache;  /* with pool segments, else NULL */
-    vkattn_binding meta;           /* the step's metadata (recording only) */
+    vka_binding meta;           /* the step's metadata (recording only) */
     uint32_t batch;                /* rows of the metadata (= B) */
-    uint64_t seg_start[VKATTN_LINEAR_MAX_SEGMENTS + 1]; /* first column; [count] = N */
-    uint64_t head_dim[VKATTN_LINEAR_MAX_SEGMENTS];
+    uint64_t seg_start[VKA_LINEAR_MAX_SEGMENTS + 1]; /* first column; [count] = N */
+    uint64_t head_dim[VKA_LINEAR_MAX_SEGMENTS];
     uint64_t B, T, M, N, K;
     uint64_t x_sb, x_st, w_sn; /* element strides */
-} vkattn_linear_problem;
+} vka_linear_problem;
 
 /* Kernel families (shaders/linear_*.comp). */
 enum {
@@ -50,52 +50,52 @@ enum {
 /* A kernel configuration: the unit the built-in heuristic picks and the
  * tuner stores (tuning words: family, input, preset; encoding version
  * LINEAR_CONFIG_VERSION). */
-typedef struct vkattn_linear_config {
+typedef struct vka_linear_config {
     uint32_t family, input, preset;
-} vkattn_linear_config;
+} vka_linear_config;
 #define LINEAR_CONFIG_VERSION 1u
 
 /* Whether `c` can run `p` on this device (family allowed by the device and
  * the context's flags, rows within the family's reach, tiles within the
  * device's workgroup and shared-memory limits). */
-bool vkattn_linear_config_valid(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                                const vkattn_linear_config *c);
+bool vka_linear_config_valid(const vkattn_context *ctx, const vka_linear_problem *p,
+                                const vka_linear_config *c);
 /* The built-in choice for this device and shape. */
-void vkattn_linear_config_default(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                                  vkattn_linear_config *c);
+void vka_linear_config_default(const vkattn_context *ctx, const vka_linear_problem *p,
+                                  vka_linear_config *c);
 /* The tuned configuration of p's shape class if the table has a valid one,
  * else the built-in choice. */
-void vkattn_linear_config_choose(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                                 vkattn_linear_config *c);
+void vka_linear_config_choose(const vkattn_context *ctx, const vka_linear_problem *p,
+                                 vka_linear_config *c);
 /* p's shape class (see linear_config.c for the meaning of the values). */
-void vkattn_linear_tuning_key(const vkattn_linear_problem *p, uint32_t op_key[7]);
+void vka_linear_tuning_key(const vka_linear_problem *p, uint32_t op_key[7]);
 /* The candidates the tuner times for p, valid on this device; returns the
  * count (at most `max`). */
-uint32_t vkattn_linear_config_candidates(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                                         vkattn_linear_config *out, uint32_t max);
+uint32_t vka_linear_config_candidates(const vkattn_context *ctx, const vka_linear_problem *p,
+                                         vka_linear_config *out, uint32_t max);
 
 /* What a configuration becomes for one problem: the kernel family, its
  * specialization constants and the work one workgroup covers. */
-typedef struct vkattn_linear_plan {
+typedef struct vka_linear_plan {
     uint32_t family, input;
     uint32_t spec[7];
     uint32_t spec_count;
     uint64_t tile_m, tile_n; /* rows / columns of y per workgroup */
     bool rows_in_x;          /* grid x = row blocks (else column blocks) */
     uint64_t max_rows, max_cols; /* per dispatch, from maxComputeWorkGroupCount */
-} vkattn_linear_plan;
+} vka_linear_plan;
 
-void vkattn_linear_plan_make(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                             const vkattn_linear_config *c, vkattn_linear_plan *plan);
+void vka_linear_plan_make(const vkattn_context *ctx, const vka_linear_problem *p,
+                             const vka_linear_config *c, vka_linear_plan *plan);
 
 /* Records the dispatches (and barriers between them) of a validated problem
  * with configuration `c` (NULL: the tuned or built-in choice). Fails without
  * recording anything when no split fits the device. */
-vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
-                                   const vkattn_linear_problem *p, const vkattn_linear_config *c);
+vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
+                                   const vka_linear_problem *p, const vka_linear_config *c);
 
 /* Validates a plain vkattn_linear_args into a problem (one segment). */
-vkattn_result vkattn_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_args *args,
-                                          vkattn_linear_problem *p);
+vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_args *args,
+                                          vka_linear_problem *p);
 
 #endif

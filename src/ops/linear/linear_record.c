@@ -8,30 +8,30 @@
  * the push constants is (the window's first element) - (the lowest address
  * the dispatch touches), so base + address lands inside the window. */
 #include "ops/linear/linear_internal.h"
-#include "vkattn_spirv.h"
+#include "vka_spirv.h"
 
 #include <string.h>
 
 /* Shader input modes (INPUT_MODE of shaders/linear_io.glsl). */
 enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
 
-#define KIND_f32 VKATTN_STORAGE_F32
-#define KIND_f16 VKATTN_STORAGE_F16
-#define KIND_f16p VKATTN_STORAGE_F16P
-#define IN_tex VKATTN_BINDING_TEXEL
-#define IN_texp VKATTN_BINDING_TEXEL
-#define IN_vec VKATTN_BINDING_STORAGE
-#define IN_sca VKATTN_BINDING_STORAGE
+#define KIND_f32 VKA_STORAGE_F32
+#define KIND_f16 VKA_STORAGE_F16
+#define KIND_f16p VKA_STORAGE_F16P
+#define IN_tex VKA_BINDING_TEXEL
+#define IN_texp VKA_BINDING_TEXEL
+#define IN_vec VKA_BINDING_STORAGE
+#define IN_sca VKA_BINDING_STORAGE
 
 /* Bindings: 0 x, 1 w (texel or storage), 2 bias, 3..5 the segments' dst (or
  * KV cache pools), 6 the KV cache step's metadata (read only). */
 #define LINEAR_KERNEL(fam, mode, full, x, w)                                                \
     [KIND_##x][KIND_##w] = {.name = "linear_" #fam "_" #mode "_" #x "_" #w,                 \
-                            .spirv = &vkattn_spirv_linear_##fam##_##mode##_##x##_##w,        \
+                            .spirv = &vka_spirv_linear_##fam##_##mode##_##x##_##w,        \
                             .binding_count = 7,                                              \
-                            .bindings = {IN_##mode, IN_##mode, VKATTN_BINDING_STORAGE,       \
-                                         VKATTN_BINDING_STORAGE, VKATTN_BINDING_STORAGE,     \
-                                         VKATTN_BINDING_STORAGE, VKATTN_BINDING_STORAGE},    \
+                            .bindings = {IN_##mode, IN_##mode, VKA_BINDING_STORAGE,       \
+                                         VKA_BINDING_STORAGE, VKA_BINDING_STORAGE,     \
+                                         VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},    \
                             .push_size = sizeof(linear_push),                                \
                             .full_subgroups = full}
 #define LINEAR_KERNELS(fam, mode, full)                                                      \
@@ -89,7 +89,7 @@ _Static_assert(sizeof(linear_push) == 128, "linear push constants must fit 128 b
 
 /* [family][mode][x storage][w storage]; entries without SPIR-V (texp of the
  * shared-memory GEMM, texp of f32 x f32) are never chosen. */
-static const vkattn_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][3][3] = {
+static const vka_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][3][3] = {
     [LINEAR_FAM_SG] = LINEAR_FAMILY(sg, true),
     [LINEAR_FAM_SH] = LINEAR_FAMILY_NO_TEXP(sh, false),
     [LINEAR_FAM_GEMV_SG] = LINEAR_FAMILY(gemvsg, true),
@@ -126,12 +126,12 @@ static void span2(uint64_t i0, uint64_t i1, uint64_t n_inner, uint64_t so, uint6
     }
 }
 
-enum { SPAN_X, SPAN_W, SPAN_B, SPAN_DST, SPAN_COUNT = SPAN_DST + VKATTN_LINEAR_MAX_SEGMENTS };
+enum { SPAN_X, SPAN_W, SPAN_B, SPAN_DST, SPAN_COUNT = SPAN_DST + VKA_LINEAR_MAX_SEGMENTS };
 
 /* What a dispatch over rows [m0, m1) and columns [n0, n1) touches. For each
  * dst, *row_part gets the extent of its row addresses (to know which cut
  * shrinks it). */
-static void chunk_spans(const vkattn_linear_problem *p, uint64_t m0, uint64_t m1, uint64_t n0,
+static void chunk_spans(const vka_linear_problem *p, uint64_t m0, uint64_t m1, uint64_t n0,
                         uint64_t n1, span s[SPAN_COUNT], uint64_t row_part[3])
 {
     memset(s, 0, SPAN_COUNT * sizeof *s);
@@ -176,14 +176,14 @@ static bool window_fits(const vkattn_context *ctx, const vkattn_tensor *t, span 
         uint64_t align = ctx->info.min_texel_buffer_offset_alignment;
         if (align < texel_bytes)
             align = texel_bytes;
-        uint64_t limit = vkattn_min_u64(ctx->info.max_texel_buffer_elements, 1ull << 30);
-        uint64_t range = vkattn_align_up(off - vkattn_align_down(off, align) + bytes, texel_bytes);
+        uint64_t limit = vka_min_u64(ctx->info.max_texel_buffer_elements, 1ull << 30);
+        uint64_t range = vka_align_up(off - vka_align_down(off, align) + bytes, texel_bytes);
         return range / texel_bytes <= limit;
     }
     uint64_t align = ctx->info.min_storage_buffer_offset_alignment < 16
                          ? 16 : ctx->info.min_storage_buffer_offset_alignment;
-    uint64_t limit = vkattn_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
-    return vkattn_align_up(off - vkattn_align_down(off, align) + bytes, 4) <= limit;
+    uint64_t limit = vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
+    return vka_align_up(off - vka_align_down(off, align) + bytes, 4) <= limit;
 }
 
 /* The binding kinds of x and w in a shader input mode. */
@@ -196,13 +196,13 @@ static int input_kind(int mode, vkattn_dtype dt)
 
 /* Checks every dispatch of a split into mc rows x nc columns. Returns -1 when
  * all windows fit, else which chunk size to cut: 0 rows, 1 columns. */
-static int split_check(const vkattn_context *ctx, const vkattn_linear_problem *p, int mode,
+static int split_check(const vkattn_context *ctx, const vka_linear_problem *p, int mode,
                        uint64_t mc, uint64_t nc)
 {
     int kx = input_kind(mode, p->x.dtype), kw = input_kind(mode, p->w.dtype);
     for (uint64_t m0 = 0; m0 < p->M; m0 += mc)
         for (uint64_t n0 = 0; n0 < p->N; n0 += nc) {
-            uint64_t m1 = vkattn_min_u64(m0 + mc, p->M), n1 = vkattn_min_u64(n0 + nc, p->N);
+            uint64_t m1 = vka_min_u64(m0 + mc, p->M), n1 = vka_min_u64(n0 + nc, p->N);
             span s[SPAN_COUNT];
             uint64_t row_part[3] = {0};
             chunk_spans(p, m0, m1, n0, n1, s, row_part);
@@ -224,17 +224,17 @@ static uint64_t halve(uint64_t v, uint64_t tile, uint64_t granule)
 {
     uint64_t h = v / 2;
     if (h >= tile)
-        h = vkattn_align_up(h, tile);
+        h = vka_align_up(h, tile);
     h = h / granule * granule;
     return h < granule ? granule : h;
 }
 
 /* Finds chunk sizes (*mc rows, *nc columns) whose windows all fit. */
-static bool split_find(const vkattn_context *ctx, const vkattn_linear_problem *p,
-                       const vkattn_linear_plan *c, int mode, uint64_t *mc, uint64_t *nc)
+static bool split_find(const vkattn_context *ctx, const vka_linear_problem *p,
+                       const vka_linear_plan *c, int mode, uint64_t *mc, uint64_t *nc)
 {
-    *mc = vkattn_min_u64(p->M, c->max_rows);
-    *nc = vkattn_min_u64(p->N, c->max_cols);
+    *mc = vka_min_u64(p->M, c->max_rows);
+    *nc = vka_min_u64(p->N, c->max_cols);
     if (*nc < p->N) /* even: a packed-f16 word never spans two dispatches' columns */
         *nc = *nc / 2 * 2;
     for (int iter = 0; iter < 256; iter++) {
@@ -256,22 +256,22 @@ static bool split_find(const vkattn_context *ctx, const vkattn_linear_problem *p
 /* ------------------------------------------------------------- record */
 
 static vkattn_result bind(vkattn_context *ctx, const vkattn_tensor *t, span s, int kind,
-                          vkattn_binding *b, uint32_t *base)
+                          vka_binding *b, uint32_t *base)
 {
     size_t es = vkattn_dtype_size(t->dtype);
     uint32_t first = 0;
     vkattn_result r;
     if (kind == BIND_PACKED) {
         /* 16-byte texels over the halves: a float view's window, read as uint */
-        r = vkattn_bind_texel_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es,
+        r = vka_bind_texel_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es,
                                      VKATTN_DTYPE_F32, b, &first);
         b->format = VK_FORMAT_R32G32B32A32_UINT;
         first *= 2; /* floats -> halves */
     } else if (kind == BIND_TEXEL) {
-        r = vkattn_bind_texel_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es,
+        r = vka_bind_texel_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es,
                                      t->dtype, b, &first);
     } else {
-        r = vkattn_bind_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es, es, b,
+        r = vka_bind_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es, es, b,
                                &first);
     }
     *base = first - (uint32_t)s.lo; /* wraps: see the top of this file */
@@ -280,7 +280,7 @@ static vkattn_result bind(vkattn_context *ctx, const vkattn_tensor *t, span s, i
 
 /* x and w rows may be fetched `n` elements at a time (n = 4: texel or vec4;
  * n = 8: packed halves, required of the f16 operands only). */
-static bool rows_aligned(const vkattn_linear_problem *p, uint64_t n)
+static bool rows_aligned(const vka_linear_problem *p, uint64_t n)
 {
     uint64_t xe = p->x.offset / vkattn_dtype_size(p->x.dtype);
     uint64_t we = p->w.offset / vkattn_dtype_size(p->w.dtype);
@@ -289,25 +289,25 @@ static bool rows_aligned(const vkattn_linear_problem *p, uint64_t n)
            we % nw == 0 && p->w_sn % nw == 0;
 }
 
-static bool has_kernel(const vkattn_context *ctx, const vkattn_linear_problem *p, uint32_t family,
+static bool has_kernel(const vkattn_context *ctx, const vka_linear_problem *p, uint32_t family,
                        int mode)
 {
-    return linear_kernels[family][mode][vkattn_storage_kind(ctx, p->x.dtype)]
-                         [vkattn_storage_kind(ctx, p->w.dtype)].spirv != NULL;
+    return linear_kernels[family][mode][vka_storage_kind(ctx, p->x.dtype)]
+                         [vka_storage_kind(ctx, p->w.dtype)].spirv != NULL;
 }
 
 /* The shader input mode and the split for a plan: the preferred binding
  * where alignment allows and its windows fit in no more dispatches than
  * storage windows need, else storage (vec4 loads where rows are aligned). */
-static bool choose_mode(vkattn_context *ctx, const vkattn_linear_problem *p,
-                        const vkattn_linear_plan *c, int *mode, uint64_t *mc, uint64_t *nc)
+static bool choose_mode(vkattn_context *ctx, const vka_linear_problem *p,
+                        const vka_linear_plan *c, int *mode, uint64_t *mc, uint64_t *nc)
 {
     *mode = rows_aligned(p, 4) ? MODE_VEC : MODE_SCA;
     if (!split_find(ctx, p, c, *mode, mc, nc))
         return false;
     if (c->input == LINEAR_INPUT_STORAGE || !ctx->info.texel_inputs || *mode != MODE_VEC)
         return true;
-    uint64_t dispatches = vkattn_div_up64(p->M, *mc) * vkattn_div_up64(p->N, *nc);
+    uint64_t dispatches = vka_div_up64(p->M, *mc) * vka_div_up64(p->N, *nc);
     int tries[2] = {MODE_TEXP, MODE_TEX};
     for (int i = c->input == LINEAR_INPUT_TEXEL_PACKED ? 0 : 1; i < 2; i++) {
         uint64_t tmc, tnc;
@@ -315,7 +315,7 @@ static bool choose_mode(vkattn_context *ctx, const vkattn_linear_problem *p,
             continue;
         if (!has_kernel(ctx, p, c->family, tries[i]) || !split_find(ctx, p, c, tries[i], &tmc, &tnc))
             continue;
-        if (vkattn_div_up64(p->M, tmc) * vkattn_div_up64(p->N, tnc) <= dispatches) {
+        if (vka_div_up64(p->M, tmc) * vka_div_up64(p->N, tnc) <= dispatches) {
             *mode = tries[i];
             *mc = tmc;
             *nc = tnc;
@@ -325,39 +325,39 @@ static bool choose_mode(vkattn_context *ctx, const vkattn_linear_problem *p,
     return true;
 }
 
-vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
-                                   const vkattn_linear_problem *p, const vkattn_linear_config *cfg)
+vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
+                                   const vka_linear_problem *p, const vka_linear_config *cfg)
 {
-    vkattn_linear_config chosen;
+    vka_linear_config chosen;
     if (!cfg) {
-        vkattn_linear_config_choose(ctx, p, &chosen);
+        vka_linear_config_choose(ctx, p, &chosen);
         cfg = &chosen;
-    } else if (!vkattn_linear_config_valid(ctx, p, cfg)) {
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+    } else if (!vka_linear_config_valid(ctx, p, cfg)) {
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "linear: configuration (family %u, input %u, preset %u) cannot run "
                            "%llux%llux%llu on this device", cfg->family, cfg->input, cfg->preset,
                            (unsigned long long)p->M, (unsigned long long)p->N,
                            (unsigned long long)p->K);
     }
-    vkattn_linear_plan c;
-    vkattn_linear_plan_make(ctx, p, cfg, &c);
+    vka_linear_plan c;
+    vka_linear_plan_make(ctx, p, cfg, &c);
     int mode;
     uint64_t mc, nc;
     if (!choose_mode(ctx, p, &c, &mode, &mc, &nc))
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "linear: no split of %llux%llux%llu fits the device's "
                            "maxStorageBufferRange %llu (a single row is too long)",
                            (unsigned long long)p->M, (unsigned long long)p->N,
                            (unsigned long long)p->K,
                            (unsigned long long)ctx->info.max_storage_buffer_range);
-    const vkattn_kernel *kernel = &linear_kernels[c.family][mode][vkattn_storage_kind(ctx, p->x.dtype)]
-                                                 [vkattn_storage_kind(ctx, p->w.dtype)];
-    vkattn_pipeline *pipeline;
+    const vka_kernel *kernel = &linear_kernels[c.family][mode][vka_storage_kind(ctx, p->x.dtype)]
+                                                 [vka_storage_kind(ctx, p->w.dtype)];
+    vka_pipeline *pipeline;
     if (p->pool_segments) { /* plain GEMMs keep their pipelines (no pool code at all) */
         c.spec[SPEC_POOLS] = p->pool_segments;
         c.spec_count = SPEC_POOLS + 1;
     }
-    vkattn_result r = vkattn_pipeline_get(ctx, kernel, c.spec, c.spec_count, &pipeline);
+    vkattn_result r = vka_pipeline_get(ctx, kernel, c.spec, c.spec_count, &pipeline);
     if (r != VKATTN_SUCCESS)
         return r;
 
@@ -396,21 +396,21 @@ vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
     bool first = true;
     for (uint64_t m0 = 0; m0 < p->M; m0 += mc)
         for (uint64_t n0 = 0; n0 < p->N; n0 += nc) {
-            uint64_t m1 = vkattn_min_u64(m0 + mc, p->M), n1 = vkattn_min_u64(n0 + nc, p->N);
+            uint64_t m1 = vka_min_u64(m0 + mc, p->M), n1 = vka_min_u64(n0 + nc, p->N);
             span s[SPAN_COUNT];
             uint64_t row_part[3];
             chunk_spans(p, m0, m1, n0, n1, s, row_part);
-            vkattn_binding b[7];
+            vka_binding b[7];
             r = bind(ctx, &p->x, s[SPAN_X], kx, &b[0], &push.x_base);
             if (r == VKATTN_SUCCESS)
                 r = bind(ctx, &p->w, s[SPAN_W], kw, &b[1], &push.w_base);
             if (r == VKATTN_SUCCESS)
                 r = s[SPAN_B].used ? bind(ctx, &p->b, s[SPAN_B], BIND_STORAGE, &b[2], &push.b_base)
-                                   : vkattn_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &b[2]);
+                                   : vka_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &b[2]);
             if (r == VKATTN_SUCCESS && p->cache)
                 b[6] = p->meta;
             else if (r == VKATTN_SUCCESS)
-                r = vkattn_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &b[6]);
+                r = vka_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &b[6]);
             int used = -1;
             for (uint32_t i = 0; i < 3 && r == VKATTN_SUCCESS; i++)
                 if (i < p->segment_count && s[SPAN_DST + i].used) {
@@ -430,13 +430,13 @@ vkattn_result vkattn_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
             push.m_end = (uint32_t)m1;
             push.n0 = (uint32_t)n0;
             push.n_end = (uint32_t)n1;
-            uint32_t col_blocks = (uint32_t)vkattn_div_up64(n1 - n0, c.tile_n);
-            uint32_t row_blocks = gemv ? 1 : (uint32_t)vkattn_div_up64(m1 - m0, c.tile_m);
+            uint32_t col_blocks = (uint32_t)vka_div_up64(n1 - n0, c.tile_n);
+            uint32_t row_blocks = gemv ? 1 : (uint32_t)vka_div_up64(m1 - m0, c.tile_m);
             if (!first) /* windows of consecutive dispatches may overlap */
-                vkattn_cmd_compute_barrier(ctx, cmd);
+                vka_cmd_compute_barrier(ctx, cmd);
             first = false;
-            r = c.rows_in_x ? vkattn_cmd_dispatch(ctx, cmd, pipeline, b, &push, row_blocks, col_blocks, 1)
-                            : vkattn_cmd_dispatch(ctx, cmd, pipeline, b, &push, col_blocks, row_blocks, 1);
+            r = c.rows_in_x ? vka_cmd_dispatch(ctx, cmd, pipeline, b, &push, row_blocks, col_blocks, 1)
+                            : vka_cmd_dispatch(ctx, cmd, pipeline, b, &push, col_blocks, row_blocks, 1);
             if (r != VKATTN_SUCCESS)
                 return r;
         }

@@ -9,15 +9,15 @@
 #define MAX_CANDIDATES 12
 
 typedef struct tune_job {
-    vkattn_linear_problem p;
-    vkattn_linear_config candidates[MAX_CANDIDATES];
+    vka_linear_problem p;
+    vka_linear_config candidates[MAX_CANDIDATES];
 } tune_job;
 
 static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, void *user,
                                       uint32_t i)
 {
     tune_job *job = user;
-    return vkattn_linear_record(ctx, cmd, &job->p, &job->candidates[i]);
+    return vka_linear_record(ctx, cmd, &job->p, &job->candidates[i]);
 }
 
 vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, uint32_t k,
@@ -26,21 +26,21 @@ vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, ui
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!m || !n || !k)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_tune_linear: m %u, n %u and k %u must all be >= 1", m, n, k);
-    char b1[VKATTN_DTYPE_TEXT], b2[VKATTN_DTYPE_TEXT];
-    if (!vkattn_dtype_is_float(x_dtype) || !vkattn_dtype_is_float(w_dtype))
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+    char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
+    if (!vka_dtype_is_float(x_dtype) || !vka_dtype_is_float(w_dtype))
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                            "vkattn_tune_linear: x_dtype %s and w_dtype %s must be f32 or f16",
-                           vkattn_dtype_text(x_dtype, b1), vkattn_dtype_text(w_dtype, b2));
+                           vka_dtype_text(x_dtype, b1), vka_dtype_text(w_dtype, b2));
     vkattn_buffer *bx = NULL, *bw = NULL, *by = NULL;
-    tune_job *job = vkattn_alloc(ctx, sizeof *job);
+    tune_job *job = vka_alloc(ctx, sizeof *job);
     vkattn_result r = job ? VKATTN_SUCCESS
-                          : vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+                          : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     if (r == VKATTN_SUCCESS)
-        r = vkattn_tuning_random_buffer(ctx, (uint64_t)m * k, x_dtype, 1, &bx);
+        r = vka_tuning_random_buffer(ctx, (uint64_t)m * k, x_dtype, 1, &bx);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_tuning_random_buffer(ctx, (uint64_t)n * k, w_dtype, 2, &bw);
+        r = vka_tuning_random_buffer(ctx, (uint64_t)n * k, w_dtype, 2, &bw);
     if (r == VKATTN_SUCCESS) {
         vkattn_buffer_desc d = {.size = (uint64_t)m * n * vkattn_dtype_size(x_dtype)};
         r = vkattn_buffer_create(ctx, &d, &by);
@@ -52,27 +52,27 @@ vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, ui
             {0},
             vkattn_tensor_make(by, 0, x_dtype, 2, (int64_t[]){m, n}),
         };
-        r = vkattn_linear_problem_plain(ctx, &a, &job->p);
+        r = vka_linear_problem_plain(ctx, &a, &job->p);
     }
     if (r == VKATTN_SUCCESS) {
-        uint32_t count = vkattn_linear_config_candidates(ctx, &job->p, job->candidates, MAX_CANDIDATES);
+        uint32_t count = vka_linear_config_candidates(ctx, &job->p, job->candidates, MAX_CANDIDATES);
         /* big problems run for seconds: fewer repetitions */
         double flops = 2.0 * m * n * (double)k;
         uint32_t best = 0;
         float best_ms = 0;
-        r = vkattn_tuning_measure(ctx, count, flops > 2e10 ? 3 : 5, record_candidate, job, &best,
+        r = vka_tuning_measure(ctx, count, flops > 2e10 ? 3 : 5, record_candidate, job, &best,
                                   &best_ms);
         if (r == VKATTN_SUCCESS) {
-            vkattn_tuning_key key = {.op = VKATTN_TUNE_LINEAR};
-            vkattn_linear_tuning_key(&job->p, key.values);
-            const vkattn_linear_config *c = &job->candidates[best];
-            vkattn_tuning_config cfg = {{c->family, c->input, c->preset}};
-            r = vkattn_tuning_set(ctx, &key, LINEAR_CONFIG_VERSION, &cfg, best_ms);
+            vka_tuning_key key = {.op = VKA_TUNE_LINEAR};
+            vka_linear_tuning_key(&job->p, key.values);
+            const vka_linear_config *c = &job->candidates[best];
+            vka_tuning_config cfg = {{c->family, c->input, c->preset}};
+            r = vka_tuning_set(ctx, &key, LINEAR_CONFIG_VERSION, &cfg, best_ms);
         }
     }
     vkattn_buffer_destroy(bx);
     vkattn_buffer_destroy(bw);
     vkattn_buffer_destroy(by);
-    vkattn_free(ctx, job);
+    vka_free(ctx, job);
     return r;
 }

@@ -12,30 +12,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLACEMENT VKATTN_MHA_PLACEMENT
-#define place vkattn_mha_place
+#define PLACEMENT VKA_MHA_PLACEMENT
+#define place vka_mha_place
 
 vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc, vkattn_mha **out)
 {
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!out || !desc)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_create: %s is NULL",
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_create: %s is NULL",
                            !out ? "out" : "desc");
     *out = NULL;
     vkattn_mha_desc d;
-    char why[VKATTN_ERROR_MAX];
-    vkattn_result r = vkattn_mha_resolve(desc, &d, why, sizeof why);
+    char why[VKA_ERROR_MAX];
+    vkattn_result r = vka_mha_resolve(desc, &d, why, sizeof why);
     if (r != VKATTN_SUCCESS)
-        return vkattn_fail(ctx, r, "%s", why);
-    vkattn_mha *m = vkattn_alloc(ctx, sizeof *m);
+        return vka_fail(ctx, r, "%s", why);
+    vkattn_mha *m = vka_alloc(ctx, sizeof *m);
     if (!m)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     m->ctx = ctx;
     m->d = d;
     m->esize = vkattn_dtype_size(d.dtype);
 
-    uint64_t qw = vkattn_mha_q_width(&d), kvw = vkattn_mha_kv_width(&d), es = m->esize;
+    uint64_t qw = vka_mha_q_width(&d), kvw = vka_mha_kv_width(&d), es = m->esize;
     uint64_t cursor = 0;
     if (d.kv_dim == d.embed_dim) { /* one [(Hq+2Hkv)*Dh, Dm] matrix */
         m->off_wq = place(&cursor, 0);
@@ -53,7 +53,7 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
     vkattn_buffer_desc bd = {.size = cursor};
     r = vkattn_buffer_create(ctx, &bd, &m->weights);
     if (r != VKATTN_SUCCESS) {
-        vkattn_free(ctx, m);
+        vka_free(ctx, m);
         return r;
     }
     *out = m;
@@ -66,7 +66,7 @@ void vkattn_mha_destroy(vkattn_mha *m)
         return;
     vkattn_buffer_destroy(m->weights);
     vkattn_buffer_destroy(m->scratch);
-    vkattn_free(m->ctx, m);
+    vka_free(m->ctx, m);
 }
 
 const vkattn_mha_desc *vkattn_mha_config(const vkattn_mha *m) { return m ? &m->d : NULL; }
@@ -93,22 +93,22 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     vkattn_context *ctx = m->ctx;
     if (!w)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_set_weights: w is NULL");
-    vkattn_mha_weight_views v;
-    char why[VKATTN_ERROR_MAX];
-    vkattn_result r = vkattn_mha_weights_check(&m->d, w, &v, why, sizeof why);
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_set_weights: w is NULL");
+    vka_mha_weight_views v;
+    char why[VKA_ERROR_MAX];
+    vkattn_result r = vka_mha_weights_check(&m->d, w, &v, why, sizeof why);
     if (r != VKATTN_SUCCESS)
-        return vkattn_fail(ctx, r, "%s", why);
+        return vka_fail(ctx, r, "%s", why);
     const vkattn_mha_desc *d = &m->d;
-    uint64_t qw = vkattn_mha_q_width(d), kvw = vkattn_mha_kv_width(d);
+    uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_kv_width(d);
     uint64_t largest = qw * d->embed_dim;
     if (kvw * d->kv_dim > largest)
         largest = kvw * d->kv_dim;
     if ((uint64_t)d->embed_dim * qw > largest)
         largest = (uint64_t)d->embed_dim * qw;
-    void *staging = vkattn_alloc(ctx, largest * m->esize);
+    void *staging = vka_alloc(ctx, largest * m->esize);
     if (!staging)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory (%llu bytes)",
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory (%llu bytes)",
                            (unsigned long long)(largest * m->esize));
     uint64_t es = m->esize;
     uint64_t off_wk = m->off_wkv, off_wv = m->off_wkv + kvw * d->kv_dim * es;
@@ -128,7 +128,7 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
         if (r == VKATTN_SUCCESS)
             r = upload(m, m->off_bo, v.bo, d->embed_dim, staging);
     }
-    vkattn_free(ctx, staging);
+    vka_free(ctx, staging);
     m->weights_set = r == VKATTN_SUCCESS;
     return r;
 }
@@ -158,14 +158,14 @@ vkattn_result vkattn_mha_scratch_size(vkattn_mha *m, uint32_t batch, uint32_t q_
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!bytes || !batch || !q_len || !kv_len)
-        return vkattn_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_mha_scratch_size: %s", !bytes ? "bytes is NULL"
                                                                  : "batch, q_len and kv_len must be >= 1");
     *bytes = plan_scratch(m, batch, q_len, kv_len).bytes;
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_mha_scratch_grow(vkattn_mha *m, uint64_t need)
+vkattn_result vka_mha_scratch_grow(vkattn_mha *m, uint64_t need)
 {
     if (m->scratch && vkattn_buffer_size(m->scratch) >= need)
         return VKATTN_SUCCESS;
@@ -183,24 +183,24 @@ vkattn_result vkattn_mha_reserve(vkattn_mha *m, uint32_t batch, uint32_t q_len, 
 {
     uint64_t need = 0;
     vkattn_result r = vkattn_mha_scratch_size(m, batch, q_len, kv_len, &need);
-    return r != VKATTN_SUCCESS ? r : vkattn_mha_scratch_grow(m, need);
+    return r != VKATTN_SUCCESS ? r : vka_mha_scratch_grow(m, need);
 }
 
-vkattn_result vkattn_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_t offset,
+vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_t offset,
                                       uint64_t bytes, vkattn_buffer **buf, uint64_t *base)
 {
     vkattn_context *ctx = m->ctx;
     vkattn_buffer *sbuf = caller ? caller : m->scratch;
     uint64_t at = caller ? offset : 0;
     if (caller && caller->ctx != ctx)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->scratch belongs to another context");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->scratch belongs to another context");
     if (caller && at % PLACEMENT)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->scratch_offset %llu is not a multiple of %u", (unsigned long long)at,
                            PLACEMENT);
     uint64_t have = sbuf && at <= vkattn_buffer_size(sbuf) ? vkattn_buffer_size(sbuf) - at : 0;
     if (have < bytes)
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                            "%s has %llu bytes from its offset; this call needs %llu (the scratch-size "
                            "query says how much; vkattn_mha_reserve grows the layer's own)",
                            caller ? "args->scratch" : "the layer's scratch", (unsigned long long)have,
@@ -212,9 +212,9 @@ vkattn_result vkattn_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint
 
 /* ---------------------------------------------------------------- forward */
 
-static vkattn_shape_view view_of(const vkattn_tensor *t)
+static vka_shape_view view_of(const vkattn_tensor *t)
 {
-    vkattn_shape_view v = {t->buffer != NULL, t->dtype, t->rank, t->shape};
+    vka_shape_view v = {t->buffer != NULL, t->dtype, t->rank, t->shape};
     return v;
 }
 
@@ -247,36 +247,36 @@ static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, u
         if (i == 2 && !t->buffer)
             break; /* self-attention */
         if (!t->buffer)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", io[i].name);
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", io[i].name);
         if (t->rank != 3)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                "%s.rank is %u: expected 3 ([B, T, %s])", io[i].name, t->rank,
                                io[i].width_name);
-        char dt_text[VKATTN_DTYPE_TEXT];
+        char dt_text[VKA_DTYPE_TEXT];
         if (t->dtype != d->dtype)
-            return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+            return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                                "%s.dtype is %s but the layer's dtype is %s", io[i].name,
-                               vkattn_dtype_text(t->dtype, dt_text), vkattn_dtype_name(d->dtype));
+                               vka_dtype_text(t->dtype, dt_text), vkattn_dtype_name(d->dtype));
         for (int k = 0; k < 3; k++)
             if (t->shape[k] < 1 || t->shape[k] > UINT32_MAX)
-                return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                                    "%s.shape[%d] is %lld: must be in 1..%u", io[i].name, k,
                                    (long long)t->shape[k], UINT32_MAX);
         if (t->shape[2] != io[i].width)
-            return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                                "%s.shape[2] is %lld but the layer's %s is %u", io[i].name,
                                (long long)t->shape[2], io[i].width_name, io[i].width);
         if (t->shape[0] != a->x.shape[0])
-            return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                                "%s.shape[0] (batch) is %lld but args->x.shape[0] is %lld", io[i].name,
                                (long long)t->shape[0], (long long)a->x.shape[0]);
     }
     if (!a->kv.buffer && d->kv_dim != d->embed_dim)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->kv is NULL (self-attention) but the layer's kv_dim %u differs from "
                            "its embed_dim %u: pass C as args->kv", d->kv_dim, d->embed_dim);
     if (a->y.shape[1] != a->x.shape[1])
-        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                            "args->y.shape[1] is %lld but args->x.shape[1] (q_len) is %lld",
                            (long long)a->y.shape[1], (long long)a->x.shape[1]);
     *b = (uint32_t)a->x.shape[0];
@@ -292,7 +292,7 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
 {
     const vkattn_mha_desc *d = &m->d;
     int64_t qs[4] = {b, d->num_heads, tq, d->head_dim}, ks[4] = {b, d->num_kv_heads, tk, d->head_dim};
-    vkattn_attention_shapes s = {
+    vka_attention_shapes s = {
         .q = {true, d->dtype, 4, qs},
         .k = {true, d->dtype, 4, ks},
         .v = {true, d->dtype, 4, ks},
@@ -302,12 +302,12 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
         .weights = view_of(&a->weights),
         .handle_name = "buffer",
     };
-    char why[VKATTN_ERROR_MAX];
-    vkattn_result r = vkattn_attention_check(&s, "args->", NULL, why, sizeof why);
+    char why[VKA_ERROR_MAX];
+    vkattn_result r = vka_attention_check(&s, "args->", NULL, why, sizeof why);
     /* q, k, v and out in the message are the layer's own projections */
     return r == VKATTN_SUCCESS
                ? r
-               : vkattn_fail(m->ctx, r, "%s (args->q/k/v/out here: the layer's [B, H, T, Dh] "
+               : vka_fail(m->ctx, r, "%s (args->q/k/v/out here: the layer's [B, H, T, Dh] "
                                         "projections of args->x and args->kv)", why);
 }
 
@@ -317,10 +317,10 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
         return VKATTN_ERROR_INVALID_ARGUMENT;
     vkattn_context *ctx = m->ctx;
     if (!cmd || !a)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_mha_forward: %s is NULL",
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_mha_forward: %s is NULL",
                            !cmd ? "cmd" : "args");
     if (!m->weights_set)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "the layer has no weights yet (call vkattn_mha_set_weights)");
     uint32_t b, tq, tk;
     vkattn_result r = check_io(m, a, &b, &tq, &tk);
@@ -332,7 +332,7 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
     scratch_plan sp = plan_scratch(m, b, tq, tk);
     vkattn_buffer *sbuf;
     uint64_t base;
-    r = vkattn_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base);
+    r = vka_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base);
     if (r != VKATTN_SUCCESS)
         return r;
 
@@ -352,14 +352,14 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
                            .shape = {(int64_t)(qw + 2 * kvw), d->embed_dim}};
     vkattn_tensor b_all = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bq, .dtype = d->dtype,
                            .rank = 1, .shape = {(int64_t)(qw + 2 * kvw)}};
-    vkattn_linear_segment seg_q = {(uint32_t)qw, (uint32_t)dh, q};
-    vkattn_linear_segment seg_k = {(uint32_t)kvw, (uint32_t)dh, k};
-    vkattn_linear_segment seg_v = {(uint32_t)kvw, (uint32_t)dh, v};
+    vka_linear_segment seg_q = {(uint32_t)qw, (uint32_t)dh, q};
+    vka_linear_segment seg_k = {(uint32_t)kvw, (uint32_t)dh, k};
+    vka_linear_segment seg_v = {(uint32_t)kvw, (uint32_t)dh, v};
 
     if (!a->kv.buffer && d->kv_dim == d->embed_dim) {
         /* self-attention: one GEMM over the packed Wqkv writes Q, K and V */
-        vkattn_linear_segments_args p = {a->x, w_all, b_all, 3, {seg_q, seg_k, seg_v}};
-        r = vkattn_cmd_linear_segments(ctx, cmd, &p);
+        vka_linear_segments_args p = {a->x, w_all, b_all, 3, {seg_q, seg_k, seg_v}};
+        r = vka_cmd_linear_segments(ctx, cmd, &p);
     } else {
         vkattn_tensor wq = w_all, bq = b_all;
         wq.shape[0] = (int64_t)qw;
@@ -368,15 +368,15 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
                              .shape = {(int64_t)(2 * kvw), d->kv_dim}};
         vkattn_tensor bkv = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bkv,
                              .dtype = d->dtype, .rank = 1, .shape = {(int64_t)(2 * kvw)}};
-        vkattn_linear_segments_args pq = {a->x, wq, bq, 1, {seg_q}};
-        vkattn_linear_segments_args pkv = {a->kv.buffer ? a->kv : a->x, wkv, bkv, 2, {seg_k, seg_v}};
-        r = vkattn_cmd_linear_segments(ctx, cmd, &pq);
+        vka_linear_segments_args pq = {a->x, wq, bq, 1, {seg_q}};
+        vka_linear_segments_args pkv = {a->kv.buffer ? a->kv : a->x, wkv, bkv, 2, {seg_k, seg_v}};
+        r = vka_cmd_linear_segments(ctx, cmd, &pq);
         if (r == VKATTN_SUCCESS)
-            r = vkattn_cmd_linear_segments(ctx, cmd, &pkv);
+            r = vka_cmd_linear_segments(ctx, cmd, &pkv);
     }
     if (r != VKATTN_SUCCESS)
         return r;
-    vkattn_cmd_compute_barrier(ctx, cmd);
+    vka_cmd_compute_barrier(ctx, cmd);
 
     vkattn_attention_args at = {
         .q = q, .k = k, .v = v, .out = o_heads,
@@ -386,14 +386,14 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
     r = vkattn_cmd_attention(ctx, cmd, &at);
     if (r != VKATTN_SUCCESS)
         return r;
-    vkattn_cmd_compute_barrier(ctx, cmd);
+    vka_cmd_compute_barrier(ctx, cmd);
 
     int64_t o_shape[3] = {b, tq, (int64_t)qw};
     vkattn_tensor o = vkattn_tensor_make(sbuf, base + sp.o, d->dtype, 3, o_shape);
-    return vkattn_mha_record_output(m, cmd, &o, &a->y);
+    return vka_mha_record_output(m, cmd, &o, &a->y);
 }
 
-vkattn_result vkattn_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
+vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
                                        const vkattn_tensor *y_in)
 {
     const vkattn_mha_desc *d = &m->d;
@@ -409,8 +409,8 @@ vkattn_result vkattn_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const
     vkattn_tensor y4 = {.buffer = y.buffer, .offset = y.offset, .dtype = y.dtype, .rank = 4,
                         .shape = {b, 1, tq, d->embed_dim},
                         .strides = {y.strides[0], y.strides[0], y.strides[1], y.strides[2]}};
-    vkattn_linear_segments_args po = {*o, wo, bo, 1, {{d->embed_dim, d->embed_dim, y4}}};
-    return vkattn_cmd_linear_segments(m->ctx, cmd, &po);
+    vka_linear_segments_args po = {*o, wo, bo, 1, {{d->embed_dim, d->embed_dim, y4}}};
+    return vka_cmd_linear_segments(m->ctx, cmd, &po);
 }
 
 vkattn_result vkattn_mha_forward(vkattn_mha *m, const vkattn_mha_forward_args *a)
@@ -418,7 +418,7 @@ vkattn_result vkattn_mha_forward(vkattn_mha *m, const vkattn_mha_forward_args *a
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!a)
-        return vkattn_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_forward: args is NULL");
+        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_forward: args is NULL");
     vkattn_result r;
     if (!a->scratch) { /* grow the layer's own scratch first: recording never does */
         uint32_t b, tq, tk;
@@ -433,5 +433,5 @@ vkattn_result vkattn_mha_forward(vkattn_mha *m, const vkattn_mha_forward_args *a
     if (r != VKATTN_SUCCESS)
         return r;
     r = vkattn_cmd_mha_forward(m, cmd, a);
-    return vkattn_commands_finish(m->ctx, r);
+    return vka_commands_finish(m->ctx, r);
 }

@@ -1,14 +1,14 @@
 /* The MHA layer's internals shared by the forward pass (mha.c) and the
  * steps over a KV cache (mha_step.c). */
-#ifndef VKATTN_MHA_INTERNAL_H
-#define VKATTN_MHA_INTERNAL_H
+#ifndef VKA_MHA_INTERNAL_H
+#define VKA_MHA_INTERNAL_H
 
 #include "core/internal.h"
 #include "ops/kvcache/kvcache.h"
 
 /* Every tensor the layer places in a buffer starts on this boundary (texel
  * views need minTexelBufferOffsetAlignment, 256 bytes on SwiftShader). */
-#define VKATTN_MHA_PLACEMENT 256u
+#define VKA_MHA_PLACEMENT 256u
 
 struct vkattn_mha {
     vkattn_context *ctx;
@@ -23,23 +23,23 @@ struct vkattn_mha {
 };
 
 /* Reserves `bytes` at *cursor (aligned) and returns where they start. */
-static inline uint64_t vkattn_mha_place(uint64_t *cursor, uint64_t bytes)
+static inline uint64_t vka_mha_place(uint64_t *cursor, uint64_t bytes)
 {
     uint64_t at = *cursor;
-    *cursor = vkattn_align_up(at + bytes, VKATTN_MHA_PLACEMENT);
+    *cursor = vka_align_up(at + bytes, VKA_MHA_PLACEMENT);
     return at;
 }
 
 /* The layer's own scratch, at least `bytes` (synchronous when it grows). */
-vkattn_result vkattn_mha_scratch_grow(vkattn_mha *m, uint64_t bytes);
+vkattn_result vka_mha_scratch_grow(vkattn_mha *m, uint64_t bytes);
 /* Picks the caller's scratch (checked: context, offset, size) or the
  * layer's (which must already hold `bytes`). */
-vkattn_result vkattn_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_t offset,
+vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_t offset,
                                       uint64_t bytes, vkattn_buffer **buf, uint64_t *base);
 /* The output projection: y [B, T, Dm] = o [B, T, Hq*Dh] Wo^T + bo. */
-vkattn_result vkattn_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
+vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
                                        const vkattn_tensor *y);
 /* A KV cache the layer can step over (context, heads, head dim, dtype; a
  * self-attention layer); `name` is the argument in the messages. */
-vkattn_result vkattn_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const char *name);
+vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const char *name);
 #endif

@@ -21,8 +21,8 @@ static step_scratch plan(const vkattn_mha *m, uint64_t batch, uint64_t tokens)
 {
     step_scratch s;
     uint64_t rows = batch * tokens * m->d.num_heads * m->d.head_dim * m->esize, cursor = 0;
-    s.q = vkattn_mha_place(&cursor, rows);
-    s.o = vkattn_mha_place(&cursor, rows);
+    s.q = vka_mha_place(&cursor, rows);
+    s.o = vka_mha_place(&cursor, rows);
     s.bytes = cursor;
     return s;
 }
@@ -33,32 +33,32 @@ vkattn_result vkattn_mha_step_scratch_size(vkattn_mha *m, uint32_t batch, uint32
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!bytes || !batch || !new_tokens)
-        return vkattn_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_step_scratch_size: %s",
+        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_step_scratch_size: %s",
                            !bytes ? "bytes is NULL" : "batch and new_tokens must be >= 1");
     *bytes = plan(m, batch, new_tokens).bytes;
     return VKATTN_SUCCESS;
 }
 
 /* The cache must hold what this layer projects. */
-vkattn_result vkattn_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const char *name)
+vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const char *name)
 {
     vkattn_context *ctx = m->ctx;
     const vkattn_mha_desc *d = &m->d;
     if (!c)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s is NULL", name);
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s is NULL", name);
     if (c->ctx != ctx)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s belongs to another context", name);
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s belongs to another context", name);
     if (c->d.num_kv_heads != d->num_kv_heads || c->d.head_dim != d->head_dim ||
         c->d.num_heads != d->num_heads)
-        return vkattn_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                            "%s holds %u KV heads x head_dim %u for %u query heads; the layer has "
                            "%u x %u for %u", name, c->d.num_kv_heads, c->d.head_dim, c->d.num_heads,
                            d->num_kv_heads, d->head_dim, d->num_heads);
     if (c->d.dtype != d->dtype)
-        return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s holds %s but the layer's dtype is %s", name,
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s holds %s but the layer's dtype is %s", name,
                            vkattn_dtype_name(c->d.dtype), vkattn_dtype_name(d->dtype));
     if (d->kv_dim != d->embed_dim)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "steps are self-attention: the layer's kv_dim %u must equal its embed_dim %u",
                            d->kv_dim, d->embed_dim);
     return VKATTN_SUCCESS;
@@ -67,21 +67,21 @@ vkattn_result vkattn_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, co
 /* The step's projection: segment 0 writes Q into the scratch, segments 1 and 2
  * append K and V into the cache's pools at the positions of the step's
  * metadata. With meta NULL the arguments are only checked. */
-static vkattn_linear_segments_args projection(vkattn_mha *m, const vkattn_tensor *x, const vkattn_tensor *q,
-                                              const vkattn_linear_cache_dst *dst)
+static vka_linear_segments_args projection(vkattn_mha *m, const vkattn_tensor *x, const vkattn_tensor *q,
+                                              const vka_linear_cache_dst *dst)
 {
     const vkattn_mha_desc *d = &m->d;
     uint64_t qw = (uint64_t)d->num_heads * d->head_dim, kvw = (uint64_t)d->num_kv_heads * d->head_dim;
-    vkattn_linear_segments_args p = {
+    vka_linear_segments_args p = {
         .x = *x,
         .w = {.buffer = m->weights, .offset = m->off_wq, .dtype = d->dtype, .rank = 2,
               .shape = {(int64_t)(qw + 2 * kvw), d->embed_dim}},
         .b = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bq, .dtype = d->dtype, .rank = 1,
               .shape = {(int64_t)(qw + 2 * kvw)}},
         .segment_count = 3,
-        .segments = {{(uint32_t)qw, d->head_dim, *q, VKATTN_LINEAR_TO_DST},
-                     {(uint32_t)kvw, d->head_dim, {0}, VKATTN_LINEAR_TO_K_POOL},
-                     {(uint32_t)kvw, d->head_dim, {0}, VKATTN_LINEAR_TO_V_POOL}},
+        .segments = {{(uint32_t)qw, d->head_dim, *q, VKA_LINEAR_TO_DST},
+                     {(uint32_t)kvw, d->head_dim, {0}, VKA_LINEAR_TO_K_POOL},
+                     {(uint32_t)kvw, d->head_dim, {0}, VKA_LINEAR_TO_V_POOL}},
         .cache = dst,
     };
     return p;
@@ -95,19 +95,19 @@ static vkattn_result check_tokens(vkattn_mha *m, const vkattn_mha_step_args *a, 
     const char *name[2] = {"args->x", "args->y"};
     for (int i = 0; i < 2; i++) {
         if (!t[i]->buffer)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", name[i]);
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", name[i]);
         if (t[i]->rank != 3)
-            return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: expected 3 ([batch, T, embed_dim])",
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: expected 3 ([batch, T, embed_dim])",
                                name[i], t[i]->rank);
-        char b[VKATTN_DTYPE_TEXT];
+        char b[VKA_DTYPE_TEXT];
         if (t[i]->dtype != m->d.dtype)
-            return vkattn_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s but the layer's dtype is %s",
-                               name[i], vkattn_dtype_text(t[i]->dtype, b), vkattn_dtype_name(m->d.dtype));
+            return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s but the layer's dtype is %s",
+                               name[i], vka_dtype_text(t[i]->dtype, b), vkattn_dtype_name(m->d.dtype));
         int64_t want[3] = {a->batch, a->x.shape[1], m->d.embed_dim};
         const char *what[3] = {"args->batch", "args->x.shape[1]", "the layer's embed_dim"};
         for (int k = 0; k < 3; k++)
             if (t[i]->shape[k] != want[k] || t[i]->shape[k] < 1 || t[i]->shape[k] > UINT32_MAX)
-                return vkattn_fail(ctx, t[i]->shape[k] < 1 ? VKATTN_ERROR_INVALID_ARGUMENT : VKATTN_ERROR_SHAPE_MISMATCH,
+                return vka_fail(ctx, t[i]->shape[k] < 1 ? VKATTN_ERROR_INVALID_ARGUMENT : VKATTN_ERROR_SHAPE_MISMATCH,
                                    "%s.shape[%d] is %lld but %s is %lld", name[i], k,
                                    (long long)t[i]->shape[k], what[k], (long long)want[k]);
     }
@@ -121,16 +121,16 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
         return VKATTN_ERROR_INVALID_ARGUMENT;
     vkattn_context *ctx = m->ctx;
     if (!cmd || !a)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_mha_step: %s is NULL",
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_mha_step: %s is NULL",
                            !cmd ? "cmd" : "args");
     if (!m->weights_set)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "the layer has no weights yet (call vkattn_mha_set_weights)");
     if (a->batch == 0)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
     vkattn_kv_cache *c = a->cache;
     uint32_t tokens = 0;
-    vkattn_result r = vkattn_mha_check_cache(m, c, "args->cache");
+    vkattn_result r = vka_mha_check_cache(m, c, "args->cache");
     if (r == VKATTN_SUCCESS)
         r = check_tokens(m, a, &tokens);
     if (r != VKATTN_SUCCESS)
@@ -138,7 +138,7 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     step_scratch sp = plan(m, a->batch, tokens);
     vkattn_buffer *sbuf;
     uint64_t base;
-    r = vkattn_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base);
+    r = vka_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base);
     if (r != VKATTN_SUCCESS)
         return r;
 
@@ -156,50 +156,50 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     uint32_t splits = a->kv_splits;
     if (splits && tokens <= VKATTN_KV_MAX_SPLIT_ROWS && splits * tokens > VKATTN_KV_MAX_SPLIT_ROWS)
         splits = VKATTN_KV_MAX_SPLIT_ROWS / tokens;
-    vkattn_kv_attention_problem problem;
-    r = vkattn_kv_attention_check(c, &q, &o_heads, 0.0f, splits, "args->", &problem);
+    vka_kv_attention_problem problem;
+    r = vka_kv_attention_check(c, &q, &o_heads, 0.0f, splits, "args->", &problem);
     if (r != VKATTN_SUCCESS)
         return r;
-    vkattn_linear_cache_dst dst = {.cache = c, .meta = NULL, .batch = a->batch, .new_tokens = tokens};
-    vkattn_linear_segments_args proj = projection(m, &a->x, &q, &dst);
-    r = vkattn_linear_segments_check(ctx, &proj);
+    vka_linear_cache_dst dst = {.cache = c, .meta = NULL, .batch = a->batch, .new_tokens = tokens};
+    vka_linear_segments_args proj = projection(m, &a->x, &q, &dst);
+    r = vka_linear_segments_check(ctx, &proj);
     if (r != VKATTN_SUCCESS)
         return r;
-    vkattn_kv_step step;
-    r = vkattn_kv_step_check(c, a->batch, a->sequences, tokens, "args->", &step);
-    vkattn_kv_attention_plan attention;
+    vka_kv_step step;
+    r = vka_kv_step_check(c, a->batch, a->sequences, tokens, "args->", &step);
+    vka_kv_attention_plan attention;
     if (r == VKATTN_SUCCESS)
-        r = vkattn_kv_attention_prepare(ctx, c, &step, &problem, &attention);
+        r = vka_kv_attention_prepare(ctx, c, &step, &problem, &attention);
     if (r != VKATTN_SUCCESS)
         return r;
 
     /* From here on the cache's host state moves: remember it to roll back. */
     uint32_t old_lengths[64], *saved = old_lengths;
-    if (a->batch > 64 && !(saved = vkattn_alloc(ctx, a->batch * sizeof *saved)))
-        return vkattn_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (a->batch > 64 && !(saved = vka_alloc(ctx, a->batch * sizeof *saved)))
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     for (uint32_t i = 0; i < a->batch; i++)
         saved[i] = c->lengths[a->sequences[i]];
-    vkattn_binding meta;
-    r = vkattn_kv_step_record(&step, cmd, &meta);
+    vka_binding meta;
+    r = vka_kv_step_record(&step, cmd, &meta);
     if (r == VKATTN_SUCCESS) {
         dst.meta = &meta;
-        r = vkattn_cmd_linear_segments(ctx, cmd, &proj);
+        r = vka_cmd_linear_segments(ctx, cmd, &proj);
     }
     if (r == VKATTN_SUCCESS) {
-        vkattn_cmd_compute_barrier(ctx, cmd);
-        r = vkattn_cmd_kv_attention_record(ctx, cmd, &attention, &meta);
+        vka_cmd_compute_barrier(ctx, cmd);
+        r = vka_cmd_kv_attention_record(ctx, cmd, &attention, &meta);
     }
     if (r == VKATTN_SUCCESS) {
-        vkattn_cmd_compute_barrier(ctx, cmd);
+        vka_cmd_compute_barrier(ctx, cmd);
         int64_t o_shape[3] = {b, t, hq * dh};
         vkattn_tensor o = vkattn_tensor_make(sbuf, base + sp.o, d->dtype, 3, o_shape);
-        r = vkattn_mha_record_output(m, cmd, &o, &a->y);
+        r = vka_mha_record_output(m, cmd, &o, &a->y);
     }
     if (r != VKATTN_SUCCESS)
         for (uint32_t i = 0; i < a->batch; i++)
             vkattn_kv_cache_truncate(c, a->sequences[i], saved[i]);
     if (saved != old_lengths)
-        vkattn_free(ctx, saved);
+        vka_free(ctx, saved);
     return r;
 }
 
@@ -208,17 +208,17 @@ vkattn_result vkattn_mha_step(vkattn_mha *m, const vkattn_mha_step_args *a)
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!a)
-        return vkattn_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_step: args is NULL");
+        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_step: args is NULL");
     vkattn_result r;
     if (!a->scratch) { /* grow the layer's own scratch first: recording never does */
         uint32_t tokens = 0;
-        r = vkattn_mha_check_cache(m, a->cache, "args->cache");
+        r = vka_mha_check_cache(m, a->cache, "args->cache");
         if (r == VKATTN_SUCCESS && a->batch == 0)
-            r = vkattn_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
+            r = vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
         if (r == VKATTN_SUCCESS)
             r = check_tokens(m, a, &tokens);
         if (r == VKATTN_SUCCESS)
-            r = vkattn_mha_scratch_grow(m, plan(m, a->batch, tokens).bytes);
+            r = vka_mha_scratch_grow(m, plan(m, a->batch, tokens).bytes);
         if (r != VKATTN_SUCCESS)
             return r;
     }
@@ -227,5 +227,5 @@ vkattn_result vkattn_mha_step(vkattn_mha *m, const vkattn_mha_step_args *a)
     if (r != VKATTN_SUCCESS)
         return r;
     r = vkattn_cmd_mha_step(m, cmd, a);
-    return vkattn_commands_finish(m->ctx, r);
+    return vka_commands_finish(m->ctx, r);
 }

@@ -12,7 +12,7 @@ static vkattn_result row_count(vkattn_context *ctx, const char *fn, const char *
 {
     uint64_t n = (uint64_t)batch * tokens;
     if (n > UINT32_MAX)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s: batch %u x %s %u rows exceed 2^32 - 1",
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s: batch %u x %s %u rows exceed 2^32 - 1",
                            fn, batch, what, tokens);
     *rows = (uint32_t)n;
     return VKATTN_SUCCESS;
@@ -22,7 +22,7 @@ static vkattn_result row_count(vkattn_context *ctx, const char *fn, const char *
 static vkattn_result tune_packed_projection(vkattn_mha *m, uint32_t rows)
 {
     const vkattn_mha_desc *d = &m->d;
-    return vkattn_tune_linear(m->ctx, rows, vkattn_mha_q_width(d) + 2 * vkattn_mha_kv_width(d), d->embed_dim,
+    return vkattn_tune_linear(m->ctx, rows, vka_mha_q_width(d) + 2 * vka_mha_kv_width(d), d->embed_dim,
                               d->dtype, d->dtype);
 }
 
@@ -30,7 +30,7 @@ static vkattn_result tune_packed_projection(vkattn_mha *m, uint32_t rows)
 static vkattn_result tune_output_projection(vkattn_mha *m, uint32_t rows)
 {
     const vkattn_mha_desc *d = &m->d;
-    return vkattn_tune_linear(m->ctx, rows, d->embed_dim, vkattn_mha_q_width(d), d->dtype, d->dtype);
+    return vkattn_tune_linear(m->ctx, rows, d->embed_dim, vka_mha_q_width(d), d->dtype, d->dtype);
 }
 
 vkattn_result vkattn_mha_tune(vkattn_mha *m, uint32_t batch, uint32_t q_len, uint32_t kv_len)
@@ -39,11 +39,11 @@ vkattn_result vkattn_mha_tune(vkattn_mha *m, uint32_t batch, uint32_t q_len, uin
         return VKATTN_ERROR_INVALID_ARGUMENT;
     vkattn_context *ctx = m->ctx;
     if (!batch || !q_len || !kv_len)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_mha_tune: batch %u, q_len %u and kv_len %u must all be >= 1", batch, q_len,
                            kv_len);
     const vkattn_mha_desc *d = &m->d;
-    /* the layer's widths fit 32 bits (vkattn_mha_resolve checked them); the
+    /* the layer's widths fit 32 bits (vka_mha_resolve checked them); the
      * row counts are the caller's products */
     uint32_t rows = 0, kv_rows = 0;
     vkattn_result r = row_count(ctx, "vkattn_mha_tune", "q_len", batch, q_len, &rows);
@@ -55,9 +55,9 @@ vkattn_result vkattn_mha_tune(vkattn_mha *m, uint32_t batch, uint32_t q_len, uin
         /* self-attention: the packed projection */
         r = tune_packed_projection(m, rows);
     } else {
-        r = vkattn_tune_linear(ctx, rows, vkattn_mha_q_width(d), d->embed_dim, d->dtype, d->dtype);
+        r = vkattn_tune_linear(ctx, rows, vka_mha_q_width(d), d->embed_dim, d->dtype, d->dtype);
         if (r == VKATTN_SUCCESS)
-            r = vkattn_tune_linear(ctx, kv_rows, 2 * vkattn_mha_kv_width(d), d->kv_dim, d->dtype, d->dtype);
+            r = vkattn_tune_linear(ctx, kv_rows, 2 * vka_mha_kv_width(d), d->kv_dim, d->dtype, d->dtype);
     }
     /* both mask kinds of self-attention (decoders and encoders); cross-
      * attention is rarely causal */
@@ -79,14 +79,14 @@ vkattn_result vkattn_mha_tune_step(vkattn_mha *m, vkattn_kv_cache *cache, uint32
         return VKATTN_ERROR_INVALID_ARGUMENT;
     vkattn_context *ctx = m->ctx;
     if (!batch || !new_tokens || length < new_tokens)
-        return vkattn_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_mha_tune_step: batch %u and new_tokens %u must be >= 1 and length %u "
                            ">= new_tokens",
                            batch, new_tokens, length);
     uint32_t rows = 0;
     vkattn_result r = row_count(ctx, "vkattn_mha_tune_step", "new_tokens", batch, new_tokens, &rows);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_mha_check_cache(m, cache, "vkattn_mha_tune_step: cache");
+        r = vka_mha_check_cache(m, cache, "vkattn_mha_tune_step: cache");
     if (r != VKATTN_SUCCESS)
         return r;
     /* attention over the cache first (where a choice exists: the split-KV
@@ -94,7 +94,7 @@ vkattn_result vkattn_mha_tune_step(vkattn_mha *m, vkattn_kv_cache *cache, uint32
      * the device cannot hold, before anything is stored; then the packed
      * projection (its K/V segments append to the cache: they take the plain
      * GEMM's entry) and the output projection */
-    if (new_tokens <= VKATTN_KV_DECODE_MAX_TOKENS)
+    if (new_tokens <= VKA_KV_DECODE_MAX_TOKENS)
         r = vkattn_tune_kv_attention(cache, batch, new_tokens, length);
     if (r == VKATTN_SUCCESS)
         r = tune_packed_projection(m, rows);
