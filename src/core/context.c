@@ -1,104 +1,23 @@
-/* Context lifetime: standalone (own instance and device) or borrowed from the
- * host; errors, logging and host allocation that hang off it. */
-#include "core/internal.h"
+/* Context lifetime: standalone (own instance and device) or borrowed from
+ * the host. Creation opens the device and initialises every subsystem in
+ * order; destruction takes them down in reverse. */
+#include "core/buffer.h"
+#include "core/descriptors.h"
+#include "core/device.h"
+#include "core/host.h"
+#include "core/instance.h"
+#include "core/memory.h"
+#include "core/pipeline.h"
+#include "core/pipeline_cache.h"
+#include "core/submit.h"
+#include "core/transfer.h"
 #include "core/tuning_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------ host allocation */
-
-static void *default_allocate(void *user, size_t size, size_t alignment)
-{
-    (void)user;
-    if (alignment < sizeof(void *))
-        alignment = sizeof(void *);
-    void *p = NULL;
-    return posix_memalign(&p, alignment, size ? size : 1) == 0 ? p : NULL;
-}
-
-static void default_free(void *user, void *memory)
-{
-    (void)user;
-    free(memory);
-}
-
-const vkattn_allocator vka_default_allocator = {default_allocate, default_free, NULL};
-
-void *vka_alloc(vkattn_context *ctx, size_t size)
-{
-    void *p = ctx->allocator.allocate(ctx->allocator.user, size, 16);
-    if (p)
-        memset(p, 0, size);
-    return p;
-}
-
-void vka_free(vkattn_context *ctx, void *p)
-{
-    if (p)
-        ctx->allocator.free(ctx->allocator.user, p);
-}
-
-/* --------------------------------------------------------------- errors */
-
-void vka_log(vkattn_context *ctx, vkattn_log_level level, const char *fmt, ...)
-{
-    if (!ctx->log)
-        return;
-    char message[VKA_ERROR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
-    ctx->log(ctx->log_user, level, message);
-}
-
-vkattn_result vka_fail(vkattn_context *ctx, vkattn_result code, const char *fmt, ...)
-{
-    char message[VKA_ERROR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
-    vka_lock(ctx);
-    memcpy(ctx->last_error, message, sizeof message);
-    vka_unlock(ctx);
-    if (ctx->log) /* outside the lock: the logger may call back into vkattn */
-        ctx->log(ctx->log_user, VKATTN_LOG_ERROR, message);
-    return code;
-}
-
-void vka_lock(vkattn_context *ctx)
-{
-    if (ctx->lock_ready)
-        mtx_lock(&ctx->lock);
-}
-
-void vka_unlock(vkattn_context *ctx)
-{
-    if (ctx->lock_ready)
-        mtx_unlock(&ctx->lock);
-}
-
-vkattn_result vka_fail_vk(vkattn_context *ctx, VkResult vr, const char *what)
-{
-    vkattn_result code = VKATTN_ERROR_VULKAN;
-    if (vr == VK_ERROR_OUT_OF_HOST_MEMORY)
-        code = VKATTN_ERROR_OUT_OF_HOST_MEMORY;
-    else if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY)
-        code = VKATTN_ERROR_OUT_OF_DEVICE_MEMORY;
-    else if (vr == VK_ERROR_DEVICE_LOST)
-        code = VKATTN_ERROR_DEVICE_LOST;
-    return vka_fail(ctx, code, "%s failed: %s", what, vka_vk_result_name(vr));
-}
-
 /* -------------------------------------------------------------- getters */
-
-const char *vkattn_context_last_error(const vkattn_context *ctx)
-{
-    return ctx ? ctx->last_error : "ctx is NULL";
-}
 
 const vkattn_device_info *vkattn_context_device_info(const vkattn_context *ctx)
 {
@@ -328,29 +247,6 @@ static vkattn_result open_borrowed(vkattn_context *ctx, const vkattn_vulkan_borr
     return VKATTN_SUCCESS;
 }
 
-/* Memory types for buffers and staging, and whether buffers can be mapped. */
-static vkattn_result choose_memory(vkattn_context *ctx)
-{
-    ctx->vk.vkGetPhysicalDeviceMemoryProperties(ctx->physical_device, &ctx->memory);
-    const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-    const VkMemoryPropertyFlags host =
-        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    ctx->staging_memory_type = vka_find_memory_type(&ctx->memory, ~0u, host,
-                                                       VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
-    uint32_t unified = vka_find_memory_type(&ctx->memory, ~0u, local | host, 0);
-    if (unified != UINT32_MAX && !(ctx->flags & VKATTN_CONTEXT_FORCE_STAGING)) {
-        ctx->buffer_memory_type = unified;
-        ctx->buffers_mapped = true;
-    } else {
-        ctx->buffer_memory_type = vka_find_memory_type(&ctx->memory, ~0u, 0, local);
-        ctx->buffers_mapped = false;
-    }
-    if (ctx->buffer_memory_type == UINT32_MAX || ctx->staging_memory_type == UINT32_MAX)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "device \"%s\" has no host-visible coherent memory type", ctx->info.name);
-    return VKATTN_SUCCESS;
-}
-
 vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_context **out)
 {
     static const vkattn_context_desc defaults = {0};
@@ -390,11 +286,13 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
     if (desc->flags & VKATTN_CONTEXT_NO_SUBGROUP_KERNELS)
         ctx->info.subgroup_kernels = false;
     if (r == VKATTN_SUCCESS)
-        r = choose_memory(ctx);
+        r = vka_memory_choose(ctx);
     if (r == VKATTN_SUCCESS)
         r = vka_submit_init(ctx);
     if (r == VKATTN_SUCCESS)
-        r = vka_pipelines_init(ctx, desc);
+        r = vka_pipeline_cache_init(ctx, desc);
+    if (r == VKATTN_SUCCESS)
+        r = vka_pipelines_init(ctx);
     if (r == VKATTN_SUCCESS)
         r = vka_descriptors_init(ctx);
     if (r == VKATTN_SUCCESS)
@@ -427,6 +325,7 @@ void vkattn_context_destroy(vkattn_context *ctx)
         vka_tuning_destroy(ctx);
         vka_descriptors_destroy(ctx);
         vka_pipelines_destroy(ctx);
+        vka_pipeline_cache_destroy(ctx);
         vka_staging_destroy(ctx);
         vka_submit_destroy(ctx);
         if (!ctx->borrowed)

@@ -5,7 +5,10 @@
  * are dropped when a buffer they reference is destroyed - at which point the
  * caller guarantees the GPU no longer uses that buffer. This works on every
  * device, with no push-descriptor extension. */
-#include "core/internal.h"
+#include "core/descriptors.h"
+
+#include "core/buffer.h"
+#include "core/host.h"
 
 #include <string.h>
 

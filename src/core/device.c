@@ -1,5 +1,9 @@
 /* Physical devices: capabilities, the automatic choice, vkattn_list_devices. */
-#include "core/internal.h"
+#include "core/device.h"
+
+#include "core/host.h"
+#include "core/instance.h"
+#include "core/memory.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -1,6 +1,8 @@
 /* Whole-file reads and writes for the context's caches (pipeline cache,
  * tuning data). */
-#include "core/internal.h"
+#include "core/file_io.h"
+
+#include "core/host.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,8 @@
 /* The standalone context's VkInstance, and validation-layer messages routed
  * to the context's logger and counters. */
-#include "core/internal.h"
+#include "core/instance.h"
+
+#include "core/host.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* Result names and messages, generated from VKATTN_RESULT_LIST; version query. */
-#include "core/internal.h"
+#include "core/host.h"
 
 #define VKA_STR_(x) #x
 #define VKA_XSTR_(x) VKA_STR_(x)

@@ -1,6 +1,8 @@
 /* The context's own command buffer: the submit-and-wait convenience used by
  * the non-cmd functions, the CLI and tests. */
-#include "core/internal.h"
+#include "core/submit.h"
+
+#include "core/host.h"
 
 vkattn_result vka_submit_init(vkattn_context *ctx)
 {
@@ -117,15 +119,4 @@ vkattn_result vka_commands_finish(vkattn_context *ctx, vkattn_result recorded)
         return recorded;
     }
     return vkattn_commands_submit(ctx);
-}
-
-void vka_cmd_compute_barrier(vkattn_context *ctx, VkCommandBuffer cmd)
-{
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-    };
-    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 }

@@ -1,5 +1,5 @@
 /* GPU timestamps: a query pool with two queries per interval. */
-#include "core/internal.h"
+#include "core/host.h"
 
 struct vkattn_timer {
     vkattn_context *ctx;

@@ -12,7 +12,7 @@
 #ifndef VKA_TUNING_H
 #define VKA_TUNING_H
 
-#include "core/internal.h"
+#include "core/context.h"
 
 /* Ops with tunable kernels. Values are stored in files: never renumber. */
 enum {
@@ -49,22 +49,6 @@ bool vka_tuning_find(const vkattn_context *ctx, const vka_tuning_key *key, uint3
  * `version` (written into the version word), with its time for the record. */
 vkattn_result vka_tuning_set(vkattn_context *ctx, const vka_tuning_key *key, uint32_t version,
                                 const vka_tuning_config *config, float ms);
-
-/* Times candidates 0 .. count-1 of an op on the device: each is recorded by
- * `record` into the context's command buffer between GPU timestamps, run
- * once to warm up (pipeline creation) and `reps` times; the smallest median
- * wins. A candidate whose record fails (not possible on this device) is
- * skipped; it is an error only when all fail. */
-typedef vkattn_result (*vka_tuning_record_fn)(vkattn_context *ctx, VkCommandBuffer cmd,
-                                                 void *user, uint32_t candidate);
-vkattn_result vka_tuning_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
-                                    vka_tuning_record_fn record, void *user, uint32_t *best,
-                                    float *best_ms);
-
-/* A new device buffer of `count` random values in [-1, 1) of dtype `dt`
- * (deterministic for a seed): the operands tuners time candidates on. */
-vkattn_result vka_tuning_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
-                                          uint32_t seed, vkattn_buffer **out);
 
 /* Buckets sizes into a few shape classes: the index of the first bound
  * `n` does not exceed (bounds ascending), or `count` when it exceeds all. */

@@ -1,6 +1,7 @@
 /* CPU reference of y = x W^T + b (torch.nn.Linear layout), double sums. */
 #include "ref/ref.h"
 
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 
 #include <stdlib.h>

@@ -2,6 +2,7 @@
  * op (see attention_shapes.h). */
 #include "spec/attention_shapes.h"
 
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 
 typedef struct check_state {

@@ -2,6 +2,7 @@
 #include "spec/mha_desc.h"
 
 #include "spec/attention_shapes.h"
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 
 vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved,

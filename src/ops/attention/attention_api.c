@@ -101,14 +101,14 @@ static vkattn_result check_windows(vkattn_context *ctx, const vka_att_problem *p
     for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
         if (!pieces[i].t->buffer)
             continue;
-        vka_att_box box = vka_att_chunk_box(p, pieces[i].which, 0, 1, 0, 1, 0, 1);
-        if (!vka_att_fits_storage(ctx, pieces[i].t, &box))
+        vka_box box = vka_att_chunk_box(p, pieces[i].which, 0, 1, 0, 1, 0, 1);
+        if (!vka_box_fits_storage(ctx, pieces[i].t, &box))
             return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                                "args->%s: %s spans %llu bytes (kv_len %u, head_dim %u), more "
                                "than one binding of this device can hold (maxStorageBufferRange "
                                "%llu)",
                                pieces[i].name, pieces[i].piece,
-                               (unsigned long long)vka_att_box_bytes(pieces[i].t, &box), d->kv_len,
+                               (unsigned long long)vka_box_bytes(pieces[i].t, &box), d->kv_len,
                                d->head_dim,
                                (unsigned long long)ctx->info.max_storage_buffer_range);
     }

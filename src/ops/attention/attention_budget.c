@@ -1,7 +1,18 @@
 /* Frame budgets: cutting an attention call into pieces recorded separately,
  * and the work of each piece, so an engine can spread a long pass over
  * frames. Only views: a chunk is an ordinary attention call. */
-#include "core/internal.h"
+#include "core/context.h"
+#include "core/host.h"
+#include "core/kernel.h"
+#include "core/limits.h"
+#include "core/pipeline.h"
+#include "core/record.h"
+#include "core/submit.h"
+#include "core/tensor.h"
+#include "core/windows.h"
+#include "spec/dtype.h"
+#include "spec/error_text.h"
+#include "spec/size_math.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -8,74 +8,6 @@
  * cut further. */
 #include "ops/attention/attention_internal.h"
 
-uint64_t vka_att_storage_limit(const vkattn_context *ctx)
-{
-    /* 2 GiB keeps every element index of a window inside 31 bits. */
-    return vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 31);
-}
-
-void vka_att_box_span(const vkattn_tensor *t, const vka_att_box *box, uint64_t *first, uint64_t *extent)
-{
-    uint64_t f = 0, e = 0;
-    for (uint32_t d = 0; d < t->rank; d++) {
-        f += box->start[d] * (uint64_t)t->strides[d];
-        e += (box->count[d] - 1) * (uint64_t)t->strides[d];
-    }
-    *first = f;
-    *extent = e + 1;
-}
-
-uint64_t vka_att_box_bytes(const vkattn_tensor *t, const vka_att_box *box)
-{
-    uint64_t first, extent;
-    vka_att_box_span(t, box, &first, &extent);
-    return extent * vkattn_dtype_size(t->dtype);
-}
-
-bool vka_att_fits_storage(const vkattn_context *ctx, const vkattn_tensor *t, const vka_att_box *box)
-{
-    uint64_t align = ctx->info.min_storage_buffer_offset_alignment;
-    if (align < 16)
-        align = 16;
-    /* Whatever the start, the window is at most align + bytes, rounded to 4. */
-    return vka_att_box_bytes(t, box) + align + 4 <= vka_att_storage_limit(ctx);
-}
-
-/* Texel views hold 16-byte texels whatever the dtype: rgba32f for f32 data,
- * rgba32ui for f16 data (eight halves a texel, unpacked by the kernels: on
- * lavapipe that streams several times faster than an rgba16f view). */
-#define ATT_TEXEL_BYTES 16u
-
-bool vka_att_fits_texel(const vkattn_context *ctx, const vkattn_tensor *t, const vka_att_box *box)
-{
-    if (!t->buffer->texel_ok) /* a host buffer without uniform-texel usage */
-        return false;
-    uint64_t align = ctx->info.min_texel_buffer_offset_alignment;
-    if (align < ATT_TEXEL_BYTES)
-        align = ATT_TEXEL_BYTES;
-    uint64_t bytes = vka_att_box_bytes(t, box) + align + ATT_TEXEL_BYTES;
-    return bytes / ATT_TEXEL_BYTES <= ctx->info.max_texel_buffer_elements && bytes <= (1ull << 31);
-}
-
-vkattn_result vka_att_bind_texel(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
-                             uint64_t bytes, vkattn_dtype dtype, vka_binding *out,
-                             uint32_t *first)
-{
-    /* The view starts on a texel at or below `offset` (a multiple of 16
-     * bytes for f32; of 8 for f16 chunks, which may start mid-texel). */
-    uint64_t lead = offset % ATT_TEXEL_BYTES;
-    uint32_t first_word = 0;
-    vkattn_result r = vka_bind_texel_window(ctx, buffer, offset - lead, bytes + lead,
-                                               VKATTN_DTYPE_F32, out, &first_word);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    uint64_t byte = 4ull * first_word + lead; /* from the view's start */
-    if (dtype == VKATTN_DTYPE_F16)
-        out->format = VK_FORMAT_R32G32B32A32_UINT;
-    *first = (uint32_t)(byte / (4 * vkattn_dtype_size(dtype))); /* in quads */
-    return VKATTN_SUCCESS;
-}
-
 bool vka_att_octet_aligned(const vkattn_tensor *t)
 {
     if (t->dtype != VKATTN_DTYPE_F16)
@@ -86,12 +18,12 @@ bool vka_att_octet_aligned(const vkattn_tensor *t)
     return t->offset % 16 == 0;
 }
 
-vka_att_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,
+vka_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,
                       uint32_t nh, uint32_t i0, uint32_t nq)
 {
     const vka_attention_dims *d = &p->dims;
     uint32_t group = d->num_heads / d->num_kv_heads;
-    vka_att_box box = {{0}, {1, 1, 1, 1}};
+    vka_box box = {{0}, {1, 1, 1, 1}};
 #define BOX4(s0, c0, s1, c1, s2, c2, s3, c3)                                                  \
     do {                                                                                       \
         box.start[0] = (s0), box.count[0] = (c0), box.start[1] = (s1), box.count[1] = (c1);    \
@@ -146,9 +78,9 @@ static bool chunk_fits(const vkattn_context *ctx, const vka_att_problem *p, cons
                                : *w == 'p' ? &p->key_padding : &p->weights;
         if (!t->buffer)
             continue;
-        vka_att_box box = vka_att_chunk_box(p, *w, 0, c->nb, 0, heads, 0, c->nq);
+        vka_box box = vka_att_chunk_box(p, *w, 0, c->nb, 0, heads, 0, c->nq);
         bool input = *w == 'q' || *w == 'k' || *w == 'v';
-        if (!(texel && input ? vka_att_fits_texel(ctx, t, &box) : vka_att_fits_storage(ctx, t, &box)))
+        if (!(texel && input ? vka_box_fits_texel(ctx, t, &box) : vka_box_fits_storage(ctx, t, &box)))
             return false;
     }
     return true;

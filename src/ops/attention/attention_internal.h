@@ -5,7 +5,19 @@
 #define VKA_ATTENTION_PLAN_H
 
 #include "spec/attention_shapes.h"
-#include "core/internal.h"
+#include "core/buffer.h"
+#include "core/context.h"
+#include "core/host.h"
+#include "core/kernel.h"
+#include "core/limits.h"
+#include "core/pipeline.h"
+#include "core/record.h"
+#include "core/submit.h"
+#include "core/tensor.h"
+#include "core/windows.h"
+#include "spec/dtype.h"
+#include "spec/error_text.h"
+#include "spec/size_math.h"
 
 /* Flags of both push-constant blocks (mirrors shaders/attention_io.glsl). */
 enum {
@@ -91,34 +103,8 @@ typedef struct vka_att_sm_tile {
 vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim, uint32_t max_rows,
                             bool half_rows, bool half_keys, uint32_t key_extra_bytes);
 
-/* ---- binding windows (attention_plan.c) */
+/* ---- cutting a call into dispatches (attention_chunks.c) */
 
-/* A box of a tensor: first index and count per dimension (rank entries). */
-typedef struct vka_att_box {
-    uint64_t start[VKATTN_MAX_RANK];
-    uint64_t count[VKATTN_MAX_RANK];
-} vka_att_box;
-
-/* Elements from the tensor's first element to the box's first (`first`) and
- * from the box's first to its last, inclusive (`extent`). */
-void vka_att_box_span(const vkattn_tensor *t, const vka_att_box *box, uint64_t *first, uint64_t *extent);
-/* Whether a box fits one storage-buffer binding (and 32-bit indices) /
- * one uniform-texel-buffer binding, with room for the alignment of any start. */
-bool vka_att_fits_storage(const vkattn_context *ctx, const vkattn_tensor *t, const vka_att_box *box);
-bool vka_att_fits_texel(const vkattn_context *ctx, const vkattn_tensor *t, const vka_att_box *box);
-/* Bytes a box spans (for messages). */
-uint64_t vka_att_box_bytes(const vkattn_tensor *t, const vka_att_box *box);
-/* The largest storage binding used: min(maxStorageBufferRange, 2 GiB). */
-uint64_t vka_att_storage_limit(const vkattn_context *ctx);
-
-/* A uniform-texel-buffer binding of [offset, offset + bytes) of `buffer`
- * holding `dtype` data: an rgba32f view (f32) or an rgba32ui view (f16, eight
- * halves a texel; the kernels' "tex16" inputs), with `*first` the quad (four
- * elements) where `offset` falls. `offset` must be on a quad. The window must
- * fit (vka_att_fits_texel). */
-vkattn_result vka_att_bind_texel(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
-                             uint64_t bytes, vkattn_dtype dtype, vka_binding *out,
-                             uint32_t *first);
 /* Whether a [.., D] tensor's rows all start on eight elements, which the
  * subgroup kernels need to read f16 through texel views a texel at a time
  * (f32: always true). */
@@ -148,7 +134,7 @@ vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p
  * head h0 / group), query i0 with the chunk's counts. `which` names the
  * tensor: 'q', 'k', 'v', 'o' (out), 'm' (mask), 'p' (key padding), 'w'
  * (weights). */
-vka_att_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,
+vka_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,
                       uint32_t nh, uint32_t i0, uint32_t nq);
 
 #endif

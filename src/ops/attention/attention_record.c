@@ -130,25 +130,25 @@ static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_att_pr
 
 /* Binds the window of a box of `t`; `*first` is its first element in units
  * of vec4s (`vec4` true: q, k, v, out) or elements. */
-static vkattn_result bind_box(vkattn_context *ctx, const vkattn_tensor *t, const vka_att_box *box,
+static vkattn_result bind_box(vkattn_context *ctx, const vkattn_tensor *t, const vka_box *box,
                               bool texel, bool vec4, vka_binding *b, uint32_t *first)
 {
     if (!t->buffer)
         return vka_bind_dummy(ctx, texel ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_UNDEFINED,
                                  b);
     uint64_t f, extent;
-    vka_att_box_span(t, box, &f, &extent);
+    vka_box_span(t, box, &f, &extent);
     size_t es = vkattn_dtype_size(t->dtype);
     uint64_t offset = t->offset + f * es, bytes = extent * es;
     if (texel)
-        return vka_att_bind_texel(ctx, t->buffer, offset, bytes, t->dtype, b, first);
+        return vka_bind_texel_quads(ctx, t->buffer, offset, bytes, t->dtype, b, first);
     return vka_bind_window(ctx, t->buffer, offset, bytes, vec4 ? 4 * es : es, b, first);
 }
 
 /* Stride of dimension `dim` for a chunk, in `unit`s; 0 where the chunk has
  * one index there (so huge strides of dimensions cut into single chunks
  * never reach 32-bit push constants). */
-static uint32_t stride_of(const vkattn_tensor *t, const vka_att_box *box, uint32_t dim, uint32_t unit)
+static uint32_t stride_of(const vkattn_tensor *t, const vka_box *box, uint32_t dim, uint32_t unit)
 {
     return t->buffer && box->count[dim] > 1 ? (uint32_t)(t->strides[dim] / unit) : 0;
 }
@@ -174,8 +174,8 @@ static vkattn_result bind_masks(vkattn_context *ctx, const vka_att_problem *p, u
                                 uint32_t nb, uint32_t h0, uint32_t nh, uint32_t i0, uint32_t nq,
                                 vka_binding b[2], mask_push *m, padding_push *pad)
 {
-    vka_att_box mb = vka_att_chunk_box(p, 'm', b0, nb, h0, nh, i0, nq);
-    vka_att_box pb = vka_att_chunk_box(p, 'p', b0, nb, h0, nh, i0, nq);
+    vka_box mb = vka_att_chunk_box(p, 'm', b0, nb, h0, nh, i0, nq);
+    vka_box pb = vka_att_chunk_box(p, 'p', b0, nb, h0, nh, i0, nq);
     vkattn_result r = bind_box(ctx, &p->mask, &mb, false, false, &b[0], &m->off);
     if (r == VKATTN_SUCCESS)
         r = bind_box(ctx, &p->key_padding, &pb, false, false, &b[1], &pad->off);
@@ -194,7 +194,7 @@ static vkattn_result bind_masks(vkattn_context *ctx, const vka_att_problem *p, u
 }
 
 /* Binds a [B, H, T, D] tensor's box and fills offset + 3 strides (vec4s). */
-static vkattn_result bind_bhtd(vkattn_context *ctx, const vkattn_tensor *t, const vka_att_box *box,
+static vkattn_result bind_bhtd(vkattn_context *ctx, const vkattn_tensor *t, const vka_box *box,
                                bool texel, vka_binding *b, bhtd_push *out)
 {
     vkattn_result r = bind_box(ctx, t, box, texel, true, b, &out->off);
@@ -281,8 +281,8 @@ static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const 
                     uint32_t ng = d->num_kv_heads - g0 < c.ng ? d->num_kv_heads - g0 : c.ng;
                     uint32_t nq = d->q_len - i0 < c.nq ? d->q_len - i0 : c.nq;
                     uint32_t h0 = g0 * group + hg0, nh = ng * c.nh; /* c.nh < group: ng 1 */
-                    vka_att_box qb = vka_att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
-                    vka_att_box kb = vka_att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
+                    vka_box qb = vka_att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
+                    vka_box kb = vka_att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
                     vka_binding b[6];
                     r = bind_bhtd(ctx, &p->q, &qb, c.texel, &b[0], &push.q);
                     if (r == VKATTN_SUCCESS)
@@ -325,9 +325,9 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                 uint32_t nb = d->batch - b0 < c.nb ? d->batch - b0 : c.nb;
                 uint32_t nh = d->num_heads - h0 < c.nh ? d->num_heads - h0 : c.nh;
                 uint32_t nq = d->q_len - i0 < c.nq ? d->q_len - i0 : c.nq;
-                vka_att_box qb = vka_att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
-                vka_att_box kb = vka_att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
-                vka_att_box wb = vka_att_chunk_box(p, 'w', b0, nb, h0, nh, i0, nq);
+                vka_box qb = vka_att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
+                vka_box kb = vka_att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
+                vka_box wb = vka_att_chunk_box(p, 'w', b0, nb, h0, nh, i0, nq);
                 vka_binding b[5];
                 uint32_t w_first = 0;
                 r = bind_bhtd(ctx, &p->q, &qb, c.texel, &b[0], &push.q);

@@ -3,7 +3,9 @@
  * shape class on scratch tensors of random data and stores the fastest in
  * the context's tuning table. */
 #include "ops/attention/attention_internal.h"
+#include "spec/dtype.h"
 #include "spec/error_text.h"
+#include "core/tuner.h"
 #include "core/tuning_table.h"
 
 #define MAX_CANDIDATES 12
@@ -47,11 +49,11 @@ vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_
     vkattn_result r = job ? VKATTN_SUCCESS
                           : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     if (r == VKATTN_SUCCESS)
-        r = vka_tuning_random_buffer(ctx, nq, q_dtype, 1, &bq);
+        r = vka_tuner_random_buffer(ctx, nq, q_dtype, 1, &bq);
     if (r == VKATTN_SUCCESS)
-        r = vka_tuning_random_buffer(ctx, nk, kv_dtype, 2, &bk);
+        r = vka_tuner_random_buffer(ctx, nk, kv_dtype, 2, &bk);
     if (r == VKATTN_SUCCESS)
-        r = vka_tuning_random_buffer(ctx, nk, kv_dtype, 3, &bv);
+        r = vka_tuner_random_buffer(ctx, nk, kv_dtype, 3, &bv);
     if (r == VKATTN_SUCCESS) {
         vkattn_buffer_desc d = {.size = nq * vkattn_dtype_size(q_dtype)};
         r = vkattn_buffer_create(ctx, &d, &bo);
@@ -72,7 +74,7 @@ vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_
         double pairs = (double)batch * num_heads * q_len * (double)kv_len * (causal ? 0.5 : 1.0);
         uint32_t best = 0;
         float best_ms = 0;
-        r = vka_tuning_measure(ctx, count, 4.0 * pairs * head_dim > 2e10 ? 3 : 5,
+        r = vka_tuner_measure(ctx, count, 4.0 * pairs * head_dim > 2e10 ? 3 : 5,
                                   record_candidate, job, &best, &best_ms);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key = {.op = VKA_TUNE_ATTENTION};

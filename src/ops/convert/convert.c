@@ -1,6 +1,17 @@
 /* vkattn_convert: dst = scale * src with f32/f16 conversion (convert.comp). */
 #include "spec/error_text.h"
-#include "core/internal.h"
+#include "core/context.h"
+#include "core/host.h"
+#include "core/kernel.h"
+#include "core/limits.h"
+#include "core/pipeline.h"
+#include "core/record.h"
+#include "core/submit.h"
+#include "core/tensor.h"
+#include "core/windows.h"
+#include "spec/dtype.h"
+#include "spec/error_text.h"
+#include "spec/size_math.h"
 #include "vka_spirv.h"
 
 #define PAIRS_PER_INVOCATION 4u

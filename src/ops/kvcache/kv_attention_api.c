@@ -1,6 +1,7 @@
 /* vkattn_kv_attention: attention of new queries over a KV cache. Checks and
  * recording here; the choice of kernel, tiles and splits and the bindings:
  * kv_attention_plan.c; kernels: shaders/kv_attention_*. */
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 #include "ops/kvcache/kvcache_internal.h"
 
@@ -52,13 +53,13 @@ static vkattn_result check_tensor(vkattn_kv_cache *c, const vkattn_tensor *in, c
                            what, (long long)t->strides[0], (long long)t->strides[1],
                            (long long)t->strides[2], (long long)t->strides[3],
                            (unsigned long long)t->offset);
-    vka_att_box box = {{0}, {(uint64_t)t->shape[0], (uint64_t)t->shape[1], (uint64_t)t->shape[2],
+    vka_box box = {{0}, {(uint64_t)t->shape[0], (uint64_t)t->shape[1], (uint64_t)t->shape[2],
                          (uint64_t)t->shape[3]}};
-    if (!vka_att_fits_storage(ctx, t, &box))
+    if (!vka_box_fits_storage(ctx, t, &box))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "%s spans %llu bytes, more than one binding of this device can hold "
                            "(maxStorageBufferRange %llu)",
-                           what, (unsigned long long)vka_att_box_bytes(t, &box),
+                           what, (unsigned long long)vka_box_bytes(t, &box),
                            (unsigned long long)ctx->info.max_storage_buffer_range);
     return VKATTN_SUCCESS;
 }
@@ -115,7 +116,7 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
      * to split it. */
     uint64_t pool = c->block_bytes * c->d.num_blocks;
     uint64_t align = ctx->info.min_storage_buffer_offset_alignment;
-    if (pool + (align < 16 ? 16 : align) + 4 > vka_att_storage_limit(ctx))
+    if (pool + (align < 16 ? 16 : align) + 4 > vka_storage_window_limit(ctx))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                            "the cache's K and V pools are %llu bytes each, more than one binding of "
                            "this device can hold (maxStorageBufferRange %llu): use fewer blocks or "

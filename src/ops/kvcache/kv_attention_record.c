@@ -187,10 +187,10 @@ static bool use_texel(vkattn_context *ctx, const vkattn_kv_cache *c, const vka_k
         return false;
     vkattn_tensor pool = vkattn_tensor_make(c->k, 0, c->d.dtype, 1, NULL);
     pool.shape[0] = (int64_t)(c->block_bytes * c->d.num_blocks / vkattn_dtype_size(c->d.dtype));
-    vka_att_box all = {{0}, {(uint64_t)pool.shape[0], 1, 1, 1}};
-    vka_att_box qbox = {{0}, {(uint64_t)p->q.shape[0], (uint64_t)p->q.shape[1], (uint64_t)p->q.shape[2],
+    vka_box all = {{0}, {(uint64_t)pool.shape[0], 1, 1, 1}};
+    vka_box qbox = {{0}, {(uint64_t)p->q.shape[0], (uint64_t)p->q.shape[1], (uint64_t)p->q.shape[2],
                           (uint64_t)p->q.shape[3]}};
-    return vka_att_fits_texel(ctx, &pool, &all) && vka_att_fits_texel(ctx, &p->q, &qbox);
+    return vka_box_fits_texel(ctx, &pool, &all) && vka_box_fits_texel(ctx, &p->q, &qbox);
 }
 
 /* Binds q or out whole; fills its offset and strides in vec4s. */
@@ -205,7 +205,7 @@ static vkattn_result bind_tensor(vkattn_context *ctx, const vkattn_tensor *t, bo
     for (uint32_t d = 0; d < 3; d++)
         strides[d] = t->shape[d] > 1 ? (uint32_t)(t->strides[d] / 4) : 0;
     if (texel)
-        return vka_att_bind_texel(ctx, t->buffer, t->offset, bytes, t->dtype, b, off);
+        return vka_bind_texel_quads(ctx, t->buffer, t->offset, bytes, t->dtype, b, off);
     return vka_bind_window(ctx, t->buffer, t->offset, bytes, 4 * es, b, off);
 }
 
@@ -215,7 +215,7 @@ static vkattn_result bind_pool(vkattn_context *ctx, const vkattn_kv_cache *c, co
     uint64_t bytes = c->block_bytes * c->d.num_blocks;
     uint32_t first;
     if (texel)
-        return vka_att_bind_texel(ctx, pool, 0, bytes, c->d.dtype, b, &first);
+        return vka_bind_texel_quads(ctx, pool, 0, bytes, c->d.dtype, b, &first);
     return vka_bind_window(ctx, pool, 0, bytes, 4 * vkattn_dtype_size(c->d.dtype), b, &first);
 }
 
@@ -261,7 +261,7 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
      * split scratch of this batch does not fit one binding. */
     uint64_t scratch_row = 4ull * (d + 2);
     uint64_t scratch_bytes = (uint64_t)p->batch * c->d.num_heads * VKATTN_KV_MAX_SPLIT_ROWS * scratch_row;
-    bool scratch_fits = scratch_bytes + 256 <= vka_att_storage_limit(ctx);
+    bool scratch_fits = scratch_bytes + 256 <= vka_storage_window_limit(ctx);
     uint32_t splits = 1;
     if (decode && p->kv_splits) {
         splits = p->kv_splits;

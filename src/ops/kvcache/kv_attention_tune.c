@@ -18,6 +18,7 @@
  * Config words: 0 split count, 1-2 unused (0), 3 the version
  * (KV_CONFIG_VERSION: entries of another are not found). */
 #include "ops/kvcache/kvcache_internal.h"
+#include "core/tuner.h"
 #include "core/tuning_table.h"
 
 #include <string.h>
@@ -83,9 +84,9 @@ static vkattn_result fill(vkattn_context *ctx, vkattn_kv_cache *scratch, uint32_
     int64_t shape[4] = {batch, d->num_kv_heads, length, d->head_dim};
     uint64_t n = (uint64_t)batch * d->num_kv_heads * length * d->head_dim;
     vkattn_buffer *bk = NULL, *bv = NULL;
-    vkattn_result r = vka_tuning_random_buffer(ctx, n, d->dtype, 4, &bk);
+    vkattn_result r = vka_tuner_random_buffer(ctx, n, d->dtype, 4, &bk);
     if (r == VKATTN_SUCCESS)
-        r = vka_tuning_random_buffer(ctx, n, d->dtype, 5, &bv);
+        r = vka_tuner_random_buffer(ctx, n, d->dtype, 5, &bv);
     VkCommandBuffer cmd;
     if (r == VKATTN_SUCCESS)
         r = vkattn_commands_begin(ctx, &cmd);
@@ -134,7 +135,7 @@ vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch, u
     int64_t qs[4] = {batch, d.num_heads, new_tokens, d.head_dim};
     uint64_t nq = (uint64_t)batch * d.num_heads * new_tokens * d.head_dim;
     if (r == VKATTN_SUCCESS)
-        r = vka_tuning_random_buffer(ctx, nq, d.dtype, 6, &bq);
+        r = vka_tuner_random_buffer(ctx, nq, d.dtype, 6, &bq);
     if (r == VKATTN_SUCCESS) {
         vkattn_buffer_desc bd = {.size = nq * vkattn_dtype_size(d.dtype)};
         r = vkattn_buffer_create(ctx, &bd, &bo);
@@ -154,7 +155,7 @@ vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch, u
             job->splits[count++] = s;
         uint32_t best = 0;
         float best_ms = 0;
-        r = vka_tuning_measure(ctx, count, 5, record_candidate, job, &best, &best_ms);
+        r = vka_tuner_measure(ctx, count, 5, record_candidate, job, &best, &best_ms);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key;
             kv_tuning_key(cache, d.dtype, batch, new_tokens, length, &key);

@@ -1,5 +1,6 @@
 /* The KV cache object: memory, lengths, block tables and the per-step
  * metadata (see kv_cache.h). */
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 #include "ops/kvcache/kvcache.h"
 

@@ -2,8 +2,10 @@
  * shape class on scratch tensors of random data and stores the fastest in
  * the context's tuning table (see linear_config.c for the class and the
  * candidates). */
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 #include "ops/linear/linear_internal.h"
+#include "core/tuner.h"
 #include "core/tuning_table.h"
 
 #define MAX_CANDIDATES 12
@@ -38,9 +40,9 @@ vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, ui
     vkattn_result r = job ? VKATTN_SUCCESS
                           : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     if (r == VKATTN_SUCCESS)
-        r = vka_tuning_random_buffer(ctx, (uint64_t)m * k, x_dtype, 1, &bx);
+        r = vka_tuner_random_buffer(ctx, (uint64_t)m * k, x_dtype, 1, &bx);
     if (r == VKATTN_SUCCESS)
-        r = vka_tuning_random_buffer(ctx, (uint64_t)n * k, w_dtype, 2, &bw);
+        r = vka_tuner_random_buffer(ctx, (uint64_t)n * k, w_dtype, 2, &bw);
     if (r == VKATTN_SUCCESS) {
         vkattn_buffer_desc d = {.size = (uint64_t)m * n * vkattn_dtype_size(x_dtype)};
         r = vkattn_buffer_create(ctx, &d, &by);
@@ -60,7 +62,7 @@ vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, ui
         double flops = 2.0 * m * n * (double)k;
         uint32_t best = 0;
         float best_ms = 0;
-        r = vka_tuning_measure(ctx, count, flops > 2e10 ? 3 : 5, record_candidate, job, &best,
+        r = vka_tuner_measure(ctx, count, flops > 2e10 ? 3 : 5, record_candidate, job, &best,
                                   &best_ms);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key = {.op = VKA_TUNE_LINEAR};

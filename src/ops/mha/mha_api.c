@@ -4,6 +4,7 @@
  *   -> output GEMM.
  * No separate split, merge or transpose pass: those are store patterns. */
 #include "spec/attention_shapes.h"
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 #include "ops/linear/linear.h"
 #include "spec/mha_desc.h"

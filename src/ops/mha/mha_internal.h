@@ -3,7 +3,19 @@
 #ifndef VKA_MHA_INTERNAL_H
 #define VKA_MHA_INTERNAL_H
 
-#include "core/internal.h"
+#include "core/buffer.h"
+#include "core/context.h"
+#include "core/host.h"
+#include "core/kernel.h"
+#include "core/limits.h"
+#include "core/pipeline.h"
+#include "core/record.h"
+#include "core/submit.h"
+#include "core/tensor.h"
+#include "core/windows.h"
+#include "spec/dtype.h"
+#include "spec/error_text.h"
+#include "spec/size_math.h"
 #include "ops/kvcache/kvcache.h"
 
 /* Every tensor the layer places in a buffer starts on this boundary (texel

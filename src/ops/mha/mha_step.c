@@ -5,6 +5,7 @@
  *   -> output GEMM.
  * The cache's host state advances when the step is recorded; a step that
  * fails after that point is rolled back, so a failed call changes nothing. */
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 #include "ops/kvcache/kvcache_internal.h"
 #include "ops/linear/linear.h"

@@ -1,0 +1,113 @@
+/* The context's VkPipelineCache: created from a file or bytes (data of this
+ * very device and driver only), and given back as bytes or saved to a file. */
+#include "core/pipeline_cache.h"
+
+#include "core/file_io.h"
+#include "core/host.h"
+
+#include <string.h>
+
+/* Accepts only cache data written by this very device and driver; anything
+ * else is ignored (drivers should do that too, but a bad blob must never
+ * reach one). */
+static bool cache_data_matches(vkattn_context *ctx, const void *data, size_t size)
+{
+    VkPhysicalDeviceProperties p;
+    ctx->vk.vkGetPhysicalDeviceProperties(ctx->physical_device, &p);
+    VkPipelineCacheHeaderVersionOne h;
+    if (size < sizeof h)
+        return false;
+    memcpy(&h, data, sizeof h);
+    return h.headerSize >= sizeof h && h.headerVersion == VK_PIPELINE_CACHE_HEADER_VERSION_ONE &&
+           h.vendorID == p.vendorID && h.deviceID == p.deviceID &&
+           memcmp(h.pipelineCacheUUID, p.pipelineCacheUUID, VK_UUID_SIZE) == 0;
+}
+
+/* Larger files are not pipeline caches of this project's few pipelines
+ * (tens of MiB at most): refused rather than read (a wrong path naming a
+ * model file is not loaded whole first). */
+#define PIPELINE_CACHE_MAX_BYTES ((size_t)256 << 20)
+
+vkattn_result vka_pipeline_cache_init(vkattn_context *ctx, const vkattn_context_desc *desc)
+{
+    const void *initial = desc->pipeline_cache_data;
+    size_t initial_size = desc->pipeline_cache_data ? desc->pipeline_cache_size : 0;
+    void *from_file = NULL;
+    if (!initial && desc->pipeline_cache_path) {
+        /* missing (the first run): quietly empty; there but unreadable (a
+         * directory, too large): a warning, as for tuning files */
+        vka_file_read got = vka_read_file(ctx, desc->pipeline_cache_path, PIPELINE_CACHE_MAX_BYTES,
+                                                &from_file, &initial_size);
+        if (got != VKA_FILE_OK || !initial_size) {
+            vka_free(ctx, from_file);
+            from_file = NULL;
+            initial_size = 0;
+        }
+        initial = from_file;
+        if (got == VKA_FILE_UNREADABLE)
+            vka_log(ctx, VKATTN_LOG_WARNING, "pipeline cache \"%s\" could not be read; starting empty",
+                       desc->pipeline_cache_path);
+        else if (!from_file)
+            vka_log(ctx, VKATTN_LOG_INFO, "pipeline cache \"%s\" not read; starting empty",
+                       desc->pipeline_cache_path);
+    }
+    if (initial && !cache_data_matches(ctx, initial, initial_size)) {
+        vka_log(ctx, VKATTN_LOG_INFO,
+                   "pipeline cache data (%zu bytes) is from another device or driver; ignored",
+                   initial_size);
+        initial = NULL;
+        initial_size = 0;
+    }
+    VkPipelineCacheCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+        .initialDataSize = initial ? initial_size : 0,
+        .pInitialData = initial,
+    };
+    VkResult vr = ctx->vk.vkCreatePipelineCache(ctx->device, &ci, ctx->vk_allocator, &ctx->pipeline_cache);
+    vka_free(ctx, from_file);
+    if (vr != VK_SUCCESS)
+        return vka_fail_vk(ctx, vr, "vkCreatePipelineCache");
+    return VKATTN_SUCCESS;
+}
+
+void vka_pipeline_cache_destroy(vkattn_context *ctx)
+{
+    if (ctx->pipeline_cache)
+        ctx->vk.vkDestroyPipelineCache(ctx->device, ctx->pipeline_cache, ctx->vk_allocator);
+    ctx->pipeline_cache = VK_NULL_HANDLE;
+}
+
+vkattn_result vkattn_context_pipeline_cache_data(vkattn_context *ctx, void *data, size_t *size)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!size)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "vkattn_context_pipeline_cache_data: size is NULL");
+    VkResult vr = ctx->vk.vkGetPipelineCacheData(ctx->device, ctx->pipeline_cache, size, data);
+    if (vr == VK_INCOMPLETE)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                           "vkattn_context_pipeline_cache_data: *size is too small for the cache");
+    return vr == VK_SUCCESS ? VKATTN_SUCCESS : vka_fail_vk(ctx, vr, "vkGetPipelineCacheData");
+}
+
+vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx, const char *path)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!path || !*path)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                           "vkattn_context_save_pipeline_cache: path is empty");
+    size_t size = 0;
+    vkattn_result r = vkattn_context_pipeline_cache_data(ctx, NULL, &size);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    void *data = vka_alloc(ctx, size ? size : 1);
+    if (!data)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    r = vkattn_context_pipeline_cache_data(ctx, data, &size);
+    if (r == VKATTN_SUCCESS && !vka_write_file(path, data, size))
+        r = vka_fail(ctx, VKATTN_ERROR_IO, "cannot write pipeline cache \"%s\"", path);
+    vka_free(ctx, data);
+    return r;
+}

@@ -1,0 +1,12 @@
+/* The context's VkPipelineCache (pipeline_cache.c). */
+#ifndef VKA_PIPELINE_CACHE_H
+#define VKA_PIPELINE_CACHE_H
+
+#include "core/context.h"
+
+/* Creates the cache from desc->pipeline_cache_data or _path (data of
+ * another device or driver, or a file that cannot be read: empty). */
+vkattn_result vka_pipeline_cache_init(vkattn_context *ctx, const vkattn_context_desc *desc);
+void vka_pipeline_cache_destroy(vkattn_context *ctx);
+
+#endif

@@ -1,0 +1,109 @@
+/* The tuner harness: times an op's candidate configurations on the device
+ * (GPU timestamps, the median of repetitions after a warm-up) and makes the
+ * random operands they run on. The ops' tuners (vkattn_*_tune) drive it and
+ * store the winners in the tuning table. */
+#include "core/tuner.h"
+
+#include "core/buffer.h"
+#include "core/host.h"
+#include "core/submit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int compare_floats(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
+                                    vka_tuner_record_fn record, void *user, uint32_t *best,
+                                    float *best_ms)
+{
+    if (reps < 1 || reps > 32)
+        reps = 5;
+    vkattn_timer *timer = NULL;
+    vkattn_result r = vkattn_timer_create(ctx, 1, &timer);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    float times[32];
+    *best = UINT32_MAX;
+    *best_ms = 0;
+    for (uint32_t c = 0; c < count; c++) {
+        uint32_t ok = 0;
+        for (uint32_t i = 0; i <= reps; i++) { /* i == 0: warm-up */
+            VkCommandBuffer cmd;
+            r = vkattn_commands_begin(ctx, &cmd);
+            if (r == VKATTN_SUCCESS)
+                r = vkattn_cmd_timer_begin(timer, cmd, 0);
+            if (r == VKATTN_SUCCESS)
+                r = record(ctx, cmd, user, c);
+            if (r == VKATTN_SUCCESS)
+                r = vkattn_cmd_timer_end(timer, cmd, 0);
+            double ms = 0;
+            r = vka_commands_finish(ctx, r);
+            if (r == VKATTN_SUCCESS)
+                r = vkattn_timer_read_ms(timer, 0, &ms);
+            if (r != VKATTN_SUCCESS)
+                break;
+            if (i > 0)
+                times[ok++] = (float)ms;
+        }
+        if (r == VKATTN_ERROR_DEVICE_LOST)
+            break;
+        if (ok < reps)
+            continue; /* this candidate cannot run here */
+        qsort(times, ok, sizeof times[0], compare_floats);
+        float median = times[ok / 2];
+        vka_log(ctx, VKATTN_LOG_DEBUG, "tuning: candidate %u: %.3f ms", c, median);
+        if (*best == UINT32_MAX || median < *best_ms) {
+            *best = c;
+            *best_ms = median;
+        }
+    }
+    vkattn_timer_destroy(timer);
+    if (*best == UINT32_MAX)
+        return r != VKATTN_SUCCESS ? r
+                                   : vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "tuning: no candidate could run");
+    ctx->last_error[0] = '\0'; /* failures of skipped candidates are not this call's */
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vka_tuner_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
+                                          uint32_t seed, vkattn_buffer **out)
+{
+    size_t es = vkattn_dtype_size(dt);
+    vkattn_buffer_desc d = {.size = count * es};
+    *out = NULL;
+    vkattn_buffer *b = NULL;
+    vkattn_result r = vkattn_buffer_create(ctx, &d, &b);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    /* uploaded in slices: the host copy stays small for large weights */
+    enum { SLICE = 1 << 16 };
+    uint8_t *host = vka_alloc(ctx, SLICE * 4);
+    if (!host)
+        r = vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    uint32_t s = seed;
+    for (uint64_t at = 0; host && at < count && r == VKATTN_SUCCESS; at += SLICE) {
+        uint64_t n = count - at < SLICE ? count - at : SLICE;
+        for (uint64_t i = 0; i < n; i++) {
+            s = s * 1664525u + 1013904223u;
+            float v = (float)(s >> 8) / 8388608.0f - 1.0f;
+            if (dt == VKATTN_DTYPE_F16) {
+                uint16_t h = vkattn_f32_to_f16(v);
+                memcpy(host + i * 2, &h, 2);
+            } else {
+                memcpy(host + i * 4, &v, 4);
+            }
+        }
+        r = vkattn_buffer_upload(b, at * es, host, n * es);
+    }
+    vka_free(ctx, host);
+    if (r == VKATTN_SUCCESS)
+        *out = b;
+    else
+        vkattn_buffer_destroy(b); /* nothing half-made reaches the caller */
+    return r;
+}

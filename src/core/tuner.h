@@ -1,0 +1,23 @@
+/* The tuner harness (tuner.c). */
+#ifndef VKA_TUNER_H
+#define VKA_TUNER_H
+
+#include "core/context.h"
+
+/* Times candidates 0 .. count-1 of an op on the device: each is recorded by
+ * `record` into the context's command buffer between GPU timestamps, run
+ * once to warm up (pipeline creation) and `reps` times; the smallest median
+ * wins. A candidate whose record fails (not possible on this device) is
+ * skipped; it is an error only when all fail. */
+typedef vkattn_result (*vka_tuner_record_fn)(vkattn_context *ctx, VkCommandBuffer cmd,
+                                                 void *user, uint32_t candidate);
+vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
+                                    vka_tuner_record_fn record, void *user, uint32_t *best,
+                                    float *best_ms);
+
+/* A new device buffer of `count` random values in [-1, 1) of dtype `dt`
+ * (deterministic for a seed): the operands tuners time candidates on. */
+vkattn_result vka_tuner_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
+                                          uint32_t seed, vkattn_buffer **out);
+
+#endif
