@@ -164,9 +164,9 @@ static void test_memory_and_strides(void **state)
     a = f->good, a.v.offset = 1600;
     FAILS(f, a, VKATTN_ERROR_OUT_OF_RANGE, "args->v spans bytes");
     a = f->good, a.k.strides[3] = 2, a.k.strides[2] = 16, a.k.strides[1] = 16, a.k.strides[0] = 16;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->k.strides[3] is 2: the last dimension of k");
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->k.strides[3] is 2: the last dimension of args->k");
     a = f->good, a.v.strides[2] = 10, a.v.strides[1] = 20, a.v.strides[0] = 40, a.v.strides[3] = 1;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->v.strides[2] is 10: the strides of v must be");
+    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->v.strides[2] is 10: the strides of args->v must be");
     a = f->good, a.q.strides[1] = -24;
     FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->q.strides[1] is -24");
     a = f->good, a.out.strides[1] = 0;

@@ -306,8 +306,8 @@ static void test_tuners_store_entries(void **state)
     test_assert_no_validation_messages(g->ctx);
 }
 
-/* The tuned split count is stored (vka_kv_tuned_splits, what the
- * automatic plan consults), and decoding with the automatic choice and with
+/* The tuned split count is stored (under the key the automatic choice of
+ * kv_attention_config.c looks up), and decoding with the automatic choice and with
  * every count the tuner may pick (powers of two up to the length) matches
  * the CPU reference. */
 static void test_tuned_kv_splits_match_reference(void **state)
@@ -322,7 +322,11 @@ static void test_tuned_kv_splits_match_reference(void **state)
     test_rng rng = test_rng_seed(9);
     kv_append(g->ctx, &h, B, seqs, L, &rng);
     TEST_OK(g->ctx, vkattn_tune_kv_attention(h.cache, B, 1, L));
-    uint32_t tuned = vka_kv_tuned_splits(g->ctx, h.cache, VKATTN_DTYPE_F32, B, 1, L);
+    vka_tuning_key key;
+    vka_kv_tuning_key(h.cache, VKATTN_DTYPE_F32, B, 1, L, &key);
+    vka_tuning_config stored;
+    assert_true(vka_tuning_find(g->ctx, &key, VKA_KV_CONFIG_VERSION, &stored));
+    uint32_t tuned = stored.words[0];
     assert_true(tuned >= 1 && tuned <= L && (tuned & (tuned - 1)) == 0);
 
     att_io io;

@@ -120,3 +120,12 @@ vkattn_result vka_commands_finish(vkattn_context *ctx, vkattn_result recorded)
     }
     return vkattn_commands_submit(ctx);
 }
+
+vkattn_result vka_submit_and_wait(vkattn_context *ctx, vka_record_fn record, const void *job)
+{
+    VkCommandBuffer cmd;
+    vkattn_result r = vkattn_commands_begin(ctx, &cmd);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    return vka_commands_finish(ctx, record(ctx, cmd, job));
+}

@@ -97,3 +97,85 @@ vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, co
                            (unsigned long long)t->buffer->size);
     return VKATTN_SUCCESS;
 }
+
+/* ------------------------------------------------------- shared checks */
+
+void vka_tensor_bytes(const vkattn_tensor *t, uint64_t *begin, uint64_t *end)
+{
+    uint64_t last = 0;
+    for (uint32_t i = 0; i < t->rank; i++)
+        last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
+    *begin = t->offset;
+    *end = t->offset + (last + 1) * vkattn_dtype_size(t->dtype);
+}
+
+vkattn_result vka_tensor_check_rows(vkattn_context *ctx, const vkattn_tensor *t, const char *name,
+                                    uint32_t stride_multiple, uint32_t offset_multiple)
+{
+    uint32_t l = t->rank - 1;
+    if (t->shape[l] > 1 && t->strides[l] != 1)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s.strides[%u] is %lld: the last dimension of %s must be contiguous "
+                        "(stride 1)", name, l, (long long)t->strides[l], name);
+    for (uint32_t d = 0; d < l; d++)
+        if (t->strides[d] % stride_multiple != 0)
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                            "%s.strides[%u] is %lld: the strides of %s must be multiples of %u",
+                            name, d, (long long)t->strides[d], name, stride_multiple);
+    if (t->offset % offset_multiple != 0)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s.offset %llu is not a multiple of %u bytes", name,
+                        (unsigned long long)t->offset, offset_multiple);
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vka_tensor_check_output(vkattn_context *ctx, const vkattn_tensor *t, const char *name)
+{
+    for (uint32_t d = 0; d < t->rank; d++)
+        if (t->strides[d] == 0 && t->shape[d] > 1)
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                            "%s.strides[%u] is 0 while %s.shape[%u] is %lld: an output cannot "
+                            "broadcast (its elements would overlap)",
+                            name, d, name, d, (long long)t->shape[d]);
+    /* Ordered by stride, each stride must step over everything the smaller
+     * ones span. */
+    uint32_t order[VKATTN_MAX_RANK], n = 0;
+    for (uint32_t i = 0; i < t->rank; i++)
+        if (t->shape[i] > 1)
+            order[n++] = i;
+    for (uint32_t i = 1; i < n; i++) /* insertion sort by stride */
+        for (uint32_t j = i; j > 0 && t->strides[order[j]] < t->strides[order[j - 1]]; j--) {
+            uint32_t tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    uint64_t span = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t d = order[i];
+        if ((uint64_t)t->strides[d] < span)
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                            "%s.strides[%u] %lld makes elements overlap (the dimensions with "
+                            "smaller strides span %llu elements): outputs need distinct elements",
+                            name, d, (long long)t->strides[d], (unsigned long long)span);
+        span += (uint64_t)(t->shape[d] - 1) * (uint64_t)t->strides[d];
+    }
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vka_tensor_check_disjoint(vkattn_context *ctx, const vkattn_tensor *out,
+                                        const char *out_name, const vkattn_tensor *other,
+                                        const char *other_name)
+{
+    if (!out->buffer || !other->buffer || out->buffer != other->buffer)
+        return VKATTN_SUCCESS;
+    uint64_t a0, a1, b0, b1;
+    vka_tensor_bytes(out, &a0, &a1);
+    vka_tensor_bytes(other, &b0, &b1);
+    if (a0 < b1 && b0 < a1)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s (bytes %llu..%llu) overlaps %s (bytes %llu..%llu) in the same buffer: "
+                        "outputs must not overlap the inputs or each other",
+                        out_name, (unsigned long long)a0, (unsigned long long)a1, other_name,
+                        (unsigned long long)b0, (unsigned long long)b1);
+    return VKATTN_SUCCESS;
+}

@@ -11,4 +11,24 @@ vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t,
                                     const char *what, vkattn_tensor *out);
 bool vka_tensor_is_contiguous(const vkattn_tensor *t);
 
+/* The checks the ops share, on resolved tensors; `name` names the tensor in
+ * messages ("args->q"). */
+
+/* Bytes [*begin, *end) the tensor spans: its first element to one past its
+ * last. */
+void vka_tensor_bytes(const vkattn_tensor *t, uint64_t *begin, uint64_t *end);
+/* Rows the kernels read and write several elements at a time: the last
+ * dimension contiguous (stride 1, free where it has one element), the other
+ * strides multiples of `stride_multiple` elements, the offset a multiple of
+ * `offset_multiple` bytes. */
+vkattn_result vka_tensor_check_rows(vkattn_context *ctx, const vkattn_tensor *t, const char *name,
+                                    uint32_t stride_multiple, uint32_t offset_multiple);
+/* An output: distinct indices address distinct elements (no zero stride
+ * over a dimension larger than 1, no strides that interleave). */
+vkattn_result vka_tensor_check_output(vkattn_context *ctx, const vkattn_tensor *t, const char *name);
+/* An output and another tensor in the same buffer must not share a byte. */
+vkattn_result vka_tensor_check_disjoint(vkattn_context *ctx, const vkattn_tensor *out,
+                                        const char *out_name, const vkattn_tensor *other,
+                                        const char *other_name);
+
 #endif

@@ -1,7 +1,7 @@
-/* Attention: everything about a call is checked here, before anything is
- * recorded. Shapes and dtypes go through the rules the CPU reference shares
- * (attention_shapes.c); memory, strides, overlaps and the device's binding
- * windows are checked here. */
+/* vkattn_attention: the entry points, and every check of a call before
+ * anything is recorded. Shapes and dtypes go through the rules the CPU
+ * reference shares (spec/attention_shapes.c); memory, strides, overlaps and
+ * the device's binding windows are checked here. */
 #include "ops/attention/attention_internal.h"
 
 #include "spec/error_text.h"
@@ -19,65 +19,6 @@ static vka_shape_view view_of(const vkattn_tensor *t)
 {
     vka_shape_view v = {t->buffer != NULL, t->dtype, t->rank, t->shape};
     return v;
-}
-
-/* q, k, v and out: rows read and written 4 elements at a time. */
-static vkattn_result check_layout(vkattn_context *ctx, const vkattn_tensor *t, const char *name)
-{
-    if (t->strides[3] != 1)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->%s.strides[3] is %lld: the last dimension of %s must be "
-                           "contiguous (stride 1)",
-                           name, (long long)t->strides[3], name);
-    for (uint32_t d = 0; d < 3; d++)
-        if (t->strides[d] % 4 != 0)
-            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "args->%s.strides[%u] is %lld: the strides of %s must be "
-                               "multiples of 4",
-                               name, d, (long long)t->strides[d], name);
-    if (t->offset % 16 != 0)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->%s.offset %llu is not a multiple of 16 bytes", name,
-                           (unsigned long long)t->offset);
-    return VKATTN_SUCCESS;
-}
-
-/* Outputs cannot broadcast: two indices would write one element. */
-static vkattn_result check_output_strides(vkattn_context *ctx, const vkattn_tensor *t,
-                                          const char *name)
-{
-    for (uint32_t d = 0; d < t->rank; d++)
-        if (t->strides[d] == 0 && t->shape[d] > 1)
-            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "args->%s.strides[%u] is 0 while args->%s.shape[%u] is %lld: an "
-                               "output cannot broadcast (its elements would overlap)",
-                               name, d, name, d, (long long)t->shape[d]);
-    return VKATTN_SUCCESS;
-}
-
-static uint64_t end_byte(const vkattn_tensor *t)
-{
-    uint64_t last = 0;
-    for (uint32_t d = 0; d < t->rank; d++)
-        last += (uint64_t)(t->shape[d] - 1) * (uint64_t)t->strides[d];
-    return t->offset + (last + 1) * vkattn_dtype_size(t->dtype);
-}
-
-/* The byte ranges of two tensors in one buffer must be disjoint. */
-static vkattn_result check_disjoint(vkattn_context *ctx, const vkattn_tensor *a,
-                                    const char *a_name, const vkattn_tensor *b,
-                                    const char *b_name)
-{
-    if (!a->buffer || !b->buffer || a->buffer != b->buffer)
-        return VKATTN_SUCCESS;
-    uint64_t a_end = end_byte(a), b_end = end_byte(b);
-    if (a->offset < b_end && b->offset < a_end)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->%s (bytes %llu..%llu) overlaps args->%s (bytes %llu..%llu) in "
-                           "the same buffer: outputs must not overlap the inputs or each other",
-                           a_name, (unsigned long long)a->offset, (unsigned long long)a_end,
-                           b_name, (unsigned long long)b->offset, (unsigned long long)b_end);
-    return VKATTN_SUCCESS;
 }
 
 /* The smallest pieces a call can be cut into must fit one binding each:
@@ -148,28 +89,57 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
         if (r != VKATTN_SUCCESS)
             return r;
     }
-    if ((r = check_layout(ctx, &p->q, "q")) != VKATTN_SUCCESS ||
-        (r = check_layout(ctx, &p->k, "k")) != VKATTN_SUCCESS ||
-        (r = check_layout(ctx, &p->v, "v")) != VKATTN_SUCCESS ||
-        (r = check_layout(ctx, &p->out, "out")) != VKATTN_SUCCESS ||
-        (r = check_output_strides(ctx, &p->out, "out")) != VKATTN_SUCCESS)
-        return r;
-    if (p->weights.buffer && (r = check_output_strides(ctx, &p->weights, "weights")) != VKATTN_SUCCESS)
-        return r;
-
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->q, "args->q", 4, 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->k, "args->k", 4, 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->v, "args->v", 4, 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->out, "args->out", 4, 16));
+    VKA_TRY(vka_tensor_check_output(ctx, &p->out, "args->out"));
+    if (p->weights.buffer)
+        VKA_TRY(vka_tensor_check_output(ctx, &p->weights, "args->weights"));
     const vkattn_tensor *inputs[] = {&p->q, &p->k, &p->v, &p->mask, &p->key_padding};
-    static const char *const input_names[] = {"q", "k", "v", "mask", "key_padding"};
+    static const char *const input_names[] = {"args->q", "args->k", "args->v", "args->mask",
+                                              "args->key_padding"};
     for (size_t i = 0; i < 5; i++) {
-        if ((r = check_disjoint(ctx, &p->out, "out", inputs[i], input_names[i])) != VKATTN_SUCCESS ||
-            (r = check_disjoint(ctx, &p->weights, "weights", inputs[i], input_names[i])) !=
-                VKATTN_SUCCESS)
-            return r;
+        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->out, "args->out", inputs[i], input_names[i]));
+        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->weights, "args->weights", inputs[i],
+                                          input_names[i]));
     }
-    if ((r = check_disjoint(ctx, &p->weights, "weights", &p->out, "out")) != VKATTN_SUCCESS)
-        return r;
+    VKA_TRY(vka_tensor_check_disjoint(ctx, &p->weights, "args->weights", &p->out, "args->out"));
 
     double scale = args->scale != 0.0f ? (double)args->scale : 1.0 / sqrt((double)p->dims.head_dim);
     p->scale_log2 = (float)(scale * 1.4426950408889634);
     p->causal = args->causal;
     return check_windows(ctx, p);
+}
+
+/* ----------------------------------------------------------------- API */
+
+vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
+                                   const vkattn_attention_args *args)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!cmd || !args)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_attention: %s is NULL",
+                        !cmd ? "cmd" : "args");
+    vka_att_problem p;
+    VKA_TRY(vka_att_validate(ctx, args, &p));
+    return vka_att_record(ctx, cmd, &p);
+}
+
+static vkattn_result record_problem(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem)
+{
+    return vka_att_record(ctx, cmd, problem);
+}
+
+vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_attention_args *args)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!args)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_attention: args is NULL");
+    /* Validate before touching the context's command buffer. */
+    vka_att_problem p;
+    VKA_TRY(vka_att_validate(ctx, args, &p));
+    return vka_submit_and_wait(ctx, record_problem, &p);
 }

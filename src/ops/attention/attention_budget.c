@@ -1,18 +1,7 @@
 /* Frame budgets: cutting an attention call into pieces recorded separately,
  * and the work of each piece, so an engine can spread a long pass over
  * frames. Only views: a chunk is an ordinary attention call. */
-#include "core/context.h"
-#include "core/host.h"
-#include "core/kernel.h"
-#include "core/limits.h"
-#include "core/pipeline.h"
-#include "core/record.h"
-#include "core/submit.h"
-#include "core/tensor.h"
-#include "core/windows.h"
-#include "spec/dtype.h"
-#include "spec/error_text.h"
-#include "spec/size_math.h"
+#include "vkattn.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -120,16 +109,4 @@ double vkattn_attention_flops(const vkattn_attention_args *args, uint32_t q_begi
         pairs += seen < 0 ? 0 : (double)(seen > tk ? tk : seen);
     }
     return 4.0 * b * hq * d * pairs;
-}
-
-double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new_tokens, uint32_t length)
-{
-    const vkattn_mha_desc *d = vkattn_mha_config(mha);
-    if (!d || new_tokens > length)
-        return 0;
-    double t = (double)batch * new_tokens, dm = d->embed_dim, dh = d->head_dim;
-    double proj = 2.0 * t * dm * (d->num_heads + 2.0 * d->num_kv_heads) * dh + 2.0 * t * d->num_heads * dh * dm;
-    /* query i of the step sees length - new_tokens + i + 1 keys */
-    double pairs = (double)new_tokens * (length - new_tokens) + new_tokens * (new_tokens + 1.0) / 2.0;
-    return proj + 4.0 * batch * d->num_heads * dh * pairs;
 }

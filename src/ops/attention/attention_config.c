@@ -123,6 +123,39 @@ uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_prob
     return n;
 }
 
+vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim, uint32_t max_rows,
+                            bool half_rows, bool half_keys, uint32_t key_extra_bytes)
+{
+    uint32_t dc = head_dim / 4, tpr = 8;
+    while (tpr * 4 < dc)
+        tpr *= 2;
+    uint32_t wg = vka_workgroup_size(ctx, 128);
+    if (tpr > wg)
+        tpr = wg;
+    vka_att_sm_tile t = {tpr, wg / tpr, 4 * tpr};
+    if (half_rows && t.br > 1)
+        t.br /= 2;
+    if (t.br > max_rows)
+        t.br = max_rows;
+    if (half_keys && t.bc > 8)
+        t.bc /= 2;
+    for (;;) {
+        uint64_t bytes = 16ull * (t.br * dc + 2ull * t.bc * dc) + 4ull * (t.br * t.bc + t.br * tpr) +
+                         (uint64_t)key_extra_bytes * t.bc;
+        if (bytes <= ctx->info.max_shared_memory)
+            break;
+        if (t.bc > 8)
+            t.bc /= 2;
+        else if (t.br > 1)
+            t.br /= 2;
+        else if (t.bc > 1)
+            t.bc /= 2;
+        else
+            break; /* 1 row x 1 key of D <= 256 is 3 KiB: every device has it */
+    }
+    return t;
+}
+
 /* Shared-memory family: the tile of vka_att_sm_tile_fit; preset 1 halves the
  * rows (more workgroups for small problems), preset 2 the keys (less shared
  * memory per workgroup, more resident workgroups). */

@@ -1,9 +1,11 @@
-/* Attention internals (attention*.c): the checked problem, kernel choice and
- * tile sizes, and the split of a call into dispatches whose bindings fit the
- * device's windows. */
-#ifndef VKA_ATTENTION_PLAN_H
-#define VKA_ATTENTION_PLAN_H
+/* Attention internals, shared by the op's own files only: the checked
+ * problem (attention_api.c), the kernel configuration (attention_config.c),
+ * the cut of a call into dispatches whose bindings fit the device's windows
+ * (attention_chunks.c) and its recording (attention_record.c). */
+#ifndef VKA_ATTENTION_INTERNAL_H
+#define VKA_ATTENTION_INTERNAL_H
 
+#include "ops/attention/attention.h"
 #include "spec/attention_shapes.h"
 #include "core/buffer.h"
 #include "core/context.h"
@@ -39,7 +41,7 @@ typedef struct vka_att_problem {
 
 /* Checks everything about `args` (shapes, dtypes, strides, offsets, bounds,
  * overlaps, what the device's binding windows can hold) and fills `p`.
- * Nothing is recorded. (attention_validate.c) */
+ * Nothing is recorded. (attention_api.c) */
 vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args *args,
                            vka_att_problem *p);
 
@@ -86,22 +88,6 @@ uint32_t vka_att_config_spec(const vkattn_context *ctx, const vka_att_problem *p
 vkattn_result vka_att_record(vkattn_context *ctx, VkCommandBuffer cmd, const vka_att_problem *p);
 vkattn_result vka_att_record_with(vkattn_context *ctx, VkCommandBuffer cmd, const vka_att_problem *p,
                               const vka_att_config *cfg);
-
-/* ---- shared-memory tiles (attention_plan.c) */
-
-/* A tile of the shared-memory kernels (attention_sm.comp,
- * kv_attention_sm.comp): TPR invocations per row (a power of two giving each
- * at most 4 output vec4s, and at least 8 so that a row's keys are spread
- * over several invocations), BR rows, BC keys (up to 4 per invocation),
- * within the device's invocation limit and shared memory. BR starts at the
- * workgroup's rows (halved with `half_rows`, at most `max_rows`), BC at 4 TPR
- * (halved with `half_keys`); `key_extra_bytes` is shared memory per key
- * besides K and V (the KV kernels keep each key's pool row). */
-typedef struct vka_att_sm_tile {
-    uint32_t tpr, br, bc;
-} vka_att_sm_tile;
-vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim, uint32_t max_rows,
-                            bool half_rows, bool half_keys, uint32_t key_extra_bytes);
 
 /* ---- cutting a call into dispatches (attention_chunks.c) */
 

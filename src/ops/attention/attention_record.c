@@ -1,7 +1,8 @@
-/* vkattn_attention: FlashAttention-2 forward (attention_sg.comp /
- * attention_sm.comp) and, when asked for, the attention weights
- * (attention_weights.comp). Validation: attention_validate.c; cutting into
- * dispatches that fit the device's windows: attention_plan.c. */
+/* Recording of attention: the FlashAttention-2 forward kernels
+ * (attention_sg.comp, attention_sm.comp) and, when asked for, the attention
+ * weights (attention_weights.comp) - kernel tables, bindings, push constants
+ * and dispatches. The checks are attention_api.c's; the cut into dispatches
+ * whose windows fit, attention_chunks.c's. */
 #include "ops/attention/attention_internal.h"
 #include "vka_spirv.h"
 
@@ -376,40 +377,4 @@ vkattn_result vka_att_record(vkattn_context *ctx, VkCommandBuffer cmd, const vka
     vka_att_config cfg;
     vka_att_config_choose(ctx, p, &cfg);
     return vka_att_record_with(ctx, cmd, p, &cfg);
-}
-
-/* ----------------------------------------------------------------- API */
-
-vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
-                                   const vkattn_attention_args *args)
-{
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!cmd || !args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_attention: %s is NULL",
-                           !cmd ? "cmd" : "args");
-    vka_att_problem p;
-    vkattn_result r = vka_att_validate(ctx, args, &p);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    return vka_att_record(ctx, cmd, &p);
-}
-
-vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_attention_args *args)
-{
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_attention: args is NULL");
-    /* Validate before touching the context's command buffer. */
-    vka_att_problem p;
-    vkattn_result r = vka_att_validate(ctx, args, &p);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    VkCommandBuffer cmd;
-    r = vkattn_commands_begin(ctx, &cmd);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    r = vka_att_record(ctx, cmd, &p);
-    return vka_commands_finish(ctx, r);
 }

@@ -1,11 +1,8 @@
-/* vkattn_kv_attention: attention of new queries over a KV cache. Checks and
- * recording here; the choice of kernel, tiles and splits and the bindings:
- * kv_attention_plan.c; kernels: shaders/kv_attention_*. */
-#include "spec/dtype.h"
-#include "spec/error_text.h"
+/* vkattn_kv_attention: attention of new queries over a KV cache - the entry
+ * points and every check. The choice of kernel, tiles and splits:
+ * kv_attention_config.c; recording: kv_attention_record.c; kernels:
+ * shaders/kv_attention_*. */
 #include "ops/kvcache/kvcache_internal.h"
-
-#include "ops/attention/attention_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,15 +41,7 @@ static vkattn_result check_tensor(vkattn_kv_cache *c, const vkattn_tensor *in, c
                            (long long)t->shape[3], c->d.head_dim);
     if (t->shape[0] > UINT32_MAX || t->shape[2] > UINT32_MAX)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s: batch or tokens too large", what);
-    if (t->strides[3] != 1 || t->strides[0] % 4 || t->strides[1] % 4 || t->strides[2] % 4 ||
-        t->offset % 16)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s: the last stride must be 1, the others multiples of 4 and the "
-                           "offset a multiple of 16 bytes (strides %lld, %lld, %lld, %lld; "
-                           "offset %llu)",
-                           what, (long long)t->strides[0], (long long)t->strides[1],
-                           (long long)t->strides[2], (long long)t->strides[3],
-                           (unsigned long long)t->offset);
+    VKA_TRY(vka_tensor_check_rows(ctx, t, what, 4, 16));
     vka_box box = {{0}, {(uint64_t)t->shape[0], (uint64_t)t->shape[1], (uint64_t)t->shape[2],
                          (uint64_t)t->shape[3]}};
     if (!vka_box_fits_storage(ctx, t, &box))
@@ -62,14 +51,6 @@ static vkattn_result check_tensor(vkattn_kv_cache *c, const vkattn_tensor *in, c
                            what, (unsigned long long)vka_box_bytes(t, &box),
                            (unsigned long long)ctx->info.max_storage_buffer_range);
     return VKATTN_SUCCESS;
-}
-
-static uint64_t end_byte(const vkattn_tensor *t)
-{
-    uint64_t last = 0;
-    for (uint32_t d = 0; d < t->rank; d++)
-        last += (uint64_t)(t->shape[d] - 1) * (uint64_t)t->strides[d];
-    return t->offset + (last + 1) * vkattn_dtype_size(t->dtype);
 }
 
 vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
@@ -91,18 +72,11 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
         if (p->out.shape[d] != p->q.shape[d])
             return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%sout.shape[%d] is %lld but %sq.shape[%d] is %lld",
                                prefix, d, (long long)p->out.shape[d], prefix, d, (long long)p->q.shape[d]);
-    for (int d = 0; d < 4; d++)
-        if (p->out.strides[d] == 0 && p->out.shape[d] > 1)
-            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "%sout.strides[%d] is 0 while its shape is %lld: an output cannot "
-                               "broadcast", prefix, d, (long long)p->out.shape[d]);
-    if (p->q.buffer == p->out.buffer && p->q.offset < end_byte(&p->out) &&
-        p->out.offset < end_byte(&p->q))
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%sout (bytes %llu..%llu) overlaps %sq (bytes %llu..%llu) in the same "
-                           "buffer", prefix, (unsigned long long)p->out.offset,
-                           (unsigned long long)end_byte(&p->out), prefix,
-                           (unsigned long long)p->q.offset, (unsigned long long)end_byte(&p->q));
+    char out_name[96], q_name[96];
+    snprintf(out_name, sizeof out_name, "%sout", prefix);
+    snprintf(q_name, sizeof q_name, "%sq", prefix);
+    VKA_TRY(vka_tensor_check_output(ctx, &p->out, out_name));
+    VKA_TRY(vka_tensor_check_disjoint(ctx, &p->out, out_name, &p->q, q_name));
     p->batch = (uint32_t)p->q.shape[0];
     p->num_heads = (uint32_t)p->q.shape[1];
     p->new_tokens = (uint32_t)p->q.shape[2];
@@ -127,62 +101,37 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
     return VKATTN_SUCCESS;
 }
 
-/* ------------------------------------------------------------ recording */
-
-vkattn_result vka_cmd_kv_attention_record(vkattn_context *ctx, VkCommandBuffer cmd,
-                                             const vka_kv_attention_plan *plan,
-                                             const vka_binding *meta)
-{
-    vka_binding b[6];
-    memcpy(b, plan->bindings, sizeof b);
-    b[0] = *meta;
-    /* The split scratch is the cache's, reused by every call (the caller's
-     * contract covers only their tensors), and the pools may have been
-     * written by an append or a projection since the metadata barrier. */
-    vka_cmd_compute_barrier(ctx, cmd);
-    vkattn_result r = vka_cmd_dispatch(ctx, cmd, plan->main, b, &plan->push, plan->grid[0],
-                                          plan->grid[1], plan->grid[2]);
-    if (r != VKATTN_SUCCESS || !plan->combine)
-        return r;
-    vka_cmd_compute_barrier(ctx, cmd);
-    return vka_cmd_dispatch(ctx, cmd, plan->combine, plan->combine_bindings, &plan->combine_push,
-                               plan->combine_grid[0], plan->combine_grid[1], 1);
-}
-
-vkattn_result vka_cmd_kv_attention_step(vkattn_context *ctx, VkCommandBuffer cmd,
-                                           vkattn_kv_cache *cache, const vka_kv_step *step,
-                                           const vka_binding *meta,
-                                           const vka_kv_attention_problem *p)
-{
-    vka_kv_attention_plan plan;
-    vkattn_result r = vka_kv_attention_prepare(ctx, cache, step, p, &plan);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    return vka_cmd_kv_attention_record(ctx, cmd, &plan, meta);
-}
-
 /* ----------------------------------------------------------------- API */
 
-/* Checks everything and prepares; the step is checked, not applied. */
+/* A call checked and prepared: its step is checked, not applied yet. */
+typedef struct checked_call {
+    vka_kv_step step;
+    vka_kv_attention_plan plan;
+} checked_call;
+
 static vkattn_result check_args(vkattn_context *ctx, const vkattn_kv_attention_args *a,
-                                vka_kv_step *step, vka_kv_attention_plan *plan)
+                                checked_call *call)
 {
     if (!a->cache)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL");
     if (a->cache->ctx != ctx)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache belongs to another context");
     vka_kv_attention_problem p;
-    vkattn_result r = vka_kv_attention_check(a->cache, &a->q, &a->out, a->scale, a->kv_splits,
-                                                "args->", &p);
-    if (r != VKATTN_SUCCESS)
-        return r;
+    VKA_TRY(vka_kv_attention_check(a->cache, &a->q, &a->out, a->scale, a->kv_splits, "args->", &p));
     if (p.batch != a->batch)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "args->q.shape[0] is %u but args->batch is %u", p.batch, a->batch);
-    r = vka_kv_step_check(a->cache, a->batch, a->sequences, 0, "args->", step);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    return vka_kv_attention_prepare(ctx, a->cache, step, &p, plan);
+                        "args->q.shape[0] is %u but args->batch is %u", p.batch, a->batch);
+    VKA_TRY(vka_kv_step_check(a->cache, a->batch, a->sequences, 0, "args->", &call->step));
+    return vka_kv_attention_prepare(ctx, a->cache, &call->step, &p, &call->plan);
+}
+
+/* The step's metadata, then the attention. */
+static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const void *job)
+{
+    const checked_call *call = job;
+    vka_binding meta;
+    VKA_TRY(vka_kv_step_record(&call->step, cmd, &meta));
+    return vka_kv_attention_record(ctx, cmd, &call->plan, &meta);
 }
 
 vkattn_result vkattn_cmd_kv_attention(vkattn_context *ctx, VkCommandBuffer cmd,
@@ -192,17 +141,10 @@ vkattn_result vkattn_cmd_kv_attention(vkattn_context *ctx, VkCommandBuffer cmd,
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!cmd || !args)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_kv_attention: %s is NULL",
-                           !cmd ? "cmd" : "args");
-    vka_kv_step step;
-    vka_kv_attention_plan plan;
-    vkattn_result r = check_args(ctx, args, &step, &plan);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    vka_binding meta;
-    r = vka_kv_step_record(&step, cmd, &meta);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    return vka_cmd_kv_attention_record(ctx, cmd, &plan, &meta);
+                        !cmd ? "cmd" : "args");
+    checked_call call;
+    VKA_TRY(check_args(ctx, args, &call));
+    return record_call(ctx, cmd, &call);
 }
 
 vkattn_result vkattn_kv_attention(vkattn_context *ctx, const vkattn_kv_attention_args *args)
@@ -212,18 +154,7 @@ vkattn_result vkattn_kv_attention(vkattn_context *ctx, const vkattn_kv_attention
     if (!args)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_attention: args is NULL");
     /* Check before touching the context's command buffer. */
-    vka_kv_step step;
-    vka_kv_attention_plan plan;
-    vkattn_result r = check_args(ctx, args, &step, &plan);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    VkCommandBuffer cmd;
-    r = vkattn_commands_begin(ctx, &cmd);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    vka_binding meta;
-    r = vka_kv_step_record(&step, cmd, &meta);
-    if (r == VKATTN_SUCCESS)
-        r = vka_cmd_kv_attention_record(ctx, cmd, &plan, &meta);
-    return vka_commands_finish(ctx, r);
+    checked_call call;
+    VKA_TRY(check_args(ctx, args, &call));
+    return vka_submit_and_wait(ctx, record_call, &call);
 }

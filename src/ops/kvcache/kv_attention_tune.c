@@ -1,64 +1,11 @@
-/* Split-count tuning of decode attention over a KV cache.
- *
- * The split count is the decode path's main choice: too few splits leave
- * the device idle on short batches, too many add partial rows to combine.
- * The built-in choice (auto_splits in kv_attention_plan.c) targets a
- * workgroup count per device type; vkattn_tune_kv_attention times the
- * candidates on a scratch cache and stores the fastest split count per
- * shape class, which automatic calls (kv_splits 0) of that class then use.
- *
- * Tuning key (VKA_TUNE_KV_ATTENTION), values:
- *   0 head dim
- *   1 query heads per KV head, bucketed 1, 2, <=4, <=8, more
- *   2 new tokens per sequence, bucketed 1, 2, <=4, <=8, <=16
- *   3 cache length, bucketed <=256, <=1024, <=4096, <=16384, more
- *   4 sequences x KV heads (independent work), bucketed 1, <=4, <=16, <=64, more
- *   5 dtypes: 1 if q/out are f16, + 2 if the cache is f16
- *   6 1 if the cache is paged
- * Config words: 0 split count, 1-2 unused (0), 3 the version
- * (KV_CONFIG_VERSION: entries of another are not found). */
+/* vkattn_tune_kv_attention: times the split counts a decode step can take
+ * on a scratch cache like the caller's and stores the fastest for the step's
+ * shape class (the key and the lookup: kv_attention_config.c). */
 #include "ops/kvcache/kvcache_internal.h"
 #include "core/tuner.h"
 #include "core/tuning_table.h"
 
 #include <string.h>
-
-/* Raise when what a stored split count means changes. */
-#define KV_CONFIG_VERSION 1u
-
-static void kv_tuning_key(const vkattn_kv_cache *c, vkattn_dtype q_dtype, uint32_t batch,
-                          uint32_t new_tokens, uint32_t length, vka_tuning_key *key)
-{
-    static const uint32_t groups[] = {1, 2, 4, 8};
-    static const uint32_t tokens[] = {1, 2, 4, 8};
-    static const uint32_t lens[] = {256, 1024, 4096, 16384};
-    static const uint32_t work[] = {1, 4, 16, 64};
-    memset(key, 0, sizeof *key);
-    key->op = VKA_TUNE_KV_ATTENTION;
-    key->values[0] = c->d.head_dim;
-    key->values[1] = vka_tuning_bucket(c->d.num_heads / c->d.num_kv_heads, groups, 4);
-    key->values[2] = vka_tuning_bucket(new_tokens, tokens, 4);
-    key->values[3] = vka_tuning_bucket(length, lens, 4);
-    key->values[4] = vka_tuning_bucket((uint64_t)batch * c->d.num_kv_heads, work, 4);
-    key->values[5] = (q_dtype == VKATTN_DTYPE_F16) + 2u * (c->d.dtype == VKATTN_DTYPE_F16);
-    key->values[6] = c->paged;
-}
-
-uint32_t vka_kv_tuned_splits(const vkattn_context *ctx, const vkattn_kv_cache *c,
-                                vkattn_dtype q_dtype, uint32_t batch, uint32_t new_tokens,
-                                uint32_t length)
-{
-    vka_tuning_key key;
-    kv_tuning_key(c, q_dtype, batch, new_tokens, length, &key);
-    vka_tuning_config cfg;
-    if (!vka_tuning_find(ctx, &key, KV_CONFIG_VERSION, &cfg))
-        return 0;
-    uint32_t splits = cfg.words[0];
-    /* a stored count this step cannot take is ignored, never an error */
-    if (!splits || !new_tokens || splits > VKATTN_KV_MAX_SPLIT_ROWS / new_tokens || splits > length)
-        return 0;
-    return splits;
-}
 
 #define MAX_CANDIDATES 8
 
@@ -158,9 +105,9 @@ vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch, u
         r = vka_tuner_measure(ctx, count, 5, record_candidate, job, &best, &best_ms);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key;
-            kv_tuning_key(cache, d.dtype, batch, new_tokens, length, &key);
+            vka_kv_tuning_key(cache, d.dtype, batch, new_tokens, length, &key);
             vka_tuning_config cfg = {{job->splits[best]}};
-            r = vka_tuning_set(ctx, &key, KV_CONFIG_VERSION, &cfg, best_ms);
+            r = vka_tuning_set(ctx, &key, VKA_KV_CONFIG_VERSION, &cfg, best_ms);
         }
     }
     vkattn_buffer_destroy(bq);

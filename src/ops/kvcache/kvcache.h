@@ -1,11 +1,12 @@
-/* KV cache internals: the pools, the host-side lengths and block tables, and
- * the per-step metadata the kernels read.
+/* What the KV cache gives the ops above it (the linear op's projection
+ * appends into its pools; the MHA layer's steps run attention over it).
  *
- * Both layouts are the same thing to the kernels: K and V are pools of
- * blocks [num_blocks, Hkv, block_size, Dh], and token t of the sequence in
- * batch row b lives in block table[b][t / block_size] at row t % block_size.
- * A contiguous cache is one block of `capacity` tokens per sequence with
- * table[b] = {sequence id}.
+ * The cache: its pools, the host-side lengths and block tables, and the
+ * per-step metadata the kernels read. Both layouts are the same thing to
+ * the kernels: K and V are pools of blocks [num_blocks, Hkv, block_size,
+ * Dh], and token t of the sequence in batch row b lives in block
+ * table[b][t / block_size] at row t % block_size. A contiguous cache is one
+ * block of `capacity` tokens per sequence with table[b] = {sequence id}.
  *
  * Step metadata (uint32 words), written into the cache's metadata buffer by
  * vkCmdUpdateBuffer when a step is recorded, so it travels with the command
@@ -14,23 +15,20 @@
  *     length[b]  at batch + b       tokens after the step (start + new)
  *     table[b][i] at 2*batch + b*table_width + i   block of tokens
  *                                   [i*block_size, (i+1)*block_size)
- */
-#ifndef VKA_KV_CACHE_H
-#define VKA_KV_CACHE_H
+ *
+ * Attention over the cache: two kernel families (kv_attention_sg.comp:
+ * subgroup shuffles, CPU drivers; kv_attention_sm.comp: shared-memory
+ * tiles; kv_decode_sg.comp for few rows through texel views), K/V read
+ * through texel buffers or storage buffers, and two paths: few queries
+ * (T <= 16) split each sequence's keys across workgroups and merge the
+ * partial results in a second pass (kv_attention_combine.comp); more
+ * queries (prefill) run one pass, row tiles over the visible keys. */
+#ifndef VKA_KVCACHE_H
+#define VKA_KVCACHE_H
 
-#include "core/buffer.h"
 #include "core/context.h"
-#include "core/host.h"
 #include "core/kernel.h"
-#include "core/limits.h"
 #include "core/pipeline.h"
-#include "core/record.h"
-#include "core/submit.h"
-#include "core/tensor.h"
-#include "core/windows.h"
-#include "spec/dtype.h"
-#include "spec/error_text.h"
-#include "spec/size_math.h"
 
 struct vkattn_kv_cache {
     vkattn_context *ctx;
@@ -49,6 +47,8 @@ struct vkattn_kv_cache {
     uint32_t free_count;
 };
 
+/* ---- steps (kvcache_step.c) */
+
 /* A step checked against the cache but not applied yet. */
 typedef struct vka_kv_step {
     vkattn_kv_cache *cache;
@@ -63,18 +63,97 @@ typedef struct vka_kv_step {
  * within capacity; enough free blocks; with new_tokens 0, no empty
  * sequence). `what` prefixes messages ("args->"). Changes nothing. */
 vkattn_result vka_kv_step_check(vkattn_kv_cache *cache, uint32_t batch, const uint32_t *sequences,
-                                   uint32_t new_tokens, const char *what, vka_kv_step *step);
+                                uint32_t new_tokens, const char *what, vka_kv_step *step);
 
 /* Applies a checked step to the host state (lengths, blocks) and records the
  * metadata upload with its barriers: earlier compute reads of the metadata
  * -> transfer write -> compute reads. `*meta` is the binding kernels read. */
-vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd,
-                                    vka_binding *meta);
+vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd, vka_binding *meta);
 
 /* Words of metadata for `batch` rows (for binding ranges). */
 static inline uint64_t vka_kv_meta_words(const vkattn_kv_cache *c, uint32_t batch)
 {
     return 2ull * batch + (uint64_t)batch * c->table_width;
 }
+
+/* ---- attention over the cache (kv_attention_*.c) */
+
+/* Queries per batch row up to which the split-KV (decode) path is taken. */
+#define VKA_KV_DECODE_MAX_TOKENS 16
+
+/* q [B, Hq, T, Dh] and out [B, Hq, T, Dh] (strides free, last stride 1, rows
+ * on 4-element boundaries), checked against the cache (Hq % Hkv == 0, Dh)
+ * by vka_kv_attention_check. */
+typedef struct vka_kv_attention_problem {
+    vkattn_tensor q, out; /* resolved strides */
+    uint32_t batch, num_heads, new_tokens;
+    float scale;          /* resolved: 1/sqrt(Dh) when 0 was given */
+    uint32_t kv_splits;   /* 0: automatic; ignored when new_tokens > 16 */
+} vka_kv_attention_problem;
+
+/* Checks q/out against the cache and the device (dtypes f32/f16 and equal,
+ * Hq == the cache's num_heads and a multiple of its Hkv, Dh, layout, q/out
+ * disjoint, kv_splits x T <= VKATTN_KV_MAX_SPLIT_ROWS on the decode path,
+ * pools and tensors within one binding window each); `prefix` names them in
+ * messages ("args->"). Records nothing. (kv_attention_api.c) */
+vkattn_result vka_kv_attention_check(vkattn_kv_cache *cache, const vkattn_tensor *q,
+                                     const vkattn_tensor *out, float scale, uint32_t kv_splits,
+                                     const char *prefix, vka_kv_attention_problem *p);
+
+/* What a call runs (kv_attention_config.c). */
+enum { VKA_KV_KERNEL_DECODE, VKA_KV_KERNEL_SUBGROUP, VKA_KV_KERNEL_SHARED };
+typedef struct vka_kv_config {
+    uint32_t kernel;         /* VKA_KV_KERNEL_* */
+    bool texel;              /* q and the pools through texel views */
+    uint32_t spec[5];        /* the kernel's specialization constants */
+    uint32_t rows_per_group; /* tile rows per workgroup */
+    uint32_t block_keys;     /* keys per block: split lengths are multiples of it */
+    uint32_t tiles;          /* row tiles per (sequence, KV head) */
+    uint32_t splits;         /* key ranges per sequence (1: no combine pass) */
+    uint64_t scratch_bytes;  /* the split scratch this batch uses */
+} vka_kv_config;
+
+/* Push constants of kv_attention_main.glsl and kv_attention_combine.comp. */
+typedef struct vka_kv_main_push {
+    uint32_t q_off, q_sb, q_sh, q_st;
+    uint32_t o_off, o_sb, o_sh, o_st;
+    uint32_t batch, tokens, group, kv_heads;
+    uint32_t block_size, table_width, splits, split_align;
+    uint32_t s_heads;
+    float scale_log2;
+} vka_kv_main_push;
+
+typedef struct vka_kv_combine_push {
+    uint32_t o_off, o_sb, o_sh, o_st;
+    uint32_t batch, heads, tokens, s_heads, splits;
+} vka_kv_combine_push;
+
+/* Everything recording needs, obtained before anything is recorded. */
+typedef struct vka_kv_attention_plan {
+    vka_kv_config config;
+    vka_pipeline *main;
+    vka_pipeline *combine;     /* NULL with one split */
+    vka_binding bindings[6];   /* meta (slot 0) is filled in at record time */
+    vka_binding combine_bindings[2];
+    vka_kv_main_push push;
+    vka_kv_combine_push combine_push;
+    uint32_t grid[3], combine_grid[2];
+} vka_kv_attention_plan;
+
+/* Chooses splits, kernel and tiles and gets pipelines and bindings for a
+ * checked problem and a checked step (vka_kv_step_check: its lengths give
+ * the split choice). Records nothing and changes nothing, so a caller can
+ * call it before vka_kv_step_record and fail cleanly. (kv_attention_record.c) */
+vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *cache,
+                                       const vka_kv_step *step, const vka_kv_attention_problem *p,
+                                       vka_kv_attention_plan *plan);
+
+/* Records a prepared attention after the step's metadata (`meta`, from
+ * vka_kv_step_record): a barrier ordering earlier compute work on the
+ * cache (split scratch, pools written by appends or projections) before
+ * it, the main pass and, with several splits, a barrier and the combine
+ * pass. Fails only where recording a dispatch can (descriptor sets). */
+vkattn_result vka_kv_attention_record(vkattn_context *ctx, VkCommandBuffer cmd,
+                                      const vka_kv_attention_plan *plan, const vka_binding *meta);
 
 #endif

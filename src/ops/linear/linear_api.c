@@ -6,13 +6,6 @@
 
 #include <string.h>
 
-#define TRY(expr)                      \
-    do {                               \
-        vkattn_result try_r_ = (expr); \
-        if (try_r_ != VKATTN_SUCCESS)  \
-            return try_r_;             \
-    } while (0)
-
 static vkattn_result check_float(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
 {
     char b[VKA_DTYPE_TEXT];
@@ -44,80 +37,12 @@ static vkattn_result check_rank(vkattn_context *ctx, const vkattn_tensor *t, con
     return VKATTN_SUCCESS;
 }
 
-/* The last dimension must be contiguous (its stride is free when it has one
- * element). */
-static vkattn_result check_last_stride(vkattn_context *ctx, const vkattn_tensor *t,
-                                       const char *what)
-{
-    uint32_t l = t->rank - 1;
-    if (t->shape[l] > 1 && t->strides[l] != 1)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s.strides[%u] is %lld: the last dimension must be contiguous (1)",
-                           what, l, (long long)t->strides[l]);
-    return VKATTN_SUCCESS;
-}
-
 static vkattn_result check_dim(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
                                uint32_t i, int64_t want, const char *meaning)
 {
     if (t->shape[i] != want)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.shape[%u] is %lld but %s is %lld",
                            what, i, (long long)t->shape[i], meaning, (long long)want);
-    return VKATTN_SUCCESS;
-}
-
-/* Bytes [begin, end) a resolved tensor spans. */
-static void byte_range(const vkattn_tensor *t, uint64_t *begin, uint64_t *end)
-{
-    uint64_t last = 0;
-    for (uint32_t i = 0; i < t->rank; i++)
-        last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
-    *begin = t->offset;
-    *end = t->offset + (last + 1) * vkattn_dtype_size(t->dtype);
-}
-
-static vkattn_result check_disjoint(vkattn_context *ctx, const vkattn_tensor *out, const char *what,
-                                    const vkattn_tensor *in, const char *in_what)
-{
-    if (!in->buffer || in->buffer != out->buffer)
-        return VKATTN_SUCCESS;
-    uint64_t a0, a1, b0, b1;
-    byte_range(out, &a0, &a1);
-    byte_range(in, &b0, &b1);
-    if (a0 < b1 && b0 < a1)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s (bytes %llu..%llu) overlaps %s (bytes %llu..%llu) in the same buffer",
-                           what, (unsigned long long)a0, (unsigned long long)a1, in_what,
-                           (unsigned long long)b0, (unsigned long long)b1);
-    return VKATTN_SUCCESS;
-}
-
-/* Distinct indices must address distinct elements: ordered by stride, each
- * stride must step over everything the smaller ones span. */
-static vkattn_result check_no_self_overlap(vkattn_context *ctx, const vkattn_tensor *t,
-                                           const char *what)
-{
-    uint32_t order[VKATTN_MAX_RANK], n = 0;
-    for (uint32_t i = 0; i < t->rank; i++)
-        if (t->shape[i] > 1)
-            order[n++] = i;
-    for (uint32_t i = 1; i < n; i++) /* insertion sort by stride */
-        for (uint32_t j = i; j > 0 && t->strides[order[j]] < t->strides[order[j - 1]]; j--) {
-            uint32_t tmp = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = tmp;
-        }
-    uint64_t span = 1;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t d = order[i];
-        if ((uint64_t)t->strides[d] < span)
-            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "%s.strides[%u] %lld makes elements overlap (the dimensions "
-                               "with smaller strides span %llu elements): outputs need distinct "
-                               "elements", what, d, (long long)t->strides[d],
-                               (unsigned long long)span);
-        span += (uint64_t)(t->shape[d] - 1) * (uint64_t)t->strides[d];
-    }
     return VKATTN_SUCCESS;
 }
 
@@ -258,37 +183,37 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->segment_count is %u: it must be 1..%d", a->segment_count,
                            VKA_LINEAR_MAX_SEGMENTS);
-    TRY(check_pool_targets(ctx, a, p));
-    TRY(vka_tensor_resolve(ctx, &a->x, "args->x", &p->x));
-    TRY(vka_tensor_resolve(ctx, &a->w, "args->w", &p->w));
+    VKA_TRY(check_pool_targets(ctx, a, p));
+    VKA_TRY(vka_tensor_resolve(ctx, &a->x, "args->x", &p->x));
+    VKA_TRY(vka_tensor_resolve(ctx, &a->w, "args->w", &p->w));
     if (a->b.buffer)
-        TRY(vka_tensor_resolve(ctx, &a->b, "args->b", &p->b));
+        VKA_TRY(vka_tensor_resolve(ctx, &a->b, "args->b", &p->b));
     for (uint32_t i = 0; i < a->segment_count; i++)
         if (!is_pool(&a->segments[i]))
-            TRY(vka_tensor_resolve(ctx, &a->segments[i].dst, dst_names[i], &p->dst[i]));
+            VKA_TRY(vka_tensor_resolve(ctx, &a->segments[i].dst, dst_names[i], &p->dst[i]));
 
-    TRY(check_float(ctx, &p->x, "args->x"));
-    TRY(check_float(ctx, &p->w, "args->w"));
+    VKA_TRY(check_float(ctx, &p->x, "args->x"));
+    VKA_TRY(check_float(ctx, &p->w, "args->w"));
     if (p->b.buffer)
-        TRY(check_same_dtype(ctx, &p->b, "args->b", &p->w, "args->w"));
+        VKA_TRY(check_same_dtype(ctx, &p->b, "args->b", &p->w, "args->w"));
     for (uint32_t i = 0; i < a->segment_count; i++)
         if (!is_pool(&a->segments[i]))
-            TRY(check_same_dtype(ctx, &p->dst[i], dst_names[i], &p->x, "args->x"));
+            VKA_TRY(check_same_dtype(ctx, &p->dst[i], dst_names[i], &p->x, "args->x"));
 
-    TRY(check_rank(ctx, &p->x, "args->x", 2, 3, "2 [M, K] or 3 [B, T, K]"));
-    TRY(check_rank(ctx, &p->w, "args->w", 2, 2, "2 [N, K]"));
+    VKA_TRY(check_rank(ctx, &p->x, "args->x", 2, 3, "2 [M, K] or 3 [B, T, K]"));
+    VKA_TRY(check_rank(ctx, &p->w, "args->w", 2, 2, "2 [N, K]"));
     if (p->b.buffer)
-        TRY(check_rank(ctx, &p->b, "args->b", 1, 1, "1 [N]"));
+        VKA_TRY(check_rank(ctx, &p->b, "args->b", 1, 1, "1 [N]"));
     for (uint32_t i = 0; i < a->segment_count; i++)
         if (!is_pool(&a->segments[i]))
-            TRY(check_rank(ctx, &p->dst[i], dst_names[i], 4, 4, "4 [B, heads, T, head_dim]"));
-    TRY(check_last_stride(ctx, &p->x, "args->x"));
-    TRY(check_last_stride(ctx, &p->w, "args->w"));
+            VKA_TRY(check_rank(ctx, &p->dst[i], dst_names[i], 4, 4, "4 [B, heads, T, head_dim]"));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->x, "args->x", 1, 1));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->w, "args->w", 1, 1));
     if (p->b.buffer)
-        TRY(check_last_stride(ctx, &p->b, "args->b"));
+        VKA_TRY(vka_tensor_check_rows(ctx, &p->b, "args->b", 1, 1));
     for (uint32_t i = 0; i < a->segment_count; i++)
         if (!is_pool(&a->segments[i]))
-            TRY(check_last_stride(ctx, &p->dst[i], dst_names[i]));
+            VKA_TRY(vka_tensor_check_rows(ctx, &p->dst[i], dst_names[i], 1, 1));
 
     uint32_t r = p->x.rank;
     p->B = r == 3 ? (uint64_t)p->x.shape[0] : 1;
@@ -299,11 +224,11 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
     p->x_sb = r == 3 ? (uint64_t)p->x.strides[0] : 0;
     p->x_st = (uint64_t)p->x.strides[r - 2];
     p->w_sn = (uint64_t)p->w.strides[0];
-    TRY(check_dim(ctx, &p->w, "args->w", 1, (int64_t)p->K, "args->x's last dimension (K)"));
+    VKA_TRY(check_dim(ctx, &p->w, "args->w", 1, (int64_t)p->K, "args->x's last dimension (K)"));
     if (p->b.buffer)
-        TRY(check_dim(ctx, &p->b, "args->b", 0, (int64_t)p->N, "args->w.shape[0] (N)"));
+        VKA_TRY(check_dim(ctx, &p->b, "args->b", 0, (int64_t)p->N, "args->w.shape[0] (N)"));
     if (p->cache)
-        TRY(check_pool_rows(ctx, a, p));
+        VKA_TRY(check_pool_rows(ctx, a, p));
 
     uint64_t columns = 0;
     for (uint32_t i = 0; i < a->segment_count; i++) {
@@ -316,15 +241,15 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
         p->head_dim[i] = s->head_dim;
         columns += s->columns;
         if (is_pool(s)) {
-            TRY(check_pool_segment(ctx, a, i, p));
+            VKA_TRY(check_pool_segment(ctx, a, i, p));
             continue;
         }
         const vkattn_tensor *d = &p->dst[i];
-        TRY(check_dim(ctx, d, dst_names[i], 0, (int64_t)p->B, "the batch of args->x"));
-        TRY(check_dim(ctx, d, dst_names[i], 1, s->columns / s->head_dim,
+        VKA_TRY(check_dim(ctx, d, dst_names[i], 0, (int64_t)p->B, "the batch of args->x"));
+        VKA_TRY(check_dim(ctx, d, dst_names[i], 1, s->columns / s->head_dim,
                       "the segment's heads (columns / head_dim)"));
-        TRY(check_dim(ctx, d, dst_names[i], 2, (int64_t)p->T, "the rows per batch of args->x"));
-        TRY(check_dim(ctx, d, dst_names[i], 3, s->head_dim, "the segment's head_dim"));
+        VKA_TRY(check_dim(ctx, d, dst_names[i], 2, (int64_t)p->T, "the rows per batch of args->x"));
+        VKA_TRY(check_dim(ctx, d, dst_names[i], 3, s->head_dim, "the segment's head_dim"));
     }
     p->seg_start[a->segment_count] = columns;
     p->segment_count = a->segment_count;
@@ -338,17 +263,17 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
                            (unsigned long long)p->M, (unsigned long long)p->N,
                            (unsigned long long)p->K);
 
-    TRY(check_not_pool(ctx, p, &p->x, "args->x"));
-    TRY(check_not_pool(ctx, p, &p->w, "args->w"));
-    TRY(check_not_pool(ctx, p, &p->b, "args->b"));
+    VKA_TRY(check_not_pool(ctx, p, &p->x, "args->x"));
+    VKA_TRY(check_not_pool(ctx, p, &p->w, "args->w"));
+    VKA_TRY(check_not_pool(ctx, p, &p->b, "args->b"));
     for (uint32_t i = 0; i < a->segment_count; i++) {
         if (is_pool(&a->segments[i]))
             continue;
-        TRY(check_not_pool(ctx, p, &p->dst[i], dst_names[i]));
-        TRY(check_no_self_overlap(ctx, &p->dst[i], dst_names[i]));
-        TRY(check_disjoint(ctx, &p->dst[i], dst_names[i], &p->x, "args->x"));
-        TRY(check_disjoint(ctx, &p->dst[i], dst_names[i], &p->w, "args->w"));
-        TRY(check_disjoint(ctx, &p->dst[i], dst_names[i], &p->b, "args->b"));
+        VKA_TRY(check_not_pool(ctx, p, &p->dst[i], dst_names[i]));
+        VKA_TRY(vka_tensor_check_output(ctx, &p->dst[i], dst_names[i]));
+        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->dst[i], dst_names[i], &p->x, "args->x"));
+        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->dst[i], dst_names[i], &p->w, "args->w"));
+        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->dst[i], dst_names[i], &p->b, "args->b"));
     }
     return VKATTN_SUCCESS;
 }
@@ -381,17 +306,8 @@ vkattn_result vka_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
                            "args->cache->meta is NULL: record the step's metadata first "
                            "(vka_kv_step_record)");
     vka_linear_problem p;
-    TRY(validate(ctx, args, segment_names, &p));
+    VKA_TRY(validate(ctx, args, segment_names, &p));
     return vka_linear_record(ctx, cmd, &p, NULL);
-}
-
-static vkattn_result check_offset16(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
-{
-    if (t->offset % 16)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s.offset %llu is not a multiple of 16 bytes", what,
-                           (unsigned long long)t->offset);
-    return VKATTN_SUCCESS;
 }
 
 vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_args *args,
@@ -399,24 +315,28 @@ vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_
 {
     /* y's own shape checks, then y viewed as [B, 1, T, N] (one head of N). */
     vkattn_tensor x, w, y;
-    TRY(vka_tensor_resolve(ctx, &args->x, "args->x", &x));
-    TRY(vka_tensor_resolve(ctx, &args->w, "args->w", &w));
-    TRY(vka_tensor_resolve(ctx, &args->y, "args->y", &y));
-    TRY(check_rank(ctx, &x, "args->x", 2, 3, "2 [M, K] or 3 [B, T, K]"));
-    TRY(check_rank(ctx, &w, "args->w", 2, 2, "2 [N, K]"));
+    VKA_TRY(vka_tensor_resolve(ctx, &args->x, "args->x", &x));
+    VKA_TRY(vka_tensor_resolve(ctx, &args->w, "args->w", &w));
+    VKA_TRY(vka_tensor_resolve(ctx, &args->y, "args->y", &y));
+    VKA_TRY(check_rank(ctx, &x, "args->x", 2, 3, "2 [M, K] or 3 [B, T, K]"));
+    VKA_TRY(check_rank(ctx, &w, "args->w", 2, 2, "2 [N, K]"));
     if (y.rank != x.rank)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                            "args->y.rank %u differs from args->x.rank %u", y.rank, x.rank);
     for (uint32_t i = 0; i + 1 < x.rank; i++)
-        TRY(check_dim(ctx, &y, "args->y", i, x.shape[i], "the same dimension of args->x"));
-    TRY(check_dim(ctx, &y, "args->y", y.rank - 1, w.shape[0], "args->w.shape[0] (N)"));
-    TRY(check_last_stride(ctx, &y, "args->y"));
-    TRY(check_no_self_overlap(ctx, &y, "args->y"));
-    TRY(check_offset16(ctx, &args->x, "args->x"));
-    TRY(check_offset16(ctx, &args->w, "args->w"));
-    TRY(check_offset16(ctx, &args->y, "args->y"));
-    if (args->b.buffer)
-        TRY(check_offset16(ctx, &args->b, "args->b"));
+        VKA_TRY(check_dim(ctx, &y, "args->y", i, x.shape[i], "the same dimension of args->x"));
+    VKA_TRY(check_dim(ctx, &y, "args->y", y.rank - 1, w.shape[0], "args->w.shape[0] (N)"));
+    VKA_TRY(vka_tensor_check_output(ctx, &y, "args->y"));
+    /* the plain op's rows start on 16 bytes (segments take any element
+     * offset: the MHA layer places them) */
+    VKA_TRY(vka_tensor_check_rows(ctx, &x, "args->x", 1, 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &w, "args->w", 1, 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &y, "args->y", 1, 16));
+    if (args->b.buffer) {
+        vkattn_tensor b;
+        VKA_TRY(vka_tensor_resolve(ctx, &args->b, "args->b", &b));
+        VKA_TRY(vka_tensor_check_rows(ctx, &b, "args->b", 1, 16));
+    }
     if (args->w.shape[0] > UINT32_MAX)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "args->w.shape[0] (N) %lld exceeds 2^32 - 1",
                            (long long)args->w.shape[0]);
@@ -450,7 +370,7 @@ vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear: %s is NULL",
                            !cmd ? "cmd" : "args");
     vka_linear_problem p;
-    TRY(vka_linear_problem_plain(ctx, args, &p));
+    VKA_TRY(vka_linear_problem_plain(ctx, args, &p));
     return vka_linear_record(ctx, cmd, &p, NULL);
 }
 

@@ -7,6 +7,16 @@
 #define VKA_LINEAR_PLAN_H
 
 #include "ops/linear/linear.h"
+#include "core/buffer.h"
+#include "core/host.h"
+#include "core/limits.h"
+#include "core/record.h"
+#include "core/submit.h"
+#include "core/tensor.h"
+#include "core/windows.h"
+#include "spec/dtype.h"
+#include "spec/error_text.h"
+#include "spec/size_math.h"
 
 /* A validated problem: strides resolved, all sizes >= 1. Row m of x is
  * (batch m / T, row m % T). */

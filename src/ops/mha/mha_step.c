@@ -7,7 +7,7 @@
  * fails after that point is rolled back, so a failed call changes nothing. */
 #include "spec/dtype.h"
 #include "spec/error_text.h"
-#include "ops/kvcache/kvcache_internal.h"
+#include "ops/kvcache/kvcache.h"
 #include "ops/linear/linear.h"
 #include "ops/mha/mha_internal.h"
 
@@ -188,7 +188,7 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     }
     if (r == VKATTN_SUCCESS) {
         vka_cmd_compute_barrier(ctx, cmd);
-        r = vka_cmd_kv_attention_record(ctx, cmd, &attention, &meta);
+        r = vka_kv_attention_record(ctx, cmd, &attention, &meta);
     }
     if (r == VKATTN_SUCCESS) {
         vka_cmd_compute_barrier(ctx, cmd);
@@ -229,4 +229,16 @@ vkattn_result vkattn_mha_step(vkattn_mha *m, const vkattn_mha_step_args *a)
         return r;
     r = vkattn_cmd_mha_step(m, cmd, a);
     return vka_commands_finish(m->ctx, r);
+}
+
+double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new_tokens, uint32_t length)
+{
+    const vkattn_mha_desc *d = vkattn_mha_config(mha);
+    if (!d || new_tokens > length)
+        return 0;
+    double t = (double)batch * new_tokens, dm = d->embed_dim, dh = d->head_dim;
+    double proj = 2.0 * t * dm * (d->num_heads + 2.0 * d->num_kv_heads) * dh + 2.0 * t * d->num_heads * dh * dm;
+    /* query i of the step sees length - new_tokens + i + 1 keys */
+    double pairs = (double)new_tokens * (length - new_tokens) + new_tokens * (new_tokens + 1.0) / 2.0;
+    return proj + 4.0 * batch * d->num_heads * dh * pairs;
 }

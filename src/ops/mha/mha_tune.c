@@ -2,7 +2,7 @@
  * pass or step with these sizes runs - its projection GEMMs and its
  * attention - through the ops' own tuners, so later calls of the same shape
  * class use the winners. */
-#include "ops/kvcache/kvcache_internal.h"
+#include "ops/kvcache/kvcache.h"
 #include "spec/mha_desc.h"
 #include "ops/mha/mha_internal.h"
 

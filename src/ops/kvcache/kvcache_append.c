@@ -1,7 +1,7 @@
 /* vkattn_cmd_kv_cache_append: copies K and V of your own into a KV cache
  * (kv_append.comp). The MHA layer's steps do not use it: their projection
  * writes into the cache itself. */
-#include "ops/kvcache/kvcache.h"
+#include "ops/kvcache/kvcache_internal.h"
 #include "vka_spirv.h"
 
 #include <string.h>
@@ -50,15 +50,8 @@ static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, con
         if (i != 2 && out->shape[i] != want[i])
             return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.shape[%d] is %lld but %s is %lld",
                                name, i, (long long)out->shape[i], dim[i], (long long)want[i]);
-    size_t es = vkattn_dtype_size(out->dtype);
-    if (out->strides[3] != 1 || out->strides[0] % 4 || out->strides[1] % 4 || out->strides[2] % 4 ||
-        out->offset % (4 * es))
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s: the last stride must be 1, the others multiples of 4 and the offset a "
-                           "multiple of %zu bytes (strides %lld, %lld, %lld, %lld; offset %llu)",
-                           name, 4 * es, (long long)out->strides[0], (long long)out->strides[1],
-                           (long long)out->strides[2], (long long)out->strides[3],
-                           (unsigned long long)out->offset);
+    uint32_t es = (uint32_t)vkattn_dtype_size(out->dtype);
+    VKA_TRY(vka_tensor_check_rows(ctx, out, name, 4, 4 * es));
     return VKATTN_SUCCESS;
 }
 

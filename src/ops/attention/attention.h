@@ -1,0 +1,22 @@
+/* What the attention op gives the ops above it (the KV cache's attention
+ * runs the same shared-memory tiles over its pools). */
+#ifndef VKA_ATTENTION_H
+#define VKA_ATTENTION_H
+
+#include "core/context.h"
+
+/* A tile of the shared-memory kernels (attention_sm.comp,
+ * kv_attention_sm.comp): TPR invocations per row (a power of two giving each
+ * at most 4 output vec4s, and at least 8 so that a row's keys are spread
+ * over several invocations), BR rows, BC keys (up to 4 per invocation),
+ * within the device's invocation limit and shared memory. BR starts at the
+ * workgroup's rows (halved with `half_rows`, at most `max_rows`), BC at 4 TPR
+ * (halved with `half_keys`); `key_extra_bytes` is shared memory per key
+ * besides K and V (the KV kernels keep each key's pool row). */
+typedef struct vka_att_sm_tile {
+    uint32_t tpr, br, bc;
+} vka_att_sm_tile;
+vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim, uint32_t max_rows,
+                            bool half_rows, bool half_keys, uint32_t key_extra_bytes);
+
+#endif
