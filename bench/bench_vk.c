@@ -96,19 +96,3 @@ VkDescriptorSet bench_kernel_allocate_set(const bench_vk *vk, const bench_kernel
     return set;
 }
 
-void bench_cmd_barrier(vkattn_context *ctx, VkCommandBuffer cmd)
-{
-    vkattn_vulkan_handles h;
-    vkattn_context_vulkan_handles(ctx, &h);
-    PFN_vkCmdPipelineBarrier barrier =
-        (PFN_vkCmdPipelineBarrier)h.get_device_proc_addr(h.device, "vkCmdPipelineBarrier");
-    if (!barrier)
-        bench_die(NULL, "the device has no vkCmdPipelineBarrier");
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                           VK_ACCESS_UNIFORM_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                                           VK_ACCESS_TRANSFER_WRITE_BIT};
-    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    barrier(cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
-}

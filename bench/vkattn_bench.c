@@ -19,24 +19,6 @@
 #define MAX_REPS 1000
 #define MAX_SELECTED 64
 
-_Noreturn void bench_die(const vkattn_context *ctx, const char *what)
-{
-    fprintf(stderr, "vkattn-bench: %s%s%s\n", what, ctx ? ": " : "", ctx ? vkattn_context_last_error(ctx) : "");
-    exit(1);
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double bench_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof v[0], compare_doubles);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 typedef struct options {
     const bench_case *selected[MAX_SELECTED];
     int nselected;

@@ -5,6 +5,7 @@
 
 #include "core/buffer.h"
 #include "core/host.h"
+#include "core/submit.h"
 #include "spec/size_math.h"
 
 #include <string.h>
@@ -48,14 +49,19 @@ void vka_staging_destroy(vkattn_context *ctx)
     ctx->staging_size = 0;
 }
 
-/* One chunk through the staging buffer: copy and wait. */
-static vkattn_result staged_copy(vkattn_context *ctx, vkattn_buffer *b, uint64_t offset,
-                                 uint64_t size, bool to_device)
+/* One chunk between the staging buffer and a buffer. */
+typedef struct staged_chunk {
+    vkattn_buffer *b;
+    uint64_t offset, size;
+    bool to_device;
+} staged_chunk;
+
+static vkattn_result record_copy(vkattn_context *ctx, VkCommandBuffer cmd, const void *job)
 {
-    VkCommandBuffer cmd;
-    vkattn_result r = vkattn_commands_begin(ctx, &cmd);
-    if (r != VKATTN_SUCCESS)
-        return r;
+    const staged_chunk *chunk = job;
+    const vkattn_buffer *b = chunk->b;
+    uint64_t offset = chunk->offset, size = chunk->size;
+    bool to_device = chunk->to_device;
     VkBufferCopy region = {
         .srcOffset = to_device ? 0 : offset,
         .dstOffset = to_device ? offset : 0,
@@ -85,7 +91,15 @@ static vkattn_result staged_copy(vkattn_context *ctx, vkattn_buffer *b, uint64_t
                                  to_device ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
                                            : VK_PIPELINE_STAGE_HOST_BIT,
                                  0, 1, &after, 0, NULL, 0, NULL);
-    return vkattn_commands_submit(ctx);
+    return VKATTN_SUCCESS;
+}
+
+/* One chunk through the staging buffer: copy and wait. */
+static vkattn_result staged_copy(vkattn_context *ctx, vkattn_buffer *b, uint64_t offset,
+                                 uint64_t size, bool to_device)
+{
+    staged_chunk chunk = {b, offset, size, to_device};
+    return vka_submit_and_wait(ctx, record_copy, &chunk);
 }
 
 static vkattn_result transfer_check(vkattn_buffer *b, uint64_t offset, const void *data,

@@ -17,6 +17,22 @@ static int compare_floats(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* One run of a candidate between the timer's timestamps. */
+typedef struct timed_run {
+    vkattn_timer *timer;
+    vka_tuner_record_fn record;
+    void *user;
+    uint32_t candidate;
+} timed_run;
+
+static vkattn_result record_timed(vkattn_context *ctx, VkCommandBuffer cmd, const void *job)
+{
+    const timed_run *run = job;
+    VKA_TRY(vkattn_cmd_timer_begin(run->timer, cmd, 0));
+    VKA_TRY(run->record(ctx, cmd, run->user, run->candidate));
+    return vkattn_cmd_timer_end(run->timer, cmd, 0);
+}
+
 vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
                                     vka_tuner_record_fn record, void *user, uint32_t *best,
                                     float *best_ms)
@@ -33,16 +49,9 @@ vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t re
     for (uint32_t c = 0; c < count; c++) {
         uint32_t ok = 0;
         for (uint32_t i = 0; i <= reps; i++) { /* i == 0: warm-up */
-            VkCommandBuffer cmd;
-            r = vkattn_commands_begin(ctx, &cmd);
-            if (r == VKATTN_SUCCESS)
-                r = vkattn_cmd_timer_begin(timer, cmd, 0);
-            if (r == VKATTN_SUCCESS)
-                r = record(ctx, cmd, user, c);
-            if (r == VKATTN_SUCCESS)
-                r = vkattn_cmd_timer_end(timer, cmd, 0);
+            timed_run run = {timer, record, user, c};
             double ms = 0;
-            r = vka_commands_finish(ctx, r);
+            r = vka_submit_and_wait(ctx, record_timed, &run);
             if (r == VKATTN_SUCCESS)
                 r = vkattn_timer_read_ms(timer, 0, &ms);
             if (r != VKATTN_SUCCESS)

@@ -8,13 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(expr)                  \
-    do {                           \
-        vkattn_result r_ = (expr); \
-        if (r_ != VKATTN_SUCCESS)  \
-            return r_;             \
-    } while (0)
-
 vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
                                            const char *prefix, vka_ref_attention_plan *plan,
                                            char *error, size_t error_size)
@@ -36,7 +29,7 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
     s.handle_name = "data";
     vka_ref_attention_plan p;
     memset(&p, 0, sizeof p);
-    TRY(vka_attention_check(&s, prefix, &p.dims, error, error_size));
+    VKA_TRY(vka_attention_check(&s, prefix, &p.dims, error, error_size));
 
     /* Strides, one tensor at a time; names as the shape check gives them. */
     struct {
@@ -58,7 +51,7 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
             continue; /* optional and absent (required ones were checked) */
         char name[64];
         vka_error_format(name, sizeof name, "%s%s", prefix, tensors[i].name);
-        TRY(vka_host_tensor_resolve(tensors[i].in, name, tensors[i].output, tensors[i].out,
+        VKA_TRY(vka_host_tensor_resolve(tensors[i].in, name, tensors[i].output, tensors[i].out,
                                        error, error_size));
     }
 
@@ -208,7 +201,7 @@ vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *
                                    size_t error_size)
 {
     vka_ref_attention_plan plan;
-    TRY(vka_ref_attention_prepare(args, "args->", &plan, error, error_size));
+    VKA_TRY(vka_ref_attention_prepare(args, "args->", &plan, error, error_size));
     double *scratch = malloc(plan.scratch_doubles * sizeof *scratch);
     if (!scratch) {
         vka_error_format(error, error_size,

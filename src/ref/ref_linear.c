@@ -7,13 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(expr)                  \
-    do {                           \
-        vkattn_result r_ = (expr); \
-        if (r_ != VKATTN_SUCCESS)  \
-            return r_;             \
-    } while (0)
-
 /* Presence, rank, dtype and dimensions of one float operand. */
 static vkattn_result check_operand(const vkattn_host_tensor *t, const char *prefix,
                                    const char *name, uint32_t rank_a, uint32_t rank_b,
@@ -69,12 +62,12 @@ vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const c
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     const vkattn_host_tensor *x = &args->x, *w = &args->w, *b = &args->b, *y = &args->y;
-    TRY(check_operand(x, prefix, "x", 2, 3, "rank 2 [M, K] or rank 3 [B, T, K]", error,
+    VKA_TRY(check_operand(x, prefix, "x", 2, 3, "rank 2 [M, K] or rank 3 [B, T, K]", error,
                       error_size));
-    TRY(check_operand(w, prefix, "w", 2, 2, "rank 2 [N, K]", error, error_size));
+    VKA_TRY(check_operand(w, prefix, "w", 2, 2, "rank 2 [N, K]", error, error_size));
     if (b->data)
-        TRY(check_operand(b, prefix, "b", 1, 1, "rank 1 [N]", error, error_size));
-    TRY(check_operand(y, prefix, "y", 2, 3, "rank 2 [M, N] or rank 3 [B, T, N]", error,
+        VKA_TRY(check_operand(b, prefix, "b", 1, 1, "rank 1 [N]", error, error_size));
+    VKA_TRY(check_operand(y, prefix, "y", 2, 3, "rank 2 [M, N] or rank 3 [B, T, N]", error,
                       error_size));
     uint32_t r = x->rank;
     if (y->rank != r) {
@@ -82,26 +75,26 @@ vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const c
                             y->rank, prefix, r);
         return VKATTN_ERROR_SHAPE_MISMATCH;
     }
-    TRY(check_dim(w, prefix, "w", 1, x, "x", r - 1, error, error_size));
+    VKA_TRY(check_dim(w, prefix, "w", 1, x, "x", r - 1, error, error_size));
     if (b->data)
-        TRY(check_dim(b, prefix, "b", 0, w, "w", 0, error, error_size));
+        VKA_TRY(check_dim(b, prefix, "b", 0, w, "w", 0, error, error_size));
     for (uint32_t i = 0; i + 1 < r; i++)
-        TRY(check_dim(y, prefix, "y", i, x, "x", i, error, error_size));
-    TRY(check_dim(y, prefix, "y", r - 1, w, "w", 0, error, error_size));
+        VKA_TRY(check_dim(y, prefix, "y", i, x, "x", i, error, error_size));
+    VKA_TRY(check_dim(y, prefix, "y", r - 1, w, "w", 0, error, error_size));
 
     vka_ref_linear_plan p;
     memset(&p, 0, sizeof p);
     char name[64];
     vka_error_format(name, sizeof name, "%sx", prefix);
-    TRY(vka_host_tensor_resolve(x, name, false, &p.x, error, error_size));
+    VKA_TRY(vka_host_tensor_resolve(x, name, false, &p.x, error, error_size));
     vka_error_format(name, sizeof name, "%sw", prefix);
-    TRY(vka_host_tensor_resolve(w, name, false, &p.w, error, error_size));
+    VKA_TRY(vka_host_tensor_resolve(w, name, false, &p.w, error, error_size));
     if (b->data) {
         vka_error_format(name, sizeof name, "%sb", prefix);
-        TRY(vka_host_tensor_resolve(b, name, false, &p.b, error, error_size));
+        VKA_TRY(vka_host_tensor_resolve(b, name, false, &p.b, error, error_size));
     }
     vka_error_format(name, sizeof name, "%sy", prefix);
-    TRY(vka_host_tensor_resolve(y, name, true, &p.y, error, error_size));
+    VKA_TRY(vka_host_tensor_resolve(y, name, true, &p.y, error, error_size));
 
     p.rows_outer = r == 3 ? x->shape[0] : 1;
     p.rows_inner = x->shape[r - 2];
@@ -169,7 +162,7 @@ vkattn_result vkattn_ref_linear(const vkattn_ref_linear_args *args, char *error,
                                 size_t error_size)
 {
     vka_ref_linear_plan plan;
-    TRY(vka_ref_linear_prepare(args, "args->", &plan, error, error_size));
+    VKA_TRY(vka_ref_linear_prepare(args, "args->", &plan, error, error_size));
     double *scratch = malloc(plan.scratch_doubles * sizeof *scratch);
     if (!scratch) {
         vka_error_format(error, error_size,

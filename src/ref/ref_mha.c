@@ -13,13 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(expr)                  \
-    do {                           \
-        vkattn_result r_ = (expr); \
-        if (r_ != VKATTN_SUCCESS)  \
-            return r_;             \
-    } while (0)
-
 /* x, kv and y: present, rank 3, f32, dimensions in 1..UINT32_MAX. */
 static vkattn_result check_activation(const vkattn_host_tensor *t, const char *name, char *error,
                                       size_t error_size)
@@ -99,15 +92,15 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
 {
     vkattn_mha_desc d;
     vka_mha_weight_views wv;
-    TRY(vka_mha_resolve(desc, &d, error, error_size));
-    TRY(vka_mha_weights_check(&d, weights, &wv, error, error_size));
+    VKA_TRY(vka_mha_resolve(desc, &d, error, error_size));
+    VKA_TRY(vka_mha_weights_check(&d, weights, &wv, error, error_size));
     if (!args) {
         vka_error_format(error, error_size, "args is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     char want[96];
-    TRY(check_activation(&args->x, "x", error, error_size));
-    TRY(check_size(&args->x, "x", 2, d.embed_dim, "desc->embed_dim", error, error_size));
+    VKA_TRY(check_activation(&args->x, "x", error, error_size));
+    VKA_TRY(check_size(&args->x, "x", 2, d.embed_dim, "desc->embed_dim", error, error_size));
     const bool self = args->kv.data == NULL;
     if (self) {
         if (d.kv_dim != d.embed_dim) {
@@ -118,21 +111,21 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
     } else {
-        TRY(check_activation(&args->kv, "kv", error, error_size));
-        TRY(check_size(&args->kv, "kv", 0, args->x.shape[0], "args->x.shape[0] (batch)", error,
+        VKA_TRY(check_activation(&args->kv, "kv", error, error_size));
+        VKA_TRY(check_size(&args->kv, "kv", 0, args->x.shape[0], "args->x.shape[0] (batch)", error,
                        error_size));
-        TRY(check_size(&args->kv, "kv", 2, d.kv_dim, "desc->kv_dim", error, error_size));
+        VKA_TRY(check_size(&args->kv, "kv", 2, d.kv_dim, "desc->kv_dim", error, error_size));
     }
-    TRY(check_activation(&args->y, "y", error, error_size));
+    VKA_TRY(check_activation(&args->y, "y", error, error_size));
     for (uint32_t i = 0; i < 3; i++) {
         vka_error_format(want, sizeof want, "args->x.shape[%u]", i);
-        TRY(check_size(&args->y, "y", i, args->x.shape[i], want, error, error_size));
+        VKA_TRY(check_size(&args->y, "y", i, args->x.shape[i], want, error, error_size));
     }
     vkattn_host_tensor x, kv, y;
-    TRY(vka_host_tensor_resolve(&args->x, "args->x", false, &x, error, error_size));
-    TRY(vka_host_tensor_resolve(self ? &args->x : &args->kv, self ? "args->x" : "args->kv",
+    VKA_TRY(vka_host_tensor_resolve(&args->x, "args->x", false, &x, error, error_size));
+    VKA_TRY(vka_host_tensor_resolve(self ? &args->x : &args->kv, self ? "args->x" : "args->kv",
                                    false, &kv, error, error_size));
-    TRY(vka_host_tensor_resolve(&args->y, "args->y", true, &y, error, error_size));
+    VKA_TRY(vka_host_tensor_resolve(&args->y, "args->y", true, &y, error, error_size));
 
     const int64_t B = x.shape[0], Tq = x.shape[1], Tk = kv.shape[1];
     const int64_t Dm = d.embed_dim, Dkv = d.kv_dim, Dh = d.head_dim;
@@ -161,7 +154,7 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     la[3].y = y;
     vka_ref_linear_plan lp[4];
     for (int i = 0; i < 4; i++)
-        TRY(vka_ref_linear_prepare(&la[i], "args->", &lp[i], error, error_size));
+        VKA_TRY(vka_ref_linear_prepare(&la[i], "args->", &lp[i], error, error_size));
 
     vkattn_ref_attention_args aa;
     memset(&aa, 0, sizeof aa);
@@ -174,7 +167,7 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     aa.weights = args->weights;
     aa.causal = args->causal;
     vka_ref_attention_plan ap;
-    TRY(vka_ref_attention_prepare(&aa, "args->", &ap, error, error_size));
+    VKA_TRY(vka_ref_attention_prepare(&aa, "args->", &ap, error, error_size));
 
     /* One f32 block for Q, K, V, O and one double scratch for every step. */
     size_t nq, nkv, nf = 0;

@@ -74,13 +74,6 @@ static vkattn_result check_dim_or_1(const check_state *st, const vka_shape_view 
     return VKATTN_ERROR_SHAPE_MISMATCH;
 }
 
-#define TRY(expr)                          \
-    do {                                   \
-        vkattn_result r_ = (expr);         \
-        if (r_ != VKATTN_SUCCESS)          \
-            return r_;                     \
-    } while (0)
-
 static const char qkv_layout[] = "rank 4: [B, H, T, D]";
 
 static vkattn_result check_required(const check_state *st, const vka_attention_shapes *s)
@@ -94,10 +87,10 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
                                 names[i]);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
-        TRY(check_rank(st, views[i], names[i], 4, 4, qkv_layout));
+        VKA_TRY(check_rank(st, views[i], names[i], 4, 4, qkv_layout));
     }
-    TRY(check_dtype(st, &s->q, "q", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
-    TRY(check_dtype(st, &s->k, "k", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
+    VKA_TRY(check_dtype(st, &s->q, "q", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
+    VKA_TRY(check_dtype(st, &s->k, "k", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
     char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     if (s->out.dtype != s->q.dtype) {
         vka_error_format(st->error, st->error_size,
@@ -115,9 +108,9 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
     }
 
     /* Batch, heads (GQA), key length, head dimension. */
-    TRY(check_dim(st, &s->k, "k", 0, "batch", &s->q, "q", 0));
-    TRY(check_dim(st, &s->v, "v", 0, "batch", &s->q, "q", 0));
-    TRY(check_dim(st, &s->v, "v", 1, "num_kv_heads", &s->k, "k", 1));
+    VKA_TRY(check_dim(st, &s->k, "k", 0, "batch", &s->q, "q", 0));
+    VKA_TRY(check_dim(st, &s->v, "v", 0, "batch", &s->q, "q", 0));
+    VKA_TRY(check_dim(st, &s->v, "v", 1, "num_kv_heads", &s->k, "k", 1));
     if (s->q.shape[1] % s->k.shape[1] != 0) {
         vka_error_format(st->error, st->error_size,
                             "%sk.shape[1] (num_kv_heads) %lld does not divide %sq.shape[1] "
@@ -126,12 +119,12 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
                             (long long)s->q.shape[1]);
         return VKATTN_ERROR_SHAPE_MISMATCH;
     }
-    TRY(check_dim(st, &s->v, "v", 2, "kv_len", &s->k, "k", 2));
-    TRY(check_dim(st, &s->k, "k", 3, "head_dim", &s->q, "q", 3));
-    TRY(check_dim(st, &s->v, "v", 3, "head_dim", &s->q, "q", 3));
+    VKA_TRY(check_dim(st, &s->v, "v", 2, "kv_len", &s->k, "k", 2));
+    VKA_TRY(check_dim(st, &s->k, "k", 3, "head_dim", &s->q, "q", 3));
+    VKA_TRY(check_dim(st, &s->v, "v", 3, "head_dim", &s->q, "q", 3));
     static const char *const out_what[4] = {"batch", "num_heads", "q_len", "head_dim"};
     for (uint32_t i = 0; i < 4; i++)
-        TRY(check_dim(st, &s->out, "out", i, out_what[i], &s->q, "q", i));
+        VKA_TRY(check_dim(st, &s->out, "out", i, out_what[i], &s->q, "q", i));
     int64_t d = s->q.shape[3];
     if (d % VKA_HEAD_DIM_MULTIPLE != 0 || d > VKA_HEAD_DIM_MAX) {
         vka_error_format(st->error, st->error_size,
@@ -149,34 +142,34 @@ static vkattn_result check_optional(const check_state *st, const vka_attention_s
     const vka_shape_view *q = &s->q, *k = &s->k;
     if (s->mask.present) {
         const vka_shape_view *m = &s->mask;
-        TRY(check_rank(st, m, "mask", 2, 4, "rank 2 [Tq, Tk] or rank 4 [B or 1, Hq or 1, Tq, Tk]"));
-        TRY(check_dtype(st, m, "mask", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
+        VKA_TRY(check_rank(st, m, "mask", 2, 4, "rank 2 [Tq, Tk] or rank 4 [B or 1, Hq or 1, Tq, Tk]"));
+        VKA_TRY(check_dtype(st, m, "mask", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
         uint32_t r = m->rank;
-        TRY(check_dim(st, m, "mask", r - 2, "q_len", q, "q", 2));
-        TRY(check_dim(st, m, "mask", r - 1, "kv_len", k, "k", 2));
+        VKA_TRY(check_dim(st, m, "mask", r - 2, "q_len", q, "q", 2));
+        VKA_TRY(check_dim(st, m, "mask", r - 1, "kv_len", k, "k", 2));
         if (r == 4) {
-            TRY(check_dim_or_1(st, m, "mask", 0, "batch", q, "q", 0));
-            TRY(check_dim_or_1(st, m, "mask", 1, "num_heads", q, "q", 1));
+            VKA_TRY(check_dim_or_1(st, m, "mask", 0, "batch", q, "q", 0));
+            VKA_TRY(check_dim_or_1(st, m, "mask", 1, "num_heads", q, "q", 1));
         }
     }
     if (s->key_padding.present) {
         const vka_shape_view *p = &s->key_padding;
-        TRY(check_rank(st, p, "key_padding", 2, 2, "rank 2: [B, Tk]"));
-        TRY(check_dtype(st, p, "key_padding", VKATTN_DTYPE_U8, VKATTN_DTYPE_U8, "u8"));
-        TRY(check_dim(st, p, "key_padding", 0, "batch", q, "q", 0));
-        TRY(check_dim(st, p, "key_padding", 1, "kv_len", k, "k", 2));
+        VKA_TRY(check_rank(st, p, "key_padding", 2, 2, "rank 2: [B, Tk]"));
+        VKA_TRY(check_dtype(st, p, "key_padding", VKATTN_DTYPE_U8, VKATTN_DTYPE_U8, "u8"));
+        VKA_TRY(check_dim(st, p, "key_padding", 0, "batch", q, "q", 0));
+        VKA_TRY(check_dim(st, p, "key_padding", 1, "kv_len", k, "k", 2));
     }
     if (s->weights.present) {
         const vka_shape_view *w = &s->weights;
-        TRY(check_rank(st, w, "weights", 3, 4,
+        VKA_TRY(check_rank(st, w, "weights", 3, 4,
                        "rank 3 [B, Tq, Tk] (mean over heads) or rank 4 [B, Hq, Tq, Tk]"));
-        TRY(check_dtype(st, w, "weights", VKATTN_DTYPE_F32, VKATTN_DTYPE_F32, "f32"));
+        VKA_TRY(check_dtype(st, w, "weights", VKATTN_DTYPE_F32, VKATTN_DTYPE_F32, "f32"));
         uint32_t r = w->rank;
-        TRY(check_dim(st, w, "weights", 0, "batch", q, "q", 0));
+        VKA_TRY(check_dim(st, w, "weights", 0, "batch", q, "q", 0));
         if (r == 4)
-            TRY(check_dim(st, w, "weights", 1, "num_heads", q, "q", 1));
-        TRY(check_dim(st, w, "weights", r - 2, "q_len", q, "q", 2));
-        TRY(check_dim(st, w, "weights", r - 1, "kv_len", k, "k", 2));
+            VKA_TRY(check_dim(st, w, "weights", 1, "num_heads", q, "q", 1));
+        VKA_TRY(check_dim(st, w, "weights", r - 2, "q_len", q, "q", 2));
+        VKA_TRY(check_dim(st, w, "weights", r - 1, "kv_len", k, "k", 2));
     }
     return VKATTN_SUCCESS;
 }
@@ -189,8 +182,8 @@ vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *pre
         vka_error_format(error, error_size, "%sattention shapes are NULL", st.prefix);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    TRY(check_required(&st, s));
-    TRY(check_optional(&st, s));
+    VKA_TRY(check_required(&st, s));
+    VKA_TRY(check_optional(&st, s));
     if (dims) {
         vka_attention_dims d = {0};
         d.batch = (uint32_t)s->q.shape[0];

@@ -23,6 +23,11 @@ static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, 
     return vkattn_cmd_kv_attention(ctx, cmd, &a);
 }
 
+static vkattn_result record_append(vkattn_context *ctx, VkCommandBuffer cmd, const void *args)
+{
+    return vkattn_cmd_kv_cache_append(ctx, cmd, args);
+}
+
 /* Fills every sequence of `scratch` with `length` tokens of random K/V. */
 static vkattn_result fill(vkattn_context *ctx, vkattn_kv_cache *scratch, uint32_t batch,
                           const uint32_t *sequences, uint32_t length)
@@ -34,15 +39,11 @@ static vkattn_result fill(vkattn_context *ctx, vkattn_kv_cache *scratch, uint32_
     vkattn_result r = vka_tuner_random_buffer(ctx, n, d->dtype, 4, &bk);
     if (r == VKATTN_SUCCESS)
         r = vka_tuner_random_buffer(ctx, n, d->dtype, 5, &bv);
-    VkCommandBuffer cmd;
-    if (r == VKATTN_SUCCESS)
-        r = vkattn_commands_begin(ctx, &cmd);
     if (r == VKATTN_SUCCESS) {
         vkattn_kv_append_args a = {scratch, batch, sequences,
                                    vkattn_tensor_make(bk, 0, d->dtype, 4, shape),
                                    vkattn_tensor_make(bv, 0, d->dtype, 4, shape)};
-        r = vkattn_cmd_kv_cache_append(ctx, cmd, &a);
-        r = vka_commands_finish(ctx, r);
+        r = vka_submit_and_wait(ctx, record_append, &a);
     }
     vkattn_buffer_destroy(bk);
     vkattn_buffer_destroy(bv);

@@ -361,6 +361,11 @@ vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_
     return validate(ctx, &s, names, p);
 }
 
+static vkattn_result record_problem(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem)
+{
+    return vka_linear_record(ctx, cmd, problem, NULL);
+}
+
 vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
                                 const vkattn_linear_args *args)
 {
@@ -368,18 +373,20 @@ vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!cmd || !args)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear: %s is NULL",
-                           !cmd ? "cmd" : "args");
+                        !cmd ? "cmd" : "args");
     vka_linear_problem p;
     VKA_TRY(vka_linear_problem_plain(ctx, args, &p));
-    return vka_linear_record(ctx, cmd, &p, NULL);
+    return record_problem(ctx, cmd, &p);
 }
 
 vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args)
 {
-    VkCommandBuffer cmd;
-    vkattn_result r = vkattn_commands_begin(ctx, &cmd);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    r = vkattn_cmd_linear(ctx, cmd, args);
-    return vka_commands_finish(ctx, r);
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!args)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_linear: args is NULL");
+    /* Check before touching the context's command buffer. */
+    vka_linear_problem p;
+    VKA_TRY(vka_linear_problem_plain(ctx, args, &p));
+    return vka_submit_and_wait(ctx, record_problem, &p);
 }

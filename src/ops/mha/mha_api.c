@@ -1,20 +1,12 @@
-/* The MHA layer: weights on the device, and the forward pass as
- *   projection GEMM (epilogue writes Q, K, V head-split)
- *   -> attention (store merges the heads into O [B, Tq, Hq*Dh])
- *   -> output GEMM.
- * No separate split, merge or transpose pass: those are store patterns. */
-#include "spec/attention_shapes.h"
-#include "spec/dtype.h"
-#include "spec/error_text.h"
-#include "ops/linear/linear.h"
-#include "spec/mha_desc.h"
+/* The MHA layer object: its desc, its weights on the device (one buffer in
+ * the layer's dtype) and its own scratch, which the forward pass
+ * (mha_forward.c) and the steps over a KV cache (mha_step.c) share. */
 #include "ops/mha/mha_internal.h"
+#include "spec/mha_desc.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define PLACEMENT VKA_MHA_PLACEMENT
-#define place vka_mha_place
 
 vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc, vkattn_mha **out)
 {
@@ -39,18 +31,18 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
     uint64_t qw = vka_mha_q_width(&d), kvw = vka_mha_kv_width(&d), es = m->esize;
     uint64_t cursor = 0;
     if (d.kv_dim == d.embed_dim) { /* one [(Hq+2Hkv)*Dh, Dm] matrix */
-        m->off_wq = place(&cursor, 0);
+        m->off_wq = vka_mha_place(&cursor, 0);
         m->off_wkv = m->off_wq + qw * d.embed_dim * es;
-        place(&cursor, (qw + 2 * kvw) * d.embed_dim * es);
+        vka_mha_place(&cursor, (qw + 2 * kvw) * d.embed_dim * es);
     } else {
-        m->off_wq = place(&cursor, qw * d.embed_dim * es);
-        m->off_wkv = place(&cursor, 2 * kvw * d.kv_dim * es);
+        m->off_wq = vka_mha_place(&cursor, qw * d.embed_dim * es);
+        m->off_wkv = vka_mha_place(&cursor, 2 * kvw * d.kv_dim * es);
     }
-    m->off_wo = place(&cursor, (uint64_t)d.embed_dim * qw * es);
-    m->off_bq = place(&cursor, 0);
+    m->off_wo = vka_mha_place(&cursor, (uint64_t)d.embed_dim * qw * es);
+    m->off_bq = vka_mha_place(&cursor, 0);
     m->off_bkv = m->off_bq + qw * es;
-    place(&cursor, (qw + 2 * kvw) * es);
-    m->off_bo = place(&cursor, d.embed_dim * es);
+    vka_mha_place(&cursor, (qw + 2 * kvw) * es);
+    m->off_bo = vka_mha_place(&cursor, d.embed_dim * es);
     vkattn_buffer_desc bd = {.size = cursor};
     r = vkattn_buffer_create(ctx, &bd, &m->weights);
     if (r != VKATTN_SUCCESS) {
@@ -136,36 +128,6 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
 
 /* ---------------------------------------------------------------- scratch */
 
-/* Where Q, K, V and O live inside the scratch, from its start. */
-typedef struct scratch_plan {
-    uint64_t q, k, v, o, bytes;
-} scratch_plan;
-
-static scratch_plan plan_scratch(const vkattn_mha *m, uint64_t b, uint64_t tq, uint64_t tk)
-{
-    scratch_plan p;
-    uint64_t es = m->esize, dh = m->d.head_dim, cursor = 0;
-    p.q = place(&cursor, b * m->d.num_heads * tq * dh * es);
-    p.k = place(&cursor, b * m->d.num_kv_heads * tk * dh * es);
-    p.v = place(&cursor, b * m->d.num_kv_heads * tk * dh * es);
-    p.o = place(&cursor, b * tq * m->d.num_heads * dh * es);
-    p.bytes = cursor;
-    return p;
-}
-
-vkattn_result vkattn_mha_scratch_size(vkattn_mha *m, uint32_t batch, uint32_t q_len, uint32_t kv_len,
-                                      uint64_t *bytes)
-{
-    if (!m)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!bytes || !batch || !q_len || !kv_len)
-        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vkattn_mha_scratch_size: %s", !bytes ? "bytes is NULL"
-                                                                 : "batch, q_len and kv_len must be >= 1");
-    *bytes = plan_scratch(m, batch, q_len, kv_len).bytes;
-    return VKATTN_SUCCESS;
-}
-
 vkattn_result vka_mha_scratch_grow(vkattn_mha *m, uint64_t need)
 {
     if (m->scratch && vkattn_buffer_size(m->scratch) >= need)
@@ -180,13 +142,6 @@ vkattn_result vka_mha_scratch_grow(vkattn_mha *m, uint64_t need)
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_mha_reserve(vkattn_mha *m, uint32_t batch, uint32_t q_len, uint32_t kv_len)
-{
-    uint64_t need = 0;
-    vkattn_result r = vkattn_mha_scratch_size(m, batch, q_len, kv_len, &need);
-    return r != VKATTN_SUCCESS ? r : vka_mha_scratch_grow(m, need);
-}
-
 vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_t offset,
                                       uint64_t bytes, vkattn_buffer **buf, uint64_t *base)
 {
@@ -195,10 +150,10 @@ vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_
     uint64_t at = caller ? offset : 0;
     if (caller && caller->ctx != ctx)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->scratch belongs to another context");
-    if (caller && at % PLACEMENT)
+    if (caller && at % VKA_MHA_PLACEMENT)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->scratch_offset %llu is not a multiple of %u", (unsigned long long)at,
-                           PLACEMENT);
+                           VKA_MHA_PLACEMENT);
     uint64_t have = sbuf && at <= vkattn_buffer_size(sbuf) ? vkattn_buffer_size(sbuf) - at : 0;
     if (have < bytes)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
@@ -209,230 +164,4 @@ vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_
     *buf = sbuf;
     *base = at;
     return VKATTN_SUCCESS;
-}
-
-/* ---------------------------------------------------------------- forward */
-
-static vka_shape_view view_of(const vkattn_tensor *t)
-{
-    vka_shape_view v = {t->buffer != NULL, t->dtype, t->rank, t->shape};
-    return v;
-}
-
-/* A rank-4 tensor over the scratch with the given shape and strides. */
-static vkattn_tensor scratch_tensor(const vkattn_mha *m, vkattn_buffer *buf, uint64_t offset,
-                                    const int64_t shape[4], const int64_t strides[4])
-{
-    vkattn_tensor t = {.buffer = buf, .offset = offset, .dtype = m->d.dtype, .rank = 4};
-    memcpy(t.shape, shape, sizeof t.shape);
-    memcpy(t.strides, strides, sizeof t.strides);
-    return t;
-}
-
-/* Checks x / kv / y against the layer; returns B, Tq, Tk. */
-static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, uint32_t *b,
-                              uint32_t *tq, uint32_t *tk)
-{
-    vkattn_context *ctx = m->ctx;
-    const vkattn_mha_desc *d = &m->d;
-    struct {
-        const vkattn_tensor *t;
-        const char *name;
-        uint32_t width;
-        const char *width_name;
-    } io[3] = {{&a->x, "args->x", d->embed_dim, "embed_dim"},
-               {&a->y, "args->y", d->embed_dim, "embed_dim"},
-               {&a->kv, "args->kv", d->kv_dim, "kv_dim"}};
-    for (int i = 0; i < 3; i++) {
-        const vkattn_tensor *t = io[i].t;
-        if (i == 2 && !t->buffer)
-            break; /* self-attention */
-        if (!t->buffer)
-            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", io[i].name);
-        if (t->rank != 3)
-            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "%s.rank is %u: expected 3 ([B, T, %s])", io[i].name, t->rank,
-                               io[i].width_name);
-        char dt_text[VKA_DTYPE_TEXT];
-        if (t->dtype != d->dtype)
-            return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                               "%s.dtype is %s but the layer's dtype is %s", io[i].name,
-                               vka_dtype_text(t->dtype, dt_text), vkattn_dtype_name(d->dtype));
-        for (int k = 0; k < 3; k++)
-            if (t->shape[k] < 1 || t->shape[k] > UINT32_MAX)
-                return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                                   "%s.shape[%d] is %lld: must be in 1..%u", io[i].name, k,
-                                   (long long)t->shape[k], UINT32_MAX);
-        if (t->shape[2] != io[i].width)
-            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                               "%s.shape[2] is %lld but the layer's %s is %u", io[i].name,
-                               (long long)t->shape[2], io[i].width_name, io[i].width);
-        if (t->shape[0] != a->x.shape[0])
-            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                               "%s.shape[0] (batch) is %lld but args->x.shape[0] is %lld", io[i].name,
-                               (long long)t->shape[0], (long long)a->x.shape[0]);
-    }
-    if (!a->kv.buffer && d->kv_dim != d->embed_dim)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->kv is NULL (self-attention) but the layer's kv_dim %u differs from "
-                           "its embed_dim %u: pass C as args->kv", d->kv_dim, d->embed_dim);
-    if (a->y.shape[1] != a->x.shape[1])
-        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "args->y.shape[1] is %lld but args->x.shape[1] (q_len) is %lld",
-                           (long long)a->y.shape[1], (long long)a->x.shape[1]);
-    *b = (uint32_t)a->x.shape[0];
-    *tq = (uint32_t)a->x.shape[1];
-    *tk = a->kv.buffer ? (uint32_t)a->kv.shape[1] : *tq;
-    return VKATTN_SUCCESS;
-}
-
-/* Checks the attention part (masks, weights) exactly as the attention op
- * will, before anything is recorded. */
-static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_args *a, uint32_t b,
-                                     uint32_t tq, uint32_t tk)
-{
-    const vkattn_mha_desc *d = &m->d;
-    int64_t qs[4] = {b, d->num_heads, tq, d->head_dim}, ks[4] = {b, d->num_kv_heads, tk, d->head_dim};
-    vka_attention_shapes s = {
-        .q = {true, d->dtype, 4, qs},
-        .k = {true, d->dtype, 4, ks},
-        .v = {true, d->dtype, 4, ks},
-        .out = {true, d->dtype, 4, qs},
-        .mask = view_of(&a->mask),
-        .key_padding = view_of(&a->key_padding),
-        .weights = view_of(&a->weights),
-        .handle_name = "buffer",
-    };
-    char why[VKA_ERROR_MAX];
-    vkattn_result r = vka_attention_check(&s, "args->", NULL, why, sizeof why);
-    /* q, k, v and out in the message are the layer's own projections */
-    return r == VKATTN_SUCCESS
-               ? r
-               : vka_fail(m->ctx, r, "%s (args->q/k/v/out here: the layer's [B, H, T, Dh] "
-                                        "projections of args->x and args->kv)", why);
-}
-
-vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_mha_forward_args *a)
-{
-    if (!m)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    vkattn_context *ctx = m->ctx;
-    if (!cmd || !a)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_mha_forward: %s is NULL",
-                           !cmd ? "cmd" : "args");
-    if (!m->weights_set)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "the layer has no weights yet (call vkattn_mha_set_weights)");
-    uint32_t b, tq, tk;
-    vkattn_result r = check_io(m, a, &b, &tq, &tk);
-    if (r == VKATTN_SUCCESS)
-        r = check_attention(m, a, b, tq, tk);
-    if (r != VKATTN_SUCCESS)
-        return r;
-
-    scratch_plan sp = plan_scratch(m, b, tq, tk);
-    vkattn_buffer *sbuf;
-    uint64_t base;
-    r = vka_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base);
-    if (r != VKATTN_SUCCESS)
-        return r;
-
-    const vkattn_mha_desc *d = &m->d;
-    int64_t hq = d->num_heads, hkv = d->num_kv_heads, dh = d->head_dim;
-    int64_t q_shape[4] = {b, hq, tq, dh}, kv_shape[4] = {b, hkv, tk, dh};
-    int64_t q_strides[4] = {hq * tq * dh, tq * dh, dh, 1}, kv_strides[4] = {hkv * tk * dh, tk * dh, dh, 1};
-    vkattn_tensor q = scratch_tensor(m, sbuf, base + sp.q, q_shape, q_strides);
-    vkattn_tensor k = scratch_tensor(m, sbuf, base + sp.k, kv_shape, kv_strides);
-    vkattn_tensor v = scratch_tensor(m, sbuf, base + sp.v, kv_shape, kv_strides);
-    /* O is [B, Tq, Hq*Dh]: seen by attention as [B, Hq, Tq, Dh] with merged strides */
-    int64_t o_strides[4] = {tq * hq * dh, dh, hq * dh, 1};
-    vkattn_tensor o_heads = scratch_tensor(m, sbuf, base + sp.o, q_shape, o_strides);
-
-    uint64_t qw = (uint64_t)hq * dh, kvw = (uint64_t)hkv * dh;
-    vkattn_tensor w_all = {.buffer = m->weights, .offset = m->off_wq, .dtype = d->dtype, .rank = 2,
-                           .shape = {(int64_t)(qw + 2 * kvw), d->embed_dim}};
-    vkattn_tensor b_all = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bq, .dtype = d->dtype,
-                           .rank = 1, .shape = {(int64_t)(qw + 2 * kvw)}};
-    vka_linear_segment seg_q = {(uint32_t)qw, (uint32_t)dh, q};
-    vka_linear_segment seg_k = {(uint32_t)kvw, (uint32_t)dh, k};
-    vka_linear_segment seg_v = {(uint32_t)kvw, (uint32_t)dh, v};
-
-    if (!a->kv.buffer && d->kv_dim == d->embed_dim) {
-        /* self-attention: one GEMM over the packed Wqkv writes Q, K and V */
-        vka_linear_segments_args p = {a->x, w_all, b_all, 3, {seg_q, seg_k, seg_v}};
-        r = vka_cmd_linear_segments(ctx, cmd, &p);
-    } else {
-        vkattn_tensor wq = w_all, bq = b_all;
-        wq.shape[0] = (int64_t)qw;
-        bq.shape[0] = (int64_t)qw;
-        vkattn_tensor wkv = {.buffer = m->weights, .offset = m->off_wkv, .dtype = d->dtype, .rank = 2,
-                             .shape = {(int64_t)(2 * kvw), d->kv_dim}};
-        vkattn_tensor bkv = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bkv,
-                             .dtype = d->dtype, .rank = 1, .shape = {(int64_t)(2 * kvw)}};
-        vka_linear_segments_args pq = {a->x, wq, bq, 1, {seg_q}};
-        vka_linear_segments_args pkv = {a->kv.buffer ? a->kv : a->x, wkv, bkv, 2, {seg_k, seg_v}};
-        r = vka_cmd_linear_segments(ctx, cmd, &pq);
-        if (r == VKATTN_SUCCESS)
-            r = vka_cmd_linear_segments(ctx, cmd, &pkv);
-    }
-    if (r != VKATTN_SUCCESS)
-        return r;
-    vka_cmd_compute_barrier(ctx, cmd);
-
-    vkattn_attention_args at = {
-        .q = q, .k = k, .v = v, .out = o_heads,
-        .mask = a->mask, .key_padding = a->key_padding, .weights = a->weights,
-        .causal = a->causal,
-    };
-    r = vkattn_cmd_attention(ctx, cmd, &at);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    vka_cmd_compute_barrier(ctx, cmd);
-
-    int64_t o_shape[3] = {b, tq, (int64_t)qw};
-    vkattn_tensor o = vkattn_tensor_make(sbuf, base + sp.o, d->dtype, 3, o_shape);
-    return vka_mha_record_output(m, cmd, &o, &a->y);
-}
-
-vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
-                                       const vkattn_tensor *y_in)
-{
-    const vkattn_mha_desc *d = &m->d;
-    int64_t b = o->shape[0], tq = o->shape[1], qw = o->shape[2];
-    vkattn_tensor wo = {.buffer = m->weights, .offset = m->off_wo, .dtype = d->dtype, .rank = 2,
-                        .shape = {d->embed_dim, qw}};
-    vkattn_tensor bo = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bo, .dtype = d->dtype,
-                        .rank = 1, .shape = {d->embed_dim}};
-    vkattn_tensor y = *y_in;
-    if (y.strides[0] == 0 && y.strides[1] == 0 && y.strides[2] == 0)
-        y = vkattn_tensor_make(y.buffer, y.offset, y.dtype, 3, y.shape);
-    /* y [B, Tq, Dm] as the one segment's [B, 1, Tq, Dm] */
-    vkattn_tensor y4 = {.buffer = y.buffer, .offset = y.offset, .dtype = y.dtype, .rank = 4,
-                        .shape = {b, 1, tq, d->embed_dim},
-                        .strides = {y.strides[0], y.strides[0], y.strides[1], y.strides[2]}};
-    vka_linear_segments_args po = {*o, wo, bo, 1, {{d->embed_dim, d->embed_dim, y4}}};
-    return vka_cmd_linear_segments(m->ctx, cmd, &po);
-}
-
-vkattn_result vkattn_mha_forward(vkattn_mha *m, const vkattn_mha_forward_args *a)
-{
-    if (!m)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!a)
-        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_forward: args is NULL");
-    vkattn_result r;
-    if (!a->scratch) { /* grow the layer's own scratch first: recording never does */
-        uint32_t b, tq, tk;
-        r = check_io(m, a, &b, &tq, &tk);
-        if (r == VKATTN_SUCCESS)
-            r = vkattn_mha_reserve(m, b, tq, tk);
-        if (r != VKATTN_SUCCESS)
-            return r;
-    }
-    VkCommandBuffer cmd;
-    r = vkattn_commands_begin(m->ctx, &cmd);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    r = vkattn_cmd_mha_forward(m, cmd, a);
-    return vka_commands_finish(m->ctx, r);
 }

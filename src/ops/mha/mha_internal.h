@@ -1,22 +1,18 @@
-/* The MHA layer's internals shared by the forward pass (mha.c) and the
- * steps over a KV cache (mha_step.c). */
+/* The MHA layer's internals shared by its files: the layer object
+ * (mha_api.c), the forward pass (mha_forward.c), the steps over a KV cache
+ * (mha_step.c) and the tuner (mha_tune.c). */
 #ifndef VKA_MHA_INTERNAL_H
 #define VKA_MHA_INTERNAL_H
 
+#include "ops/kvcache/kvcache.h"
 #include "core/buffer.h"
 #include "core/context.h"
 #include "core/host.h"
-#include "core/kernel.h"
-#include "core/limits.h"
-#include "core/pipeline.h"
 #include "core/record.h"
 #include "core/submit.h"
-#include "core/tensor.h"
-#include "core/windows.h"
 #include "spec/dtype.h"
 #include "spec/error_text.h"
 #include "spec/size_math.h"
-#include "ops/kvcache/kvcache.h"
 
 /* Every tensor the layer places in a buffer starts on this boundary (texel
  * views need minTexelBufferOffsetAlignment, 256 bytes on SwiftShader). */

@@ -204,31 +204,35 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     return r;
 }
 
+/* A step of the layer, for the submit-and-wait form. */
+typedef struct step_call {
+    vkattn_mha *m;
+    const vkattn_mha_step_args *a;
+} step_call;
+
+static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const void *job)
+{
+    (void)ctx;
+    const step_call *call = job;
+    return vkattn_cmd_mha_step(call->m, cmd, call->a);
+}
+
 vkattn_result vkattn_mha_step(vkattn_mha *m, const vkattn_mha_step_args *a)
 {
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!a)
         return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_step: args is NULL");
-    vkattn_result r;
     if (!a->scratch) { /* grow the layer's own scratch first: recording never does */
         uint32_t tokens = 0;
-        r = vka_mha_check_cache(m, a->cache, "args->cache");
-        if (r == VKATTN_SUCCESS && a->batch == 0)
-            r = vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
-        if (r == VKATTN_SUCCESS)
-            r = check_tokens(m, a, &tokens);
-        if (r == VKATTN_SUCCESS)
-            r = vka_mha_scratch_grow(m, plan(m, a->batch, tokens).bytes);
-        if (r != VKATTN_SUCCESS)
-            return r;
+        VKA_TRY(vka_mha_check_cache(m, a->cache, "args->cache"));
+        if (a->batch == 0)
+            return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
+        VKA_TRY(check_tokens(m, a, &tokens));
+        VKA_TRY(vka_mha_scratch_grow(m, plan(m, a->batch, tokens).bytes));
     }
-    VkCommandBuffer cmd;
-    r = vkattn_commands_begin(m->ctx, &cmd);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    r = vkattn_cmd_mha_step(m, cmd, a);
-    return vka_commands_finish(m->ctx, r);
+    step_call call = {m, a};
+    return vka_submit_and_wait(m->ctx, record_call, &call);
 }
 
 double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new_tokens, uint32_t length)
