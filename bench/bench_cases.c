@@ -361,16 +361,16 @@ vkattn_result bench_runner_tune(bench_runner *r)
     const bench_case *c = r->c;
     switch (c->kind) {
     case BENCH_LINEAR:
-        return vkattn_tune_linear(r->ctx, c->m, c->n, c->k, c->act, c->data);
+        return vkattn_linear_tune(r->ctx, &(vkattn_linear_tune_args){c->m, c->n, c->k, c->act, c->data});
     case BENCH_ATTENTION:
-        return vkattn_tune_attention(r->ctx, c->b, c->hq, c->hkv, c->tq, c->tk, c->d, c->causal, c->act,
-                                     c->data);
+        return vkattn_attention_tune(r->ctx, &(vkattn_attention_tune_args){c->b, c->hq, c->hkv, c->tq, c->tk,
+                                                                         c->d, c->causal, c->act, c->data});
     case BENCH_LAYER:
-        return vkattn_mha_tune(r->layer, c->b, c->tq, c->tk);
+        return vkattn_mha_tune(r->layer, &(vkattn_mha_tune_args){c->b, c->tq, c->tk});
     case BENCH_DECODE:
-        return vkattn_tune_kv_attention(r->cache, c->b, 1, c->tk);
+        return vkattn_kv_attention_tune(r->ctx, &(vkattn_kv_attention_tune_args){r->cache, c->b, 1, c->tk});
     case BENCH_LAYER_STEP:
-        return vkattn_mha_tune_step(r->layer, r->cache, c->b, c->tq, c->tk);
+        return vkattn_mha_step_tune(r->layer, &(vkattn_mha_step_tune_args){r->cache, c->b, c->tq, c->tk});
     }
     return VKATTN_ERROR_INVALID_ARGUMENT;
 }

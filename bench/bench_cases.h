@@ -52,8 +52,8 @@ void bench_runner_record(bench_runner *r, VkCommandBuffer cmd);
 /* After the repetition completed: undo its side effects (a step's cache
  * append is truncated back, so every rep sees the same cache). */
 void bench_runner_after(bench_runner *r);
-/* Runs the library's tuner for the case's ops and shape (vkattn_tune_*,
- * vkattn_mha_tune), so the timed reps use the measured winners. */
+/* Runs the library's tuner for the case's ops and shape (vkattn_<op>_tune),
+ * so the timed reps use the measured winners. */
 vkattn_result bench_runner_tune(bench_runner *r);
 /* Useful FLOPs and the bytes the op must move at least once, per rep. */
 double bench_runner_flops(const bench_runner *r);

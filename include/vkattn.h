@@ -262,12 +262,14 @@ enum {
      * Messages go to the logger and are counted
      * (vkattn_context_validation_counts). */
     VKATTN_CONTEXT_VALIDATION = 1u << 0,
-    /* Move data through a staging buffer even when device memory is
-     * host-visible (as on discrete GPUs). For tests of that path. */
-    VKATTN_CONTEXT_FORCE_STAGING = 1u << 1,
+    /* Test-only: moves data through a staging buffer even when device
+     * memory is host-visible, so that path (discrete GPUs) runs on every
+     * machine. Results are the same either way. */
+    VKATTN_CONTEXT_TEST_FORCE_STAGING = 1u << 1,
     /* Kernel variants are chosen per device (see vkattn_device_info and
-     * `vkattn info`); these two take choices away, to test the other paths
-     * or to work around a driver problem: */
+     * `vkattn info`); these two take choices away - for tests of the other
+     * paths (the suite runs all four combinations), or to work around a
+     * driver problem. Results match within the stated tolerances. */
     /* Never read inputs through uniform texel buffers (storage buffers only). */
     VKATTN_CONTEXT_NO_TEXEL_BUFFERS = 1u << 2,
     /* Never use the subgroup-shuffle kernels (shared-memory tiles instead). */
@@ -327,7 +329,7 @@ typedef struct vkattn_context_desc {
     const void *pipeline_cache_data;
     size_t pipeline_cache_size;
     /* Initial tuning data (which kernel configuration won per op and shape
-     * class on this device, see vkattn_tune_*): a file (missing: start
+     * class on this device, see the tuners vkattn_<op>_tune): a file (missing: start
      * empty; unreadable or over 16 MiB: empty, with a warning) or bytes (as
      * from vkattn_context_tuning_data). Data of another device or driver is
      * ignored. NULL/0: none (built-in heuristics). Tuning data starts with
@@ -819,13 +821,29 @@ VKATTN_API double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch,
  * 256, 1024; KV-cache decoding: cache length by <= 256, 1024, 4096, 16384,
  * new tokens by 1, 2, <= 4, <= 8, <= 16), so one tuning serves nearby
  * shapes. */
-VKATTN_API vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, uint32_t k,
-                                            vkattn_dtype x_dtype, vkattn_dtype w_dtype);
-VKATTN_API vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch,
-                                               uint32_t num_heads, uint32_t num_kv_heads,
-                                               uint32_t q_len, uint32_t kv_len, uint32_t head_dim,
-                                               bool causal, vkattn_dtype q_dtype,
-                                               vkattn_dtype kv_dtype);
+/* Every tuner is vkattn_<op>_tune(<what the op's call takes>, args) with an
+ * args struct of the shapes to tune for (zero dtypes are f32); none of them
+ * needs buffers of yours. */
+
+/* y [m, n] = x [m, k] W^T: x and y in x_dtype, W in w_dtype. */
+typedef struct vkattn_linear_tune_args {
+    uint32_t m, n, k;
+    vkattn_dtype x_dtype, w_dtype;
+} vkattn_linear_tune_args;
+VKATTN_API vkattn_result vkattn_linear_tune(vkattn_context *ctx,
+                                            const vkattn_linear_tune_args *args);
+
+/* q [batch, num_heads, q_len, head_dim] over k, v [batch, num_kv_heads,
+ * kv_len, head_dim], causal or not; q and out in q_dtype, k and v in
+ * kv_dtype. */
+typedef struct vkattn_attention_tune_args {
+    uint32_t batch, num_heads, num_kv_heads, q_len, kv_len, head_dim;
+    bool causal;
+    vkattn_dtype q_dtype, kv_dtype;
+} vkattn_attention_tune_args;
+VKATTN_API vkattn_result vkattn_attention_tune(vkattn_context *ctx,
+                                               const vkattn_attention_tune_args *args);
+
 /* Decode steps over a cache like `cache` (its heads, head dim, dtype and
  * layout): `batch` sequences of `length` tokens, `new_tokens` queries each
  * (1..16, the split-KV path; length >= new_tokens). Times the power-of-two
@@ -834,27 +852,39 @@ VKATTN_API vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t bat
  * that shape class and q dtype (steps whose q dtype differs from the cache's
  * keep the built-in choice). Uses a scratch cache of its own; `cache` is not
  * changed. */
-VKATTN_API vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch,
-                                                  uint32_t new_tokens, uint32_t length);
+typedef struct vkattn_kv_attention_tune_args {
+    vkattn_kv_cache *cache;
+    uint32_t batch, new_tokens, length;
+} vkattn_kv_attention_tune_args;
+VKATTN_API vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx,
+                                                  const vkattn_kv_attention_tune_args *args);
+
 /* Everything a layer's forward pass with these sizes runs (its GEMMs and
  * attention, causal and not). q_len == kv_len is taken as self-attention
  * (the packed QKV projection of a layer with kv_dim == embed_dim); tune a
- * cross-attention of equal lengths with vkattn_tune_linear for its Q and KV
+ * cross-attention of equal lengths with vkattn_linear_tune for its Q and KV
  * projections. batch x q_len and batch x kv_len must fit 32 bits. */
-VKATTN_API vkattn_result vkattn_mha_tune(vkattn_mha *mha, uint32_t batch, uint32_t q_len,
-                                         uint32_t kv_len);
+typedef struct vkattn_mha_tune_args {
+    uint32_t batch, q_len, kv_len;
+} vkattn_mha_tune_args;
+VKATTN_API vkattn_result vkattn_mha_tune(vkattn_mha *mha, const vkattn_mha_tune_args *args);
+
 /* Everything a step of the layer over `cache` (vkattn_cmd_mha_step) with
  * these sizes runs: `batch` sequences, `new_tokens` each, ending at `length`
  * tokens - the packed QKV projection (appending to a cache takes the plain
  * GEMM's winner), the attention over the cache (its split count, as
- * vkattn_tune_kv_attention, for steps of 1..16 new tokens: longer steps
+ * vkattn_kv_attention_tune, for steps of 1..16 new tokens: longer steps
  * have no tuned choice) and the output projection. Tune decoding with
  * new_tokens 1 and a typical length (cache lengths bucket as for
- * vkattn_tune_kv_attention), a chunked prefill with its chunk size. `cache` must suit the layer as for a
- * step; it is not changed. batch x new_tokens must fit 32 bits. */
-VKATTN_API vkattn_result vkattn_mha_tune_step(vkattn_mha *mha, vkattn_kv_cache *cache,
-                                              uint32_t batch, uint32_t new_tokens,
-                                              uint32_t length);
+ * vkattn_kv_attention_tune), a chunked prefill with its chunk size. `cache`
+ * must suit the layer as for a step; it is not changed. batch x new_tokens
+ * must fit 32 bits. */
+typedef struct vkattn_mha_step_tune_args {
+    vkattn_kv_cache *cache;
+    uint32_t batch, new_tokens, length;
+} vkattn_mha_step_tune_args;
+VKATTN_API vkattn_result vkattn_mha_step_tune(vkattn_mha *mha,
+                                              const vkattn_mha_step_tune_args *args);
 
 /* ------------------------------------------------------------ CPU reference
  *

@@ -72,7 +72,7 @@ static void test_round_trips_mapped(void **state)
 static void test_round_trips_staged(void **state)
 {
     (void)state;
-    test_gpu *g = test_gpu_open(VKATTN_CONTEXT_FORCE_STAGING);
+    test_gpu *g = test_gpu_open(VKATTN_CONTEXT_TEST_FORCE_STAGING);
     sizes_and_offsets(g->ctx);
     test_gpu_close(g);
 }

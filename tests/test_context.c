@@ -109,7 +109,7 @@ static void test_two_contexts(void **state)
 {
     (void)state;
     test_gpu *a = test_gpu_open(0);
-    test_gpu *b = test_gpu_open(VKATTN_CONTEXT_FORCE_STAGING);
+    test_gpu *b = test_gpu_open(VKATTN_CONTEXT_TEST_FORCE_STAGING);
     run_convert_check(a->ctx, 777);
     run_convert_check(b->ctx, 1234);
     run_convert_check(a->ctx, 4096);

@@ -1,6 +1,6 @@
 /* The tuner: every candidate configuration it may pick computes the same
  * result as the CPU reference (so tuning can only change speed), the
- * vkattn_tune_* calls store an entry for their op and shape class, later
+ * vkattn_<op>_tune calls store an entry for their op and shape class, later
  * calls use it, and bad arguments are named. Uses internal interfaces
  * (candidates and recording with a given configuration). */
 #include "test_kv_util.h"
@@ -252,20 +252,19 @@ static void test_tuners_store_entries(void **state)
 {
     test_gpu *g = *state;
     int linear0 = entries_of(g->ctx, VKA_TUNE_LINEAR), attention0 = entries_of(g->ctx, VKA_TUNE_ATTENTION), kv0 = entries_of(g->ctx, VKA_TUNE_KV_ATTENTION);
-    TEST_OK(g->ctx, vkattn_tune_linear(g->ctx, 24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
+    TEST_OK(g->ctx, vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear0 + 1);
     /* the same shape class again replaces, never adds */
-    TEST_OK(g->ctx, vkattn_tune_linear(g->ctx, 24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
+    TEST_OK(g->ctx, vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear0 + 1);
-    TEST_OK(g->ctx, vkattn_tune_attention(g->ctx, 1, 4, 2, 16, 16, 32, true, VKATTN_DTYPE_F32,
-                                          VKATTN_DTYPE_F16));
+    TEST_OK(g->ctx, vkattn_attention_tune(g->ctx, &(vkattn_attention_tune_args){1, 4, 2, 16, 16, 32, true, VKATTN_DTYPE_F32, VKATTN_DTYPE_F16}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_ATTENTION), attention0 + 1);
 
     vkattn_kv_cache_desc cd = {.num_kv_heads = 2, .num_heads = 8, .head_dim = 32,
                                .dtype = VKATTN_DTYPE_F32, .max_sequences = 1, .capacity = 8};
     vkattn_kv_cache *cache = NULL;
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
-    TEST_OK(g->ctx, vkattn_tune_kv_attention(cache, 2, 1, 96));
+    TEST_OK(g->ctx, vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){cache, 2, 1, 96}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_KV_ATTENTION), kv0 + 1);
     uint32_t len = 1;
     TEST_OK(g->ctx, vkattn_kv_cache_length(cache, 0, &len));
@@ -277,7 +276,7 @@ static void test_tuners_store_entries(void **state)
     vkattn_mha *mha = NULL;
     TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &md, &mha));
     int linear1 = entries_of(g->ctx, VKA_TUNE_LINEAR), attention1 = entries_of(g->ctx, VKA_TUNE_ATTENTION);
-    TEST_OK(g->ctx, vkattn_mha_tune(mha, 1, 12, 12));
+    TEST_OK(g->ctx, vkattn_mha_tune(mha, &(vkattn_mha_tune_args){1, 12, 12}));
     assert_true(entries_of(g->ctx, VKA_TUNE_LINEAR) >= linear1 + 1);
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_ATTENTION), attention1 + 2);
 
@@ -291,12 +290,12 @@ static void test_tuners_store_entries(void **state)
                                .capacity = 40};
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &sd, &cache));
     int linear2 = entries_of(g->ctx, VKA_TUNE_LINEAR), kv2 = entries_of(g->ctx, VKA_TUNE_KV_ATTENTION);
-    TEST_OK(g->ctx, vkattn_mha_tune_step(mha, cache, 2, 1, 40));
+    TEST_OK(g->ctx, vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){cache, 2, 1, 40}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear2 + 2);
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_KV_ATTENTION), kv2 + 1);
     /* a prefill step longer than the split-KV path: projections only */
     int linear3 = entries_of(g->ctx, VKA_TUNE_LINEAR);
-    TEST_OK(g->ctx, vkattn_mha_tune_step(mha, cache, 1, 33, 33));
+    TEST_OK(g->ctx, vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){cache, 1, 33, 33}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear3 + 2);
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_KV_ATTENTION), kv2 + 1);
     TEST_OK(g->ctx, vkattn_kv_cache_length(cache, 0, &len));
@@ -321,7 +320,7 @@ static void test_tuned_kv_splits_match_reference(void **state)
     const uint32_t seqs[B] = {0, 1};
     test_rng rng = test_rng_seed(9);
     kv_append(g->ctx, &h, B, seqs, L, &rng);
-    TEST_OK(g->ctx, vkattn_tune_kv_attention(h.cache, B, 1, L));
+    TEST_OK(g->ctx, vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){h.cache, B, 1, L}));
     vka_tuning_key key;
     vka_kv_tuning_key(h.cache, VKATTN_DTYPE_F32, B, 1, L, &key);
     vka_tuning_config stored;
@@ -380,8 +379,8 @@ static void test_stored_linear_entry_is_used(void **state)
     vka_linear_config_choose(g->ctx, &p, &got);
     assert_memory_equal(&got, &other, sizeof got);
     /* a projection that appends to a KV cache's pools (an MHA step's) takes
-     * the plain GEMM's entry: that is what vkattn_tune_linear and
-     * vkattn_mha_tune_step time */
+     * the plain GEMM's entry: that is what vkattn_linear_tune and
+     * vkattn_mha_step_tune time */
     vka_linear_problem pooled = p;
     pooled.pool_segments = 6; /* segments 1 and 2: K and V */
     vka_linear_config_choose(g->ctx, &pooled, &got);
@@ -441,41 +440,46 @@ static void test_tuner_errors(void **state)
 {
     test_gpu *g = *state;
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "m 0",
-               vkattn_tune_linear(g->ctx, 0, 8, 8, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
+               vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){0, 8, 8, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32}));
     TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "x_dtype f32 and w_dtype 77 (not a vkattn_dtype)",
-               vkattn_tune_linear(g->ctx, 8, 8, 8, VKATTN_DTYPE_F32, (vkattn_dtype)77));
+               vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){8, 8, 8, VKATTN_DTYPE_F32, (vkattn_dtype)77}));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "kv_len 0",
-               vkattn_tune_attention(g->ctx, 1, 4, 2, 8, 0, 32, false, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
+               vkattn_attention_tune(g->ctx, &(vkattn_attention_tune_args){1, 4, 2, 8, 0, 32, false, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32}));
     /* shapes the op rejects are rejected by its tuner, with the op's message */
     TEST_FAILS(g->ctx, VKATTN_ERROR_SHAPE_MISMATCH, "does not divide",
-               vkattn_tune_attention(g->ctx, 1, 4, 3, 8, 8, 32, false, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32));
+               vkattn_attention_tune(g->ctx, &(vkattn_attention_tune_args){1, 4, 3, 8, 8, 32, false, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32}));
     vkattn_kv_cache_desc cd = {.num_kv_heads = 1, .head_dim = 16, .max_sequences = 1, .capacity = 8};
     vkattn_kv_cache *cache = NULL;
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "new_tokens 17",
-               vkattn_tune_kv_attention(cache, 1, 17, 64));
-    assert_int_equal(vkattn_tune_kv_attention(NULL, 1, 1, 1), VKATTN_ERROR_INVALID_ARGUMENT);
-    assert_int_equal(vkattn_mha_tune(NULL, 1, 1, 1), VKATTN_ERROR_INVALID_ARGUMENT);
+               vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){cache, 1, 17, 64}));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL",
+               vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){NULL, 1, 1, 1}));
+    assert_int_equal(vkattn_kv_attention_tune(NULL, &(vkattn_kv_attention_tune_args){cache, 1, 1, 1}),
+                     VKATTN_ERROR_INVALID_ARGUMENT);
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_linear_tune: args is NULL",
+               vkattn_linear_tune(g->ctx, NULL));
+    assert_int_equal(vkattn_mha_tune(NULL, &(vkattn_mha_tune_args){1, 1, 1}), VKATTN_ERROR_INVALID_ARGUMENT);
     vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 4, .num_kv_heads = 2};
     vkattn_mha *mha = NULL;
     TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &md, &mha));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "batch 65536 x q_len 65536",
-               vkattn_mha_tune(mha, 65536, 65536, 1));
+               vkattn_mha_tune(mha, &(vkattn_mha_tune_args){65536, 65536, 1}));
     /* steps: sizes, and a cache the layer cannot step over */
     vkattn_kv_cache_desc sd = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 16, .max_sequences = 1,
                                .capacity = 8};
     vkattn_kv_cache *step_cache = NULL;
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &sd, &step_cache));
-    assert_int_equal(vkattn_mha_tune_step(NULL, step_cache, 1, 1, 1), VKATTN_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(vkattn_mha_step_tune(NULL, &(vkattn_mha_step_tune_args){step_cache, 1, 1, 1}), VKATTN_ERROR_INVALID_ARGUMENT);
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "new_tokens 0",
-               vkattn_mha_tune_step(mha, step_cache, 1, 0, 8));
+               vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){step_cache, 1, 0, 8}));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "length 3 >= new_tokens",
-               vkattn_mha_tune_step(mha, step_cache, 1, 4, 3));
+               vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){step_cache, 1, 4, 3}));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "batch 65536 x new_tokens 65536",
-               vkattn_mha_tune_step(mha, step_cache, 65536, 65536, 65536));
-    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "cache is NULL", vkattn_mha_tune_step(mha, NULL, 1, 1, 8));
+               vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){step_cache, 65536, 65536, 65536}));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL", vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){NULL, 1, 1, 8}));
     TEST_FAILS(g->ctx, VKATTN_ERROR_SHAPE_MISMATCH, "cache holds 1 KV heads x head_dim 16",
-               vkattn_mha_tune_step(mha, cache, 1, 1, 8));
+               vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){cache, 1, 1, 8}));
     vkattn_kv_cache_destroy(step_cache);
     vkattn_kv_cache_destroy(cache);
     vkattn_mha_destroy(mha);

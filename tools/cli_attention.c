@@ -154,9 +154,10 @@ int cli_attention(int argc, char **argv)
     }
     vkattn_result r = VKATTN_SUCCESS;
     if (o.tune)
-        r = vkattn_tune_attention(ctx, (uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
-                                  (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3], causal, dtype,
-                                  dtype);
+        r = vkattn_attention_tune(ctx, &(vkattn_attention_tune_args){
+                                           (uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
+                                           (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3],
+                                           causal, dtype, dtype});
     if (o.tune && r == VKATTN_SUCCESS)
         r = cli_save_tuning(ctx, &o);
     if (r == VKATTN_SUCCESS)

@@ -76,9 +76,9 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer, const vka
     for (uint32_t b = 0; seqs && b < batch; b++)
         seqs[b] = b;
     if (r == VKATTN_SUCCESS && o->tune) {
-        r = vkattn_mha_tune_step(layer, cache, batch, prefill, prefill);
+        r = vkattn_mha_step_tune(layer, &(vkattn_mha_step_tune_args){cache, batch, prefill, prefill});
         if (r == VKATTN_SUCCESS && tq > prefill)
-            r = vkattn_mha_tune_step(layer, cache, batch, 1, tq);
+            r = vkattn_mha_step_tune(layer, &(vkattn_mha_step_tune_args){cache, batch, 1, tq});
         if (r == VKATTN_SUCCESS)
             r = cli_save_tuning(ctx, o);
     }
@@ -283,7 +283,7 @@ int cli_mha(int argc, char **argv)
         goto done;
     }
     if (o.tune && !prefill) { /* steps tune in run_steps, with their cache */
-        r = vkattn_mha_tune(layer, (uint32_t)xs[0], (uint32_t)tq, (uint32_t)tk);
+        r = vkattn_mha_tune(layer, &(vkattn_mha_tune_args){(uint32_t)xs[0], (uint32_t)tq, (uint32_t)tk});
         if (r == VKATTN_SUCCESS)
             r = cli_save_tuning(ctx, &o);
     }

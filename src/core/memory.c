@@ -30,7 +30,7 @@ vkattn_result vka_memory_choose(vkattn_context *ctx)
     ctx->staging_memory_type = vka_find_memory_type(&ctx->memory, ~0u, host,
                                                        VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
     uint32_t unified = vka_find_memory_type(&ctx->memory, ~0u, local | host, 0);
-    if (unified != UINT32_MAX && !(ctx->flags & VKATTN_CONTEXT_FORCE_STAGING)) {
+    if (unified != UINT32_MAX && !(ctx->flags & VKATTN_CONTEXT_TEST_FORCE_STAGING)) {
         ctx->buffer_memory_type = unified;
         ctx->buffers_mapped = true;
     } else {

@@ -2,7 +2,7 @@
  *
  * Ops choose a configuration by their own heuristic unless the context's
  * table has an entry for the op and the call's shape class; the tuners
- * (vkattn_tune_*, vkattn_mha_tune, vkattn_mha_tune_step) fill entries by
+ * (vkattn_<op>_tune) fill entries by
  * timing the op's candidates on the device. The table is saved to and loaded from a file or
  * bytes (desc.tuning_path / tuning_data) together with the device's
  * identity, so data from another device or driver is ignored.

@@ -1,4 +1,4 @@
-/* vkattn_tune_attention: times the attention op's candidate configurations
+/* vkattn_attention_tune: times the attention op's candidate configurations
  * (kernel family x input binding x tile preset, attention_config.c) for one
  * shape class on scratch tensors of random data and stores the fastest in
  * the context's tuning table. */
@@ -22,23 +22,27 @@ static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, 
     return vka_att_record_with(ctx, cmd, &job->p, &job->candidates[i]);
 }
 
-vkattn_result vkattn_tune_attention(vkattn_context *ctx, uint32_t batch, uint32_t num_heads,
-                                    uint32_t num_kv_heads, uint32_t q_len, uint32_t kv_len,
-                                    uint32_t head_dim, bool causal, vkattn_dtype q_dtype,
-                                    vkattn_dtype kv_dtype)
+vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_tune_args *args)
 {
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!args)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_attention_tune: args is NULL");
+    const uint32_t batch = args->batch, num_heads = args->num_heads;
+    const uint32_t num_kv_heads = args->num_kv_heads, q_len = args->q_len, kv_len = args->kv_len;
+    const uint32_t head_dim = args->head_dim;
+    const bool causal = args->causal;
+    const vkattn_dtype q_dtype = args->q_dtype, kv_dtype = args->kv_dtype;
     if (!batch || !num_heads || !num_kv_heads || !q_len || !kv_len || !head_dim)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vkattn_tune_attention: batch %u, num_heads %u, num_kv_heads %u, q_len %u, "
-                           "kv_len %u and head_dim %u must all be >= 1",
-                           batch, num_heads, num_kv_heads, q_len, kv_len, head_dim);
+                        "vkattn_attention_tune: args->batch %u, num_heads %u, num_kv_heads %u, "
+                        "q_len %u, kv_len %u and head_dim %u must all be >= 1",
+                        batch, num_heads, num_kv_heads, q_len, kv_len, head_dim);
     char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     if (!vka_dtype_is_float(q_dtype) || !vka_dtype_is_float(kv_dtype))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                           "vkattn_tune_attention: q_dtype %s and kv_dtype %s must be f32 or f16",
-                           vka_dtype_text(q_dtype, b1), vka_dtype_text(kv_dtype, b2));
+                        "vkattn_attention_tune: args->q_dtype %s and kv_dtype %s must be f32 or f16",
+                        vka_dtype_text(q_dtype, b1), vka_dtype_text(kv_dtype, b2));
     /* shapes beyond what vka_att_validate accepts are reported by it, by name */
     int64_t qs[4] = {batch, num_heads, q_len, head_dim};
     int64_t ks[4] = {batch, num_kv_heads, kv_len, head_dim};

@@ -1,4 +1,4 @@
-/* vkattn_tune_kv_attention: times the split counts a decode step can take
+/* vkattn_kv_attention_tune: times the split counts a decode step can take
  * on a scratch cache like the caller's and stores the fastest for the step's
  * shape class (the key and the lookup: kv_attention_config.c). */
 #include "ops/kvcache/kvcache_internal.h"
@@ -50,17 +50,23 @@ static vkattn_result fill(vkattn_context *ctx, vkattn_kv_cache *scratch, uint32_
     return r;
 }
 
-vkattn_result vkattn_tune_kv_attention(vkattn_kv_cache *cache, uint32_t batch, uint32_t new_tokens,
-                                       uint32_t length)
+vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx, const vkattn_kv_attention_tune_args *args)
 {
-    if (!cache)
+    if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
-    vkattn_context *ctx = cache->ctx;
+    if (!args || !args->cache)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_attention_tune: %s is NULL",
+                        !args ? "args" : "args->cache");
+    vkattn_kv_cache *cache = args->cache;
+    if (cache->ctx != ctx)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "vkattn_kv_attention_tune: args->cache belongs to another context");
+    const uint32_t batch = args->batch, new_tokens = args->new_tokens, length = args->length;
     if (!batch || !new_tokens || new_tokens > VKA_KV_DECODE_MAX_TOKENS || length < new_tokens)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vkattn_tune_kv_attention: batch %u must be >= 1, new_tokens %u within "
-                           "1..%u (the split-KV decode path) and length %u >= new_tokens",
-                           batch, new_tokens, VKA_KV_DECODE_MAX_TOKENS, length);
+                        "vkattn_kv_attention_tune: args->batch %u must be >= 1, new_tokens %u "
+                        "within 1..%u (the split-KV decode path) and length %u >= new_tokens",
+                        batch, new_tokens, VKA_KV_DECODE_MAX_TOKENS, length);
     /* A scratch cache like `cache`, holding exactly this shape. */
     vkattn_kv_cache_desc d = cache->d;
     d.max_sequences = batch;

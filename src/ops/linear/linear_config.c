@@ -14,7 +14,7 @@
  * Problems whose segments append to a KV cache pool (the projection of an
  * MHA step) take the plain GEMM's entry: the pool changes only the stores of
  * the epilogue, not the main loop the configuration shapes, and it is the
- * plain GEMM that vkattn_tune_linear times.
+ * plain GEMM that vkattn_linear_tune times.
  * Tuning config: words[0] family, [1] input binding, [2] preset,
  * [3] the version (LINEAR_CONFIG_VERSION: entries of another are not found). */
 #include "ops/linear/linear_internal.h"

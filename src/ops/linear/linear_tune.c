@@ -1,4 +1,4 @@
-/* vkattn_tune_linear: times the linear op's candidate configurations for one
+/* vkattn_linear_tune: times the linear op's candidate configurations for one
  * shape class on scratch tensors of random data and stores the fastest in
  * the context's tuning table (see linear_config.c for the class and the
  * candidates). */
@@ -22,19 +22,22 @@ static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, 
     return vka_linear_record(ctx, cmd, &job->p, &job->candidates[i]);
 }
 
-vkattn_result vkattn_tune_linear(vkattn_context *ctx, uint32_t m, uint32_t n, uint32_t k,
-                                 vkattn_dtype x_dtype, vkattn_dtype w_dtype)
+vkattn_result vkattn_linear_tune(vkattn_context *ctx, const vkattn_linear_tune_args *args)
 {
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!args)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_linear_tune: args is NULL");
+    const uint32_t m = args->m, n = args->n, k = args->k;
+    const vkattn_dtype x_dtype = args->x_dtype, w_dtype = args->w_dtype;
     if (!m || !n || !k)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vkattn_tune_linear: m %u, n %u and k %u must all be >= 1", m, n, k);
+                        "vkattn_linear_tune: args->m %u, n %u and k %u must all be >= 1", m, n, k);
     char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     if (!vka_dtype_is_float(x_dtype) || !vka_dtype_is_float(w_dtype))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                           "vkattn_tune_linear: x_dtype %s and w_dtype %s must be f32 or f16",
-                           vka_dtype_text(x_dtype, b1), vka_dtype_text(w_dtype, b2));
+                        "vkattn_linear_tune: args->x_dtype %s and w_dtype %s must be f32 or f16",
+                        vka_dtype_text(x_dtype, b1), vka_dtype_text(w_dtype, b2));
     vkattn_buffer *bx = NULL, *bw = NULL, *by = NULL;
     tune_job *job = vka_alloc(ctx, sizeof *job);
     vkattn_result r = job ? VKATTN_SUCCESS
