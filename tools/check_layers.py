@@ -10,16 +10,23 @@ checks it:
   1. every edge obeys the layer rules (core never uses ops, spec only itself,
      ref only spec, an op only core, spec and the <op>.h of the ops below it,
      tools/bench/examples only the public API and their own files);
-  2. there is no dependency cycle between files.
+  2. the library's global symbols are the public vkattn_* API or internal
+     vka_* ones;
+  3. there is no dependency cycle between files.
 
 Exit status 0 when both hold, 1 with one line per offending pair otherwise.
 
   check_layers.py --build BUILD [--source SRC]
   check_layers.py --build BUILD --add-use FILE SYMBOL     (pretend FILE uses SYMBOL)
   check_layers.py --build BUILD --add-include FILE HEADER (pretend FILE includes HEADER)
+  check_layers.py --build BUILD --self-test
 
-The --add-* options inject an edge into the real graph: the test suite uses
-them to show that a rule-breaking edge makes the check fail.
+The --add-* options inject an edge into the real graph. --self-test injects,
+one at a time, an edge of each kind the rules forbid (core calling an op, spec
+including core, an op including another op's internal header, the reference
+calling the runtime, a tool calling an internal function, a cycle) and passes
+only when the real graph is clean and every injected edge is reported with
+the offending pair: the test suite runs it, so the check itself is tested.
 """
 import argparse
 import json
@@ -145,9 +152,7 @@ class Graph:
             if os.path.exists(obj):
                 self.files[rel]["object"] = obj
             self.files[rel]["dirs"] = self.include_dirs(entry)
-        for rel, info in list(self.files.items()):
-            if info["object"]:
-                self.read_symbols(rel, info["object"])
+        self.read_symbols({info["object"]: rel for rel, info in self.files.items() if info["object"]})
         for rel in list(self.files):
             self.read_includes(rel)
 
@@ -162,19 +167,25 @@ class Graph:
         dirs = re.findall(r"(?:^|\s)-(?:I|isystem\s*)(\S+)", cmd)
         return [os.path.join(entry["directory"], d) for d in dirs]
 
-    def read_symbols(self, rel, obj):
-        out = subprocess.run(["nm", "-P", obj], capture_output=True, text=True, check=True).stdout
-        used = set()
+    def read_symbols(self, objects):
+        """Defined and used symbols of every object (one nm run for all)."""
+        for rel in objects.values():
+            self.uses[rel] = set()
+        if not objects:
+            return
+        out = subprocess.run(["nm", "-P", "-A"] + sorted(objects), capture_output=True, text=True,
+                             check=True).stdout
         for line in out.splitlines():
-            fields = line.split()
-            if len(fields) < 2:
+            head, _, rest = line.partition(": ")
+            fields = rest.split()
+            rel = objects.get(head)
+            if rel is None or len(fields) < 2:
                 continue
             name, kind = fields[0], fields[1]
             if kind == "U":
-                used.add(name)
+                self.uses[rel].add(name)
             elif kind in "TDBRCVWG" and kind.isupper():
                 self.defines.setdefault(name, set()).add(rel)
-        self.uses[rel] = used
 
     def resolve_include(self, rel, name, dirs):
         here = os.path.dirname(os.path.join(self.source, rel)) if not rel.startswith("@") else None
@@ -207,14 +218,13 @@ class Graph:
 
     def declared_in(self, symbol):
         """Headers that declare `symbol` (a prototype or extern)."""
-        pattern = re.compile(r"\b" + re.escape(symbol) + r"\b")
-        found = set()
-        for rel in self.files:
-            if rel.endswith(".h") and not rel.startswith("@"):
-                with open(os.path.join(self.source, rel), errors="replace") as f:
-                    if pattern.search(f.read()):
-                        found.add(rel)
-        return found
+        if not hasattr(self, "_headers"):
+            self._headers = {}
+            for rel in self.files:
+                if rel.endswith(".h") and not rel.startswith("@"):
+                    with open(os.path.join(self.source, rel), errors="replace") as f:
+                        self._headers[rel] = set(re.findall(r"\w+", f.read()))
+        return {rel for rel, words in self._headers.items() if symbol in words}
 
     def edges(self):
         """(from, to, how) for every use of one file by another."""
@@ -265,6 +275,22 @@ def check_rules(graph, edges):
                 if decls and not any(op_header_ok(h) for h in decls):
                     problems.append(f"{src} uses {what}, declared in {', '.join(sorted(decls))}: "
                                     f"{rule_text(ls)} (not its internal headers)")
+    return problems
+
+
+def check_prefixes(graph):
+    """The library's global symbols: the exported API is vkattn_* and
+    declared in include/vkattn.h; everything else is vka_*."""
+    problems = []
+    for sym, owners in sorted(graph.defines.items()):
+        for rel in sorted(owners):
+            if layer_of(rel) not in LIBRARY_LAYERS and layer_of(rel) != "shaders":
+                continue
+            if sym.startswith("vka_") or sym in graph.public:
+                continue
+            why = ("starts with vkattn_ but include/vkattn.h does not declare it"
+                   if sym.startswith("vkattn_") else "internal symbols start with vka_")
+            problems.append(f"{rel} defines global symbol {sym}: {why}")
     return problems
 
 
@@ -325,6 +351,42 @@ def find_cycles(edges):
     return problems
 
 
+# (file, symbol or header, injected as) -> the pair the report must name.
+SELF_TEST_EDGES = [
+    ("src/core/context.c", "vka_linear_record", "use", "src/ops/linear/linear_record.c"),
+    ("src/spec/attention_shapes.c", "src/core/context.h", "include", "src/core/context.h"),
+    ("src/ops/kvcache/kv_attention_api.c", "src/ops/linear/linear_internal.h", "include",
+     "src/ops/linear/linear_internal.h"),
+    ("src/ops/attention/attention_api.c", "vka_kv_step_check", "use", "src/ops/kvcache/kvcache_step.c"),
+    ("src/ref/ref_attention.c", "vka_fail", "use", "src/core/host.c"),
+    ("tools/cli_attention.c", "vka_tensor_resolve", "use", "src/core/tensor.c"),
+    ("bench/bench_cases.c", "vka_alloc", "use", "src/core/host.c"),
+    ("src/core/host.c", "vkattn_context_destroy", "use", "src/core/context.c"),
+]
+
+
+def self_test(args):
+    base = Graph(args.source, args.build)
+    base.load()
+    clean = check_rules(base, base.edges()) + find_cycles(base.edges())
+    failures = [f"the real graph is not clean: {p}" for p in clean]
+    for src, what, kind, target in SELF_TEST_EDGES:
+        g = Graph(args.source, args.build)
+        g.files, g.defines, g.public = base.files, base.defines, base.public
+        g.uses = {k: set(v) for k, v in base.uses.items()}
+        g.includes = {k: set(v) for k, v in base.includes.items()}
+        (g.uses if kind == "use" else g.includes).setdefault(src, set()).add(what)
+        problems = check_rules(g, g.edges()) + find_cycles(g.edges())
+        hit = [p for p in problems if src in p and target in p]
+        print(f"check_layers self-test: {src} {kind}s {what}: "
+              f"{'reported: ' + hit[0] if hit else 'NOT REPORTED'}")
+        if not hit:
+            failures.append(f"injected edge {src} -> {target} ({what}) was not reported")
+    for f in failures:
+        print("check_layers self-test:", f)
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True)
@@ -332,7 +394,10 @@ def main():
     ap.add_argument("--add-use", nargs=2, action="append", default=[], metavar=("FILE", "SYMBOL"))
     ap.add_argument("--add-include", nargs=2, action="append", default=[], metavar=("FILE", "HEADER"))
     ap.add_argument("--list", action="store_true", help="print every edge between files")
+    ap.add_argument("--self-test", action="store_true", help="inject forbidden edges; all must fail")
     args = ap.parse_args()
+    if args.self_test:
+        return self_test(args)
 
     g = Graph(args.source, args.build)
     g.load()
@@ -345,7 +410,7 @@ def main():
         for a, b, h in edges:
             print(f"{a} -> {b} [{h}]")
     lib_files = sum(1 for f in g.files if layer_of(f) in LIBRARY_LAYERS)
-    problems = check_rules(g, edges) + find_cycles(edges)
+    problems = check_rules(g, edges) + check_prefixes(g) + find_cycles(edges)
     for p in problems:
         print("layering:", p)
     print(f"check_layers: {len(g.files)} files ({lib_files} in the library), {len(edges)} edges, "

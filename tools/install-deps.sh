@@ -15,6 +15,7 @@ packages=(
   glslang-tools          # glslangValidator: GLSL -> SPIR-V at build time
   spirv-tools            # spirv-val: checks every SPIR-V module at build time
   libcmocka-dev          # unit tests
+  python3                # tools/check_layers.py (the layering check the tests run)
 )
 
 missing=()
