@@ -56,7 +56,7 @@ def layer_of(path):
     """The layer of a repository-relative path, or None for files the rules
     do not cover."""
     parts = path.split("/")
-    if path == "include/vkattn.h":
+    if path == "include/vkattn.h" or path.startswith("include/vkattn/"):
         return "public"
     if parts[0] == "src" and len(parts) > 2:
         if parts[1] == "ops" and len(parts) > 3:
@@ -133,8 +133,12 @@ class Graph:
         return None
 
     def load(self):
-        with open(os.path.join(self.source, "include", "vkattn.h")) as f:
-            self.public = set(PUBLIC_RE.findall(f.read()))
+        include = os.path.join(self.source, "include")
+        headers = [os.path.join(include, "vkattn.h")] + sorted(
+            os.path.join(include, "vkattn", h) for h in os.listdir(os.path.join(include, "vkattn")))
+        for h in headers:
+            with open(h) as f:
+                self.public |= set(PUBLIC_RE.findall(f.read()))
         db_path = os.path.join(self.build, "compile_commands.json")
         if not os.path.exists(db_path):
             sys.exit(f"check_layers: {db_path} is missing (configure with "
@@ -288,7 +292,7 @@ def check_prefixes(graph):
                 continue
             if sym.startswith("vka_") or sym in graph.public:
                 continue
-            why = ("starts with vkattn_ but include/vkattn.h does not declare it"
+            why = ("starts with vkattn_ but the public header does not declare it"
                    if sym.startswith("vkattn_") else "internal symbols start with vka_")
             problems.append(f"{rel} defines global symbol {sym}: {why}")
     return problems

@@ -1,0 +1,160 @@
+/* vkattn/kv_cache.h - part of vkattn.h: the KV cache, attention over it, the MHA layer's steps and frame budgets.
+ * Include <vkattn.h>, which includes every part in order. */
+#ifndef VKATTN_KV_CACHE_H
+#define VKATTN_KV_CACHE_H
+
+#ifndef VKATTN_H
+#error "include <vkattn.h>, not its parts"
+#endif
+
+/* ---------------------------------------------------------------- KV cache
+ *
+ * The keys and values of one layer for up to `max_sequences` sequences, each
+ * with its own length (ragged batches). One API, two layouts:
+ *  - contiguous (block_size 0): K and V are each [max_sequences, Hkv,
+ *    capacity, Dh], sequence s owning row s;
+ *  - paged (block_size > 0): K and V are pools of num_blocks blocks of
+ *    [Hkv, block_size, Dh]; every sequence has a block table, takes blocks
+ *    from the pool as it grows and gives them back when truncated, so
+ *    sequences of very different lengths share the memory.
+ * Sequences are numbered 0 .. max_sequences-1; all start empty. The cache
+ * also holds the scratch of split-KV decoding (partial results of up to
+ * VKATTN_KV_MAX_SPLIT_ROWS splits x new tokens per query head and sequence),
+ * which is why it knows the number of query heads.
+ *
+ * Appending happens when a step is recorded (vkattn_cmd_mha_step,
+ * vkattn_cmd_kv_cache_append): the cache's lengths and block tables advance
+ * on the host at that moment and the recorded commands carry the positions
+ * they need. So steps on one cache must be executed in the order they were
+ * recorded, on one queue, and a recorded step must be submitted (or the
+ * sequence truncated back). A call that fails leaves the cache unchanged.
+ * Threading: externally synchronized, like the context it belongs to. */
+typedef struct vkattn_kv_cache vkattn_kv_cache;
+
+/* Split-KV decoding: kv_splits x new tokens per step is at most this. */
+#define VKATTN_KV_MAX_SPLIT_ROWS 64
+
+typedef struct vkattn_kv_cache_desc {
+    uint32_t num_kv_heads;  /* Hkv, required */
+    uint32_t num_heads;     /* Hq of the queries that attend to it; 0: num_kv_heads */
+    uint32_t head_dim;      /* Dh, required: a multiple of 8 from 8 to 256 */
+    vkattn_dtype dtype;     /* f32 (default) or f16 */
+    uint32_t max_sequences; /* required */
+    uint32_t capacity;      /* the most tokens one sequence can hold, required */
+    uint32_t block_size;    /* 0: contiguous; else tokens per block (paged) */
+    uint32_t num_blocks;    /* paged pool; 0: enough for every sequence at capacity */
+} vkattn_kv_cache_desc;
+
+/* What a cache needs, before creating it: bytes of K and V per token of one
+ * layer (2 * Hkv * Dh * dtype size) and the device memory it would allocate. */
+VKATTN_API vkattn_result vkattn_kv_cache_memory(const vkattn_kv_cache_desc *desc,
+                                                uint64_t *bytes_per_token, uint64_t *total_bytes,
+                                                char *error, size_t error_size);
+VKATTN_API vkattn_result vkattn_kv_cache_create(vkattn_context *ctx,
+                                                const vkattn_kv_cache_desc *desc,
+                                                vkattn_kv_cache **out);
+VKATTN_API void vkattn_kv_cache_destroy(vkattn_kv_cache *cache);
+/* The resolved configuration (num_blocks filled in). */
+VKATTN_API const vkattn_kv_cache_desc *vkattn_kv_cache_config(const vkattn_kv_cache *cache);
+/* Tokens held by a sequence. */
+VKATTN_API vkattn_result vkattn_kv_cache_length(const vkattn_kv_cache *cache, uint32_t sequence,
+                                                uint32_t *length);
+/* Forgets the tokens of a sequence from `length` on (0: reset), giving
+ * whole blocks back to the pool. The caller must make sure no pending GPU
+ * work still reads them. */
+VKATTN_API vkattn_result vkattn_kv_cache_truncate(vkattn_kv_cache *cache, uint32_t sequence,
+                                                  uint32_t length);
+/* Blocks left in the pool (paged), or 0 for a contiguous cache. */
+VKATTN_API uint32_t vkattn_kv_cache_free_blocks(const vkattn_kv_cache *cache);
+
+/* Appends T new keys and values per sequence, from tensors of your own:
+ * k and v [B, Hkv, T, Dh] (B = batch), in the cache's dtype, last dimension
+ * contiguous. (The MHA layer's steps append without this copy: their
+ * projection writes into the cache directly.) */
+typedef struct vkattn_kv_append_args {
+    vkattn_kv_cache *cache;
+    uint32_t batch;
+    const uint32_t *sequences; /* [batch], distinct */
+    vkattn_tensor k, v;
+} vkattn_kv_append_args;
+
+VKATTN_API vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cmd,
+                                                    const vkattn_kv_append_args *args);
+
+/* Attention of T queries per sequence over everything the cache holds for
+ * that sequence (L keys), causal and bottom-right aligned: query i sees key
+ * j iff j <= i + L - T (with T = L every query sees the whole prefix before
+ * it). q [B, Hq, T, Dh] and out [B, Hq, T, Dh] (strides free, last one 1;
+ * out may be given merged as [B, T, Hq*Dh] through its strides), Hq a
+ * multiple of the cache's Hkv; q/out f32 or f16. Sequences must not be empty.
+ * Few queries (T <= 16) take the split-KV decoding path: the key range is
+ * split across workgroups and the partial results are combined in a second
+ * pass; kv_splits 0 chooses the count from the device and the lengths, a
+ * fixed count makes results bit-identical from run to run. */
+typedef struct vkattn_kv_attention_args {
+    vkattn_kv_cache *cache;
+    uint32_t batch;
+    const uint32_t *sequences; /* [batch] */
+    vkattn_tensor q, out;
+    float scale;        /* 0: 1/sqrt(Dh) */
+    uint32_t kv_splits; /* 0: automatic */
+} vkattn_kv_attention_args;
+
+VKATTN_API vkattn_result vkattn_cmd_kv_attention(vkattn_context *ctx, VkCommandBuffer cmd,
+                                                 const vkattn_kv_attention_args *args);
+VKATTN_API vkattn_result vkattn_kv_attention(vkattn_context *ctx,
+                                             const vkattn_kv_attention_args *args);
+
+/* One step of an MHA layer over a KV cache, for `batch` sequences at their
+ * own positions: the T new tokens x[b] of sequence sequences[b] are
+ * projected, their K and V appended to the cache (by the projection itself),
+ * their queries attend causally to the sequence's whole cache (see
+ * vkattn_kv_attention_args) and y[b] gets the layer's output. A prefill is a
+ * step with T = the prompt length (sequences of different prompt lengths:
+ * one step each); decoding is steps with T = 1. Prefill then decode steps
+ * give the same y as one causal forward over the whole sequence. */
+typedef struct vkattn_mha_step_args {
+    vkattn_kv_cache *cache; /* Hkv, Dh and dtype must match the layer */
+    uint32_t batch;
+    const uint32_t *sequences; /* [batch], distinct */
+    vkattn_tensor x;           /* [batch, T, Dm] */
+    vkattn_tensor y;           /* [batch, T, Dm] */
+    /* As in vkattn_kv_attention_args; a step whose T x kv_splits exceeds
+     * VKATTN_KV_MAX_SPLIT_ROWS uses VKATTN_KV_MAX_SPLIT_ROWS / T splits. */
+    uint32_t kv_splits;
+    /* As in vkattn_mha_forward_args (vkattn_mha_step_scratch_size). */
+    vkattn_buffer *scratch;
+    uint64_t scratch_offset;
+} vkattn_mha_step_args;
+
+VKATTN_API vkattn_result vkattn_mha_step_scratch_size(vkattn_mha *mha, uint32_t batch,
+                                                      uint32_t new_tokens, uint64_t *bytes);
+VKATTN_API vkattn_result vkattn_cmd_mha_step(vkattn_mha *mha, VkCommandBuffer cmd,
+                                             const vkattn_mha_step_args *args);
+/* Submit-and-wait form (grows the layer's own scratch as needed). */
+VKATTN_API vkattn_result vkattn_mha_step(vkattn_mha *mha, const vkattn_mha_step_args *args);
+
+/* ------------------------------------------------------------ frame budget
+ *
+ * An engine that must not stall a frame can cut a long pass into pieces and
+ * record one per frame:
+ *  - attention: vkattn_attention_chunk gives the call that computes only
+ *    query rows [q_begin, q_end) - views of q, out and the masks and, for a
+ *    causal call, K and V cut after the last key those rows see, so the
+ *    bottom-right rule of the whole call holds in each piece. The pieces of
+ *    a call write exactly what the whole call writes, in any order.
+ *  - an MHA prefill: steps over a KV cache (vkattn_cmd_mha_step) with a few
+ *    hundred tokens each - a chunked prefill - give the same output as one.
+ * The *_flops functions give each piece's work (visible pairs only) to size
+ * the pieces by a budget. A decode step's cost grows with the cache (its
+ * split-KV workgroups share it) and is one recording. */
+VKATTN_API vkattn_result vkattn_attention_chunk(const vkattn_attention_args *args, uint32_t q_begin,
+                                                uint32_t q_end, vkattn_attention_args *chunk,
+                                                char *error, size_t error_size);
+VKATTN_API double vkattn_attention_flops(const vkattn_attention_args *args, uint32_t q_begin,
+                                         uint32_t q_end);
+/* A step of `batch` sequences, `new_tokens` each, ending at `length` tokens. */
+VKATTN_API double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch,
+                                        uint32_t new_tokens, uint32_t length);
+
+#endif /* VKATTN_KV_CACHE_H */

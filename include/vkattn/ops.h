@@ -1,0 +1,182 @@
+/* vkattn/ops.h - part of vkattn.h: the ops on tensors: convert, linear, attention and the MHA layer.
+ * Include <vkattn.h>, which includes every part in order. */
+#ifndef VKATTN_OPS_H
+#define VKATTN_OPS_H
+
+#ifndef VKATTN_H
+#error "include <vkattn.h>, not its parts"
+#endif
+
+/* ---------------------------------------------------------------- convert */
+
+/* dst = scale * src, element-wise over contiguous tensors with the same number
+ * of elements, converting between f32 and f16 (either direction, or the same
+ * dtype). Rounds to nearest even when storing f16. scale 0 means 1. Tensors
+ * larger than the device's binding range are processed in windows. */
+typedef struct vkattn_convert_args {
+    vkattn_tensor src;
+    vkattn_tensor dst;
+    float scale;
+} vkattn_convert_args;
+
+VKATTN_API vkattn_result vkattn_cmd_convert(vkattn_context *ctx, VkCommandBuffer cmd,
+                                            const vkattn_convert_args *args);
+/* Submit-and-wait form of vkattn_cmd_convert. */
+VKATTN_API vkattn_result vkattn_convert(vkattn_context *ctx, const vkattn_convert_args *args);
+
+/* ------------------------------------------------------ attention semantics
+ *
+ * Shapes: B batch, Hq query heads, Hkv key/value heads, Tq queries, Tk keys,
+ * D head dimension.
+ *     q   [B, Hq,  Tq, D]
+ *     k   [B, Hkv, Tk, D]
+ *     v   [B, Hkv, Tk, D]
+ *     out [B, Hq,  Tq, D]
+ * Strides are free, so [B, T, H, D] storage is passed as shape [B, H, T, D]
+ * with strides {T*H*D, D, H*D, 1} - no copies either way.
+ * GQA: Hq % Hkv == 0 and query head h reads key/value head h / (Hq / Hkv):
+ * Hkv == Hq is MHA, Hkv == 1 is MQA. K and V are never repeated.
+ * D is a multiple of 8 from 8 to 256.
+ *
+ * score(i, j) = scale * dot(q_i, k_j) + mask(i, j); scale 0 means 1/sqrt(D).
+ * out_i = sum_j softmax_j(score(i, .)) v_j over the visible keys j.
+ * Masks, all optional and combinable:
+ *   causal       key j is visible to query i iff j <= i + (Tk - Tq)
+ *                (bottom-right aligned, as a KV cache needs);
+ *   mask         additive float mask, rank 2 [Tq, Tk] (same for every batch and
+ *                head) or rank 4 [B or 1, Hq or 1, Tq, Tk]; -inf hides a key;
+ *   key_padding  [B, Tk] u8: 1 = real token, 0 = padding (hidden).
+ * A query row with no visible key (everything hidden or -inf) gives zeros in
+ * out and in the weights, never NaN.
+ * Attention weights (optional, f32): the softmax probabilities, rank 3
+ * [B, Tq, Tk] averaged over the Hq heads, or rank 4 [B, Hq, Tq, Tk] per head.
+ *
+ * ------------------------------------------------------------- MHA layer
+ *
+ * Input X [B, Tq, Dm]; keys/values come from C [B, Tk, Dkv] (C = X for
+ * self-attention, then Tk = Tq). Weights use the torch.nn.Linear layout
+ * [out_features, in_features], y = x W^T + b, so PyTorch weights load as is:
+ *     Wq [Hq*Dh, Dm]   Wk, Wv [Hkv*Dh, Dkv]   Wo [Dm, Hq*Dh]
+ *     Q = X Wq^T + bq, K = C Wk^T + bk, V = C Wv^T + bv (split into heads:
+ *     feature h*Dh + d of a row is head h, dimension d),
+ *     O = attention(Q, K, V) merged back to [B, Tq, Hq*Dh],
+ *     Y = O Wo^T + bo.
+ * A packed Wqkv [(Hq + 2*Hkv)*Dh, Dm] holds the rows of Wq, then Wk, then Wv
+ * (torch's in_proj_weight); it needs Dkv == Dm.
+ */
+
+typedef struct vkattn_mha_desc {
+    uint32_t embed_dim;    /* Dm, required */
+    uint32_t num_heads;    /* Hq, required */
+    uint32_t num_kv_heads; /* Hkv; 0: num_heads. Must divide num_heads. */
+    uint32_t head_dim;     /* Dh; 0: embed_dim / num_heads, which must divide exactly */
+    uint32_t kv_dim;       /* Dkv, the width of C; 0: embed_dim */
+    bool bias;             /* the four projections have biases */
+    vkattn_dtype dtype;    /* device storage of weights and activations: f32 (default) or f16 */
+} vkattn_mha_desc;
+
+/* Weights on the host, f32, torch.nn.Linear layout (see above). Give either
+ * wq, wk and wv, or wqkv; wo always. Biases (when desc.bias): bq, bk, bv or
+ * bqkv, and bo; NULL biases are zeros. */
+typedef struct vkattn_mha_weights {
+    const float *wq, *wk, *wv; /* [Hq*Dh, Dm], [Hkv*Dh, Dkv], [Hkv*Dh, Dkv] */
+    const float *wqkv;         /* [(Hq + 2*Hkv)*Dh, Dm] */
+    const float *wo;           /* [Dm, Hq*Dh] */
+    const float *bq, *bk, *bv; /* [Hq*Dh], [Hkv*Dh], [Hkv*Dh] */
+    const float *bqkv;         /* [(Hq + 2*Hkv)*Dh] */
+    const float *bo;           /* [Dm] */
+} vkattn_mha_weights;
+
+/* ------------------------------------------------------------------ linear */
+
+/* y = x W^T + b (torch.nn.Linear). x [M, K] or [B, T, K]; w [N, K];
+ * b [N] (optional: buffer NULL); y [M, N] or [B, T, N] (x's leading shape).
+ * dtypes: x and y f32 or f16 (the same); w and b f32 or f16 (the same);
+ * accumulation is fp32. The last dimension of every tensor must be contiguous
+ * (stride 1); other strides are free. Offsets: multiples of 16 bytes. */
+typedef struct vkattn_linear_args {
+    vkattn_tensor x, w, b, y;
+} vkattn_linear_args;
+
+VKATTN_API vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
+                                           const vkattn_linear_args *args);
+/* Submit-and-wait form. */
+VKATTN_API vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args);
+
+/* --------------------------------------------------------------- attention */
+
+/* Attention on tensors: see "attention semantics" above for shapes, GQA and
+ * masks. Tiled (FlashAttention-2): the Tq x Tk score matrix is never stored.
+ * q and out share a dtype, k and v share a dtype (f32 or f16 each); mask f32
+ * or f16; key_padding u8; weights f32. The last dimension of q, k, v and out
+ * must be contiguous (stride 1), their other strides multiples of 4, their
+ * offsets multiples of 16 bytes. out must not overlap the inputs. Attention
+ * weights, when asked for, come from a separate, slower kernel; without them
+ * the fast path runs alone. */
+typedef struct vkattn_attention_args {
+    vkattn_tensor q, k, v, out;
+    vkattn_tensor mask;        /* optional (buffer NULL) */
+    vkattn_tensor key_padding; /* optional (buffer NULL) */
+    vkattn_tensor weights;     /* optional (buffer NULL) */
+    bool causal;
+    float scale; /* 0: 1/sqrt(D) */
+} vkattn_attention_args;
+
+VKATTN_API vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
+                                              const vkattn_attention_args *args);
+/* Submit-and-wait form. */
+VKATTN_API vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_attention_args *args);
+
+/* --------------------------------------------------------------- MHA layer */
+
+/* One attention layer with its weights on the device (see "MHA layer"). The
+ * forward pass is 3-4 dispatches: the Q/K/V projection (one packed GEMM for
+ * self-attention, whose epilogue writes Q, K and V head-split), attention
+ * (whose store merges the heads), and the output projection. */
+typedef struct vkattn_mha vkattn_mha;
+
+VKATTN_API vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc,
+                                           vkattn_mha **out);
+VKATTN_API void vkattn_mha_destroy(vkattn_mha *mha);
+/* The resolved configuration (defaults filled in). */
+VKATTN_API const vkattn_mha_desc *vkattn_mha_config(const vkattn_mha *mha);
+/* Uploads the weights (host f32, converted to the layer's dtype).
+ * Synchronous; must not run while a recorded forward of this layer is pending. */
+VKATTN_API vkattn_result vkattn_mha_set_weights(vkattn_mha *mha, const vkattn_mha_weights *w);
+
+/* x [B, Tq, Dm]; kv [B, Tk, Dkv] for cross-attention (buffer NULL: self-
+ * attention, C = x); y [B, Tq, Dm]; all in the layer's dtype, last dimension
+ * contiguous. Masks and weights as for vkattn_attention_args (the mask's
+ * head dimension is Hq). */
+typedef struct vkattn_mha_forward_args {
+    vkattn_tensor x;
+    vkattn_tensor kv;          /* optional */
+    vkattn_tensor y;
+    vkattn_tensor mask;        /* optional */
+    vkattn_tensor key_padding; /* optional */
+    vkattn_tensor weights;     /* optional, f32 */
+    bool causal;
+    /* Scratch for the intermediate Q, K, V and O (vkattn_mha_scratch_size
+     * bytes from scratch_offset, a multiple of 256). NULL: the layer's own
+     * scratch, which vkattn_mha_forward grows as needed but
+     * vkattn_cmd_mha_forward never reallocates (reserve it first). */
+    vkattn_buffer *scratch;
+    uint64_t scratch_offset;
+} vkattn_mha_forward_args;
+
+/* Bytes of scratch a forward with these sizes needs. */
+VKATTN_API vkattn_result vkattn_mha_scratch_size(vkattn_mha *mha, uint32_t batch, uint32_t q_len,
+                                                 uint32_t kv_len, uint64_t *bytes);
+/* Makes the layer's own scratch large enough for these sizes (synchronous). */
+VKATTN_API vkattn_result vkattn_mha_reserve(vkattn_mha *mha, uint32_t batch, uint32_t q_len,
+                                            uint32_t kv_len);
+/* Records the forward pass. Without args->scratch the layer's own scratch
+ * must already be large enough (VKATTN_ERROR_OUT_OF_RANGE otherwise), and two
+ * recorded forwards of one layer without caller scratch must not execute at
+ * the same time. */
+VKATTN_API vkattn_result vkattn_cmd_mha_forward(vkattn_mha *mha, VkCommandBuffer cmd,
+                                                const vkattn_mha_forward_args *args);
+/* Submit-and-wait form. */
+VKATTN_API vkattn_result vkattn_mha_forward(vkattn_mha *mha, const vkattn_mha_forward_args *args);
+
+#endif /* VKATTN_OPS_H */

@@ -1,0 +1,73 @@
+/* vkattn/reference.h - part of vkattn.h: the CPU reference.
+ * Include <vkattn.h>, which includes every part in order. */
+#ifndef VKATTN_REFERENCE_H
+#define VKATTN_REFERENCE_H
+
+#ifndef VKATTN_H
+#error "include <vkattn.h>, not its parts"
+#endif
+
+/* ------------------------------------------------------------ CPU reference
+ *
+ * Plain C implementations of every op with double accumulation and exactly
+ * the semantics above. They are what the tests and `vkattn ... --check`
+ * compare the GPU against, and are public so users can validate a device.
+ * Single-threaded, no Vulkan. Errors: the result code, and the message in
+ * `error` (may be NULL) of `error_size` bytes. Outputs are written only on
+ * success.
+ */
+
+/* A tensor in host memory: like vkattn_tensor, with a pointer instead of a
+ * buffer (strides in elements; all 0 means contiguous row-major). Float data
+ * may be f32 or f16 (uint16_t bits); masks u8. Inputs are only read. */
+typedef struct vkattn_host_tensor {
+    void *data;
+    vkattn_dtype dtype;
+    uint32_t rank;
+    int64_t shape[VKATTN_MAX_RANK];
+    int64_t strides[VKATTN_MAX_RANK];
+} vkattn_host_tensor;
+
+/* A contiguous row-major host tensor. */
+VKATTN_API vkattn_host_tensor vkattn_host_tensor_make(void *data, vkattn_dtype dtype,
+                                                      uint32_t rank, const int64_t *shape);
+
+/* Attention: see "attention semantics". Optional tensors have data NULL. */
+typedef struct vkattn_ref_attention_args {
+    vkattn_host_tensor q, k, v, out;
+    vkattn_host_tensor mask;        /* optional */
+    vkattn_host_tensor key_padding; /* optional */
+    vkattn_host_tensor weights;     /* optional, f32 */
+    bool causal;
+    float scale; /* 0: 1/sqrt(D) */
+} vkattn_ref_attention_args;
+
+VKATTN_API vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args,
+                                              char *error, size_t error_size);
+
+/* y = x W^T + b: x [M, K] or [B, T, K]; w [N, K]; b [N] (optional);
+ * y [M, N] or [B, T, N]. */
+typedef struct vkattn_ref_linear_args {
+    vkattn_host_tensor x, w, b, y;
+} vkattn_ref_linear_args;
+
+VKATTN_API vkattn_result vkattn_ref_linear(const vkattn_ref_linear_args *args, char *error,
+                                           size_t error_size);
+
+/* A whole MHA layer: see "MHA layer". x [B, Tq, Dm]; kv [B, Tk, Dkv]
+ * (optional: data NULL means self-attention); y [B, Tq, Dm]; masks and
+ * weights as for attention. All f32. */
+typedef struct vkattn_ref_mha_args {
+    vkattn_host_tensor x, kv, y;
+    vkattn_host_tensor mask;        /* optional */
+    vkattn_host_tensor key_padding; /* optional */
+    vkattn_host_tensor weights;     /* optional */
+    bool causal;
+} vkattn_ref_mha_args;
+
+VKATTN_API vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc,
+                                        const vkattn_mha_weights *weights,
+                                        const vkattn_ref_mha_args *args, char *error,
+                                        size_t error_size);
+
+#endif /* VKATTN_REFERENCE_H */
