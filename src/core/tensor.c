@@ -1,4 +1,5 @@
-/* Tensor views: construction, default strides, bounds checks; f16 on the host. */
+/* Tensor views: construction, default strides, bounds checks, and the
+ * checks every op shares (rows, outputs, overlaps). */
 #include "core/tensor.h"
 
 #include "core/buffer.h"

@@ -1,3 +1,4 @@
+/* Filling the per-context Vulkan function table (vk_table.h). */
 #include "core/vk_table.h"
 
 #include <stddef.h>

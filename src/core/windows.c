@@ -103,8 +103,8 @@ bool vka_box_fits_storage(const vkattn_context *ctx, const vkattn_tensor *t, con
 }
 
 /* Texel views hold 16-byte texels whatever the dtype: rgba32f for f32 data,
- * rgba32ui for f16 data (eight halves a texel, unpacked by the kernels: on
- * lavapipe that streams several times faster than an rgba16f view). */
+ * rgba32ui for f16 data (eight halves a texel, unpacked by the kernels: a
+ * CPU driver pays per fetch, so it streams faster than an rgba16f view). */
 #define VKA_TEXEL_BYTES 16u
 
 bool vka_box_fits_texel(const vkattn_context *ctx, const vkattn_tensor *t, const vka_box *box)

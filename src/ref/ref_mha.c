@@ -87,6 +87,142 @@ static vkattn_host_tensor activation(float *data, int64_t b, int64_t t, int64_t 
     return vkattn_host_tensor_make(data, VKATTN_DTYPE_F32, 3, shape);
 }
 
+/* x, kv and y against the desc; resolved into x, kv (x itself for
+ * self-attention) and y. */
+static vkattn_result check_io(const vkattn_mha_desc *d, const vkattn_ref_mha_args *args,
+                              vkattn_host_tensor *x, vkattn_host_tensor *kv, vkattn_host_tensor *y,
+                              char *error, size_t error_size)
+{
+    char want[96];
+    VKA_TRY(check_activation(&args->x, "x", error, error_size));
+    VKA_TRY(check_size(&args->x, "x", 2, d->embed_dim, "desc->embed_dim", error, error_size));
+    const bool self = args->kv.data == NULL;
+    if (self) {
+        if (d->kv_dim != d->embed_dim) {
+            vka_error_format(error, error_size,
+                             "args->kv.data is NULL (self-attention) but desc->kv_dim %u "
+                             "differs from desc->embed_dim %u",
+                             d->kv_dim, d->embed_dim);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+    } else {
+        VKA_TRY(check_activation(&args->kv, "kv", error, error_size));
+        VKA_TRY(check_size(&args->kv, "kv", 0, args->x.shape[0], "args->x.shape[0] (batch)", error,
+                           error_size));
+        VKA_TRY(check_size(&args->kv, "kv", 2, d->kv_dim, "desc->kv_dim", error, error_size));
+    }
+    VKA_TRY(check_activation(&args->y, "y", error, error_size));
+    for (uint32_t i = 0; i < 3; i++) {
+        vka_error_format(want, sizeof want, "args->x.shape[%u]", i);
+        VKA_TRY(check_size(&args->y, "y", i, args->x.shape[i], want, error, error_size));
+    }
+    VKA_TRY(vka_host_tensor_resolve(&args->x, "args->x", false, x, error, error_size));
+    VKA_TRY(vka_host_tensor_resolve(self ? &args->x : &args->kv, self ? "args->x" : "args->kv",
+                                    false, kv, error, error_size));
+    return vka_host_tensor_resolve(&args->y, "args->y", true, y, error, error_size);
+}
+
+/* The layer as four linear steps (Q, K, V, output projection) and one
+ * attention step, all checked. */
+typedef struct layer_plan {
+    vka_ref_linear_plan lp[4];
+    vka_ref_attention_plan ap;
+    size_t nq, nkv; /* floats of Q (and O), of K (and V) */
+} layer_plan;
+
+/* Plans every step, with the f32 temporaries not yet allocated: `placeholder`
+ * stands in for their data until every check has passed. */
+static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_views *wv,
+                                const vkattn_ref_mha_args *args, const vkattn_host_tensor *x,
+                                const vkattn_host_tensor *kv, const vkattn_host_tensor *y,
+                                float *placeholder, layer_plan *plan, char *error,
+                                size_t error_size)
+{
+    const int64_t B = x->shape[0], Tq = x->shape[1], Tk = kv->shape[1];
+    const int64_t Dm = d->embed_dim, Dkv = d->kv_dim, Dh = d->head_dim;
+    const int64_t QW = vka_mha_q_width(d), KVW = vka_mha_kv_width(d);
+    vkattn_ref_linear_args la[4];
+    memset(la, 0, sizeof la);
+    la[0].x = *x;
+    la[0].w = weight_tensor(wv->wq, QW, Dm);
+    la[0].b = bias_tensor(wv->bq, QW);
+    la[0].y = activation(placeholder, B, Tq, QW);
+    la[1].x = *kv;
+    la[1].w = weight_tensor(wv->wk, KVW, Dkv);
+    la[1].b = bias_tensor(wv->bk, KVW);
+    la[1].y = activation(placeholder, B, Tk, KVW);
+    la[2].x = *kv;
+    la[2].w = weight_tensor(wv->wv, KVW, Dkv);
+    la[2].b = bias_tensor(wv->bv, KVW);
+    la[2].y = activation(placeholder, B, Tk, KVW);
+    la[3].x = activation(placeholder, B, Tq, QW);
+    la[3].w = weight_tensor(wv->wo, Dm, QW);
+    la[3].b = bias_tensor(wv->bo, Dm);
+    la[3].y = *y;
+    for (int i = 0; i < 4; i++)
+        VKA_TRY(vka_ref_linear_prepare(&la[i], "args->", &plan->lp[i], error, error_size));
+
+    vkattn_ref_attention_args aa;
+    memset(&aa, 0, sizeof aa);
+    aa.q = head_view(placeholder, B, Tq, d->num_heads, Dh);
+    aa.k = head_view(placeholder, B, Tk, d->num_kv_heads, Dh);
+    aa.v = head_view(placeholder, B, Tk, d->num_kv_heads, Dh);
+    aa.out = head_view(placeholder, B, Tq, d->num_heads, Dh);
+    aa.mask = args->mask;
+    aa.key_padding = args->key_padding;
+    aa.weights = args->weights;
+    aa.causal = args->causal;
+    VKA_TRY(vka_ref_attention_prepare(&aa, "args->", &plan->ap, error, error_size));
+    bool ok = vka_size_mul((size_t)B, (size_t)Tq, &plan->nq) &&
+              vka_size_mul(plan->nq, (size_t)QW, &plan->nq) &&
+              vka_size_mul((size_t)B, (size_t)Tk, &plan->nkv) &&
+              vka_size_mul(plan->nkv, (size_t)KVW, &plan->nkv);
+    if (!ok) {
+        vka_error_format(error, error_size,
+                         "the reference's temporaries (Q, K, V, O) overflow the address space");
+        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    return VKATTN_SUCCESS;
+}
+
+/* Allocates Q, K, V, O (f32) and the double scratch, then runs the steps. */
+static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
+{
+    size_t nq = plan->nq, nkv = plan->nkv, nf = 0;
+    bool ok = nkv <= SIZE_MAX / 2 && nq <= SIZE_MAX / 2 && 2 * nq <= SIZE_MAX - 2 * nkv &&
+              vka_size_mul(2 * nq + 2 * nkv, sizeof(float), &nf);
+    size_t ns = plan->ap.scratch_doubles;
+    for (int i = 0; i < 4; i++)
+        if (plan->lp[i].scratch_doubles > ns)
+            ns = plan->lp[i].scratch_doubles;
+    float *act = ok ? malloc(nf) : NULL;
+    double *scratch = act ? malloc(ns * sizeof *scratch) : NULL;
+    if (!scratch) {
+        free(act);
+        vka_error_format(error, error_size,
+                         "cannot allocate the reference's temporaries (Q, K, V, O: %zu "
+                         "bytes; scratch: %zu bytes)",
+                         nf, ns * sizeof *scratch);
+        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    float *q = act, *k = q + nq, *v = k + nkv, *o = v + nkv;
+    plan->lp[0].y.data = q;
+    plan->lp[1].y.data = k;
+    plan->lp[2].y.data = v;
+    plan->lp[3].x.data = o;
+    plan->ap.q.data = q;
+    plan->ap.k.data = k;
+    plan->ap.v.data = v;
+    plan->ap.out.data = o;
+    for (int i = 0; i < 3; i++)
+        vka_ref_linear_run(&plan->lp[i], scratch);
+    vka_ref_attention_run(&plan->ap, scratch);
+    vka_ref_linear_run(&plan->lp[3], scratch);
+    free(scratch);
+    free(act);
+    return VKATTN_SUCCESS;
+}
+
 vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weights *weights,
                              const vkattn_ref_mha_args *args, char *error, size_t error_size)
 {
@@ -98,115 +234,10 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
         vka_error_format(error, error_size, "args is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    char want[96];
-    VKA_TRY(check_activation(&args->x, "x", error, error_size));
-    VKA_TRY(check_size(&args->x, "x", 2, d.embed_dim, "desc->embed_dim", error, error_size));
-    const bool self = args->kv.data == NULL;
-    if (self) {
-        if (d.kv_dim != d.embed_dim) {
-            vka_error_format(error, error_size,
-                                "args->kv.data is NULL (self-attention) but desc->kv_dim %u "
-                                "differs from desc->embed_dim %u",
-                                d.kv_dim, d.embed_dim);
-            return VKATTN_ERROR_INVALID_ARGUMENT;
-        }
-    } else {
-        VKA_TRY(check_activation(&args->kv, "kv", error, error_size));
-        VKA_TRY(check_size(&args->kv, "kv", 0, args->x.shape[0], "args->x.shape[0] (batch)", error,
-                       error_size));
-        VKA_TRY(check_size(&args->kv, "kv", 2, d.kv_dim, "desc->kv_dim", error, error_size));
-    }
-    VKA_TRY(check_activation(&args->y, "y", error, error_size));
-    for (uint32_t i = 0; i < 3; i++) {
-        vka_error_format(want, sizeof want, "args->x.shape[%u]", i);
-        VKA_TRY(check_size(&args->y, "y", i, args->x.shape[i], want, error, error_size));
-    }
     vkattn_host_tensor x, kv, y;
-    VKA_TRY(vka_host_tensor_resolve(&args->x, "args->x", false, &x, error, error_size));
-    VKA_TRY(vka_host_tensor_resolve(self ? &args->x : &args->kv, self ? "args->x" : "args->kv",
-                                   false, &kv, error, error_size));
-    VKA_TRY(vka_host_tensor_resolve(&args->y, "args->y", true, &y, error, error_size));
-
-    const int64_t B = x.shape[0], Tq = x.shape[1], Tk = kv.shape[1];
-    const int64_t Dm = d.embed_dim, Dkv = d.kv_dim, Dh = d.head_dim;
-    const int64_t QW = vka_mha_q_width(&d), KVW = vka_mha_kv_width(&d);
-
-    /* Plans first, with the f32 temporaries not yet allocated: `&placeholder`
-     * stands in for their data until every check has passed. */
+    VKA_TRY(check_io(&d, args, &x, &kv, &y, error, error_size));
     float placeholder = 0.0f;
-    vkattn_ref_linear_args la[4];
-    memset(la, 0, sizeof la);
-    la[0].x = x;
-    la[0].w = weight_tensor(wv.wq, QW, Dm);
-    la[0].b = bias_tensor(wv.bq, QW);
-    la[0].y = activation(&placeholder, B, Tq, QW);
-    la[1].x = kv;
-    la[1].w = weight_tensor(wv.wk, KVW, Dkv);
-    la[1].b = bias_tensor(wv.bk, KVW);
-    la[1].y = activation(&placeholder, B, Tk, KVW);
-    la[2].x = kv;
-    la[2].w = weight_tensor(wv.wv, KVW, Dkv);
-    la[2].b = bias_tensor(wv.bv, KVW);
-    la[2].y = activation(&placeholder, B, Tk, KVW);
-    la[3].x = activation(&placeholder, B, Tq, QW);
-    la[3].w = weight_tensor(wv.wo, Dm, QW);
-    la[3].b = bias_tensor(wv.bo, Dm);
-    la[3].y = y;
-    vka_ref_linear_plan lp[4];
-    for (int i = 0; i < 4; i++)
-        VKA_TRY(vka_ref_linear_prepare(&la[i], "args->", &lp[i], error, error_size));
-
-    vkattn_ref_attention_args aa;
-    memset(&aa, 0, sizeof aa);
-    aa.q = head_view(&placeholder, B, Tq, d.num_heads, Dh);
-    aa.k = head_view(&placeholder, B, Tk, d.num_kv_heads, Dh);
-    aa.v = head_view(&placeholder, B, Tk, d.num_kv_heads, Dh);
-    aa.out = head_view(&placeholder, B, Tq, d.num_heads, Dh);
-    aa.mask = args->mask;
-    aa.key_padding = args->key_padding;
-    aa.weights = args->weights;
-    aa.causal = args->causal;
-    vka_ref_attention_plan ap;
-    VKA_TRY(vka_ref_attention_prepare(&aa, "args->", &ap, error, error_size));
-
-    /* One f32 block for Q, K, V, O and one double scratch for every step. */
-    size_t nq, nkv, nf = 0;
-    bool ok = vka_size_mul((size_t)B, (size_t)Tq, &nq) &&
-              vka_size_mul(nq, (size_t)QW, &nq) &&
-              vka_size_mul((size_t)B, (size_t)Tk, &nkv) &&
-              vka_size_mul(nkv, (size_t)KVW, &nkv) && nkv <= SIZE_MAX / 2 &&
-              nq <= SIZE_MAX / 2 && 2 * nq <= SIZE_MAX - 2 * nkv;
-    if (ok)
-        ok = vka_size_mul(2 * nq + 2 * nkv, sizeof(float), &nf);
-    size_t ns = ap.scratch_doubles;
-    for (int i = 0; i < 4; i++)
-        if (lp[i].scratch_doubles > ns)
-            ns = lp[i].scratch_doubles;
-    float *act = ok ? malloc(nf) : NULL;
-    double *scratch = act ? malloc(ns * sizeof *scratch) : NULL;
-    if (!scratch) {
-        free(act);
-        vka_error_format(error, error_size,
-                            "cannot allocate the reference's temporaries (Q, K, V, O: %zu "
-                            "bytes; scratch: %zu bytes)",
-                            nf, ns * sizeof *scratch);
-        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
-    }
-    float *q = act, *k = q + nq, *v = k + nkv, *o = v + nkv;
-    lp[0].y.data = q;
-    lp[1].y.data = k;
-    lp[2].y.data = v;
-    lp[3].x.data = o;
-    ap.q.data = q;
-    ap.k.data = k;
-    ap.v.data = v;
-    ap.out.data = o;
-
-    for (int i = 0; i < 3; i++)
-        vka_ref_linear_run(&lp[i], scratch);
-    vka_ref_attention_run(&ap, scratch);
-    vka_ref_linear_run(&lp[3], scratch);
-    free(scratch);
-    free(act);
-    return VKATTN_SUCCESS;
+    layer_plan plan;
+    VKA_TRY(plan_layer(&d, &wv, args, &x, &kv, &y, &placeholder, &plan, error, error_size));
+    return run_layer(&plan, error, error_size);
 }

@@ -18,11 +18,9 @@
 #include <string.h>
 
 /* Subgroup family presets: rows per subgroup (R), keys per lane per key
- * block (C) and rows per P.V register block (RB). Code size grows with R x C
- * and so does lavapipe's JIT time (about a second for the small preset,
- * several for the large ones); R halves above head dim 128 (live outputs).
- * On lavapipe (causal GQA, D 128, T 1024, f16) preset 1 measured 0.455
- * of the FMA limit against 0.42 for preset 0. */
+ * block (C) and rows per P.V register block (RB). Code size, and a CPU
+ * driver's compile time, grow with R x C; R halves above head dim 128 (live
+ * outputs). Why these three: docs/tuning.md. */
 typedef struct sg_preset {
     uint32_t rows, keys, row_block;
 } sg_preset;

@@ -27,14 +27,13 @@
 
 #define SG_ROWS_MAX 8u /* rows per subgroup (4 above head dim 128) */
 /* Keys per lane per key block: 4 for decode's few rows (fewer query
- * shuffles per K texel: about 0.6 of the streaming rate on lavapipe against
- * 0.5 with 2), 2 for 8 rows (what the attention kernel found best; keeps the
- * score registers in check). */
+ * shuffles per K texel), 2 for 8 rows (what the attention kernel found
+ * best; keeps the score registers in check). Figures: docs/tuning.md. */
 #define SG_KEYS_FEW_ROWS 4u
 #define SG_KEYS_MANY_ROWS 2u
 /* Large prefills take large tiles (16 rows x 4 keys, 8 rows above head dim
- * 128: 10-20% faster there, but ~4 s of lavapipe's JIT instead of ~1 s, so
- * only for problems that repay it). */
+ * 128): faster there, but several times the compile time on CPU drivers, so
+ * only for problems that repay it (docs/tuning.md). */
 #define SG_ROWS_LARGE 16u
 #define SG_KEYS_LARGE 4u
 #define SG_LARGE_ROWS 64u  /* T * group at least this... */

@@ -1,4 +1,5 @@
-/* The projection GEMM with a head-split store epilogue (internal).
+/* What the linear op gives the ops above it (the MHA layer): the
+ * projection GEMM with a head-split store epilogue.
  *
  *     Y[m, n] = sum_k X[m, k] * W[n, k] + b[n]      m = b*T + t
  *
@@ -15,7 +16,7 @@
  *     ((block * Hkv + h) * block_size + token % block_size) * Dh + d,
  *     block = table[b][token / block_size],
  * start[] and table[][] read on the GPU from the step's metadata (recorded by
- * vka_kv_step_record before the GEMM; see kv_cache.h). */
+ * vka_kv_step_record before the GEMM; see ops/kvcache/kvcache.h). */
 #ifndef VKA_LINEAR_H
 #define VKA_LINEAR_H
 

@@ -1,5 +1,6 @@
 /* The linear op (y = x W^T + b) and its segmented, head-split form used by
- * the MHA layer: validation here, recording in linear_record.c. */
+ * the MHA layer: the entry points and every check (recording:
+ * linear_record.c). */
 #include "spec/dtype.h"
 #include "spec/error_text.h"
 #include "ops/linear/linear_internal.h"

@@ -23,9 +23,9 @@
 #include <string.h>
 
 /* Subgroup GEMM tiles: rows per subgroup (rounded to whole subgroups), the
- * columns per lane, quads of K per unrolled trip. On lavapipe a texel fetch
- * costs about 40 FMAs, so tiles are as large as the accumulator spills and
- * the unrolled code size allow: preset 0 measured best there. */
+ * columns per lane, quads of K per unrolled trip. Fetches dominate on CPU
+ * drivers, so tiles are as large as the accumulator spills and the unrolled
+ * code size allow (docs/tuning.md). */
 typedef struct sg_preset {
     uint32_t rows, tn, kq;
 } sg_preset;
@@ -62,10 +62,8 @@ static const gemv_preset gemv_sg_presets[] = {
     {4, 4, 4},  /* 1 */
     {16, 2, 4}, /* 2: the default for 1-2 rows of f16 weights */
 };
-/* Preset 2 halves the X fetches per W fetch. On lavapipe (m 1, n 6144,
- * k 4096) it ran in 2.99-3.12 ms (minimum of 9) against 3.23-3.31 ms for
- * preset 0 with f16 weights, but 3.97-4.31 against 3.72-4.07 ms with f32
- * weights (two fetches per 8 weights: 32 per step). */
+/* Preset 2 halves the X fetches per W fetch: it pays with f16 weights (one
+ * fetch per 8 weights), not with f32 (two); figures in docs/tuning.md. */
 #define GEMV_SG_FEW_ROWS_PRESET 2u
 #define GEMV_SG_PRESETS (sizeof gemv_sg_presets / sizeof gemv_sg_presets[0])
 

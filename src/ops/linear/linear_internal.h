@@ -1,10 +1,10 @@
-/* The linear op after validation (linear.c): its kernel configuration
- * (linear_config.c: families, input bindings, tile presets, the built-in
- * choice and the tuning table), its recording (linear_record.c: the split
- * into dispatches whose binding windows fit the device's limits) and its
- * tuner (linear_tune.c). */
-#ifndef VKA_LINEAR_PLAN_H
-#define VKA_LINEAR_PLAN_H
+/* Linear internals, shared by the op's own files only: the checked problem
+ * (linear_api.c), its kernel configuration (linear_config.c: families,
+ * input bindings, tile presets, the built-in choice and the tuning table),
+ * its recording (linear_record.c: the split into dispatches whose binding
+ * windows fit the device's limits) and its tuner (linear_tune.c). */
+#ifndef VKA_LINEAR_INTERNAL_H
+#define VKA_LINEAR_INTERNAL_H
 
 #include "ops/linear/linear.h"
 #include "core/buffer.h"
