@@ -5,30 +5,22 @@
 // requires contiguous rows, strides that are multiples of 4 and offsets that
 // are multiples of 16 bytes, so every row starts on a 4-element boundary and
 // indices in these helpers count vec4s ("quads") from the binding's start.
-// Input storage, chosen per variant by -D Q_DT=... KV_DT=... O_DT=...:
-//   tex32  uniform texel buffer, an rgba32f view of f32 data
-//   tex16  uniform texel buffer, an rgba32ui view of f16 data: one fetch
-//          brings eight halves, unpacked here (on lavapipe a texel fetch is
-//          a call costing about the same whatever the format, and an
-//          rgba16f view streamed 3.5x slower than this one); the view starts
-//          on a 16-byte texel, so quad i is half of texel i / 2
-//   f32    vec4[]
-//   f16    f16vec4[]  (16-bit storage)
-//   f16p   uvec2[], four halves in two words (every device)
+// Input storage, chosen per variant by -D Q_DT=... KV_DT=... O_DT=...
+// (the storage types of tensor_io.glsl): tex32, tex16, f32, f16 or f16p
+// for inputs, f32, f16 or f16p for the output. A tex16 view starts on a
+// 16-byte texel, so quad i is half of texel i / 2 (one fetch brings eight
+// halves: the format is chosen for lavapipe, figures: docs/kernels.md).
 // load8(i) reads quads i and i + 1 (the subgroup kernels' unit); with tex16
 // i must be even: the host binds tex16 inputs to those kernels only when
 // every row and stride falls on 8 elements.
-// The storage names are pasted into macro names, so they must never be
-// #defined themselves.
 #ifndef VKATTN_ATTENTION_IO_GLSL
 #define VKATTN_ATTENTION_IO_GLSL
 
-#if defined(NEEDS_16BIT_STORAGE)
-#extension GL_EXT_shader_16bit_storage : require
-#endif
+#include "tensor_io.glsl"
 
+// ---- inputs: name_load4(i) (quad i), name_load8(i, lo, hi) (quads i, i + 1)
 #define DECLARE_IN4_tex32(binding_, name_)                                          \
-    layout(set = 0, binding = binding_) uniform samplerBuffer name_##_tex;         \
+    DECLARE_TEXELS(binding_, tex32, name_)                                          \
     vec4 name_##_load4(uint i) { return texelFetch(name_##_tex, int(i)); }         \
     void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
         lo = texelFetch(name_##_tex, int(i));                                        \
@@ -36,22 +28,19 @@
     }
 
 #define DECLARE_IN4_tex16(binding_, name_)                                          \
-    layout(set = 0, binding = binding_) uniform usamplerBuffer name_##_tex;        \
+    DECLARE_TEXELS(binding_, tex16, name_)                                          \
     vec4 name_##_load4(uint i) {                                                     \
         uvec4 w = texelFetch(name_##_tex, int(i >> 1u));                             \
         uvec2 h = (i & 1u) != 0u ? w.zw : w.xy;                                      \
-        return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));                       \
+        return UNPACK_HALVES4(h);                                                    \
     }                                                                                \
     void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
         uvec4 w = texelFetch(name_##_tex, int(i >> 1u));                             \
-        lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));                         \
-        hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));                         \
+        UNPACK_HALVES8(w, lo, hi);                                                   \
     }
 
 #define DECLARE_IN4_f32(binding_, name_)                                            \
-    layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {   \
-        vec4 name_##_data[];                                                         \
-    };                                                                               \
+    DECLARE_QUADS(binding_, readonly, f32, name_, name_##_data)                     \
     vec4 name_##_load4(uint i) { return name_##_data[i]; }                         \
     void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
         lo = name_##_data[i];                                                        \
@@ -59,9 +48,7 @@
     }
 
 #define DECLARE_IN4_f16(binding_, name_)                                            \
-    layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {   \
-        f16vec4 name_##_data[];                                                      \
-    };                                                                               \
+    DECLARE_QUADS(binding_, readonly, f16, name_, name_##_data)                     \
     vec4 name_##_load4(uint i) { return vec4(name_##_data[i]); }                   \
     void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
         lo = vec4(name_##_data[i]);                                                  \
@@ -69,36 +56,28 @@
     }
 
 #define DECLARE_IN4_f16p(binding_, name_)                                           \
-    layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {   \
-        uvec2 name_##_data[];                                                        \
-    };                                                                               \
+    DECLARE_QUADS(binding_, readonly, f16p, name_, name_##_data)                    \
     vec4 name_##_load4(uint i) {                                                     \
         uvec2 w = name_##_data[i];                                                   \
-        return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));                       \
+        return UNPACK_HALVES4(w);                                                    \
     }                                                                                \
     void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
         lo = name_##_load4(i);                                                       \
         hi = name_##_load4(i + 1u);                                                  \
     }
 
-// Outputs: one invocation writes all four elements of a vec4, so packed
-// halves never need a read-modify-write.
+// ---- outputs: name_store4(i, v). One invocation writes all four elements of
+// a quad, so packed halves never need a read-modify-write.
 #define DECLARE_OUT4_f32(binding_, name_)                                           \
-    layout(set = 0, binding = binding_, std430) writeonly buffer name_##_buffer {  \
-        vec4 name_##_data[];                                                         \
-    };                                                                               \
+    DECLARE_QUADS(binding_, writeonly, f32, name_, name_##_data)                    \
     void name_##_store4(uint i, vec4 v) { name_##_data[i] = v; }
 
 #define DECLARE_OUT4_f16(binding_, name_)                                           \
-    layout(set = 0, binding = binding_, std430) writeonly buffer name_##_buffer {  \
-        f16vec4 name_##_data[];                                                      \
-    };                                                                               \
+    DECLARE_QUADS(binding_, writeonly, f16, name_, name_##_data)                    \
     void name_##_store4(uint i, vec4 v) { name_##_data[i] = f16vec4(v); }
 
 #define DECLARE_OUT4_f16p(binding_, name_)                                          \
-    layout(set = 0, binding = binding_, std430) writeonly buffer name_##_buffer {  \
-        uvec2 name_##_data[];                                                        \
-    };                                                                               \
+    DECLARE_QUADS(binding_, writeonly, f16p, name_, name_##_data)                   \
     void name_##_store4(uint i, vec4 v) {                                            \
         name_##_data[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));             \
     }

@@ -1,6 +1,6 @@
 // FlashAttention-2 forward, subgroup family (CPU drivers): no shared memory,
 // no barriers; operands move between invocations with subgroupShuffle from
-// constant lanes (LAVAPIPE.md: much cheaper than per-lane loads there).
+// constant lanes (on lavapipe much cheaper than per-lane loads).
 //
 // A subgroup owns R consecutive rows (see attention_main.glsl) and walks the
 // visible keys in blocks of BC = SG * C. Inputs are read eight elements
@@ -17,19 +17,15 @@
 // scale and log2(e) folded into the scores). Causally hidden key blocks are
 // never visited.
 //
-// How lavapipe runs this (measured, see LAVAPIPE.md): every `if` executes
-// both ways under an execution mask (only loops branch), so the rarely
-// needed mask and padding loads are compiled in only when MASKS is set; a
-// texel fetch is a call that clobbers every vector register, so each loop
-// body fetches all its operands first and computes afterwards; a loop-carried
-// value costs a select per iteration, so the accumulators are carried by as
-// few loops as possible: only the key block loop is a loop, the key groups
-// inside a block are unrolled (rolled, they cost lavapipe a third of the
-// time: causal GQA D 128 T 1024 went from about 0.31 to 0.44 of the FMA
-// peak when unrolled). On lavapipe all the loops of an invocation stop
-// after 65535 iterations in total (LP_MAX_TGSI_LOOP_ITERATIONS): a block
-// costs one of them (D / (8 SG) + 2 C + 1 should a compiler leave the inner
-// loops rolled: one row tile can still walk about 150K keys at D 128).
+// Shaped for how lavapipe runs it (figures: docs/kernels.md): an `if` runs
+// both ways, so the mask and padding loads are compiled in only with MASKS;
+// a texel fetch is a call that clobbers every vector register, so each loop
+// body fetches all its operands before it computes; a loop-carried value
+// costs a select per iteration, so only the key block loop is a loop (the
+// key groups inside a block are unrolled). Lavapipe stops all the loops of
+// an invocation after 65535 iterations in total (LP_MAX_TGSI_LOOP_ITERATIONS):
+// a block costs one of them (D / (8 SG) + 2 C + 1 should a compiler leave the
+// inner loops rolled: one row tile can still walk about 150K keys at D 128).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -55,8 +51,8 @@ const bool EVEN = DO % SG == 0u;      // every lane owns OPL whole octets
 // The octet lane `lane` reads as its t-th, clamped into the row when D
 // leaves some lanes without one: they read a real octet for nothing (their
 // q is zero and their outputs are never stored), so the fully unrolled key
-// loops hold no ifs: those split them into many small blocks and made
-// lavapipe's compile time at D 32 ten times longer. Their K octets are
+// loops hold no ifs (ifs split them into many small blocks, which lavapipe
+// compiles far more slowly; figures: docs/kernels.md). Their K octets are
 // zeroed by a select (spare_k): 0 * inf would make the key's score NaN where
 // the owning lane's q_d * inf makes it a proper +-inf.
 uint octet(uint lane, uint t) {
@@ -178,8 +174,8 @@ void main() {
             float mx = s[r][0];
             [[unroll]] for (uint ci = 1u; ci < C; ci++)
                 mx = max(mx, s[r][ci]);
-            // butterfly of shuffles: lavapipe runs subgroupMax as a loop
-            // over the lanes, ten times the instructions
+            // butterfly of shuffles, not subgroupMax (a loop over the lanes
+            // on lavapipe; figures: docs/kernels.md)
             [[unroll]] for (uint i = 0u; i < 7u; i++) {
                 const uint n = 64u >> i;
                 if (n < SG)

@@ -8,15 +8,15 @@
 // split); it walks the split's visible keys in blocks of SG keys. Every key
 // row is read as D / 8 octets; lane l reads octets l, l + SG, ... of each
 // key (adjacent lanes on adjacent texels: one contiguous run per key, the
-// fastest pattern on lavapipe) and keeps the matching slice of every query
-// row in registers, so nothing is shuffled per element:
+// fastest pattern on lavapipe, see docs/kernels.md) and keeps the matching
+// slice of every query row in registers, so nothing is shuffled per element:
 //   Q.K^T  each lane forms partial scores of all SG keys x R rows over its
 //          slice; a butterfly of subgroupShuffleXor adds them up so that
 //          lane l ends with the scores of key j0 + l (SG - 1 shuffles per
 //          row and key pair instead of a reduction per score);
 //   P.V    each lane accumulates its slice of every output row, the
 //          probabilities shuffled in from the lane that owns the key.
-// With f16 K/V through rgba32ui views (KV_TEX16) the raw texels of a block
+// With f16 K/V through tex16 views (KV_TEX16) the raw texels of a block
 // are fetched first and unpacked while computing: a texel fetch is a call
 // on lavapipe, so no unpacked value has to live across one.
 // Running max and sum are fp32 in the log2 domain.
@@ -44,10 +44,7 @@ const uint NK = SG;            // keys per block
 #define RAW uvec4
 RAW k_raw(uint quad) { return texelFetch(k_tex, int(quad >> 1u)); }
 RAW v_raw(uint quad) { return texelFetch(v_tex, int(quad >> 1u)); }
-void unpack8(RAW w, out vec4 lo, out vec4 hi) {
-    lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-    hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
-}
+void unpack8(RAW w, out vec4 lo, out vec4 hi) { UNPACK_HALVES8(w, lo, hi); }
 vec2 unpack2(RAW w, uint i) { return unpackHalf2x16(w[i]); }
 #else
 struct Octet {
@@ -133,7 +130,8 @@ void main() {
     // Software pipelined: every phase's compute is interleaved with the
     // fetches of the next phase (V of this block during Q.K^T, K of the next
     // block during P.V), so the loads of a texel fetch are in flight while
-    // the FMAs run (lavapipe's fetches are calls that stall on memory).
+    // the FMAs run (lavapipe's fetches are calls that stall on memory;
+    // figures: docs/kernels.md).
     const float inv_bs = 1.0 / float(pc.block_size);
     // Pool row (quad index) of key j0 + lane, clamped to a real key (past
     // key_end it is masked: p = 0); an empty range reads row 0 (unused).

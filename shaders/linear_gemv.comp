@@ -3,8 +3,8 @@
 // read exactly once: a team of LANES invocations owns NR consecutive output
 // columns (W rows); its lanes split K (lane l takes quad number l, l + LANES,
 // ..., or pairs of quads in input mode 3) for all MR rows (adjacent lanes on
-// adjacent texels of a W row: the fastest pattern measured on lavapipe for
-// this kernel), then the partial sums are reduced:
+// adjacent texels of a W row: the fastest pattern on lavapipe, see
+// docs/kernels.md), then the partial sums are reduced:
 //   GEMV_SUBGROUP 1: the team is one subgroup, reduced with subgroupAdd;
 //   GEMV_SUBGROUP 0: the team is the workgroup, reduced in shared memory
 //                    (WORKGROUP_SIZE a power of two).

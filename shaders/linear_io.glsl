@@ -5,9 +5,9 @@
 //               1: x and w through storage buffers, 4 elements per load
 //               2: x and w through storage buffers, one element per load
 //                  (K, a row stride or an offset is not a multiple of 4)
-//               3: texel buffers where f16 tensors are viewed as
-//                  R32G32B32A32_UINT, 8 halves per fetch (unpacked here):
-//                  CPU drivers pay per fetch, not per byte, so this halves
+//               3: texel buffers where f16 tensors are tex16 views
+//                  (rgba32ui, 8 halves per fetch, tensor_io.glsl): CPU
+//                  drivers pay per fetch, not per byte, so this halves
 //                  the fetches of f16 operands (rows and K multiples of 8)
 //   X_DT, W_DT  storage of x (and y) / of w (and b): f32, f16 or f16p
 // Kernels read operands as quads (x_fetch4: elements k..k+3 of a row) and,
@@ -56,59 +56,61 @@ layout(push_constant) uniform Push {
 layout(constant_id = 6) const uint POOL_SEGMENTS = 0u;
 layout(set = 0, binding = 6) readonly buffer meta_buffer { uint meta[]; };
 
-// ---- inputs x (binding 0) and w (binding 1)
-#if INPUT_MODE == 0 || INPUT_MODE == 3
-// In mode 3 the build defines X_PACKED / W_PACKED for the f16 operands.
-// A texel input: rgba32f / rgba16f (4 elements per texel), or packed halves
-// (8 per texel, e a multiple of 4: the texel's first or second quad).
-#define DECLARE_TEX4(binding_, name_)                                                 \
-    layout(set = 0, binding = binding_) uniform samplerBuffer name_##_tex;            \
+// ---- inputs x (binding 0) and w (binding 1): name_fetch4(e, k) (elements
+// e.. e+3, which are k.. k+3 of their row) and name_fetch8(e, k, a, b)
+// (elements e.. e+7), by storage type (tensor_io.glsl):
+//   tex32  mode 0 (rgba32f / rgba16f views) and mode 3's f32 operands
+//   tex16  mode 3's f16 operands (the build defines X_PACKED / W_PACKED);
+//          e a multiple of 4 picks the texel's first or second quad
+//   f32, f16, f16p  mode 1 (quads)
+// Mode 2 reads elements one at a time instead (below).
+#define DECLARE_FETCH_tex32(binding_, name_)                                          \
+    DECLARE_TEXELS(binding_, tex32, name_)                                            \
     vec4 name_##_fetch4(uint e, uint k) { return texelFetch(name_##_tex, int(e >> 2)); } \
     void name_##_fetch8(uint e, uint k, out vec4 a, out vec4 b) {                     \
         a = texelFetch(name_##_tex, int(e >> 2));                                     \
         b = texelFetch(name_##_tex, int(e >> 2) + 1);                                 \
     }
-#define DECLARE_TEX8(binding_, name_)                                                 \
-    layout(set = 0, binding = binding_) uniform usamplerBuffer name_##_tex;           \
+#define DECLARE_FETCH_tex16(binding_, name_)                                          \
+    DECLARE_TEXELS(binding_, tex16, name_)                                            \
     vec4 name_##_fetch4(uint e, uint k) {                                             \
         uvec4 t = texelFetch(name_##_tex, int(e >> 3));                               \
         uvec2 h = (e & 4u) == 0u ? t.xy : t.zw;                                       \
-        return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));                        \
+        return UNPACK_HALVES4(h);                                                     \
     }                                                                                 \
     void name_##_fetch8(uint e, uint k, out vec4 a, out vec4 b) {                     \
         uvec4 t = texelFetch(name_##_tex, int(e >> 3));                               \
-        a = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));                           \
-        b = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));                           \
+        UNPACK_HALVES8(t, a, b);                                                      \
     }
+#define DECLARE_FETCH_f32(binding_, name_)                                            \
+    DECLARE_QUADS(binding_, readonly, f32, name_, name_)                              \
+    vec4 name_##_fetch4(uint e, uint k) { return name_[e >> 2]; }
+#define DECLARE_FETCH_f16(binding_, name_)                                            \
+    DECLARE_QUADS(binding_, readonly, f16, name_, name_)                              \
+    vec4 name_##_fetch4(uint e, uint k) { return vec4(name_[e >> 2]); }
+#define DECLARE_FETCH_f16p(binding_, name_)                                           \
+    DECLARE_QUADS(binding_, readonly, f16p, name_, name_)                             \
+    vec4 name_##_fetch4(uint e, uint k) {                                             \
+        uvec2 v = name_[e >> 2];                                                      \
+        return UNPACK_HALVES4(v);                                                     \
+    }
+#define DECLARE_FETCH_(binding_, name_, dt_) DECLARE_FETCH_##dt_(binding_, name_)
+#define DECLARE_FETCH(binding_, name_, dt_) DECLARE_FETCH_(binding_, name_, dt_)
+
+#if INPUT_MODE == 0 || INPUT_MODE == 3
 #if defined(X_PACKED)
-DECLARE_TEX8(0, x)
+DECLARE_FETCH(0, x, tex16)
 #else
-DECLARE_TEX4(0, x)
+DECLARE_FETCH(0, x, tex32)
 #endif
 #if defined(W_PACKED)
-DECLARE_TEX8(1, w)
+DECLARE_FETCH(1, w, tex16)
 #else
-DECLARE_TEX4(1, w)
+DECLARE_FETCH(1, w, tex32)
 #endif
 #elif INPUT_MODE == 1
-#define DECLARE_RO4_f32(binding_, name_)                                                   \
-    layout(set = 0, binding = binding_) readonly buffer name_##_buffer { vec4 name_[]; };  \
-    vec4 name_##_fetch4(uint e, uint k) { return name_[e >> 2]; }
-#define DECLARE_RO4_f16(binding_, name_)                                                   \
-    layout(set = 0, binding = binding_) readonly buffer name_##_buffer { f16vec4 name_[]; }; \
-    vec4 name_##_fetch4(uint e, uint k) { return vec4(name_[e >> 2]); }
-#define DECLARE_RO4_f16p(binding_, name_)                                                  \
-    layout(set = 0, binding = binding_) readonly buffer name_##_buffer { uvec2 name_[]; }; \
-    vec4 name_##_fetch4(uint e, uint k) {                                                  \
-        uvec2 v = name_[e >> 2];                                                           \
-        return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));                             \
-    }
-#define DECLARE_RO4_(binding_, name_, dt_) DECLARE_RO4_##dt_(binding_, name_)
-#define DECLARE_RO4(binding_, name_, dt_) DECLARE_RO4_(binding_, name_, dt_)
-DECLARE_RO4(0, x, X_DT)
-DECLARE_RO4(1, w, W_DT)
-void x_fetch8(uint e, uint k, out vec4 a, out vec4 b) { a = x_fetch4(e, k); b = x_fetch4(e + 4u, k + 4u); }
-void w_fetch8(uint e, uint k, out vec4 a, out vec4 b) { a = w_fetch4(e, k); b = w_fetch4(e + 4u, k + 4u); }
+DECLARE_FETCH(0, x, X_DT)
+DECLARE_FETCH(1, w, W_DT)
 #else
 DECLARE_RO(0, xs, X_DT)
 DECLARE_RO(1, ws, W_DT)
@@ -125,6 +127,8 @@ vec4 w_fetch4(uint e, uint k) {
         if (k + j < pc.K) v[j] = ws_load(e + j);
     return v;
 }
+#endif
+#if INPUT_MODE == 1 || INPUT_MODE == 2
 void x_fetch8(uint e, uint k, out vec4 a, out vec4 b) { a = x_fetch4(e, k); b = x_fetch4(e + 4u, k + 4u); }
 void w_fetch8(uint e, uint k, out vec4 a, out vec4 b) { a = w_fetch4(e, k); b = w_fetch4(e + 4u, k + 4u); }
 #endif
@@ -146,12 +150,10 @@ uint x_row(uint m) {
 uint w_row(uint n) { return pc.w_base + n * pc.w_sn; }
 
 // ---- outputs: one binding per segment (3, 4, 5), storage in x's dtype
-#define DECLARE_Y_f32(binding_, name_) \
-    layout(set = 0, binding = binding_) writeonly buffer name_##_buffer { float name_[]; };
-#define DECLARE_Y_f16(binding_, name_) \
-    layout(set = 0, binding = binding_) writeonly buffer name_##_buffer { float16_t name_[]; };
-#define DECLARE_Y_f16p(binding_, name_) \
-    layout(set = 0, binding = binding_) buffer name_##_buffer { uint name_[]; };
+// (f16p is read and written: Y_STORE_f16p's atomics)
+#define DECLARE_Y_f32(binding_, name_) DECLARE_ELEMS(binding_, writeonly, f32, name_)
+#define DECLARE_Y_f16(binding_, name_) DECLARE_ELEMS(binding_, writeonly, f16, name_)
+#define DECLARE_Y_f16p(binding_, name_) DECLARE_ELEMS(binding_, , f16p, name_)
 #define DECLARE_Y_(binding_, name_, dt_) DECLARE_Y_##dt_(binding_, name_)
 #define DECLARE_Y(binding_, name_, dt_) DECLARE_Y_(binding_, name_, dt_)
 DECLARE_Y(3, y0, X_DT)

@@ -6,17 +6,17 @@
 // Per trip of 4 * KQ elements of K a lane fetches its columns' W quads and,
 // per row group, the quads of X row `lane` of the group; the other lanes'
 // X rows arrive by subgroupShuffle with a constant lane index (a broadcast
-// on lavapipe; subgroupBroadcast is far slower there).
+// on lavapipe, where subgroupBroadcast is slower).
 //
-// Why it looks like this (lavapipe, see LAVAPIPE.md): a texel fetch costs
-// about as much as 40 FMAs whatever its width, so the tile is as large as
-// the spills allow (TM x TN accumulators, 8-12 of them live at a time) and
-// each fetch feeds TM or TN * 8 FMAs; the FMA order (k outer, columns
-// inner) keeps TN independent accumulator chains in flight; the unrolled
-// trip keeps loop control (vector mask code) rare; values live across the
-// loop are few (llvmpipe blends every one of them with the loop mask once
-// per trip). Grid: x = row blocks (consecutive workgroups share the W
-// columns while they are in cache), y = column blocks.
+// Shaped for lavapipe (figures: docs/kernels.md): a texel fetch costs many
+// FMAs whatever its width, so the tile is as large as the spills allow
+// (TM x TN accumulators, 8-12 of them live at a time) and each fetch feeds
+// TM or TN * 8 FMAs; the FMA order (k outer, columns inner) keeps TN
+// independent accumulator chains in flight; the unrolled trip keeps loop
+// control (vector mask code) rare; values live across the loop are few
+// (llvmpipe blends every one of them with the loop mask once per trip).
+// Grid: x = row blocks (consecutive workgroups share the W columns while
+// they are in cache), y = column blocks.
 #version 450
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -91,8 +91,8 @@ void main() {
 
     // Epilogue: the columns' destinations once, then row i of every group
     // per trip of a loop that is not unrolled; each group's accumulators
-    // shift up a row per trip. (Fully unrolled, the stores made pipeline
-    // creation take seconds on lavapipe.)
+    // shift up a row per trip (fully unrolled, the stores make lavapipe's
+    // pipeline creation slow; figures: docs/kernels.md).
     Column cols[TN];
     [[unroll]] for (uint j = 0u; j < TN; j++)
         cols[j] = column(min(n_first + j, pc.n_end - 1u));

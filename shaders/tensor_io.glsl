@@ -1,14 +1,24 @@
-// Tensor bindings by storage type. A kernel variant is compiled with one of
-// these per tensor (chosen by -D defines in CMake) and then reads and writes
-// through name_load/name_store whatever the storage is:
-//   f32     float[]
-//   f16     float16_t[]                     (needs 16-bit storage)
-//   f16p    uint[], two halves per word     (every device; the bytes are the
-//           same as f16: little-endian halves, low half first)
+// Tensor storage: the vocabulary every kernel's tensor bindings are written
+// in. A kernel variant is compiled with one storage type per tensor (chosen
+// by -D defines in shaders/variants.cmake):
+//   f32    storage buffer of float
+//   f16    storage buffer of float16_t             (needs 16-bit storage:
+//          NEEDS_16BIT_STORAGE)
+//   f16p   storage buffer of uint, two halves per word (every device; the
+//          bytes are the same as f16: little-endian halves, low half first)
+//   tex32  uniform texel buffer read as floats: an rgba32f view of f32 data,
+//          four elements per texel (linear_io.glsl's mode 0 reads rgba16f
+//          views of f16 data the same way)
+//   tex16  uniform texel buffer, an rgba32ui view of f16 data: eight halves
+//          per texel (UNPACK_HALVES8)
 // The storage names are tokens pasted into macro names, so they must never
-// be #defined themselves.
-// Element indices are relative to the start of the binding. Arithmetic stays
-// fp32 in every case.
+// be #defined themselves. Arithmetic stays fp32 in every case.
+//
+// This file declares bindings (DECLARE_ELEMS, DECLARE_QUADS, DECLARE_TEXELS)
+// and unpacks halves; it also gives element access (DECLARE_RO / DECLARE_WO,
+// below). attention_io.glsl and linear_io.glsl build their quad access on
+// the same declarations. Helpers here are macros, not functions, so using
+// them adds no call to a kernel.
 #ifndef VKATTN_TENSOR_IO_GLSL
 #define VKATTN_TENSOR_IO_GLSL
 
@@ -16,38 +26,76 @@
 #extension GL_EXT_shader_16bit_storage : require
 #endif
 
-// ---- read-only tensors
+// ---- declarations by storage type
+// One entry of a storage buffer read an element at a time (ELEM_) or a quad,
+// four consecutive elements, at a time (QUAD_); the sampler of a texel buffer.
+#define ELEM_f32 float
+#define ELEM_f16 float16_t
+#define ELEM_f16p uint  // elements 2i and 2i + 1
+#define QUAD_f32 vec4
+#define QUAD_f16 f16vec4
+#define QUAD_f16p uvec2 // elements 4i .. 4i + 3
+#define SAMPLER_tex32 samplerBuffer
+#define SAMPLER_tex16 usamplerBuffer
+
+// A storage buffer `name_##_buffer { type_ member_[]; }`; access_ is
+// readonly, writeonly or empty (read and written).
+#define DECLARE_BUFFER(binding_, access_, type_, name_, member_)                         \
+    layout(set = 0, binding = binding_, std430) access_ buffer name_##_buffer { type_ member_[]; };
+// Tensor name_ of storage type dt_ as elements (member name_[]), as quads
+// (member member_[]), or as a texel buffer (name_##_tex).
+#define DECLARE_ELEMS(binding_, access_, dt_, name_)                                     \
+    DECLARE_BUFFER(binding_, access_, ELEM_##dt_, name_, name_)
+#define DECLARE_QUADS(binding_, access_, dt_, name_, member_)                            \
+    DECLARE_BUFFER(binding_, access_, QUAD_##dt_, name_, member_)
+#define DECLARE_TEXELS(binding_, dt_, name_)                                             \
+    layout(set = 0, binding = binding_) uniform SAMPLER_##dt_ name_##_tex;
+
+// ---- halves packed in 32-bit words, low half first
+// HALVES4: the four halves of two words; UNPACK_HALVES4: those of a uvec2
+// (f16p quad); UNPACK_HALVES8: the eight of a uvec4 (tex16 texel) into two
+// quads (a statement).
+#define HALVES4(w0_, w1_) vec4(unpackHalf2x16(w0_), unpackHalf2x16(w1_))
+#define UNPACK_HALVES4(w_) HALVES4((w_).x, (w_).y)
+#define UNPACK_HALVES8(w_, lo_, hi_)                                                     \
+    lo_ = HALVES4((w_).x, (w_).y);                                                       \
+    hi_ = HALVES4((w_).z, (w_).w)
+
+// ---- element access (storage buffers). Element indices are relative to the
+// start of the binding.
+// Read-only tensors: name_load(i).
 #define DECLARE_RO_f32(binding_, name_)                                             \
-    layout(set = 0, binding = binding_) readonly buffer name_##_buffer { float name_[]; }; \
+    DECLARE_ELEMS(binding_, readonly, f32, name_)                                   \
     float name_##_load(uint i) { return name_[i]; }
 
 #define DECLARE_RO_f16(binding_, name_)                                                 \
-    layout(set = 0, binding = binding_) readonly buffer name_##_buffer { float16_t name_[]; }; \
+    DECLARE_ELEMS(binding_, readonly, f16, name_)                                       \
     float name_##_load(uint i) { return float(name_[i]); }
 
 #define DECLARE_RO_f16p(binding_, name_)                                           \
-    layout(set = 0, binding = binding_) readonly buffer name_##_buffer { uint name_[]; }; \
+    DECLARE_ELEMS(binding_, readonly, f16p, name_)                                 \
     float name_##_load(uint i) { return unpackHalf2x16(name_[i >> 1])[i & 1u]; }
 
-// ---- written tensors: name_store_pair(p, v, keep) writes elements 2p and
-// 2p+1; keep.x / keep.y false leaves that element untouched (a tensor that
-// starts or ends inside a 32-bit word shares it with its neighbour).
+// Written tensors (declared read-write): name_store_pair(p, v, keep) writes
+// elements 2p and 2p+1; keep.x / keep.y false leaves that element untouched
+// (a tensor that starts or ends inside a 32-bit word shares it with its
+// neighbour: f16p reads the word back).
 #define DECLARE_WO_f32(binding_, name_)                                    \
-    layout(set = 0, binding = binding_) buffer name_##_buffer { float name_[]; }; \
+    DECLARE_ELEMS(binding_, , f32, name_)                                  \
     void name_##_store_pair(uint p, vec2 v, bvec2 write) {                    \
         if (write.x) name_[2u * p] = v.x;                                     \
         if (write.y) name_[2u * p + 1u] = v.y;                                \
     }
 
 #define DECLARE_WO_f16(binding_, name_)                                        \
-    layout(set = 0, binding = binding_) buffer name_##_buffer { float16_t name_[]; }; \
+    DECLARE_ELEMS(binding_, , f16, name_)                                      \
     void name_##_store_pair(uint p, vec2 v, bvec2 write) {                        \
         if (write.x) name_[2u * p] = float16_t(v.x);                              \
         if (write.y) name_[2u * p + 1u] = float16_t(v.y);                         \
     }
 
 #define DECLARE_WO_f16p(binding_, name_)                                   \
-    layout(set = 0, binding = binding_) buffer name_##_buffer { uint name_[]; };  \
+    DECLARE_ELEMS(binding_, , f16p, name_)                                 \
     void name_##_store_pair(uint p, vec2 v, bvec2 write) {                    \
         uint packed = packHalf2x16(v);                                        \
         if (!all(write)) {                                                    \

@@ -1,63 +1,126 @@
-# Every SPIR-V variant the library embeds (see cmake/shaders.cmake).
-# Storage types: f32, f16 (16-bit storage), f16p (halves packed in 32-bit words).
+# Every SPIR-V variant the library embeds (see cmake/shaders.cmake), named
+# after its kernel and the storage types of its operands (tensor_io.glsl):
+#   f32, f16 (16-bit storage), f16p (halves packed in 32-bit words): storage
+#   buffers; tex32 / tex16: uniform texel buffers, rgba32f views of f32 data /
+#   rgba32ui views of f16 data (eight halves per texel).
+# Two rules hold for every kernel, and are written once, below:
+#   - a device uses one f16 path, never both, so f16 never meets f16p;
+#   - NEEDS_16BIT_STORAGE=1 where a storage-buffer operand is f16 (texel
+#     operands need no 16-bit storage).
+
+set(VKATTN_STORAGE_TYPES f32 f16 f16p)
+
+# vkattn_storage_defines(<ok> <defines> <storage type>...): for a variant
+# whose storage-buffer operands have these storage types, sets <ok> to
+# whether it exists (f16 never meets f16p) and <defines> to what it needs.
+function(vkattn_storage_defines ok defines)
+  set(${ok} TRUE PARENT_SCOPE)
+  set(${defines} "" PARENT_SCOPE)
+  if("f16" IN_LIST ARGN)
+    set(${defines} NEEDS_16BIT_STORAGE=1 PARENT_SCOPE)
+    if("f16p" IN_LIST ARGN)
+      set(${ok} FALSE PARENT_SCOPE)
+    endif()
+  endif()
+endfunction()
+
+# vkattn_texel_view(<out> <storage type>): the texel view of data stored as
+# f32 (tex32) or as f16 / f16p (tex16: the same bytes).
+function(vkattn_texel_view out dt)
+  if(dt STREQUAL "f32")
+    set(${out} tex32 PARENT_SCOPE)
+  else()
+    set(${out} tex16 PARENT_SCOPE)
+  endif()
+endfunction()
+
+# vkattn_attention_variants(<prefix> <family>... [NO_OUTPUT]): the variants of
+# kernels <prefix>_<family>.comp that read a query operand q and key/value
+# operands kv (k and v share a storage type) and write an output in q's
+# storage type (O_DT; NO_OUTPUT: none):
+#   <prefix>_<family>_<q>_<kv>      storage-buffer inputs, q and kv in
+#                                   f32 | f16 | f16p
+#   <prefix>_<family>_tex_<q>_<kv>  texel-buffer inputs (views by dtype,
+#                                   see attention_io.glsl), kv in f32 | f16;
+#                                   q names the output's storage type, or
+#                                   with NO_OUTPUT q's dtype (f32 | f16)
+function(vkattn_attention_variants prefix)
+  cmake_parse_arguments(ARG "NO_OUTPUT" "" "" ${ARGN})
+  foreach(q IN LISTS VKATTN_STORAGE_TYPES)
+    set(out O_DT=${q})
+    if(ARG_NO_OUTPUT)
+      set(out "")
+    endif()
+    foreach(kv IN LISTS VKATTN_STORAGE_TYPES)
+      vkattn_storage_defines(ok extra ${q} ${kv})
+      if(NOT ok)
+        continue()
+      endif()
+      foreach(family IN LISTS ARG_UNPARSED_ARGUMENTS)
+        vkattn_shader(${prefix}_${family}_${q}_${kv} ${prefix}_${family}.comp
+                      DEFINES Q_DT=${q} KV_DT=${kv} ${out} ${extra})
+      endforeach()
+    endforeach()
+  endforeach()
+  set(tex_qs ${VKATTN_STORAGE_TYPES})
+  if(ARG_NO_OUTPUT)
+    set(tex_qs f32 f16)
+  endif()
+  foreach(q IN LISTS tex_qs)
+    vkattn_texel_view(qtex ${q})
+    vkattn_storage_defines(ok extra ${q}) # the output is the one storage buffer
+    set(out O_DT=${q})
+    if(ARG_NO_OUTPUT)
+      set(out "")
+      set(extra "")
+    endif()
+    foreach(kv f32 f16)
+      vkattn_texel_view(kvtex ${kv})
+      foreach(family IN LISTS ARG_UNPARSED_ARGUMENTS)
+        vkattn_shader(${prefix}_${family}_tex_${q}_${kv} ${prefix}_${family}.comp
+                      DEFINES Q_DT=${qtex} KV_DT=${kvtex} ${out} ${extra})
+      endforeach()
+    endforeach()
+  endforeach()
+endfunction()
 
 # convert.comp: dst = scale * src
-foreach(src f32 f16 f16p)
-  foreach(dst f32 f16 f16p)
-    if((src STREQUAL "f16" AND dst STREQUAL "f16p") OR (src STREQUAL "f16p" AND dst STREQUAL "f16"))
-      continue() # a device uses one f16 path, never both at once
+foreach(src IN LISTS VKATTN_STORAGE_TYPES)
+  foreach(dst IN LISTS VKATTN_STORAGE_TYPES)
+    vkattn_storage_defines(ok extra ${src} ${dst})
+    if(ok)
+      vkattn_shader(convert_${src}_${dst} convert.comp DEFINES SRC_DT=${src} DST_DT=${dst} ${extra})
     endif()
-    set(extra "")
-    if(src STREQUAL "f16" OR dst STREQUAL "f16")
-      set(extra NEEDS_16BIT_STORAGE=1)
-    endif()
-    vkattn_shader(convert_${src}_${dst} convert.comp DEFINES SRC_DT=${src} DST_DT=${dst} ${extra})
   endforeach()
 endforeach()
 
 # linear_*.comp: y = x W^T + b with a head-split store (src/linear.c).
 # Families: sg (subgroup GEMM), sh (shared-memory GEMM), gemvsg / gemvsh (few
-# rows, reduced with subgroupAdd / shared memory). Input modes: tex (texel
-# buffers), vec (storage, vec4 loads), sca (storage, scalar loads), texp
-# (texel buffers, f16 operands as uint views of 8 halves). x and y share a
-# storage type, w and b share one; f16 and f16p never meet.
+# rows, reduced with subgroupAdd / shared memory). Input modes (INPUT_MODE,
+# the position in the list): tex (texel buffers), vec (storage, vec4 loads),
+# sca (storage, scalar loads), texp (texel buffers, f16 operands as rgba32ui
+# views of 8 halves: X_PACKED / W_PACKED). x and y share a storage type, w
+# and b share one.
+set(linear_modes tex vec sca texp)
 foreach(fam sg sh gemvsg gemvsh)
-  if(fam STREQUAL "sg")
-    set(src linear_sg.comp)
-    set(famdefs "")
-  elseif(fam STREQUAL "sh")
-    set(src linear_sh.comp)
-    set(famdefs "")
-  elseif(fam STREQUAL "gemvsg")
+  set(src linear_${fam}.comp)
+  set(famdefs "")
+  if(fam STREQUAL "gemvsg")
     set(src linear_gemv.comp)
     set(famdefs GEMV_SUBGROUP=1)
-  else()
+  elseif(fam STREQUAL "gemvsh")
     set(src linear_gemv.comp)
     set(famdefs GEMV_SUBGROUP=0)
   endif()
-  foreach(mode tex vec sca texp)
-    if(mode STREQUAL "tex")
-      set(modedef INPUT_MODE=0)
-    elseif(mode STREQUAL "vec")
-      set(modedef INPUT_MODE=1)
-    elseif(mode STREQUAL "sca")
-      set(modedef INPUT_MODE=2)
-    else()
-      set(modedef INPUT_MODE=3)
-    endif()
-    foreach(xdt f32 f16 f16p)
-      foreach(wdt f32 f16 f16p)
-        if((xdt STREQUAL "f16" AND wdt STREQUAL "f16p") OR (xdt STREQUAL "f16p" AND wdt STREQUAL "f16"))
+  foreach(mode IN LISTS linear_modes)
+    list(FIND linear_modes ${mode} mode_index)
+    foreach(xdt IN LISTS VKATTN_STORAGE_TYPES)
+      foreach(wdt IN LISTS VKATTN_STORAGE_TYPES)
+        vkattn_storage_defines(ok extra ${xdt} ${wdt})
+        # texp: CPU-driver families only, and only where an operand is f16.
+        if(NOT ok OR (mode STREQUAL "texp" AND
+                      (fam STREQUAL "sh" OR (xdt STREQUAL "f32" AND wdt STREQUAL "f32"))))
           continue()
-        endif()
-        # texp (texel inputs, f16 operands 8 halves per fetch): CPU-driver
-        # families only, and only where an operand is f16.
-        if(mode STREQUAL "texp" AND (fam STREQUAL "sh" OR (xdt STREQUAL "f32" AND wdt STREQUAL "f32")))
-          continue()
-        endif()
-        set(extra "")
-        if(xdt STREQUAL "f16" OR wdt STREQUAL "f16")
-          list(APPEND extra NEEDS_16BIT_STORAGE=1)
         endif()
         if(xdt STREQUAL "f16p")
           list(APPEND extra Y_PACKED=1)
@@ -69,7 +132,7 @@ foreach(fam sg sh gemvsg gemvsh)
           list(APPEND extra W_PACKED=1)
         endif()
         vkattn_shader(linear_${fam}_${mode}_${xdt}_${wdt} ${src}
-                      DEFINES ${famdefs} ${modedef} X_DT=${xdt} W_DT=${wdt} ${extra})
+                      DEFINES ${famdefs} INPUT_MODE=${mode_index} X_DT=${xdt} W_DT=${wdt} ${extra})
       endforeach()
     endforeach()
   endforeach()
@@ -77,120 +140,39 @@ endforeach()
 
 # attention_sg.comp (subgroup family) and attention_sm.comp (shared-memory
 # family): FlashAttention-2 forward; attention_weights.comp: the
-# probabilities, when asked for. Variants by q/out storage x k/v storage
-# (storage-buffer inputs; a device uses one f16 path, so f16 never meets
-# f16p), and for texel-buffer inputs by q/out storage x k/v dtype (rgba32f
-# views of f32 data, rgba32ui views of f16 data: see attention_io.glsl).
-foreach(q f32 f16 f16p)
-  foreach(kv f32 f16 f16p)
-    if((q STREQUAL "f16" AND kv STREQUAL "f16p") OR (q STREQUAL "f16p" AND kv STREQUAL "f16"))
-      continue()
-    endif()
-    set(extra "")
-    if(q STREQUAL "f16" OR kv STREQUAL "f16")
-      set(extra NEEDS_16BIT_STORAGE=1)
-    endif()
-    foreach(family sg sm)
-      vkattn_shader(attention_${family}_${q}_${kv} attention_${family}.comp
-                    DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
-    endforeach()
-    vkattn_shader(attention_weights_${q}_${kv} attention_weights.comp
-                  DEFINES Q_DT=${q} KV_DT=${kv} ${extra})
-  endforeach()
-  set(extra "")
-  set(qtex tex16)
-  if(q STREQUAL "f16")
-    set(extra NEEDS_16BIT_STORAGE=1)
-  elseif(q STREQUAL "f32")
-    set(qtex tex32)
-  endif()
-  foreach(kv f32 f16)
-    set(kvtex tex16)
-    if(kv STREQUAL "f32")
-      set(kvtex tex32)
-    endif()
-    foreach(family sg sm)
-      vkattn_shader(attention_${family}_tex_${q}_${kv} attention_${family}.comp
-                    DEFINES Q_DT=${qtex} KV_DT=${kvtex} O_DT=${q} ${extra})
-    endforeach()
-  endforeach()
-endforeach()
-foreach(q f32 f16)
-  foreach(kv f32 f16)
-    set(qtex tex32)
-    set(kvtex tex32)
-    if(q STREQUAL "f16")
-      set(qtex tex16)
-    endif()
-    if(kv STREQUAL "f16")
-      set(kvtex tex16)
-    endif()
-    vkattn_shader(attention_weights_tex_${q}_${kv} attention_weights.comp
-                  DEFINES Q_DT=${qtex} KV_DT=${kvtex})
-  endforeach()
-endforeach()
+# probabilities, when asked for.
+vkattn_attention_variants(attention sg sm)
+vkattn_attention_variants(attention weights NO_OUTPUT)
 
 # kv_append.comp: K and V of a step copied into a KV cache's block pools.
-foreach(dt f32 f16 f16p)
-  set(extra "")
-  if(dt STREQUAL "f16")
-    set(extra NEEDS_16BIT_STORAGE=1)
-  endif()
+foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
+  vkattn_storage_defines(ok extra ${dt})
   vkattn_shader(kv_append_${dt} kv_append.comp DEFINES DT=${dt} ${extra})
 endforeach()
 
 # kv_attention_sg.comp (subgroup family) / kv_attention_sm.comp (shared-memory
-# family): attention over a KV cache through its block tables, writing either
-# the output (one split) or split-KV partial results, which
-# kv_attention_combine.comp merges. Variants as for attention_*: q/out storage
-# x cache storage, or texel inputs by q/out storage x cache dtype.
-foreach(q f32 f16 f16p)
-  foreach(kv f32 f16 f16p)
-    if((q STREQUAL "f16" AND kv STREQUAL "f16p") OR (q STREQUAL "f16p" AND kv STREQUAL "f16"))
-      continue()
-    endif()
-    set(extra "")
-    if(q STREQUAL "f16" OR kv STREQUAL "f16")
-      set(extra NEEDS_16BIT_STORAGE=1)
-    endif()
-    foreach(family sg sm)
-      vkattn_shader(kv_attention_${family}_${q}_${kv} kv_attention_${family}.comp
-                    DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
-    endforeach()
-  endforeach()
-  set(extra "")
-  set(qtex tex16)
-  if(q STREQUAL "f16")
-    set(extra NEEDS_16BIT_STORAGE=1)
-  elseif(q STREQUAL "f32")
-    set(qtex tex32)
-  endif()
-  foreach(kv f32 f16)
-    set(kvtex tex16)
-    if(kv STREQUAL "f32")
-      set(kvtex tex32)
-    endif()
-    foreach(family sg sm)
-      vkattn_shader(kv_attention_${family}_tex_${q}_${kv} kv_attention_${family}.comp
-                    DEFINES Q_DT=${qtex} KV_DT=${kvtex} O_DT=${q} ${extra})
-    endforeach()
-  endforeach()
+# family): attention over a KV cache through its block tables (kv: the
+# cache's storage), writing either the output (one split) or split-KV partial
+# results, which kv_attention_combine.comp merges (by out storage).
+vkattn_attention_variants(kv_attention sg sm)
+foreach(q IN LISTS VKATTN_STORAGE_TYPES)
+  vkattn_storage_defines(ok extra ${q})
   vkattn_shader(kv_attention_combine_${q} kv_attention_combine.comp DEFINES O_DT=${q} ${extra})
 endforeach()
 
 # kv_decode_sg.comp: the subgroup family's decode kernel (few rows, head dim
 # in whole octets per lane; src/kv_attention_plan.c), texel inputs only, by
 # q/out storage x cache dtype; KV_TEX16 fetches raw f16 octets.
-foreach(q f32 f16 f16p)
-  set(extra "")
-  set(qtex tex16)
-  if(q STREQUAL "f16")
-    set(extra NEEDS_16BIT_STORAGE=1)
-  elseif(q STREQUAL "f32")
-    set(qtex tex32)
-  endif()
-  vkattn_shader(kv_decode_sg_tex_${q}_f32 kv_decode_sg.comp
-                DEFINES Q_DT=${qtex} KV_DT=tex32 O_DT=${q} ${extra})
-  vkattn_shader(kv_decode_sg_tex_${q}_f16 kv_decode_sg.comp
-                DEFINES Q_DT=${qtex} KV_DT=tex16 O_DT=${q} KV_TEX16=1 ${extra})
+foreach(q IN LISTS VKATTN_STORAGE_TYPES)
+  vkattn_texel_view(qtex ${q})
+  vkattn_storage_defines(ok extra ${q}) # the output is the one storage buffer
+  foreach(kv f32 f16)
+    vkattn_texel_view(kvtex ${kv})
+    set(raw "")
+    if(kv STREQUAL "f16")
+      set(raw KV_TEX16=1)
+    endif()
+    vkattn_shader(kv_decode_sg_tex_${q}_${kv} kv_decode_sg.comp
+                  DEFINES Q_DT=${qtex} KV_DT=${kvtex} O_DT=${q} ${raw} ${extra})
+  endforeach()
 endforeach()
