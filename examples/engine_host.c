@@ -175,218 +175,353 @@ static void fill(float *a, size_t n, float amplitude, unsigned seed)
     }
 }
 
-int main(void)
+/* ------------------------------------------- 1. the engine's Vulkan objects */
+
+/* What the engine owns. vkattn borrows the instance, device, allocator and
+ * feature chain, so they stay put here until vkattn is gone. */
+typedef struct engine {
+    engine_memory memory;
+    VkAllocationCallbacks cb;
+    int messages; /* validation messages seen by the engine's messenger */
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
+    VkPhysicalDevice pd;
+    uint32_t family;
+    /* what the engine enables; vkattn is told, and uses 16-bit storage only if on */
+    VkPhysicalDeviceVulkan12Features f12;
+    VkPhysicalDeviceVulkan11Features f11;
+    VkPhysicalDeviceFeatures2 features;
+    VkDevice device;
+    VkQueue queue;
+} engine;
+
+/* An instance with the validation layer (synchronization validation on) and
+ * the engine's messenger, through the engine's allocator. */
+static void create_instance(engine *e)
 {
-    /* ---- 1. the engine's own Vulkan objects */
-    engine_memory memory = {0};
-    VkAllocationCallbacks cb = {.pUserData = &memory, .pfnAllocation = engine_alloc,
-                                .pfnReallocation = engine_realloc, .pfnFree = engine_free};
-    int messages = 0;
+    e->cb = (VkAllocationCallbacks){.pUserData = &e->memory, .pfnAllocation = engine_alloc,
+                                    .pfnReallocation = engine_realloc, .pfnFree = engine_free};
     VkDebugUtilsMessengerCreateInfoEXT mci = {
         .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
         .pfnUserCallback = engine_message,
-        .pUserData = &messages,
+        .pUserData = &e->messages,
     };
-    VkValidationFeatureEnableEXT enables[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
-    VkValidationFeaturesEXT vf = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT, .pNext = &mci,
-                                  .enabledValidationFeatureCount = 1, .pEnabledValidationFeatures = enables};
+    VkValidationFeatureEnableEXT enables[] = {
+        VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+    VkValidationFeaturesEXT vf = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
+                                  .pNext = &mci,
+                                  .enabledValidationFeatureCount = 1,
+                                  .pEnabledValidationFeatures = enables};
     const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
-    const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME};
-    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "engine",
-                             .apiVersion = VK_API_VERSION_1_3};
+    const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME,
+                          VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME};
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .pApplicationName = "engine", .apiVersion = VK_API_VERSION_1_3};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pNext = &vf,
-                                .pApplicationInfo = &app, .enabledLayerCount = 1, .ppEnabledLayerNames = layers,
-                                .enabledExtensionCount = 2, .ppEnabledExtensionNames = exts};
-    VkInstance instance;
-    CHECK_VK(vkCreateInstance(&ici, &cb, &instance));
+                                .pApplicationInfo = &app, .enabledLayerCount = 1,
+                                .ppEnabledLayerNames = layers, .enabledExtensionCount = 2,
+                                .ppEnabledExtensionNames = exts};
+    CHECK_VK(vkCreateInstance(&ici, &e->cb, &e->instance));
     PFN_vkCreateDebugUtilsMessengerEXT create_messenger =
-        (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT");
-    PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger =
-        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT");
-    VkDebugUtilsMessengerEXT messenger;
-    CHECK_VK(create_messenger(instance, &mci, &cb, &messenger));
+        (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(e->instance,
+                                                                  "vkCreateDebugUtilsMessengerEXT");
+    e->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+        e->instance, "vkDestroyDebugUtilsMessengerEXT");
+    CHECK_VK(create_messenger(e->instance, &mci, &e->cb, &e->messenger));
+}
 
+/* The first device, a compute queue, and the features the engine wants:
+ * timeline semaphores, and 16-bit storage where the device has it. */
+static void create_device(engine *e)
+{
     uint32_t count = 1;
-    VkPhysicalDevice pd;
-    VkResult vr = vkEnumeratePhysicalDevices(instance, &count, &pd);
+    VkResult vr = vkEnumeratePhysicalDevices(e->instance, &count, &e->pd);
     if ((vr != VK_SUCCESS && vr != VK_INCOMPLETE) || count == 0) {
         fprintf(stderr, "engine: no Vulkan device\n");
-        return 1;
+        exit(1);
     }
     VkQueueFamilyProperties fams[16];
-    uint32_t nf = 16, family = UINT32_MAX;
-    vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, fams);
-    for (uint32_t i = 0; i < nf && family == UINT32_MAX; i++)
+    uint32_t nf = 16;
+    e->family = UINT32_MAX;
+    vkGetPhysicalDeviceQueueFamilyProperties(e->pd, &nf, fams);
+    for (uint32_t i = 0; i < nf && e->family == UINT32_MAX; i++)
         if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
-            family = i;
-    VkPhysicalDeviceVulkan12Features s12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    VkPhysicalDeviceVulkan11Features s11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                            .pNext = &s12};
-    VkPhysicalDeviceFeatures2 supported = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s11};
-    vkGetPhysicalDeviceFeatures2(pd, &supported);
+            e->family = i;
+    VkPhysicalDeviceVulkan12Features s12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features s11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &s12};
+    VkPhysicalDeviceFeatures2 supported = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                           .pNext = &s11};
+    vkGetPhysicalDeviceFeatures2(e->pd, &supported);
     if (!s12.timelineSemaphore) {
         fprintf(stderr, "engine: the device has no timeline semaphores\n");
-        return 1;
+        exit(1);
     }
-    /* what the engine enables; vkattn is told, and uses 16-bit storage only if on */
-    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .timelineSemaphore = VK_TRUE};
-    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                            .pNext = &f12,
-                                            .storageBuffer16BitAccess = s11.storageBuffer16BitAccess};
-    VkPhysicalDeviceFeatures2 features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+    e->f12 = (VkPhysicalDeviceVulkan12Features){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .timelineSemaphore = VK_TRUE};
+    e->f11 = (VkPhysicalDeviceVulkan11Features){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &e->f12,
+        .storageBuffer16BitAccess = s11.storageBuffer16BitAccess};
+    e->features = (VkPhysicalDeviceFeatures2){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &e->f11};
     float priority = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                   .queueFamilyIndex = family, .queueCount = 1, .pQueuePriorities = &priority};
-    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &features,
-                              .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
-    VkDevice device;
-    CHECK_VK(vkCreateDevice(pd, &dci, &cb, &device));
-    VkQueue queue;
-    vkGetDeviceQueue(device, family, 0, &queue);
+                                   .queueFamilyIndex = e->family, .queueCount = 1,
+                                   .pQueuePriorities = &priority};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = &e->features, .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci};
+    CHECK_VK(vkCreateDevice(e->pd, &dci, &e->cb, &e->device));
+    vkGetDeviceQueue(e->device, e->family, 0, &e->queue);
+}
 
-    /* ---- 2. vkattn borrows them */
+/* ----------------------------------------------------- 2. vkattn borrows them */
+
+static vkattn_context *borrow_engine(engine *e)
+{
     vkattn_vulkan_borrow borrow = {
-        .instance = instance, .physical_device = pd, .device = device, .queue_family_index = family,
-        .get_instance_proc_addr = vkGetInstanceProcAddr, .get_device_proc_addr = vkGetDeviceProcAddr,
-        .allocation_callbacks = &cb, .enabled_features = &features,
+        .instance = e->instance, .physical_device = e->pd, .device = e->device,
+        .queue_family_index = e->family, .get_instance_proc_addr = vkGetInstanceProcAddr,
+        .get_device_proc_addr = vkGetDeviceProcAddr, .allocation_callbacks = &e->cb,
+        .enabled_features = &e->features,
     };
-    vkattn_context_desc desc = {.borrow = &borrow, .flags = VKATTN_CONTEXT_VALIDATION, .log = vkattn_message};
+    vkattn_context_desc desc = {.borrow = &borrow, .flags = VKATTN_CONTEXT_VALIDATION,
+                                .log = vkattn_message};
     vkattn_context *ctx = NULL;
     if (vkattn_context_create(&desc, &ctx) != VKATTN_SUCCESS) {
         fprintf(stderr, "engine: vkattn_context_create failed\n");
-        return 1;
+        exit(1);
     }
-    printf("engine: device \"%s\", vkattn %s\n", vkattn_context_device_info(ctx)->name, vkattn_version_string());
+    printf("engine: device \"%s\", vkattn %s\n", vkattn_context_device_info(ctx)->name,
+           vkattn_version_string());
+    return ctx;
+}
 
-    /* a GQA layer: 64 wide, 8 query heads over 2 KV heads */
+/* The layer the engine runs: GQA, 64 wide, 8 query heads over 2 KV heads,
+ * on 12 tokens; its weights and input on the host, and room for the CPU
+ * reference's output. */
+typedef struct example_layer {
+    uint32_t dm, tokens;
+    vkattn_mha_desc desc;
+    float *wqkv, *wo, *bqkv, *bo, *x, *want;
+} example_layer;
+
+static vkattn_mha_weights layer_weights(const example_layer *l)
+{
+    return (vkattn_mha_weights){.wqkv = l->wqkv, .wo = l->wo, .bqkv = l->bqkv, .bo = l->bo};
+}
+
+/* The layer with seeded weights, and the scratch memory its forward pass
+ * needs (which the engine provides, as it does all device memory here). */
+static vkattn_mha *create_layer(vkattn_context *ctx, example_layer *l, uint64_t *scratch_bytes)
+{
     const uint32_t dm = 64, tokens = 12, qkv_rows = (8 + 2 * 2) * 8;
-    vkattn_mha_desc ld = {.embed_dim = dm, .num_heads = 8, .num_kv_heads = 2, .bias = true};
-    float *wqkv = malloc(qkv_rows * dm * 4), *wo = malloc(dm * dm * 4), *bqkv = malloc(qkv_rows * 4),
-          *bo = malloc(dm * 4), *x = malloc(tokens * dm * 4), *want = malloc(tokens * dm * 4);
-    fill(wqkv, qkv_rows * dm, 0.25f, 1);
-    fill(wo, dm * dm, 0.25f, 2);
-    fill(bqkv, qkv_rows, 0.1f, 3);
-    fill(bo, dm, 0.1f, 4);
-    fill(x, tokens * dm, 1.0f, 5);
-    vkattn_mha_weights w = {.wqkv = wqkv, .wo = wo, .bqkv = bqkv, .bo = bo};
+    *l = (example_layer){.dm = dm, .tokens = tokens};
+    l->desc = (vkattn_mha_desc){.embed_dim = dm, .num_heads = 8, .num_kv_heads = 2, .bias = true};
+    l->wqkv = malloc(qkv_rows * dm * 4);
+    l->wo = malloc(dm * dm * 4);
+    l->bqkv = malloc(qkv_rows * 4);
+    l->bo = malloc(dm * 4);
+    l->x = malloc(tokens * dm * 4);
+    l->want = malloc(tokens * dm * 4);
+    fill(l->wqkv, qkv_rows * dm, 0.25f, 1);
+    fill(l->wo, dm * dm, 0.25f, 2);
+    fill(l->bqkv, qkv_rows, 0.1f, 3);
+    fill(l->bo, dm, 0.1f, 4);
+    fill(l->x, tokens * dm, 1.0f, 5);
+    vkattn_mha_weights w = layer_weights(l);
     vkattn_mha *layer = NULL;
-    uint64_t scratch_bytes = 0;
-    if (vkattn_mha_create(ctx, &ld, &layer) || vkattn_mha_set_weights(layer, &w) ||
-        vkattn_mha_scratch_size(layer, 1, tokens, tokens, &scratch_bytes)) {
+    if (vkattn_mha_create(ctx, &l->desc, &layer) || vkattn_mha_set_weights(layer, &w) ||
+        vkattn_mha_scratch_size(layer, 1, tokens, tokens, scratch_bytes)) {
         fprintf(stderr, "engine: layer: %s\n", vkattn_context_last_error(ctx));
-        return 1;
+        exit(1);
     }
+    return layer;
+}
 
-    /* ---- 3. the engine's buffers, lent to vkattn */
-    engine_buffer ex = make_buffer(pd, device, &cb, tokens * dm * 4);
-    engine_buffer ey = make_buffer(pd, device, &cb, tokens * dm * 4);
-    engine_buffer es = make_buffer(pd, device, &cb, (scratch_bytes + 255) / 256 * 256);
-    memcpy(ex.map, x, tokens * dm * 4); /* the engine writes its input itself */
-    vkattn_buffer *bx = lend(ctx, &ex), *by = lend(ctx, &ey), *bs = lend(ctx, &es);
-    int64_t shape[3] = {1, tokens, dm};
-    vkattn_mha_forward_args fa = {.x = vkattn_tensor_make(bx, 0, VKATTN_DTYPE_F32, 3, shape),
-                                  .y = vkattn_tensor_make(by, 0, VKATTN_DTYPE_F32, 3, shape),
-                                  .causal = true, .scratch = bs};
+/* ------------------------------------------ 3. the engine's buffers, lent */
 
-    /* ---- 4. recorded into the engine's command buffer, between its barriers */
-    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = family};
-    VkCommandPool pool;
-    CHECK_VK(vkCreateCommandPool(device, &pci, &cb, &pool));
-    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = pool,
-                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+/* The engine's buffers for x, y and the scratch, and vkattn's views of them. */
+typedef struct engine_io {
+    engine_buffer x, y, scratch;
+    vkattn_buffer *bx, *by, *bs;
+} engine_io;
+
+static void lend_buffers(engine *e, vkattn_context *ctx, const example_layer *l,
+                         uint64_t scratch_bytes, engine_io *io)
+{
+    VkDeviceSize bytes = l->tokens * l->dm * 4;
+    io->x = make_buffer(e->pd, e->device, &e->cb, bytes);
+    io->y = make_buffer(e->pd, e->device, &e->cb, bytes);
+    io->scratch = make_buffer(e->pd, e->device, &e->cb, (scratch_bytes + 255) / 256 * 256);
+    memcpy(io->x.map, l->x, bytes); /* the engine writes its input itself */
+    io->bx = lend(ctx, &io->x);
+    io->by = lend(ctx, &io->y);
+    io->bs = lend(ctx, &io->scratch);
+}
+
+/* --------- 4. recorded into the engine's command buffer, between its barriers */
+
+static VkCommandBuffer record(engine *e, VkCommandPool *pool, vkattn_context *ctx,
+                              vkattn_mha *layer, const vkattn_mha_forward_args *fa)
+{
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                   .queueFamilyIndex = e->family};
+    CHECK_VK(vkCreateCommandPool(e->device, &pci, &e->cb, pool));
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = *pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1};
     VkCommandBuffer cmd;
-    CHECK_VK(vkAllocateCommandBuffers(device, &cai, &cmd));
+    CHECK_VK(vkAllocateCommandBuffers(e->device, &cai, &cmd));
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     CHECK_VK(vkBeginCommandBuffer(cmd, &bi));
     /* before: the host's writes of x visible to compute-shader reads */
-    VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT,
+    VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT,
                               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT};
-    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &before, 0,
-                         NULL, 0, NULL);
-    if (vkattn_cmd_mha_forward(layer, cmd, &fa) != VKATTN_SUCCESS) {
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+                         1, &before, 0, NULL, 0, NULL);
+    if (vkattn_cmd_mha_forward(layer, cmd, fa) != VKATTN_SUCCESS) {
         fprintf(stderr, "engine: record: %s\n", vkattn_context_last_error(ctx));
-        return 1;
+        exit(1);
     }
     /* after: compute-shader writes of y visible to the host */
-    VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+    VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                             .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                              .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &after, 0,
-                         NULL, 0, NULL);
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+                         1, &after, 0, NULL, 0, NULL);
     CHECK_VK(vkEndCommandBuffer(cmd));
+    return cmd;
+}
 
-    /* ---- 5. submitted with the engine's fence and timeline semaphore */
+/* ------------ 5. submitted with the engine's fence and timeline semaphore */
+
+static void submit_and_wait(engine *e, VkCommandBuffer cmd, VkSemaphore *timeline,
+                            VkFence *fence)
+{
     VkSemaphoreTypeCreateInfo sti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-                                     .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE, .initialValue = 0};
+                                     .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+                                     .initialValue = 0};
     VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &sti};
-    VkSemaphore timeline;
-    CHECK_VK(vkCreateSemaphore(device, &sci, &cb, &timeline));
+    CHECK_VK(vkCreateSemaphore(e->device, &sci, &e->cb, timeline));
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    VkFence fence;
-    CHECK_VK(vkCreateFence(device, &fci, &cb, &fence));
+    CHECK_VK(vkCreateFence(e->device, &fci, &e->cb, fence));
     uint64_t signal = 1;
     VkTimelineSemaphoreSubmitInfo tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-                                         .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &signal};
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &tsi, .commandBufferCount = 1,
-                       .pCommandBuffers = &cmd, .signalSemaphoreCount = 1, .pSignalSemaphores = &timeline};
-    CHECK_VK(vkQueueSubmit(queue, 1, &si, fence));
+                                         .signalSemaphoreValueCount = 1,
+                                         .pSignalSemaphoreValues = &signal};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &tsi,
+                       .commandBufferCount = 1, .pCommandBuffers = &cmd,
+                       .signalSemaphoreCount = 1, .pSignalSemaphores = timeline};
+    CHECK_VK(vkQueueSubmit(e->queue, 1, &si, *fence));
     VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, .semaphoreCount = 1,
-                              .pSemaphores = &timeline, .pValues = &signal};
-    CHECK_VK(vkWaitSemaphores(device, &wi, UINT64_MAX));
-    CHECK_VK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX));
+                              .pSemaphores = timeline, .pValues = &signal};
+    CHECK_VK(vkWaitSemaphores(e->device, &wi, UINT64_MAX));
+    CHECK_VK(vkWaitForFences(e->device, 1, fence, VK_TRUE, UINT64_MAX));
+}
 
-    /* ---- 6. checked against the CPU reference */
-    vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(x, VKATTN_DTYPE_F32, 3, shape),
-                              .y = vkattn_host_tensor_make(want, VKATTN_DTYPE_F32, 3, shape), .causal = true};
+/* ------------------------------------ 6. checked against the CPU reference */
+
+/* Max |y - want| / max |want| over the layer's output; *nonfinite counts the
+ * values of y that are not finite. */
+static double check_result(example_layer *l, const float *y, int *nonfinite)
+{
+    int64_t shape[3] = {1, l->tokens, l->dm};
+    vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(l->x, VKATTN_DTYPE_F32, 3, shape),
+                              .y = vkattn_host_tensor_make(l->want, VKATTN_DTYPE_F32, 3, shape),
+                              .causal = true};
+    vkattn_mha_weights w = layer_weights(l);
     char err[256];
-    if (vkattn_ref_mha(&ld, &w, &ra, err, sizeof err) != VKATTN_SUCCESS) {
+    if (vkattn_ref_mha(&l->desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS) {
         fprintf(stderr, "engine: reference: %s\n", err);
-        return 1;
+        exit(1);
     }
-    const float *y = ey.map;
+    const float *want = l->want;
     double max_err = 0, max_ref = 0;
-    int nonfinite = 0;
-    for (uint32_t i = 0; i < tokens * dm; i++) {
-        nonfinite += !isfinite(y[i]);
+    *nonfinite = 0;
+    for (uint32_t i = 0; i < l->tokens * l->dm; i++) {
+        *nonfinite += !isfinite(y[i]);
         if (fabs((double)y[i] - want[i]) > max_err)
             max_err = fabs((double)y[i] - want[i]);
         if (fabs(want[i]) > max_ref)
             max_ref = fabs(want[i]);
     }
-    double rel = max_err / (max_ref > 0 ? max_ref : 1);
+    return max_err / (max_ref > 0 ? max_ref : 1);
+}
+
+int main(void)
+{
+    /* 1. the engine's own Vulkan objects */
+    engine e = {0};
+    create_instance(&e);
+    create_device(&e);
+
+    /* 2. vkattn borrows them; the layer is vkattn's */
+    vkattn_context *ctx = borrow_engine(&e);
+    example_layer l;
+    uint64_t scratch_bytes = 0;
+    vkattn_mha *layer = create_layer(ctx, &l, &scratch_bytes);
+
+    /* 3. the engine's buffers, lent to vkattn */
+    engine_io io;
+    lend_buffers(&e, ctx, &l, scratch_bytes, &io);
+    int64_t shape[3] = {1, l.tokens, l.dm};
+    vkattn_mha_forward_args fa = {.x = vkattn_tensor_make(io.bx, 0, VKATTN_DTYPE_F32, 3, shape),
+                                  .y = vkattn_tensor_make(io.by, 0, VKATTN_DTYPE_F32, 3, shape),
+                                  .causal = true, .scratch = io.bs};
+
+    /* 4. recorded into the engine's command buffer; 5. submitted and waited on */
+    VkCommandPool pool;
+    VkCommandBuffer cmd = record(&e, &pool, ctx, layer, &fa);
+    VkSemaphore timeline;
+    VkFence fence;
+    submit_and_wait(&e, cmd, &timeline, &fence);
+
+    /* 6. checked against the CPU reference, read through the engine's mapping */
+    int nonfinite;
+    double rel = check_result(&l, io.y.map, &nonfinite);
     uint32_t v_errors = 0, v_warnings = 0;
     vkattn_context_validation_counts(ctx, &v_errors, &v_warnings);
 
     /* vkattn's objects first, then the context, then the engine's own */
-    vkattn_buffer_destroy(bx);
-    vkattn_buffer_destroy(by);
-    vkattn_buffer_destroy(bs);
+    vkattn_buffer_destroy(io.bx);
+    vkattn_buffer_destroy(io.by);
+    vkattn_buffer_destroy(io.bs);
     vkattn_mha_destroy(layer);
     vkattn_context_destroy(ctx);
-    vkDestroyFence(device, fence, &cb);
-    vkDestroySemaphore(device, timeline, &cb);
-    vkDestroyCommandPool(device, pool, &cb);
-    free_buffer(device, &cb, &ex);
-    free_buffer(device, &cb, &ey);
-    free_buffer(device, &cb, &es);
-    vkDestroyDevice(device, &cb);
-    destroy_messenger(instance, messenger, &cb);
-    vkDestroyInstance(instance, &cb);
-    free(wqkv);
-    free(wo);
-    free(bqkv);
-    free(bo);
-    free(x);
-    free(want);
+    vkDestroyFence(e.device, fence, &e.cb);
+    vkDestroySemaphore(e.device, timeline, &e.cb);
+    vkDestroyCommandPool(e.device, pool, &e.cb);
+    free_buffer(e.device, &e.cb, &io.x);
+    free_buffer(e.device, &e.cb, &io.y);
+    free_buffer(e.device, &e.cb, &io.scratch);
+    vkDestroyDevice(e.device, &e.cb);
+    e.destroy_messenger(e.instance, e.messenger, &e.cb);
+    vkDestroyInstance(e.instance, &e.cb);
+    free(l.wqkv);
+    free(l.wo);
+    free(l.bqkv);
+    free(l.bo);
+    free(l.x);
+    free(l.want);
 
-    bool ok = rel <= 2e-4 && !nonfinite && messages == 0 && v_errors + v_warnings == 0 && memory.live == 0 &&
-              memory.total > 0;
-    printf("engine: forward of %u tokens recorded into the engine's command buffer: max relative error %.2e "
-           "(tolerance 2e-4), %d validation messages, %ld Vulkan host allocations (%ld left)\n",
-           tokens, rel, messages + (int)(v_errors + v_warnings), memory.total, memory.live);
+    bool ok = rel <= 2e-4 && !nonfinite && e.messages == 0 && v_errors + v_warnings == 0 &&
+              e.memory.live == 0 && e.memory.total > 0;
+    printf("engine: forward of %u tokens recorded into the engine's command buffer: max relative "
+           "error %.2e (tolerance 2e-4), %d validation messages, %ld Vulkan host allocations (%ld "
+           "left)\n",
+           l.tokens, rel, e.messages + (int)(v_errors + v_warnings), e.memory.total,
+           e.memory.live);
     printf("engine: %s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }

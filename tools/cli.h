@@ -34,6 +34,17 @@ int cli_save_pipeline_cache(vkattn_context *ctx, cli_device_options *o);
 /* Help text for the options above. */
 extern const char cli_device_options_help[];
 
+/* Takes a command's own option at argv[*i] (and its value, by advancing *i);
+ * returns 0, or 2 after printing why it cannot. */
+typedef int (*cli_option_parser)(void *user, int argc, char **argv, int *i);
+/* cli_parse_args' result when every argument was taken: the command goes on. */
+enum { CLI_ARGS_OK = -1 };
+/* Walks a command's arguments: the device options into *o, -h/--help (prints
+ * `help` and the device options' help), the rest through `own`. Returns
+ * CLI_ARGS_OK, or the exit status: 0 after --help, 2 after a printed error. */
+int cli_parse_args(int argc, char **argv, cli_device_options *o, const char *help,
+                   cli_option_parser own, void *user);
+
 /* Opens a context as the options say; prints the error and returns NULL on
  * failure. */
 vkattn_context *cli_open(const cli_device_options *o);

@@ -1,6 +1,5 @@
 /* vkattn attention: scaled dot-product attention on .npy tensors. */
-#include "cli.h"
-#include "cli_io.h"
+#include "cli_job.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,193 +23,100 @@ static const char help_text[] =
 
 enum { Q, K, V, MASK, PAD, N_INPUTS };
 
-int cli_attention(int argc, char **argv)
-{
-    cli_device_options o = {.tunable = true};
-    cli_input in[N_INPUTS] = {{"--q"}, {"--k"}, {"--v"}, {"--mask"}, {"--key-padding"}};
-    const char *out_path = NULL, *weights_path = NULL;
-    bool causal = false, per_head = false, check = false;
-    float scale = 0.0f;
-    vkattn_dtype dtype = VKATTN_DTYPE_F32;
-    for (int i = 1; i < argc; i++) {
-        int used = cli_parse_device_option(argc, argv, &i, &o);
-        if (used < 0)
-            return 2;
-        if (used)
-            continue;
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            printf("%s%s", help_text, cli_device_options_help);
-            return 0;
-        }
-        if (strcmp(a, "--causal") == 0) {
-            causal = true;
-            continue;
-        }
-        if (strcmp(a, "--per-head") == 0) {
-            per_head = true;
-            continue;
-        }
-        if (strcmp(a, "--check") == 0) {
-            check = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            cli_error("attention: %s needs a value (see vkattn attention --help)", a);
-            return 2;
-        }
-        const char *val = argv[++i];
-        bool known = false;
-        for (int k = 0; k < N_INPUTS; k++)
-            if (strcmp(a, in[k].flag) == 0) {
-                in[k].path = val;
-                known = true;
-            }
-        if (known)
-            continue;
-        if (strcmp(a, "--out") == 0)
-            out_path = val;
-        else if (strcmp(a, "--weights-out") == 0)
-            weights_path = val;
-        else if (strcmp(a, "--scale") == 0) {
-            if (cli_parse_float(a, val, &scale) != 0)
-                return 2;
-        } else if (strcmp(a, "--dtype") == 0) {
-            if (cli_parse_dtype(val, &dtype) != 0)
-                return 2;
-        } else {
-            cli_error("attention: unknown option \"%s\" (see vkattn attention --help)", a);
-            return 2;
-        }
-    }
-    for (int k = 0; k < 3; k++)
-        if (!in[k].path) {
-            cli_error("attention: %s is required (see vkattn attention --help)", in[k].flag);
-            return 2;
-        }
-    if (!out_path) {
-        cli_error("attention: --out is required");
-        return 2;
-    }
-    if (per_head && !weights_path) {
-        cli_error("attention: --per-head needs --weights-out");
-        return 2;
-    }
+/* One run: what attention adds to cli_job. */
+typedef struct attention_job {
+    cli_job job;
+    float scale; /* --scale; 0: 1/sqrt(D) */
+    cli_input in[N_INPUTS];
+    vkattn_buffer *bufs[N_INPUTS];
+} attention_job;
 
-    int status = 1;
-    vkattn_context *ctx = NULL;
-    vkattn_buffer *bufs[N_INPUTS] = {0}, *bout = NULL, *bw = NULL;
-    float *out = NULL, *weights = NULL, *ref = NULL, *ref_w = NULL;
-    for (int k = 0; k < 3; k++)
-        if (cli_load_f32(&in[k], 4) != 0)
-            goto done;
-    if (in[MASK].path && cli_load_f32(&in[MASK], 0) != 0)
-        goto done;
-    if (in[PAD].path && cli_load_mask_u8(&in[PAD]) != 0)
-        goto done;
+static int own_option(void *user, const char *flag, const char *value)
+{
+    attention_job *a = user;
+    if (strcmp(flag, "--scale") == 0)
+        return cli_parse_float(flag, value, &a->scale) != 0 ? -1 : 1;
+    return 0;
+}
+
+/* CLI_ARGS_OK, or the exit status. */
+static int parse_options(attention_job *a, int argc, char **argv)
+{
+    int code = cli_job_parse(&a->job, argc, argv, help_text, own_option, a);
+    if (code != CLI_ARGS_OK)
+        return code;
+    static const int required[] = {Q, K, V};
+    return cli_job_check_required(&a->job, required, 3, NULL) != 0 ? 2 : CLI_ARGS_OK;
+}
+
+/* The inputs as the device will store them, so that the CPU reference sees
+ * the same values. */
+static int load_inputs(void *user)
+{
+    attention_job *a = user;
+    static const uint32_t ranks[N_INPUTS] = {4, 4, 4, 0, 2};
+    if (cli_job_load(&a->job, ranks, PAD) != 0)
+        return -1;
     for (int k = 0; k < N_INPUTS; k++)
         if (k != PAD)
-            cli_round_to_dtype(&in[k].array, dtype);
+            cli_round_to_dtype(&a->in[k].array, a->job.dtype);
+    return 0;
+}
 
-    ctx = cli_open(&o);
-    if (!ctx)
-        goto done;
-    const int64_t *qs = in[Q].array.shape, *ks = in[K].array.shape;
-    int64_t out_n = cli_numel(&in[Q].array);
-    /* weights: [B, Tq, Tk] averaged over heads, or [B, Hq, Tq, Tk] */
-    uint32_t wrank = per_head ? 4 : 3;
-    int64_t wshape[4] = {qs[0], qs[1], qs[2], ks[2]};
-    if (!per_head) {
-        wshape[1] = qs[2];
-        wshape[2] = ks[2];
-    }
-    int64_t w_n = 1;
-    for (uint32_t k = 0; k < wrank; k++)
-        w_n *= wshape[k];
-    vkattn_attention_args args = {.causal = causal, .scale = scale};
+/* Inputs and outputs on the device; with --tune, the kernel choices for these
+ * shapes first; the attention; its outputs read back. */
+static int run(void *user)
+{
+    attention_job *a = user;
+    cli_job *j = &a->job;
+    const int64_t *qs = a->in[Q].array.shape, *ks = a->in[K].array.shape;
+    cli_job_shape_outputs(j, 4, qs, qs[1], qs[2], ks[2]);
+    vkattn_attention_args args = {.causal = j->causal, .scale = a->scale};
     vkattn_tensor *slots[N_INPUTS] = {&args.q, &args.k, &args.v, &args.mask, &args.key_padding};
-    for (int k = 0; k < N_INPUTS; k++) {
-        if (!in[k].path)
-            continue;
-        /* masks stay f32 on the device: they are additive, and -inf must survive */
-        vkattn_dtype dt = k == MASK ? VKATTN_DTYPE_F32 : dtype;
-        if (!(bufs[k] = cli_upload(ctx, &in[k].array, dt)))
-            goto done;
-        *slots[k] = cli_tensor(bufs[k], &in[k].array, dt);
-    }
-    vkattn_buffer_desc od = {.size = (uint64_t)out_n * vkattn_dtype_size(dtype)};
-    if (vkattn_buffer_create(ctx, &od, &bout) != VKATTN_SUCCESS) {
-        cli_report_error(ctx, VKATTN_ERROR_OUT_OF_DEVICE_MEMORY, in, N_INPUTS);
-        goto done;
-    }
-    args.out = vkattn_tensor_make(bout, 0, dtype, 4, qs);
-    if (weights_path) {
-        vkattn_buffer_desc wd = {.size = (uint64_t)w_n * 4};
-        if (vkattn_buffer_create(ctx, &wd, &bw) != VKATTN_SUCCESS) {
-            cli_report_error(ctx, VKATTN_ERROR_OUT_OF_DEVICE_MEMORY, in, N_INPUTS);
-            goto done;
-        }
-        args.weights = vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, wrank, wshape);
-    }
+    if (cli_job_upload(j, slots, MASK) != 0 ||
+        cli_job_create_outputs(j, &args.out, &args.weights) != 0)
+        return -1;
     vkattn_result r = VKATTN_SUCCESS;
-    if (o.tune)
-        r = vkattn_attention_tune(ctx, &(vkattn_attention_tune_args){
-                                           (uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
-                                           (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3],
-                                           causal, dtype, dtype});
-    if (o.tune && r == VKATTN_SUCCESS)
-        r = cli_save_tuning(ctx, &o);
+    if (j->device.tune)
+        r = vkattn_attention_tune(j->ctx, &(vkattn_attention_tune_args){
+                                              (uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
+                                              (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3],
+                                              j->causal, j->dtype, j->dtype});
+    if (j->device.tune && r == VKATTN_SUCCESS)
+        r = cli_save_tuning(j->ctx, &j->device);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_attention(ctx, &args);
+        r = vkattn_attention(j->ctx, &args);
     if (r != VKATTN_SUCCESS) {
-        cli_report_error(ctx, r, in, N_INPUTS);
-        goto done;
+        cli_report_error(j->ctx, r, a->in, N_INPUTS);
+        return -1;
     }
-    if (!(out = cli_download_f32(ctx, bout, out_n, dtype)))
-        goto done;
-    if (bw && !(weights = cli_download_f32(ctx, bw, w_n, VKATTN_DTYPE_F32)))
-        goto done;
+    return cli_job_download(j);
+}
 
-    if (check) {
-        ref = malloc((size_t)out_n * 4);
-        ref_w = weights ? malloc((size_t)w_n * 4) : NULL;
-        vkattn_ref_attention_args ra = {.causal = causal, .scale = scale};
-        vkattn_host_tensor *rslots[N_INPUTS] = {&ra.q, &ra.k, &ra.v, &ra.mask, &ra.key_padding};
-        for (int k = 0; k < N_INPUTS; k++)
-            if (in[k].path)
-                *rslots[k] = vkattn_host_tensor_make(in[k].array.data,
-                                                     k == PAD ? VKATTN_DTYPE_U8 : VKATTN_DTYPE_F32,
-                                                     in[k].array.rank, in[k].array.shape);
-        ra.out = vkattn_host_tensor_make(ref, VKATTN_DTYPE_F32, 4, qs);
-        if (ref_w)
-            ra.weights = vkattn_host_tensor_make(ref_w, VKATTN_DTYPE_F32, wrank, wshape);
-        char err[512];
-        if (!ref || (weights && !ref_w) || vkattn_ref_attention(&ra, err, sizeof err) != VKATTN_SUCCESS) {
-            cli_error("CPU reference failed: %s", ref ? err : "out of memory");
-            goto done;
-        }
-        if (cli_check_report(out, ref, out_n, weights, ref_w, w_n, dtype) != 0)
-            goto done;
+/* --check: the CPU reference on the same inputs. */
+static int check(void *user)
+{
+    attention_job *a = user;
+    vkattn_ref_attention_args ra = {.causal = a->job.causal, .scale = a->scale};
+    vkattn_host_tensor *slots[N_INPUTS] = {&ra.q, &ra.k, &ra.v, &ra.mask, &ra.key_padding};
+    cli_job_host_inputs(&a->job, slots);
+    if (cli_job_reference(&a->job, &ra.out, &ra.weights) != 0)
+        return -1;
+    char err[512];
+    if (vkattn_ref_attention(&ra, err, sizeof err) != VKATTN_SUCCESS) {
+        cli_error("CPU reference failed: %s", err);
+        return -1;
     }
-    /* the caches before the outputs: a path that cannot be written fails
-     * the command without an output file */
-    if (cli_save_pipeline_cache(ctx, &o) != 0)
-        goto done;
-    if (cli_write_outputs(out_path, 4, qs, out, weights_path, wrank, wshape, weights) != 0)
-        goto done;
-    status = 0;
-done:
-    for (int k = 0; k < N_INPUTS; k++) {
-        vkattn_buffer_destroy(bufs[k]);
-        npy_free(&in[k].array);
-    }
-    vkattn_buffer_destroy(bout);
-    vkattn_buffer_destroy(bw);
-    free(out);
-    free(weights);
-    free(ref);
-    free(ref_w);
-    if (cli_close(ctx, &o))
-        status = 1;
-    return status;
+    return cli_job_compare(&a->job);
+}
+
+int cli_attention(int argc, char **argv)
+{
+    attention_job a = {.in = {{"--q"}, {"--k"}, {"--v"}, {"--mask"}, {"--key-padding"}}};
+    a.job = (cli_job){.command = "attention", .inputs = a.in, .bufs = a.bufs,
+                      .n_inputs = N_INPUTS, .device = {.tunable = true}};
+    int code = parse_options(&a, argc, argv);
+    if (code != CLI_ARGS_OK)
+        return code;
+    return cli_job_end(&a.job, cli_job_run(&a.job, load_inputs, run, check, &a));
 }

@@ -69,6 +69,25 @@ int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o
     return 1;
 }
 
+int cli_parse_args(int argc, char **argv, cli_device_options *o, const char *help,
+                   cli_option_parser own, void *user)
+{
+    for (int i = 1; i < argc; i++) {
+        int used = cli_parse_device_option(argc, argv, &i, o);
+        if (used < 0)
+            return 2;
+        if (used)
+            continue;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("%s%s", help, cli_device_options_help);
+            return 0;
+        }
+        if (own(user, argc, argv, &i) != 0)
+            return 2;
+    }
+    return CLI_ARGS_OK;
+}
+
 static void on_log(void *user, vkattn_log_level level, const char *message)
 {
     const cli_device_options *o = user;

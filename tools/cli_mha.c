@@ -1,7 +1,6 @@
 /* vkattn mha: one multi-head attention layer (torch.nn.MultiheadAttention
  * weights layout) on .npy inputs. */
-#include "cli.h"
-#include "cli_io.h"
+#include "cli_job.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,16 @@ static const char help_text[] =
     "  --kv-splits K         with --prefill: split count of decode steps (default auto)\n";
 
 enum { X, KV, WQ, WK, WV, WO, BQ, BK, BV, BO, MASK, PAD, N_INPUTS };
+
+/* One run: what mha adds to cli_job. */
+typedef struct mha_job {
+    cli_job job;
+    uint32_t heads, kv_heads, prefill, paged_block, kv_splits;
+    cli_input in[N_INPUTS];
+    vkattn_buffer *bufs[N_INPUTS];
+    vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */
+    vkattn_mha *layer;
+} mha_job;
 
 /* Shapes of the weight files against the layer's sizes, naming the file. */
 static int check_weight_shapes(cli_input *in, int64_t dm, int64_t dkv, int64_t hq, int64_t hkv,
@@ -103,247 +112,181 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer, const vka
     return r;
 }
 
-int cli_mha(int argc, char **argv)
+static int own_option(void *user, const char *flag, const char *value)
 {
-    cli_device_options o = {.tunable = true};
-    cli_input in[N_INPUTS] = {{"--x"},  {"--kv"}, {"--wq"}, {"--wk"}, {"--wv"},   {"--wo"},
-                              {"--bq"}, {"--bk"}, {"--bv"}, {"--bo"}, {"--mask"}, {"--key-padding"}};
-    const char *out_path = NULL, *weights_path = NULL;
-    bool causal = false, per_head = false, check = false;
-    uint32_t heads = 0, kv_heads = 0, prefill = 0, paged_block = 0, kv_splits = 0;
-    vkattn_dtype dtype = VKATTN_DTYPE_F32;
-    for (int i = 1; i < argc; i++) {
-        int used = cli_parse_device_option(argc, argv, &i, &o);
-        if (used < 0)
-            return 2;
-        if (used)
-            continue;
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            printf("%s%s", help_text, cli_device_options_help);
-            return 0;
-        }
-        bool *flag = strcmp(a, "--causal") == 0     ? &causal
-                     : strcmp(a, "--per-head") == 0 ? &per_head
-                     : strcmp(a, "--check") == 0    ? &check
-                                                    : NULL;
-        if (flag) {
-            *flag = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            cli_error("mha: %s needs a value (see vkattn mha --help)", a);
-            return 2;
-        }
-        const char *val = argv[++i];
-        bool known = false;
-        for (int k = 0; k < N_INPUTS; k++)
-            if (strcmp(a, in[k].flag) == 0) {
-                in[k].path = val;
-                known = true;
-            }
-        if (known)
-            continue;
-        if (strcmp(a, "--out") == 0)
-            out_path = val;
-        else if (strcmp(a, "--weights-out") == 0)
-            weights_path = val;
-        else if (strcmp(a, "--heads") == 0) {
-            if (cli_parse_uint(a, val, &heads))
-                return 2;
-        } else if (strcmp(a, "--kv-heads") == 0) {
-            if (cli_parse_uint(a, val, &kv_heads))
-                return 2;
-        } else if (strcmp(a, "--prefill") == 0) {
-            if (cli_parse_uint(a, val, &prefill))
-                return 2;
-        } else if (strcmp(a, "--paged-block") == 0) {
-            if (cli_parse_uint(a, val, &paged_block))
-                return 2;
-        } else if (strcmp(a, "--kv-splits") == 0) {
-            if (cli_parse_uint(a, val, &kv_splits))
-                return 2;
-        } else if (strcmp(a, "--dtype") == 0) {
-            if (cli_parse_dtype(val, &dtype))
-                return 2;
-        } else {
-            cli_error("mha: unknown option \"%s\" (see vkattn mha --help)", a);
-            return 2;
-        }
-    }
-    const int required[] = {X, WQ, WK, WV, WO};
-    for (size_t k = 0; k < sizeof required / sizeof required[0]; k++)
-        if (!in[required[k]].path) {
-            cli_error("mha: %s is required (see vkattn mha --help)", in[required[k]].flag);
-            return 2;
-        }
-    if (!heads || !out_path) {
-        cli_error("mha: %s is required", !heads ? "--heads" : "--out");
-        return 2;
-    }
-    if (per_head && !weights_path) {
-        cli_error("mha: --per-head needs --weights-out");
-        return 2;
-    }
-    if ((paged_block || kv_splits) && !prefill) {
-        cli_error("mha: %s needs --prefill", paged_block ? "--paged-block" : "--kv-splits");
-        return 2;
-    }
-    if (prefill && (!causal || in[KV].path || in[MASK].path || in[PAD].path || weights_path)) {
-        cli_error("mha: --prefill decodes causal self-attention through a KV cache: it needs --causal and "
-                  "takes no --kv, --mask, --key-padding or --weights-out");
-        return 2;
-    }
+    mha_job *m = user;
+    uint32_t *count = strcmp(flag, "--heads") == 0         ? &m->heads
+                      : strcmp(flag, "--kv-heads") == 0    ? &m->kv_heads
+                      : strcmp(flag, "--prefill") == 0     ? &m->prefill
+                      : strcmp(flag, "--paged-block") == 0 ? &m->paged_block
+                      : strcmp(flag, "--kv-splits") == 0   ? &m->kv_splits
+                                                           : NULL;
+    if (!count)
+        return 0;
+    return cli_parse_uint(flag, value, count) != 0 ? -1 : 1;
+}
 
-    int status = 1;
-    vkattn_context *ctx = NULL;
-    vkattn_mha *layer = NULL;
-    vkattn_buffer *bx = NULL, *bkv = NULL, *by = NULL, *bmask = NULL, *bpad = NULL, *bw = NULL;
-    float *y = NULL, *weights = NULL, *ref = NULL, *ref_w = NULL;
+/* CLI_ARGS_OK, or the exit status. */
+static int parse_options(mha_job *m, int argc, char **argv)
+{
+    int code = cli_job_parse(&m->job, argc, argv, help_text, own_option, m);
+    if (code != CLI_ARGS_OK)
+        return code;
+    static const int required[] = {X, WQ, WK, WV, WO};
+    if (cli_job_check_required(&m->job, required, 5, !m->heads ? "--heads" : NULL) != 0)
+        return 2;
+    if ((m->paged_block || m->kv_splits) && !m->prefill) {
+        cli_error("mha: %s needs --prefill", m->paged_block ? "--paged-block" : "--kv-splits");
+        return 2;
+    }
+    const cli_input *in = m->in;
+    bool not_decode = in[KV].path || in[MASK].path || in[PAD].path || m->job.weights_path;
+    if (m->prefill && (!m->job.causal || not_decode)) {
+        cli_error("mha: --prefill decodes causal self-attention through a KV cache: it needs "
+                  "--causal and takes no --kv, --mask, --key-padding or --weights-out");
+        return 2;
+    }
+    return CLI_ARGS_OK;
+}
+
+/* The inputs, the weights and activations as the device will store them (so
+ * that the CPU reference sees the same values), and the layer's sizes from
+ * their shapes, each checked against the others. */
+static int load_inputs(void *user)
+{
+    mha_job *m = user;
     static const uint32_t ranks[N_INPUTS] = {3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 2};
-    for (int k = 0; k < N_INPUTS; k++)
-        if (in[k].path && (k == PAD ? cli_load_mask_u8(&in[k]) : cli_load_f32(&in[k], ranks[k])) != 0)
-            goto done;
+    cli_input *in = m->in;
+    if (cli_job_load(&m->job, ranks, PAD) != 0)
+        return -1;
     for (int k = 0; k < N_INPUTS; k++)
         if (k != PAD && k != MASK)
-            cli_round_to_dtype(&in[k].array, dtype);
-
+            cli_round_to_dtype(&in[k].array, m->job.dtype);
     const int64_t *xs = in[X].array.shape;
     int64_t dm = xs[2], dkv = in[KV].path ? in[KV].array.shape[2] : in[WK].array.shape[1];
-    int64_t hq = heads, hkv = kv_heads ? kv_heads : heads, wq_rows = in[WQ].array.shape[0];
+    int64_t hq = m->heads, hkv = m->kv_heads ? m->kv_heads : m->heads;
+    int64_t wq_rows = in[WQ].array.shape[0];
     if (wq_rows % hq != 0) {
         cli_error("--wq %s: %lld rows do not split into --heads %lld heads", in[WQ].path,
                   (long long)wq_rows, (long long)hq);
-        goto done;
+        return -1;
     }
     int64_t dh = wq_rows / hq;
     if (check_weight_shapes(in, dm, dkv, hq, hkv, dh) != 0)
-        goto done;
+        return -1;
     if (in[KV].path && in[KV].array.shape[0] != xs[0]) {
         cli_error("--kv %s: batch %lld differs from --x's %lld", in[KV].path,
                   (long long)in[KV].array.shape[0], (long long)xs[0]);
-        goto done;
+        return -1;
     }
-
-    ctx = cli_open(&o);
-    if (!ctx)
-        goto done;
-    vkattn_mha_desc desc = {
-        .embed_dim = (uint32_t)dm, .num_heads = heads, .num_kv_heads = kv_heads,
+    m->desc = (vkattn_mha_desc){
+        .embed_dim = (uint32_t)dm, .num_heads = m->heads, .num_kv_heads = m->kv_heads,
         .head_dim = wq_rows == dm ? 0 : (uint32_t)dh, .kv_dim = (uint32_t)dkv,
-        .bias = in[BQ].path || in[BK].path || in[BV].path || in[BO].path, .dtype = dtype,
+        .bias = in[BQ].path || in[BK].path || in[BV].path || in[BO].path, .dtype = m->job.dtype,
     };
-    vkattn_result r = vkattn_mha_create(ctx, &desc, &layer);
-    vkattn_mha_weights w = {0};
-    const float **wslots[8] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo};
-    for (int k = 0; k < 8; k++)
-        *wslots[k] = in[WQ + k].path ? in[WQ + k].array.data : NULL;
-    if (r == VKATTN_SUCCESS)
-        r = vkattn_mha_set_weights(layer, &w);
-    if (r != VKATTN_SUCCESS) {
-        cli_report_error(ctx, r, in, N_INPUTS);
-        goto done;
-    }
-    int64_t tq = xs[1], tk = in[KV].path ? in[KV].array.shape[1] : tq, y_n = cli_numel(&in[X].array);
-    uint32_t wrank = per_head ? 4 : 3;
-    int64_t wshape[4] = {xs[0], per_head ? hq : tq, per_head ? tq : tk, tk}, w_n = 1;
-    for (uint32_t k = 0; k < wrank; k++)
-        w_n *= wshape[k];
-    vkattn_mha_forward_args fa = {.causal = causal};
-    if (!(bx = cli_upload(ctx, &in[X].array, dtype)))
-        goto done;
-    fa.x = cli_tensor(bx, &in[X].array, dtype);
-    if (in[KV].path) {
-        if (!(bkv = cli_upload(ctx, &in[KV].array, dtype)))
-            goto done;
-        fa.kv = cli_tensor(bkv, &in[KV].array, dtype);
-    }
-    if (in[MASK].path) {
-        if (!(bmask = cli_upload(ctx, &in[MASK].array, VKATTN_DTYPE_F32)))
-            goto done;
-        fa.mask = cli_tensor(bmask, &in[MASK].array, VKATTN_DTYPE_F32);
-    }
-    if (in[PAD].path) {
-        if (!(bpad = cli_upload(ctx, &in[PAD].array, VKATTN_DTYPE_U8)))
-            goto done;
-        fa.key_padding = cli_tensor(bpad, &in[PAD].array, VKATTN_DTYPE_U8);
-    }
-    vkattn_buffer_desc yd = {.size = (uint64_t)y_n * vkattn_dtype_size(dtype)};
-    vkattn_buffer_desc wd = {.size = (uint64_t)w_n * 4};
-    if (vkattn_buffer_create(ctx, &yd, &by) != VKATTN_SUCCESS ||
-        (weights_path && vkattn_buffer_create(ctx, &wd, &bw) != VKATTN_SUCCESS)) {
-        cli_report_error(ctx, VKATTN_ERROR_OUT_OF_DEVICE_MEMORY, in, N_INPUTS);
-        goto done;
-    }
-    fa.y = vkattn_tensor_make(by, 0, dtype, 3, xs);
-    if (bw)
-        fa.weights = vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, wrank, wshape);
-    if (prefill && prefill > tq) {
-        cli_error("--prefill %u: --x has only %lld tokens per sequence", prefill, (long long)tq);
-        goto done;
-    }
-    if (o.tune && !prefill) { /* steps tune in run_steps, with their cache */
-        r = vkattn_mha_tune(layer, &(vkattn_mha_tune_args){(uint32_t)xs[0], (uint32_t)tq, (uint32_t)tk});
-        if (r == VKATTN_SUCCESS)
-            r = cli_save_tuning(ctx, &o);
-    }
-    if (r != VKATTN_SUCCESS) {
-        cli_report_error(ctx, r, in, N_INPUTS);
-        goto done;
-    }
-    r = prefill ? run_steps(ctx, layer, &fa, dtype, prefill, paged_block, kv_splits, &o)
-                : vkattn_mha_forward(layer, &fa);
-    if (r != VKATTN_SUCCESS) {
-        cli_report_error(ctx, r, in, N_INPUTS);
-        goto done;
-    }
-    if (!(y = cli_download_f32(ctx, by, y_n, dtype)) ||
-        (bw && !(weights = cli_download_f32(ctx, bw, w_n, VKATTN_DTYPE_F32))))
-        goto done;
+    return 0;
+}
 
-    if (check) {
-        ref = malloc((size_t)y_n * 4);
-        ref_w = weights ? malloc((size_t)w_n * 4) : NULL;
-        vkattn_ref_mha_args ra = {.causal = causal};
-        ra.x = vkattn_host_tensor_make(in[X].array.data, VKATTN_DTYPE_F32, 3, xs);
-        if (in[KV].path)
-            ra.kv = vkattn_host_tensor_make(in[KV].array.data, VKATTN_DTYPE_F32, 3, in[KV].array.shape);
-        if (in[MASK].path)
-            ra.mask = vkattn_host_tensor_make(in[MASK].array.data, VKATTN_DTYPE_F32, in[MASK].array.rank,
-                                              in[MASK].array.shape);
-        if (in[PAD].path)
-            ra.key_padding = vkattn_host_tensor_make(in[PAD].array.data, VKATTN_DTYPE_U8, 2,
-                                                     in[PAD].array.shape);
-        ra.y = vkattn_host_tensor_make(ref, VKATTN_DTYPE_F32, 3, xs);
-        if (ref_w)
-            ra.weights = vkattn_host_tensor_make(ref_w, VKATTN_DTYPE_F32, wrank, wshape);
-        char err[512];
-        if (!ref || (weights && !ref_w) || vkattn_ref_mha(&desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS) {
-            cli_error("CPU reference failed: %s", ref ? err : "out of memory");
-            goto done;
-        }
-        if (cli_check_report(y, ref, y_n, weights, ref_w, w_n, dtype) != 0)
-            goto done;
+/* The weight and bias files' data (biases not given: NULL). */
+static vkattn_mha_weights host_weights(const cli_input *in)
+{
+    vkattn_mha_weights w = {0};
+    const float **slots[8] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo};
+    for (int k = 0; k < 8; k++)
+        *slots[k] = in[WQ + k].path ? in[WQ + k].array.data : NULL;
+    return w;
+}
+
+/* Keys per sequence: --kv's tokens, or --x's in self-attention. */
+static int64_t kv_len(const mha_job *m)
+{
+    return m->in[KV].path ? m->in[KV].array.shape[1] : m->in[X].array.shape[1];
+}
+
+/* The layer with its weights, and the activations and outputs on the device. */
+static int setup(mha_job *m, vkattn_mha_forward_args *fa)
+{
+    cli_job *j = &m->job;
+    vkattn_mha_weights w = host_weights(m->in);
+    vkattn_result r = vkattn_mha_create(j->ctx, &m->desc, &m->layer);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_mha_set_weights(m->layer, &w);
+    if (r != VKATTN_SUCCESS) {
+        cli_report_error(j->ctx, r, m->in, N_INPUTS);
+        return -1;
     }
-    /* the caches before the outputs: a path that cannot be written fails
-     * the command without an output file */
-    if (cli_save_pipeline_cache(ctx, &o) != 0)
-        goto done;
-    if (cli_write_outputs(out_path, 3, xs, y, weights_path, wrank, wshape, weights) != 0)
-        goto done;
-    status = 0;
-done:
-    vkattn_mha_destroy(layer);
-    vkattn_buffer *bufs[] = {bx, bkv, by, bmask, bpad, bw};
-    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
-        vkattn_buffer_destroy(bufs[k]);
-    for (int k = 0; k < N_INPUTS; k++)
-        npy_free(&in[k].array);
-    free(y);
-    free(weights);
-    free(ref);
-    free(ref_w);
-    if (cli_close(ctx, &o))
-        status = 1;
-    return status;
+    const int64_t *xs = m->in[X].array.shape;
+    int64_t tq = xs[1];
+    cli_job_shape_outputs(j, 3, xs, m->heads, tq, kv_len(m));
+    vkattn_tensor *slots[N_INPUTS] = {[X] = &fa->x, [KV] = &fa->kv, [MASK] = &fa->mask,
+                                      [PAD] = &fa->key_padding};
+    if (cli_job_upload(j, slots, MASK) != 0 || cli_job_create_outputs(j, &fa->y, &fa->weights) != 0)
+        return -1;
+    if (m->prefill && m->prefill > tq) {
+        cli_error("--prefill %u: --x has only %lld tokens per sequence", m->prefill, (long long)tq);
+        return -1;
+    }
+    return 0;
+}
+
+/* With --tune (without --prefill: the steps tune in run_steps, with their
+ * cache), the kernel choices for these shapes first; the layer's forward pass
+ * or its decode steps; the outputs read back. */
+static int run(void *user)
+{
+    mha_job *m = user;
+    cli_job *j = &m->job;
+    vkattn_mha_forward_args fa = {.causal = j->causal};
+    if (setup(m, &fa) != 0)
+        return -1;
+    vkattn_result r = VKATTN_SUCCESS;
+    if (j->device.tune && !m->prefill) {
+        const int64_t *xs = m->in[X].array.shape;
+        r = vkattn_mha_tune(m->layer, &(vkattn_mha_tune_args){(uint32_t)xs[0], (uint32_t)xs[1],
+                                                              (uint32_t)kv_len(m)});
+        if (r == VKATTN_SUCCESS)
+            r = cli_save_tuning(j->ctx, &j->device);
+    }
+    if (r == VKATTN_SUCCESS)
+        r = m->prefill ? run_steps(j->ctx, m->layer, &fa, j->dtype, m->prefill, m->paged_block,
+                                   m->kv_splits, &j->device)
+                       : vkattn_mha_forward(m->layer, &fa);
+    if (r != VKATTN_SUCCESS) {
+        cli_report_error(j->ctx, r, m->in, N_INPUTS);
+        return -1;
+    }
+    return cli_job_download(j);
+}
+
+/* --check: the CPU reference on the same inputs and weights. */
+static int check(void *user)
+{
+    mha_job *m = user;
+    vkattn_ref_mha_args ra = {.causal = m->job.causal};
+    vkattn_host_tensor *slots[N_INPUTS] = {[X] = &ra.x, [KV] = &ra.kv, [MASK] = &ra.mask,
+                                           [PAD] = &ra.key_padding};
+    cli_job_host_inputs(&m->job, slots);
+    if (cli_job_reference(&m->job, &ra.y, &ra.weights) != 0)
+        return -1;
+    vkattn_mha_weights w = host_weights(m->in);
+    char err[512];
+    if (vkattn_ref_mha(&m->desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS) {
+        cli_error("CPU reference failed: %s", err);
+        return -1;
+    }
+    return cli_job_compare(&m->job);
+}
+
+int cli_mha(int argc, char **argv)
+{
+    mha_job m = {.in = {{"--x"}, {"--kv"}, {"--wq"}, {"--wk"}, {"--wv"}, {"--wo"}, {"--bq"},
+                        {"--bk"}, {"--bv"}, {"--bo"}, {"--mask"}, {"--key-padding"}}};
+    m.job = (cli_job){.command = "mha", .inputs = m.in, .bufs = m.bufs, .n_inputs = N_INPUTS,
+                      .device = {.tunable = true}};
+    int code = parse_options(&m, argc, argv);
+    if (code != CLI_ARGS_OK)
+        return code;
+    int status = cli_job_run(&m.job, load_inputs, run, check, &m);
+    vkattn_mha_destroy(m.layer); /* before cli_job_end closes its context */
+    return cli_job_end(&m.job, status);
 }

@@ -12,62 +12,49 @@ static const char help_text[] =
     "with a scale of 0.5 and back to f32, checks every value against the host's\n"
     "conversion and prints the GPU time. Exits 1 on any mismatch.\n";
 
-int cli_smoke(int argc, char **argv)
+static int parse_option(void *user, int argc, char **argv, int *i)
 {
-    cli_device_options o = {0};
-    long n = 1 << 20;
-    for (int i = 1; i < argc; i++) {
-        int used = cli_parse_device_option(argc, argv, &i, &o);
-        if (used < 0)
-            return 2;
-        if (used)
-            continue;
-        if (strcmp(argv[i], "--elements") == 0 && i + 1 < argc) {
-            char *end;
-            n = strtol(argv[++i], &end, 10);
-            if (*end || n <= 0 || n > (1l << 28)) {
-                cli_error("--elements \"%s\": expected an integer in 1..%ld", argv[i], 1l << 28);
-                return 2;
-            }
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("%s%s", help_text, cli_device_options_help);
-            return 0;
-        } else {
-            cli_error("smoke: unknown argument \"%s\" (see vkattn smoke --help)", argv[i]);
+    long *n = user;
+    if (strcmp(argv[*i], "--elements") == 0 && *i + 1 < argc) {
+        char *end;
+        *n = strtol(argv[++*i], &end, 10);
+        if (*end || *n <= 0 || *n > (1l << 28)) {
+            cli_error("--elements \"%s\": expected an integer in 1..%ld", argv[*i], 1l << 28);
             return 2;
         }
+        return 0;
     }
-    vkattn_context *ctx = cli_open(&o);
-    if (!ctx)
-        return 1;
-    const vkattn_device_info *dev = vkattn_context_device_info(ctx);
-    float *host = malloc(n * sizeof *host), *back = malloc(n * sizeof *back);
-    vkattn_buffer *b32 = NULL, *b16 = NULL;
-    vkattn_timer *timer = NULL;
-    int status = 1;
-    if (!host || !back)
-        goto done;
+    cli_error("smoke: unknown argument \"%s\" (see vkattn smoke --help)", argv[*i]);
+    return 2;
+}
+
+static void fill_random(float *host, long n)
+{
     uint32_t seed = 12345;
     for (long i = 0; i < n; i++) {
         seed = seed * 1664525u + 1013904223u;
         host[i] = ((float)(seed >> 8) / (float)(1 << 24) - 0.5f) * 200.0f;
     }
-    vkattn_buffer_desc bd32 = {.size = (uint64_t)n * 4}, bd16 = {.size = (uint64_t)n * 2};
-    if (vkattn_buffer_create(ctx, &bd32, &b32) || vkattn_buffer_create(ctx, &bd16, &b16) ||
-        vkattn_buffer_upload(b32, 0, host, (uint64_t)n * 4))
-        goto done;
+}
+
+/* Records f32 -> f16 (x0.5) -> f32 in place in b32 (b16 between), timed when
+ * `timer` is not NULL, and submits it. Nonzero on failure (the context's last
+ * error says why). */
+static int convert_round_trip(vkattn_context *ctx, vkattn_buffer *b32, vkattn_buffer *b16, long n,
+                              vkattn_timer *timer)
+{
     int64_t shape[1] = {n};
     vkattn_convert_args down = {vkattn_tensor_make(b32, 0, VKATTN_DTYPE_F32, 1, shape),
                                 vkattn_tensor_make(b16, 0, VKATTN_DTYPE_F16, 1, shape), 0.5f};
     vkattn_convert_args up = {down.dst, down.src, 0.0f};
     VkCommandBuffer cmd;
-    bool timed = dev->timestamps && vkattn_timer_create(ctx, 1, &timer) == VKATTN_SUCCESS;
     if (vkattn_commands_begin(ctx, &cmd))
-        goto done;
-    if ((timed && vkattn_cmd_timer_begin(timer, cmd, 0)) || vkattn_cmd_convert(ctx, cmd, &down)) {
+        return 1;
+    if ((timer && vkattn_cmd_timer_begin(timer, cmd, 0)) || vkattn_cmd_convert(ctx, cmd, &down)) {
         vkattn_commands_discard(ctx);
-        goto done;
+        return 1;
     }
+    /* the second pass reads what the first wrote */
     VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VK_ACCESS_SHADER_WRITE_BIT,
                           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
     vkattn_vulkan_handles h;
@@ -76,22 +63,50 @@ int cli_smoke(int argc, char **argv)
         (PFN_vkCmdPipelineBarrier)h.get_device_proc_addr(h.device, "vkCmdPipelineBarrier");
     barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
             &mb, 0, NULL, 0, NULL);
-    if (vkattn_cmd_convert(ctx, cmd, &up) || (timed && vkattn_cmd_timer_end(timer, cmd, 0))) {
+    if (vkattn_cmd_convert(ctx, cmd, &up) || (timer && vkattn_cmd_timer_end(timer, cmd, 0))) {
         vkattn_commands_discard(ctx);
-        goto done;
+        return 1;
     }
-    if (vkattn_commands_submit(ctx) || vkattn_buffer_download(b32, 0, back, (uint64_t)n * 4))
-        goto done;
+    return vkattn_commands_submit(ctx) != VKATTN_SUCCESS;
+}
+
+/* Values of `back` that differ from the host's own round trip of `host`;
+ * *max_err is the largest difference (infinite for a NaN). */
+static long count_mismatches(const float *host, const float *back, long n, double *max_err)
+{
     long bad = 0;
-    double max_err = 0;
+    *max_err = 0;
     for (long i = 0; i < n; i++) {
         float want = vkattn_f16_to_f32(vkattn_f32_to_f16(host[i] * 0.5f));
         double err = fabs((double)back[i] - want);
-        if (err > max_err || isnan(back[i]))
-            max_err = isnan(back[i]) ? INFINITY : err;
+        if (err > *max_err || isnan(back[i]))
+            *max_err = isnan(back[i]) ? INFINITY : err;
         bad += back[i] != want;
     }
-    double ms = 0;
+    return bad;
+}
+
+/* The round trip on the device, checked; 0 when every value matches. */
+static int run(vkattn_context *ctx, long n)
+{
+    const vkattn_device_info *dev = vkattn_context_device_info(ctx);
+    float *host = malloc(n * sizeof *host), *back = malloc(n * sizeof *back);
+    vkattn_buffer *b32 = NULL, *b16 = NULL;
+    vkattn_timer *timer = NULL;
+    int status = 1;
+    if (!host || !back)
+        goto done;
+    fill_random(host, n);
+    vkattn_buffer_desc bd32 = {.size = (uint64_t)n * 4}, bd16 = {.size = (uint64_t)n * 2};
+    if (vkattn_buffer_create(ctx, &bd32, &b32) || vkattn_buffer_create(ctx, &bd16, &b16) ||
+        vkattn_buffer_upload(b32, 0, host, (uint64_t)n * 4))
+        goto done;
+    bool timed = dev->timestamps && vkattn_timer_create(ctx, 1, &timer) == VKATTN_SUCCESS;
+    if (convert_round_trip(ctx, b32, b16, n, timed ? timer : NULL) ||
+        vkattn_buffer_download(b32, 0, back, (uint64_t)n * 4))
+        goto done;
+    double max_err, ms = 0;
+    long bad = count_mismatches(host, back, n, &max_err);
     if (timed)
         vkattn_timer_read_ms(timer, 0, &ms);
     printf("smoke on \"%s\": %ld elements f32 -> f16 (x0.5) -> f32, %s f16 path: "
@@ -106,5 +121,19 @@ done:
     vkattn_timer_destroy(timer);
     vkattn_buffer_destroy(b32);
     vkattn_buffer_destroy(b16);
+    return status;
+}
+
+int cli_smoke(int argc, char **argv)
+{
+    cli_device_options o = {0};
+    long n = 1 << 20;
+    int code = cli_parse_args(argc, argv, &o, help_text, parse_option, &n);
+    if (code != CLI_ARGS_OK)
+        return code;
+    vkattn_context *ctx = cli_open(&o);
+    if (!ctx)
+        return 1;
+    int status = run(ctx, n);
     return cli_close(ctx, &o) ? 1 : status;
 }

@@ -1,0 +1,236 @@
+/* The steps attention and mha share, in the order that leaves no output
+ * file behind when any of them fails. */
+#include "cli_job.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int cli_job_load(cli_job *j, const uint32_t *ranks, int pad)
+{
+    cli_input *in = j->inputs;
+    for (int k = 0; k < j->n_inputs; k++)
+        if (in[k].path &&
+            (k == pad ? cli_load_mask_u8(&in[k]) : cli_load_f32(&in[k], ranks[k])) != 0)
+            return -1;
+    return 0;
+}
+
+int cli_job_upload(cli_job *j, vkattn_tensor *const *slots, int mask)
+{
+    const cli_input *in = j->inputs;
+    for (int k = 0; k < j->n_inputs; k++) {
+        if (!in[k].path || !slots[k])
+            continue;
+        vkattn_dtype dt = k == mask ? VKATTN_DTYPE_F32 : j->dtype;
+        if (!(j->bufs[k] = cli_upload(j->ctx, &in[k].array, dt)))
+            return -1;
+        *slots[k] = cli_tensor(j->bufs[k], &in[k].array, dt);
+    }
+    return 0;
+}
+
+void cli_job_host_inputs(const cli_job *j, vkattn_host_tensor *const *slots)
+{
+    for (int k = 0; k < j->n_inputs; k++) {
+        const npy_array *a = &j->inputs[k].array;
+        vkattn_dtype dt = a->dtype == NPY_F32 ? VKATTN_DTYPE_F32 : VKATTN_DTYPE_U8;
+        if (j->inputs[k].path && slots[k])
+            *slots[k] = vkattn_host_tensor_make(a->data, dt, a->rank, a->shape);
+    }
+}
+
+/* Takes argv[*i] when it is an option of cli_job and returns 1; returns -1
+ * after printing an error (a missing value); returns 0 for an option of the
+ * command's own, with *value its value (*i advanced past it). */
+static int parse_job_option(cli_job *j, int argc, char **argv, int *i, const char **value)
+{
+    const char *a = argv[*i];
+    bool *flag = strcmp(a, "--causal") == 0     ? &j->causal
+                 : strcmp(a, "--per-head") == 0 ? &j->per_head
+                 : strcmp(a, "--check") == 0    ? &j->check
+                                                : NULL;
+    if (flag) {
+        *flag = true;
+        return 1;
+    }
+    if (*i + 1 >= argc) {
+        cli_error("%s: %s needs a value (see vkattn %s --help)", j->command, a, j->command);
+        return -1;
+    }
+    const char *val = argv[++*i];
+    bool known = false;
+    for (int k = 0; k < j->n_inputs; k++)
+        if (strcmp(a, j->inputs[k].flag) == 0) {
+            j->inputs[k].path = val;
+            known = true;
+        }
+    if (known)
+        return 1;
+    if (strcmp(a, "--out") == 0)
+        j->out_path = val;
+    else if (strcmp(a, "--weights-out") == 0)
+        j->weights_path = val;
+    else if (strcmp(a, "--dtype") == 0)
+        return cli_parse_dtype(val, &j->dtype) != 0 ? -1 : 1;
+    else {
+        *value = val;
+        return 0;
+    }
+    return 1;
+}
+
+/* cli_job_parse's arguments, for its cli_option_parser. */
+typedef struct job_parser {
+    cli_job *job;
+    cli_value_option own;
+    void *user;
+} job_parser;
+
+static int parse_option(void *user, int argc, char **argv, int *i)
+{
+    const job_parser *p = user;
+    const char *val = NULL;
+    int taken = parse_job_option(p->job, argc, argv, i, &val);
+    if (taken == 0)
+        taken = p->own(p->user, argv[*i - 1], val);
+    if (taken == 0)
+        cli_error("%s: unknown option \"%s\" (see vkattn %s --help)", p->job->command, argv[*i - 1],
+                  p->job->command);
+    return taken > 0 ? 0 : 2;
+}
+
+int cli_job_parse(cli_job *j, int argc, char **argv, const char *help, cli_value_option own,
+                  void *user)
+{
+    job_parser p = {j, own, user};
+    return cli_parse_args(argc, argv, &j->device, help, parse_option, &p);
+}
+
+int cli_job_check_required(const cli_job *j, const int *required, int n_required,
+                           const char *missing)
+{
+    for (int k = 0; k < n_required; k++)
+        if (!j->inputs[required[k]].path) {
+            cli_error("%s: %s is required (see vkattn %s --help)", j->command,
+                      j->inputs[required[k]].flag, j->command);
+            return -1;
+        }
+    if (!missing && !j->out_path)
+        missing = "--out";
+    if (missing) {
+        cli_error("%s: %s is required", j->command, missing);
+        return -1;
+    }
+    if (j->per_head && !j->weights_path) {
+        cli_error("%s: --per-head needs --weights-out", j->command);
+        return -1;
+    }
+    return 0;
+}
+
+void cli_job_shape_outputs(cli_job *j, uint32_t rank, const int64_t *shape, int64_t heads,
+                           int64_t tq, int64_t tk)
+{
+    cli_outputs *r = &j->out;
+    *r = (cli_outputs){.dtype = j->dtype, .rank = rank, .n = 1};
+    for (uint32_t k = 0; k < rank; k++) {
+        r->shape[k] = shape[k];
+        r->n *= shape[k];
+    }
+    if (!j->weights_path)
+        return;
+    int64_t ws[4] = {shape[0], j->per_head ? heads : tq, j->per_head ? tq : tk, tk};
+    r->weights_rank = j->per_head ? 4 : 3;
+    r->weights_n = 1;
+    for (uint32_t k = 0; k < r->weights_rank; k++) {
+        r->weights_shape[k] = ws[k];
+        r->weights_n *= ws[k];
+    }
+}
+
+int cli_job_create_outputs(cli_job *j, vkattn_tensor *out, vkattn_tensor *weights)
+{
+    cli_outputs *r = &j->out;
+    vkattn_buffer_desc od = {.size = (uint64_t)r->n * vkattn_dtype_size(r->dtype)};
+    vkattn_buffer_desc wd = {.size = (uint64_t)r->weights_n * 4};
+    if (vkattn_buffer_create(j->ctx, &od, &r->buffer) != VKATTN_SUCCESS ||
+        (r->weights_rank &&
+         vkattn_buffer_create(j->ctx, &wd, &r->weights_buffer) != VKATTN_SUCCESS)) {
+        cli_report_error(j->ctx, VKATTN_ERROR_OUT_OF_DEVICE_MEMORY, j->inputs, j->n_inputs);
+        return -1;
+    }
+    *out = vkattn_tensor_make(r->buffer, 0, r->dtype, r->rank, r->shape);
+    if (r->weights_buffer)
+        *weights = vkattn_tensor_make(r->weights_buffer, 0, VKATTN_DTYPE_F32, r->weights_rank,
+                                      r->weights_shape);
+    return 0;
+}
+
+int cli_job_download(cli_job *j)
+{
+    cli_outputs *r = &j->out;
+    if (!(r->out = cli_download_f32(j->ctx, r->buffer, r->n, r->dtype)))
+        return -1;
+    if (r->weights_buffer &&
+        !(r->weights = cli_download_f32(j->ctx, r->weights_buffer, r->weights_n, VKATTN_DTYPE_F32)))
+        return -1;
+    return 0;
+}
+
+int cli_job_reference(cli_job *j, vkattn_host_tensor *out, vkattn_host_tensor *weights)
+{
+    cli_outputs *r = &j->out;
+    r->ref = malloc((size_t)r->n * 4);
+    r->ref_weights = r->weights ? malloc((size_t)r->weights_n * 4) : NULL;
+    if (!r->ref || (r->weights && !r->ref_weights)) {
+        cli_error("CPU reference failed: out of memory");
+        return -1;
+    }
+    *out = vkattn_host_tensor_make(r->ref, VKATTN_DTYPE_F32, r->rank, r->shape);
+    if (r->ref_weights)
+        *weights = vkattn_host_tensor_make(r->ref_weights, VKATTN_DTYPE_F32, r->weights_rank,
+                                           r->weights_shape);
+    return 0;
+}
+
+int cli_job_compare(const cli_job *j)
+{
+    const cli_outputs *r = &j->out;
+    return cli_check_report(r->out, r->ref, r->n, r->weights, r->ref_weights, r->weights_n,
+                            r->dtype);
+}
+
+int cli_job_run(cli_job *j, cli_job_step load, cli_job_step run, cli_job_step check, void *user)
+{
+    if (load(user) != 0 || !(j->ctx = cli_open(&j->device)) || run(user) != 0)
+        return 1;
+    if (j->check && check(user) != 0)
+        return 1;
+    /* the caches before the outputs: a path that cannot be written fails
+     * the command without an output file */
+    if (cli_save_pipeline_cache(j->ctx, &j->device) != 0)
+        return 1;
+    const cli_outputs *r = &j->out;
+    if (cli_write_outputs(j->out_path, r->rank, r->shape, r->out, j->weights_path, r->weights_rank,
+                          r->weights_shape, r->weights) != 0)
+        return 1;
+    return 0;
+}
+
+int cli_job_end(cli_job *j, int status)
+{
+    for (int k = 0; k < j->n_inputs; k++) {
+        vkattn_buffer_destroy(j->bufs[k]);
+        npy_free(&j->inputs[k].array);
+    }
+    cli_outputs *r = &j->out;
+    vkattn_buffer_destroy(r->buffer);
+    vkattn_buffer_destroy(r->weights_buffer);
+    free(r->out);
+    free(r->weights);
+    free(r->ref);
+    free(r->ref_weights);
+    if (cli_close(j->ctx, &j->device))
+        status = 1;
+    return status;
+}

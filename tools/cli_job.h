@@ -1,0 +1,95 @@
+/* One run of attention or mha: the options they share, their inputs and
+ * outputs on the host and the device, and the order of their steps. */
+#ifndef VKATTN_CLI_JOB_H
+#define VKATTN_CLI_JOB_H
+
+#include "cli.h"
+#include "cli_io.h"
+
+/* The outputs of attention and mha: the attention result and, with
+ * --weights-out, the attention weights; their device buffers, what was read
+ * back, and the CPU reference's values for --check. */
+typedef struct cli_outputs {
+    vkattn_dtype dtype;          /* the result's storage on the device (weights: f32) */
+    uint32_t rank, weights_rank; /* weights_rank 0: no --weights-out */
+    int64_t shape[4], weights_shape[4];
+    int64_t n, weights_n; /* elements */
+    vkattn_buffer *buffer, *weights_buffer;
+    float *out, *weights;     /* read back */
+    float *ref, *ref_weights; /* --check */
+} cli_outputs;
+
+/* One run of attention or mha: the options they share and what they hold
+ * from loading the inputs to writing the outputs. The command sets
+ * `command`, `inputs`, `bufs` and `n_inputs` (and device.tunable) before
+ * parsing; cli_job_end releases the rest. */
+typedef struct cli_job {
+    const char *command;  /* "attention", "mha": names the command in messages */
+    cli_input *inputs;    /* taken by their flags */
+    vkattn_buffer **bufs; /* the inputs' device copies, n_inputs entries */
+    int n_inputs;
+    cli_device_options device;
+    const char *out_path;     /* --out */
+    const char *weights_path; /* --weights-out */
+    bool causal, per_head, check;
+    vkattn_dtype dtype; /* --dtype; default f32 */
+    vkattn_context *ctx;
+    cli_outputs out;
+} cli_job;
+
+/* A command's own option with its value: 1 when taken, 0 when the command
+ * has no such option, -1 after printing why the value is wrong. */
+typedef int (*cli_value_option)(void *user, const char *flag, const char *value);
+/* Walks the arguments (cli_parse_args): the device options, the options of
+ * cli_job, then the command's own through `own`. CLI_ARGS_OK, or the exit
+ * status. */
+int cli_job_parse(cli_job *j, int argc, char **argv, const char *help, cli_value_option own,
+                  void *user);
+/* After parsing: the inputs listed in `required` were given, then `missing`
+ * (a flag the command found missing; NULL: none) and --out, and --per-head
+ * comes with --weights-out; else prints the first that is not and returns
+ * -1. */
+int cli_job_check_required(const cli_job *j, const int *required, int n_required,
+                           const char *missing);
+
+/* Loads the inputs that were given, in order: input `pad` as a key-padding
+ * mask, the others float32 of rank ranks[k] (0: any 1..4). -1 on failure
+ * (printed). */
+int cli_job_load(cli_job *j, const uint32_t *ranks, int pad);
+/* Uploads, in order, the given inputs that have a slot (slots[k] NULL: not
+ * on the device) and points the slot at a tensor over the copy: float32 data
+ * stored as --dtype, except input `mask`, which stays f32 (it is additive,
+ * and -inf must survive). -1 on failure (printed). */
+int cli_job_upload(cli_job *j, vkattn_tensor *const *slots, int mask);
+/* Host tensors over the given inputs that have a slot, for the CPU
+ * reference: f32, or u8 for a key-padding mask. */
+void cli_job_host_inputs(const cli_job *j, vkattn_host_tensor *const *slots);
+
+/* The result's shape (its first dimension the batch) and the weights':
+ * [B, Tq, Tk] averaged over heads, or with --per-head [B, H, Tq, Tk]. */
+void cli_job_shape_outputs(cli_job *j, uint32_t rank, const int64_t *shape, int64_t heads,
+                           int64_t tq, int64_t tk);
+/* Device buffers for the outputs, and tensors over them in *out and (with
+ * --weights-out) *weights. -1 on failure, reported naming the inputs. */
+int cli_job_create_outputs(cli_job *j, vkattn_tensor *out, vkattn_tensor *weights);
+/* Reads the outputs back. -1 on failure (printed). */
+int cli_job_download(cli_job *j);
+/* --check: room for the reference's values, and host tensors over it in
+ * *out and (when weights were read back) *weights. -1 on failure (printed). */
+int cli_job_reference(cli_job *j, vkattn_host_tensor *out, vkattn_host_tensor *weights);
+/* --check, once the reference ran: cli_check_report on the outputs. */
+int cli_job_compare(const cli_job *j);
+
+/* A step of a command, given the `user` of cli_job_run: 0, or nonzero after
+ * printing why it failed. */
+typedef int (*cli_job_step)(void *user);
+/* Loads the inputs, opens the context, runs the command, checks it (with
+ * --check), saves the pipeline cache and writes the outputs; each step only
+ * when the ones before succeeded, so that a failure leaves no output file.
+ * 0 on success, else 1. */
+int cli_job_run(cli_job *j, cli_job_step load, cli_job_step run, cli_job_step check, void *user);
+/* Frees the inputs and outputs, closes the context; returns `status`, or 1
+ * when closing reported a problem. */
+int cli_job_end(cli_job *j, int status);
+
+#endif
