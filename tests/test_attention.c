@@ -4,25 +4,12 @@
  * cross lengths, odd sizes, every head dimension class, both dtypes, every
  * mask kind and their combinations, fully masked rows, strided layouts and
  * the merged output, weights; plus calls larger than one binding window. */
+#include "test_policy.h"
 #include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* The four kernel policies; the grid cycles through them. */
-static const uint32_t policy_flags[4] = {
-    0,
-    VKATTN_CONTEXT_NO_TEXEL_BUFFERS,
-    VKATTN_CONTEXT_NO_SUBGROUP_KERNELS,
-    VKATTN_CONTEXT_NO_SUBGROUP_KERNELS | VKATTN_CONTEXT_NO_TEXEL_BUFFERS,
-};
-static const char *const policy_names[4] = {"subgroup+texel", "subgroup+storage",
-                                            "shared+texel", "shared+storage"};
-
-typedef struct suite {
-    test_gpu *gpu[4];
-} suite;
 
 enum { MASK_NONE, MASK_2D, MASK_4D, MASK_4D_B1, MASK_4D_H1, MASK_KINDS };
 
@@ -46,7 +33,7 @@ static void describe(const att_case *c, char *buf, size_t size)
     snprintf(buf, size,
              "%s B%u Hq%u Hkv%u Tq%u Tk%u D%u q:%s kv:%s %s%s gap%u causal%d mask%d(%s) pad%d "
              "hide%d weights%d scale%g",
-             policy_names[c->policy], c->B, c->Hq, c->Hkv, c->Tq, c->Tk, c->D,
+             test_policies[c->policy].name, c->B, c->Hq, c->Hkv, c->Tq, c->Tk, c->D,
              vkattn_dtype_name(c->qdt), vkattn_dtype_name(c->kvdt), c->bthd ? "BTHD" : "BHTD",
              c->merged_out ? " merged-out" : "", c->row_gap, c->causal, c->mask,
              vkattn_dtype_name(c->mdt), c->padding, c->hide_rows, c->weights, (double)c->scale);
@@ -127,17 +114,9 @@ static void mirror_fill_random(mirror *m, test_rng *rng, float lo, float hi)
 static vkattn_buffer *mirror_upload(vkattn_context *ctx, const mirror *m)
 {
     size_t es = vkattn_dtype_size(m->dtype);
-    uint8_t *bytes = malloc(m->elems * es);
-    assert_non_null(bytes);
-    for (size_t i = 0; i < m->elems; i++) {
-        if (m->dtype == VKATTN_DTYPE_F32)
-            memcpy(bytes + 4 * i, &m->host[i], 4);
-        else if (m->dtype == VKATTN_DTYPE_F16) {
-            uint16_t h = vkattn_f32_to_f16(m->host[i]);
-            memcpy(bytes + 2 * i, &h, 2);
-        } else
-            bytes[i] = (uint8_t)m->host[i];
-    }
+    uint8_t *bytes = test_alloc(m->elems * es);
+    for (size_t i = 0; i < m->elems; i++)
+        test_store(bytes, m->dtype, i, m->host[i]);
     vkattn_buffer *b = test_buffer_with(ctx, bytes, m->elems * es);
     free(bytes);
     return b;
@@ -147,18 +126,10 @@ static vkattn_buffer *mirror_upload(vkattn_context *ctx, const mirror *m)
 static void mirror_download(vkattn_context *ctx, vkattn_buffer *b, const mirror *m, float *dst)
 {
     size_t es = vkattn_dtype_size(m->dtype);
-    uint8_t *bytes = malloc(m->elems * es);
-    assert_non_null(bytes);
+    uint8_t *bytes = test_alloc(m->elems * es);
     TEST_OK(ctx, vkattn_buffer_download(b, 0, bytes, m->elems * es));
-    for (size_t i = 0; i < m->elems; i++) {
-        if (m->dtype == VKATTN_DTYPE_F32)
-            memcpy(&dst[i], bytes + 4 * i, 4);
-        else {
-            uint16_t h;
-            memcpy(&h, bytes + 2 * i, 2);
-            dst[i] = vkattn_f16_to_f32(h);
-        }
-    }
+    for (size_t i = 0; i < m->elems; i++)
+        dst[i] = test_load(bytes, m->dtype, i);
     free(bytes);
 }
 
@@ -227,10 +198,7 @@ static void check_output(const mirror *m, const float *got_all, const float *wan
         if (!inside[i] && !isnan(got_all[i]))
             fail_msg("%s: element %zu outside the tensor was overwritten (%g)", what, i,
                      (double)got_all[i]);
-    free(inside);
-    free(pos);
-    free(got);
-    free(want);
+    free(inside), free(pos), free(got), free(want);
 }
 
 static void run_case(test_gpu *g, const att_case *c, uint64_t seed)
@@ -361,9 +329,7 @@ static void run_case(test_gpu *g, const att_case *c, uint64_t seed)
         mirror_download(ctx, bufs[6], &w, got);
         snprintf(label, sizeof label, "weights of %s", what);
         check_output(&w, got, ref_w.host, TEST_TOL_F32, label);
-        free(got);
-        free(w.host);
-        free(ref_w.host);
+        free(got), free(w.host), free(ref_w.host);
     }
     for (int i = 0; i < 7; i++)
         vkattn_buffer_destroy(bufs[i]);
@@ -425,24 +391,78 @@ static att_case grid_case(uint32_t idx, test_rng *rng)
     return c;
 }
 
-static void test_grid(void **state)
+/* Rows of the case's mask, its [Tq, Tk] planes stacked (0: no mask). */
+static uint32_t mask_rows(const att_case *c)
 {
-    suite *s = *state;
-    test_rng rng = test_rng_seed(20260611);
-    for (uint32_t i = 0; i < GRID_CASES; i++) {
-        att_case c = grid_case(i, &rng);
-        run_case(s->gpu[c.policy], &c, 1000 + i);
+    switch (c->mask) {
+    case MASK_2D:
+        return c->Tq;
+    case MASK_4D:
+        return c->B * c->Hq * c->Tq;
+    case MASK_4D_B1:
+        return c->Hq * c->Tq;
+    case MASK_4D_H1:
+        return c->B * c->Tq;
+    default:
+        return 0;
     }
 }
+
+/* What a grid case proves, the most specific first: each case belongs to
+ * exactly one of the grid tests below, which together run the whole grid. */
+typedef enum grid_property {
+    FULLY_MASKED_ROWS_ARE_ZERO, /* mask rows of -inf or a batch of padding only */
+    MASKS_COMBINE,              /* two or three of mask, key padding, causal */
+    MASK_MATCHES_REFERENCE,     /* one broadcast mask kind or key padding alone */
+    CAUSAL_MATCHES_REFERENCE,
+    GQA_MATCHES_REFERENCE, /* no mask: GQA and MQA */
+    MHA_MATCHES_REFERENCE, /* no mask: Hq == Hkv */
+} grid_property;
+
+static grid_property grid_property_of(const att_case *c)
+{
+    bool mask = c->mask != MASK_NONE;
+    if (c->hide_rows && ((mask && mask_rows(c) > 1) || (c->padding && c->B > 1)))
+        return FULLY_MASKED_ROWS_ARE_ZERO;
+    if ((int)mask + (int)c->padding + (int)c->causal >= 2)
+        return MASKS_COMBINE;
+    if (mask || c->padding)
+        return MASK_MATCHES_REFERENCE;
+    if (c->causal)
+        return CAUSAL_MATCHES_REFERENCE;
+    return c->Hq != c->Hkv ? GQA_MATCHES_REFERENCE : MHA_MATCHES_REFERENCE;
+}
+
+/* Runs the grid's cases that prove `which` (each on its own policy). */
+static void run_grid(test_policy_suite *s, grid_property which)
+{
+    test_rng rng = test_rng_seed(20260611);
+    uint32_t ran = 0;
+    for (uint32_t i = 0; i < GRID_CASES; i++) {
+        att_case c = grid_case(i, &rng);
+        if (grid_property_of(&c) != which)
+            continue;
+        run_case(s->gpu[c.policy], &c, 1000 + i);
+        ran++;
+    }
+    assert_true(ran > 0);
+}
+
+static void test_grid_mha_matches_reference(void **state) { run_grid(*state, MHA_MATCHES_REFERENCE); }
+static void test_grid_gqa_matches_reference(void **state) { run_grid(*state, GQA_MATCHES_REFERENCE); }
+static void test_grid_causal_matches_reference(void **state) { run_grid(*state, CAUSAL_MATCHES_REFERENCE); }
+static void test_grid_mask_matches_reference(void **state) { run_grid(*state, MASK_MATCHES_REFERENCE); }
+static void test_grid_masks_combine(void **state) { run_grid(*state, MASKS_COMBINE); }
+static void test_grid_fully_masked_rows_are_zero(void **state) { run_grid(*state, FULLY_MASKED_ROWS_ARE_ZERO); }
 
 /* Hand-picked corners on every policy. */
 static void test_corners(void **state)
 {
-    suite *s = *state;
+    test_policy_suite *s = *state;
     const att_case base = {.B = 1, .Hq = 1, .Hkv = 1, .Tq = 1, .Tk = 1, .D = 8,
                            .qdt = VKATTN_DTYPE_F32, .kvdt = VKATTN_DTYPE_F32,
                            .mdt = VKATTN_DTYPE_F32};
-    for (uint32_t p = 0; p < 4; p++) {
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++) {
         att_case c = base;
         c.policy = p;
         run_case(s->gpu[p], &c, 1); /* one query, one key */
@@ -595,14 +615,10 @@ static void contiguous(sparse *t, int64_t b, int64_t h, int64_t n, int64_t d, ui
  * inputs, one head dim (each new pipeline costs lavapipe's JIT a second). */
 static void test_larger_than_one_binding(void **state)
 {
-    suite *s = *state;
-    uint64_t range = vkattn_context_device_info(s->gpu[0]->ctx)->max_storage_buffer_range;
-    if (range > (256ull << 20)) {
-        skip();
-        return;
-    }
+    test_policy_suite *s = *state;
+    uint64_t range = test_binding_range_at_most(s->gpu[0]->ctx, 256ull << 20);
     int64_t far = (int64_t)(range / 4) + 1024; /* elements: beyond one window */
-    for (uint32_t p = 0; p < 4; p += 3) {
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p += 3) {
         vkattn_context *ctx = s->gpu[p]->ctx;
         sparse q, k, v, o;
         /* per batch: batches a window apart (GQA 2, causal, mask, weights) */
@@ -630,7 +646,7 @@ static void test_larger_than_one_binding(void **state)
  * storage buffers: the texel policy falls back, per batch or altogether. */
 static void test_texel_window_fallback(void **state)
 {
-    suite *s = *state;
+    test_policy_suite *s = *state;
     vkattn_context *ctx = s->gpu[0]->ctx;
     sparse q, k, v, o;
     contiguous(&k, 2, 1, 600, 256, 0), contiguous(&v, 2, 1, 600, 256, 4 * 2 * 600 * 256);
@@ -649,10 +665,10 @@ static void test_texel_window_fallback(void **state)
  * add 0 * inf = NaN to the score. Every family and binding. */
 static void test_infinite_key_element(void **state)
 {
-    suite *s = *state;
+    test_policy_suite *s = *state;
     static const uint32_t dims[] = {32, 40, 64};
     enum { HQ = 2, TQ = 3, TK = 6 };
-    for (uint32_t p = 0; p < 4; p++)
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
         for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
             vkattn_context *ctx = s->gpu[p]->ctx;
             const uint32_t D = dims[di];
@@ -683,7 +699,7 @@ static void test_infinite_key_element(void **state)
             TEST_OK(ctx, vkattn_attention(ctx, &a));
             TEST_OK(ctx, vkattn_buffer_download(bo, 0, got, nq * 4));
             char what[96];
-            snprintf(what, sizeof what, "infinite K element, D %u, %s", D, policy_names[p]);
+            snprintf(what, sizeof what, "infinite K element, D %u, %s", D, test_policies[p].name);
             test_assert_close(got, want, nq, TEST_TOL_F32, what);
             vkattn_buffer_destroy(bq), vkattn_buffer_destroy(bk);
             vkattn_buffer_destroy(bv), vkattn_buffer_destroy(bo);
@@ -691,33 +707,19 @@ static void test_infinite_key_element(void **state)
         }
 }
 
-static int suite_setup(void **state)
-{
-    suite *s = calloc(1, sizeof *s);
-    assert_non_null(s);
-    for (int p = 0; p < 4; p++)
-        s->gpu[p] = test_gpu_open(policy_flags[p]);
-    *state = s;
-    return 0;
-}
-
-static int suite_teardown(void **state)
-{
-    suite *s = *state;
-    for (int p = 0; p < 4; p++)
-        test_gpu_close(s->gpu[p]);
-    free(s);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_corners),
-        cmocka_unit_test(test_grid),
+        cmocka_unit_test(test_grid_mha_matches_reference),
+        cmocka_unit_test(test_grid_gqa_matches_reference),
+        cmocka_unit_test(test_grid_causal_matches_reference),
+        cmocka_unit_test(test_grid_mask_matches_reference),
+        cmocka_unit_test(test_grid_masks_combine),
+        cmocka_unit_test(test_grid_fully_masked_rows_are_zero),
         cmocka_unit_test(test_larger_than_one_binding),
         cmocka_unit_test(test_texel_window_fallback),
         cmocka_unit_test(test_infinite_key_element),
     };
-    return cmocka_run_group_tests(tests, suite_setup, suite_teardown);
+    return cmocka_run_group_tests(tests, test_policy_suite_setup, test_policy_suite_teardown);
 }

@@ -54,8 +54,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    vkattn_buffer_destroy(f->buf);
-    vkattn_buffer_destroy(f->obuf);
+    TEST_DESTROY_BUFFERS(f->buf, f->obuf);
     test_gpu_close(f->g);
     free(f);
     return 0;
@@ -75,6 +74,18 @@ static int teardown(void **state)
         assert_int_equal(vkattn_context_pipeline_count(ctx_), pipelines_);                   \
     } while (0)
 
+/* FAILS for the good call with `change` made to its arguments (`a`). */
+#define FAILS_WITH(f, code, needle, change)                                                  \
+    do {                                                                                     \
+        vkattn_attention_args a = (f)->good;                                                 \
+        change;                                                                              \
+        FAILS(f, a, code, needle);                                                           \
+    } while (0)
+
+#define INVALID VKATTN_ERROR_INVALID_ARGUMENT
+#define SHAPE VKATTN_ERROR_SHAPE_MISMATCH
+#define DTYPE VKATTN_ERROR_UNSUPPORTED_DTYPE
+
 static void test_null_arguments(void **state)
 {
     fixture *f = *state;
@@ -90,97 +101,65 @@ static void test_null_arguments(void **state)
     TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args is NULL",
                vkattn_cmd_attention(ctx, cmd, NULL));
     TEST_OK(ctx, vkattn_commands_submit(ctx));
-    vkattn_attention_args a = f->good;
-    a.q.buffer = NULL;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->q.buffer is NULL");
-    a = f->good;
-    a.out.buffer = NULL;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->out.buffer is NULL");
+    FAILS_WITH(f, INVALID, "args->q.buffer is NULL", a.q.buffer = NULL);
+    FAILS_WITH(f, INVALID, "args->out.buffer is NULL", a.out.buffer = NULL);
 }
 
 static void test_shapes(void **state)
 {
     fixture *f = *state;
-    vkattn_attention_args a = f->good;
-    a.q.rank = 3;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->q.rank is 3");
-    a = f->good, a.k.shape[2] = 0;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->k.shape[2] is 0");
-    a = f->good, a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 12;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "(head_dim) 12 is not supported");
-    a = f->good, a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 264;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "(head_dim) 264");
-    a = f->good, a.q.shape[1] = a.out.shape[1] = 3;
-    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "(num_kv_heads) 2 does not divide");
-    a = f->good, a.k.shape[0] = 1;
-    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->k.shape[0] (batch) 1");
-    a = f->good, a.v.shape[2] = 4;
-    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->v.shape[2] (kv_len) 4");
-    a = f->good, a.out.shape[2] = 2;
-    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->out.shape[2] (q_len) 2");
-    a = f->good, a.mask.rank = 3;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->mask.rank is 3");
-    a = f->good, a.mask.shape[1] = 4;
-    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->mask.shape[1] (kv_len) 4");
+    FAILS_WITH(f, INVALID, "args->q.rank is 3", a.q.rank = 3);
+    FAILS_WITH(f, INVALID, "args->k.shape[2] is 0", a.k.shape[2] = 0);
+    FAILS_WITH(f, INVALID, "(head_dim) 12 is not supported",
+               a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 12);
+    FAILS_WITH(f, INVALID, "(head_dim) 264",
+               a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 264);
+    FAILS_WITH(f, SHAPE, "(num_kv_heads) 2 does not divide", a.q.shape[1] = a.out.shape[1] = 3);
+    FAILS_WITH(f, SHAPE, "args->k.shape[0] (batch) 1", a.k.shape[0] = 1);
+    FAILS_WITH(f, SHAPE, "args->v.shape[2] (kv_len) 4", a.v.shape[2] = 4);
+    FAILS_WITH(f, SHAPE, "args->out.shape[2] (q_len) 2", a.out.shape[2] = 2);
+    FAILS_WITH(f, INVALID, "args->mask.rank is 3", a.mask.rank = 3);
+    FAILS_WITH(f, SHAPE, "args->mask.shape[1] (kv_len) 4", a.mask.shape[1] = 4);
     int64_t m4[4] = {3, 1, TQ, TK};
-    a = f->good, a.mask = vkattn_tensor_make(f->buf, a.mask.offset, VKATTN_DTYPE_F16, 4, m4);
-    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->mask.shape[0] (batch) 3 is neither 1 nor");
-    a = f->good, a.key_padding.shape[1] = 6;
-    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->key_padding.shape[1] (kv_len) 6");
-    a = f->good, a.weights.rank = 2;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->weights.rank is 2");
-    a = f->good, a.weights.shape[1] = 4;
-    FAILS(f, a, VKATTN_ERROR_SHAPE_MISMATCH, "args->weights.shape[1] (q_len) 4");
+    FAILS_WITH(f, SHAPE, "args->mask.shape[0] (batch) 3 is neither 1 nor",
+               (a.mask = vkattn_tensor_make(f->buf, a.mask.offset, VKATTN_DTYPE_F16, 4, m4)));
+    FAILS_WITH(f, SHAPE, "args->key_padding.shape[1] (kv_len) 6", a.key_padding.shape[1] = 6);
+    FAILS_WITH(f, INVALID, "args->weights.rank is 2", a.weights.rank = 2);
+    FAILS_WITH(f, SHAPE, "args->weights.shape[1] (q_len) 4", a.weights.shape[1] = 4);
 }
 
 static void test_dtypes(void **state)
 {
     fixture *f = *state;
-    vkattn_attention_args a = f->good;
-    a.q.dtype = VKATTN_DTYPE_U8;
-    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->q.dtype u8 is not supported");
-    a = f->good, a.out.dtype = VKATTN_DTYPE_F16;
-    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->out.dtype f16 differs from args->q.dtype f32");
-    a = f->good, a.v.dtype = VKATTN_DTYPE_F16;
-    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->v.dtype f16 differs from args->k.dtype f32");
-    a = f->good, a.mask.dtype = VKATTN_DTYPE_U8;
-    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->mask.dtype u8");
-    a = f->good, a.key_padding.dtype = VKATTN_DTYPE_F32;
-    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->key_padding.dtype f32");
-    a = f->good, a.weights.dtype = VKATTN_DTYPE_F16;
-    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->weights.dtype f16");
-    a = f->good, a.k.dtype = (vkattn_dtype)7, a.v.dtype = (vkattn_dtype)7;
-    FAILS(f, a, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->k.dtype 7");
+    FAILS_WITH(f, DTYPE, "args->q.dtype u8 is not supported", a.q.dtype = VKATTN_DTYPE_U8);
+    FAILS_WITH(f, DTYPE, "args->out.dtype f16 differs from args->q.dtype f32",
+               a.out.dtype = VKATTN_DTYPE_F16);
+    FAILS_WITH(f, DTYPE, "args->v.dtype f16 differs from args->k.dtype f32", a.v.dtype = VKATTN_DTYPE_F16);
+    FAILS_WITH(f, DTYPE, "args->mask.dtype u8", a.mask.dtype = VKATTN_DTYPE_U8);
+    FAILS_WITH(f, DTYPE, "args->key_padding.dtype f32", a.key_padding.dtype = VKATTN_DTYPE_F32);
+    FAILS_WITH(f, DTYPE, "args->weights.dtype f16", a.weights.dtype = VKATTN_DTYPE_F16);
+    FAILS_WITH(f, DTYPE, "args->k.dtype 7", (a.k.dtype = (vkattn_dtype)7, a.v.dtype = (vkattn_dtype)7));
 }
 
 static void test_memory_and_strides(void **state)
 {
     fixture *f = *state;
-    vkattn_attention_args a = f->good;
-    a.q.offset = 2;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->q.offset 2 is not a multiple of the f32");
-    a = f->good, a.k.offset += 8;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->k.offset 776 is not a multiple of 16 bytes");
-    a = f->good, a.v.offset = 1600;
-    FAILS(f, a, VKATTN_ERROR_OUT_OF_RANGE, "args->v spans bytes");
-    a = f->good, a.k.strides[3] = 2, a.k.strides[2] = 16, a.k.strides[1] = 16, a.k.strides[0] = 16;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->k.strides[3] is 2: the last dimension of args->k");
-    a = f->good, a.v.strides[2] = 10, a.v.strides[1] = 20, a.v.strides[0] = 40, a.v.strides[3] = 1;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->v.strides[2] is 10: the strides of args->v must be");
-    a = f->good, a.q.strides[1] = -24;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->q.strides[1] is -24");
-    a = f->good, a.out.strides[1] = 0;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->out.strides[1] is 0 while args->out.shape[1] is 4");
-    a = f->good, a.weights.strides[0] = 0;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->weights.strides[0] is 0");
-    a = f->good, a.mask.offset = 1, a.mask.dtype = VKATTN_DTYPE_F16;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->mask.offset 1");
+    FAILS_WITH(f, INVALID, "args->q.offset 2 is not a multiple of the f32", a.q.offset = 2);
+    FAILS_WITH(f, INVALID, "args->k.offset 776 is not a multiple of 16 bytes", a.k.offset += 8);
+    FAILS_WITH(f, VKATTN_ERROR_OUT_OF_RANGE, "args->v spans bytes", a.v.offset = 1600);
+    FAILS_WITH(f, INVALID, "args->k.strides[3] is 2: the last dimension of args->k",
+               (a.k.strides[3] = 2, a.k.strides[2] = 16, a.k.strides[1] = 16, a.k.strides[0] = 16));
+    FAILS_WITH(f, INVALID, "args->v.strides[2] is 10: the strides of args->v must be",
+               (a.v.strides[2] = 10, a.v.strides[1] = 20, a.v.strides[0] = 40, a.v.strides[3] = 1));
+    FAILS_WITH(f, INVALID, "args->q.strides[1] is -24", a.q.strides[1] = -24);
+    FAILS_WITH(f, INVALID, "args->out.strides[1] is 0 while args->out.shape[1] is 4", a.out.strides[1] = 0);
+    FAILS_WITH(f, INVALID, "args->weights.strides[0] is 0", a.weights.strides[0] = 0);
+    FAILS_WITH(f, INVALID, "args->mask.offset 1", (a.mask.offset = 1, a.mask.dtype = VKATTN_DTYPE_F16));
 
     /* another context's buffer */
     test_gpu *other = test_gpu_open(0);
     vkattn_buffer *ob = test_buffer_with(other->ctx, NULL, 4096);
-    a = f->good, a.v.buffer = ob;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->v.buffer belongs to another context");
+    FAILS_WITH(f, INVALID, "args->v.buffer belongs to another context", a.v.buffer = ob);
     vkattn_buffer_destroy(ob);
     test_gpu_close(other);
 }
@@ -188,19 +167,18 @@ static void test_memory_and_strides(void **state)
 static void test_overlaps(void **state)
 {
     fixture *f = *state;
-    vkattn_attention_args a = f->good;
-    a.out.buffer = f->buf, a.out.offset = f->good.q.offset + 64;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->out (bytes 64..832) overlaps args->q");
-    a = f->good, a.mask.buffer = f->obuf, a.mask.offset = 0;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->out (bytes 0..768) overlaps args->mask");
-    a = f->good, a.key_padding.buffer = f->obuf, a.key_padding.offset = 4 * Q_ELEMS + 8;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->weights (bytes 768..888) overlaps args->key_padding");
-    a = f->good, a.weights.buffer = f->buf, a.weights.offset = 0;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "args->weights (bytes 0..120) overlaps args->q");
-    a = f->good, a.weights.offset = 4 * Q_ELEMS - 4;
-    FAILS(f, a, VKATTN_ERROR_INVALID_ARGUMENT, "overlaps args->out");
+    FAILS_WITH(f, INVALID, "args->out (bytes 64..832) overlaps args->q",
+               (a.out.buffer = f->buf, a.out.offset = f->good.q.offset + 64));
+    FAILS_WITH(f, INVALID, "args->out (bytes 0..768) overlaps args->mask",
+               (a.mask.buffer = f->obuf, a.mask.offset = 0));
+    FAILS_WITH(f, INVALID, "args->weights (bytes 768..888) overlaps args->key_padding",
+               (a.key_padding.buffer = f->obuf, a.key_padding.offset = 4 * Q_ELEMS + 8));
+    FAILS_WITH(f, INVALID, "args->weights (bytes 0..120) overlaps args->q",
+               (a.weights.buffer = f->buf, a.weights.offset = 0));
+    FAILS_WITH(f, INVALID, "overlaps args->out", a.weights.offset = 4 * Q_ELEMS - 4);
     /* inputs may share memory with each other: k and v the same range */
-    a = f->good, a.v = a.k;
+    vkattn_attention_args a = f->good;
+    a.v = a.k;
     TEST_OK(f->g->ctx, vkattn_attention(f->g->ctx, &a));
 }
 
@@ -210,11 +188,7 @@ static void test_head_too_large(void **state)
 {
     fixture *f = *state;
     vkattn_context *ctx = f->g->ctx;
-    uint64_t range = vkattn_context_device_info(ctx)->max_storage_buffer_range;
-    if (range > (256ull << 20)) {
-        skip();
-        return;
-    }
+    uint64_t range = test_binding_range_at_most(ctx, 256ull << 20);
     /* 2 keys range / 4 + 64 f32 elements apart: one head spans > range */
     int64_t key_stride = (int64_t)(range / 4) + 64;
     vkattn_buffer_desc d = {.size = (uint64_t)key_stride * 4 + 4096};

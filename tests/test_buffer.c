@@ -45,9 +45,7 @@ static void round_trip(vkattn_context *ctx, uint64_t size, uint64_t offset)
         assert_memory_equal(back, data + 1, size - 2);
     }
     vkattn_buffer_destroy(b);
-    free(background);
-    free(data);
-    free(back);
+    free(background), free(data), free(back);
 }
 
 static void sizes_and_offsets(vkattn_context *ctx)

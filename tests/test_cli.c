@@ -46,6 +46,17 @@ static void write_f32(const char *name, uint32_t rank, const int64_t *shape, uin
     free(data);
 }
 
+/* A whole small file (at most size - 1 bytes) as text; "" when missing. */
+static size_t read_text(const char *p, char *buf, size_t size)
+{
+    FILE *f = fopen(p, "rb");
+    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    return n;
+}
+
 /* Runs the tool with `args`; returns its exit status; its stderr is kept. */
 static int run(const char *args, char *stderr_text, size_t size)
 {
@@ -53,11 +64,7 @@ static int run(const char *args, char *stderr_text, size_t size)
     snprintf(cmd, sizeof cmd, "%s %s > %s 2> %s", VKATTN_CLI_PATH, args, path_of("stdout.txt"),
              path_of("stderr.txt"));
     int status = system(cmd);
-    FILE *f = fopen(path_of("stderr.txt"), "r");
-    size_t n = f ? fread(stderr_text, 1, size - 1, f) : 0;
-    stderr_text[n] = '\0';
-    if (f)
-        fclose(f);
+    read_text(path_of("stderr.txt"), stderr_text, size);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
@@ -82,17 +89,6 @@ static void expect_failure(const char *args, const char *needle)
     expect_failure_saying(args, needle, NULL);
 }
 
-/* A whole small file (at most size - 1 bytes) as text; "" when missing. */
-static size_t read_text(const char *p, char *buf, size_t size)
-{
-    FILE *f = fopen(p, "rb");
-    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    return n;
-}
-
 /* Runs the tool; a non-zero exit fails the test with its stderr (kept in
  * err for further checks). */
 static void expect_success(const char *args, char *err, size_t size)
@@ -113,6 +109,36 @@ static void expect_refused_unchanged(const char *args, const char *needle, const
     assert_memory_equal(before, after, n);
 }
 
+/* "attention <opts> --q .. --k .. --v .. --out .." on the standard inputs
+ * (write_standard_inputs), into args. */
+static void attention_on_standard_inputs(char *args, size_t size, const char *opts)
+{
+    snprintf(args, size, "attention %s --q %s --k %s --v %s --out %s", opts, path_of("Q.npy"),
+             path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+}
+
+/* An option naming a file the tool keeps state in (`option`, after `opts`)
+ * pointed at a directory fails before any output, naming the option, and
+ * leaves no temporary file beside it; pointed at an input of another kind
+ * (K.npy, also given as --k), it is refused and the file left as it was. */
+static void expect_state_file_guarded(const char *opts, const char *option, const char *cannot_write,
+                                      const char *not_ours)
+{
+    char args[2048], with[1024], named[64];
+    snprintf(with, sizeof with, "%s %s %s", opts, option, tmp);
+    attention_on_standard_inputs(args, sizeof args, with);
+    snprintf(named, sizeof named, "%s \"", option);
+    expect_failure_saying(args, cannot_write, named);
+    char tmp_tmp[600];
+    snprintf(tmp_tmp, sizeof tmp_tmp, "%s.tmp", tmp); /* nothing left beside it either */
+    assert_false(exists(tmp_tmp));
+    char k_path[512]; /* a copy: path_of's buffers are reused */
+    snprintf(k_path, sizeof k_path, "%s", path_of("K.npy"));
+    snprintf(with, sizeof with, "%s %s %s", opts, option, k_path);
+    attention_on_standard_inputs(args, sizeof args, with);
+    expect_refused_unchanged(args, not_ours, k_path);
+}
+
 static void write_standard_inputs(void)
 {
     int64_t q[4] = {2, 4, 5, 16}, kv[4] = {2, 2, 7, 16}, pad[2] = {2, 7}, mask[2] = {5, 7};
@@ -123,6 +149,15 @@ static void write_standard_inputs(void)
     uint8_t p[14] = {1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1};
     char err[512];
     assert_int_equal(npy_write(path_of("P.npy"), NPY_BOOL, 2, pad, p, err, sizeof err), 0);
+}
+
+/* The standard inputs, and no file `name`: its path (a copy, as path_of's
+ * buffers are reused) in `path`. */
+static void start_without(char *path, size_t size, const char *name)
+{
+    write_standard_inputs();
+    snprintf(path, size, "%s", path_of(name));
+    unlink(path);
 }
 
 static void test_attention_command(void **state)
@@ -156,8 +191,7 @@ static void test_attention_command(void **state)
     npy_free(&o);
     npy_free(&w);
     /* f16 storage too */
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --dtype f16 --check --out %s",
-             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    attention_on_standard_inputs(args, sizeof args, "--dtype f16 --check");
     expect_success(args, err, sizeof err);
 }
 
@@ -166,21 +200,18 @@ static void test_attention_command(void **state)
 static void test_tuning_file(void **state)
 {
     (void)state;
-    write_standard_inputs();
-    char tuning[512]; /* a copy: path_of's buffers are reused */
-    snprintf(tuning, sizeof tuning, "%s", path_of("tuning.txt"));
-    unlink(tuning);
-    char args[2048], err[4096];
-    snprintf(args, sizeof args, "attention --validate --tune --tuning %s --q %s --k %s --v %s --causal --check --out %s",
-             tuning, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    char tuning[512], args[2048], opts[1024], err[4096];
+    start_without(tuning, sizeof tuning, "tuning.txt");
+    snprintf(opts, sizeof opts, "--validate --tune --tuning %s --causal --check", tuning);
+    attention_on_standard_inputs(args, sizeof args, opts);
     expect_success(args, err, sizeof err);
     char text[4096], again[4096];
     assert_true(read_text(tuning, text, sizeof text) > 0);
     assert_non_null(strstr(text, "vkattn-tuning 1\ndevice "));
     assert_non_null(strstr(text, "\n2 16 ")); /* an attention entry, head dim 16 */
     /* read back - this device's entries, no complaint - and left alone without --tune */
-    snprintf(args, sizeof args, "attention -v --validate --tuning %s --q %s --k %s --v %s --causal --check --out %s",
-             tuning, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    snprintf(opts, sizeof opts, "-v --validate --tuning %s --causal --check", tuning);
+    attention_on_standard_inputs(args, sizeof args, opts);
     expect_success(args, err, sizeof err);
     if (strstr(err, "another device") || strstr(err, "not vkattn tuning data") || strstr(err, "not read") ||
         strstr(err, "could not be read"))
@@ -188,19 +219,8 @@ static void test_tuning_file(void **state)
     read_text(tuning, again, sizeof again);
     assert_string_equal(again, text);
     unlink(tuning);
-    /* a file that is not tuning data is neither used nor overwritten */
-    char k_path[512];
-    snprintf(k_path, sizeof k_path, "%s", path_of("K.npy"));
-    snprintf(args, sizeof args, "attention --tune --tuning %s --q %s --k %s --v %s --out %s", k_path,
-             path_of("Q.npy"), k_path, path_of("V.npy"), path_of("O.npy"));
-    expect_refused_unchanged(args, "not a vkattn tuning file", k_path);
-    /* a tuning path that cannot be written: fails before any output */
-    snprintf(args, sizeof args, "attention --tune --tuning %s --q %s --k %s --v %s --out %s", tmp,
-             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
-    expect_failure_saying(args, "cannot write tuning data", "--tuning \"");
-    char tmp_tmp[600];
-    snprintf(tmp_tmp, sizeof tmp_tmp, "%s.tmp", tmp); /* nothing left beside it either */
-    assert_false(exists(tmp_tmp));
+    /* a path that cannot be written, a file that is not tuning data */
+    expect_state_file_guarded("--tune", "--tuning", "cannot write tuning data", "not a vkattn tuning file");
 }
 
 /* --pipeline-cache is written once the work is done, before the output
@@ -208,14 +228,11 @@ static void test_tuning_file(void **state)
 static void test_pipeline_cache_file(void **state)
 {
     (void)state;
-    write_standard_inputs();
-    char cache[512]; /* a copy: path_of's buffers are reused */
-    snprintf(cache, sizeof cache, "%s", path_of("pipelines.bin"));
-    unlink(cache);
-    char args[2048], err[4096];
+    char cache[512], args[2048], opts[1024], err[4096];
+    start_without(cache, sizeof cache, "pipelines.bin");
     for (int pass = 0; pass < 2; pass++) { /* written, then read back and rewritten */
-        snprintf(args, sizeof args, "attention -v --validate --pipeline-cache %s --q %s --k %s --v %s --check --out %s",
-                 cache, path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+        snprintf(opts, sizeof opts, "-v --validate --pipeline-cache %s --check", cache);
+        attention_on_standard_inputs(args, sizeof args, opts);
         expect_success(args, err, sizeof err);
         assert_true(exists(cache));
         assert_true(exists(path_of("O.npy")));
@@ -224,19 +241,9 @@ static void test_pipeline_cache_file(void **state)
             fail_msg("vkattn %s did not take the pipeline cache:\n%s", args, err);
     }
     unlink(cache);
-    /* a cache path that cannot be written: fails before any output */
-    snprintf(args, sizeof args, "attention --pipeline-cache %s --q %s --k %s --v %s --out %s", tmp,
-             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
-    expect_failure_saying(args, "cannot write pipeline cache", "--pipeline-cache \"");
-    char tmp_tmp[600];
-    snprintf(tmp_tmp, sizeof tmp_tmp, "%s.tmp", tmp); /* nothing left beside it either */
-    assert_false(exists(tmp_tmp));
-    /* a file that is not a pipeline cache is neither used nor overwritten */
-    char k_path[512];
-    snprintf(k_path, sizeof k_path, "%s", path_of("K.npy"));
-    snprintf(args, sizeof args, "attention --pipeline-cache %s --q %s --k %s --v %s --out %s", k_path,
-             path_of("Q.npy"), k_path, path_of("V.npy"), path_of("O.npy"));
-    expect_refused_unchanged(args, "not a Vulkan pipeline cache", k_path);
+    /* a path that cannot be written, a file that is not a pipeline cache */
+    expect_state_file_guarded("", "--pipeline-cache", "cannot write pipeline cache",
+                              "not a Vulkan pipeline cache");
 }
 
 static void test_mha_command(void **state)
@@ -427,19 +434,13 @@ static void test_help_lists_flags(void **state)
 {
     (void)state;
     char err[4096];
+    char out[8192];
     assert_int_equal(run("--help", err, sizeof err), 0);
-    FILE *f = fopen(path_of("stdout.txt"), "r");
-    char out[8192] = {0};
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = '\0';
-    fclose(f);
+    read_text(path_of("stdout.txt"), out, sizeof out);
     assert_non_null(strstr(out, "attention"));
     assert_non_null(strstr(out, "mha"));
     assert_int_equal(run("mha --help", err, sizeof err), 0);
-    f = fopen(path_of("stdout.txt"), "r");
-    n = fread(out, 1, sizeof out - 1, f);
-    out[n] = '\0';
-    fclose(f);
+    read_text(path_of("stdout.txt"), out, sizeof out);
     const char *flags[] = {"--x", "--kv", "--heads", "--kv-heads", "--wq", "--wk", "--wv", "--wo", "--bq",
                            "--bo", "--causal", "--key-padding", "--mask", "--dtype", "--weights-out",
                            "--per-head", "--check", "--device", "--validate", "--tune", "--tuning"};
@@ -458,11 +459,8 @@ static void test_info_without_any_device(void **state)
              VKATTN_CLI_PATH, path_of("stdout.txt"), path_of("stderr.txt"));
     int status = system(cmd);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-    FILE *f = fopen(path_of("stderr.txt"), "r");
-    char err[2048] = {0};
-    size_t n = fread(err, 1, sizeof err - 1, f);
-    err[n] = '\0';
-    fclose(f);
+    char err[2048];
+    read_text(path_of("stderr.txt"), err, sizeof err);
     assert_non_null(strstr(err, "no Vulkan device"));
     assert_non_null(strstr(err, "mesa-vulkan-drivers"));
 }

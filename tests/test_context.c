@@ -24,8 +24,7 @@ static void run_convert_check(vkattn_context *ctx, int64_t n)
     for (int64_t i = 0; i < n; i++)
         if (back[i] != 2.0f * host[i])
             fail_msg("element %lld: %g, expected %g", (long long)i, back[i], 2.0f * host[i]);
-    vkattn_buffer_destroy(a);
-    vkattn_buffer_destroy(b);
+    TEST_DESTROY_BUFFERS(a, b);
     free(host);
     free(back);
 }
@@ -280,8 +279,7 @@ static void test_borrowed_without_features_uses_packed_f16(void **state)
     TEST_OK(ctx, vkattn_buffer_download(b, 0, out, sizeof out));
     for (int i = 0; i < 9; i++)
         assert_int_equal(out[i], vkattn_f32_to_f16(in[i]));
-    vkattn_buffer_destroy(a);
-    vkattn_buffer_destroy(b);
+    TEST_DESTROY_BUFFERS(a, b);
     test_assert_no_validation_messages(ctx);
     vkattn_context_destroy(ctx);
     assert_int_equal(h.messages, 0);
@@ -455,10 +453,7 @@ static void test_tuning_data_round_trip(void **state)
     assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
     vkattn_context_destroy(ctx);
     unlink(path);
-    free(empty);
-    free(text);
-    free(back);
-    free(again);
+    free(empty), free(text), free(back), free(again);
     test_gpu_close(g);
 }
 

@@ -3,6 +3,7 @@
  * forward over each whole sequence (CPU reference) - MHA, GQA 4 and 8, MQA,
  * contiguous and paged caches, f32 and f16. Plus determinism with a fixed
  * split count, and every step error leaving the cache unchanged. */
+#include "test_policy.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -25,15 +26,6 @@ typedef struct layer_data {
 
 static const uint32_t total_len[NSEQ] = {11, 17, 6};
 static const uint32_t prompt_len[NSEQ] = {4, 12, 1};
-
-static float *rnd(test_rng *r, size_t n, float amp, bool f16)
-{
-    float *a = malloc(n * 4);
-    test_fill_uniform(r, a, n, -amp, amp);
-    if (f16)
-        test_round_to(VKATTN_DTYPE_F16, a, n);
-    return a;
-}
 
 /* Prefills every sequence with its prompt (one step each: different prompt
  * lengths), then decodes the ragged batch one token per step. Returns the
@@ -81,8 +73,7 @@ static void run_steps(vkattn_context *ctx, vkattn_mha *layer, vkattn_kv_cache *c
         for (uint32_t i = 0; i < batch; i++)
             memcpy(y[seqs[i]] + (size_t)before[i] * dm, rows + (size_t)i * dm, dm * 4);
     }
-    vkattn_buffer_destroy(bx);
-    vkattn_buffer_destroy(by);
+    TEST_DESTROY_BUFFERS(bx, by);
     free(rows);
 }
 
@@ -92,14 +83,16 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
     bool f16 = c->dtype == VKATTN_DTYPE_F16;
     uint32_t dm = c->hq * c->dh, rows = (c->hq + 2 * c->hkv) * c->dh;
     float amp = 1.5f / sqrtf((float)dm);
-    float *wqkv = rnd(&r, (size_t)rows * dm, amp, f16), *wo = rnd(&r, (size_t)dm * dm, amp, f16);
-    float *bqkv = rnd(&r, rows, 0.2f, f16), *bo = rnd(&r, dm, 0.2f, f16);
+    float *wqkv = test_random_array(&r, (size_t)rows * dm, amp, c->dtype);
+    float *wo = test_random_array(&r, (size_t)dm * dm, amp, c->dtype);
+    float *bqkv = test_random_array(&r, rows, 0.2f, c->dtype);
+    float *bo = test_random_array(&r, dm, 0.2f, c->dtype);
     vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = c->hq, .num_kv_heads = c->hkv, .bias = true,
                             .dtype = c->dtype};
     vkattn_mha_weights w = {.wqkv = wqkv, .wo = wo, .bqkv = bqkv, .bo = bo};
     float *x[NSEQ], *y[NSEQ], *ref[NSEQ];
     for (int s = 0; s < NSEQ; s++) {
-        x[s] = rnd(&r, (size_t)total_len[s] * dm, 1.0f, f16);
+        x[s] = test_random_array(&r, (size_t)total_len[s] * dm, 1.0f, c->dtype);
         y[s] = calloc((size_t)total_len[s] * dm, 4);
         ref[s] = malloc((size_t)total_len[s] * dm * 4);
         int64_t shape[3] = {1, total_len[s], dm};
@@ -110,9 +103,7 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
         if (vkattn_ref_mha(&desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS)
             fail_msg("reference: %s", err);
     }
-    vkattn_mha *layer = NULL;
-    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
-    TEST_OK(ctx, vkattn_mha_set_weights(layer, &w));
+    vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
     vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv, .num_heads = c->hq, .head_dim = c->dh, .dtype = c->dtype,
                                .max_sequences = NSEQ + 1, .capacity = 24, .block_size = c->block_size};
     vkattn_kv_cache *cache = NULL;
@@ -136,45 +127,58 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
             free(again[s]);
         }
     }
-    for (int s = 0; s < NSEQ; s++) {
-        free(x[s]);
-        free(y[s]);
-        free(ref[s]);
-    }
+    for (int s = 0; s < NSEQ; s++)
+        free(x[s]), free(y[s]), free(ref[s]);
     vkattn_kv_cache_destroy(cache);
     vkattn_mha_destroy(layer);
-    free(wqkv);
-    free(wo);
-    free(bqkv);
-    free(bo);
+    free(wqkv), free(wo), free(bqkv), free(bo);
 }
 
-static void test_prefill_then_decode(void **state)
+static const decode_case grid[] = {
+    {4, 4, 16, 0, VKATTN_DTYPE_F32, 0},  /* MHA, contiguous */
+    {8, 2, 16, 5, VKATTN_DTYPE_F32, 0},  /* GQA 4, paged (block 5) */
+    {16, 2, 8, 4, VKATTN_DTYPE_F32, 2},  /* GQA 8, paged, 2 splits */
+    {4, 1, 32, 0, VKATTN_DTYPE_F32, 7},  /* MQA, contiguous, 7 splits */
+    {8, 2, 16, 16, VKATTN_DTYPE_F16, 0}, /* GQA 4, paged, f16 */
+    {4, 1, 16, 0, VKATTN_DTYPE_F16, 1},  /* MQA, f16, 1 split */
+};
+
+static void check_grid_cases(test_gpu *g, const size_t *cases, size_t count)
 {
-    test_gpu *g = *state;
-    const decode_case cases[] = {
-        {4, 4, 16, 0, VKATTN_DTYPE_F32, 0},   /* MHA, contiguous */
-        {8, 2, 16, 5, VKATTN_DTYPE_F32, 0},   /* GQA 4, paged (block 5) */
-        {16, 2, 8, 4, VKATTN_DTYPE_F32, 2},   /* GQA 8, paged, 2 splits */
-        {4, 1, 32, 0, VKATTN_DTYPE_F32, 7},   /* MQA, contiguous, 7 splits */
-        {8, 2, 16, 16, VKATTN_DTYPE_F16, 0},  /* GQA 4, paged, f16 */
-        {4, 1, 16, 0, VKATTN_DTYPE_F16, 1},   /* MQA, f16, 1 split */
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check_case(g->ctx, &cases[i], 500 + i);
+    for (size_t n = 0; n < count; n++)
+        check_case(g->ctx, &grid[cases[n]], 500 + cases[n]);
 }
 
+/* The grid by head sharing (together: every case once). */
+static void test_mha_steps_match_forward(void **state)
+{
+    static const size_t cases[] = {0};
+    check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_gqa_steps_match_forward(void **state)
+{
+    static const size_t cases[] = {1, 2, 4};
+    check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_mqa_steps_match_forward(void **state)
+{
+    static const size_t cases[] = {3, 5};
+    check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void other_path(test_gpu *g, uint32_t policy, const void *c)
+{
+    check_case(g->ctx, c, 599 + policy);
+}
+
+/* The other kernel families and bindings give the same steps. */
 static void test_other_paths(void **state)
 {
     (void)state;
-    const uint32_t flags[] = {VKATTN_CONTEXT_NO_TEXEL_BUFFERS, VKATTN_CONTEXT_NO_SUBGROUP_KERNELS,
-                              VKATTN_CONTEXT_NO_TEXEL_BUFFERS | VKATTN_CONTEXT_NO_SUBGROUP_KERNELS};
     const decode_case c = {8, 2, 16, 5, VKATTN_DTYPE_F16, 0};
-    for (size_t i = 0; i < 3; i++) {
-        test_gpu *g = test_gpu_open(flags[i]);
-        check_case(g->ctx, &c, 600 + i);
-        test_gpu_close(g);
-    }
+    test_for_each_policy(1, other_path, &c);
 }
 
 /* Step errors: their codes and messages, and the cache left as it was. */
@@ -184,11 +188,9 @@ static void test_step_errors(void **state)
     vkattn_context *ctx = g->ctx;
     uint32_t dm = 32;
     vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = 4, .num_kv_heads = 2};
-    vkattn_mha *layer = NULL;
-    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
     float *zeros = calloc(64 * 32, 4);
     vkattn_mha_weights w = {.wqkv = zeros, .wo = zeros};
-    TEST_OK(ctx, vkattn_mha_set_weights(layer, &w));
+    vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
     vkattn_kv_cache_desc cd = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 8, .max_sequences = 2,
                                .capacity = 8, .block_size = 4, .num_blocks = 3};
     vkattn_kv_cache *cache = NULL;
@@ -254,7 +256,9 @@ static void test_step_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_prefill_then_decode),
+        cmocka_unit_test(test_mha_steps_match_forward),
+        cmocka_unit_test(test_gqa_steps_match_forward),
+        cmocka_unit_test(test_mqa_steps_match_forward),
         cmocka_unit_test(test_other_paths),
         cmocka_unit_test(test_step_errors),
     };

@@ -128,10 +128,7 @@ static void test_tensors_on_host_buffers(void **state)
     wd.size = 65535;
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "multiple of 4", vkattn_buffer_wrap(g->ctx, &wd, &b));
     host_buffer_free(g->ctx, &hb);
-    free(q);
-    free(k);
-    free(v);
-    free(want);
+    free(q), free(k), free(v), free(want);
 }
 
 /* ------------------------------------------- allocation callbacks, queue */
@@ -264,11 +261,7 @@ static void test_attention_in_chunks(void **state)
         vkattn_buffer *bufs[] = {bq, bk, bv, bo};
         for (int i = 0; i < 4; i++)
             vkattn_buffer_destroy(bufs[i]);
-        free(q);
-        free(k);
-        free(v);
-        free(want);
-        free(got);
+        free(q), free(k), free(v), free(want), free(got);
     }
 }
 
@@ -333,11 +326,7 @@ static int own_context_thread(void *arg)
     vkattn_context_validation_counts(ctx, &errors, &warnings);
     job->failures += (int)(errors + warnings);
     vkattn_context_destroy(ctx);
-    free(q);
-    free(k);
-    free(v);
-    free(want);
-    free(got);
+    free(q), free(k), free(v), free(want), free(got);
     return 0;
 }
 
@@ -424,9 +413,7 @@ static void test_two_threads_record_one_layer(void **state)
     for (int i = 0; i < 96 * 64; i++)
         wqkv[i] *= 0.2f;
     vkattn_mha_weights w = {.wqkv = wqkv, .wo = wo, .bqkv = bqkv, .bo = bo};
-    vkattn_mha *layer = NULL;
-    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
-    TEST_OK(ctx, vkattn_mha_set_weights(layer, &w));
+    vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
     int64_t xs[3] = {1, 10, dm};
     size_t nx = 10 * 64;
     record_job jobs[2];
@@ -474,17 +461,12 @@ static void test_two_threads_record_one_layer(void **state)
     }
     for (int i = 0; i < 2; i++) {
         vkDestroyCommandPool(h.device, jobs[i].pool, NULL);
-        vkattn_buffer_destroy(jobs[i].args.x.buffer);
-        vkattn_buffer_destroy(jobs[i].args.y.buffer);
-        vkattn_buffer_destroy(jobs[i].args.scratch);
+        TEST_DESTROY_BUFFERS(jobs[i].args.x.buffer, jobs[i].args.y.buffer, jobs[i].args.scratch);
         free(x[i]);
         free(want[i]);
     }
     vkattn_mha_destroy(layer);
-    free(wqkv);
-    free(wo);
-    free(bqkv);
-    free(bo);
+    free(wqkv), free(wo), free(bqkv), free(bo);
 }
 
 int main(void)

@@ -130,55 +130,35 @@ static void test_tensor_errors(void **state)
     vkattn_tensor good = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 1, &n);
     vkattn_convert_args args = {good, vkattn_tensor_make(b, 512, VKATTN_DTYPE_F32, 1, &n), 1.0f};
 
-    vkattn_convert_args bad = args;
-    bad.src.buffer = NULL;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->src.buffer is NULL", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.dst.dtype = (vkattn_dtype)9;
-    TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->dst.dtype 9", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.dst.dtype = VKATTN_DTYPE_U8;
-    TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->dst.dtype is u8", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.src.offset = 2;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->src.offset 2", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.src.rank = 0;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->src.rank 0", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.src.rank = 5;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->src.rank 5", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.dst.shape[0] = 0;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->dst.shape[0] is 0", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.dst.strides[0] = -1;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->dst.strides[0] is -1", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.dst.offset = 1000;
-    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "args->dst spans bytes 1000..1064", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.dst.shape[0] = 15;
-    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "16 elements but args->dst has 15", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.dst.offset = 32;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "overlap", vkattn_convert(ctx, &bad));
-    bad = args;
-    bad.src.strides[0] = 2; /* strided: convert takes contiguous tensors */
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "not contiguous", vkattn_convert(ctx, &bad));
+    vkattn_convert_args bad;
+    const vkattn_result INVALID = VKATTN_ERROR_INVALID_ARGUMENT, DTYPE = VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        SHAPE = VKATTN_ERROR_SHAPE_MISMATCH;
+#define CASE(code, needle, change)                                                         \
+    TEST_FAILS_CHANGED(ctx, bad, args, change, code, needle, vkattn_convert(ctx, &bad))
+    CASE(INVALID, "args->src.buffer is NULL", bad.src.buffer = NULL);
+    CASE(DTYPE, "args->dst.dtype 9", bad.dst.dtype = (vkattn_dtype)9);
+    CASE(DTYPE, "args->dst.dtype is u8", bad.dst.dtype = VKATTN_DTYPE_U8);
+    CASE(INVALID, "args->src.offset 2", bad.src.offset = 2);
+    CASE(INVALID, "args->src.rank 0", bad.src.rank = 0);
+    CASE(INVALID, "args->src.rank 5", bad.src.rank = 5);
+    CASE(INVALID, "args->dst.shape[0] is 0", bad.dst.shape[0] = 0);
+    CASE(INVALID, "args->dst.strides[0] is -1", bad.dst.strides[0] = -1);
+    CASE(VKATTN_ERROR_OUT_OF_RANGE, "args->dst spans bytes 1000..1064", bad.dst.offset = 1000);
+    CASE(SHAPE, "16 elements but args->dst has 15", bad.dst.shape[0] = 15);
+    CASE(INVALID, "overlap", bad.dst.offset = 32);
+    CASE(INVALID, "not contiguous", bad.src.strides[0] = 2); /* strided: convert takes contiguous tensors */
 
     /* a buffer of another context */
     test_gpu *other = test_gpu_open(0);
     vkattn_buffer *foreign = test_buffer_with(other->ctx, NULL, 1024);
-    bad = args;
-    bad.src.buffer = foreign;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "another context", vkattn_convert(ctx, &bad));
+    CASE(INVALID, "another context", bad.src.buffer = foreign);
     vkattn_buffer_destroy(foreign);
     test_gpu_close(other);
 
     /* nothing was dispatched by the failures: the good call still works */
     TEST_OK(ctx, vkattn_convert(ctx, &args));
     vkattn_buffer_destroy(b);
+#undef CASE
 }
 
 static void test_timer_errors(void **state)

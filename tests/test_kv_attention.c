@@ -55,7 +55,7 @@ static const kv_case grid[] = {
 static void describe(const kv_case *c, uint32_t policy, char *buf, size_t size)
 {
     snprintf(buf, size, "%s Hq%u Hkv%u D%u cache:%s q:%s block%u B%u T%u splits%u%s",
-             kv_policy_names[policy], c->Hq, c->Hkv, c->D, vkattn_dtype_name(c->cdt),
+             test_policies[policy].name, c->Hq, c->Hkv, c->D, vkattn_dtype_name(c->cdt),
              vkattn_dtype_name(c->qdt), c->block_size, c->batch, c->T, c->splits,
              c->merged ? " merged" : "");
 }
@@ -110,16 +110,34 @@ static void run_case(test_gpu *g, const kv_case *c, uint32_t policy, uint64_t se
     test_assert_no_validation_messages(ctx);
 }
 
-/* Case i runs on one subgroup and one shared-memory policy, texel inputs
- * for even i, storage for odd i. */
-static void test_grid(void **state)
+/* Grid case i runs on one subgroup and one shared-memory policy, texel
+ * inputs for even i, storage for odd i. */
+static void run_grid_cases(test_policy_suite *s, const uint32_t *cases, size_t count)
 {
-    kv_suite *s = *state;
-    for (uint32_t i = 0; i < sizeof grid / sizeof grid[0]; i++)
-        for (uint32_t fam = 0; fam < 2; fam++) {
+    for (size_t n = 0; n < count; n++)
+        for (uint32_t fam = 0, i = cases[n]; fam < 2; fam++) {
             uint32_t policy = (i % 2) + 2 * fam;
             run_case(s->gpu[policy], &grid[i], policy, 100 + i);
         }
+}
+
+/* The grid by what its cases prove (together: every case once). */
+static void test_decode_matches_reference(void **state)
+{
+    static const uint32_t cases[] = {0, 1, 2, 3}; /* MHA, GQA 4 and 8, MQA; T <= 16 */
+    run_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_decode_fixed_splits_match_reference(void **state)
+{
+    static const uint32_t cases[] = {7, 8}; /* explicit kv_splits 3 and 7 */
+    run_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_prefill_matches_reference(void **state)
+{
+    static const uint32_t cases[] = {4, 5, 6}; /* T = 40 on empty and non-empty sequences */
+    run_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* ---- split counts: all close to the reference and to each other; a fixed
@@ -151,7 +169,7 @@ static void splits_on(test_gpu *g, uint32_t policy)
     const uint32_t counts[] = {1, 2, 7, 0, 32};
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
         char what[120];
-        snprintf(what, sizeof what, "%s kv_splits %u", kv_policy_names[policy], counts[ci]);
+        snprintf(what, sizeof what, "%s kv_splits %u", test_policies[policy].name, counts[ci]);
         vkattn_kv_attention_args a = att_args(&h, &io, seqs, 0.0f, counts[ci]);
         TEST_OK(ctx, vkattn_kv_attention(ctx, &a));
         att_io_result(ctx, &io, first);
@@ -174,8 +192,8 @@ static void splits_on(test_gpu *g, uint32_t policy)
 
 static void test_splits(void **state)
 {
-    kv_suite *s = *state;
-    for (uint32_t p = 0; p < 4; p++)
+    test_policy_suite *s = *state;
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
         splits_on(s->gpu[p], p);
 }
 
@@ -232,7 +250,7 @@ static void one_buffer_on(test_gpu *g, uint32_t policy)
     assert_non_null(got);
     for (uint32_t st = 0; st < steps; st++) {
         char what[80];
-        snprintf(what, sizeof what, "%s step %u in one command buffer", kv_policy_names[policy], st);
+        snprintf(what, sizeof what, "%s step %u in one command buffer", test_policies[policy].name, st);
         att_io_result(ctx, &io[st], got);
         test_assert_close(got, want[st], n, TEST_TOL_F32, what);
         att_io_destroy(&io[st]);
@@ -246,8 +264,8 @@ static void one_buffer_on(test_gpu *g, uint32_t policy)
 
 static void test_one_command_buffer(void **state)
 {
-    kv_suite *s = *state;
-    for (uint32_t p = 0; p < 4; p++)
+    test_policy_suite *s = *state;
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
         one_buffer_on(s->gpu[p], p);
 }
 
@@ -256,8 +274,8 @@ static void test_one_command_buffer(void **state)
 
 static void test_more_queries_than_keys(void **state)
 {
-    kv_suite *s = *state;
-    for (uint32_t policy = 0; policy < 4; policy += 3) {
+    test_policy_suite *s = *state;
+    for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy += 3) {
         test_gpu *g = s->gpu[policy];
         vkattn_context *ctx = g->ctx;
         test_rng rng = test_rng_seed(77);
@@ -278,7 +296,7 @@ static void test_more_queries_than_keys(void **state)
             att_io_result(ctx, &io, got);
             kv_reference(&h, 2, seqs, 2, 4, 0.0f, io.q, want);
             char what[80];
-            snprintf(what, sizeof what, "%s T 4 over 2 keys, kv_splits %u", kv_policy_names[policy],
+            snprintf(what, sizeof what, "%s T 4 over 2 keys, kv_splits %u", test_policies[policy].name,
                      splits);
             test_assert_close(got, want, n, TEST_TOL_F32, what);
             for (uint32_t hq = 0; hq < 2; hq++) /* sequence 1 (row 0): queries 0, 1 see nothing */
@@ -298,10 +316,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_errors),
-        cmocka_unit_test(test_grid),
+        cmocka_unit_test(test_decode_matches_reference),
+        cmocka_unit_test(test_decode_fixed_splits_match_reference),
+        cmocka_unit_test(test_prefill_matches_reference),
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_one_command_buffer),
         cmocka_unit_test(test_more_queries_than_keys),
     };
-    return cmocka_run_group_tests(tests, kv_suite_setup, kv_suite_teardown);
+    return cmocka_run_group_tests(tests, test_policy_suite_setup, test_policy_suite_teardown);
 }

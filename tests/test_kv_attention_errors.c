@@ -33,7 +33,7 @@ static void assert_unchanged(const kv_host *h, const snapshot *before)
 
 void test_kv_errors(void **state)
 {
-    kv_suite *s = *state;
+    test_policy_suite *s = *state;
     test_gpu *g = s->gpu[0];
     vkattn_context *ctx = g->ctx;
     test_rng rng = test_rng_seed(5);

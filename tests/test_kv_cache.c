@@ -123,8 +123,7 @@ static void test_lengths_truncate_and_blocks(void **state)
     assert_int_equal(vkattn_kv_cache_free_blocks(c), 4);
     TEST_OK(g->ctx, vkattn_kv_cache_length(c, 0, &len));
     assert_int_equal(len, 0);
-    vkattn_buffer_destroy(k);
-    vkattn_buffer_destroy(v);
+    TEST_DESTROY_BUFFERS(k, v);
     vkattn_kv_cache_destroy(c);
     free(data);
 }
@@ -144,29 +143,18 @@ static void test_append_errors_leave_cache_unchanged(void **state)
                                    .v = vkattn_tensor_make(k, 0, VKATTN_DTYPE_F32, 4, s)};
         VkCommandBuffer cmd;
         TEST_OK(g->ctx, vkattn_commands_begin(g->ctx, &cmd));
-        vkattn_kv_append_args b = a;
-        b.sequences = bad_seq;
-        TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "sequences[1] is 7", vkattn_cmd_kv_cache_append(g->ctx, cmd, &b));
-        b.sequences = dup;
-        TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "both sequence 1", vkattn_cmd_kv_cache_append(g->ctx, cmd, &b));
-        b = a;
-        b.sequences = NULL;
-        TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "sequences is NULL", vkattn_cmd_kv_cache_append(g->ctx, cmd, &b));
-        b = a;
-        b.k.shape[1] = 1;
-        TEST_FAILS(g->ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->k.shape[1] is 1", vkattn_cmd_kv_cache_append(g->ctx, cmd, &b));
-        b = a;
-        b.v.dtype = VKATTN_DTYPE_F16;
-        TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->v.dtype", vkattn_cmd_kv_cache_append(g->ctx, cmd, &b));
-        b = a;
-        b.k.offset = 8;
-        b.k.shape[0] = 1;
-        b.v.shape[0] = 1;
-        b.batch = 1;
-        TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "offset", vkattn_cmd_kv_cache_append(g->ctx, cmd, &b));
-        b = a;
-        b.cache = NULL;
-        TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL", vkattn_cmd_kv_cache_append(g->ctx, cmd, &b));
+        vkattn_kv_append_args b;
+#define CASE(code, needle, change)                                                                 \
+    TEST_FAILS_CHANGED(g->ctx, b, a, change, code, needle, vkattn_cmd_kv_cache_append(g->ctx, cmd, &b))
+        const vkattn_result INV = VKATTN_ERROR_INVALID_ARGUMENT;
+        CASE(INV, "sequences[1] is 7", b.sequences = bad_seq);
+        CASE(INV, "both sequence 1", b.sequences = dup);
+        CASE(INV, "sequences is NULL", b.sequences = NULL);
+        CASE(VKATTN_ERROR_SHAPE_MISMATCH, "args->k.shape[1] is 1", b.k.shape[1] = 1);
+        CASE(VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->v.dtype", b.v.dtype = VKATTN_DTYPE_F16);
+        CASE(INV, "offset", (b.k.offset = 8, b.k.shape[0] = 1, b.v.shape[0] = 1, b.batch = 1));
+        CASE(INV, "args->cache is NULL", b.cache = NULL);
+#undef CASE
         vkattn_commands_discard(g->ctx);
         for (uint32_t q = 0; q < 3; q++) {
             uint32_t len = 1;

@@ -4,6 +4,8 @@
  * GEMV shapes, 3-segment head splits into strided [B, H, T, D] tensors,
  * tensors larger than one binding, and every validation error. Outputs are
  * checked element by element, and every byte around them must be untouched. */
+#include "test_linear_util.h"
+#include "test_policy.h"
 #include "test_util.h"
 
 #include "ops/linear/linear.h"
@@ -13,65 +15,6 @@
 
 /* ------------------------------------------------------------- helpers */
 
-static void put(uint8_t *bytes, vkattn_dtype dt, int64_t i, float v)
-{
-    if (dt == VKATTN_DTYPE_F32)
-        memcpy(bytes + i * 4, &v, 4);
-    else {
-        uint16_t h = vkattn_f32_to_f16(v);
-        memcpy(bytes + i * 2, &h, 2);
-    }
-}
-
-static float get(const uint8_t *bytes, vkattn_dtype dt, int64_t i)
-{
-    if (dt == VKATTN_DTYPE_F32) {
-        float v;
-        memcpy(&v, bytes + i * 4, 4);
-        return v;
-    }
-    uint16_t h;
-    memcpy(&h, bytes + i * 2, 2);
-    return vkattn_f16_to_f32(h);
-}
-
-/* n values uniform in [-1, 1), exactly representable in dt. */
-static float *random_values(test_rng *r, size_t n, vkattn_dtype dt)
-{
-    float *v = malloc((n ? n : 1) * sizeof *v);
-    assert_non_null(v);
-    for (size_t i = 0; i < n; i++) {
-        v[i] = test_rng_uniform(r, -1.0f, 1.0f);
-        if (dt == VKATTN_DTYPE_F16)
-            v[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(v[i]));
-    }
-    return v;
-}
-
-static void *xcalloc(size_t n)
-{
-    void *p = calloc(n ? n : 1, 1);
-    assert_non_null(p);
-    return p;
-}
-
-/* y_ref [M, N] = x [M, K] w^T + b by the CPU reference (contiguous f32). */
-static void reference(const float *x, const float *w, const float *b, float *y, int64_t M,
-                      int64_t N, int64_t K)
-{
-    vkattn_ref_linear_args a = {
-        vkattn_host_tensor_make((void *)x, VKATTN_DTYPE_F32, 2, (int64_t[]){M, K}),
-        vkattn_host_tensor_make((void *)w, VKATTN_DTYPE_F32, 2, (int64_t[]){N, K}),
-        {0},
-        vkattn_host_tensor_make(y, VKATTN_DTYPE_F32, 2, (int64_t[]){M, N}),
-    };
-    if (b)
-        a.b = vkattn_host_tensor_make((void *)b, VKATTN_DTYPE_F32, 1, (int64_t[]){N});
-    char err[256] = "";
-    if (vkattn_ref_linear(&a, err, sizeof err) != VKATTN_SUCCESS)
-        fail_msg("vkattn_ref_linear: %s", err);
-}
-
 /* Expected contents of one output buffer: the elements written and their
  * reference values. Everything else must keep its initial bytes. */
 typedef struct out_expect {
@@ -79,7 +22,7 @@ typedef struct out_expect {
     uint8_t *init;
     size_t bytes;
     vkattn_dtype dt;
-    int64_t *idx;
+    size_t *idx;
     float *want;
     size_t n, cap;
 } out_expect;
@@ -90,46 +33,33 @@ static vkattn_buffer *out_init(out_expect *e, vkattn_context *ctx, size_t bytes,
     memset(e, 0, sizeof *e);
     e->bytes = bytes;
     e->dt = dt;
-    e->init = xcalloc(bytes);
+    e->init = test_alloc(bytes);
     for (size_t i = 0; i < bytes; i++)
         e->init[i] = (uint8_t)(0x3C ^ (i * 7)); /* finite values in both dtypes */
     e->buffer = test_buffer_with(ctx, e->init, bytes);
     e->cap = cap;
-    e->idx = xcalloc(cap * sizeof *e->idx);
-    e->want = xcalloc(cap * sizeof *e->want);
+    e->idx = test_alloc(cap * sizeof *e->idx);
+    e->want = test_alloc(cap * sizeof *e->want);
     return e->buffer;
 }
 
 static void out_add(out_expect *e, int64_t idx, float want)
 {
     assert_true(e->n < e->cap);
-    e->idx[e->n] = idx;
+    e->idx[e->n] = (size_t)idx;
     e->want[e->n++] = want;
 }
 
 static void out_check(out_expect *e, vkattn_context *ctx, const char *what)
 {
-    uint8_t *got = xcalloc(e->bytes), *written = xcalloc(e->bytes);
-    float *vals = xcalloc(e->n * sizeof *vals);
+    uint8_t *got = test_alloc(e->bytes);
     TEST_OK(ctx, vkattn_buffer_download(e->buffer, 0, got, e->bytes));
-    size_t es = vkattn_dtype_size(e->dt);
-    for (size_t i = 0; i < e->n; i++) {
-        vals[i] = get(got, e->dt, e->idx[i]);
-        memset(written + e->idx[i] * es, 1, es);
-    }
-    test_assert_close(vals, e->want, e->n, e->dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32,
-                      what);
-    for (size_t i = 0; i < e->bytes; i++)
-        if (!written[i] && got[i] != e->init[i])
-            fail_msg("%s: byte %zu outside the output changed (0x%02x -> 0x%02x)", what, i,
-                     e->init[i], got[i]);
+    linear_check_written(got, e->init, e->bytes, e->dt, e->idx, e->want, e->n, what);
     vkattn_buffer_destroy(e->buffer);
     free(e->init);
     free(e->idx);
     free(e->want);
     free(got);
-    free(written);
-    free(vals);
 }
 
 /* ------------------------------------------------------- one linear op */
@@ -149,12 +79,12 @@ static vkattn_buffer *upload_rows(vkattn_context *ctx, const float *v, int64_t r
                                   int64_t pad, int64_t off, vkattn_dtype dt)
 {
     size_t es = vkattn_dtype_size(dt), n = (size_t)(off + rows * (cols + pad));
-    uint8_t *bytes = xcalloc(n * es);
+    uint8_t *bytes = test_alloc(n * es);
     for (size_t i = 0; i < n; i++)
-        put(bytes, dt, (int64_t)i, 1e30f); /* padding: must never be read */
+        test_store(bytes, dt, i, 1e30f); /* padding: must never be read */
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
-            put(bytes, dt, off + r * (cols + pad) + c, v[r * cols + c]);
+            test_store(bytes, dt, (size_t)(off + r * (cols + pad) + c), v[r * cols + c]);
     vkattn_buffer *b = test_buffer_with(ctx, bytes, n * es);
     free(bytes);
     return b;
@@ -164,11 +94,11 @@ static void run_case(vkattn_context *ctx, const lin_case *c, uint64_t seed)
 {
     int64_t M = c->B * c->T, N = c->N, K = c->K;
     test_rng rng = test_rng_seed(seed);
-    float *x = random_values(&rng, (size_t)(M * K), c->xdt);
-    float *w = random_values(&rng, (size_t)(N * K), c->wdt);
-    float *b = c->bias ? random_values(&rng, (size_t)N, c->wdt) : NULL;
-    float *y = xcalloc((size_t)(M * N) * sizeof *y);
-    reference(x, w, b, y, M, N, K);
+    float *x = test_random_array(&rng, (size_t)(M * K), 1.0f, c->xdt);
+    float *w = test_random_array(&rng, (size_t)(N * K), 1.0f, c->wdt);
+    float *b = c->bias ? test_random_array(&rng, (size_t)N, 1.0f, c->wdt) : NULL;
+    float *y = test_alloc((size_t)(M * N) * sizeof *y);
+    linear_reference(x, w, b, y, M, N, K);
 
     vkattn_buffer *bx = upload_rows(ctx, x, M, K, c->xpad, c->xoff, c->xdt);
     vkattn_buffer *bw = upload_rows(ctx, w, N, K, c->wpad, c->woff, c->wdt);
@@ -221,56 +151,70 @@ static void run_case(vkattn_context *ctx, const lin_case *c, uint64_t seed)
         TEST_OK(ctx, vkattn_linear(ctx, &a));
     }
     out_check(&e, ctx, what);
-    vkattn_buffer_destroy(bx);
-    vkattn_buffer_destroy(bw);
-    vkattn_buffer_destroy(bb);
-    free(x);
-    free(w);
-    free(b);
-    free(y);
+    TEST_DESTROY_BUFFERS(bx, bw, bb);
+    free(x), free(w), free(b), free(y);
 }
 
 static const vkattn_dtype dtypes[2] = {VKATTN_DTYPE_F32, VKATTN_DTYPE_F16};
 
-/* A seeded grid over odd shapes: every M, N and K of the lists appears with
- * every dtype pair, rank 2 and 3, bias on and off, padded rows and offsets. */
-static void test_grid(void **state)
+/* Case i of a seeded grid over odd shapes: every M, N and K of the lists
+ * appears with every dtype pair, rank 2 and 3, bias on and off, padded rows
+ * and offsets. */
+static lin_case grid_case(int i, test_rng *rng)
 {
-    test_gpu *g = *state;
     static const int64_t Ms[] = {1, 2, 3, 5, 8, 17, 64, 130};
     static const int64_t NKs[] = {1, 3, 8, 24, 100, 257};
+    lin_case c = {0};
+    int64_t M = Ms[i % 8];
+    c.N = NKs[(i / 8 + i) % 6];
+    c.K = NKs[(i / 8 * 5 + i * 2 + 1) % 6];
+    c.rank3 = i % 3 == 0 && M % 2 == 0;
+    c.B = c.rank3 ? 2 : 1;
+    c.T = M / c.B;
+    c.bias = i % 2 == 1;
+    c.xdt = dtypes[(i / 2) % 2];
+    c.wdt = dtypes[(i / 4) % 2];
+    c.xpad = (int64_t)test_rng_below(rng, 3) * 4 * (i % 4 == 1);
+    c.wpad = i % 5 == 2 ? 8 : 0;
+    c.ypad = i % 5 == 0 ? 3 : 0;
+    c.internal = i % 6 == 5;
+    int64_t step_x = 16 / (int64_t)vkattn_dtype_size(c.xdt);
+    int64_t step_w = 16 / (int64_t)vkattn_dtype_size(c.wdt);
+    if (c.internal) { /* any element offset */
+        c.xoff = test_rng_below(rng, 5);
+        c.woff = test_rng_below(rng, 5);
+        c.boff = test_rng_below(rng, 5);
+        c.yoff = test_rng_below(rng, 5);
+    } else if (i % 4 == 3) {
+        c.xoff = step_x;
+        c.woff = 2 * step_w;
+        c.boff = step_w;
+        c.yoff = step_x;
+    }
+    return c;
+}
+
+/* The form a grid case drives: each case belongs to one of the grid tests
+ * below, which together run the whole grid. */
+typedef enum grid_form { GRID_MATRIX, GRID_BATCHED, GRID_SEGMENTS } grid_form;
+
+static void run_grid(test_gpu *g, grid_form form)
+{
     test_rng rng = test_rng_seed(2024);
     for (int i = 0; i < 48; i++) {
-        lin_case c = {0};
-        int64_t M = Ms[i % 8];
-        c.N = NKs[(i / 8 + i) % 6];
-        c.K = NKs[(i / 8 * 5 + i * 2 + 1) % 6];
-        c.rank3 = i % 3 == 0 && M % 2 == 0;
-        c.B = c.rank3 ? 2 : 1;
-        c.T = M / c.B;
-        c.bias = i % 2 == 1;
-        c.xdt = dtypes[(i / 2) % 2];
-        c.wdt = dtypes[(i / 4) % 2];
-        c.xpad = (int64_t)test_rng_below(&rng, 3) * 4 * (i % 4 == 1);
-        c.wpad = i % 5 == 2 ? 8 : 0;
-        c.ypad = i % 5 == 0 ? 3 : 0;
-        c.internal = i % 6 == 5;
-        int64_t step_x = 16 / (int64_t)vkattn_dtype_size(c.xdt);
-        int64_t step_w = 16 / (int64_t)vkattn_dtype_size(c.wdt);
-        if (c.internal) { /* any element offset */
-            c.xoff = test_rng_below(&rng, 5);
-            c.woff = test_rng_below(&rng, 5);
-            c.boff = test_rng_below(&rng, 5);
-            c.yoff = test_rng_below(&rng, 5);
-        } else if (i % 4 == 3) {
-            c.xoff = step_x;
-            c.woff = 2 * step_w;
-            c.boff = step_w;
-            c.yoff = step_x;
-        }
-        run_case(g->ctx, &c, (uint64_t)i + 1);
+        lin_case c = grid_case(i, &rng);
+        grid_form f = c.internal ? GRID_SEGMENTS : c.rank3 ? GRID_BATCHED : GRID_MATRIX;
+        if (f == form)
+            run_case(g->ctx, &c, (uint64_t)i + 1);
     }
 }
+
+/* x [M, K] and y [M, N] through vkattn_linear */
+static void test_grid_matrix(void **state) { run_grid(*state, GRID_MATRIX); }
+/* x [B, T, K] and y [B, T, N] through vkattn_linear */
+static void test_grid_batched(void **state) { run_grid(*state, GRID_BATCHED); }
+/* one segment through vka_cmd_linear_segments, at any element offset */
+static void test_grid_segments_any_offset(void **state) { run_grid(*state, GRID_SEGMENTS); }
 
 /* Few rows (the GEMV kernels): M = 1..9 against aligned and odd K. */
 static void test_gemv(void **state)
@@ -302,11 +246,11 @@ static void check_segments(vkattn_context *ctx, int64_t B, int64_t T, int64_t Dm
 {
     int64_t M = B * T, N = (Hq + 2 * Hkv) * D;
     test_rng rng = test_rng_seed(seed);
-    float *x = random_values(&rng, (size_t)(M * Dm), xdt);
-    float *w = random_values(&rng, (size_t)(N * Dm), wdt);
-    float *b = bias ? random_values(&rng, (size_t)N, wdt) : NULL;
-    float *y = xcalloc((size_t)(M * N) * sizeof *y);
-    reference(x, w, b, y, M, N, Dm);
+    float *x = test_random_array(&rng, (size_t)(M * Dm), 1.0f, xdt);
+    float *w = test_random_array(&rng, (size_t)(N * Dm), 1.0f, wdt);
+    float *b = bias ? test_random_array(&rng, (size_t)N, 1.0f, wdt) : NULL;
+    float *y = test_alloc((size_t)(M * N) * sizeof *y);
+    linear_reference(x, w, b, y, M, N, Dm);
     vkattn_buffer *bx = upload_rows(ctx, x, M, Dm, 0, 0, xdt);
     vkattn_buffer *bw = upload_rows(ctx, w, N, Dm, 0, 0, wdt);
     vkattn_buffer *bb = b ? upload_rows(ctx, b, 1, N, 0, 0, wdt) : NULL;
@@ -361,13 +305,8 @@ static void check_segments(vkattn_context *ctx, int64_t B, int64_t T, int64_t Dm
     what[strlen(what) - 1] = 'K';
     strcat(what, "+V");
     out_check(&ekv, ctx, what);
-    vkattn_buffer_destroy(bx);
-    vkattn_buffer_destroy(bw);
-    vkattn_buffer_destroy(bb);
-    free(x);
-    free(w);
-    free(b);
-    free(y);
+    TEST_DESTROY_BUFFERS(bx, bw, bb);
+    free(x), free(w), free(b), free(y);
 }
 
 static void test_segments(void **state)
@@ -390,11 +329,7 @@ static void test_segments(void **state)
 static void test_larger_than_one_binding(void **state)
 {
     test_gpu *g = *state;
-    uint64_t range = vkattn_context_device_info(g->ctx)->max_storage_buffer_range;
-    if (range > (128u << 20)) {
-        skip();
-        return;
-    }
+    uint64_t range = test_binding_range_at_most(g->ctx, 128u << 20);
     int64_t floats = (int64_t)(range / 4);
     lin_case big_w = {.B = 1, .T = 3, .K = 4100, .N = floats / 4100 + 7, .bias = true};
     run_case(g->ctx, &big_w, 7001);
@@ -422,12 +357,8 @@ static void test_errors(void **state)
     };
     TEST_OK(ctx, vkattn_linear(ctx, &ok));
     vkattn_linear_args a;
-#define CASE(code, needle, change)                              \
-    do {                                                        \
-        a = ok;                                                 \
-        change;                                                 \
-        TEST_FAILS(ctx, code, needle, vkattn_linear(ctx, &a));  \
-    } while (0)
+#define CASE(code, needle, change)                                                                 \
+    TEST_FAILS_CHANGED(ctx, a, ok, change, code, needle, vkattn_linear(ctx, &a))
     const vkattn_result INV = VKATTN_ERROR_INVALID_ARGUMENT, SHAPE = VKATTN_ERROR_SHAPE_MISMATCH,
                         DT = VKATTN_ERROR_UNSUPPORTED_DTYPE;
     VkCommandBuffer cmd;
@@ -511,30 +442,21 @@ static void test_errors(void **state)
 
 /* -------------------------------------------------------------- groups */
 
-static int setup_with(void **state, uint32_t flags)
-{
-    *state = test_gpu_open(flags);
-    return 0;
-}
-static int setup_default(void **state) { return setup_with(state, 0); }
-static int setup_storage(void **state) { return setup_with(state, VKATTN_CONTEXT_NO_TEXEL_BUFFERS); }
-static int setup_shared(void **state) { return setup_with(state, VKATTN_CONTEXT_NO_SUBGROUP_KERNELS); }
-static int setup_both(void **state)
-{
-    return setup_with(state, VKATTN_CONTEXT_NO_TEXEL_BUFFERS | VKATTN_CONTEXT_NO_SUBGROUP_KERNELS);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_grid),
+        cmocka_unit_test(test_grid_matrix),
+        cmocka_unit_test(test_grid_batched),
+        cmocka_unit_test(test_grid_segments_any_offset),
         cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_segments),
     };
     /* Windows are chunked by the storage limits in these groups (lavapipe's
      * texel windows are 16x larger), so the big cases run there only. */
     const struct CMUnitTest storage_tests[] = {
-        cmocka_unit_test(test_grid),
+        cmocka_unit_test(test_grid_matrix),
+        cmocka_unit_test(test_grid_batched),
+        cmocka_unit_test(test_grid_segments_any_offset),
         cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_segments),
         cmocka_unit_test(test_larger_than_one_binding),
@@ -542,14 +464,12 @@ int main(void)
     const struct CMUnitTest once[] = {
         cmocka_unit_test(test_errors),
     };
-    int failed = cmocka_run_group_tests_name("linear_errors", once, setup_default, test_gpu_teardown);
-    failed += cmocka_run_group_tests_name("linear_texel_subgroup", tests, setup_default,
-                                          test_gpu_teardown);
-    failed += cmocka_run_group_tests_name("linear_storage_subgroup", storage_tests, setup_storage,
-                                          test_gpu_teardown);
-    failed += cmocka_run_group_tests_name("linear_texel_shared", tests, setup_shared,
-                                          test_gpu_teardown);
-    failed += cmocka_run_group_tests_name("linear_storage_shared", storage_tests, setup_both,
-                                          test_gpu_teardown);
+    int failed = cmocka_run_group_tests_name("linear_errors", once, test_gpu_setup, test_gpu_teardown);
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++) {
+        bool storage = test_policies[p].flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS;
+        failed += storage ? test_policy_run_group("linear", p, storage_tests,
+                                                  sizeof storage_tests / sizeof storage_tests[0])
+                          : test_policy_run_group("linear", p, tests, sizeof tests / sizeof tests[0]);
+    }
     return failed;
 }

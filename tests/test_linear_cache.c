@@ -7,6 +7,8 @@
  * compared with the CPU reference, Q too, and every other byte of both pools
  * (earlier tokens, other sequences, unused blocks) must be unchanged. Also
  * every validation error of the cache targets. */
+#include "test_linear_util.h"
+#include "test_policy.h"
 #include "test_util.h"
 
 #include "ops/kvcache/kvcache.h"
@@ -17,50 +19,13 @@
 
 /* ------------------------------------------------------------- helpers */
 
-static void *xcalloc(size_t n)
-{
-    void *p = calloc(n ? n : 1, 1);
-    assert_non_null(p);
-    return p;
-}
-
-static void put(uint8_t *bytes, vkattn_dtype dt, size_t i, float v)
-{
-    if (dt == VKATTN_DTYPE_F32) {
-        memcpy(bytes + i * 4, &v, 4);
-    } else {
-        uint16_t h = vkattn_f32_to_f16(v);
-        memcpy(bytes + i * 2, &h, 2);
-    }
-}
-
-static float get(const uint8_t *bytes, vkattn_dtype dt, size_t i)
-{
-    if (dt == VKATTN_DTYPE_F32) {
-        float v;
-        memcpy(&v, bytes + i * 4, 4);
-        return v;
-    }
-    uint16_t h;
-    memcpy(&h, bytes + i * 2, 2);
-    return vkattn_f16_to_f32(h);
-}
-
-/* n values in [-1, 1), exactly representable in dt, as floats and as device
- * bytes in a new buffer. */
+/* n values in [-1, 1), exactly representable in dt, as floats (in *values
+ * unless NULL) and in a new buffer. */
 static vkattn_buffer *random_tensor(vkattn_context *ctx, test_rng *r, size_t n, vkattn_dtype dt,
                                     float **values)
 {
-    float *v = xcalloc(n * sizeof *v);
-    uint8_t *bytes = xcalloc(n * vkattn_dtype_size(dt));
-    for (size_t i = 0; i < n; i++) {
-        v[i] = test_rng_uniform(r, -1.0f, 1.0f);
-        if (dt == VKATTN_DTYPE_F16)
-            v[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(v[i]));
-        put(bytes, dt, i, v[i]);
-    }
-    vkattn_buffer *b = test_buffer_with(ctx, bytes, n * vkattn_dtype_size(dt));
-    free(bytes);
+    float *v = test_random_array(r, n, 1.0f, dt);
+    vkattn_buffer *b = test_buffer_of(ctx, dt, v, n);
     if (values)
         *values = v;
     else
@@ -100,27 +65,6 @@ static void prefill(vkattn_context *ctx, vkattn_kv_cache *c, const uint32_t *seq
     vkattn_buffer_destroy(v);
 }
 
-/* Compares a downloaded pool with the expected appended values (`want` at
- * element `idx`, n of them) and with `before` everywhere else. */
-static void check_pool(const uint8_t *got, const uint8_t *before, size_t bytes, vkattn_dtype dt,
-                       const size_t *idx, const float *want, size_t n, const char *what)
-{
-    size_t es = vkattn_dtype_size(dt);
-    uint8_t *written = xcalloc(bytes);
-    float *vals = xcalloc(n * sizeof *vals);
-    for (size_t i = 0; i < n; i++) {
-        vals[i] = get(got, dt, idx[i]);
-        memset(written + idx[i] * es, 1, es);
-    }
-    test_assert_close(vals, want, n, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
-    for (size_t i = 0; i < bytes; i++)
-        if (!written[i] && got[i] != before[i])
-            fail_msg("%s: byte %zu of the pool outside the appended rows changed "
-                     "(0x%02x -> 0x%02x)", what, i, before[i], got[i]);
-    free(written);
-    free(vals);
-}
-
 static void run_cache_case(vkattn_context *ctx, const cache_case *cc, uint64_t seed)
 {
     test_rng rng = test_rng_seed(seed);
@@ -135,14 +79,14 @@ static void run_cache_case(vkattn_context *ctx, const cache_case *cc, uint64_t s
     /* Pools start with a byte pattern; then ragged sequences: 3 holds 20
      * tokens, 1 and 2 hold 7 (1 is not in the step), 0 is empty. */
     size_t es = vkattn_dtype_size(cc->dt), pool_bytes = (size_t)vkattn_buffer_size(cache->k);
-    uint8_t *pattern = xcalloc(pool_bytes);
+    uint8_t *pattern = test_alloc(pool_bytes);
     for (size_t i = 0; i < pool_bytes; i++)
         pattern[i] = (uint8_t)(0x5A ^ (i * 13));
     TEST_OK(ctx, vkattn_buffer_upload(cache->k, 0, pattern, pool_bytes));
     TEST_OK(ctx, vkattn_buffer_upload(cache->v, 0, pattern, pool_bytes));
     prefill(ctx, cache, (const uint32_t[]){3, 1, 2}, 3, 7, &rng);
     prefill(ctx, cache, (const uint32_t[]){3}, 1, 13, &rng);
-    uint8_t *k_before = xcalloc(pool_bytes), *v_before = xcalloc(pool_bytes);
+    uint8_t *k_before = test_alloc(pool_bytes), *v_before = test_alloc(pool_bytes);
     TEST_OK(ctx, vkattn_buffer_download(cache->k, 0, k_before, pool_bytes));
     TEST_OK(ctx, vkattn_buffer_download(cache->v, 0, v_before, pool_bytes));
 
@@ -187,22 +131,12 @@ static void run_cache_case(vkattn_context *ctx, const cache_case *cc, uint64_t s
     TEST_OK(ctx, vkattn_commands_submit(ctx));
 
     /* The reference and where each appended element must be. */
-    float *y = xcalloc((size_t)(M * N) * sizeof *y);
-    vkattn_ref_linear_args ra = {
-        vkattn_host_tensor_make(x, VKATTN_DTYPE_F32, 2, (int64_t[]){M, K}),
-        vkattn_host_tensor_make(w, VKATTN_DTYPE_F32, 2, (int64_t[]){N, K}),
-        {0},
-        vkattn_host_tensor_make(y, VKATTN_DTYPE_F32, 2, (int64_t[]){M, N}),
-    };
-    if (bias)
-        ra.b = vkattn_host_tensor_make(bias, VKATTN_DTYPE_F32, 1, (int64_t[]){N});
-    char err[256] = "";
-    if (vkattn_ref_linear(&ra, err, sizeof err) != VKATTN_SUCCESS)
-        fail_msg("vkattn_ref_linear: %s", err);
+    float *y = test_alloc((size_t)(M * N) * sizeof *y);
+    linear_reference(x, w, bias, y, M, N, K);
     size_t n_kv = (size_t)BATCH * T * hkv * dh;
-    size_t *idx = xcalloc(n_kv * sizeof *idx);
-    float *want_k = xcalloc(n_kv * sizeof *want_k), *want_v = xcalloc(n_kv * sizeof *want_v);
-    float *want_q = xcalloc(q_elems * sizeof *want_q);
+    size_t *idx = test_alloc(n_kv * sizeof *idx);
+    float *want_k = test_alloc(n_kv * sizeof *want_k), *want_v = test_alloc(n_kv * sizeof *want_v);
+    float *want_q = test_alloc(q_elems * sizeof *want_q);
     uint32_t bs = cache->d.block_size, n = 0;
     for (uint32_t b = 0; b < BATCH; b++)
         for (uint32_t t = 0; t < T; t++) {
@@ -226,18 +160,15 @@ static void run_cache_case(vkattn_context *ctx, const cache_case *cc, uint64_t s
              vkattn_dtype_name(cc->dt), cc->block_size, hkv, dh, cc->dm, T,
              vkattn_dtype_name(cc->wdt), (int)cc->bias);
     size_t wl = strlen(what);
-    uint8_t *got = xcalloc(pool_bytes);
+    uint8_t *got = test_alloc(pool_bytes);
     TEST_OK(ctx, vkattn_buffer_download(cache->k, 0, got, pool_bytes));
     snprintf(what + wl, sizeof what - wl, ": K");
-    check_pool(got, k_before, pool_bytes, cc->dt, idx, want_k, n_kv, what);
+    linear_check_written(got, k_before, pool_bytes, cc->dt, idx, want_k, n_kv, what);
     TEST_OK(ctx, vkattn_buffer_download(cache->v, 0, got, pool_bytes));
     snprintf(what + wl, sizeof what - wl, ": V");
-    check_pool(got, v_before, pool_bytes, cc->dt, idx, want_v, n_kv, what);
-    uint8_t *qbytes = xcalloc(q_elems * es);
-    float *q = xcalloc(q_elems * sizeof *q);
-    TEST_OK(ctx, vkattn_buffer_download(bq, 0, qbytes, q_elems * es));
-    for (size_t i = 0; i < q_elems; i++)
-        q[i] = get(qbytes, cc->dt, i);
+    linear_check_written(got, v_before, pool_bytes, cc->dt, idx, want_v, n_kv, what);
+    float *q = test_alloc(q_elems * sizeof *q);
+    test_download_as(ctx, bq, cc->dt, q, q_elems);
     snprintf(what + wl, sizeof what - wl, ": Q");
     test_assert_close(q, want_q, q_elems, cc->dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32,
                       what);
@@ -249,24 +180,9 @@ static void run_cache_case(vkattn_context *ctx, const cache_case *cc, uint64_t s
     }
 
     vkattn_kv_cache_destroy(cache);
-    vkattn_buffer_destroy(bx);
-    vkattn_buffer_destroy(bw);
-    vkattn_buffer_destroy(bb);
-    vkattn_buffer_destroy(bq);
-    free(pattern);
-    free(k_before);
-    free(v_before);
-    free(x);
-    free(w);
-    free(bias);
-    free(y);
-    free(idx);
-    free(want_k);
-    free(want_v);
-    free(want_q);
-    free(got);
-    free(qbytes);
-    free(q);
+    TEST_DESTROY_BUFFERS(bx, bw, bb, bq);
+    free(pattern), free(k_before), free(v_before), free(x), free(w), free(bias), free(y);
+    free(idx), free(want_k), free(want_v), free(want_q), free(got), free(q);
 }
 
 /* Every layout x T x dtype once (12 cases), the KV head counts spread over
@@ -429,25 +345,6 @@ static void test_cache_errors(void **state)
 
 /* -------------------------------------------------------------- groups */
 
-static int setup_with(void **state, uint32_t flags)
-{
-    *state = test_gpu_open(flags);
-    return 0;
-}
-static int setup_default(void **state) { return setup_with(state, 0); }
-static int setup_storage(void **state)
-{
-    return setup_with(state, VKATTN_CONTEXT_NO_TEXEL_BUFFERS);
-}
-static int setup_shared(void **state)
-{
-    return setup_with(state, VKATTN_CONTEXT_NO_SUBGROUP_KERNELS);
-}
-static int setup_both(void **state)
-{
-    return setup_with(state, VKATTN_CONTEXT_NO_TEXEL_BUFFERS | VKATTN_CONTEXT_NO_SUBGROUP_KERNELS);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -459,15 +356,11 @@ int main(void)
     const struct CMUnitTest once[] = {
         cmocka_unit_test(test_cache_errors),
     };
-    int failed = cmocka_run_group_tests_name("linear_cache_errors", once, setup_default,
+    int failed = cmocka_run_group_tests_name("linear_cache_errors", once, test_gpu_setup,
                                              test_gpu_teardown);
-    failed += cmocka_run_group_tests_name("linear_cache_texel_subgroup", tests, setup_default,
-                                          test_gpu_teardown);
-    failed += cmocka_run_group_tests_name("linear_cache_storage_subgroup", short_tests,
-                                          setup_storage, test_gpu_teardown);
-    failed += cmocka_run_group_tests_name("linear_cache_texel_shared", short_tests, setup_shared,
-                                          test_gpu_teardown);
-    failed += cmocka_run_group_tests_name("linear_cache_storage_shared", short_tests, setup_both,
-                                          test_gpu_teardown);
+    failed += test_policy_run_group("linear_cache", 0, tests, sizeof tests / sizeof tests[0]);
+    for (uint32_t p = 1; p < TEST_POLICY_COUNT; p++)
+        failed += test_policy_run_group("linear_cache", p, short_tests,
+                                        sizeof short_tests / sizeof short_tests[0]);
     return failed;
 }

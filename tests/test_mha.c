@@ -1,6 +1,7 @@
 /* The MHA layer on the device against vkattn_ref_mha: self- and cross-
  * attention, MHA/GQA/MQA, biases, packed and separate weights, masks, both
  * dtypes, caller scratch, the record form; and every bad input. */
+#include "test_policy.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -12,24 +13,6 @@ typedef struct layer_case {
     bool bias, packed, cross, causal, padding, mask, weights, per_head;
     vkattn_dtype dtype;
 } layer_case;
-
-static float *rand_array(test_rng *r, size_t n, float amp, bool to_f16)
-{
-    float *a = malloc(n * sizeof *a);
-    assert_non_null(a);
-    test_fill_uniform(r, a, n, -amp, amp);
-    if (to_f16)
-        test_round_to(VKATTN_DTYPE_F16, a, n);
-    return a;
-}
-
-/* A new buffer holding `data` in dtype `dt`. */
-static vkattn_buffer *upload_as(vkattn_context *ctx, const float *data, size_t n, vkattn_dtype dt)
-{
-    vkattn_buffer *b = test_buffer_with(ctx, NULL, n * vkattn_dtype_size(dt));
-    test_upload_as(ctx, b, dt, data, n);
-    return b;
-}
 
 /* `n` values of dtype `dt` from `b`, as floats (malloc'd). */
 static float *download_as(vkattn_context *ctx, vkattn_buffer *b, size_t n, vkattn_dtype dt)
@@ -46,16 +29,18 @@ static float *download_as(vkattn_context *ctx, vkattn_buffer *b, size_t n, vkatt
 static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bool record)
 {
     test_rng rng = test_rng_seed(seed);
-    bool f16 = c->dtype == VKATTN_DTYPE_F16;
+    const vkattn_dtype dt = c->dtype;
     uint32_t dkv = c->cross ? c->dkv : c->dm, tk = c->cross ? c->tk : c->tq;
     size_t qw = (size_t)c->hq * c->dh, kvw = (size_t)c->hkv * c->dh;
     float amp = 1.5f / sqrtf((float)c->dm);
-    float *wq = rand_array(&rng, qw * c->dm, amp, f16), *wk = rand_array(&rng, kvw * dkv, amp, f16),
-          *wv = rand_array(&rng, kvw * dkv, amp, f16), *wo = rand_array(&rng, c->dm * qw, amp, f16);
-    float *bq = rand_array(&rng, qw, 0.2f, f16), *bk = rand_array(&rng, kvw, 0.2f, f16),
-          *bv = rand_array(&rng, kvw, 0.2f, f16), *bo = rand_array(&rng, c->dm, 0.2f, f16);
+    float *wq = test_random_array(&rng, qw * c->dm, amp, dt);
+    float *wk = test_random_array(&rng, kvw * dkv, amp, dt), *wv = test_random_array(&rng, kvw * dkv, amp, dt);
+    float *wo = test_random_array(&rng, c->dm * qw, amp, dt);
+    float *bq = test_random_array(&rng, qw, 0.2f, dt), *bk = test_random_array(&rng, kvw, 0.2f, dt),
+          *bv = test_random_array(&rng, kvw, 0.2f, dt), *bo = test_random_array(&rng, c->dm, 0.2f, dt);
     size_t nx = (size_t)c->b * c->tq * c->dm, nkv = (size_t)c->b * tk * dkv;
-    float *x = rand_array(&rng, nx, 1.0f, f16), *kv = c->cross ? rand_array(&rng, nkv, 1.0f, f16) : NULL;
+    float *x = test_random_array(&rng, nx, 1.0f, dt);
+    float *kv = c->cross ? test_random_array(&rng, nkv, 1.0f, dt) : NULL;
     uint8_t *pad = NULL;
     float *mask = NULL;
     if (c->padding) { /* every sequence keeps at least one key unless the test wants it empty */
@@ -64,7 +49,7 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
             pad[i] = test_rng_below(&rng, 4) != 0;
     }
     if (c->mask) {
-        mask = rand_array(&rng, (size_t)c->tq * tk, 1.0f, false);
+        mask = test_random_array(&rng, (size_t)c->tq * tk, 1.0f, VKATTN_DTYPE_F32);
         for (size_t i = 0; i < (size_t)c->tq * tk; i++)
             if (test_rng_below(&rng, 6) == 0)
                 mask[i] = -INFINITY;
@@ -114,11 +99,9 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
     if (vkattn_ref_mha(&desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS)
         fail_msg("reference: %s", err);
 
-    vkattn_mha *layer = NULL;
-    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
-    TEST_OK(ctx, vkattn_mha_set_weights(layer, &w));
+    vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
     vkattn_mha_forward_args fa = {.causal = c->causal};
-    vkattn_buffer *bx = upload_as(ctx, x, nx, c->dtype), *bkv = kv ? upload_as(ctx, kv, nkv, c->dtype) : NULL;
+    vkattn_buffer *bx = test_buffer_of(ctx, dt, x, nx), *bkv = kv ? test_buffer_of(ctx, dt, kv, nkv) : NULL;
     vkattn_buffer *bpad = pad ? test_buffer_with(ctx, pad, (size_t)c->b * tk) : NULL;
     vkattn_buffer *bmask = mask ? test_buffer_with(ctx, mask, (size_t)c->tq * tk * 4) : NULL;
     vkattn_buffer *by = test_buffer_with(ctx, NULL, nx * vkattn_dtype_size(c->dtype));
@@ -160,9 +143,7 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
         test_assert_close(gw, ref_w, nw, tol, what);
         free(gw);
     }
-    vkattn_buffer *bufs[] = {bx, bkv, bpad, bmask, by, bw, scratch};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        vkattn_buffer_destroy(bufs[i]);
+    TEST_DESTROY_BUFFERS(bx, bkv, bpad, bmask, by, bw, scratch);
     vkattn_mha_destroy(layer);
     float *hosts[] = {wq, wk, wv, wo, bq, bk, bv, bo, x, kv, mask, wqkv, bqkv, ref_y, ref_w, gy};
     for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++)
@@ -170,42 +151,68 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
     free(pad);
 }
 
-static void test_layer_grid(void **state)
+static const layer_case grid[] = {
+    /* b tq tk dm dkv hq hkv dh  bias packed cross causal padding mask weights per_head dtype */
+    {1, 7, 0, 32, 0, 4, 4, 8, true, true, false, false, false, false, false, false, VKATTN_DTYPE_F32},
+    {2, 9, 0, 64, 0, 8, 2, 8, true, false, false, true, false, false, true, false, VKATTN_DTYPE_F32},
+    {2, 5, 0, 64, 0, 4, 1, 16, false, false, false, true, true, false, false, false, VKATTN_DTYPE_F32},
+    {1, 6, 11, 32, 24, 2, 2, 16, true, false, true, false, true, true, true, true, VKATTN_DTYPE_F32},
+    {3, 4, 0, 48, 0, 6, 3, 8, true, true, false, true, false, true, false, false, VKATTN_DTYPE_F32},
+    {1, 13, 0, 128, 0, 4, 4, 32, true, true, false, true, false, false, false, false, VKATTN_DTYPE_F16},
+    {2, 8, 5, 64, 64, 8, 4, 8, true, false, true, false, true, false, true, false, VKATTN_DTYPE_F16},
+    {1, 3, 0, 40, 0, 2, 1, 24, false, false, false, true, false, false, false, false, VKATTN_DTYPE_F16},
+    /* head_dim different from embed_dim / heads */
+    {1, 5, 0, 32, 0, 2, 2, 24, true, false, false, false, false, false, false, false, VKATTN_DTYPE_F32},
+};
+
+/* Grid cases by index: odd ones through the record form. */
+static void run_grid_cases(test_gpu *g, const size_t *cases, size_t count)
 {
-    test_gpu *g = *state;
-    const layer_case cases[] = {
-        /* b tq tk dm dkv hq hkv dh  bias packed cross causal padding mask weights per_head dtype */
-        {1, 7, 0, 32, 0, 4, 4, 8, true, true, false, false, false, false, false, false, VKATTN_DTYPE_F32},
-        {2, 9, 0, 64, 0, 8, 2, 8, true, false, false, true, false, false, true, false, VKATTN_DTYPE_F32},
-        {2, 5, 0, 64, 0, 4, 1, 16, false, false, false, true, true, false, false, false, VKATTN_DTYPE_F32},
-        {1, 6, 11, 32, 24, 2, 2, 16, true, false, true, false, true, true, true, true, VKATTN_DTYPE_F32},
-        {3, 4, 0, 48, 0, 6, 3, 8, true, true, false, true, false, true, false, false, VKATTN_DTYPE_F32},
-        {1, 13, 0, 128, 0, 4, 4, 32, true, true, false, true, false, false, false, false, VKATTN_DTYPE_F16},
-        {2, 8, 5, 64, 64, 8, 4, 8, true, false, true, false, true, false, true, false, VKATTN_DTYPE_F16},
-        {1, 3, 0, 40, 0, 2, 1, 24, false, false, false, true, false, false, false, false, VKATTN_DTYPE_F16},
-        /* head_dim different from embed_dim / heads */
-        {1, 5, 0, 32, 0, 2, 2, 24, true, false, false, false, false, false, false, false, VKATTN_DTYPE_F32},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run_case(g->ctx, &cases[i], 100 + i, i % 2 == 1);
+    for (size_t n = 0; n < count; n++)
+        run_case(g->ctx, &grid[cases[n]], 100 + cases[n], cases[n] % 2 == 1);
+}
+
+/* The grid by what its cases prove (together: every case once). */
+static void test_layer_mha_matches_reference(void **state)
+{
+    static const size_t cases[] = {0, 8}; /* f32 self-attention, Hq == Hkv */
+    run_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_layer_gqa_matches_reference(void **state)
+{
+    static const size_t cases[] = {1, 2, 4}; /* f32 self-attention, GQA and MQA, masks */
+    run_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_layer_cross_attention_matches_reference(void **state)
+{
+    static const size_t cases[] = {3, 6};
+    run_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_layer_f16_matches_reference(void **state)
+{
+    static const size_t cases[] = {5, 7}; /* f16 self-attention */
+    run_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+/* The case in f32 through the forward call, in f16 through the record form. */
+static void other_path(test_gpu *g, uint32_t policy, const void *c32)
+{
+    layer_case c16 = *(const layer_case *)c32;
+    c16.dtype = VKATTN_DTYPE_F16;
+    run_case(g->ctx, c32, 6 + policy, false);
+    run_case(g->ctx, &c16, 16 + policy, true);
 }
 
 /* The other kernel families and bindings give the same layer. */
 static void test_layer_other_paths(void **state)
 {
     (void)state;
-    const uint32_t flags[] = {VKATTN_CONTEXT_NO_TEXEL_BUFFERS, VKATTN_CONTEXT_NO_SUBGROUP_KERNELS,
-                              VKATTN_CONTEXT_NO_TEXEL_BUFFERS | VKATTN_CONTEXT_NO_SUBGROUP_KERNELS};
     const layer_case c32 = {2, 6, 0, 64, 0, 8, 2, 8, true, true, false, true, true, false, false, false,
                             VKATTN_DTYPE_F32};
-    layer_case c16 = c32;
-    c16.dtype = VKATTN_DTYPE_F16;
-    for (size_t i = 0; i < 3; i++) {
-        test_gpu *g = test_gpu_open(flags[i]);
-        run_case(g->ctx, &c32, 7 + i, false);
-        run_case(g->ctx, &c16, 17 + i, true);
-        test_gpu_close(g);
-    }
+    test_for_each_policy(1, other_path, &c32);
 }
 
 /* Every bad input named by the forward-pass issue, with its code. */
@@ -244,34 +251,24 @@ static void test_layer_errors(void **state)
     TEST_OK(ctx, vkattn_mha_set_weights(m, &w));
     TEST_OK(ctx, vkattn_mha_forward(m, &fa));
 
-    vkattn_mha_forward_args bad = fa;
-    bad.x.shape[2] = 16;
-    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->x.shape[2] is 16", vkattn_mha_forward(m, &bad));
-    bad = fa;
-    bad.y.shape[0] = 1;
-    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->y.shape[0]", vkattn_mha_forward(m, &bad));
-    bad = fa;
-    bad.x.shape[1] = 0;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->x.shape[1] is 0", vkattn_mha_forward(m, &bad));
-    bad = fa;
-    bad.x.dtype = VKATTN_DTYPE_F16;
-    TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->x.dtype", vkattn_mha_forward(m, &bad));
-    bad = fa;
-    int64_t ks[3] = {3, 7, 32};
-    bad.kv = vkattn_tensor_make(b, 8192, VKATTN_DTYPE_F32, 3, ks); /* batch 3 vs 2 */
-    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->kv.shape[0]", vkattn_mha_forward(m, &bad));
-    bad = fa;
-    int64_t mshape[2] = {5, 6}; /* [Tq, Tk] with Tk 6 != 5 */
-    bad.mask = vkattn_tensor_make(b, 12288, VKATTN_DTYPE_F32, 2, mshape);
-    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->mask", vkattn_mha_forward(m, &bad));
-    bad = fa;
-    int64_t m4[4] = {2, 3, 5, 5}; /* head dimension 3: neither 4 nor 1 */
-    bad.mask = vkattn_tensor_make(b, 12288, VKATTN_DTYPE_F32, 4, m4);
-    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->mask", vkattn_mha_forward(m, &bad));
-    bad = fa;
-    int64_t pshape[2] = {2, 4};
-    bad.key_padding = vkattn_tensor_make(b, 12288, VKATTN_DTYPE_U8, 2, pshape);
-    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->key_padding", vkattn_mha_forward(m, &bad));
+    vkattn_mha_forward_args bad;
+#define CASE(code, needle, change)                                                                 \
+    TEST_FAILS_CHANGED(ctx, bad, fa, change, code, needle, vkattn_mha_forward(m, &bad))
+    const vkattn_result SHAPE = VKATTN_ERROR_SHAPE_MISMATCH;
+    int64_t ks[3] = {3, 7, 32}, mshape[2] = {5, 6}, m4[4] = {2, 3, 5, 5}, pshape[2] = {2, 4};
+    CASE(SHAPE, "args->x.shape[2] is 16", bad.x.shape[2] = 16);
+    CASE(SHAPE, "args->y.shape[0]", bad.y.shape[0] = 1);
+    CASE(VKATTN_ERROR_INVALID_ARGUMENT, "args->x.shape[1] is 0", bad.x.shape[1] = 0);
+    CASE(VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->x.dtype", bad.x.dtype = VKATTN_DTYPE_F16);
+    /* kv of batch 3 vs 2 */
+    CASE(SHAPE, "args->kv.shape[0]", bad.kv = vkattn_tensor_make(b, 8192, VKATTN_DTYPE_F32, 3, ks));
+    /* [Tq, Tk] with Tk 6 != 5 */
+    CASE(SHAPE, "args->mask", bad.mask = vkattn_tensor_make(b, 12288, VKATTN_DTYPE_F32, 2, mshape));
+    /* head dimension 3: neither 4 nor 1 */
+    CASE(SHAPE, "args->mask", bad.mask = vkattn_tensor_make(b, 12288, VKATTN_DTYPE_F32, 4, m4));
+    CASE(SHAPE, "args->key_padding",
+         bad.key_padding = vkattn_tensor_make(b, 12288, VKATTN_DTYPE_U8, 2, pshape));
+#undef CASE
 
     /* the record form never grows the layer's scratch */
     int64_t big[3] = {2, 40, 32};
@@ -296,7 +293,10 @@ static void test_layer_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layer_grid),
+        cmocka_unit_test(test_layer_mha_matches_reference),
+        cmocka_unit_test(test_layer_gqa_matches_reference),
+        cmocka_unit_test(test_layer_cross_attention_matches_reference),
+        cmocka_unit_test(test_layer_f16_matches_reference),
         cmocka_unit_test(test_layer_other_paths),
         cmocka_unit_test(test_layer_errors),
     };

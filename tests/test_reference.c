@@ -13,7 +13,7 @@ static void naive_attention(const ref_dims *d, const float *q, const float *k, c
                             const float *mask, bool causal, double scale, float *out)
 {
     int64_t group = d->Hq / d->Hkv;
-    double *p = ref_alloc((size_t)d->Tk * sizeof *p);
+    double *p = test_alloc((size_t)d->Tk * sizeof *p);
     for (int64_t b = 0; b < d->B; b++)
         for (int64_t h = 0; h < d->Hq; h++)
             for (int64_t i = 0; i < d->Tq; i++) {
@@ -112,7 +112,7 @@ static void test_matches_naive(void **state)
         float *v = ref_randf(&r, ref_kv_elems(d));
         float *mask = ref_randf(&r, (size_t)(d->Tq * d->Tk));
         mask[1] = -INFINITY;
-        float *out = ref_alloc(ref_q_elems(d) * 4), *want = ref_alloc(ref_q_elems(d) * 4);
+        float *out = test_alloc(ref_q_elems(d) * 4), *want = test_alloc(ref_q_elems(d) * 4);
         for (int causal = 0; causal < 2; causal++) {
             vkattn_ref_attention_args a;
             ref_attention_args(&a, d, q, k, v, out);
@@ -139,7 +139,7 @@ static void test_gqa_equals_repeated_kv(void **state)
         full.Hkv = d.Hq;
         float *q = ref_randf(&r, ref_q_elems(&d)), *k = ref_randf(&r, ref_kv_elems(&d));
         float *v = ref_randf(&r, ref_kv_elems(&d));
-        float *kr = ref_alloc(ref_kv_elems(&full) * 4), *vr = ref_alloc(ref_kv_elems(&full) * 4);
+        float *kr = test_alloc(ref_kv_elems(&full) * 4), *vr = test_alloc(ref_kv_elems(&full) * 4);
         size_t head = (size_t)(d.Tk * d.D);
         for (int64_t b = 0; b < d.B; b++)
             for (int64_t h = 0; h < d.Hq; h++) {
@@ -147,9 +147,9 @@ static void test_gqa_equals_repeated_kv(void **state)
                 memcpy(kr + (size_t)(b * d.Hq + h) * head, k + src, head * 4);
                 memcpy(vr + (size_t)(b * d.Hq + h) * head, v + src, head * 4);
             }
-        float *o1 = ref_alloc(ref_q_elems(&d) * 4), *o2 = ref_alloc(ref_q_elems(&d) * 4);
+        float *o1 = test_alloc(ref_q_elems(&d) * 4), *o2 = test_alloc(ref_q_elems(&d) * 4);
         size_t nw = (size_t)(d.B * d.Hq * d.Tq * d.Tk);
-        float *w1 = ref_alloc(nw * 4), *w2 = ref_alloc(nw * 4);
+        float *w1 = test_alloc(nw * 4), *w2 = test_alloc(nw * 4);
         int64_t ws[4] = {d.B, d.Hq, d.Tq, d.Tk};
         vkattn_ref_attention_args a;
         ref_attention_args(&a, &d, q, k, v, o1);
@@ -180,13 +180,13 @@ static void test_causal_equals_mask(void **state)
         ref_dims d = {2, 2, 1, lens[c][0], lens[c][1], 8};
         float *q = ref_randf(&r, ref_q_elems(&d)), *k = ref_randf(&r, ref_kv_elems(&d));
         float *v = ref_randf(&r, ref_kv_elems(&d));
-        float *mask = ref_alloc((size_t)(d.Tq * d.Tk) * 4);
+        float *mask = test_alloc((size_t)(d.Tq * d.Tk) * 4);
         for (int64_t i = 0; i < d.Tq; i++)
             for (int64_t j = 0; j < d.Tk; j++)
                 mask[i * d.Tk + j] = j <= i + (d.Tk - d.Tq) ? 0.0f : -INFINITY;
-        float *o1 = ref_alloc(ref_q_elems(&d) * 4), *o2 = ref_alloc(ref_q_elems(&d) * 4);
+        float *o1 = test_alloc(ref_q_elems(&d) * 4), *o2 = test_alloc(ref_q_elems(&d) * 4);
         size_t nw = (size_t)(d.B * d.Tq * d.Tk);
-        float *w1 = ref_alloc(nw * 4), *w2 = ref_alloc(nw * 4);
+        float *w1 = test_alloc(nw * 4), *w2 = test_alloc(nw * 4);
         int64_t ws[3] = {d.B, d.Tq, d.Tk}, ms[2] = {d.Tq, d.Tk};
         vkattn_ref_attention_args a;
         ref_attention_args(&a, &d, q, k, v, o1);
@@ -223,7 +223,7 @@ static void test_key_padding_equals_mask(void **state)
     float mask[18];
     for (int i = 0; i < 18; i++)
         mask[i] = pad[i] ? 0.0f : -INFINITY;
-    float *o1 = ref_alloc(ref_q_elems(&d) * 4), *o2 = ref_alloc(ref_q_elems(&d) * 4);
+    float *o1 = test_alloc(ref_q_elems(&d) * 4), *o2 = test_alloc(ref_q_elems(&d) * 4);
     int64_t ps[2] = {d.B, d.Tk};
     vkattn_ref_attention_args a;
     ref_attention_args(&a, &d, q, k, v, o1);
@@ -258,8 +258,8 @@ static void test_fully_masked_rows_are_zero(void **state)
     mask[12] = mask[13] = mask[14] = -INFINITY; /* row 4 fully hidden */
     uint8_t pad[6] = {1, 1, 1, 1, 1, 1};
     size_t nq = ref_q_elems(&d), nw = (size_t)(d.B * d.Hq * d.Tq * d.Tk);
-    float *out = ref_alloc(nq * 4), *w = ref_alloc(nw * 4);
-    uint16_t *out16 = ref_alloc(nq * 2);
+    float *out = test_alloc(nq * 4), *w = test_alloc(nw * 4);
+    uint16_t *out16 = test_alloc(nq * 2);
     int64_t ms[2] = {d.Tq, d.Tk}, ps[2] = {d.B, d.Tk}, ws[4] = {d.B, d.Hq, d.Tq, d.Tk};
     for (int pass = 0; pass < 2; pass++) {
         vkattn_ref_attention_args a;
@@ -293,7 +293,7 @@ static void test_fully_masked_rows_are_zero(void **state)
                     assert_float_equal(wsum, hidden ? 0.0 : 1.0, 1e-6);
                 }
         /* The same with f16 q and out: hidden rows are +0 halves. */
-        uint16_t *q16 = ref_alloc(nq * 2);
+        uint16_t *q16 = test_alloc(nq * 2);
         for (size_t i = 0; i < nq; i++)
             q16[i] = vkattn_f32_to_f16(q[i]);
         a.q.data = q16, a.q.dtype = VKATTN_DTYPE_F16;
@@ -324,9 +324,9 @@ static void test_strided_bthd(void **state)
     ref_dims d = {2, 4, 2, 3, 5, 16};
     size_t nq = ref_q_elems(&d), nkv = ref_kv_elems(&d);
     float *qt = ref_randf(&r, nq), *kt = ref_randf(&r, nkv), *vt = ref_randf(&r, nkv);
-    float *ot = ref_alloc(nq * 4);
-    float *q = ref_alloc(nq * 4), *k = ref_alloc(nkv * 4), *v = ref_alloc(nkv * 4);
-    float *o = ref_alloc(nq * 4);
+    float *ot = test_alloc(nq * 4);
+    float *q = test_alloc(nq * 4), *k = test_alloc(nkv * 4), *v = test_alloc(nkv * 4);
+    float *o = test_alloc(nq * 4);
     /* [B,T,H,D] -> [B,H,T,D] */
     for (int64_t b = 0; b < d.B; b++)
         for (int64_t t = 0; t < d.Tk; t++)
@@ -371,9 +371,9 @@ static void test_weights_rank3_is_head_mean(void **state)
     test_rng r = test_rng_seed(6);
     ref_dims d = {2, 4, 2, 3, 6, 8};
     float *q = ref_randf(&r, ref_q_elems(&d)), *k = ref_randf(&r, ref_kv_elems(&d));
-    float *v = ref_randf(&r, ref_kv_elems(&d)), *out = ref_alloc(ref_q_elems(&d) * 4);
+    float *v = ref_randf(&r, ref_kv_elems(&d)), *out = test_alloc(ref_q_elems(&d) * 4);
     size_t n3 = (size_t)(d.B * d.Tq * d.Tk), n4 = n3 * (size_t)d.Hq;
-    float *w3 = ref_alloc(n3 * 4), *w4 = ref_alloc(n4 * 4), *mean = ref_alloc(n3 * 4);
+    float *w3 = test_alloc(n3 * 4), *w4 = test_alloc(n4 * 4), *mean = test_alloc(n3 * 4);
     int64_t s3[3] = {d.B, d.Tq, d.Tk}, s4[4] = {d.B, d.Hq, d.Tq, d.Tk};
     vkattn_ref_attention_args a;
     ref_attention_args(&a, &d, q, k, v, out);
@@ -404,8 +404,8 @@ static void test_mask_broadcast(void **state)
     size_t nq = ref_q_elems(&d), plane = (size_t)(d.Tq * d.Tk);
     float *q = ref_randf(&r, nq), *k = ref_randf(&r, ref_kv_elems(&d));
     float *v = ref_randf(&r, ref_kv_elems(&d));
-    float *o1 = ref_alloc(nq * 4), *o2 = ref_alloc(nq * 4), *o0 = ref_alloc(nq * 4);
-    float *full = ref_alloc(plane * (size_t)(d.B * d.Hq) * 4);
+    float *o1 = test_alloc(nq * 4), *o2 = test_alloc(nq * 4), *o0 = test_alloc(nq * 4);
+    float *full = test_alloc(plane * (size_t)(d.B * d.Hq) * 4);
     const int64_t bdims[][2] = {{1, 3}, {2, 1}, {1, 1}, {0, 0}}; /* {0,0}: rank 2 */
     vkattn_ref_attention_args a;
     ref_attention_args(&a, &d, q, k, v, o0);
@@ -448,14 +448,14 @@ static void test_f16_host_tensors(void **state)
     size_t n[4] = {nq, nkv, nkv, nm};
     uint16_t *h[4];
     for (int t = 0; t < 4; t++) {
-        h[t] = ref_alloc(n[t] * 2);
+        h[t] = test_alloc(n[t] * 2);
         for (size_t i = 0; i < n[t]; i++) {
             h[t][i] = vkattn_f32_to_f16(f[t][i]);
             f[t][i] = vkattn_f16_to_f32(h[t][i]); /* the values f16 can hold */
         }
     }
-    float *o32 = ref_alloc(nq * 4), *o = ref_alloc(nq * 4);
-    uint16_t *o16 = ref_alloc(nq * 2);
+    float *o32 = test_alloc(nq * 4), *o = test_alloc(nq * 4);
+    uint16_t *o16 = test_alloc(nq * 2);
     int64_t ms[2] = {d.Tq, d.Tk};
     vkattn_ref_attention_args a;
     ref_attention_args(&a, &d, f[0], f[1], f[2], o32);
@@ -492,8 +492,9 @@ int main(void)
         cmocka_unit_test(test_weights_rank3_is_head_mean),
         cmocka_unit_test(test_mask_broadcast),
         cmocka_unit_test(test_f16_host_tensors),
-        TEST_REFERENCE_LINEAR_MHA_TESTS,
-        TEST_REFERENCE_ERROR_TESTS,
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("reference_attention", tests, NULL, NULL);
+    failed += ref_run_linear_mha_tests();
+    failed += ref_run_error_tests();
+    return failed;
 }

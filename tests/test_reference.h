@@ -6,17 +6,9 @@
 
 #include <stdbool.h>
 
-/* Asserts `expr` (which may use the `err` buffer it declares) succeeds. */
-#define REF_OK(expr)                                                                   \
-    do {                                                                               \
-        char err[512] = "";                                                            \
-        vkattn_result ref_r_ = (expr);                                                 \
-        if (ref_r_ != VKATTN_SUCCESS)                                                  \
-            fail_msg("%s -> %s: %s", #expr, vkattn_result_name(ref_r_), err);          \
-    } while (0)
-
-/* Asserts `expr` returns `code` and its message (in `err`) contains `needle`. */
-#define REF_FAILS(code, needle, expr)                                                  \
+/* Asserts `expr` (which may use the `err` buffer it declares) returns `code`
+ * with a message (in `err`) that contains `needle`. */
+#define REF_RETURNS(code, needle, expr)                                                \
     do {                                                                               \
         char err[512] = "";                                                            \
         vkattn_result ref_r_ = (expr);                                                 \
@@ -27,13 +19,15 @@
             fail_msg("line %d: message \"%s\" does not mention \"%s\"", __LINE__, err, \
                      (needle));                                                        \
     } while (0)
+/* Asserts `expr` succeeds. */
+#define REF_OK(expr) REF_RETURNS(VKATTN_SUCCESS, "", expr)
+/* Asserts `expr` fails with `code` and a message containing `needle`. */
+#define REF_FAILS(code, needle, expr) REF_RETURNS(code, needle, expr)
 
 typedef struct ref_dims {
     int64_t B, Hq, Hkv, Tq, Tk, D;
 } ref_dims;
 
-/* calloc that asserts; free with free(). */
-void *ref_alloc(size_t bytes);
 /* n floats uniform in [-1, 1). */
 float *ref_randf(test_rng *r, size_t n);
 /* |got - want| <= tol * (1 + |want|) everywhere, no NaN. */
@@ -45,25 +39,9 @@ void ref_attention_args(vkattn_ref_attention_args *a, const ref_dims *d, float *
 size_t ref_q_elems(const ref_dims *d);  /* B*Hq*Tq*D */
 size_t ref_kv_elems(const ref_dims *d); /* B*Hkv*Tk*D */
 
-/* test_reference_mha.c */
-void test_linear_hand(void **state);
-void test_linear_matches_loop(void **state);
-void test_mha_self_matches_steps(void **state);
-void test_mha_cross_matches_steps(void **state);
-void test_mha_packed_equals_separate(void **state);
-#define TEST_REFERENCE_LINEAR_MHA_TESTS                                                \
-    cmocka_unit_test(test_linear_hand), cmocka_unit_test(test_linear_matches_loop),   \
-        cmocka_unit_test(test_mha_self_matches_steps),                                 \
-        cmocka_unit_test(test_mha_cross_matches_steps),                                \
-        cmocka_unit_test(test_mha_packed_equals_separate)
-
-/* test_reference_errors.c */
-void test_attention_errors(void **state);
-void test_linear_errors(void **state);
-void test_mha_desc_errors(void **state);
-void test_mha_args_errors(void **state);
-#define TEST_REFERENCE_ERROR_TESTS                                                     \
-    cmocka_unit_test(test_attention_errors), cmocka_unit_test(test_linear_errors),     \
-        cmocka_unit_test(test_mha_desc_errors), cmocka_unit_test(test_mha_args_errors)
+/* The other files' tests, each file's run as one cmocka group; they return
+ * the number of failed tests. */
+int ref_run_linear_mha_tests(void); /* test_reference_mha.c */
+int ref_run_error_tests(void);      /* test_reference_errors.c */
 
 #endif

@@ -28,10 +28,10 @@ typedef struct attn_fixture {
     vkattn_ref_attention_args a;
 } attn_fixture;
 
-void test_attention_errors(void **state)
+static void test_attention_errors(void **state)
 {
     (void)state;
-    attn_fixture *f = ref_alloc(sizeof *f);
+    attn_fixture *f = test_alloc(sizeof *f);
     test_rng r = test_rng_seed(41);
     test_fill_uniform(&r, f->q, 384, -1, 1);
     test_fill_uniform(&r, f->k, 128, -1, 1);
@@ -121,7 +121,7 @@ void test_attention_errors(void **state)
 
 /* ------------------------------------------------------------ linear */
 
-void test_linear_errors(void **state)
+static void test_linear_errors(void **state)
 {
     (void)state;
     float x[12] = {0}, w[15] = {0}, b[5] = {0}, y[20];
@@ -179,7 +179,7 @@ typedef struct mha_fixture {
 
 static mha_fixture *mha_fixture_make(void)
 {
-    mha_fixture *f = ref_alloc(sizeof *f);
+    mha_fixture *f = test_alloc(sizeof *f);
     test_rng r = test_rng_seed(42);
     test_fill_uniform(&r, f->x, 48, -1, 1);
     f->desc = (vkattn_mha_desc){.embed_dim = 16, .num_heads = 2};
@@ -206,7 +206,7 @@ static mha_fixture *mha_fixture_make(void)
         assert_untouched(f->weights, 9);                                                 \
     } while (0)
 
-void test_mha_desc_errors(void **state)
+static void test_mha_desc_errors(void **state)
 {
     (void)state;
     mha_fixture *f = mha_fixture_make();
@@ -236,7 +236,7 @@ void test_mha_desc_errors(void **state)
     free(f);
 }
 
-void test_mha_args_errors(void **state)
+static void test_mha_args_errors(void **state)
 {
     (void)state;
     mha_fixture *f = mha_fixture_make();
@@ -276,4 +276,15 @@ void test_mha_args_errors(void **state)
     a.weights.data = weights;
     REF_OK(vkattn_ref_mha(&cross, &f->w, &a, err, sizeof err));
     free(f);
+}
+
+int ref_run_error_tests(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attention_errors),
+        cmocka_unit_test(test_linear_errors),
+        cmocka_unit_test(test_mha_desc_errors),
+        cmocka_unit_test(test_mha_args_errors),
+    };
+    return cmocka_run_group_tests_name("reference_errors", tests, NULL, NULL);
 }

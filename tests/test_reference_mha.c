@@ -8,7 +8,7 @@
 
 /* ------------------------------------------------------------ linear */
 
-void test_linear_hand(void **state)
+static void test_linear_hand(void **state)
 {
     (void)state;
     float x[4] = {1, 2, 3, 4};               /* [2, 2] */
@@ -39,14 +39,14 @@ void test_linear_hand(void **state)
 }
 
 /* Rank-3 x with enough in_features that w is converted in several blocks. */
-void test_linear_matches_loop(void **state)
+static void test_linear_matches_loop(void **state)
 {
     (void)state;
     test_rng r = test_rng_seed(21);
     const int64_t B = 2, T = 3, K = 1024, N = 150;
     float *x = ref_randf(&r, (size_t)(B * T * K)), *w = ref_randf(&r, (size_t)(N * K));
-    float *b = ref_randf(&r, (size_t)N), *y = ref_alloc((size_t)(B * T * N) * 4);
-    float *want = ref_alloc((size_t)(B * T * N) * 4);
+    float *b = ref_randf(&r, (size_t)N), *y = test_alloc((size_t)(B * T * N) * 4);
+    float *want = test_alloc((size_t)(B * T * N) * 4);
     int64_t xs[3] = {B, T, K}, ws[2] = {N, K}, ys[3] = {B, T, N};
     vkattn_ref_linear_args a = {0};
     a.x = vkattn_host_tensor_make(x, VKATTN_DTYPE_F32, 3, xs);
@@ -141,9 +141,9 @@ static void mha_by_steps(const layer *l, const float *x, int64_t B, int64_t Tq, 
 {
     bool bias = l->desc.bias;
     size_t nq = (size_t)(B * Tq * l->Hq * l->Dh), nkv = (size_t)(B * Tk * l->Hkv * l->Dh);
-    float *qf = ref_alloc(nq * 4), *kf = ref_alloc(nkv * 4), *vf = ref_alloc(nkv * 4);
-    float *q = ref_alloc(nq * 4), *k = ref_alloc(nkv * 4), *v = ref_alloc(nkv * 4);
-    float *o = ref_alloc(nq * 4), *om = ref_alloc(nq * 4);
+    float *qf = test_alloc(nq * 4), *kf = test_alloc(nkv * 4), *vf = test_alloc(nkv * 4);
+    float *q = test_alloc(nq * 4), *k = test_alloc(nkv * 4), *v = test_alloc(nkv * 4);
+    float *o = test_alloc(nq * 4), *om = test_alloc(nq * 4);
     linear_step(x, B, Tq, l->Dm, l->wq, bias ? l->bq : NULL, l->Hq * l->Dh, qf);
     linear_step(c, B, Tk, l->Dkv, l->wk, bias ? l->bk : NULL, l->Hkv * l->Dh, kf);
     linear_step(c, B, Tk, l->Dkv, l->wv, bias ? l->bv : NULL, l->Hkv * l->Dh, vf);
@@ -161,7 +161,7 @@ static void mha_by_steps(const layer *l, const float *x, int64_t B, int64_t Tq, 
     free(qf), free(kf), free(vf), free(q), free(k), free(v), free(o), free(om);
 }
 
-void test_mha_self_matches_steps(void **state)
+static void test_mha_self_matches_steps(void **state)
 {
     (void)state;
     test_rng r = test_rng_seed(31);
@@ -170,7 +170,7 @@ void test_mha_self_matches_steps(void **state)
     layer_init(&l, &r, &desc, 2, 8, 32); /* head_dim 32 / 4 */
     const int64_t B = 2, T = 5;
     float *x = ref_randf(&r, (size_t)(B * T * 32));
-    float *y = ref_alloc((size_t)(B * T * 32) * 4), *want = ref_alloc((size_t)(B * T * 32) * 4);
+    float *y = test_alloc((size_t)(B * T * 32) * 4), *want = test_alloc((size_t)(B * T * 32) * 4);
     float w[50], want_w[50];
     uint8_t pad[10] = {1, 1, 1, 0, 1, 1, 1, 1, 1, 1};
     int64_t xs[3] = {B, T, 32}, ps[2] = {B, T}, ws[3] = {B, T, T};
@@ -198,7 +198,7 @@ void test_mha_self_matches_steps(void **state)
 
 /* Cross-attention: Dkv != Dm, Tk != Tq, explicit head_dim with Hq*Dh != Dm,
  * MQA, no bias, a broadcast rank-4 mask and rank-4 weights. */
-void test_mha_cross_matches_steps(void **state)
+static void test_mha_cross_matches_steps(void **state)
 {
     (void)state;
     test_rng r = test_rng_seed(32);
@@ -210,8 +210,8 @@ void test_mha_cross_matches_steps(void **state)
     float *x = ref_randf(&r, (size_t)(B * Tq * 32)), *c = ref_randf(&r, (size_t)(B * Tk * 24));
     float *mask = ref_randf(&r, (size_t)(4 * Tq * Tk));
     size_t ny = (size_t)(B * Tq * 32), nw = (size_t)(B * 4 * Tq * Tk);
-    float *y = ref_alloc(ny * 4), *want = ref_alloc(ny * 4);
-    float *w = ref_alloc(nw * 4), *want_w = ref_alloc(nw * 4);
+    float *y = test_alloc(ny * 4), *want = test_alloc(ny * 4);
+    float *w = test_alloc(nw * 4), *want_w = test_alloc(nw * 4);
     int64_t xs[3] = {B, Tq, 32}, cs[3] = {B, Tk, 24}, ms[4] = {1, 4, Tq, Tk},
             ws[4] = {B, 4, Tq, Tk};
     vkattn_ref_mha_args a = {0};
@@ -235,7 +235,7 @@ void test_mha_cross_matches_steps(void **state)
 
 /* Packed wqkv/bqkv (rows of wq, then wk, then wv) == separate weights, for
  * self and cross attention; NULL biases with desc.bias == no bias. */
-void test_mha_packed_equals_separate(void **state)
+static void test_mha_packed_equals_separate(void **state)
 {
     (void)state;
     test_rng r = test_rng_seed(33);
@@ -243,7 +243,7 @@ void test_mha_packed_equals_separate(void **state)
     layer l;
     layer_init(&l, &r, &desc, 1, 8, 16);
     size_t nq = 16 * 16, nkv = 8 * 16;
-    float *wqkv = ref_alloc((nq + 2 * nkv) * 4), bqkv[32];
+    float *wqkv = test_alloc((nq + 2 * nkv) * 4), bqkv[32];
     memcpy(wqkv, l.wq, nq * 4);
     memcpy(wqkv + nq, l.wk, nkv * 4);
     memcpy(wqkv + nq + nkv, l.wv, nkv * 4);
@@ -290,4 +290,16 @@ void test_mha_packed_equals_separate(void **state)
     }
     free(wqkv), free(x), free(c);
     layer_free(&l);
+}
+
+int ref_run_linear_mha_tests(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear_hand),
+        cmocka_unit_test(test_linear_matches_loop),
+        cmocka_unit_test(test_mha_self_matches_steps),
+        cmocka_unit_test(test_mha_cross_matches_steps),
+        cmocka_unit_test(test_mha_packed_equals_separate),
+    };
+    return cmocka_run_group_tests_name("reference_linear_mha", tests, NULL, NULL);
 }

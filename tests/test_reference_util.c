@@ -7,15 +7,8 @@
 
 float *ref_randf(test_rng *r, size_t n)
 {
-    float *p = ref_alloc(n * sizeof *p);
+    float *p = test_alloc(n * sizeof *p);
     test_fill_uniform(r, p, n, -1.0f, 1.0f);
-    return p;
-}
-
-void *ref_alloc(size_t bytes)
-{
-    void *p = calloc(1, bytes ? bytes : 1);
-    assert_non_null(p);
     return p;
 }
 

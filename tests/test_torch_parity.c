@@ -44,26 +44,20 @@ static void load_fixture(fixture *f, const char *dir)
     FILE *meta = fopen(path, "r");
     if (!meta)
         fail_msg("cannot open %s", path);
-    double value;
+    const struct {
+        const char *key;
+        int *value;
+    } ints[] = {{"heads", &f->heads}, {"kv_heads", &f->kv_heads}, {"bias", &f->bias},
+                {"causal", &f->causal}, {"cross", &f->cross}, {"per_head", &f->per_head}};
     char text[64];
     while (fscanf(meta, "%63s %63s", key, text) == 2) {
-        value = atof(text);
         if (strcmp(key, "kind") == 0)
             snprintf(f->kind, sizeof f->kind, "%s", text);
-        else if (strcmp(key, "heads") == 0)
-            f->heads = (int)value;
-        else if (strcmp(key, "kv_heads") == 0)
-            f->kv_heads = (int)value;
-        else if (strcmp(key, "bias") == 0)
-            f->bias = (int)value;
-        else if (strcmp(key, "causal") == 0)
-            f->causal = (int)value;
-        else if (strcmp(key, "cross") == 0)
-            f->cross = (int)value;
-        else if (strcmp(key, "per_head") == 0)
-            f->per_head = (int)value;
         else if (strcmp(key, "scale") == 0)
-            f->scale = value;
+            f->scale = atof(text);
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+            if (strcmp(key, ints[i].key) == 0)
+                *ints[i].value = (int)atof(text);
     }
     fclose(meta);
     static const char *const all[] = {"x", "kv", "wq", "wk", "wv", "wo", "bq", "bk", "bv",
@@ -167,9 +161,7 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     test_assert_close(ref_w, wts->data, (size_t)numel(wts), TOL_REF_VS_TORCH, what);
 
     /* the device against torch */
-    vkattn_mha *layer = NULL;
-    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
-    TEST_OK(ctx, vkattn_mha_set_weights(layer, &w));
+    vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
     vkattn_mha_forward_args fa = {.causal = f->causal};
     vkattn_buffer *bx = upload(ctx, x, dt, &fa.x), *bkv = kv ? upload(ctx, kv, dt, &fa.kv) : NULL;
     vkattn_buffer *bpad = pad ? upload(ctx, pad, dt, &fa.key_padding) : NULL;
@@ -190,10 +182,7 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         vkattn_buffer_destroy(bufs[i]);
     vkattn_mha_destroy(layer);
-    free(gy);
-    free(gw);
-    free(ref_y);
-    free(ref_w);
+    free(gy), free(gw), free(ref_y), free(ref_w);
 }
 
 static void run_attention(vkattn_context *ctx, fixture *f, vkattn_dtype dt)

@@ -51,57 +51,36 @@ static void poison(vkattn_context *ctx, vkattn_buffer *b, uint64_t bytes)
     free(ones);
 }
 
-static void run_submit(test_gpu *g, vkattn_result (*rec)(vkattn_context *, VkCommandBuffer, void *),
-                       void *user)
+/* Submits the context's command buffer after a recording call returned
+ * `recorded`; discards it and fails when that is an error. */
+static void submit_recorded(test_gpu *g, vkattn_result recorded)
 {
-    VkCommandBuffer cmd;
-    TEST_OK(g->ctx, vkattn_commands_begin(g->ctx, &cmd));
-    vkattn_result r = rec(g->ctx, cmd, user);
-    if (r != VKATTN_SUCCESS) {
+    if (recorded != VKATTN_SUCCESS) {
         vkattn_commands_discard(g->ctx);
-        TEST_OK(g->ctx, r);
+        TEST_OK(g->ctx, recorded);
     }
     TEST_OK(g->ctx, vkattn_commands_submit(g->ctx));
 }
 
 /* ------------------------------------------------------------------ linear */
 
-typedef struct linear_case {
-    vka_linear_problem p;
-    vka_linear_config c;
-} linear_case;
-
-static vkattn_result record_linear(vkattn_context *ctx, VkCommandBuffer cmd, void *user)
-{
-    linear_case *lc = user;
-    return vka_linear_record(ctx, cmd, &lc->p, &lc->c);
-}
-
 /* y = x W^T + b for rows m (a GEMM shape and a GEMV shape), every candidate. */
 static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype xdt, vkattn_dtype wdt)
 {
     const uint32_t n = 40, k = 72;
     test_rng rng = test_rng_seed(11 + m);
-    float *x = malloc(sizeof(float) * m * k), *w = malloc(sizeof(float) * n * k);
-    float *b = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * m * n);
-    float *got = malloc(sizeof(float) * m * n);
-    test_fill_uniform(&rng, x, (size_t)m * k, -1, 1);
-    test_fill_uniform(&rng, w, (size_t)n * k, -1, 1);
-    test_fill_uniform(&rng, b, n, -1, 1);
-    size_t xes = vkattn_dtype_size(xdt), wes = vkattn_dtype_size(wdt);
-    vkattn_buffer *bx = test_buffer_with(g->ctx, NULL, (uint64_t)m * k * xes);
-    vkattn_buffer *bw = test_buffer_with(g->ctx, NULL, (uint64_t)n * k * wes);
-    vkattn_buffer *bb = test_buffer_with(g->ctx, NULL, n * wes);
-    vkattn_buffer *by = test_buffer_with(g->ctx, NULL, (uint64_t)m * n * xes);
-    int64_t xs[2] = {m, k}, ws[2] = {n, k}, bs[1] = {n}, ys[2] = {m, n};
     /* x and y in x's dtype, W and the bias in W's (the reference sees the
      * rounded inputs) */
-    test_round_to(xdt, x, (size_t)m * k);
-    test_upload_as(g->ctx, bx, xdt, x, (size_t)m * k);
-    test_round_to(wdt, w, (size_t)n * k);
-    test_upload_as(g->ctx, bw, wdt, w, (size_t)n * k);
-    test_round_to(wdt, b, n);
-    test_upload_as(g->ctx, bb, wdt, b, n);
+    float *x = test_random_array(&rng, (size_t)m * k, 1.0f, xdt);
+    float *w = test_random_array(&rng, (size_t)n * k, 1.0f, wdt);
+    float *b = test_random_array(&rng, n, 1.0f, wdt);
+    float *want = malloc(sizeof(float) * m * n), *got = malloc(sizeof(float) * m * n);
+    size_t xes = vkattn_dtype_size(xdt);
+    vkattn_buffer *bx = test_buffer_of(g->ctx, xdt, x, (size_t)m * k);
+    vkattn_buffer *bw = test_buffer_of(g->ctx, wdt, w, (size_t)n * k);
+    vkattn_buffer *bb = test_buffer_of(g->ctx, wdt, b, n);
+    vkattn_buffer *by = test_buffer_with(g->ctx, NULL, (uint64_t)m * n * xes);
+    int64_t xs[2] = {m, k}, ws[2] = {n, k}, bs[1] = {n}, ys[2] = {m, n};
     vkattn_ref_linear_args ra = {vkattn_host_tensor_make(x, VKATTN_DTYPE_F32, 2, xs),
                                  vkattn_host_tensor_make(w, VKATTN_DTYPE_F32, 2, ws),
                                  vkattn_host_tensor_make(b, VKATTN_DTYPE_F32, 1, bs),
@@ -109,28 +88,27 @@ static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype xdt, v
     assert_int_equal(vkattn_ref_linear(&ra, NULL, 0), VKATTN_SUCCESS);
     vkattn_linear_args a = {vkattn_tensor_make(bx, 0, xdt, 2, xs), vkattn_tensor_make(bw, 0, wdt, 2, ws),
                             vkattn_tensor_make(bb, 0, wdt, 1, bs), vkattn_tensor_make(by, 0, xdt, 2, ys)};
-    linear_case lc;
-    TEST_OK(g->ctx, vka_linear_problem_plain(g->ctx, &a, &lc.p));
+    vka_linear_problem p;
+    TEST_OK(g->ctx, vka_linear_problem_plain(g->ctx, &a, &p));
     vka_linear_config cands[16];
-    uint32_t count = vka_linear_config_candidates(g->ctx, &lc.p, cands, 16);
+    uint32_t count = vka_linear_config_candidates(g->ctx, &p, cands, 16);
     assert_true(count >= 1);
     /* the reference sees the rounded inputs: the output's dtype sets the
      * tolerance (f16 weights under f32 activations accumulate and store f32) */
     double tol = xdt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32;
     for (uint32_t i = 0; i < count; i++) {
-        lc.c = cands[i];
+        const vka_linear_config *c = &cands[i];
         poison(g->ctx, by, (uint64_t)m * n * xes);
-        run_submit(g, record_linear, &lc);
+        VkCommandBuffer cmd;
+        TEST_OK(g->ctx, vkattn_commands_begin(g->ctx, &cmd));
+        submit_recorded(g, vka_linear_record(g->ctx, cmd, &p, c));
         test_download_as(g->ctx, by, xdt, got, (size_t)m * n);
         char what[128];
         snprintf(what, sizeof what, "linear m %u x %s w %s candidate family %u input %u preset %u", m,
-                 vkattn_dtype_name(xdt), vkattn_dtype_name(wdt), lc.c.family, lc.c.input, lc.c.preset);
+                 vkattn_dtype_name(xdt), vkattn_dtype_name(wdt), c->family, c->input, c->preset);
         test_assert_close(got, want, (size_t)m * n, tol, what);
     }
-    vkattn_buffer_destroy(bx);
-    vkattn_buffer_destroy(bw);
-    vkattn_buffer_destroy(bb);
-    vkattn_buffer_destroy(by);
+    TEST_DESTROY_BUFFERS(bx, bw, bb, by);
     free(x), free(w), free(b), free(want), free(got);
 }
 
@@ -146,17 +124,6 @@ static void test_linear_candidates_match_reference(void **state)
 
 /* --------------------------------------------------------------- attention */
 
-typedef struct attention_case {
-    vka_att_problem p;
-    vka_att_config c;
-} attention_case;
-
-static vkattn_result record_attention(vkattn_context *ctx, VkCommandBuffer cmd, void *user)
-{
-    attention_case *ac = user;
-    return vka_att_record_with(ctx, cmd, &ac->p, &ac->c);
-}
-
 /* Every attention candidate against the CPU reference at head dim `d`,
  * optionally with an additive [Tq, Tk] mask (some keys -inf) and key padding
  * (batch 1 hides its last keys): masks and head dim select other
@@ -168,13 +135,12 @@ static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal
     const uint32_t D = d;
     const size_t nq = (size_t)B * HQ * TQ * D, nk = (size_t)B * HKV * TK * D;
     test_rng rng = test_rng_seed(5 + d);
-    float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk), *v = malloc(sizeof(float) * nk);
+    /* q, k, v as dt holds them (the reference sees the rounded inputs) */
+    float *q = test_random_array(&rng, nq, 1.0f, dt), *k = test_random_array(&rng, nk, 1.0f, dt);
+    float *v = test_random_array(&rng, nk, 1.0f, dt);
     float *want = malloc(sizeof(float) * nq), *got = malloc(sizeof(float) * nq);
     float mask[TQ * TK];
     uint8_t pad[B * TK];
-    test_fill_uniform(&rng, q, nq, -1, 1);
-    test_fill_uniform(&rng, k, nk, -1, 1);
-    test_fill_uniform(&rng, v, nk, -1, 1);
     test_fill_uniform(&rng, mask, TQ * TK, -2, 2);
     for (uint32_t i = 0; i < TQ * TK; i++)
         if (i % 7 == 3)
@@ -182,16 +148,10 @@ static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal
     for (uint32_t i = 0; i < B * TK; i++)
         pad[i] = !(i >= TK && i % TK >= TK - 5);
     size_t es = vkattn_dtype_size(dt);
-    vkattn_buffer *bq = test_buffer_with(g->ctx, NULL, nq * es), *bk = test_buffer_with(g->ctx, NULL, nk * es);
-    vkattn_buffer *bv = test_buffer_with(g->ctx, NULL, nk * es), *bo = test_buffer_with(g->ctx, NULL, nq * es);
+    vkattn_buffer *bq = test_buffer_of(g->ctx, dt, q, nq), *bk = test_buffer_of(g->ctx, dt, k, nk);
+    vkattn_buffer *bv = test_buffer_of(g->ctx, dt, v, nk), *bo = test_buffer_with(g->ctx, NULL, nq * es);
     vkattn_buffer *bm = test_buffer_with(g->ctx, mask, sizeof mask);
     vkattn_buffer *bp = test_buffer_with(g->ctx, pad, sizeof pad);
-    test_round_to(dt, q, nq);
-    test_upload_as(g->ctx, bq, dt, q, nq);
-    test_round_to(dt, k, nk);
-    test_upload_as(g->ctx, bk, dt, k, nk);
-    test_round_to(dt, v, nk);
-    test_upload_as(g->ctx, bv, dt, v, nk);
     int64_t qs[4] = {B, HQ, TQ, D}, ks[4] = {B, HKV, TK, D}, ms[2] = {TQ, TK}, ps[2] = {B, TK};
     vkattn_ref_attention_args r = {.q = vkattn_host_tensor_make(q, VKATTN_DTYPE_F32, 4, qs),
                                    .k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks),
@@ -210,28 +170,25 @@ static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal
         a.key_padding = vkattn_tensor_make(bp, 0, VKATTN_DTYPE_U8, 2, ps);
     }
     assert_int_equal(vkattn_ref_attention(&r, NULL, 0), VKATTN_SUCCESS);
-    attention_case ac;
-    TEST_OK(g->ctx, vka_att_validate(g->ctx, &a, &ac.p));
+    vka_att_problem p;
+    TEST_OK(g->ctx, vka_att_validate(g->ctx, &a, &p));
     vka_att_config cands[16];
-    uint32_t count = vka_att_config_candidates(g->ctx, &ac.p, cands, 16);
+    uint32_t count = vka_att_config_candidates(g->ctx, &p, cands, 16);
     assert_true(count >= 1);
     for (uint32_t i = 0; i < count; i++) {
-        ac.c = cands[i];
+        const vka_att_config *c = &cands[i];
         poison(g->ctx, bo, nq * es);
-        run_submit(g, record_attention, &ac);
+        VkCommandBuffer cmd;
+        TEST_OK(g->ctx, vkattn_commands_begin(g->ctx, &cmd));
+        submit_recorded(g, vka_att_record_with(g->ctx, cmd, &p, c));
         test_download_as(g->ctx, bo, dt, got, nq);
         char what[128];
         snprintf(what, sizeof what, "attention %s D %u%s%s candidate family %u texel %d preset %u",
                  dt == VKATTN_DTYPE_F16 ? "f16" : "f32", D, causal ? " causal" : "",
-                 masks ? " mask+padding" : "", ac.c.family, ac.c.texel, ac.c.preset);
+                 masks ? " mask+padding" : "", c->family, c->texel, c->preset);
         test_assert_close(got, want, nq, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
     }
-    vkattn_buffer_destroy(bq);
-    vkattn_buffer_destroy(bk);
-    vkattn_buffer_destroy(bv);
-    vkattn_buffer_destroy(bo);
-    vkattn_buffer_destroy(bm);
-    vkattn_buffer_destroy(bp);
+    TEST_DESTROY_BUFFERS(bq, bk, bv, bo, bm, bp);
     free(q), free(k), free(v), free(want), free(got);
 }
 
@@ -388,10 +345,7 @@ static void test_stored_linear_entry_is_used(void **state)
     TEST_OK(g->ctx, vka_tuning_set(g->ctx, &key, LINEAR_CONFIG_VERSION + 1, &cfg, 1.0f));
     vka_linear_config_choose(g->ctx, &p, &got);
     assert_memory_equal(&got, &def, sizeof got);
-    vkattn_buffer_destroy(bx);
-    vkattn_buffer_destroy(bw);
-    vkattn_buffer_destroy(bb);
-    vkattn_buffer_destroy(by);
+    TEST_DESTROY_BUFFERS(bx, bw, bb, by);
     test_assert_no_validation_messages(g->ctx);
 }
 
@@ -430,9 +384,7 @@ static void test_stored_attention_entry_is_used(void **state)
     TEST_OK(g->ctx, vka_tuning_set(g->ctx, &key, 0, &cfg, 1.0f));
     vka_att_config_choose(g->ctx, &ap, &got);
     assert_true(same_att_config(&got, &def));
-    vkattn_buffer_destroy(bq);
-    vkattn_buffer_destroy(bkv);
-    vkattn_buffer_destroy(bo);
+    TEST_DESTROY_BUFFERS(bq, bkv, bo);
     test_assert_no_validation_messages(g->ctx);
 }
 

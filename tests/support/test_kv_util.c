@@ -5,34 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-const uint32_t kv_policy_flags[4] = {
-    0,
-    VKATTN_CONTEXT_NO_TEXEL_BUFFERS,
-    VKATTN_CONTEXT_NO_SUBGROUP_KERNELS,
-    VKATTN_CONTEXT_NO_SUBGROUP_KERNELS | VKATTN_CONTEXT_NO_TEXEL_BUFFERS,
-};
-const char *const kv_policy_names[4] = {"subgroup+texel", "subgroup+storage", "shared+texel",
-                                        "shared+storage"};
-
-int kv_suite_setup(void **state)
-{
-    kv_suite *s = calloc(1, sizeof *s);
-    assert_non_null(s);
-    for (int p = 0; p < 4; p++)
-        s->gpu[p] = test_gpu_open(kv_policy_flags[p]);
-    *state = s;
-    return 0;
-}
-
-int kv_suite_teardown(void **state)
-{
-    kv_suite *s = *state;
-    for (int p = 0; p < 4; p++)
-        test_gpu_close(s->gpu[p]);
-    free(s);
-    return 0;
-}
-
 static size_t kv_index(const kv_host *h, uint32_t s, uint32_t g, uint32_t t, uint32_t d)
 {
     return (((size_t)s * h->d.num_kv_heads + g) * h->d.capacity + t) * h->d.head_dim + d;
@@ -60,16 +32,9 @@ void kv_host_destroy(kv_host *h)
 vkattn_buffer *kv_buffer_of(vkattn_context *ctx, const float *vals, size_t n, vkattn_dtype dt)
 {
     size_t es = vkattn_dtype_size(dt), total = (n + 40) | 1;
-    uint8_t *bytes = calloc(total, es);
-    assert_non_null(bytes);
-    for (size_t i = 0; i < n; i++) {
-        if (dt == VKATTN_DTYPE_F32) {
-            memcpy(bytes + 4 * i, &vals[i], 4);
-        } else {
-            uint16_t x = vkattn_f32_to_f16(vals[i]);
-            memcpy(bytes + 2 * i, &x, 2);
-        }
-    }
+    uint8_t *bytes = test_alloc(total * es);
+    for (size_t i = 0; i < n; i++)
+        test_store(bytes, dt, i, vals[i]);
     vkattn_buffer *b = test_buffer_with(ctx, bytes, total * es);
     free(bytes);
     return b;

@@ -4,19 +4,8 @@
 #ifndef VKATTN_TEST_KV_UTIL_H
 #define VKATTN_TEST_KV_UTIL_H
 
+#include "test_policy.h"
 #include "test_util.h"
-
-/* The four kernel policies. */
-extern const uint32_t kv_policy_flags[4];
-extern const char *const kv_policy_names[4];
-
-typedef struct kv_suite {
-    test_gpu *gpu[4];
-} kv_suite;
-
-/* cmocka group setup/teardown: one context per policy in *state. */
-int kv_suite_setup(void **state);
-int kv_suite_teardown(void **state);
 
 #define MAX_SEQ 8
 #define F32 VKATTN_DTYPE_F32
@@ -77,7 +66,7 @@ void att_io_destroy(att_io *io);
 vkattn_kv_attention_args att_args(kv_host *h, const att_io *io, const uint32_t *seqs, float scale,
                                   uint32_t splits);
 
-/* Tests of test_kv_attention_errors.c. */
+/* Tests of test_kv_attention_errors.c (a test_policy_suite in *state). */
 void test_kv_errors(void **state);
 
 #endif

@@ -89,6 +89,14 @@ int test_gpu_teardown(void **state)
     return 0;
 }
 
+uint64_t test_binding_range_at_most(vkattn_context *ctx, uint64_t limit)
+{
+    uint64_t range = vkattn_context_device_info(ctx)->max_storage_buffer_range;
+    if (range > limit)
+        skip();
+    return range;
+}
+
 test_rng test_rng_seed(uint64_t seed)
 {
     test_rng r = {seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull};
@@ -116,6 +124,51 @@ void test_fill_uniform(test_rng *r, float *dst, size_t n, float lo, float hi)
 {
     for (size_t i = 0; i < n; i++)
         dst[i] = test_rng_uniform(r, lo, hi);
+}
+
+void *test_alloc(size_t bytes)
+{
+    void *p = calloc(1, bytes ? bytes : 1);
+    assert_non_null(p);
+    return p;
+}
+
+float test_load(const void *bytes, vkattn_dtype dt, size_t i)
+{
+    const uint8_t *b = bytes;
+    if (dt == VKATTN_DTYPE_F32) {
+        float v;
+        memcpy(&v, b + 4 * i, 4);
+        return v;
+    }
+    if (dt == VKATTN_DTYPE_F16) {
+        uint16_t h;
+        memcpy(&h, b + 2 * i, 2);
+        return vkattn_f16_to_f32(h);
+    }
+    return b[i];
+}
+
+void test_store(void *bytes, vkattn_dtype dt, size_t i, float v)
+{
+    uint8_t *b = bytes;
+    if (dt == VKATTN_DTYPE_F32) {
+        memcpy(b + 4 * i, &v, 4);
+    } else if (dt == VKATTN_DTYPE_F16) {
+        uint16_t h = vkattn_f32_to_f16(v);
+        memcpy(b + 2 * i, &h, 2);
+    } else {
+        b[i] = (uint8_t)v;
+    }
+}
+
+float *test_random_array(test_rng *r, size_t n, float amp, vkattn_dtype dt)
+{
+    float *a = malloc((n ? n : 1) * sizeof *a);
+    assert_non_null(a);
+    test_fill_uniform(r, a, n, -amp, amp);
+    test_round_to(dt, a, n);
+    return a;
 }
 
 vkattn_buffer *test_buffer_with(vkattn_context *ctx, const void *data, uint64_t bytes)
@@ -161,6 +214,27 @@ void test_download_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, fl
     for (size_t i = 0; i < n; i++)
         dst[i] = vkattn_f16_to_f32(h[i]);
     free(h);
+}
+
+vkattn_buffer *test_buffer_of(vkattn_context *ctx, vkattn_dtype dt, const float *src, size_t n)
+{
+    vkattn_buffer *b = test_buffer_with(ctx, NULL, n * vkattn_dtype_size(dt));
+    test_upload_as(ctx, b, dt, src, n);
+    return b;
+}
+
+vkattn_mha *test_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc, const vkattn_mha_weights *w)
+{
+    vkattn_mha *layer = NULL;
+    TEST_OK(ctx, vkattn_mha_create(ctx, desc, &layer));
+    TEST_OK(ctx, vkattn_mha_set_weights(layer, w));
+    return layer;
+}
+
+void test_buffers_destroy(vkattn_buffer *const *buffers, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        vkattn_buffer_destroy(buffers[i]);
 }
 
 test_error test_compare(const float *got, const float *want, size_t n)

@@ -32,6 +32,12 @@ void test_gpu_close(test_gpu *g);
 int test_gpu_setup(void **state);
 int test_gpu_teardown(void **state);
 
+/* The device's maxStorageBufferRange (bytes) when it is at most `limit`;
+ * otherwise skips the test (cmocka's skip() does not return): tensors
+ * beyond one binding are cheap to make only where the range is small
+ * (lavapipe: 128 MiB). */
+uint64_t test_binding_range_at_most(vkattn_context *ctx, uint64_t limit);
+
 /* Asserts the context saw no validation message so far. */
 void test_assert_no_validation_messages(vkattn_context *ctx);
 
@@ -63,6 +69,17 @@ test_error test_compare(const float *got, const float *want, size_t n);
  * value is not finite. */
 void test_assert_close(const float *got, const float *want, size_t n, double tol, const char *what);
 
+/* Zeroed memory of `bytes` bytes (at least one), asserted; free with free(). */
+void *test_alloc(size_t bytes);
+
+/* Element i of an array of dtype dt (f32, f16 or u8) at `bytes`, as a float,
+ * and the store of v there (f16: rounded to nearest; u8: truncated). */
+float test_load(const void *bytes, vkattn_dtype dt, size_t i);
+void test_store(void *bytes, vkattn_dtype dt, size_t i, float v);
+
+/* n values uniform in [-amp, amp), rounded to what dt holds (malloc'd). */
+float *test_random_array(test_rng *r, size_t n, float amp, vkattn_dtype dt);
+
 /* Values as a buffer of dtype `dt` holds them: f32 unchanged, f16 rounded
  * to the nearest half (so a reference can see exactly the device's inputs). */
 void test_round_to(vkattn_dtype dt, float *x, size_t n);
@@ -72,6 +89,16 @@ void test_upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, cons
 void test_download_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, float *dst, size_t n);
 /* A device buffer holding `bytes` bytes of `data` (asserts success). */
 vkattn_buffer *test_buffer_with(vkattn_context *ctx, const void *data, uint64_t bytes);
+/* A new buffer holding the n floats of `src` as dtype dt (f16: rounded). */
+vkattn_buffer *test_buffer_of(vkattn_context *ctx, vkattn_dtype dt, const float *src, size_t n);
+/* A new MHA layer of `desc` holding the weights `w` (asserts success). */
+vkattn_mha *test_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc, const vkattn_mha_weights *w);
+/* Destroys the n buffers of `buffers` (NULLs allowed); TEST_DESTROY_BUFFERS
+ * takes them as arguments. */
+void test_buffers_destroy(vkattn_buffer *const *buffers, size_t n);
+#define TEST_DESTROY_BUFFERS(...)                                                          \
+    test_buffers_destroy((vkattn_buffer *const[]){__VA_ARGS__},                           \
+                         sizeof((vkattn_buffer *const[]){__VA_ARGS__}) / sizeof(vkattn_buffer *))
 /* Asserts r == VKATTN_SUCCESS, printing the context's last error if not. */
 #define TEST_OK(ctx, expr)                                                                 \
     do {                                                                                   \
@@ -90,6 +117,14 @@ vkattn_buffer *test_buffer_with(vkattn_context *ctx, const void *data, uint64_t 
         if (!strstr(vkattn_context_last_error(ctx), (needle)))                             \
             fail_msg("%s: message \"%s\" does not mention \"%s\"", #expr,                  \
                      vkattn_context_last_error(ctx), (needle));                            \
+    } while (0)
+/* Resets `args` to `good`, makes `change` to it, and asserts that `call`
+ * (which reads args) then returns `code` with a message containing `needle`. */
+#define TEST_FAILS_CHANGED(ctx, args, good, change, code, needle, call)                    \
+    do {                                                                                   \
+        (args) = (good);                                                                   \
+        change;                                                                            \
+        TEST_FAILS(ctx, code, needle, call);                                               \
     } while (0)
 
 #endif

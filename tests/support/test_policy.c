@@ -1,0 +1,63 @@
+/* The kernel policies of the tests (see test_policy.h). */
+#include "test_policy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+const test_policy test_policies[TEST_POLICY_COUNT] = {
+    {0, "subgroup+texel", "texel_subgroup"},
+    {VKATTN_CONTEXT_NO_TEXEL_BUFFERS, "subgroup+storage", "storage_subgroup"},
+    {VKATTN_CONTEXT_NO_SUBGROUP_KERNELS, "shared+texel", "texel_shared"},
+    {VKATTN_CONTEXT_NO_SUBGROUP_KERNELS | VKATTN_CONTEXT_NO_TEXEL_BUFFERS, "shared+storage",
+     "storage_shared"},
+};
+
+int test_policy_suite_setup(void **state)
+{
+    test_policy_suite *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
+        s->gpu[p] = test_gpu_open(test_policies[p].flags);
+    *state = s;
+    return 0;
+}
+
+int test_policy_suite_teardown(void **state)
+{
+    test_policy_suite *s = *state;
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
+        test_gpu_close(s->gpu[p]);
+    free(s);
+    return 0;
+}
+
+void test_for_each_policy(uint32_t first, void (*run)(test_gpu *g, uint32_t policy, const void *arg),
+                          const void *arg)
+{
+    for (uint32_t p = first; p < TEST_POLICY_COUNT; p++) {
+        test_gpu *g = test_gpu_open(test_policies[p].flags);
+        run(g, p, arg);
+        test_gpu_close(g);
+    }
+}
+
+/* cmocka's group setup sees only *state: one function per policy. */
+static int setup_policy(void **state, uint32_t p)
+{
+    *state = test_gpu_open(test_policies[p].flags);
+    return 0;
+}
+static int setup_policy0(void **state) { return setup_policy(state, 0); }
+static int setup_policy1(void **state) { return setup_policy(state, 1); }
+static int setup_policy2(void **state) { return setup_policy(state, 2); }
+static int setup_policy3(void **state) { return setup_policy(state, 3); }
+
+int test_policy_run_group(const char *prefix, uint32_t policy, const struct CMUnitTest *tests,
+                          size_t count)
+{
+    static const CMFixtureFunction setups[TEST_POLICY_COUNT] = {setup_policy0, setup_policy1,
+                                                                setup_policy2, setup_policy3};
+    char name[96];
+    snprintf(name, sizeof name, "%s_%s", prefix, test_policies[policy].group);
+    return _cmocka_run_group_tests(name, tests, count, setups[policy], test_gpu_teardown);
+}

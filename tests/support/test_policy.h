@@ -1,0 +1,40 @@
+/* The four kernel policies every op is tested under: the subgroup or the
+ * shared-memory kernel family, each with texel-buffer or storage-buffer
+ * inputs; selected by context flags. */
+#ifndef VKATTN_TEST_POLICY_H
+#define VKATTN_TEST_POLICY_H
+
+#include "test_util.h"
+
+enum { TEST_POLICY_COUNT = 4 };
+
+typedef struct test_policy {
+    uint32_t flags;    /* the context flags that select it */
+    const char *name;  /* "subgroup+texel", ...: in failure messages */
+    const char *group; /* "texel_subgroup", ...: in cmocka group names */
+} test_policy;
+
+/* Policy 0 is the default (no flag), 3 has both flags. */
+extern const test_policy test_policies[TEST_POLICY_COUNT];
+
+/* One context per policy, for suites that spread their cases over them. */
+typedef struct test_policy_suite {
+    test_gpu *gpu[TEST_POLICY_COUNT];
+} test_policy_suite;
+
+/* cmocka group setup/teardown storing a test_policy_suite in *state. */
+int test_policy_suite_setup(void **state);
+int test_policy_suite_teardown(void **state);
+
+/* Runs `run` once per policy from `first` on, each time on a context of its
+ * own with that policy's flags (opened before, closed and checked after). */
+void test_for_each_policy(uint32_t first, void (*run)(test_gpu *g, uint32_t policy, const void *arg),
+                          const void *arg);
+
+/* Runs the `count` tests as the cmocka group "<prefix>_<policy group>",
+ * sharing one context of that policy (a test_gpu in *state). Returns the
+ * number of failed tests. */
+int test_policy_run_group(const char *prefix, uint32_t policy, const struct CMUnitTest *tests,
+                          size_t count);
+
+#endif
