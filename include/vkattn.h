@@ -329,6 +329,11 @@ typedef struct vkattn_context_desc {
     const char *tuning_path;
     const void *tuning_data;
     size_t tuning_size;
+    /* Standalone contexts: the Vulkan loader's entry point every Vulkan
+     * function is loaded through. NULL: the vkGetInstanceProcAddr vkattn
+     * links. For hosts that load Vulkan themselves (volk, dlopen) or wrap it.
+     * Borrowed contexts take vkattn_vulkan_borrow.get_instance_proc_addr. */
+    PFN_vkGetInstanceProcAddr get_instance_proc_addr;
 } vkattn_context_desc;
 
 /* Creates a context. `desc` may be NULL (all defaults). */
@@ -461,7 +466,9 @@ typedef struct vkattn_tensor {
     int64_t strides[VKATTN_MAX_RANK];
 } vkattn_tensor;
 
-/* A contiguous row-major tensor over `buffer` at `offset`. */
+/* A contiguous row-major tensor over `buffer` at `offset` (a shape whose
+ * element count does not fit int64_t gets default strides, which the op that
+ * takes it refuses by name). */
 VKATTN_API vkattn_tensor vkattn_tensor_make(vkattn_buffer *buffer, uint64_t offset,
                                             vkattn_dtype dtype, uint32_t rank,
                                             const int64_t *shape);
@@ -469,7 +476,8 @@ VKATTN_API vkattn_tensor vkattn_tensor_make(vkattn_buffer *buffer, uint64_t offs
 VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype);
 /* "f32", "f16", "u8"; NULL for unknown values. */
 VKATTN_API const char *vkattn_dtype_name(vkattn_dtype dtype);
-/* Number of elements (product of the shape). */
+/* Number of elements (product of the shape); -1 when a dimension is negative
+ * or the product does not fit int64_t. */
 VKATTN_API int64_t vkattn_tensor_numel(const vkattn_tensor *t);
 
 /* IEEE binary16 <-> binary32 with round-to-nearest-even, on the host. */

@@ -153,28 +153,12 @@ static vkattn_result create_device(vkattn_context *ctx)
 
 static vkattn_result open_standalone(vkattn_context *ctx, const vkattn_context_desc *desc)
 {
-    vkattn_result r = vka_instance_create(ctx, desc->flags & VKATTN_CONTEXT_VALIDATION);
-    if (r != VKATTN_SUCCESS)
-        return r;
-
+    VKA_TRY(vka_instance_create(ctx, desc->flags & VKATTN_CONTEXT_VALIDATION,
+                                desc->get_instance_proc_addr));
     uint32_t count = 0;
-    VkResult vr = ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &count, NULL);
-    if (vr != VK_SUCCESS)
-        return vka_fail_vk(ctx, vr, "vkEnumeratePhysicalDevices");
-    if (count == 0)
-        return vka_fail(ctx, VKATTN_ERROR_NO_DEVICE,
-                           "no Vulkan device: the loader found no driver (install "
-                           "mesa-vulkan-drivers for lavapipe, or a GPU driver)");
-    VkPhysicalDevice *pds = vka_alloc(ctx, count * sizeof *pds);
-    vkattn_device_info *infos = vka_alloc(ctx, count * sizeof *infos);
-    if (!pds || !infos) {
-        vka_free(ctx, pds);
-        vka_free(ctx, infos);
-        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory listing devices");
-    }
-    ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &count, pds);
-    for (uint32_t i = 0; i < count; i++)
-        vka_device_query(&ctx->vk, pds[i], i, &infos[i]);
+    VkPhysicalDevice *pds = NULL;
+    vkattn_device_info *infos = NULL;
+    VKA_TRY(vka_device_enumerate(ctx, &pds, &infos, &count));
     char why[256] = "";
     uint32_t chosen = vka_device_choose(infos, count, desc->device, why, sizeof why);
     if (chosen != UINT32_MAX) {
@@ -263,13 +247,19 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     vkattn_context *ctx = a->allocate(a->user, sizeof *ctx, 16);
-    if (!ctx)
+    if (!ctx) {
+        if (desc->log) /* no context yet to keep the message */
+            desc->log(desc->log_user, VKATTN_LOG_ERROR,
+                      "vkattn_context_create: out of host memory (the context itself)");
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    }
     memset(ctx, 0, sizeof *ctx);
     ctx->allocator = *a;
-    ctx->lock_ready = mtx_init(&ctx->lock, mtx_plain | mtx_recursive) == thrd_success;
-    if (!ctx->lock_ready) {
+    if (!vka_lock_init(ctx)) {
         a->free(a->user, ctx);
+        if (desc->log)
+            desc->log(desc->log_user, VKATTN_LOG_ERROR,
+                      "vkattn_context_create: the context's lock could not be created");
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
     }
     ctx->log = desc->log;
@@ -335,8 +325,7 @@ void vkattn_context_destroy(vkattn_context *ctx)
         ctx->vk.vkDestroyDebugUtilsMessengerEXT(ctx->instance, ctx->messenger, ctx->vk_allocator);
     if (ctx->instance && !ctx->borrowed)
         ctx->vk.vkDestroyInstance(ctx->instance, ctx->vk_allocator);
-    if (ctx->lock_ready)
-        mtx_destroy(&ctx->lock);
+    vka_lock_destroy(ctx);
     vkattn_allocator a = ctx->allocator;
     a.free(a.user, ctx);
 }

@@ -9,8 +9,8 @@
 #include "vkattn.h"
 #include "core/vk_table.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
-#include <threads.h>
 
 #define VKA_ERROR_MAX 1024
 
@@ -39,7 +39,7 @@ struct vkattn_context {
     /* Guards what recording creates lazily and shares (pipelines, descriptor
      * sets, texel views, the dummy buffer) and the last-error string, so
      * several threads may record with one context at the same time. */
-    mtx_t lock;
+    pthread_mutex_t lock; /* pthreads, not C11 mtx_t: ThreadSanitizer sees it */
     bool lock_ready;
 
     vkattn_device_info info;

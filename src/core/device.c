@@ -251,6 +251,58 @@ uint32_t vka_device_choose(const vkattn_device_info *infos, uint32_t count,
     return best;
 }
 
+static vkattn_result no_device(vkattn_context *ctx)
+{
+    return vka_fail(ctx, VKATTN_ERROR_NO_DEVICE,
+                    "no Vulkan device: the loader found no driver (install "
+                    "mesa-vulkan-drivers for lavapipe, or a GPU driver)");
+}
+
+vkattn_result vka_device_enumerate(vkattn_context *ctx, VkPhysicalDevice **pds_out,
+                                   vkattn_device_info **infos_out, uint32_t *count)
+{
+    *pds_out = NULL;
+    *infos_out = NULL;
+    *count = 0;
+    /* A device can appear between the count and the list (VK_INCOMPLETE):
+     * ask again, a few times. */
+    for (int attempt = 0; attempt < 4; attempt++) {
+        uint32_t n = 0;
+        VkResult vr = ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &n, NULL);
+        if (vr != VK_SUCCESS && vr != VK_INCOMPLETE)
+            return vka_fail_vk(ctx, vr, "vkEnumeratePhysicalDevices");
+        if (n == 0)
+            return no_device(ctx);
+        VkPhysicalDevice *pds = vka_alloc(ctx, n * sizeof *pds);
+        if (!pds)
+            return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory listing devices");
+        uint32_t got = n;
+        vr = ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &got, pds);
+        if (vr == VK_SUCCESS && got > 0 && got <= n) {
+            vkattn_device_info *infos = vka_alloc(ctx, got * sizeof *infos);
+            if (!infos) {
+                vka_free(ctx, pds);
+                return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY,
+                                "out of host memory listing devices");
+            }
+            for (uint32_t i = 0; i < got; i++)
+                vka_device_query(&ctx->vk, pds[i], i, &infos[i]);
+            *pds_out = pds;
+            *infos_out = infos;
+            *count = got;
+            return VKATTN_SUCCESS;
+        }
+        vka_free(ctx, pds);
+        if (vr == VK_SUCCESS)
+            return no_device(ctx); /* the devices went away between the calls */
+        if (vr != VK_INCOMPLETE)
+            return vka_fail_vk(ctx, vr, "vkEnumeratePhysicalDevices");
+    }
+    return vka_fail(ctx, VKATTN_ERROR_VULKAN,
+                    "vkEnumeratePhysicalDevices returned VK_INCOMPLETE 4 times: the list of "
+                    "devices keeps changing");
+}
+
 vkattn_result vkattn_list_devices(const char *device, vkattn_device_info *infos,
                                   uint32_t capacity, uint32_t *count, uint32_t *chosen,
                                   vkattn_log_fn log, void *log_user)
@@ -270,29 +322,13 @@ vkattn_result vkattn_list_devices(const char *device, vkattn_device_info *infos,
     tmp.allocator = vka_default_allocator;
     tmp.log = log;
     tmp.log_user = log_user; /* no lock: the throwaway is never shared */
-    vkattn_result r = vka_instance_create(&tmp, false);
+    vkattn_result r = vka_instance_create(&tmp, false, NULL);
     uint32_t n = 0;
     VkPhysicalDevice *pds = NULL;
     vkattn_device_info *all = NULL;
+    if (r == VKATTN_SUCCESS)
+        r = vka_device_enumerate(&tmp, &pds, &all, &n);
     if (r == VKATTN_SUCCESS) {
-        VkResult vr = tmp.vk.vkEnumeratePhysicalDevices(tmp.instance, &n, NULL);
-        if (vr != VK_SUCCESS)
-            r = vka_fail_vk(&tmp, vr, "vkEnumeratePhysicalDevices");
-        else if (n == 0)
-            r = vka_fail(&tmp, VKATTN_ERROR_NO_DEVICE,
-                            "no Vulkan device: the loader found no driver (install "
-                            "mesa-vulkan-drivers for lavapipe, or a GPU driver)");
-    }
-    if (r == VKATTN_SUCCESS) {
-        pds = vka_alloc(&tmp, n * sizeof *pds);
-        all = vka_alloc(&tmp, n * sizeof *all);
-        if (!pds || !all)
-            r = vka_fail(&tmp, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    }
-    if (r == VKATTN_SUCCESS) {
-        tmp.vk.vkEnumeratePhysicalDevices(tmp.instance, &n, pds);
-        for (uint32_t i = 0; i < n; i++)
-            vka_device_query(&tmp.vk, pds[i], i, &all[i]);
         *count = n;
         for (uint32_t i = 0; infos && i < n && i < capacity; i++)
             infos[i] = all[i];

@@ -15,4 +15,11 @@ uint32_t vka_device_choose(const vkattn_device_info *infos, uint32_t count,
 uint32_t vka_device_compute_family(const vka_vk_table *vk, VkPhysicalDevice pd,
                                       bool compute_only, uint32_t *timestamp_bits);
 
+/* Every physical device of the context's instance and its capabilities
+ * (both arrays from vka_alloc, to vka_free). Checks every VkResult; a list
+ * that changes between the count and the fill (VK_INCOMPLETE) is asked
+ * again. NO_DEVICE when there is none. */
+vkattn_result vka_device_enumerate(vkattn_context *ctx, VkPhysicalDevice **pds,
+                                   vkattn_device_info **infos, uint32_t *count);
+
 #endif

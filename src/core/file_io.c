@@ -4,21 +4,43 @@
 
 #include "core/host.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-/* Reads in growing chunks until fread comes up short (end of file or an
- * error) instead of trusting fseek/ftell: on Linux a directory opens with
- * fopen and reports a size near LONG_MAX (fread then fails), and pipes
- * report no size at all. */
+/* Opens a regular file for reading without blocking on a FIFO or a device
+ * (O_NONBLOCK while opening, then fstat). -1: missing; -2: not a regular
+ * file or not readable. */
+static int open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR ? -1 : -2;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        close(fd);
+        return -2;
+    }
+    return fd;
+}
+
+/* Reads in growing chunks until read() returns 0 instead of trusting the
+ * size fstat gives (a file may grow or shrink meanwhile). */
 vka_file_read vka_read_file(vkattn_context *ctx, const char *path, size_t max_size, void **data,
-                                  size_t *size)
+                            size_t *size)
 {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = open_regular(path);
+    if (fd == -1)
         return VKA_FILE_MISSING;
+    if (fd < 0)
+        return VKA_FILE_UNREADABLE;
     unsigned char *buf = NULL;
     size_t cap = 0, n = 0;
     bool ok = true;
@@ -39,13 +61,17 @@ vka_file_read vka_read_file(vkattn_context *ctx, const char *path, size_t max_si
             buf = next;
             cap = grown;
         }
-        size_t want = cap - n, got = fread(buf + n, 1, want, f);
-        n += got;
-        if (got < want) /* end of file or an error */
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            ok = got == 0;
             break;
+        }
+        n += (size_t)got;
     }
-    ok = ok && !ferror(f) && n <= max_size;
-    fclose(f);
+    close(fd);
+    ok = ok && n <= max_size;
     if (ok && !buf)
         ok = (buf = vka_alloc(ctx, 1)) != NULL; /* an empty file: still a buffer */
     if (!ok) {
@@ -57,19 +83,112 @@ vka_file_read vka_read_file(vkattn_context *ctx, const char *path, size_t max_si
     return VKA_FILE_OK;
 }
 
-bool vka_write_file(const char *path, const void *data, size_t size)
+static bool write_all(int fd, const void *data, size_t size)
 {
+    const char *p = data;
+    while (size) {
+        ssize_t n = write(fd, p, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        p += n;
+        size -= (size_t)n;
+    }
+    return true;
+}
+
+/* A new file beside `path` that did not exist before: O_CREAT | O_EXCL |
+ * O_NOFOLLOW on a name nobody can guess in advance, so a file or link
+ * planted there is never opened (a clash just takes another name). */
+static int create_temporary(const char *path, char *tmp, size_t tmp_size)
+{
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path + 1) : 0;
+    const char *base = slash ? slash + 1 : path;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t seed = (uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 30) ^ (uint64_t)getpid() ^
+                    (uint64_t)(uintptr_t)tmp;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int n = snprintf(tmp, tmp_size, "%.*s.%s.%016llx.tmp", dir_len, path, base,
+                         (unsigned long long)(seed >> 1));
+        if (n < 0 || (size_t)n >= tmp_size) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
+/* strerror, thread-safe. */
+static const char *error_text(int err, char *buf, size_t size)
+{
+    if (strerror_r(err, buf, size) != 0)
+        snprintf(buf, size, "error %d", err);
+    return buf;
+}
+
+/* For messages: paths longer than this are shortened in the middle, so the
+ * reason after them is never cut off. */
+#define PATH_SHOWN 200
+
+static const char *shown(const char *path, char *buf, size_t size)
+{
+    size_t n = strlen(path);
+    if (n <= PATH_SHOWN)
+        return path;
+    snprintf(buf, size, "%.*s...%s", PATH_SHOWN / 2, path, path + n - PATH_SHOWN / 2);
+    return buf;
+}
+
+vkattn_result vka_write_file(vkattn_context *ctx, const char *path, const void *data, size_t size,
+                             const char *what)
+{
+    char name[PATH_SHOWN + 8], reason[128];
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+        /* not a file to replace: a terminal, /dev/null or a pipe is written
+         * to as it is; anything else is refused */
+        int fd = S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)
+                     ? open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)
+                     : -1;
+        bool ok = fd >= 0 && write_all(fd, data, size);
+        if (fd >= 0 && close(fd) != 0)
+            ok = false;
+        if (ok)
+            return VKATTN_SUCCESS;
+        return vka_fail(ctx, VKATTN_ERROR_IO, "cannot write %s to \"%s\": %s", what,
+                        shown(path, name, sizeof name),
+                        fd < 0 && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)
+                            ? "it is not a regular file"
+                            : error_text(errno, reason, sizeof reason));
+    }
     /* Beside the target, then renamed over it: readers never see half a
-     * file, and a failure leaves the old one. */
+     * file, and a failure leaves the old one. A link at `path` is replaced,
+     * never written through. */
     char tmp[4096];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = n > 0 && (size_t)n < sizeof tmp ? fopen(tmp, "wb") : NULL;
-    bool ok = f && fwrite(data, 1, size, f) == size;
-    if (f && fclose(f) != 0)
+    int fd = create_temporary(path, tmp, sizeof tmp);
+    int err = errno;
+    bool ok = fd >= 0 && write_all(fd, data, size);
+    if (fd >= 0 && !ok)
+        err = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
         ok = false;
-    if (ok && rename(tmp, path) != 0)
+        err = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
         ok = false;
-    if (!ok && f)
-        remove(tmp);
-    return ok;
+        err = errno;
+    }
+    if (!ok && fd >= 0)
+        unlink(tmp);
+    if (ok)
+        return VKATTN_SUCCESS;
+    return vka_fail(ctx, VKATTN_ERROR_IO, "cannot write %s \"%s\": %s", what,
+                    shown(path, name, sizeof name), error_text(err, reason, sizeof reason));
 }

@@ -69,16 +69,34 @@ vkattn_result vka_fail(vkattn_context *ctx, vkattn_result code, const char *fmt,
     return code;
 }
 
+bool vka_lock_init(vkattn_context *ctx)
+{
+    pthread_mutexattr_t attr;
+    if (pthread_mutexattr_init(&attr) != 0)
+        return false;
+    ctx->lock_ready = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
+                      pthread_mutex_init(&ctx->lock, &attr) == 0;
+    pthread_mutexattr_destroy(&attr);
+    return ctx->lock_ready;
+}
+
+void vka_lock_destroy(vkattn_context *ctx)
+{
+    if (ctx->lock_ready)
+        pthread_mutex_destroy(&ctx->lock);
+    ctx->lock_ready = false;
+}
+
 void vka_lock(vkattn_context *ctx)
 {
     if (ctx->lock_ready)
-        mtx_lock(&ctx->lock);
+        pthread_mutex_lock(&ctx->lock);
 }
 
 void vka_unlock(vkattn_context *ctx)
 {
     if (ctx->lock_ready)
-        mtx_unlock(&ctx->lock);
+        pthread_mutex_unlock(&ctx->lock);
 }
 
 vkattn_result vka_fail_vk(vkattn_context *ctx, VkResult vr, const char *what)

@@ -28,6 +28,8 @@ void vka_log(vkattn_context *ctx, vkattn_log_level level, const char *fmt, ...) 
 /* The context's lock (see struct vkattn_context); recursive, as failures
  * inside locked regions record their message through it. */
 void vka_lock(vkattn_context *ctx);
+bool vka_lock_init(vkattn_context *ctx); /* false: the lock could not be made */
+void vka_lock_destroy(vkattn_context *ctx);
 void vka_unlock(vkattn_context *ctx);
 
 /* "VK_ERROR_DEVICE_LOST" (result.c). */

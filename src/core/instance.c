@@ -69,9 +69,9 @@ static bool has_layer(vkattn_context *ctx, const char *name)
     return found;
 }
 
-vkattn_result vka_instance_create(vkattn_context *ctx, bool validation)
+vkattn_result vka_instance_create(vkattn_context *ctx, bool validation, PFN_vkGetInstanceProcAddr gipa)
 {
-    const char *missing = vka_vk_load_global(&ctx->vk, vkGetInstanceProcAddr);
+    const char *missing = vka_vk_load_global(&ctx->vk, gipa ? gipa : vkGetInstanceProcAddr);
     if (missing)
         return vka_fail(ctx, VKATTN_ERROR_NO_DEVICE,
                            "the Vulkan loader has no %s (install libvulkan1)", missing);

@@ -7,20 +7,24 @@
 
 #include <string.h>
 
-/* Accepts only cache data written by this very device and driver; anything
- * else is ignored (drivers should do that too, but a bad blob must never
- * reach one). */
+bool vka_pipeline_cache_header_matches(const VkPhysicalDeviceProperties *p, const void *data,
+                                       size_t size)
+{
+    VkPipelineCacheHeaderVersionOne h;
+    if (!data || size < sizeof h)
+        return false;
+    memcpy(&h, data, sizeof h);
+    return h.headerSize >= sizeof h && h.headerSize <= size &&
+           h.headerVersion == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && h.vendorID == p->vendorID &&
+           h.deviceID == p->deviceID &&
+           memcmp(h.pipelineCacheUUID, p->pipelineCacheUUID, VK_UUID_SIZE) == 0;
+}
+
 static bool cache_data_matches(vkattn_context *ctx, const void *data, size_t size)
 {
     VkPhysicalDeviceProperties p;
     ctx->vk.vkGetPhysicalDeviceProperties(ctx->physical_device, &p);
-    VkPipelineCacheHeaderVersionOne h;
-    if (size < sizeof h)
-        return false;
-    memcpy(&h, data, sizeof h);
-    return h.headerSize >= sizeof h && h.headerVersion == VK_PIPELINE_CACHE_HEADER_VERSION_ONE &&
-           h.vendorID == p.vendorID && h.deviceID == p.deviceID &&
-           memcmp(h.pipelineCacheUUID, p.pipelineCacheUUID, VK_UUID_SIZE) == 0;
+    return vka_pipeline_cache_header_matches(&p, data, size);
 }
 
 /* Larger files are not pipeline caches of this project's few pipelines
@@ -106,8 +110,8 @@ vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx, const char
     if (!data)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     r = vkattn_context_pipeline_cache_data(ctx, data, &size);
-    if (r == VKATTN_SUCCESS && !vka_write_file(path, data, size))
-        r = vka_fail(ctx, VKATTN_ERROR_IO, "cannot write pipeline cache \"%s\"", path);
+    if (r == VKATTN_SUCCESS)
+        r = vka_write_file(ctx, path, data, size, "pipeline cache");
     vka_free(ctx, data);
     return r;
 }

@@ -5,8 +5,24 @@
 #include "core/buffer.h"
 #include "core/host.h"
 #include "spec/dtype.h"
+#include "spec/size_math.h"
 
 #include <string.h>
+
+/* Row-major strides of `shape` (rank entries), or false when a dimension is
+ * negative or the element count does not fit int64_t. */
+static bool contiguous_strides(const int64_t *shape, uint32_t rank, int64_t *strides)
+{
+    uint64_t stride = 1;
+    for (uint32_t i = rank; i-- > 0;) {
+        if (shape[i] < 0 || stride > INT64_MAX)
+            return false;
+        strides[i] = (int64_t)stride;
+        if (!vka_mul_u64(stride, (uint64_t)shape[i], &stride))
+            return false;
+    }
+    return stride <= INT64_MAX;
+}
 
 vkattn_tensor vkattn_tensor_make(vkattn_buffer *buffer, uint64_t offset, vkattn_dtype dtype,
                                  uint32_t rank, const int64_t *shape)
@@ -17,12 +33,12 @@ vkattn_tensor vkattn_tensor_make(vkattn_buffer *buffer, uint64_t offset, vkattn_
     t.offset = offset;
     t.dtype = dtype;
     t.rank = rank > VKATTN_MAX_RANK ? VKATTN_MAX_RANK : rank;
-    int64_t stride = 1;
-    for (uint32_t i = t.rank; i-- > 0;) {
+    for (uint32_t i = 0; i < t.rank; i++)
         t.shape[i] = shape ? shape[i] : 0;
-        t.strides[i] = stride;
-        stride *= t.shape[i];
-    }
+    /* shapes past int64 elements keep the default (0) strides: the op that
+     * resolves them names the problem */
+    if (!contiguous_strides(t.shape, t.rank, t.strides))
+        memset(t.strides, 0, sizeof t.strides);
     return t;
 }
 
@@ -30,10 +46,11 @@ int64_t vkattn_tensor_numel(const vkattn_tensor *t)
 {
     if (!t)
         return 0;
-    int64_t n = 1;
+    uint64_t n = 1;
     for (uint32_t i = 0; i < t->rank && i < VKATTN_MAX_RANK; i++)
-        n *= t->shape[i];
-    return n;
+        if (t->shape[i] < 0 || !vka_mul_u64(n, (uint64_t)t->shape[i], &n))
+            return -1;
+    return n > INT64_MAX ? -1 : (int64_t)n;
 }
 
 bool vka_tensor_is_contiguous(const vkattn_tensor *t)
@@ -71,31 +88,37 @@ vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, co
     for (uint32_t i = 0; i < t->rank; i++) {
         if (t->shape[i] <= 0)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "%s.shape[%u] is %lld: every dimension must be >= 1", what, i,
-                               (long long)t->shape[i]);
+                            "%s.shape[%u] is %lld: every dimension must be >= 1", what, i,
+                            (long long)t->shape[i]);
         if (t->strides[i] < 0)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "%s.strides[%u] is %lld: strides must be >= 0", what, i,
-                               (long long)t->strides[i]);
+                            "%s.strides[%u] is %lld: strides must be >= 0", what, i,
+                            (long long)t->strides[i]);
         default_strides = default_strides && t->strides[i] == 0;
     }
-    if (default_strides) {
-        int64_t stride = 1;
-        for (uint32_t i = t->rank; i-- > 0;) {
-            out->strides[i] = stride;
-            stride *= t->shape[i];
-        }
-    }
-    /* Bytes spanned: the last element's offset + 1 element. */
-    uint64_t last = 0;
-    for (uint32_t i = 0; i < t->rank; i++)
-        last += (uint64_t)(t->shape[i] - 1) * (uint64_t)out->strides[i];
-    uint64_t end = t->offset + (last + 1) * esize;
+    if (default_strides && !contiguous_strides(t->shape, t->rank, out->strides))
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "%s.shape: the number of elements does not fit 64 bits", what);
+    /* Bytes spanned: from the offset to the last element (strides are
+     * non-negative, so it is the farthest) plus one element; every step
+     * checked, so no huge stride or offset wraps around into the buffer. */
+    uint64_t last = 0, term, bytes, end;
+    bool fits = true;
+    for (uint32_t i = 0; i < t->rank && fits; i++)
+        fits = vka_mul_u64((uint64_t)(t->shape[i] - 1), (uint64_t)out->strides[i], &term) &&
+               vka_add_u64(last, term, &last);
+    fits = fits && vka_add_u64(last, 1, &last) && vka_mul_u64(last, esize, &bytes) &&
+           vka_add_u64(t->offset, bytes, &end);
+    if (!fits)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "%s spans more than 2^64 bytes from its offset %llu (shape and strides "
+                        "too large) but its buffer has %llu bytes",
+                        what, (unsigned long long)t->offset, (unsigned long long)t->buffer->size);
     if (end > t->buffer->size)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "%s spans bytes %llu..%llu but its buffer has %llu bytes", what,
-                           (unsigned long long)t->offset, (unsigned long long)end,
-                           (unsigned long long)t->buffer->size);
+                        "%s spans bytes %llu..%llu but its buffer has %llu bytes", what,
+                        (unsigned long long)t->offset, (unsigned long long)end,
+                        (unsigned long long)t->buffer->size);
     return VKATTN_SUCCESS;
 }
 

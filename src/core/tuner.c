@@ -7,6 +7,7 @@
 #include "core/buffer.h"
 #include "core/host.h"
 #include "core/submit.h"
+#include "spec/size_math.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +83,13 @@ vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t re
 vkattn_result vka_tuner_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
                                           uint32_t seed, vkattn_buffer **out)
 {
-    size_t es = vkattn_dtype_size(dt);
-    vkattn_buffer_desc d = {.size = count * es};
     *out = NULL;
+    size_t es = vkattn_dtype_size(dt);
+    vkattn_buffer_desc d = {.size = 0};
+    if (!vka_mul_u64(count, es, &d.size))
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "tuning: %llu operand elements of %zu bytes exceed 2^64 bytes",
+                        (unsigned long long)count, es);
     vkattn_buffer *b = NULL;
     vkattn_result r = vkattn_buffer_create(ctx, &d, &b);
     if (r != VKATTN_SUCCESS)

@@ -38,17 +38,52 @@ typedef struct vka_tuning_config {
     uint32_t words[VKA_TUNING_CONFIG_WORDS]; /* the op's encoding, then its version */
 } vka_tuning_config;
 
-/* Loads desc->tuning_path / tuning_data (if any) into a new table. */
+typedef struct vka_tuning_entry {
+    vka_tuning_key key;
+    vka_tuning_config config;
+    float ms; /* the winner's median time, for the record */
+} vka_tuning_entry;
+
+/* A new, empty table for the context (vka_tuning_init without data). */
+vkattn_result vka_tuning_create(vkattn_context *ctx);
+/* A new table with desc->tuning_path / tuning_data (if any) loaded. */
 vkattn_result vka_tuning_init(vkattn_context *ctx, const vkattn_context_desc *desc);
 void vka_tuning_destroy(vkattn_context *ctx);
 
 /* The stored configuration for `key` if there is one of encoding `version`. */
 bool vka_tuning_find(const vkattn_context *ctx, const vka_tuning_key *key, uint32_t version,
-                        vka_tuning_config *config);
+                     vka_tuning_config *config);
 /* Stores (or replaces) the winner for `key`, its words in encoding
  * `version` (written into the version word), with its time for the record. */
 vkattn_result vka_tuning_set(vkattn_context *ctx, const vka_tuning_key *key, uint32_t version,
-                                const vka_tuning_config *config, float ms);
+                             const vka_tuning_config *config, float ms);
+/* Stores an entry as it is, version word included (the loader keeps entries
+ * of any version, so saving never drops them). */
+vkattn_result vka_tuning_store(vkattn_context *ctx, const vka_tuning_key *key,
+                               const vka_tuning_config *config, float ms);
+/* The entries, in the order they were first stored. */
+const vka_tuning_entry *vka_tuning_entries(const vkattn_context *ctx, uint32_t *count);
+
+/* ---- the text format (tuning_text.c) */
+
+/* Bytes a device line takes, terminator included. */
+#define VKA_TUNING_DEVICE_LINE 160
+/* "device <vendor> <device> <driver> <uuid hex>": whose entries follow. */
+void vka_tuning_device_line(uint32_t vendor, uint32_t device, uint32_t driver,
+                            const uint8_t uuid[VK_UUID_SIZE], char *line, size_t size);
+/* Where parsed entries go (vka_tuning_store for the context's table). */
+typedef vkattn_result (*vka_tuning_store_fn)(vkattn_context *ctx, const vka_tuning_key *key,
+                                             const vka_tuning_config *config, float ms);
+/* Hands the entries of tuning text under `device_line` to `store`; text that
+ * is not tuning data, other devices' entries and malformed lines are skipped
+ * (logged with `origin`). Fails only when `store` does. */
+vkattn_result vka_tuning_parse(vkattn_context *ctx, const char *text, size_t size,
+                               const char *device_line, const char *origin,
+                               vka_tuning_store_fn store);
+/* `count` entries as text under `device_line` into `out` (NULL: only the
+ * size); returns the length without the terminator. */
+size_t vka_tuning_serialize(const vka_tuning_entry *entries, uint32_t count,
+                            const char *device_line, char *out, size_t size);
 
 /* Buckets sizes into a few shape classes: the index of the first bound
  * `n` does not exceed (bounds ascending), or `count` when it exceeds all. */

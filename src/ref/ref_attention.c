@@ -56,7 +56,10 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
     }
 
     p.causal = args->causal;
-    p.scale = args->scale != 0.0f ? (double)args->scale : 1.0 / sqrt((double)p.dims.head_dim);
+    char scale_name[64];
+    vka_error_format(scale_name, sizeof scale_name, "%sscale", prefix);
+    VKA_TRY(vka_attention_scale(args->scale, p.dims.head_dim, scale_name, &p.scale, error,
+                                error_size));
 
     /* Scratch: K and V of one kv head, a query row, an output row, a score
      * row, and for rank-3 weights the per-batch sum over heads. */

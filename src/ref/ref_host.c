@@ -2,6 +2,7 @@
 #include "ref/ref.h"
 
 #include "spec/error_text.h"
+#include "spec/size_math.h"
 
 #include <string.h>
 
@@ -13,12 +14,18 @@ vkattn_host_tensor vkattn_host_tensor_make(void *data, vkattn_dtype dtype, uint3
     t.data = data;
     t.dtype = dtype;
     t.rank = rank > VKATTN_MAX_RANK ? VKATTN_MAX_RANK : rank;
-    int64_t stride = 1;
+    uint64_t stride = 1;
+    bool fits = true;
     for (uint32_t i = t.rank; i-- > 0;) {
         t.shape[i] = shape ? shape[i] : 0;
-        t.strides[i] = stride;
-        stride *= t.shape[i];
+        t.strides[i] = (int64_t)stride;
+        fits = fits && t.shape[i] >= 0 && stride <= INT64_MAX &&
+               vka_mul_u64(stride, (uint64_t)t.shape[i], &stride);
     }
+    /* shapes past int64 elements keep the default (0) strides: the op that
+     * resolves them names the problem */
+    if (!fits || stride > INT64_MAX)
+        memset(t.strides, 0, sizeof t.strides);
     return t;
 }
 

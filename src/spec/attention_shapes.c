@@ -5,6 +5,8 @@
 #include "spec/dtype.h"
 #include "spec/error_text.h"
 
+#include <math.h>
+
 typedef struct check_state {
     const char *prefix;
     char *error;
@@ -209,5 +211,18 @@ vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *pre
         d.weights_rank = s->weights.present ? s->weights.rank : 0;
         *dims = d;
     }
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vka_attention_scale(float scale, uint32_t head_dim, const char *name, double *out,
+                                  char *error, size_t error_size)
+{
+    if (!isfinite(scale)) {
+        vka_error_format(error, error_size,
+                         "%s is %g: the scale must be finite (0 means 1/sqrt(head_dim))", name,
+                         (double)scale);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    *out = scale != 0.0f ? (double)scale : 1.0 / sqrt((double)head_dim);
     return VKATTN_SUCCESS;
 }

@@ -61,6 +61,12 @@ vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *pre
                                      vka_attention_dims *dims, char *error,
                                      size_t error_size);
 
+/* The softmax scale of a call: `scale`, or 1/sqrt(head_dim) for 0. A NaN or
+ * infinite scale is VKATTN_ERROR_INVALID_ARGUMENT (it would make every
+ * output NaN), named `name` in the message. */
+vkattn_result vka_attention_scale(float scale, uint32_t head_dim, const char *name, double *out,
+                                  char *error, size_t error_size);
+
 /* Head-dimension limits of every attention path. */
 #define VKA_HEAD_DIM_MULTIPLE 8u
 #define VKA_HEAD_DIM_MAX 256u

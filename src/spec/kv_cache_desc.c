@@ -1,89 +1,122 @@
-/* KV cache desc rules, without a context: defaults, checks and the memory
- * a cache needs (vkattn_kv_cache_memory answers before any device exists;
- * vkattn_kv_cache_create resolves the same way). */
+/* KV cache desc rules, without a context: defaults, checks and every size a
+ * cache needs, computed once and overflow-checked (vkattn_kv_cache_memory
+ * answers before any device exists; vkattn_kv_cache_create resolves the
+ * same way). */
 #include "spec/kv_cache_desc.h"
 
 #include "spec/dtype.h"
+#include "spec/error_text.h"
+#include "spec/size_math.h"
 
-#include <stdio.h>
-
-vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_kv_cache_desc *d, char *error,
-                             size_t error_size)
+/* Fills `z` from a resolved desc; false when a size does not fit 64 bits. */
+static bool compute_sizes(const vkattn_kv_cache_desc *d, vka_kv_cache_sizes *z)
 {
-#define FAIL(...)                                      \
-    do {                                               \
-        if (error)                                     \
-            snprintf(error, error_size, __VA_ARGS__);  \
-        return VKATTN_ERROR_INVALID_ARGUMENT;          \
-    } while (0)
-    if (!in)
-        FAIL("desc is NULL");
+    z->block_tokens = d->block_size;
+    z->table_width = (uint32_t)vka_ceil_div_u64(d->capacity, d->block_size);
+    z->table_entries = (uint64_t)d->max_sequences * z->table_width;
+    const uint64_t block[] = {d->num_kv_heads, d->block_size, d->head_dim,
+                              vkattn_dtype_size(d->dtype)};
+    const uint64_t scratch[] = {d->max_sequences, d->num_heads, VKATTN_KV_MAX_SPLIT_ROWS,
+                                (uint64_t)d->head_dim + 2, 4};
+    bool ok = vka_product_u64(block, 4, &z->block_bytes) &&
+              vka_mul_u64(z->block_bytes, d->num_blocks, &z->pool_bytes) &&
+              vka_product_u64(scratch, 5, &z->split_scratch_bytes);
+    /* start and length per sequence, then its block table (fits: checked
+     * against UINT32_MAX entries by the caller) */
+    z->meta_bytes = 4 * (2ull * d->max_sequences + z->table_entries);
+    return ok;
+}
+
+vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_kv_cache_desc *d,
+                                        vka_kv_cache_sizes *sizes, char *error, size_t error_size)
+{
+    if (!in) {
+        vka_error_format(error, error_size, "desc is NULL");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
     *d = *in;
-    if (!d->num_kv_heads)
-        FAIL("desc->num_kv_heads is 0: it is required");
+    const char *missing = !d->num_kv_heads    ? "num_kv_heads"
+                          : !d->max_sequences ? "max_sequences"
+                          : !d->capacity      ? "capacity"
+                                              : NULL;
+    if (missing) {
+        vka_error_format(error, error_size, "desc->%s is 0: it is required", missing);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
     if (!d->num_heads)
         d->num_heads = d->num_kv_heads;
-    if (d->num_heads % d->num_kv_heads)
-        FAIL("desc->num_kv_heads %u does not divide desc->num_heads %u", d->num_kv_heads, d->num_heads);
-    if (!d->head_dim || d->head_dim % 8 || d->head_dim > 256)
-        FAIL("desc->head_dim %u is not supported: it must be a multiple of 8 from 8 to 256", d->head_dim);
+    if (d->num_heads % d->num_kv_heads) {
+        vka_error_format(error, error_size, "desc->num_kv_heads %u does not divide desc->num_heads %u",
+                         d->num_kv_heads, d->num_heads);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (!d->head_dim || d->head_dim % 8 || d->head_dim > 256) {
+        vka_error_format(error, error_size,
+                         "desc->head_dim %u is not supported: it must be a multiple of 8 from 8 to 256",
+                         d->head_dim);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
     if (!vka_dtype_is_float(d->dtype)) {
         char b[VKA_DTYPE_TEXT];
-        if (error)
-            snprintf(error, error_size, "desc->dtype %s is not supported: f32 or f16",
-                     vka_dtype_text(d->dtype, b));
+        vka_error_format(error, error_size, "desc->dtype %s is not supported: f32 or f16",
+                         vka_dtype_text(d->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
-    if (!d->max_sequences)
-        FAIL("desc->max_sequences is 0: it is required");
-    if (!d->capacity)
-        FAIL("desc->capacity is 0: it is required");
-    if (d->block_size) {
-        uint32_t width = (d->capacity + d->block_size - 1) / d->block_size;
-        if (!d->num_blocks) {
-            uint64_t all = (uint64_t)width * d->max_sequences;
-            if (all > UINT32_MAX - 1)
-                FAIL("desc->max_sequences %u x %u blocks each is too many blocks: set desc->num_blocks",
-                     d->max_sequences, width);
-            d->num_blocks = (uint32_t)all;
-        }
-        if (d->num_blocks == UINT32_MAX)
-            FAIL("desc->num_blocks %u is too many", d->num_blocks);
-    } else {
-        d->num_blocks = d->max_sequences;
+    /* A contiguous cache is one block of `capacity` tokens per sequence. */
+    bool paged = d->block_size != 0;
+    uint32_t block_tokens = paged ? d->block_size : d->capacity;
+    uint64_t width = vka_ceil_div_u64(d->capacity, block_tokens);
+    uint64_t entries = width * d->max_sequences; /* < 2^64: both < 2^32 */
+    /* block ids and table positions are 32-bit on the GPU */
+    if (entries > UINT32_MAX - 1) {
+        vka_error_format(error, error_size,
+                         "desc->max_sequences %u x %llu blocks each (desc->capacity %u / "
+                         "desc->block_size %u) is too many block-table entries (at most %u)",
+                         d->max_sequences, (unsigned long long)width, d->capacity, d->block_size,
+                         UINT32_MAX - 1);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
     }
+    if (!paged)
+        d->num_blocks = d->max_sequences;
+    else if (!d->num_blocks)
+        d->num_blocks = (uint32_t)entries;
+    else if (d->num_blocks == UINT32_MAX) {
+        vka_error_format(error, error_size, "desc->num_blocks %u is too many", d->num_blocks);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    vkattn_kv_cache_desc resolved = *d;
+    resolved.block_size = block_tokens;
+    vka_kv_cache_sizes z;
+    if (!compute_sizes(&resolved, &z)) {
+        vka_error_format(error, error_size,
+                         "desc: %u blocks of %u KV heads x %u tokens x head_dim %u (or the split "
+                         "scratch of %u sequences x %u heads) exceed 2^64 bytes",
+                         d->num_blocks, d->num_kv_heads, block_tokens, d->head_dim,
+                         d->max_sequences, d->num_heads);
+        return VKATTN_ERROR_OUT_OF_RANGE;
+    }
+    if (sizes)
+        *sizes = z;
     return VKATTN_SUCCESS;
-#undef FAIL
-}
-
-/* Split-KV partial results: per sequence, query head and split row, an
- * unnormalised output row of Dh floats plus its running max and sum. */
-uint64_t vka_kv_cache_split_scratch_bytes(const vkattn_kv_cache_desc *d)
-{
-    return (uint64_t)d->max_sequences * d->num_heads * VKATTN_KV_MAX_SPLIT_ROWS * (d->head_dim + 2) * 4;
-}
-
-static uint64_t pool_bytes(const vkattn_kv_cache_desc *d)
-{
-    uint64_t block_tokens = d->block_size ? d->block_size : d->capacity;
-    return (uint64_t)d->num_blocks * d->num_kv_heads * block_tokens * d->head_dim *
-           vkattn_dtype_size(d->dtype);
 }
 
 vkattn_result vkattn_kv_cache_memory(const vkattn_kv_cache_desc *desc, uint64_t *bytes_per_token,
                                      uint64_t *total_bytes, char *error, size_t error_size)
 {
     vkattn_kv_cache_desc d;
-    vkattn_result r = vka_kv_cache_desc_resolve(desc, &d, error, error_size);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    if (bytes_per_token)
-        *bytes_per_token = 2ull * d.num_kv_heads * d.head_dim * vkattn_dtype_size(d.dtype);
-    if (total_bytes) {
-        uint32_t width = d.block_size ? (d.capacity + d.block_size - 1) / d.block_size : 1;
-        *total_bytes = 2 * pool_bytes(&d) + vka_kv_cache_split_scratch_bytes(&d) +
-                       4ull * (2ull * d.max_sequences + (uint64_t)d.max_sequences * width);
+    vka_kv_cache_sizes z;
+    VKA_TRY(vka_kv_cache_desc_resolve(desc, &d, &z, error, error_size));
+    uint64_t total = 0;
+    bool ok = vka_mul_u64(z.pool_bytes, 2, &total) &&
+              vka_add_u64(total, z.split_scratch_bytes, &total) &&
+              vka_add_u64(total, z.meta_bytes, &total);
+    if (!ok) {
+        vka_error_format(error, error_size, "desc: the cache's memory exceeds 2^64 bytes");
+        return VKATTN_ERROR_OUT_OF_RANGE;
     }
+    if (bytes_per_token) /* < 2^64: Hkv < 2^32, Dh <= 256 */
+        *bytes_per_token = 2ull * d.num_kv_heads * d.head_dim * vkattn_dtype_size(d.dtype);
+    if (total_bytes)
+        *total_bytes = total;
     return VKATTN_SUCCESS;
 }
-

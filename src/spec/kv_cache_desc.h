@@ -7,13 +7,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What a resolved desc needs, in bytes or entries; every product checked. */
+typedef struct vka_kv_cache_sizes {
+    uint32_t block_tokens;        /* block_size, or capacity for a contiguous cache */
+    uint32_t table_width;         /* blocks a sequence can hold */
+    uint64_t table_entries;       /* max_sequences x table_width (< 2^32) */
+    uint64_t block_bytes;         /* one block of K (or V) */
+    uint64_t pool_bytes;          /* the K (or V) pool */
+    uint64_t meta_bytes;          /* step metadata of max_sequences rows */
+    uint64_t split_scratch_bytes; /* split-KV partial results: per sequence, query
+                                     head and split row, Dh floats + max and sum */
+} vka_kv_cache_sizes;
+
 /* Copies `in` to `d` with defaults resolved (num_heads, num_blocks) and
- * checks it; the message goes to `error` (may be NULL). */
+ * checks it, sizes included (`sizes` may be NULL); the message goes to
+ * `error` (may be NULL). Codes: VKATTN_ERROR_INVALID_ARGUMENT,
+ * _UNSUPPORTED_DTYPE, or _OUT_OF_RANGE for sizes past 2^64. */
 vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_kv_cache_desc *d,
-                                        char *error, size_t error_size);
-/* Bytes of split-KV partial results a resolved desc needs: per sequence,
- * query head and split row, an unnormalised output row of Dh floats plus its
- * running max and sum. */
-uint64_t vka_kv_cache_split_scratch_bytes(const vkattn_kv_cache_desc *d);
+                                        vka_kv_cache_sizes *sizes, char *error, size_t error_size);
 
 #endif

@@ -106,7 +106,11 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
     }
     VKA_TRY(vka_tensor_check_disjoint(ctx, &p->weights, "args->weights", &p->out, "args->out"));
 
-    double scale = args->scale != 0.0f ? (double)args->scale : 1.0 / sqrt((double)p->dims.head_dim);
+    double scale;
+    r = vka_attention_scale(args->scale, p->dims.head_dim, "args->scale", &scale, error,
+                            sizeof error);
+    if (r != VKATTN_SUCCESS)
+        return vka_fail(ctx, r, "%s", error);
     p->scale_log2 = (float)(scale * 1.4426950408889634);
     p->causal = args->causal;
     return check_windows(ctx, p);

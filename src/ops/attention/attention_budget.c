@@ -14,11 +14,9 @@ static vkattn_tensor with_strides(const vkattn_tensor *t)
     for (uint32_t i = 0; i < t->rank && i < VKATTN_MAX_RANK; i++)
         all_zero = all_zero && t->strides[i] == 0;
     if (all_zero && t->rank >= 1 && t->rank <= VKATTN_MAX_RANK) {
-        int64_t stride = 1;
-        for (uint32_t i = t->rank; i-- > 0;) {
-            out.strides[i] = stride;
-            stride *= t->shape[i];
-        }
+        /* overflowing shapes keep zero strides: the op refuses them */
+        vkattn_tensor c = vkattn_tensor_make(t->buffer, t->offset, t->dtype, t->rank, t->shape);
+        memcpy(out.strides, c.strides, sizeof out.strides);
     }
     return out;
 }
@@ -26,7 +24,9 @@ static vkattn_tensor with_strides(const vkattn_tensor *t)
 /* Restricts dimension `dim` of a tensor to [begin, begin + count). */
 static void narrow(vkattn_tensor *t, uint32_t dim, int64_t begin, int64_t count)
 {
-    t->offset += (uint64_t)(begin * t->strides[dim]) * vkattn_dtype_size(t->dtype);
+    /* unsigned, so any caller's numbers wrap instead of overflowing: the
+     * chunk is an ordinary call, checked by the op that takes it */
+    t->offset += (uint64_t)begin * (uint64_t)t->strides[dim] * vkattn_dtype_size(t->dtype);
     t->shape[dim] = count;
 }
 

@@ -46,8 +46,11 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
     /* shapes beyond what vka_att_validate accepts are reported by it, by name */
     int64_t qs[4] = {batch, num_heads, q_len, head_dim};
     int64_t ks[4] = {batch, num_kv_heads, kv_len, head_dim};
-    uint64_t nq = (uint64_t)batch * num_heads * q_len * head_dim;
-    uint64_t nk = (uint64_t)batch * num_kv_heads * kv_len * head_dim;
+    /* element counts saturate past 2^64: the buffers then refuse them */
+    uint64_t nq, nk, out_bytes;
+    vka_product_u64((const uint64_t[]){batch, num_heads, q_len, head_dim}, 4, &nq);
+    vka_product_u64((const uint64_t[]){batch, num_kv_heads, kv_len, head_dim}, 4, &nk);
+    vka_mul_u64(nq, vkattn_dtype_size(q_dtype), &out_bytes);
     vkattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
     tune_job *job = vka_alloc(ctx, sizeof *job);
     vkattn_result r = job ? VKATTN_SUCCESS
@@ -59,7 +62,7 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
     if (r == VKATTN_SUCCESS)
         r = vka_tuner_random_buffer(ctx, nk, kv_dtype, 3, &bv);
     if (r == VKATTN_SUCCESS) {
-        vkattn_buffer_desc d = {.size = nq * vkattn_dtype_size(q_dtype)};
+        vkattn_buffer_desc d = {.size = out_bytes};
         r = vkattn_buffer_create(ctx, &d, &bo);
     }
     if (r == VKATTN_SUCCESS) {

@@ -7,6 +7,8 @@
 #include "spec/dtype.h"
 #include "spec/error_text.h"
 
+#include <math.h>
+
 static vkattn_result check_dtype(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
 {
     char b[VKA_DTYPE_TEXT];
@@ -47,6 +49,9 @@ static vkattn_result check_args(vkattn_context *ctx, const vkattn_convert_args *
     if (c->src.buffer == c->dst.buffer && !same && a0 < b1 && b0 < a1)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "args->src and args->dst overlap without being the same range");
+    if (!isfinite(args->scale))
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->scale is %g: it must be finite (0 means 1)", (double)args->scale);
     c->scale = args->scale == 0.0f ? 1.0f : args->scale;
     return VKATTN_SUCCESS;
 }

@@ -3,6 +3,7 @@
  * kv_attention_config.c; recording: kv_attention_record.c; kernels:
  * shaders/kv_attention_*. */
 #include "ops/kvcache/kvcache_internal.h"
+#include "spec/attention_shapes.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -96,7 +97,14 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
                            "this device can hold (maxStorageBufferRange %llu): use fewer blocks or "
                            "sequences per cache", (unsigned long long)pool,
                            (unsigned long long)ctx->info.max_storage_buffer_range);
-    p->scale = scale != 0.0f ? scale : (float)(1.0 / sqrt((double)c->d.head_dim));
+    char error[VKA_ERROR_MAX], scale_name[96];
+    snprintf(scale_name, sizeof scale_name, "%sscale", prefix);
+    double resolved;
+    vkattn_result r_scale =
+        vka_attention_scale(scale, c->d.head_dim, scale_name, &resolved, error, sizeof error);
+    if (r_scale != VKATTN_SUCCESS)
+        return vka_fail(ctx, r_scale, "%s", error);
+    p->scale = (float)resolved;
     p->kv_splits = kv_splits;
     return VKATTN_SUCCESS;
 }

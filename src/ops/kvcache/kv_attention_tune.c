@@ -34,7 +34,8 @@ static vkattn_result fill(vkattn_context *ctx, vkattn_kv_cache *scratch, uint32_
 {
     const vkattn_kv_cache_desc *d = &scratch->d;
     int64_t shape[4] = {batch, d->num_kv_heads, length, d->head_dim};
-    uint64_t n = (uint64_t)batch * d->num_kv_heads * length * d->head_dim;
+    uint64_t n; /* saturates past 2^64: the buffers then refuse it */
+    vka_product_u64((const uint64_t[]){batch, d->num_kv_heads, length, d->head_dim}, 4, &n);
     vkattn_buffer *bk = NULL, *bv = NULL;
     vkattn_result r = vka_tuner_random_buffer(ctx, n, d->dtype, 4, &bk);
     if (r == VKATTN_SUCCESS)
@@ -87,11 +88,13 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx, const vkattn_kv_atte
         r = fill(ctx, scratch, batch, sequences, length);
     /* q and out in the cache's dtype, as the MHA layer's steps have them */
     int64_t qs[4] = {batch, d.num_heads, new_tokens, d.head_dim};
-    uint64_t nq = (uint64_t)batch * d.num_heads * new_tokens * d.head_dim;
+    uint64_t nq, out_bytes; /* saturating, as above */
+    vka_product_u64((const uint64_t[]){batch, d.num_heads, new_tokens, d.head_dim}, 4, &nq);
+    vka_mul_u64(nq, vkattn_dtype_size(d.dtype), &out_bytes);
     if (r == VKATTN_SUCCESS)
         r = vka_tuner_random_buffer(ctx, nq, d.dtype, 6, &bq);
     if (r == VKATTN_SUCCESS) {
-        vkattn_buffer_desc bd = {.size = nq * vkattn_dtype_size(d.dtype)};
+        vkattn_buffer_desc bd = {.size = out_bytes};
         r = vkattn_buffer_create(ctx, &bd, &bo);
     }
     if (r == VKATTN_SUCCESS) {

@@ -70,6 +70,13 @@ vkattn_result vka_kv_step_check(vkattn_kv_cache *cache, uint32_t batch, const ui
  * -> transfer write -> compute reads. `*meta` is the binding kernels read. */
 vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd, vka_binding *meta);
 
+/* Blocks that `tokens` tokens occupy (without the tokens + block_size - 1
+ * that wraps near 2^32). */
+static inline uint32_t vka_blocks_for(const vkattn_kv_cache *c, uint32_t tokens)
+{
+    return tokens / c->d.block_size + (tokens % c->d.block_size != 0);
+}
+
 /* Words of metadata for `batch` rows (for binding ranges). */
 static inline uint64_t vka_kv_meta_words(const vkattn_kv_cache *c, uint32_t batch)
 {

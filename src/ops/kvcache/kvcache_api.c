@@ -6,6 +6,30 @@
 
 #include <string.h>
 
+/* Lengths 0, block tables empty (paged: every block free, low ids first;
+ * contiguous: sequence s owns block s). */
+static vkattn_result init_host_state(vkattn_kv_cache *c, uint64_t table_entries)
+{
+    vkattn_context *ctx = c->ctx;
+    const uint32_t sequences = c->d.max_sequences, blocks = c->d.num_blocks;
+    c->lengths = vka_alloc(ctx, (size_t)sequences * sizeof *c->lengths);
+    c->tables = vka_alloc(ctx, (size_t)table_entries * sizeof *c->tables);
+    c->free_blocks = c->paged ? vka_alloc(ctx, (size_t)blocks * sizeof *c->free_blocks) : NULL;
+    if (!c->lengths || !c->tables || (c->paged && !c->free_blocks))
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    for (uint64_t i = 0; i < table_entries; i++)
+        c->tables[i] = UINT32_MAX;
+    if (c->paged) {
+        for (uint32_t i = 0; i < blocks; i++)
+            c->free_blocks[i] = blocks - 1 - i;
+        c->free_count = blocks;
+    } else {
+        for (uint32_t s = 0; s < sequences; s++)
+            c->tables[s] = s;
+    }
+    return VKATTN_SUCCESS;
+}
+
 vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_desc *desc,
                                      vkattn_kv_cache **out)
 {
@@ -15,42 +39,33 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_cache_create: out is NULL");
     *out = NULL;
     vkattn_kv_cache_desc d;
+    vka_kv_cache_sizes z;
     char why[VKA_ERROR_MAX];
-    vkattn_result r = vka_kv_cache_desc_resolve(desc, &d, why, sizeof why);
+    vkattn_result r = vka_kv_cache_desc_resolve(desc, &d, &z, why, sizeof why);
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", why);
+    /* the kernels bind the step metadata (positions and block tables) whole */
+    if (z.meta_bytes > ctx->info.max_storage_buffer_range)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "desc: the block tables of %u sequences x %u blocks need %llu bytes of step "
+                        "metadata, more than one binding of this device holds "
+                        "(maxStorageBufferRange %llu)",
+                        d.max_sequences, z.table_width, (unsigned long long)z.meta_bytes,
+                        (unsigned long long)ctx->info.max_storage_buffer_range);
     vkattn_kv_cache *c = vka_alloc(ctx, sizeof *c);
     if (!c)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     c->ctx = ctx;
     c->d = d;
     c->paged = d.block_size != 0;
-    if (!c->paged)
-        c->d.block_size = d.capacity;
-    c->table_width = (d.capacity + c->d.block_size - 1) / c->d.block_size;
-    c->block_bytes = (uint64_t)d.num_kv_heads * c->d.block_size * d.head_dim * vkattn_dtype_size(d.dtype);
-    size_t table_words = (size_t)d.max_sequences * c->table_width;
-    c->lengths = vka_alloc(ctx, d.max_sequences * sizeof *c->lengths);
-    c->tables = vka_alloc(ctx, table_words * sizeof *c->tables);
-    c->free_blocks = c->paged ? vka_alloc(ctx, (size_t)d.num_blocks * sizeof *c->free_blocks) : NULL;
-    if (!c->lengths || !c->tables || (c->paged && !c->free_blocks)) {
-        vkattn_kv_cache_destroy(c);
-        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    }
-    for (size_t i = 0; i < table_words; i++)
-        c->tables[i] = UINT32_MAX;
-    if (c->paged) {
-        /* a stack handing out low block ids first */
-        for (uint32_t i = 0; i < d.num_blocks; i++)
-            c->free_blocks[i] = d.num_blocks - 1 - i;
-        c->free_count = d.num_blocks;
-    } else {
-        for (uint32_t s = 0; s < d.max_sequences; s++)
-            c->tables[s] = s;
-    }
-    vkattn_buffer_desc pool = {.size = c->block_bytes * d.num_blocks};
-    vkattn_buffer_desc meta = {.size = 4 * vka_kv_meta_words(c, d.max_sequences)};
-    vkattn_buffer_desc split = {.size = vka_kv_cache_split_scratch_bytes(&d)};
+    c->d.block_size = z.block_tokens;
+    c->table_width = z.table_width;
+    c->block_bytes = z.block_bytes;
+    /* device memory first: it checks the sizes against the device's limits
+     * before the host tables are made */
+    vkattn_buffer_desc pool = {.size = z.pool_bytes};
+    vkattn_buffer_desc meta = {.size = z.meta_bytes};
+    vkattn_buffer_desc split = {.size = z.split_scratch_bytes};
     r = vkattn_buffer_create(ctx, &pool, &c->k);
     if (r == VKATTN_SUCCESS)
         r = vkattn_buffer_create(ctx, &pool, &c->v);
@@ -58,6 +73,8 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
         r = vkattn_buffer_create(ctx, &meta, &c->meta);
     if (r == VKATTN_SUCCESS)
         r = vkattn_buffer_create(ctx, &split, &c->split_scratch);
+    if (r == VKATTN_SUCCESS)
+        r = init_host_state(c, z.table_entries);
     if (r != VKATTN_SUCCESS) {
         vkattn_kv_cache_destroy(c);
         return r;
@@ -119,7 +136,7 @@ vkattn_result vkattn_kv_cache_truncate(vkattn_kv_cache *c, uint32_t sequence, ui
                            "vkattn_kv_cache_truncate: length %u is more than sequence %u holds (%u)",
                            length, sequence, c->lengths[sequence]);
     if (c->paged) {
-        uint32_t keep = (length + c->d.block_size - 1) / c->d.block_size;
+        uint32_t keep = vka_blocks_for(c, length);
         uint32_t *row = c->tables + (size_t)sequence * c->table_width;
         for (uint32_t i = keep; i < c->table_width && row[i] != UINT32_MAX; i++) {
             c->free_blocks[c->free_count++] = row[i];

@@ -14,7 +14,7 @@ vkattn_result vka_kv_step_check(vkattn_kv_cache *c, uint32_t batch, const uint32
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s%s", what,
                            batch == 0 ? "batch is 0" : "sequences is NULL");
     memset(step, 0, sizeof *step);
-    uint32_t blocks = 0;
+    uint64_t blocks = 0; /* up to batch x table_width: past 2^32 */
     for (uint32_t b = 0; b < batch; b++) {
         uint32_t s = sequences[b];
         if (s >= c->d.max_sequences)
@@ -38,19 +38,19 @@ vkattn_result vka_kv_step_check(vkattn_kv_cache *c, uint32_t batch, const uint32
         if (after > step->max_length)
             step->max_length = after;
         if (c->paged)
-            blocks += (after + c->d.block_size - 1) / c->d.block_size -
-                      (len + c->d.block_size - 1) / c->d.block_size;
+            blocks += vka_blocks_for(c, after) -
+                      vka_blocks_for(c, len);
     }
     if (c->paged && blocks > c->free_count)
         return vka_fail(ctx, VKATTN_ERROR_CACHE_FULL,
-                           "KV cache full: the step for %ssequences needs %u new blocks of %u tokens but "
+                           "KV cache full: the step for %ssequences needs %llu new blocks of %u tokens but "
                            "the pool has %u free (of %u)",
-                           what, blocks, c->d.block_size, c->free_count, c->d.num_blocks);
+                           what, (unsigned long long)blocks, c->d.block_size, c->free_count, c->d.num_blocks);
     step->cache = c;
     step->batch = batch;
     step->sequences = sequences;
     step->new_tokens = new_tokens;
-    step->blocks_needed = blocks;
+    step->blocks_needed = (uint32_t)blocks;
     return VKATTN_SUCCESS;
 }
 
@@ -67,8 +67,8 @@ vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd, v
         uint32_t s = step->sequences[b], len = c->lengths[s], after = len + step->new_tokens;
         uint32_t *row = c->tables + (size_t)s * c->table_width;
         if (c->paged)
-            for (uint32_t i = (len + c->d.block_size - 1) / c->d.block_size;
-                 i < (after + c->d.block_size - 1) / c->d.block_size; i++)
+            for (uint32_t i = vka_blocks_for(c, len);
+                 i < vka_blocks_for(c, after); i++)
                 row[i] = c->free_blocks[--c->free_count];
         c->lengths[s] = after;
         data[b] = len;

@@ -47,7 +47,9 @@ vkattn_result vkattn_linear_tune(vkattn_context *ctx, const vkattn_linear_tune_a
     if (r == VKATTN_SUCCESS)
         r = vka_tuner_random_buffer(ctx, (uint64_t)n * k, w_dtype, 2, &bw);
     if (r == VKATTN_SUCCESS) {
-        vkattn_buffer_desc d = {.size = (uint64_t)m * n * vkattn_dtype_size(x_dtype)};
+        uint64_t bytes; /* saturates past 2^64: the buffer then refuses it */
+        vka_product_u64((const uint64_t[]){m, n, vkattn_dtype_size(x_dtype)}, 3, &bytes);
+        vkattn_buffer_desc d = {.size = bytes};
         r = vkattn_buffer_create(ctx, &d, &by);
     }
     if (r == VKATTN_SUCCESS) {

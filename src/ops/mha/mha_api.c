@@ -154,6 +154,9 @@ vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->scratch_offset %llu is not a multiple of %u", (unsigned long long)at,
                            VKA_MHA_PLACEMENT);
+    if (bytes == VKA_MHA_TOO_LARGE)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "this call's sizes need more than 2^64 bytes of scratch");
     uint64_t have = sbuf && at <= vkattn_buffer_size(sbuf) ? vkattn_buffer_size(sbuf) - at : 0;
     if (have < bytes)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,

@@ -17,11 +17,11 @@ typedef struct scratch_plan {
 static scratch_plan plan_scratch(const vkattn_mha *m, uint64_t b, uint64_t tq, uint64_t tk)
 {
     scratch_plan p;
-    uint64_t es = m->esize, dh = m->d.head_dim, cursor = 0;
-    p.q = vka_mha_place(&cursor, b * m->d.num_heads * tq * dh * es);
-    p.k = vka_mha_place(&cursor, b * m->d.num_kv_heads * tk * dh * es);
-    p.v = vka_mha_place(&cursor, b * m->d.num_kv_heads * tk * dh * es);
-    p.o = vka_mha_place(&cursor, b * tq * m->d.num_heads * dh * es);
+    uint64_t dh = m->d.head_dim, cursor = 0;
+    p.q = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_heads, tq, dh));
+    p.k = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dh));
+    p.v = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dh));
+    p.o = vka_mha_place(&cursor, vka_mha_bytes(m, b, tq, m->d.num_heads, dh));
     p.bytes = cursor;
     return p;
 }
@@ -35,7 +35,12 @@ vkattn_result vkattn_mha_scratch_size(vkattn_mha *m, uint32_t batch, uint32_t q_
         return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "vkattn_mha_scratch_size: %s", !bytes ? "bytes is NULL"
                                                                  : "batch, q_len and kv_len must be >= 1");
-    *bytes = plan_scratch(m, batch, q_len, kv_len).bytes;
+    uint64_t need = plan_scratch(m, batch, q_len, kv_len).bytes;
+    if (need == VKA_MHA_TOO_LARGE)
+        return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "vkattn_mha_scratch_size: batch %u x q_len %u (kv_len %u) needs more than "
+                        "2^64 bytes of scratch", batch, q_len, kv_len);
+    *bytes = need;
     return VKATTN_SUCCESS;
 }
 

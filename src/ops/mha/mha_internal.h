@@ -30,12 +30,28 @@ struct vkattn_mha {
     vkattn_buffer *scratch; /* the layer's own, grown by reserve */
 };
 
-/* Reserves `bytes` at *cursor (aligned) and returns where they start. */
+/* Reserves `bytes` at *cursor (aligned) and returns where they start. Sizes
+ * past 2^64 saturate the cursor at UINT64_MAX (VKA_MHA_TOO_LARGE), which the
+ * callers report. */
+#define VKA_MHA_TOO_LARGE UINT64_MAX
 static inline uint64_t vka_mha_place(uint64_t *cursor, uint64_t bytes)
 {
-    uint64_t at = *cursor;
-    *cursor = vka_align_up(at + bytes, VKA_MHA_PLACEMENT);
+    uint64_t at = *cursor, end;
+    if (!vka_add_u64(at, bytes, &end) || end > UINT64_MAX - VKA_MHA_PLACEMENT)
+        *cursor = VKA_MHA_TOO_LARGE;
+    else
+        *cursor = vka_align_up(end, VKA_MHA_PLACEMENT);
     return at;
+}
+
+/* Bytes of `n` elements of [a, b, c, d] in the layer's dtype (saturating). */
+static inline uint64_t vka_mha_bytes(const vkattn_mha *m, uint64_t a, uint64_t b, uint64_t c,
+                                     uint64_t d)
+{
+    const uint64_t f[5] = {a, b, c, d, m->esize};
+    uint64_t n;
+    vka_product_u64(f, 5, &n);
+    return n;
 }
 
 /* The layer's own scratch, at least `bytes` (synchronous when it grows). */

@@ -21,7 +21,7 @@ typedef struct step_scratch {
 static step_scratch plan(const vkattn_mha *m, uint64_t batch, uint64_t tokens)
 {
     step_scratch s;
-    uint64_t rows = batch * tokens * m->d.num_heads * m->d.head_dim * m->esize, cursor = 0;
+    uint64_t rows = vka_mha_bytes(m, batch, tokens, m->d.num_heads, m->d.head_dim), cursor = 0;
     s.q = vka_mha_place(&cursor, rows);
     s.o = vka_mha_place(&cursor, rows);
     s.bytes = cursor;
@@ -36,7 +36,12 @@ vkattn_result vkattn_mha_step_scratch_size(vkattn_mha *m, uint32_t batch, uint32
     if (!bytes || !batch || !new_tokens)
         return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_step_scratch_size: %s",
                            !bytes ? "bytes is NULL" : "batch and new_tokens must be >= 1");
-    *bytes = plan(m, batch, new_tokens).bytes;
+    uint64_t need = plan(m, batch, new_tokens).bytes;
+    if (need == VKA_MHA_TOO_LARGE)
+        return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "vkattn_mha_step_scratch_size: batch %u x new_tokens %u needs more than "
+                        "2^64 bytes of scratch", batch, new_tokens);
+    *bytes = need;
     return VKATTN_SUCCESS;
 }
 
