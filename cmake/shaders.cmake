@@ -14,33 +14,44 @@ file(MAKE_DIRECTORY ${VKATTN_SPIRV_DIR})
 set_property(GLOBAL PROPERTY VKATTN_SPIRV_SOURCES "")
 set_property(GLOBAL PROPERTY VKATTN_SPIRV_NAMES "")
 
-function(vkattn_shader name source)
-  cmake_parse_arguments(ARG "" "" "DEFINES" ${ARGN})
-  set(defines "")
+# vkattn_embed_shader(<source.comp> <out-dir> <name> <C type> <type header>
+#                     [INCLUDE <dir>] [DEFINES A=1 ...]): the rule chain of one
+# module, shared with bench/CMakeLists.txt (its limit kernels embed with a
+# type of their own). Sets <name>_csrc in the caller to the generated C file.
+function(vkattn_embed_shader src dir name type header)
+  cmake_parse_arguments(ARG "" "INCLUDE" "DEFINES" ${ARGN})
+  set(flags "")
   foreach(d IN LISTS ARG_DEFINES)
-    list(APPEND defines "-D${d}")
+    list(APPEND flags "-D${d}")
   endforeach()
-  set(spv ${VKATTN_SPIRV_DIR}/${name}.spv)
-  set(csrc ${VKATTN_SPIRV_DIR}/${name}.c)
-  set(src ${CMAKE_CURRENT_SOURCE_DIR}/shaders/${source})
+  if(ARG_INCLUDE)
+    list(APPEND flags "-I${ARG_INCLUDE}")
+  endif()
+  set(spv ${dir}/${name}.spv)
+  set(csrc ${dir}/${name}.c)
   add_custom_command(
     OUTPUT ${spv}
-    COMMAND ${GLSLANG_VALIDATOR} --quiet --target-env ${VKATTN_SPIRV_TARGET_ENV} ${defines}
-            -I${CMAKE_CURRENT_SOURCE_DIR}/shaders --depfile ${VKATTN_SPIRV_DIR}/${name}.d
-            -o ${spv} ${src}
+    COMMAND ${GLSLANG_VALIDATOR} --quiet --target-env ${VKATTN_SPIRV_TARGET_ENV} ${flags}
+            --depfile ${dir}/${name}.d -o ${spv} ${src}
     COMMAND ${SPIRV_VAL} --target-env ${VKATTN_SPIRV_TARGET_ENV} ${spv}
     DEPENDS ${src}
-    DEPFILE ${VKATTN_SPIRV_DIR}/${name}.d
+    DEPFILE ${dir}/${name}.d
     COMMENT "glslang + spirv-val: ${name}"
     VERBATIM)
   add_custom_command(
     OUTPUT ${csrc}
-    COMMAND ${CMAKE_COMMAND} -DIN=${spv} -DOUT=${csrc} -DNAME=${name}
-            -DTYPE=vka_spirv -DHEADER=core/spirv.h
-            -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
-    DEPENDS ${spv} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
+    COMMAND ${CMAKE_COMMAND} -DIN=${spv} -DOUT=${csrc} -DNAME=${name} -DTYPE=${type}
+            -DHEADER=${header} -P ${PROJECT_SOURCE_DIR}/cmake/embed_spirv.cmake
+    DEPENDS ${spv} ${PROJECT_SOURCE_DIR}/cmake/embed_spirv.cmake
     VERBATIM)
-  set_property(GLOBAL APPEND PROPERTY VKATTN_SPIRV_SOURCES ${csrc})
+  set(${name}_csrc ${csrc} PARENT_SCOPE)
+endfunction()
+
+function(vkattn_shader name source)
+  cmake_parse_arguments(ARG "" "" "DEFINES" ${ARGN})
+  vkattn_embed_shader(${PROJECT_SOURCE_DIR}/shaders/${source} ${VKATTN_SPIRV_DIR} ${name} vka_spirv
+                      core/spirv.h INCLUDE ${PROJECT_SOURCE_DIR}/shaders DEFINES ${ARG_DEFINES})
+  set_property(GLOBAL APPEND PROPERTY VKATTN_SPIRV_SOURCES ${${name}_csrc})
   set_property(GLOBAL APPEND PROPERTY VKATTN_SPIRV_NAMES ${name})
 endfunction()
 

@@ -80,10 +80,7 @@ VKATTN_API vkattn_result vkattn_mha_tune(vkattn_mha *mha, const vkattn_mha_tune_
  * vkattn_kv_attention_tune), a chunked prefill with its chunk size. `cache`
  * must suit the layer as for a step; it is not changed. batch x new_tokens
  * must fit 32 bits. */
-typedef struct vkattn_mha_step_tune_args {
-    vkattn_kv_cache *cache;
-    uint32_t batch, new_tokens, length;
-} vkattn_mha_step_tune_args;
+typedef vkattn_kv_attention_tune_args vkattn_mha_step_tune_args; /* the same shapes */
 VKATTN_API vkattn_result vkattn_mha_step_tune(vkattn_mha *mha,
                                               const vkattn_mha_step_tune_args *args);
 

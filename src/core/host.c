@@ -111,6 +111,17 @@ vkattn_result vka_fail_vk(vkattn_context *ctx, VkResult vr, const char *what)
     return vka_fail(ctx, code, "%s failed: %s", what, vka_vk_result_name(vr));
 }
 
+vkattn_result vka_check_entry(vkattn_context *ctx, const char *fn, bool needs_cmd,
+                              VkCommandBuffer cmd, const void *args)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if ((needs_cmd && !cmd) || !args)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                        needs_cmd && !cmd ? "cmd" : "args");
+    return VKATTN_SUCCESS;
+}
+
 const char *vkattn_context_last_error(const vkattn_context *ctx)
 {
     return ctx ? ctx->last_error : "ctx is NULL";

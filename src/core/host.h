@@ -32,6 +32,13 @@ bool vka_lock_init(vkattn_context *ctx); /* false: the lock could not be made */
 void vka_lock_destroy(vkattn_context *ctx);
 void vka_unlock(vkattn_context *ctx);
 
+/* The checks every entry point starts with: a NULL context is
+ * VKATTN_ERROR_INVALID_ARGUMENT without a message (there is nowhere to keep
+ * one); then cmd (for the vkattn_cmd_* forms: `needs_cmd`) and args, each
+ * refused by name ("vkattn_cmd_linear: cmd is NULL"). */
+vkattn_result vka_check_entry(vkattn_context *ctx, const char *fn, bool needs_cmd,
+                              VkCommandBuffer cmd, const void *args);
+
 /* "VK_ERROR_DEVICE_LOST" (result.c). */
 const char *vka_vk_result_name(VkResult vr);
 

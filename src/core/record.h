@@ -20,6 +20,20 @@ vkattn_result vka_bind_dummy(vkattn_context *ctx, VkFormat format, vka_binding *
 enum { VKA_STORAGE_F32 = 0, VKA_STORAGE_F16 = 1, VKA_STORAGE_F16P = 2 };
 uint32_t vka_storage_kind(const vkattn_context *ctx, vkattn_dtype dtype);
 
+/* Kernel tables indexed [storage of one operand][storage of the other]: the
+ * seven pairs that exist, M(<a>_<b>, args...) each (a device uses one f16
+ * path, so f16 never meets f16p). */
+#define VKA_STORAGE_PAIRS(M, ...)                                                          \
+    {                                                                                      \
+        [VKA_STORAGE_F32] = {[VKA_STORAGE_F32] = M(f32_f32, __VA_ARGS__),                  \
+                             [VKA_STORAGE_F16] = M(f32_f16, __VA_ARGS__),                  \
+                             [VKA_STORAGE_F16P] = M(f32_f16p, __VA_ARGS__)},               \
+        [VKA_STORAGE_F16] = {[VKA_STORAGE_F32] = M(f16_f32, __VA_ARGS__),                  \
+                             [VKA_STORAGE_F16] = M(f16_f16, __VA_ARGS__)},                 \
+        [VKA_STORAGE_F16P] = {[VKA_STORAGE_F32] = M(f16p_f32, __VA_ARGS__),                \
+                              [VKA_STORAGE_F16P] = M(f16p_f16p, __VA_ARGS__)},             \
+    }
+
 /* Global barrier: compute-shader writes -> compute-shader reads/writes. */
 void vka_cmd_compute_barrier(vkattn_context *ctx, VkCommandBuffer cmd);
 

@@ -129,3 +129,19 @@ vkattn_result vka_submit_and_wait(vkattn_context *ctx, vka_record_fn record, con
         return r;
     return vka_commands_finish(ctx, record(ctx, cmd, job));
 }
+
+vkattn_result vka_op_record(vkattn_context *ctx, const char *fn, VkCommandBuffer cmd,
+                            const void *args, vka_check_fn check, void *call, vka_record_fn record)
+{
+    VKA_TRY(vka_check_entry(ctx, fn, true, cmd, args));
+    VKA_TRY(check(ctx, args, call));
+    return record(ctx, cmd, call);
+}
+
+vkattn_result vka_op_submit(vkattn_context *ctx, const char *fn, const void *args,
+                            vka_check_fn check, void *call, vka_record_fn record)
+{
+    VKA_TRY(vka_check_entry(ctx, fn, false, VK_NULL_HANDLE, args));
+    VKA_TRY(check(ctx, args, call));
+    return vka_submit_and_wait(ctx, record, call);
+}

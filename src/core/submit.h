@@ -19,4 +19,16 @@ typedef vkattn_result (*vka_record_fn)(vkattn_context *ctx, VkCommandBuffer cmd,
  * recording fails, discards what was recorded and returns its result. */
 vkattn_result vka_submit_and_wait(vkattn_context *ctx, vka_record_fn record, const void *job);
 
+/* The two entry forms of an op on tensors, from its check and its record:
+ * `check` turns the caller's args into a checked call (`call`, the op's own
+ * struct); then vka_op_record records it into the caller's `cmd`, and
+ * vka_op_submit - having checked before touching the context's command
+ * buffer - records, submits and waits. Both begin with vka_check_entry
+ * (`fn` names the entry point in messages). */
+typedef vkattn_result (*vka_check_fn)(vkattn_context *ctx, const void *args, void *call);
+vkattn_result vka_op_record(vkattn_context *ctx, const char *fn, VkCommandBuffer cmd,
+                            const void *args, vka_check_fn check, void *call, vka_record_fn record);
+vkattn_result vka_op_submit(vkattn_context *ctx, const char *fn, const void *args,
+                            vka_check_fn check, void *call, vka_record_fn record);
+
 #endif

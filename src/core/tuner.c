@@ -22,21 +22,21 @@ static int compare_floats(const void *a, const void *b)
 typedef struct timed_run {
     vkattn_timer *timer;
     vka_tuner_record_fn record;
-    void *user;
-    uint32_t candidate;
+    const void *problem, *candidate;
 } timed_run;
 
 static vkattn_result record_timed(vkattn_context *ctx, VkCommandBuffer cmd, const void *job)
 {
     const timed_run *run = job;
     VKA_TRY(vkattn_cmd_timer_begin(run->timer, cmd, 0));
-    VKA_TRY(run->record(ctx, cmd, run->user, run->candidate));
+    VKA_TRY(run->record(ctx, cmd, run->problem, run->candidate));
     return vkattn_cmd_timer_end(run->timer, cmd, 0);
 }
 
 vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
-                                    vka_tuner_record_fn record, void *user, uint32_t *best,
-                                    float *best_ms)
+                                vka_tuner_record_fn record, const void *problem,
+                                const void *candidates, size_t candidate_size, uint32_t *best,
+                                float *best_ms)
 {
     if (reps < 1 || reps > 32)
         reps = 5;
@@ -50,7 +50,8 @@ vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t re
     for (uint32_t c = 0; c < count; c++) {
         uint32_t ok = 0;
         for (uint32_t i = 0; i <= reps; i++) { /* i == 0: warm-up */
-            timed_run run = {timer, record, user, c};
+            timed_run run = {timer, record, problem,
+                             (const char *)candidates + (size_t)c * candidate_size};
             double ms = 0;
             r = vka_submit_and_wait(ctx, record_timed, &run);
             if (r == VKATTN_SUCCESS)

@@ -4,16 +4,18 @@
 
 #include "core/context.h"
 
-/* Times candidates 0 .. count-1 of an op on the device: each is recorded by
- * `record` into the context's command buffer between GPU timestamps, run
- * once to warm up (pipeline creation) and `reps` times; the smallest median
- * wins. A candidate whose record fails (not possible on this device) is
- * skipped; it is an error only when all fail. */
+/* Times the candidates of an op on the device: candidate i is
+ * `candidates` + i * candidate_size (the op's configuration type), recorded
+ * with `problem` by `record` into the context's command buffer between GPU
+ * timestamps, run once to warm up (pipeline creation) and `reps` times; the
+ * smallest median wins. A candidate whose record fails (not possible on this
+ * device) is skipped; it is an error only when all fail. */
 typedef vkattn_result (*vka_tuner_record_fn)(vkattn_context *ctx, VkCommandBuffer cmd,
-                                                 void *user, uint32_t candidate);
+                                             const void *problem, const void *candidate);
 vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
-                                    vka_tuner_record_fn record, void *user, uint32_t *best,
-                                    float *best_ms);
+                                vka_tuner_record_fn record, const void *problem,
+                                const void *candidates, size_t candidate_size, uint32_t *best,
+                                float *best_ms);
 
 /* A new device buffer of `count` random values in [-1, 1) of dtype `dt`
  * (deterministic for a seed): the operands tuners time candidates on. */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- host tensors (reference_host.c) */
+/* ---- host tensors (ref_host.c) */
 
 /* Checks the strides of a host tensor whose rank, shape and dtype were already
  * checked, and writes it to `out` with all-zero strides made contiguous
@@ -66,7 +66,11 @@ static inline bool vka_size_mul(size_t a, size_t b, size_t *out)
     return true;
 }
 
-/* ---- attention (reference_attention.c) */
+/* malloc'd scratch of `doubles` doubles for an op's run step; NULL (the
+ * reason in `error`) when it cannot be had. (ref_host.c) */
+double *vka_ref_scratch(size_t doubles, char *error, size_t error_size);
+
+/* ---- attention (ref_attention.c) */
 
 typedef struct vka_ref_attention_plan {
     /* Resolved strides; optional tensors not given have data NULL. */
@@ -84,7 +88,7 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
 /* Computes; `scratch` holds plan->scratch_doubles doubles. Cannot fail. */
 void vka_ref_attention_run(const vka_ref_attention_plan *plan, double *scratch);
 
-/* ---- linear (reference_linear.c) */
+/* ---- linear (ref_linear.c) */
 
 typedef struct vka_ref_linear_plan {
     vkattn_host_tensor x, w, b, y; /* resolved; b.data NULL: no bias */

@@ -205,13 +205,9 @@ vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *
 {
     vka_ref_attention_plan plan;
     VKA_TRY(vka_ref_attention_prepare(args, "args->", &plan, error, error_size));
-    double *scratch = malloc(plan.scratch_doubles * sizeof *scratch);
-    if (!scratch) {
-        vka_error_format(error, error_size,
-                            "cannot allocate %zu bytes of scratch memory for the reference",
-                            plan.scratch_doubles * sizeof *scratch);
+    double *scratch = vka_ref_scratch(plan.scratch_doubles, error, error_size);
+    if (!scratch)
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
-    }
     vka_ref_attention_run(&plan, scratch);
     free(scratch);
     return VKATTN_SUCCESS;

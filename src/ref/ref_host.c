@@ -4,6 +4,7 @@
 #include "spec/error_text.h"
 #include "spec/size_math.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 vkattn_host_tensor vkattn_host_tensor_make(void *data, vkattn_dtype dtype, uint32_t rank,
@@ -97,4 +98,14 @@ vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *n
     }
     *out = r;
     return VKATTN_SUCCESS;
+}
+
+double *vka_ref_scratch(size_t doubles, char *error, size_t error_size)
+{
+    size_t bytes = 0;
+    double *scratch = vka_size_mul(doubles ? doubles : 1, sizeof(double), &bytes) ? malloc(bytes) : NULL;
+    if (!scratch)
+        vka_error_format(error, error_size,
+                         "cannot allocate %zu doubles of scratch memory for the reference", doubles);
+    return scratch;
 }

@@ -118,32 +118,25 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
 
 /* ----------------------------------------------------------------- API */
 
-vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
-                                   const vkattn_attention_args *args)
+static vkattn_result check_call(vkattn_context *ctx, const void *args, void *problem)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!cmd || !args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_attention: %s is NULL",
-                        !cmd ? "cmd" : "args");
-    vka_att_problem p;
-    VKA_TRY(vka_att_validate(ctx, args, &p));
-    return vka_att_record(ctx, cmd, &p);
+    return vka_att_validate(ctx, args, problem);
 }
 
-static vkattn_result record_problem(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem)
+static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem)
 {
     return vka_att_record(ctx, cmd, problem);
 }
 
+vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
+                                   const vkattn_attention_args *args)
+{
+    vka_att_problem p;
+    return vka_op_record(ctx, "vkattn_cmd_attention", cmd, args, check_call, &p, record_call);
+}
+
 vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_attention_args *args)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_attention: args is NULL");
-    /* Validate before touching the context's command buffer. */
     vka_att_problem p;
-    VKA_TRY(vka_att_validate(ctx, args, &p));
-    return vka_submit_and_wait(ctx, record_problem, &p);
+    return vka_op_submit(ctx, "vkattn_attention", args, check_call, &p, record_call);
 }

@@ -112,6 +112,21 @@ static uint32_t largest_nq(const vkattn_context *ctx, const vka_att_problem *p, 
     return lo;
 }
 
+/* The last resort: one head of one batch, as many queries as fit. */
+static vkattn_result query_ranges(vkattn_context *ctx, const vka_att_problem *p, const char *tensors,
+                                  vka_att_chunks c, uint32_t rows_per_group, const char *what,
+                                  vka_att_chunks *out)
+{
+    c.nq = largest_nq(ctx, p, tensors, c, 1, rows_per_group, 1);
+    if (c.nq == 0)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "%s: one query of one head does not fit the device's binding windows "
+                        "(maxStorageBufferRange %llu)",
+                        what, (unsigned long long)ctx->info.max_storage_buffer_range);
+    *out = c;
+    return VKATTN_SUCCESS;
+}
+
 vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p, uint32_t rows_per_group,
                             bool texel, bool octets, vka_att_chunks *out)
 {
@@ -141,15 +156,7 @@ vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p, u
             }
         }
     }
-    vka_att_chunks c = levels[3];
-    c.nq = largest_nq(ctx, p, tensors, c, 1, rows_per_group, 1);
-    if (c.nq == 0)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "attention: one query of one head does not fit the device's binding "
-                           "windows (maxStorageBufferRange %llu)",
-                           (unsigned long long)ctx->info.max_storage_buffer_range);
-    *out = c;
-    return VKATTN_SUCCESS;
+    return query_ranges(ctx, p, tensors, levels[3], rows_per_group, "attention", out);
 }
 
 vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p, vka_att_chunks *out)
@@ -175,13 +182,5 @@ vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p
             }
         }
     }
-    vka_att_chunks c = levels[2];
-    c.nq = largest_nq(ctx, p, tensors, c, 1, 1, 1);
-    if (c.nq == 0)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "attention weights: one query of one head does not fit the device's "
-                           "binding windows (maxStorageBufferRange %llu)",
-                           (unsigned long long)ctx->info.max_storage_buffer_range);
-    *out = c;
-    return VKATTN_SUCCESS;
+    return query_ranges(ctx, p, tensors, levels[2], 1, "attention weights", out);
 }

@@ -63,26 +63,15 @@ _Static_assert(sizeof(weights_push) == 120, "weights_push mirrors attention_weig
         .spirv = &vka_spirv_attention_weights_##variant, .binding_count = 5,             \
         .bindings = {in, in, STO, STO, STO}, .push_size = sizeof(weights_push)              \
     }
-/* Storage-input variants by [q/out storage][k/v storage]: a device uses one
- * f16 path, so f16 never meets f16p. */
-#define STORAGE_TABLE(M, ...)                                                                \
-    {                                                                                         \
-        [VKA_STORAGE_F32] = {[VKA_STORAGE_F32] = M(f32_f32, __VA_ARGS__),               \
-                                [VKA_STORAGE_F16] = M(f32_f16, __VA_ARGS__),               \
-                                [VKA_STORAGE_F16P] = M(f32_f16p, __VA_ARGS__)},            \
-        [VKA_STORAGE_F16] = {[VKA_STORAGE_F32] = M(f16_f32, __VA_ARGS__),               \
-                                [VKA_STORAGE_F16] = M(f16_f16, __VA_ARGS__)},              \
-        [VKA_STORAGE_F16P] = {[VKA_STORAGE_F32] = M(f16p_f32, __VA_ARGS__),             \
-                                 [VKA_STORAGE_F16P] = M(f16p_f16p, __VA_ARGS__)},          \
-    }
+/* Storage-input variants by [q/out storage][k/v storage]. */
 #define SG_STORAGE(v, unused) MAIN_KERNEL(sg, v, STO, true)
 #define SM_STORAGE(v, unused) MAIN_KERNEL(sm, v, STO, false)
 #define W_STORAGE(v, unused) WEIGHTS_KERNEL(v, STO)
 
 /* Indexed [q/out storage kind][k/v storage kind]. */
-static const vka_kernel sg_storage[3][3] = STORAGE_TABLE(SG_STORAGE, 0);
-static const vka_kernel sm_storage[3][3] = STORAGE_TABLE(SM_STORAGE, 0);
-static const vka_kernel weights_storage[3][3] = STORAGE_TABLE(W_STORAGE, 0);
+static const vka_kernel sg_storage[3][3] = VKA_STORAGE_PAIRS(SG_STORAGE, 0);
+static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(SM_STORAGE, 0);
+static const vka_kernel weights_storage[3][3] = VKA_STORAGE_PAIRS(W_STORAGE, 0);
 /* Texel-buffer inputs (rgba32f views of f32 data, rgba32ui views of f16),
  * by [q/out storage kind][k/v dtype is f16]. */
 #define TEXEL_TABLE(fam, full)                                                                  \

@@ -10,24 +10,15 @@
 
 #define MAX_CANDIDATES 12
 
-typedef struct tune_job {
-    vka_att_problem p;
-    vka_att_config candidates[MAX_CANDIDATES];
-} tune_job;
-
-static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, void *user,
-                                      uint32_t i)
+static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem,
+                                      const void *candidate)
 {
-    tune_job *job = user;
-    return vka_att_record_with(ctx, cmd, &job->p, &job->candidates[i]);
+    return vka_att_record_with(ctx, cmd, problem, candidate);
 }
 
 vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_tune_args *args)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_attention_tune: args is NULL");
+    VKA_TRY(vka_check_entry(ctx, "vkattn_attention_tune", false, VK_NULL_HANDLE, args));
     const uint32_t batch = args->batch, num_heads = args->num_heads;
     const uint32_t num_kv_heads = args->num_kv_heads, q_len = args->q_len, kv_len = args->kv_len;
     const uint32_t head_dim = args->head_dim;
@@ -52,11 +43,9 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
     vka_product_u64((const uint64_t[]){batch, num_kv_heads, kv_len, head_dim}, 4, &nk);
     vka_mul_u64(nq, vkattn_dtype_size(q_dtype), &out_bytes);
     vkattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
-    tune_job *job = vka_alloc(ctx, sizeof *job);
-    vkattn_result r = job ? VKATTN_SUCCESS
-                          : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    if (r == VKATTN_SUCCESS)
-        r = vka_tuner_random_buffer(ctx, nq, q_dtype, 1, &bq);
+    vka_att_problem p;
+    vka_att_config candidates[MAX_CANDIDATES];
+    vkattn_result r = vka_tuner_random_buffer(ctx, nq, q_dtype, 1, &bq);
     if (r == VKATTN_SUCCESS)
         r = vka_tuner_random_buffer(ctx, nk, kv_dtype, 2, &bk);
     if (r == VKATTN_SUCCESS)
@@ -73,20 +62,21 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
             .out = vkattn_tensor_make(bo, 0, q_dtype, 4, qs),
             .causal = causal,
         };
-        r = vka_att_validate(ctx, &a, &job->p);
+        r = vka_att_validate(ctx, &a, &p);
     }
     if (r == VKATTN_SUCCESS) {
-        uint32_t count = vka_att_config_candidates(ctx, &job->p, job->candidates, MAX_CANDIDATES);
+        uint32_t count = vka_att_config_candidates(ctx, &p, candidates, MAX_CANDIDATES);
         /* long problems run for seconds on CPU drivers: fewer repetitions */
         double pairs = (double)batch * num_heads * q_len * (double)kv_len * (causal ? 0.5 : 1.0);
         uint32_t best = 0;
         float best_ms = 0;
         r = vka_tuner_measure(ctx, count, 4.0 * pairs * head_dim > 2e10 ? 3 : 5,
-                                  record_candidate, job, &best, &best_ms);
+                              record_candidate, &p, candidates, sizeof candidates[0], &best,
+                              &best_ms);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key = {.op = VKA_TUNE_ATTENTION};
-            vka_att_tuning_key(&job->p, key.values);
-            const vka_att_config *c = &job->candidates[best];
+            vka_att_tuning_key(&p, key.values);
+            const vka_att_config *c = &candidates[best];
             vka_tuning_config cfg = {{c->family, c->texel, c->preset}};
             r = vka_tuning_set(ctx, &key, ATT_CONFIG_VERSION, &cfg, best_ms);
         }
@@ -95,6 +85,5 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
     vkattn_buffer_destroy(bk);
     vkattn_buffer_destroy(bv);
     vkattn_buffer_destroy(bo);
-    vka_free(ctx, job);
     return r;
 }

@@ -28,8 +28,10 @@ typedef struct convert_call {
     float scale;
 } convert_call;
 
-static vkattn_result check_args(vkattn_context *ctx, const vkattn_convert_args *args, convert_call *c)
+static vkattn_result check_call(vkattn_context *ctx, const void *args_in, void *call)
 {
+    const vkattn_convert_args *args = args_in;
+    convert_call *c = call;
     VKA_TRY(vka_tensor_resolve(ctx, &args->src, "args->src", &c->src));
     VKA_TRY(vka_tensor_resolve(ctx, &args->dst, "args->dst", &c->dst));
     VKA_TRY(check_dtype(ctx, &c->src, "args->src"));
@@ -65,24 +67,12 @@ static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const
 vkattn_result vkattn_cmd_convert(vkattn_context *ctx, VkCommandBuffer cmd,
                                  const vkattn_convert_args *args)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!cmd || !args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_convert: %s is NULL",
-                        !cmd ? "cmd" : "args");
     convert_call c;
-    VKA_TRY(check_args(ctx, args, &c));
-    return record_call(ctx, cmd, &c);
+    return vka_op_record(ctx, "vkattn_cmd_convert", cmd, args, check_call, &c, record_call);
 }
 
 vkattn_result vkattn_convert(vkattn_context *ctx, const vkattn_convert_args *args)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_convert: args is NULL");
-    /* Check before touching the context's command buffer. */
     convert_call c;
-    VKA_TRY(check_args(ctx, args, &c));
-    return vka_submit_and_wait(ctx, record_call, &c);
+    return vka_op_submit(ctx, "vkattn_convert", args, check_call, &c, record_call);
 }

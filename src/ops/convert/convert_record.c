@@ -12,24 +12,14 @@
 #define PAIRS_PER_INVOCATION 4u
 #define WORKGROUP 64u
 
-#define CONVERT_KERNEL(s, d)                                                            \
-    {                                                                                   \
-        .name = "convert_" #s "_" #d, .spirv = &vka_spirv_convert_##s##_##d,         \
-        .binding_count = 2, .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, \
-        .push_size = 16                                                                 \
+#define CONVERT_KERNEL(v, unused)                                                          \
+    {                                                                                      \
+        .name = "convert_" #v, .spirv = &vka_spirv_convert_##v, .binding_count = 2,        \
+        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, .push_size = 16            \
     }
 
-/* [source storage][destination storage]; a device uses one f16 path, so the
- * f16 x f16p pairs are never needed. */
-static const vka_kernel convert_kernels[3][3] = {
-    [VKA_STORAGE_F32] = {[VKA_STORAGE_F32] = CONVERT_KERNEL(f32, f32),
-                            [VKA_STORAGE_F16] = CONVERT_KERNEL(f32, f16),
-                            [VKA_STORAGE_F16P] = CONVERT_KERNEL(f32, f16p)},
-    [VKA_STORAGE_F16] = {[VKA_STORAGE_F32] = CONVERT_KERNEL(f16, f32),
-                            [VKA_STORAGE_F16] = CONVERT_KERNEL(f16, f16)},
-    [VKA_STORAGE_F16P] = {[VKA_STORAGE_F32] = CONVERT_KERNEL(f16p, f32),
-                             [VKA_STORAGE_F16P] = CONVERT_KERNEL(f16p, f16p)},
-};
+/* [source storage][destination storage] */
+static const vka_kernel convert_kernels[3][3] = VKA_STORAGE_PAIRS(CONVERT_KERNEL, 0);
 
 typedef struct convert_push {
     uint32_t src_offset;

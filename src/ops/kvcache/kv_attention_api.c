@@ -117,9 +117,10 @@ typedef struct checked_call {
     vka_kv_attention_plan plan;
 } checked_call;
 
-static vkattn_result check_args(vkattn_context *ctx, const vkattn_kv_attention_args *a,
-                                checked_call *call)
+static vkattn_result check_call(vkattn_context *ctx, const void *args, void *checked)
 {
+    const vkattn_kv_attention_args *a = args;
+    checked_call *call = checked;
     if (!a->cache)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL");
     if (a->cache->ctx != ctx)
@@ -145,24 +146,12 @@ static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const
 vkattn_result vkattn_cmd_kv_attention(vkattn_context *ctx, VkCommandBuffer cmd,
                                       const vkattn_kv_attention_args *args)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!cmd || !args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_kv_attention: %s is NULL",
-                        !cmd ? "cmd" : "args");
     checked_call call;
-    VKA_TRY(check_args(ctx, args, &call));
-    return record_call(ctx, cmd, &call);
+    return vka_op_record(ctx, "vkattn_cmd_kv_attention", cmd, args, check_call, &call, record_call);
 }
 
 vkattn_result vkattn_kv_attention(vkattn_context *ctx, const vkattn_kv_attention_args *args)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_attention: args is NULL");
-    /* Check before touching the context's command buffer. */
     checked_call call;
-    VKA_TRY(check_args(ctx, args, &call));
-    return vka_submit_and_wait(ctx, record_call, &call);
+    return vka_op_submit(ctx, "vkattn_kv_attention", args, check_call, &call, record_call);
 }

@@ -22,24 +22,14 @@
         .spirv = &vka_spirv_kv_attention_combine_##variant, .binding_count = 2,           \
         .bindings = {STO, STO}, .push_size = sizeof(vka_kv_combine_push)                  \
     }
-/* Storage-input variants by [q/out storage][cache storage]: a device uses
- * one f16 path, so f16 never meets f16p. */
-#define KV_TABLE(fam, full)                                                                  \
-    {                                                                                        \
-        [VKA_STORAGE_F32] = {[VKA_STORAGE_F32] = KV_KERNEL(fam, f32_f32, STO, full),   \
-                                [VKA_STORAGE_F16] = KV_KERNEL(fam, f32_f16, STO, full),   \
-                                [VKA_STORAGE_F16P] = KV_KERNEL(fam, f32_f16p, STO, full)}, \
-        [VKA_STORAGE_F16] = {[VKA_STORAGE_F32] = KV_KERNEL(fam, f16_f32, STO, full),   \
-                                [VKA_STORAGE_F16] = KV_KERNEL(fam, f16_f16, STO, full)},  \
-        [VKA_STORAGE_F16P] = {[VKA_STORAGE_F32] = KV_KERNEL(fam, f16p_f32, STO, full), \
-                                 [VKA_STORAGE_F16P] = KV_KERNEL(fam, f16p_f16p, STO, full)}, \
-    }
+/* Storage-input variants by [q/out storage][cache storage]. */
+#define KV_STORAGE(v, fam, full) KV_KERNEL(fam, v, STO, full)
 
 _Static_assert(sizeof(vka_kv_main_push) == 72, "mirrors kv_attention_main.glsl");
 _Static_assert(sizeof(vka_kv_combine_push) == 36, "mirrors kv_attention_combine.comp");
 
-static const vka_kernel sg_storage[3][3] = KV_TABLE(sg, true);
-static const vka_kernel sm_storage[3][3] = KV_TABLE(sm, false);
+static const vka_kernel sg_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sg, true);
+static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sm, false);
 /* Texel inputs (rgba32f views of f32 data, rgba32ui views of f16 data), by
  * [q/out storage][cache dtype is f16]. */
 #define KV_TEXEL_TABLE(fam, full)                                                            \

@@ -9,17 +9,11 @@
 
 #define MAX_CANDIDATES 8
 
-typedef struct tune_job {
-    vkattn_kv_attention_args args;
-    uint32_t splits[MAX_CANDIDATES];
-} tune_job;
-
-static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, void *user,
-                                      uint32_t i)
+static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem,
+                                      const void *candidate)
 {
-    tune_job *job = user;
-    vkattn_kv_attention_args a = job->args;
-    a.kv_splits = job->splits[i];
+    vkattn_kv_attention_args a = *(const vkattn_kv_attention_args *)problem;
+    a.kv_splits = *(const uint32_t *)candidate;
     return vkattn_cmd_kv_attention(ctx, cmd, &a);
 }
 
@@ -75,9 +69,10 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx, const vkattn_kv_atte
     d.num_blocks = 0;
     vkattn_kv_cache *scratch = NULL;
     vkattn_buffer *bq = NULL, *bo = NULL;
-    tune_job *job = vka_alloc(ctx, sizeof *job);
+    vkattn_kv_attention_args call;
+    uint32_t splits[MAX_CANDIDATES];
     uint32_t *sequences = vka_alloc(ctx, batch * sizeof *sequences);
-    vkattn_result r = job && sequences
+    vkattn_result r = sequences
                           ? VKATTN_SUCCESS
                           : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     for (uint32_t b = 0; r == VKATTN_SUCCESS && b < batch; b++)
@@ -98,7 +93,7 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx, const vkattn_kv_atte
         r = vkattn_buffer_create(ctx, &bd, &bo);
     }
     if (r == VKATTN_SUCCESS) {
-        job->args = (vkattn_kv_attention_args){
+        call = (vkattn_kv_attention_args){
             .cache = scratch, .batch = batch, .sequences = sequences,
             .q = vkattn_tensor_make(bq, 0, d.dtype, 4, qs),
             .out = vkattn_tensor_make(bo, 0, d.dtype, 4, qs),
@@ -109,14 +104,15 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx, const vkattn_kv_atte
         for (uint32_t s = 1; count < MAX_CANDIDATES && s * new_tokens <= VKATTN_KV_MAX_SPLIT_ROWS &&
                              s <= length;
              s *= 2)
-            job->splits[count++] = s;
+            splits[count++] = s;
         uint32_t best = 0;
         float best_ms = 0;
-        r = vka_tuner_measure(ctx, count, 5, record_candidate, job, &best, &best_ms);
+        r = vka_tuner_measure(ctx, count, 5, record_candidate, &call, splits, sizeof splits[0], &best,
+                              &best_ms);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key;
             vka_kv_tuning_key(cache, d.dtype, batch, new_tokens, length, &key);
-            vka_tuning_config cfg = {{job->splits[best]}};
+            vka_tuning_config cfg = {{splits[best]}};
             r = vka_tuning_set(ctx, &key, VKA_KV_CONFIG_VERSION, &cfg, best_ms);
         }
     }
@@ -124,6 +120,5 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx, const vkattn_kv_atte
     vkattn_buffer_destroy(bo);
     vkattn_kv_cache_destroy(scratch);
     vka_free(ctx, sequences);
-    vka_free(ctx, job);
     return r;
 }

@@ -297,11 +297,7 @@ vkattn_result vka_linear_segments_check(vkattn_context *ctx,
 vkattn_result vka_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
                                          const vka_linear_segments_args *args)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!cmd || !args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vka_cmd_linear_segments: %s is NULL",
-                           !cmd ? "cmd" : "args");
+    VKA_TRY(vka_check_entry(ctx, "vka_cmd_linear_segments", true, cmd, args));
     if (args->cache && !args->cache->meta)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "args->cache->meta is NULL: record the step's metadata first "
@@ -362,7 +358,12 @@ vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_
     return validate(ctx, &s, names, p);
 }
 
-static vkattn_result record_problem(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem)
+static vkattn_result check_call(vkattn_context *ctx, const void *args, void *problem)
+{
+    return vka_linear_problem_plain(ctx, args, problem);
+}
+
+static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem)
 {
     return vka_linear_record(ctx, cmd, problem, NULL);
 }
@@ -370,24 +371,12 @@ static vkattn_result record_problem(vkattn_context *ctx, VkCommandBuffer cmd, co
 vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
                                 const vkattn_linear_args *args)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!cmd || !args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_linear: %s is NULL",
-                        !cmd ? "cmd" : "args");
     vka_linear_problem p;
-    VKA_TRY(vka_linear_problem_plain(ctx, args, &p));
-    return record_problem(ctx, cmd, &p);
+    return vka_op_record(ctx, "vkattn_cmd_linear", cmd, args, check_call, &p, record_call);
 }
 
 vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_linear: args is NULL");
-    /* Check before touching the context's command buffer. */
     vka_linear_problem p;
-    VKA_TRY(vka_linear_problem_plain(ctx, args, &p));
-    return vka_submit_and_wait(ctx, record_problem, &p);
+    return vka_op_submit(ctx, "vkattn_linear", args, check_call, &p, record_call);
 }

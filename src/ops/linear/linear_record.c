@@ -34,24 +34,16 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
                                          VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},    \
                             .push_size = sizeof(linear_push),                                \
                             .full_subgroups = full}
+/* Every operand pair but f32 x f32; a device uses one f16 path, so f16 and
+ * f16p never meet. */
+#define LINEAR_KERNELS_F16(fam, mode, full)                                                  \
+    LINEAR_KERNEL(fam, mode, full, f32, f16), LINEAR_KERNEL(fam, mode, full, f32, f16p),      \
+        LINEAR_KERNEL(fam, mode, full, f16, f32), LINEAR_KERNEL(fam, mode, full, f16, f16),   \
+        LINEAR_KERNEL(fam, mode, full, f16p, f32), LINEAR_KERNEL(fam, mode, full, f16p, f16p)
 #define LINEAR_KERNELS(fam, mode, full)                                                      \
-    {                                                                                        \
-        LINEAR_KERNEL(fam, mode, full, f32, f32), LINEAR_KERNEL(fam, mode, full, f32, f16),  \
-            LINEAR_KERNEL(fam, mode, full, f32, f16p),                                       \
-            LINEAR_KERNEL(fam, mode, full, f16, f32),                                        \
-            LINEAR_KERNEL(fam, mode, full, f16, f16),                                        \
-            LINEAR_KERNEL(fam, mode, full, f16p, f32),                                       \
-            LINEAR_KERNEL(fam, mode, full, f16p, f16p)                                       \
-    }
+    {LINEAR_KERNEL(fam, mode, full, f32, f32), LINEAR_KERNELS_F16(fam, mode, full)}
 /* texp exists where an operand is f16 (f32 x f32 reads like tex). */
-#define LINEAR_KERNELS_TEXP(fam, full)                                                       \
-    {                                                                                        \
-        LINEAR_KERNEL(fam, texp, full, f32, f16), LINEAR_KERNEL(fam, texp, full, f32, f16p), \
-            LINEAR_KERNEL(fam, texp, full, f16, f32),                                        \
-            LINEAR_KERNEL(fam, texp, full, f16, f16),                                        \
-            LINEAR_KERNEL(fam, texp, full, f16p, f32),                                       \
-            LINEAR_KERNEL(fam, texp, full, f16p, f16p)                                       \
-    }
+#define LINEAR_KERNELS_TEXP(fam, full) {LINEAR_KERNELS_F16(fam, texp, full)}
 #define LINEAR_FAMILY(fam, full)                                                             \
     {                                                                                        \
         [MODE_TEX] = LINEAR_KERNELS(fam, tex, full), [MODE_VEC] = LINEAR_KERNELS(fam, vec, full), \

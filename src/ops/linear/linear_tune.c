@@ -10,24 +10,15 @@
 
 #define MAX_CANDIDATES 12
 
-typedef struct tune_job {
-    vka_linear_problem p;
-    vka_linear_config candidates[MAX_CANDIDATES];
-} tune_job;
-
-static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, void *user,
-                                      uint32_t i)
+static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem,
+                                      const void *candidate)
 {
-    tune_job *job = user;
-    return vka_linear_record(ctx, cmd, &job->p, &job->candidates[i]);
+    return vka_linear_record(ctx, cmd, problem, candidate);
 }
 
 vkattn_result vkattn_linear_tune(vkattn_context *ctx, const vkattn_linear_tune_args *args)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!args)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_linear_tune: args is NULL");
+    VKA_TRY(vka_check_entry(ctx, "vkattn_linear_tune", false, VK_NULL_HANDLE, args));
     const uint32_t m = args->m, n = args->n, k = args->k;
     const vkattn_dtype x_dtype = args->x_dtype, w_dtype = args->w_dtype;
     if (!m || !n || !k)
@@ -39,11 +30,9 @@ vkattn_result vkattn_linear_tune(vkattn_context *ctx, const vkattn_linear_tune_a
                         "vkattn_linear_tune: args->x_dtype %s and w_dtype %s must be f32 or f16",
                         vka_dtype_text(x_dtype, b1), vka_dtype_text(w_dtype, b2));
     vkattn_buffer *bx = NULL, *bw = NULL, *by = NULL;
-    tune_job *job = vka_alloc(ctx, sizeof *job);
-    vkattn_result r = job ? VKATTN_SUCCESS
-                          : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    if (r == VKATTN_SUCCESS)
-        r = vka_tuner_random_buffer(ctx, (uint64_t)m * k, x_dtype, 1, &bx);
+    vka_linear_problem p;
+    vka_linear_config candidates[MAX_CANDIDATES];
+    vkattn_result r = vka_tuner_random_buffer(ctx, (uint64_t)m * k, x_dtype, 1, &bx);
     if (r == VKATTN_SUCCESS)
         r = vka_tuner_random_buffer(ctx, (uint64_t)n * k, w_dtype, 2, &bw);
     if (r == VKATTN_SUCCESS) {
@@ -59,20 +48,20 @@ vkattn_result vkattn_linear_tune(vkattn_context *ctx, const vkattn_linear_tune_a
             {0},
             vkattn_tensor_make(by, 0, x_dtype, 2, (int64_t[]){m, n}),
         };
-        r = vka_linear_problem_plain(ctx, &a, &job->p);
+        r = vka_linear_problem_plain(ctx, &a, &p);
     }
     if (r == VKATTN_SUCCESS) {
-        uint32_t count = vka_linear_config_candidates(ctx, &job->p, job->candidates, MAX_CANDIDATES);
+        uint32_t count = vka_linear_config_candidates(ctx, &p, candidates, MAX_CANDIDATES);
         /* big problems run for seconds: fewer repetitions */
         double flops = 2.0 * m * n * (double)k;
         uint32_t best = 0;
         float best_ms = 0;
-        r = vka_tuner_measure(ctx, count, flops > 2e10 ? 3 : 5, record_candidate, job, &best,
-                                  &best_ms);
+        r = vka_tuner_measure(ctx, count, flops > 2e10 ? 3 : 5, record_candidate, &p, candidates,
+                              sizeof candidates[0], &best, &best_ms);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key = {.op = VKA_TUNE_LINEAR};
-            vka_linear_tuning_key(&job->p, key.values);
-            const vka_linear_config *c = &job->candidates[best];
+            vka_linear_tuning_key(&p, key.values);
+            const vka_linear_config *c = &candidates[best];
             vka_tuning_config cfg = {{c->family, c->input, c->preset}};
             r = vka_tuning_set(ctx, &key, LINEAR_CONFIG_VERSION, &cfg, best_ms);
         }
@@ -80,6 +69,5 @@ vkattn_result vkattn_linear_tune(vkattn_context *ctx, const vkattn_linear_tune_a
     vkattn_buffer_destroy(bx);
     vkattn_buffer_destroy(bw);
     vkattn_buffer_destroy(by);
-    vka_free(ctx, job);
     return r;
 }

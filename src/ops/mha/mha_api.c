@@ -168,3 +168,24 @@ vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_
     *base = at;
     return VKATTN_SUCCESS;
 }
+
+/* ---------------------------------------------------------------- submit */
+
+typedef struct layer_call {
+    vkattn_mha *m;
+    vka_mha_record_fn record;
+    const void *args;
+} layer_call;
+
+static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const void *job)
+{
+    (void)ctx;
+    const layer_call *call = job;
+    return call->record(call->m, cmd, call->args);
+}
+
+vkattn_result vka_mha_submit(vkattn_mha *m, vka_mha_record_fn record, const void *args)
+{
+    layer_call call = {m, record, args};
+    return vka_submit_and_wait(m->ctx, record_call, &call);
+}

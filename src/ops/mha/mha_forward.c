@@ -157,9 +157,7 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     vkattn_context *ctx = m->ctx;
-    if (!cmd || !a)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_mha_forward: %s is NULL",
-                           !cmd ? "cmd" : "args");
+    VKA_TRY(vka_check_entry(ctx, "vkattn_cmd_mha_forward", true, cmd, a));
     if (!m->weights_set)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "the layer has no weights yet (call vkattn_mha_set_weights)");
@@ -254,30 +252,20 @@ vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vk
     return vka_cmd_linear_segments(m->ctx, cmd, &po);
 }
 
-/* A call of the layer, for the submit-and-wait form. */
-typedef struct forward_call {
-    vkattn_mha *m;
-    const vkattn_mha_forward_args *a;
-} forward_call;
-
-static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const void *job)
+static vkattn_result record_forward(vkattn_mha *m, VkCommandBuffer cmd, const void *args)
 {
-    (void)ctx;
-    const forward_call *call = job;
-    return vkattn_cmd_mha_forward(call->m, cmd, call->a);
+    return vkattn_cmd_mha_forward(m, cmd, args);
 }
 
 vkattn_result vkattn_mha_forward(vkattn_mha *m, const vkattn_mha_forward_args *a)
 {
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!a)
-        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_forward: args is NULL");
+    VKA_TRY(vka_check_entry(m->ctx, "vkattn_mha_forward", false, VK_NULL_HANDLE, a));
     if (!a->scratch) { /* grow the layer's own scratch first: recording never does */
         uint32_t b, tq, tk;
         VKA_TRY(check_io(m, a, &b, &tq, &tk));
         VKA_TRY(vkattn_mha_reserve(m, b, tq, tk));
     }
-    forward_call call = {m, a};
-    return vka_submit_and_wait(m->ctx, record_call, &call);
+    return vka_mha_submit(m, record_forward, a);
 }

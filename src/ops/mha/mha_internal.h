@@ -60,6 +60,10 @@ vkattn_result vka_mha_scratch_grow(vkattn_mha *m, uint64_t bytes);
  * layer's (which must already hold `bytes`). */
 vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_t offset,
                                       uint64_t bytes, vkattn_buffer **buf, uint64_t *base);
+/* The submit-and-wait form of a layer call: `record` (the vkattn_cmd_* form,
+ * wrapped) into the context's command buffer, then submit and wait. */
+typedef vkattn_result (*vka_mha_record_fn)(vkattn_mha *m, VkCommandBuffer cmd, const void *args);
+vkattn_result vka_mha_submit(vkattn_mha *m, vka_mha_record_fn record, const void *args);
 /* The output projection: y [B, T, Dm] = o [B, T, Hq*Dh] Wo^T + bo. */
 vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
                                        const vkattn_tensor *y);

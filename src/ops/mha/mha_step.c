@@ -126,9 +126,7 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     vkattn_context *ctx = m->ctx;
-    if (!cmd || !a)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_mha_step: %s is NULL",
-                           !cmd ? "cmd" : "args");
+    VKA_TRY(vka_check_entry(ctx, "vkattn_cmd_mha_step", true, cmd, a));
     if (!m->weights_set)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                            "the layer has no weights yet (call vkattn_mha_set_weights)");
@@ -209,25 +207,16 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     return r;
 }
 
-/* A step of the layer, for the submit-and-wait form. */
-typedef struct step_call {
-    vkattn_mha *m;
-    const vkattn_mha_step_args *a;
-} step_call;
-
-static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const void *job)
+static vkattn_result record_step(vkattn_mha *m, VkCommandBuffer cmd, const void *args)
 {
-    (void)ctx;
-    const step_call *call = job;
-    return vkattn_cmd_mha_step(call->m, cmd, call->a);
+    return vkattn_cmd_mha_step(m, cmd, args);
 }
 
 vkattn_result vkattn_mha_step(vkattn_mha *m, const vkattn_mha_step_args *a)
 {
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!a)
-        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_step: args is NULL");
+    VKA_TRY(vka_check_entry(m->ctx, "vkattn_mha_step", false, VK_NULL_HANDLE, a));
     if (!a->scratch) { /* grow the layer's own scratch first: recording never does */
         uint32_t tokens = 0;
         VKA_TRY(vka_mha_check_cache(m, a->cache, "args->cache"));
@@ -236,8 +225,7 @@ vkattn_result vkattn_mha_step(vkattn_mha *m, const vkattn_mha_step_args *a)
         VKA_TRY(check_tokens(m, a, &tokens));
         VKA_TRY(vka_mha_scratch_grow(m, plan(m, a->batch, tokens).bytes));
     }
-    step_call call = {m, a};
-    return vka_submit_and_wait(m->ctx, record_call, &call);
+    return vka_mha_submit(m, record_step, a);
 }
 
 double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new_tokens, uint32_t length)
