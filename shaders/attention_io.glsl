@@ -87,7 +87,7 @@
 #define DECLARE_OUT4_(binding_, name_, dt_) DECLARE_OUT4_##dt_(binding_, name_)
 #define DECLARE_OUT4(binding_, name_, dt_) DECLARE_OUT4_(binding_, name_, dt_)
 
-// Flags (push constant `flags`), mirrored in src/attention_plan.h.
+// Flags (push constant `flags`), mirrored in src/ops/attention/attention_internal.h.
 const uint FLAG_CAUSAL = 1u;
 const uint FLAG_MASK = 2u;
 const uint FLAG_MASK_F16 = 4u;

@@ -1,5 +1,5 @@
 // Appends K and V [B, Hkv, T, Dh] of a step to a KV cache's block pools
-// (layout: src/kv_cache.h). One invocation copies four elements of K and the
+// (layout: src/ops/kvcache/kvcache.h). One invocation copies four elements of K and the
 // same four of V. Variant: DT = f32 / f16 / f16p (the cache's storage).
 #version 450
 #extension GL_GOOGLE_include_directive : require

@@ -5,7 +5,7 @@
 //
 // Grid: x = row tile * splits + split, y = KV head, z = batch row. A batch
 // row b holds the T queries of sequence sequences[b], whose length L comes
-// from the step metadata (src/kv_cache.h); its keys are read from the K and
+// from the step metadata (src/ops/kvcache/kvcache.h); its keys are read from the K and
 // V pools [num_blocks, Hkv, block_size, Dh] through its block table. Rows of
 // a KV head are packed as row = query * group + head_in_group (GQA packing:
 // each K/V element a workgroup reads serves every query head of the group).

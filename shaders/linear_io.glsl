@@ -22,7 +22,7 @@
 // specialization constant POOL_SEGMENTS, so the plain path compiles without
 // any of this): row m = b*T + t is token meta[b] + t of batch row b's
 // sequence, stored in block meta[2*batch + b*table_width + token / block_size]
-// of the pool [blocks, Hkv, block_size, Dh] (layout: src/kv_cache.h). Its
+// of the pool [blocks, Hkv, block_size, Dh] (layout: src/ops/kvcache/kvcache.h). Its
 // Segment then holds sb = the block stride, sh = the head stride within a
 // block, st = block_size (token rows are hd apart).
 #ifndef VKATTN_LINEAR_IO_GLSL

@@ -94,7 +94,7 @@ foreach(src IN LISTS VKATTN_STORAGE_TYPES)
   endforeach()
 endforeach()
 
-# linear_*.comp: y = x W^T + b with a head-split store (src/linear.c).
+# linear_*.comp: y = x W^T + b with a head-split store (src/ops/linear/).
 # Families: sg (subgroup GEMM), sh (shared-memory GEMM), gemvsg / gemvsh (few
 # rows, reduced with subgroupAdd / shared memory). Input modes (INPUT_MODE,
 # the position in the list): tex (texel buffers), vec (storage, vec4 loads),
@@ -161,8 +161,8 @@ foreach(q IN LISTS VKATTN_STORAGE_TYPES)
 endforeach()
 
 # kv_decode_sg.comp: the subgroup family's decode kernel (few rows, head dim
-# in whole octets per lane; src/kv_attention_plan.c), texel inputs only, by
-# q/out storage x cache dtype; KV_TEX16 fetches raw f16 octets.
+# in whole octets per lane; src/ops/kvcache/kv_attention_config.c), texel
+# inputs only, by q/out storage x cache dtype; KV_TEX16 fetches raw f16 octets.
 foreach(q IN LISTS VKATTN_STORAGE_TYPES)
   vkattn_texel_view(qtex ${q})
   vkattn_storage_defines(ok extra ${q}) # the output is the one storage buffer

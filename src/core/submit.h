@@ -31,4 +31,19 @@ vkattn_result vka_op_record(vkattn_context *ctx, const char *fn, VkCommandBuffer
 vkattn_result vka_op_submit(vkattn_context *ctx, const char *fn, const void *args,
                             vka_check_fn check, void *call, vka_record_fn record);
 
+/* Defines the public pair vkattn_cmd_<op> and vkattn_<op> (declared in
+ * vkattn/ops.h) from an op's `check` into a `call_type` and its `record`:
+ * every op on tensors has these two forms and nothing else in them. */
+#define VKA_OP_ENTRY_POINTS(op, args_type, call_type, check, record)                              \
+    vkattn_result vkattn_cmd_##op(vkattn_context *ctx, VkCommandBuffer cmd, const args_type *args) \
+    {                                                                                              \
+        call_type call;                                                                            \
+        return vka_op_record(ctx, "vkattn_cmd_" #op, cmd, args, check, &call, record);             \
+    }                                                                                              \
+    vkattn_result vkattn_##op(vkattn_context *ctx, const args_type *args)                          \
+    {                                                                                              \
+        call_type call;                                                                            \
+        return vka_op_submit(ctx, "vkattn_" #op, args, check, &call, record);                      \
+    }
+
 #endif

@@ -128,15 +128,5 @@ static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const
     return vka_att_record(ctx, cmd, problem);
 }
 
-vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
-                                   const vkattn_attention_args *args)
-{
-    vka_att_problem p;
-    return vka_op_record(ctx, "vkattn_cmd_attention", cmd, args, check_call, &p, record_call);
-}
-
-vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_attention_args *args)
-{
-    vka_att_problem p;
-    return vka_op_submit(ctx, "vkattn_attention", args, check_call, &p, record_call);
-}
+/* vkattn_cmd_attention and vkattn_attention */
+VKA_OP_ENTRY_POINTS(attention, vkattn_attention_args, vka_att_problem, check_call, record_call)

@@ -64,15 +64,5 @@ static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const
     return vka_convert_record(ctx, cmd, &c->src, &c->dst, c->scale);
 }
 
-vkattn_result vkattn_cmd_convert(vkattn_context *ctx, VkCommandBuffer cmd,
-                                 const vkattn_convert_args *args)
-{
-    convert_call c;
-    return vka_op_record(ctx, "vkattn_cmd_convert", cmd, args, check_call, &c, record_call);
-}
-
-vkattn_result vkattn_convert(vkattn_context *ctx, const vkattn_convert_args *args)
-{
-    convert_call c;
-    return vka_op_submit(ctx, "vkattn_convert", args, check_call, &c, record_call);
-}
+/* vkattn_cmd_convert and vkattn_convert */
+VKA_OP_ENTRY_POINTS(convert, vkattn_convert_args, convert_call, check_call, record_call)

@@ -143,15 +143,5 @@ static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const
     return vka_kv_attention_record(ctx, cmd, &call->plan, &meta);
 }
 
-vkattn_result vkattn_cmd_kv_attention(vkattn_context *ctx, VkCommandBuffer cmd,
-                                      const vkattn_kv_attention_args *args)
-{
-    checked_call call;
-    return vka_op_record(ctx, "vkattn_cmd_kv_attention", cmd, args, check_call, &call, record_call);
-}
-
-vkattn_result vkattn_kv_attention(vkattn_context *ctx, const vkattn_kv_attention_args *args)
-{
-    checked_call call;
-    return vka_op_submit(ctx, "vkattn_kv_attention", args, check_call, &call, record_call);
-}
+/* vkattn_cmd_kv_attention and vkattn_kv_attention */
+VKA_OP_ENTRY_POINTS(kv_attention, vkattn_kv_attention_args, checked_call, check_call, record_call)

@@ -368,15 +368,5 @@ static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const
     return vka_linear_record(ctx, cmd, problem, NULL);
 }
 
-vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer cmd,
-                                const vkattn_linear_args *args)
-{
-    vka_linear_problem p;
-    return vka_op_record(ctx, "vkattn_cmd_linear", cmd, args, check_call, &p, record_call);
-}
-
-vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args)
-{
-    vka_linear_problem p;
-    return vka_op_submit(ctx, "vkattn_linear", args, check_call, &p, record_call);
-}
+/* vkattn_cmd_linear and vkattn_linear */
+VKA_OP_ENTRY_POINTS(linear, vkattn_linear_args, vka_linear_problem, check_call, record_call)

@@ -184,8 +184,13 @@ static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const
     return call->record(call->m, cmd, call->args);
 }
 
-vkattn_result vka_mha_submit(vkattn_mha *m, vka_mha_record_fn record, const void *args)
+vkattn_result vka_mha_submit(vkattn_mha *m, const char *fn, const void *args,
+                              vka_mha_grow_fn grow, vka_mha_record_fn record)
 {
+    if (!m)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    VKA_TRY(vka_check_entry(m->ctx, fn, false, VK_NULL_HANDLE, args));
+    VKA_TRY(grow(m, args)); /* recording never grows scratch: do it before */
     layer_call call = {m, record, args};
     return vka_submit_and_wait(m->ctx, record_call, &call);
 }

@@ -257,15 +257,17 @@ static vkattn_result record_forward(vkattn_mha *m, VkCommandBuffer cmd, const vo
     return vkattn_cmd_mha_forward(m, cmd, args);
 }
 
+static vkattn_result grow_forward(vkattn_mha *m, const void *args)
+{
+    const vkattn_mha_forward_args *a = args;
+    uint32_t b, tq, tk;
+    if (a->scratch)
+        return VKATTN_SUCCESS;
+    VKA_TRY(check_io(m, a, &b, &tq, &tk));
+    return vkattn_mha_reserve(m, b, tq, tk);
+}
+
 vkattn_result vkattn_mha_forward(vkattn_mha *m, const vkattn_mha_forward_args *a)
 {
-    if (!m)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    VKA_TRY(vka_check_entry(m->ctx, "vkattn_mha_forward", false, VK_NULL_HANDLE, a));
-    if (!a->scratch) { /* grow the layer's own scratch first: recording never does */
-        uint32_t b, tq, tk;
-        VKA_TRY(check_io(m, a, &b, &tq, &tk));
-        VKA_TRY(vkattn_mha_reserve(m, b, tq, tk));
-    }
-    return vka_mha_submit(m, record_forward, a);
+    return vka_mha_submit(m, "vkattn_mha_forward", a, grow_forward, record_forward);
 }

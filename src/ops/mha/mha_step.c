@@ -212,20 +212,22 @@ static vkattn_result record_step(vkattn_mha *m, VkCommandBuffer cmd, const void 
     return vkattn_cmd_mha_step(m, cmd, args);
 }
 
+static vkattn_result grow_step(vkattn_mha *m, const void *args)
+{
+    const vkattn_mha_step_args *a = args;
+    uint32_t tokens = 0;
+    if (a->scratch)
+        return VKATTN_SUCCESS;
+    VKA_TRY(vka_mha_check_cache(m, a->cache, "args->cache"));
+    if (a->batch == 0)
+        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
+    VKA_TRY(check_tokens(m, a, &tokens));
+    return vka_mha_scratch_grow(m, plan(m, a->batch, tokens).bytes);
+}
+
 vkattn_result vkattn_mha_step(vkattn_mha *m, const vkattn_mha_step_args *a)
 {
-    if (!m)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    VKA_TRY(vka_check_entry(m->ctx, "vkattn_mha_step", false, VK_NULL_HANDLE, a));
-    if (!a->scratch) { /* grow the layer's own scratch first: recording never does */
-        uint32_t tokens = 0;
-        VKA_TRY(vka_mha_check_cache(m, a->cache, "args->cache"));
-        if (a->batch == 0)
-            return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
-        VKA_TRY(check_tokens(m, a, &tokens));
-        VKA_TRY(vka_mha_scratch_grow(m, plan(m, a->batch, tokens).bytes));
-    }
-    return vka_mha_submit(m, record_step, a);
+    return vka_mha_submit(m, "vkattn_mha_step", a, grow_step, record_step);
 }
 
 double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new_tokens, uint32_t length)
