@@ -17,6 +17,7 @@
 
 /* Columns: name, kind, limit, B, Hq, Hkv, Tq, Tk, D|Dm, M, N, K, causal, bias,
  * activations dtype, K/V or weights dtype. */
+/* clang-format off */
 const bench_case bench_cases[] = {
     /* The QKV projection of 1024 tokens at Llama-3-8B width (x f32; W f32 or f16). */
     {"gemm_m1024_n6144_k4096", BENCH_LINEAR, FMA, 0, 0, 0, 0, 0, 0, 1024, 6144, 4096, false, false, F32, F32},
@@ -66,6 +67,7 @@ const bench_case bench_cases[] = {
      * * L; bytes = weights + K/V of the L tokens. */
     {"layer_llama8b_decode", BENCH_LAYER_STEP, READ, 1, 32, 8, 1, 1024, 4096, 0, 0, 0, true, false, F16, F16},
 };
+/* clang-format on */
 const size_t bench_case_count = sizeof bench_cases / sizeof bench_cases[0];
 
 const bench_case *bench_case_find(const char *name)
@@ -118,8 +120,8 @@ static vkattn_buffer *random_buffer(bench_runner *r, uint64_t n, vkattn_dtype dt
     return b;
 }
 
-static vkattn_tensor random_tensor(bench_runner *r, vkattn_dtype dt, uint32_t rank, const int64_t *shape,
-                                   uint64_t seed)
+static vkattn_tensor random_tensor(bench_runner *r, vkattn_dtype dt, uint32_t rank,
+                                   const int64_t *shape, uint64_t seed)
 {
     uint64_t n = 1;
     for (uint32_t i = 0; i < rank; i++)
@@ -150,7 +152,9 @@ static void fill_cache(bench_runner *r, uint32_t tokens)
     vkattn_buffer *kv = random_buffer(r, (uint64_t)c->b * c->hkv * chunk * dh, c->data, 11);
     for (uint32_t done = 0; done < tokens; done += chunk) {
         ks[2] = tokens - done < chunk ? tokens - done : chunk;
-        vkattn_kv_append_args a = {.cache = r->cache, .batch = c->b, .sequences = r->sequences,
+        vkattn_kv_append_args a = {.cache = r->cache,
+                                   .batch = c->b,
+                                   .sequences = r->sequences,
                                    .k = vkattn_tensor_make(kv, 0, c->data, 4, ks),
                                    .v = vkattn_tensor_make(kv, 0, c->data, 4, ks)};
         VkCommandBuffer cmd;
@@ -164,8 +168,12 @@ static void fill_cache(bench_runner *r, uint32_t tokens)
 static void make_cache(bench_runner *r, uint32_t dh, uint32_t capacity)
 {
     const bench_case *c = r->c;
-    vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv, .num_heads = c->hq, .head_dim = dh,
-                               .dtype = c->data, .max_sequences = c->b, .capacity = capacity,
+    vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv,
+                               .num_heads = c->hq,
+                               .head_dim = dh,
+                               .dtype = c->data,
+                               .max_sequences = c->b,
+                               .capacity = capacity,
                                .block_size = c->block};
     BENCH_CHECK(r->ctx, vkattn_kv_cache_create(r->ctx, &cd, &r->cache), "creating the KV cache");
     for (uint32_t b = 0; b < c->b; b++)
@@ -178,7 +186,10 @@ static void make_layer(bench_runner *r)
 {
     const bench_case *c = r->c;
     uint32_t dm = c->d, dh = dm / c->hq;
-    vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = c->hq, .num_kv_heads = c->hkv, .bias = c->bias,
+    vkattn_mha_desc desc = {.embed_dim = dm,
+                            .num_heads = c->hq,
+                            .num_kv_heads = c->hkv,
+                            .bias = c->bias,
                             .dtype = c->data};
     uint64_t qkv_rows = (uint64_t)(c->hq + 2 * c->hkv) * dh, o_cols = (uint64_t)c->hq * dh;
     float *w = malloc(qkv_rows * dm * 4), *wo = malloc(dm * o_cols * 4);
@@ -197,7 +208,8 @@ static void make_layer(bench_runner *r)
     free(bias);
     double weights = (double)qkv_rows * dm + (double)dm * o_cols;
     double tokens = (double)c->b * c->tq;
-    r->flops = 2.0 * tokens * weights + 4.0 * c->b * c->hq * dh * visible_pairs(c->tq, c->tk, c->causal);
+    r->flops =
+        2.0 * tokens * weights + 4.0 * c->b * c->hq * dh * visible_pairs(c->tq, c->tk, c->causal);
     r->bytes = (weights + 2.0 * tokens * dm) * vkattn_dtype_size(c->data);
     int64_t xs[3] = {c->b, c->tq, dm};
     if (c->kind == BENCH_LAYER) {
@@ -211,11 +223,13 @@ static void make_layer(bench_runner *r)
     make_cache(r, dh, c->tk);
     fill_cache(r, c->tk - c->tq);
     uint64_t scratch = 0;
-    BENCH_CHECK(r->ctx, vkattn_mha_step_scratch_size(r->layer, c->b, c->tq, &scratch), "step scratch size");
+    BENCH_CHECK(r->ctx, vkattn_mha_step_scratch_size(r->layer, c->b, c->tq, &scratch),
+                "step scratch size");
     vkattn_mha_step_args *s = &r->step;
     if (scratch > 0) {
         vkattn_buffer_desc d = {.size = scratch};
-        BENCH_CHECK(r->ctx, vkattn_buffer_create(r->ctx, &d, &s->scratch), "creating the step scratch");
+        BENCH_CHECK(r->ctx, vkattn_buffer_create(r->ctx, &d, &s->scratch),
+                    "creating the step scratch");
         r->buffers[r->nbuffers++] = s->scratch;
     }
     s->cache = r->cache;
@@ -298,19 +312,14 @@ void bench_runner_after(bench_runner *r)
     if (r->c->kind != BENCH_LAYER_STEP)
         return;
     for (uint32_t b = 0; b < r->c->b; b++)
-        BENCH_CHECK(r->ctx, vkattn_kv_cache_truncate(r->cache, r->sequences[b], r->c->tk - r->c->tq),
+        BENCH_CHECK(r->ctx,
+                    vkattn_kv_cache_truncate(r->cache, r->sequences[b], r->c->tk - r->c->tq),
                     "truncating the KV cache back");
 }
 
-double bench_runner_flops(const bench_runner *r)
-{
-    return r->flops;
-}
+double bench_runner_flops(const bench_runner *r) { return r->flops; }
 
-double bench_runner_bytes(const bench_runner *r)
-{
-    return r->bytes;
-}
+double bench_runner_bytes(const bench_runner *r) { return r->bytes; }
 
 void bench_runner_destroy(bench_runner *r)
 {
@@ -329,13 +338,14 @@ void bench_case_print_shape(const bench_case *c, FILE *f)
     const char *causal = c->causal ? "true" : "false";
     switch (c->kind) {
     case BENCH_LINEAR:
-        fprintf(f, ", \"M\": %u, \"N\": %u, \"K\": %u, \"x\": \"%s\", \"w\": \"%s\"", c->m, c->n, c->k, act,
-                data);
+        fprintf(f, ", \"M\": %u, \"N\": %u, \"K\": %u, \"x\": \"%s\", \"w\": \"%s\"", c->m, c->n,
+                c->k, act, data);
         break;
     case BENCH_ATTENTION:
     case BENCH_DECODE:
         fprintf(f,
-                ", \"B\": %u, \"Hq\": %u, \"Hkv\": %u, \"Tq\": %u, \"Tk\": %u, \"D\": %u, \"causal\": %s, "
+                ", \"B\": %u, \"Hq\": %u, \"Hkv\": %u, \"Tq\": %u, \"Tk\": %u, \"D\": %u, "
+                "\"causal\": %s, "
                 "\"dtype\": \"%s\", \"kv_dtype\": \"%s\"",
                 c->b, c->hq, c->hkv, c->tq, c->tk, c->d, causal, act, data);
         if (c->block)
@@ -343,15 +353,19 @@ void bench_case_print_shape(const bench_case *c, FILE *f)
         break;
     case BENCH_LAYER:
         fprintf(f,
-                ", \"B\": %u, \"T\": %u, \"Dm\": %u, \"Hq\": %u, \"Hkv\": %u, \"Dh\": %u, \"causal\": %s, "
+                ", \"B\": %u, \"T\": %u, \"Dm\": %u, \"Hq\": %u, \"Hkv\": %u, \"Dh\": %u, "
+                "\"causal\": %s, "
                 "\"bias\": %s, \"dtype\": \"%s\"",
-                c->b, c->tq, c->d, c->hq, c->hkv, c->d / c->hq, causal, c->bias ? "true" : "false", data);
+                c->b, c->tq, c->d, c->hq, c->hkv, c->d / c->hq, causal, c->bias ? "true" : "false",
+                data);
         break;
     case BENCH_LAYER_STEP:
         fprintf(f,
-                ", \"B\": %u, \"new_tokens\": %u, \"L\": %u, \"Dm\": %u, \"Hq\": %u, \"Hkv\": %u, \"Dh\": %u, "
+                ", \"B\": %u, \"new_tokens\": %u, \"L\": %u, \"Dm\": %u, \"Hq\": %u, \"Hkv\": %u, "
+                "\"Dh\": %u, "
                 "\"bias\": %s, \"dtype\": \"%s\"",
-                c->b, c->tq, c->tk, c->d, c->hq, c->hkv, c->d / c->hq, c->bias ? "true" : "false", data);
+                c->b, c->tq, c->tk, c->d, c->hq, c->hkv, c->d / c->hq, c->bias ? "true" : "false",
+                data);
         break;
     }
 }
@@ -361,16 +375,20 @@ vkattn_result bench_runner_tune(bench_runner *r)
     const bench_case *c = r->c;
     switch (c->kind) {
     case BENCH_LINEAR:
-        return vkattn_linear_tune(r->ctx, &(vkattn_linear_tune_args){c->m, c->n, c->k, c->act, c->data});
+        return vkattn_linear_tune(r->ctx,
+                                  &(vkattn_linear_tune_args){c->m, c->n, c->k, c->act, c->data});
     case BENCH_ATTENTION:
-        return vkattn_attention_tune(r->ctx, &(vkattn_attention_tune_args){c->b, c->hq, c->hkv, c->tq, c->tk,
-                                                                         c->d, c->causal, c->act, c->data});
+        return vkattn_attention_tune(
+            r->ctx, &(vkattn_attention_tune_args){c->b, c->hq, c->hkv, c->tq, c->tk, c->d,
+                                                  c->causal, c->act, c->data});
     case BENCH_LAYER:
         return vkattn_mha_tune(r->layer, &(vkattn_mha_tune_args){c->b, c->tq, c->tk});
     case BENCH_DECODE:
-        return vkattn_kv_attention_tune(r->ctx, &(vkattn_kv_attention_tune_args){r->cache, c->b, 1, c->tk});
+        return vkattn_kv_attention_tune(r->ctx,
+                                        &(vkattn_kv_attention_tune_args){r->cache, c->b, 1, c->tk});
     case BENCH_LAYER_STEP:
-        return vkattn_mha_step_tune(r->layer, &(vkattn_mha_step_tune_args){r->cache, c->b, c->tq, c->tk});
+        return vkattn_mha_step_tune(r->layer,
+                                    &(vkattn_mha_step_tune_args){r->cache, c->b, c->tq, c->tk});
     }
     return VKATTN_ERROR_INVALID_ARGUMENT;
 }

@@ -6,7 +6,8 @@
 
 _Noreturn void bench_die(const vkattn_context *ctx, const char *what)
 {
-    fprintf(stderr, "vkattn-bench: %s%s%s\n", what, ctx ? ": " : "", ctx ? vkattn_context_last_error(ctx) : "");
+    fprintf(stderr, "vkattn-bench: %s%s%s\n", what, ctx ? ": " : "",
+            ctx ? vkattn_context_last_error(ctx) : "");
     exit(1);
 }
 
@@ -30,11 +31,13 @@ void bench_cmd_barrier(vkattn_context *ctx, VkCommandBuffer cmd)
         (PFN_vkCmdPipelineBarrier)h.get_device_proc_addr(h.device, "vkCmdPipelineBarrier");
     if (!barrier)
         bench_die(NULL, "the device has no vkCmdPipelineBarrier");
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                           VK_ACCESS_UNIFORM_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                                           VK_ACCESS_TRANSFER_WRITE_BIT};
-    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                         VK_ACCESS_UNIFORM_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                         VK_ACCESS_TRANSFER_WRITE_BIT};
+    VkPipelineStageFlags stages =
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
     barrier(cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
 }

@@ -9,10 +9,10 @@
 _Noreturn void bench_die(const vkattn_context *ctx, const char *what);
 
 /* Ends the program when a vkattn call failed. */
-#define BENCH_CHECK(ctx, expr, what)                 \
-    do {                                             \
-        if ((expr) != VKATTN_SUCCESS)                \
-            bench_die((ctx), (what));                \
+#define BENCH_CHECK(ctx, expr, what)  \
+    do {                              \
+        if ((expr) != VKATTN_SUCCESS) \
+            bench_die((ctx), (what)); \
     } while (0)
 
 /* Recorded at the start of every command buffer the bench submits: makes

@@ -43,10 +43,10 @@ typedef struct read_path {
     const char *name;
     const bench_spirv *spirv;
     bool texel;
-    VkFormat format;       /* texel view format */
-    uint32_t element_size; /* bytes per element of 4 values */
+    VkFormat format;               /* texel view format */
+    uint32_t element_size;         /* bytes per element of 4 values */
     bench_kernel k[READ_PATTERNS]; /* LANE_RUNS = index */
-    uint32_t pattern, per_lane; /* the chosen configuration */
+    uint32_t pattern, per_lane;    /* the chosen configuration */
     window *windows;
     uint32_t window_count;
 } read_path;
@@ -83,19 +83,23 @@ static void plan_reads(bench_limits *l, VkInstance instance, VkPhysicalDevice ph
 {
     const vkattn_device_info *info = vkattn_context_device_info(l->ctx);
     PFN_vkGetPhysicalDeviceFormatProperties fmt_props =
-        (PFN_vkGetPhysicalDeviceFormatProperties)gipa(instance, "vkGetPhysicalDeviceFormatProperties");
+        (PFN_vkGetPhysicalDeviceFormatProperties)gipa(instance,
+                                                      "vkGetPhysicalDeviceFormatProperties");
     bool native16 = info->f16_path == VKATTN_F16_NATIVE;
     read_path *r = l->reads;
-    r[BENCH_READ_STORAGE_F32] = (read_path){true, "storage_vec4_f32", &bench_spirv_read_storage_f32,
-                                            false, VK_FORMAT_UNDEFINED, 16};
-    r[BENCH_READ_STORAGE_F16] = (read_path){
-        true, native16 ? "storage_f16vec4" : "storage_f16_packed",
-        native16 ? &bench_spirv_read_storage_f16 : &bench_spirv_read_storage_f16p, false,
-        VK_FORMAT_UNDEFINED, 8};
-    r[BENCH_READ_TEXEL_RGBA32F] = (read_path){true, "texel_rgba32f", &bench_spirv_read_texel, true,
-                                              VK_FORMAT_R32G32B32A32_SFLOAT, 16};
-    r[BENCH_READ_TEXEL_RGBA16F] = (read_path){true, "texel_rgba16f", &bench_spirv_read_texel, true,
-                                              VK_FORMAT_R16G16B16A16_SFLOAT, 8};
+    r[BENCH_READ_STORAGE_F32] = (read_path){
+        true, "storage_vec4_f32", &bench_spirv_read_storage_f32, false, VK_FORMAT_UNDEFINED, 16};
+    r[BENCH_READ_STORAGE_F16] =
+        (read_path){true,
+                    native16 ? "storage_f16vec4" : "storage_f16_packed",
+                    native16 ? &bench_spirv_read_storage_f16 : &bench_spirv_read_storage_f16p,
+                    false,
+                    VK_FORMAT_UNDEFINED,
+                    8};
+    r[BENCH_READ_TEXEL_RGBA32F] = (read_path){
+        true, "texel_rgba32f", &bench_spirv_read_texel, true, VK_FORMAT_R32G32B32A32_SFLOAT, 16};
+    r[BENCH_READ_TEXEL_RGBA16F] = (read_path){
+        true, "texel_rgba16f", &bench_spirv_read_texel, true, VK_FORMAT_R16G16B16A16_SFLOAT, 8};
     for (int b = 0; b < BENCH_READ_BINDINGS; b++) {
         read_path *p = &r[b];
         if (p->texel && fmt_props) {
@@ -142,21 +146,31 @@ static void make_read_sets(bench_limits *l)
         wbytes = p->windows[0].count * (VkDeviceSize)p->element_size;
         for (uint32_t w = 0; w < p->window_count; w++) {
             window *win = &p->windows[w];
-            win->set = bench_kernel_allocate_set(&l->vk, &p->k[0], l->pool); /* both patterns: identical set layouts */
+            win->set = bench_kernel_allocate_set(
+                &l->vk, &p->k[0], l->pool); /* both patterns: identical set layouts */
             VkDeviceSize offset = wbytes * w, bytes = win->count * (VkDeviceSize)p->element_size;
             VkDescriptorBufferInfo src = {vkattn_buffer_vk(l->src), offset, bytes};
             VkDescriptorBufferInfo out = {vkattn_buffer_vk(l->out), l->out_region * w,
                                           win->groups * READ_LOCAL * 4u};
-            VkWriteDescriptorSet wr[2] = {
-                {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = win->set, .dstBinding = 0,
-                 .descriptorCount = 1, .descriptorType = types[0]},
-                {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = win->set, .dstBinding = 1,
-                 .descriptorCount = 1, .descriptorType = types[1], .pBufferInfo = &out}};
+            VkWriteDescriptorSet wr[2] = {{.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                           .dstSet = win->set,
+                                           .dstBinding = 0,
+                                           .descriptorCount = 1,
+                                           .descriptorType = types[0]},
+                                          {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                           .dstSet = win->set,
+                                           .dstBinding = 1,
+                                           .descriptorCount = 1,
+                                           .descriptorType = types[1],
+                                           .pBufferInfo = &out}};
             if (p->texel) {
                 VkBufferViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
-                                             .buffer = src.buffer, .format = p->format,
-                                             .offset = offset, .range = bytes};
-                bench_vk_check(l->vk.CreateBufferView(l->vk.device, &vi, NULL, &win->view), "vkCreateBufferView");
+                                             .buffer = src.buffer,
+                                             .format = p->format,
+                                             .offset = offset,
+                                             .range = bytes};
+                bench_vk_check(l->vk.CreateBufferView(l->vk.device, &vi, NULL, &win->view),
+                               "vkCreateBufferView");
                 wr[0].pTexelBufferView = &win->view;
             } else {
                 wr[0].pBufferInfo = &src;
@@ -215,8 +229,11 @@ static void make_pool(bench_limits *l)
     VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, storage},
                                      {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, texel ? texel : 1}};
     VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                     .maxSets = sets, .poolSizeCount = 2, .pPoolSizes = sizes};
-    bench_vk_check(l->vk.CreateDescriptorPool(l->vk.device, &pi, NULL, &l->pool), "vkCreateDescriptorPool");
+                                     .maxSets = sets,
+                                     .poolSizeCount = 2,
+                                     .pPoolSizes = sizes};
+    bench_vk_check(l->vk.CreateDescriptorPool(l->vk.device, &pi, NULL, &l->pool),
+                   "vkCreateDescriptorPool");
 }
 
 static VkCommandBuffer timed_begin(bench_limits *l)
@@ -245,8 +262,8 @@ static double fma_run_ms(bench_limits *l)
     } push = {l->fma_iterations, 0.999f, 0.001f, 0.5f};
     VkCommandBuffer cmd = timed_begin(l);
     l->vk.CmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, l->fma.pipeline);
-    l->vk.CmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, l->fma.layout, 0, 1, &l->fma_set, 0,
-                                NULL);
+    l->vk.CmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, l->fma.layout, 0, 1,
+                                &l->fma_set, 0, NULL);
     l->vk.CmdPushConstants(cmd, l->fma.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
     l->vk.CmdDispatch(cmd, l->fma_groups, 1, 1);
     return timed_end(l, cmd);
@@ -268,7 +285,8 @@ double bench_limits_read(bench_limits *l, bench_read_binding binding)
     l->vk.CmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipeline);
     for (uint32_t w = 0; w < p->window_count; w++) {
         window *win = &p->windows[w];
-        l->vk.CmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &win->set, 0, NULL);
+        l->vk.CmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &win->set,
+                                    0, NULL);
         l->vk.CmdPushConstants(cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &win->count);
         l->vk.CmdDispatch(cmd, win->groups, 1, 1);
     }
@@ -319,7 +337,8 @@ static void check_read(bench_limits *l, read_path *p, bench_read_binding binding
         free(out);
     }
     if (!(got > want * (1 - 1e-4) && got < want * (1 + 1e-4))) {
-        fprintf(stderr, "vkattn-bench: read kernel %s summed %.6g, the host %.6g\n", p->name, got, want);
+        fprintf(stderr, "vkattn-bench: read kernel %s summed %.6g, the host %.6g\n", p->name, got,
+                want);
         bench_die(NULL, "limit kernel self-check failed");
     }
 }
@@ -360,9 +379,11 @@ bench_limits *bench_limits_create(vkattn_context *ctx, vkattn_timer *timer, uint
     for (int b = 0; b < BENCH_READ_BINDINGS; b++)
         for (uint32_t w = 0; l->reads[b].available && w < l->reads[b].window_count; w++) {
             windows = l->reads[b].window_count > windows ? l->reads[b].window_count : windows;
-            groups = l->reads[b].windows[w].groups > groups ? l->reads[b].windows[w].groups : groups;
+            groups =
+                l->reads[b].windows[w].groups > groups ? l->reads[b].windows[w].groups : groups;
         }
-    l->out_region = ((uint64_t)groups * READ_LOCAL * 4 + WINDOW_ALIGN - 1) / WINDOW_ALIGN * WINDOW_ALIGN;
+    l->out_region =
+        ((uint64_t)groups * READ_LOCAL * 4 + WINDOW_ALIGN - 1) / WINDOW_ALIGN * WINDOW_ALIGN;
     l->src = make_buffer(ctx, l->read_bytes);
     l->out = make_buffer(ctx, l->out_region * windows);
     l->fma_out = make_buffer(ctx, (uint64_t)FMA_MAX_GROUPS * FMA_LOCAL * 4);
@@ -372,8 +393,11 @@ bench_limits *bench_limits_create(vkattn_context *ctx, vkattn_timer *timer, uint
     bench_kernel_create(&l->vk, &l->fma, &bench_spirv_fma, &storage, 1, 16, 0);
     l->fma_set = bench_kernel_allocate_set(&l->vk, &l->fma, l->pool);
     VkDescriptorBufferInfo fo = {vkattn_buffer_vk(l->fma_out), 0, VK_WHOLE_SIZE};
-    VkWriteDescriptorSet fw = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = l->fma_set,
-                               .descriptorCount = 1, .descriptorType = storage, .pBufferInfo = &fo};
+    VkWriteDescriptorSet fw = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                               .dstSet = l->fma_set,
+                               .descriptorCount = 1,
+                               .descriptorType = storage,
+                               .pBufferInfo = &fo};
     l->vk.UpdateDescriptorSets(l->vk.device, 1, &fw, 0, NULL);
     make_read_sets(l);
     calibrate_fma(l);
@@ -417,13 +441,11 @@ const char *bench_limits_read_name(const bench_limits *l, bench_read_binding bin
     return l->reads[binding].name;
 }
 
-void bench_limits_read_config(const bench_limits *l, bench_read_binding binding, char *text, size_t size)
+void bench_limits_read_config(const bench_limits *l, bench_read_binding binding, char *text,
+                              size_t size)
 {
     const read_path *p = &l->reads[binding];
     snprintf(text, size, "%s x%u", p->pattern ? "lane_runs" : "coalesced", p->per_lane);
 }
 
-uint64_t bench_limits_read_bytes(const bench_limits *l)
-{
-    return l->read_bytes;
-}
+uint64_t bench_limits_read_bytes(const bench_limits *l) { return l->read_bytes; }

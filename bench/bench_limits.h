@@ -41,7 +41,8 @@ bool bench_limits_has_read(const bench_limits *l, bench_read_binding binding);
 const char *bench_limits_read_name(const bench_limits *l, bench_read_binding binding);
 /* The access pattern chosen for a binding: "lane_runs x1024" (each lane its
  * own run of 1024 elements) or "coalesced x64" (adjacent lanes). */
-void bench_limits_read_config(const bench_limits *l, bench_read_binding binding, char *text, size_t size);
+void bench_limits_read_config(const bench_limits *l, bench_read_binding binding, char *text,
+                              size_t size);
 uint64_t bench_limits_read_bytes(const bench_limits *l);
 
 #endif

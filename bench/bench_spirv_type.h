@@ -6,6 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct bench_spirv { const uint32_t *code; size_t size; } bench_spirv;
+typedef struct bench_spirv {
+    const uint32_t *code;
+    size_t size;
+} bench_spirv;
 
 #endif

@@ -46,8 +46,10 @@ typedef struct bench_kernel {
 } bench_kernel;
 
 void bench_kernel_create(const bench_vk *vk, bench_kernel *k, const bench_spirv *spirv,
-                         const VkDescriptorType *types, uint32_t n, uint32_t push_size, uint32_t spec0);
+                         const VkDescriptorType *types, uint32_t n, uint32_t push_size,
+                         uint32_t spec0);
 void bench_kernel_destroy(const bench_vk *vk, bench_kernel *k);
-VkDescriptorSet bench_kernel_allocate_set(const bench_vk *vk, const bench_kernel *k, VkDescriptorPool pool);
+VkDescriptorSet bench_kernel_allocate_set(const bench_vk *vk, const bench_kernel *k,
+                                          VkDescriptorPool pool);
 
 #endif

@@ -69,7 +69,9 @@ static int best_read(bench *b, limit_samples *s, int reps, double *medians, doub
     int arg = 0;
     *best = 0;
     for (int k = 0; k < BENCH_READ_BINDINGS; k++) {
-        medians[k] = bench_limits_has_read(b->limits, (bench_read_binding)k) ? bench_median(s->read[k], reps) : 0;
+        medians[k] = bench_limits_has_read(b->limits, (bench_read_binding)k)
+                         ? bench_median(s->read[k], reps)
+                         : 0;
         if (medians[k] > *best) {
             *best = medians[k];
             arg = k;
@@ -90,7 +92,8 @@ static void run_peak(bench *b)
     int arg = best_read(b, s, reps, med, &best);
     double fma = bench_median(s->fma, reps);
     printf("{\"case\": \"peak\", \"device\": \"%s\", \"reps\": %d, \"fma_gflops\": %.2f, "
-           "\"fma_gflops_min\": %.2f, \"fma_gflops_max\": %.2f, \"read_gbps\": %.3f, \"read_binding\": \"%s\", "
+           "\"fma_gflops_min\": %.2f, \"fma_gflops_max\": %.2f, \"read_gbps\": %.3f, "
+           "\"read_binding\": \"%s\", "
            "\"read_mb\": %.1f",
            b->device, reps, fma, s->fma[0], s->fma[reps - 1], best,
            bench_limits_read_name(b->limits, (bench_read_binding)arg),
@@ -143,7 +146,8 @@ static void run_case(bench *b, const bench_case *c)
         if (i >= 0)
             ms[i] = t;
     }
-    double med = bench_median(ms, reps), flops = bench_runner_flops(r), bytes = bench_runner_bytes(r);
+    double med = bench_median(ms, reps), flops = bench_runner_flops(r),
+           bytes = bench_runner_bytes(r);
     double gflops = flops / (med * 1e6), gbps = bytes / (med * 1e6), limit_rate, fraction;
     const char *limit_binding = NULL;
     if (fma) {
@@ -151,15 +155,17 @@ static void run_case(bench *b, const bench_case *c)
         fraction = gflops / limit_rate;
     } else {
         double medians[BENCH_READ_BINDINGS];
-        limit_binding = bench_limits_read_name(b->limits, (bench_read_binding)best_read(b, s, reps, medians,
-                                                                                       &limit_rate));
+        limit_binding = bench_limits_read_name(
+            b->limits, (bench_read_binding)best_read(b, s, reps, medians, &limit_rate));
         fraction = limit_rate > 0 ? gbps / limit_rate : 0;
     }
-    printf("{\"case\": \"%s\", \"device\": \"%s\", \"ms\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
-           "\"reps\": %d, \"gflops\": %.2f, \"gbps\": %.3f, \"peak_fraction\": %.3f, \"limit\": \"%s\", "
-           "\"limit_rate\": %.3f",
-           c->name, b->device, med, ms[0], ms[reps - 1], reps, gflops, gbps, fraction, fma ? "fma" : "read",
-           limit_rate);
+    printf(
+        "{\"case\": \"%s\", \"device\": \"%s\", \"ms\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
+        "\"reps\": %d, \"gflops\": %.2f, \"gbps\": %.3f, \"peak_fraction\": %.3f, \"limit\": "
+        "\"%s\", "
+        "\"limit_rate\": %.3f",
+        c->name, b->device, med, ms[0], ms[reps - 1], reps, gflops, gbps, fraction,
+        fma ? "fma" : "read", limit_rate);
     if (limit_binding)
         printf(", \"limit_binding\": \"%s\"", limit_binding);
     if (c->kind == BENCH_DECODE || c->kind == BENCH_LAYER_STEP)
@@ -174,18 +180,23 @@ static void run_case(bench *b, const bench_case *c)
 
 static int usage(FILE *f, int status)
 {
-    fprintf(f, "usage: vkattn-bench [--list] [--peak] [--case NAME[,NAME...]]... [--reps N] [--warmup N]\n"
-               "                    [--read-mb N] [--validate] [--tune] [--tuning FILE]\n"
-               "  --list       print the case names and exit\n"
-               "  --peak       print the limit kernels' rates alone (with --case: then the cases)\n"
-               "  --case       run these cases (repeatable; default: every case)\n"
-               "  --reps       timed repetitions per case, interleaved with its limit kernel (default 7)\n"
-               "  --warmup     untimed repetitions first (default 1)\n"
-               "  --read-mb    size of the streaming-read buffer (default 64 on CPU drivers, 256 otherwise)\n"
-               "  --validate   Khronos validation layer on; fail on any message (slow)\n"
-               "  --tune       run the library's tuner for each case before timing it\n"
-               "  --tuning F   start from the tuning data in file F (if it exists); with --tune, save to F\n"
-               "One JSON line per case on stdout. Device: $VKATTN_DEVICE (index or name part) or automatic.\n");
+    fprintf(
+        f,
+        "usage: vkattn-bench [--list] [--peak] [--case NAME[,NAME...]]... [--reps N] [--warmup N]\n"
+        "                    [--read-mb N] [--validate] [--tune] [--tuning FILE]\n"
+        "  --list       print the case names and exit\n"
+        "  --peak       print the limit kernels' rates alone (with --case: then the cases)\n"
+        "  --case       run these cases (repeatable; default: every case)\n"
+        "  --reps       timed repetitions per case, interleaved with its limit kernel (default 7)\n"
+        "  --warmup     untimed repetitions first (default 1)\n"
+        "  --read-mb    size of the streaming-read buffer (default 64 on CPU drivers, 256 "
+        "otherwise)\n"
+        "  --validate   Khronos validation layer on; fail on any message (slow)\n"
+        "  --tune       run the library's tuner for each case before timing it\n"
+        "  --tuning F   start from the tuning data in file F (if it exists); with --tune, save to "
+        "F\n"
+        "One JSON line per case on stdout. Device: $VKATTN_DEVICE (index or name part) or "
+        "automatic.\n");
     return status;
 }
 
@@ -224,7 +235,8 @@ static int parse(int argc, char **argv, options *o)
             for (const char *name = v; *name;) {
                 size_t len = strcspn(name, ",");
                 char one[128];
-                snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one ? len : sizeof one - 1), name);
+                snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one ? len : sizeof one - 1),
+                         name);
                 name += len + (name[len] == ',');
                 if (!one[0])
                     continue;
@@ -262,7 +274,8 @@ static void log_message(void *user, vkattn_log_level level, const char *message)
 {
     (void)user;
     if (level >= VKATTN_LOG_WARNING)
-        fprintf(stderr, "vkattn-bench: [%s] %s\n", level == VKATTN_LOG_ERROR ? "error" : "warning", message);
+        fprintf(stderr, "vkattn-bench: [%s] %s\n", level == VKATTN_LOG_ERROR ? "error" : "warning",
+                message);
 }
 
 int main(int argc, char **argv)
@@ -279,12 +292,14 @@ int main(int argc, char **argv)
             fclose(f);
         size_t magic = strlen(VKATTN_TUNING_MAGIC);
         if (n && (n < magic || memcmp(head, VKATTN_TUNING_MAGIC, magic) != 0)) {
-            fprintf(stderr, "vkattn-bench: --tuning \"%s\": not a vkattn tuning file\n", opt.tuning);
+            fprintf(stderr, "vkattn-bench: --tuning \"%s\": not a vkattn tuning file\n",
+                    opt.tuning);
             return 2;
         }
     }
     bench b = {.opt = &opt};
-    vkattn_context_desc desc = {.device = getenv("VKATTN_DEVICE"), .log = log_message,
+    vkattn_context_desc desc = {.device = getenv("VKATTN_DEVICE"),
+                                .log = log_message,
                                 .flags = opt.validate ? VKATTN_CONTEXT_VALIDATION : 0,
                                 .tuning_path = opt.tuning};
     if (vkattn_context_create(&desc, &b.ctx) != VKATTN_SUCCESS)
@@ -294,7 +309,8 @@ int main(int argc, char **argv)
     BENCH_CHECK(b.ctx, vkattn_timer_create(b.ctx, 1, &b.timer), "creating a timer");
     /* saved once now too: an unwritable --tuning path fails before minutes of tuning */
     if (opt.tune && opt.tuning)
-        BENCH_CHECK(b.ctx, vkattn_context_save_tuning(b.ctx, opt.tuning), "--tuning: saving the tuning data");
+        BENCH_CHECK(b.ctx, vkattn_context_save_tuning(b.ctx, opt.tuning),
+                    "--tuning: saving the tuning data");
     if (!opt.read_mb) /* past the last-level cache (32 MiB L3 on this machine kind, 50+ MB on GPUs) */
         opt.read_mb = info->type == VKATTN_DEVICE_TYPE_CPU ? 64 : 256;
     b.limits = bench_limits_create(b.ctx, b.timer, opt.read_mb << 20);
@@ -306,7 +322,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < opt.nselected; k++)
         run_case(&b, opt.selected[k]);
     if (opt.tune && opt.tuning)
-        BENCH_CHECK(b.ctx, vkattn_context_save_tuning(b.ctx, opt.tuning), "--tuning: saving the tuning data");
+        BENCH_CHECK(b.ctx, vkattn_context_save_tuning(b.ctx, opt.tuning),
+                    "--tuning: saving the tuning data");
     bench_limits_destroy(b.limits);
     vkattn_timer_destroy(b.timer);
     uint32_t errors = 0, warnings = 0;

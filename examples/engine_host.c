@@ -20,13 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK_VK(call)                                                          \
-    do {                                                                        \
-        VkResult vr_ = (call);                                                  \
-        if (vr_ != VK_SUCCESS) {                                                \
-            fprintf(stderr, "engine: %s failed (%d)\n", #call, (int)vr_);       \
-            exit(1);                                                            \
-        }                                                                       \
+#define CHECK_VK(call)                                                    \
+    do {                                                                  \
+        VkResult vr_ = (call);                                            \
+        if (vr_ != VK_SUCCESS) {                                          \
+            fprintf(stderr, "engine: %s failed (%d)\n", #call, (int)vr_); \
+            exit(1);                                                      \
+        }                                                                 \
     } while (0)
 
 /* ------------------------------------------------ the engine's allocator */
@@ -36,13 +36,15 @@ typedef struct engine_memory {
 } engine_memory;
 
 /* Blocks carry their size and alignment in front (for realloc and free). */
-static void *VKAPI_CALL engine_alloc(void *user, size_t size, size_t alignment, VkSystemAllocationScope scope)
+static void *VKAPI_CALL engine_alloc(void *user, size_t size, size_t alignment,
+                                     VkSystemAllocationScope scope)
 {
     (void)scope;
     engine_memory *m = user;
     if (alignment < 16)
         alignment = 16;
-    char *base = aligned_alloc(alignment, (alignment + size + alignment - 1) / alignment * alignment);
+    char *base =
+        aligned_alloc(alignment, (alignment + size + alignment - 1) / alignment * alignment);
     if (!base)
         return NULL;
     memcpy(base + alignment - 16, &size, sizeof size);
@@ -84,13 +86,13 @@ static void *VKAPI_CALL engine_realloc(void *user, void *old, size_t size, size_
 
 /* ------------------------------------------------- the engine's messages */
 
-static VKAPI_ATTR VkBool32 VKAPI_CALL engine_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
-                                                     VkDebugUtilsMessageTypeFlagsEXT types,
-                                                     const VkDebugUtilsMessengerCallbackDataEXT *data,
-                                                     void *user)
+static VKAPI_ATTR VkBool32 VKAPI_CALL engine_message(
+    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
+    const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
 {
     (void)types;
-    if (severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) {
+    if (severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                    VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) {
         ++*(int *)user;
         fprintf(stderr, "engine: validation: %s\n", data->pMessage);
     }
@@ -113,8 +115,8 @@ typedef struct engine_buffer {
     VkDeviceSize size;
 } engine_buffer;
 
-static engine_buffer make_buffer(VkPhysicalDevice pd, VkDevice device, const VkAllocationCallbacks *cb,
-                                 VkDeviceSize size)
+static engine_buffer make_buffer(VkPhysicalDevice pd, VkDevice device,
+                                 const VkAllocationCallbacks *cb, VkDeviceSize size)
 {
     engine_buffer b = {.size = size};
     VkBufferCreateInfo bci = {
@@ -128,7 +130,8 @@ static engine_buffer make_buffer(VkPhysicalDevice pd, VkDevice device, const VkA
     vkGetBufferMemoryRequirements(device, b.buffer, &req);
     VkPhysicalDeviceMemoryProperties mp;
     vkGetPhysicalDeviceMemoryProperties(pd, &mp);
-    VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    VkMemoryPropertyFlags want =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     uint32_t type = UINT32_MAX;
     for (uint32_t i = 0; i < mp.memoryTypeCount && type == UINT32_MAX; i++)
         if ((req.memoryTypeBits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & want) == want)
@@ -137,7 +140,8 @@ static engine_buffer make_buffer(VkPhysicalDevice pd, VkDevice device, const VkA
         fprintf(stderr, "engine: no host-visible coherent memory\n");
         exit(1);
     }
-    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                .allocationSize = req.size,
                                 .memoryTypeIndex = type};
     CHECK_VK(vkAllocateMemory(device, &mai, cb, &b.memory));
     CHECK_VK(vkBindBufferMemory(device, b.buffer, b.memory, 0));
@@ -200,8 +204,10 @@ typedef struct engine {
  * the engine's messenger, through the engine's allocator. */
 static void create_instance(engine *e)
 {
-    e->cb = (VkAllocationCallbacks){.pUserData = &e->memory, .pfnAllocation = engine_alloc,
-                                    .pfnReallocation = engine_realloc, .pfnFree = engine_free};
+    e->cb = (VkAllocationCallbacks){.pUserData = &e->memory,
+                                    .pfnAllocation = engine_alloc,
+                                    .pfnReallocation = engine_realloc,
+                                    .pfnFree = engine_free};
     VkDebugUtilsMessengerCreateInfoEXT mci = {
         .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
         .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
@@ -221,10 +227,14 @@ static void create_instance(engine *e)
     const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME,
                           VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME};
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
-                             .pApplicationName = "engine", .apiVersion = VK_API_VERSION_1_3};
-    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pNext = &vf,
-                                .pApplicationInfo = &app, .enabledLayerCount = 1,
-                                .ppEnabledLayerNames = layers, .enabledExtensionCount = 2,
+                             .pApplicationName = "engine",
+                             .apiVersion = VK_API_VERSION_1_3};
+    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                .pNext = &vf,
+                                .pApplicationInfo = &app,
+                                .enabledLayerCount = 1,
+                                .ppEnabledLayerNames = layers,
+                                .enabledExtensionCount = 2,
                                 .ppEnabledExtensionNames = exts};
     CHECK_VK(vkCreateInstance(&ici, &e->cb, &e->instance));
     PFN_vkCreateDebugUtilsMessengerEXT create_messenger =
@@ -267,16 +277,19 @@ static void create_device(engine *e)
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .timelineSemaphore = VK_TRUE};
     e->f11 = (VkPhysicalDeviceVulkan11Features){
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &e->f12,
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+        .pNext = &e->f12,
         .storageBuffer16BitAccess = s11.storageBuffer16BitAccess};
-    e->features = (VkPhysicalDeviceFeatures2){
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &e->f11};
+    e->features = (VkPhysicalDeviceFeatures2){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                              .pNext = &e->f11};
     float priority = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                   .queueFamilyIndex = e->family, .queueCount = 1,
+                                   .queueFamilyIndex = e->family,
+                                   .queueCount = 1,
                                    .pQueuePriorities = &priority};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-                              .pNext = &e->features, .queueCreateInfoCount = 1,
+                              .pNext = &e->features,
+                              .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci};
     CHECK_VK(vkCreateDevice(e->pd, &dci, &e->cb, &e->device));
     vkGetDeviceQueue(e->device, e->family, 0, &e->queue);
@@ -287,13 +300,17 @@ static void create_device(engine *e)
 static vkattn_context *borrow_engine(engine *e)
 {
     vkattn_vulkan_borrow borrow = {
-        .instance = e->instance, .physical_device = e->pd, .device = e->device,
-        .queue_family_index = e->family, .get_instance_proc_addr = vkGetInstanceProcAddr,
-        .get_device_proc_addr = vkGetDeviceProcAddr, .allocation_callbacks = &e->cb,
+        .instance = e->instance,
+        .physical_device = e->pd,
+        .device = e->device,
+        .queue_family_index = e->family,
+        .get_instance_proc_addr = vkGetInstanceProcAddr,
+        .get_device_proc_addr = vkGetDeviceProcAddr,
+        .allocation_callbacks = &e->cb,
         .enabled_features = &e->features,
     };
-    vkattn_context_desc desc = {.borrow = &borrow, .flags = VKATTN_CONTEXT_VALIDATION,
-                                .log = vkattn_message};
+    vkattn_context_desc desc = {
+        .borrow = &borrow, .flags = VKATTN_CONTEXT_VALIDATION, .log = vkattn_message};
     vkattn_context *ctx = NULL;
     if (vkattn_context_create(&desc, &ctx) != VKATTN_SUCCESS) {
         fprintf(stderr, "engine: vkattn_context_create failed\n");
@@ -406,8 +423,7 @@ static VkCommandBuffer record(engine *e, VkCommandPool *pool, vkattn_context *ct
 
 /* ------------ 5. submitted with the engine's fence and timeline semaphore */
 
-static void submit_and_wait(engine *e, VkCommandBuffer cmd, VkSemaphore *timeline,
-                            VkFence *fence)
+static void submit_and_wait(engine *e, VkCommandBuffer cmd, VkSemaphore *timeline, VkFence *fence)
 {
     VkSemaphoreTypeCreateInfo sti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
                                      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
@@ -420,12 +436,17 @@ static void submit_and_wait(engine *e, VkCommandBuffer cmd, VkSemaphore *timelin
     VkTimelineSemaphoreSubmitInfo tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
                                          .signalSemaphoreValueCount = 1,
                                          .pSignalSemaphoreValues = &signal};
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &tsi,
-                       .commandBufferCount = 1, .pCommandBuffers = &cmd,
-                       .signalSemaphoreCount = 1, .pSignalSemaphores = timeline};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .pNext = &tsi,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &cmd,
+                       .signalSemaphoreCount = 1,
+                       .pSignalSemaphores = timeline};
     CHECK_VK(vkQueueSubmit(e->queue, 1, &si, *fence));
-    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, .semaphoreCount = 1,
-                              .pSemaphores = timeline, .pValues = &signal};
+    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                              .semaphoreCount = 1,
+                              .pSemaphores = timeline,
+                              .pValues = &signal};
     CHECK_VK(vkWaitSemaphores(e->device, &wi, UINT64_MAX));
     CHECK_VK(vkWaitForFences(e->device, 1, fence, VK_TRUE, UINT64_MAX));
 }
@@ -478,7 +499,8 @@ int main(void)
     int64_t shape[3] = {1, l.tokens, l.dm};
     vkattn_mha_forward_args fa = {.x = vkattn_tensor_make(io.bx, 0, VKATTN_DTYPE_F32, 3, shape),
                                   .y = vkattn_tensor_make(io.by, 0, VKATTN_DTYPE_F32, 3, shape),
-                                  .causal = true, .scratch = io.bs};
+                                  .causal = true,
+                                  .scratch = io.bs};
 
     /* 4. recorded into the engine's command buffer; 5. submitted and waited on */
     VkCommandPool pool;
@@ -520,8 +542,7 @@ int main(void)
     printf("engine: forward of %u tokens recorded into the engine's command buffer: max relative "
            "error %.2e (tolerance 2e-4), %d validation messages, %ld Vulkan host allocations (%ld "
            "left)\n",
-           l.tokens, rel, e.messages + (int)(v_errors + v_warnings), e.memory.total,
-           e.memory.live);
+           l.tokens, rel, e.messages + (int)(v_errors + v_warnings), e.memory.total, e.memory.live);
     printf("engine: %s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }

@@ -110,22 +110,22 @@ VKATTN_API const char *vkattn_version_string(void);
 
 /* X(name, value, message). One entry per kind of failure; the context's
  * last-error string names the parameter and the values involved. */
-#define VKATTN_RESULT_LIST(X)                                                              \
-    X(SUCCESS, 0, "success")                                                               \
-    X(ERROR_INVALID_ARGUMENT, -1, "an argument is invalid")                                \
-    X(ERROR_OUT_OF_HOST_MEMORY, -2, "out of host memory")                                  \
-    X(ERROR_OUT_OF_DEVICE_MEMORY, -3, "out of device memory")                              \
-    X(ERROR_NO_DEVICE, -4, "no Vulkan device is available")                                \
-    X(ERROR_DEVICE_NOT_FOUND, -5, "no Vulkan device matches the requested one")            \
-    X(ERROR_UNSUPPORTED, -6, "the device lacks a required capability")                     \
-    X(ERROR_LAYER_NOT_PRESENT, -7, "the Khronos validation layer is not installed")        \
-    X(ERROR_VULKAN, -8, "a Vulkan call failed")                                            \
-    X(ERROR_DEVICE_LOST, -9, "the Vulkan device was lost")                                 \
-    X(ERROR_OUT_OF_RANGE, -10, "an offset or size lies outside its buffer")                \
-    X(ERROR_SHAPE_MISMATCH, -11, "tensor shapes do not agree")                             \
-    X(ERROR_UNSUPPORTED_DTYPE, -12, "the data type is not supported here")                 \
-    X(ERROR_IO, -13, "a file could not be read or written")                                \
-    X(ERROR_BAD_FORMAT, -14, "a file's contents are malformed")                            \
+#define VKATTN_RESULT_LIST(X)                                                       \
+    X(SUCCESS, 0, "success")                                                        \
+    X(ERROR_INVALID_ARGUMENT, -1, "an argument is invalid")                         \
+    X(ERROR_OUT_OF_HOST_MEMORY, -2, "out of host memory")                           \
+    X(ERROR_OUT_OF_DEVICE_MEMORY, -3, "out of device memory")                       \
+    X(ERROR_NO_DEVICE, -4, "no Vulkan device is available")                         \
+    X(ERROR_DEVICE_NOT_FOUND, -5, "no Vulkan device matches the requested one")     \
+    X(ERROR_UNSUPPORTED, -6, "the device lacks a required capability")              \
+    X(ERROR_LAYER_NOT_PRESENT, -7, "the Khronos validation layer is not installed") \
+    X(ERROR_VULKAN, -8, "a Vulkan call failed")                                     \
+    X(ERROR_DEVICE_LOST, -9, "the Vulkan device was lost")                          \
+    X(ERROR_OUT_OF_RANGE, -10, "an offset or size lies outside its buffer")         \
+    X(ERROR_SHAPE_MISMATCH, -11, "tensor shapes do not agree")                      \
+    X(ERROR_UNSUPPORTED_DTYPE, -12, "the data type is not supported here")          \
+    X(ERROR_IO, -13, "a file could not be read or written")                         \
+    X(ERROR_BAD_FORMAT, -14, "a file's contents are malformed")                     \
     X(ERROR_CACHE_FULL, -15, "the KV cache's block pool has no free block left")
 
 typedef enum vkattn_result {
@@ -196,8 +196,8 @@ typedef struct vkattn_device_info {
     /* Subgroups: size seen by compute shaders and the supported range
      * (min == max unless subgroup size control is available). */
     uint32_t subgroup_size, subgroup_size_min, subgroup_size_max;
-    bool subgroup_shuffle;    /* VK_SUBGROUP_FEATURE_SHUFFLE_BIT in compute */
-    bool subgroup_arithmetic; /* VK_SUBGROUP_FEATURE_ARITHMETIC_BIT in compute */
+    bool subgroup_shuffle;      /* VK_SUBGROUP_FEATURE_SHUFFLE_BIT in compute */
+    bool subgroup_arithmetic;   /* VK_SUBGROUP_FEATURE_ARITHMETIC_BIT in compute */
     bool subgroup_size_control; /* requiredSubgroupSize + computeFullSubgroups */
     uint32_t max_shared_memory; /* maxComputeSharedMemorySize, bytes */
     uint32_t max_workgroup_invocations;
@@ -236,9 +236,8 @@ typedef struct vkattn_device_info {
  * for automatic), or UINT32_MAX when none would. With no Vulkan driver at all
  * returns VKATTN_ERROR_NO_DEVICE. `log` (may be NULL) receives error detail. */
 VKATTN_API vkattn_result vkattn_list_devices(const char *device, vkattn_device_info *infos,
-                                             uint32_t capacity, uint32_t *count,
-                                             uint32_t *chosen, vkattn_log_fn log,
-                                             void *log_user);
+                                             uint32_t capacity, uint32_t *count, uint32_t *chosen,
+                                             vkattn_log_fn log, void *log_user);
 
 /* "discrete GPU", "CPU", ... */
 VKATTN_API const char *vkattn_device_type_name(vkattn_device_type type);
@@ -373,8 +372,7 @@ VKATTN_API void vkattn_context_validation_counts(const vkattn_context *ctx, uint
 VKATTN_API vkattn_result vkattn_context_pipeline_cache_data(vkattn_context *ctx, void *data,
                                                             size_t *size);
 /* Writes the pipeline cache to `path` (atomically: a temporary file renamed). */
-VKATTN_API vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx,
-                                                            const char *path);
+VKATTN_API vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx, const char *path);
 /* How tuning data (a file or bytes) begins: this, the format version, a
  * newline; tools can tell a tuning file from other files by it. */
 #define VKATTN_TUNING_MAGIC "vkattn-tuning "
@@ -428,7 +426,8 @@ typedef struct vkattn_buffer_wrap_desc {
     void *mapped;             /* optional: host pointer to its coherent memory */
 } vkattn_buffer_wrap_desc;
 
-VKATTN_API vkattn_result vkattn_buffer_wrap(vkattn_context *ctx, const vkattn_buffer_wrap_desc *desc,
+VKATTN_API vkattn_result vkattn_buffer_wrap(vkattn_context *ctx,
+                                            const vkattn_buffer_wrap_desc *desc,
                                             vkattn_buffer **out);
 
 /* Copy host bytes into [offset, offset + size) of the buffer, and back.
@@ -437,8 +436,8 @@ VKATTN_API vkattn_result vkattn_buffer_wrap(vkattn_context *ctx, const vkattn_bu
  * range at the same time. */
 VKATTN_API vkattn_result vkattn_buffer_upload(vkattn_buffer *buffer, uint64_t offset,
                                               const void *data, uint64_t size);
-VKATTN_API vkattn_result vkattn_buffer_download(vkattn_buffer *buffer, uint64_t offset,
-                                                void *data, uint64_t size);
+VKATTN_API vkattn_result vkattn_buffer_download(vkattn_buffer *buffer, uint64_t offset, void *data,
+                                                uint64_t size);
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -497,8 +496,7 @@ VKATTN_API void vkattn_timer_destroy(vkattn_timer *timer);
 VKATTN_API vkattn_result vkattn_cmd_timer_begin(vkattn_timer *timer, VkCommandBuffer cmd,
                                                 uint32_t i);
 /* Records the end timestamp of interval `i` (after all earlier commands). */
-VKATTN_API vkattn_result vkattn_cmd_timer_end(vkattn_timer *timer, VkCommandBuffer cmd,
-                                              uint32_t i);
+VKATTN_API vkattn_result vkattn_cmd_timer_end(vkattn_timer *timer, VkCommandBuffer cmd, uint32_t i);
 /* Milliseconds between begin and end of interval `i`; the command buffer must
  * have completed. */
 VKATTN_API vkattn_result vkattn_timer_read_ms(vkattn_timer *timer, uint32_t i, double *ms);

@@ -16,8 +16,8 @@ enum { MASK_NONE, MASK_2D, MASK_4D, MASK_4D_B1, MASK_4D_H1, MASK_KINDS };
 typedef struct att_case {
     uint32_t B, Hq, Hkv, Tq, Tk, D;
     vkattn_dtype qdt, kvdt, mdt;
-    bool bthd;       /* q, k, v stored [B, T, H, D] (strided view) */
-    bool merged_out; /* out stored [B, Tq, Hq*D] (the MHA layer's layout) */
+    bool bthd;        /* q, k, v stored [B, T, H, D] (strided view) */
+    bool merged_out;  /* out stored [B, Tq, Hq*D] (the MHA layer's layout) */
     uint32_t row_gap; /* extra elements between rows (stride padding, multiple of 4) */
     bool causal;
     int mask;
@@ -97,8 +97,8 @@ static size_t *mirror_positions(const mirror *m, size_t *n)
         for (int64_t b = 0; b < shape[1]; b++)
             for (int64_t c = 0; c < shape[2]; c++)
                 for (int64_t d = 0; d < shape[3]; d++)
-                    pos[k++] = (size_t)((int64_t)m->offset_elems + a * strides[0] +
-                                        b * strides[1] + c * strides[2] + d * strides[3]);
+                    pos[k++] = (size_t)((int64_t)m->offset_elems + a * strides[0] + b * strides[1] +
+                                        c * strides[2] + d * strides[3]);
     *n = count;
     return pos;
 }
@@ -135,16 +135,16 @@ static void mirror_download(vkattn_context *ctx, vkattn_buffer *b, const mirror 
 
 static vkattn_tensor mirror_tensor(const mirror *m, vkattn_buffer *b)
 {
-    vkattn_tensor t = vkattn_tensor_make(b, m->offset_elems * vkattn_dtype_size(m->dtype),
-                                         m->dtype, m->rank, m->shape);
+    vkattn_tensor t = vkattn_tensor_make(b, m->offset_elems * vkattn_dtype_size(m->dtype), m->dtype,
+                                         m->rank, m->shape);
     memcpy(t.strides, m->strides, m->rank * sizeof *m->strides);
     return t;
 }
 
 static vkattn_host_tensor mirror_host(const mirror *m)
 {
-    vkattn_host_tensor t = vkattn_host_tensor_make(m->host + m->offset_elems, VKATTN_DTYPE_F32,
-                                                   m->rank, m->shape);
+    vkattn_host_tensor t =
+        vkattn_host_tensor_make(m->host + m->offset_elems, VKATTN_DTYPE_F32, m->rank, m->shape);
     memcpy(t.strides, m->strides, m->rank * sizeof *m->strides);
     return t;
 }
@@ -287,7 +287,8 @@ static void run_case(test_gpu *g, const att_case *c, uint64_t seed)
         free(pos);
         bufs[5] = mirror_upload(ctx, &pad);
         args.key_padding = mirror_tensor(&pad, bufs[5]);
-        ref.key_padding = vkattn_host_tensor_make(pad_u8 + pad.offset_elems, VKATTN_DTYPE_U8, 2, ps);
+        ref.key_padding =
+            vkattn_host_tensor_make(pad_u8 + pad.offset_elems, VKATTN_DTYPE_U8, 2, ps);
         memcpy(ref.key_padding.strides, pst, sizeof pst);
     }
     mirror ref_w = {0};
@@ -349,7 +350,7 @@ static att_case grid_case(uint32_t idx, test_rng *rng)
     static const uint32_t dims[] = {8, 16, 24, 32, 40, 64, 80, 96, 112, 128, 256};
     static const uint32_t lens[] = {1, 2, 3, 5, 8, 13, 17, 24, 33, 40};
     /* {Hq, Hkv}: MHA, GQA 2 / 4 / 8, MQA */
-    static const uint32_t heads[][2] = {{1, 1}, {3, 3}, {2, 1}, {4, 2}, {4, 1}, {8, 2},
+    static const uint32_t heads[][2] = {{1, 1}, {3, 3},  {2, 1}, {4, 2}, {4, 1}, {8, 2},
                                         {8, 1}, {16, 2}, {3, 1}, {5, 1}, {6, 3}, {2, 2}};
     const uint32_t nd = sizeof dims / sizeof dims[0], nl = sizeof lens / sizeof lens[0];
     att_case c = {0};
@@ -448,24 +449,45 @@ static void run_grid(test_policy_suite *s, grid_property which)
     assert_true(ran > 0);
 }
 
-static void test_grid_mha_matches_reference(void **state) { run_grid(*state, MHA_MATCHES_REFERENCE); }
-static void test_grid_gqa_matches_reference(void **state) { run_grid(*state, GQA_MATCHES_REFERENCE); }
-static void test_grid_causal_matches_reference(void **state) { run_grid(*state, CAUSAL_MATCHES_REFERENCE); }
-static void test_grid_mask_matches_reference(void **state) { run_grid(*state, MASK_MATCHES_REFERENCE); }
+static void test_grid_mha_matches_reference(void **state)
+{
+    run_grid(*state, MHA_MATCHES_REFERENCE);
+}
+static void test_grid_gqa_matches_reference(void **state)
+{
+    run_grid(*state, GQA_MATCHES_REFERENCE);
+}
+static void test_grid_causal_matches_reference(void **state)
+{
+    run_grid(*state, CAUSAL_MATCHES_REFERENCE);
+}
+static void test_grid_mask_matches_reference(void **state)
+{
+    run_grid(*state, MASK_MATCHES_REFERENCE);
+}
 static void test_grid_masks_combine(void **state) { run_grid(*state, MASKS_COMBINE); }
-static void test_grid_fully_masked_rows_are_zero(void **state) { run_grid(*state, FULLY_MASKED_ROWS_ARE_ZERO); }
+static void test_grid_fully_masked_rows_are_zero(void **state)
+{
+    run_grid(*state, FULLY_MASKED_ROWS_ARE_ZERO);
+}
 
 /* Hand-picked corners on every policy. */
 static void test_corners(void **state)
 {
     test_policy_suite *s = *state;
-    const att_case base = {.B = 1, .Hq = 1, .Hkv = 1, .Tq = 1, .Tk = 1, .D = 8,
-                           .qdt = VKATTN_DTYPE_F32, .kvdt = VKATTN_DTYPE_F32,
+    const att_case base = {.B = 1,
+                           .Hq = 1,
+                           .Hkv = 1,
+                           .Tq = 1,
+                           .Tk = 1,
+                           .D = 8,
+                           .qdt = VKATTN_DTYPE_F32,
+                           .kvdt = VKATTN_DTYPE_F32,
                            .mdt = VKATTN_DTYPE_F32};
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++) {
         att_case c = base;
         c.policy = p;
-        run_case(s->gpu[p], &c, 1); /* one query, one key */
+        run_case(s->gpu[p], &c, 1);                         /* one query, one key */
         c.Tq = 9, c.Tk = 4, c.causal = true, c.weights = 4; /* 5 rows see nothing */
         run_case(s->gpu[p], &c, 2);
         c.Tq = 3, c.Tk = 70, c.D = 256, c.Hq = 8, c.Hkv = 1, c.weights = 3; /* MQA, long keys */
@@ -474,7 +496,7 @@ static void test_corners(void **state)
         c = base, c.policy = p, c.Tq = 65, c.Tk = 65, c.causal = true, c.D = 64, c.Hq = 4;
         c.Hkv = 2, c.qdt = c.kvdt = VKATTN_DTYPE_F16, c.bthd = true, c.merged_out = true;
         run_case(s->gpu[p], &c, 4); /* several tiles and key blocks */
-        if (p < 2) { /* long enough for the subgroup family's large tiles */
+        if (p < 2) {                /* long enough for the subgroup family's large tiles */
             c.Tq = 20, c.Tk = 300, c.Hq = 8, c.mask = MASK_2D, c.padding = true;
             run_case(s->gpu[p], &c, 5);
         }
@@ -537,14 +559,16 @@ static void run_sparse(vkattn_context *ctx, sparse *q, sparse *k, sparse *v, spa
         assert_non_null(in[t]->host);
         test_fill_uniform(&rng, in[t]->host, sparse_numel(in[t]), -1.0f, 1.0f);
         int64_t *sh = in[t]->shape;
-        uint64_t end = sparse_row_offset(in[t], sh[0] - 1, sh[1] - 1, sh[2] - 1) + 4 * (uint64_t)sh[3];
+        uint64_t end =
+            sparse_row_offset(in[t], sh[0] - 1, sh[1] - 1, sh[2] - 1) + 4 * (uint64_t)sh[3];
         in_end = end > in_end ? end : in_end;
     }
     out->host = calloc(sparse_numel(out), 4);
     assert_non_null(out->host);
     int64_t *osh = out->shape;
     out_end = sparse_row_offset(out, osh[0] - 1, osh[1] - 1, osh[2] - 1) + 4 * (uint64_t)osh[3];
-    vkattn_buffer *bin = test_buffer_with(ctx, NULL, in_end), *bout = test_buffer_with(ctx, NULL, out_end);
+    vkattn_buffer *bin = test_buffer_with(ctx, NULL, in_end),
+                  *bout = test_buffer_with(ctx, NULL, out_end);
     for (int t = 0; t < 3; t++)
         sparse_rows(ctx, bin, in[t], true);
 
@@ -685,16 +709,19 @@ static void test_infinite_key_element(void **state)
                 q[row * D + d0] = -0.5f - fabsf(q[row * D + d0]);
             k[2 * D + d0] = INFINITY; /* key 2: score -inf for every row */
             int64_t qs[4] = {1, HQ, TQ, D}, ks[4] = {1, 1, TK, D};
-            vkattn_buffer *bq = test_buffer_with(ctx, q, nq * 4), *bk = test_buffer_with(ctx, k, nk * 4);
-            vkattn_buffer *bv = test_buffer_with(ctx, v, nk * 4), *bo = test_buffer_with(ctx, NULL, nq * 4);
+            vkattn_buffer *bq = test_buffer_with(ctx, q, nq * 4),
+                          *bk = test_buffer_with(ctx, k, nk * 4);
+            vkattn_buffer *bv = test_buffer_with(ctx, v, nk * 4),
+                          *bo = test_buffer_with(ctx, NULL, nq * 4);
             vkattn_attention_args a = {.q = vkattn_tensor_make(bq, 0, VKATTN_DTYPE_F32, 4, qs),
                                        .k = vkattn_tensor_make(bk, 0, VKATTN_DTYPE_F32, 4, ks),
                                        .v = vkattn_tensor_make(bv, 0, VKATTN_DTYPE_F32, 4, ks),
                                        .out = vkattn_tensor_make(bo, 0, VKATTN_DTYPE_F32, 4, qs)};
-            vkattn_ref_attention_args r = {.q = vkattn_host_tensor_make(q, VKATTN_DTYPE_F32, 4, qs),
-                                           .k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks),
-                                           .v = vkattn_host_tensor_make(v, VKATTN_DTYPE_F32, 4, ks),
-                                           .out = vkattn_host_tensor_make(want, VKATTN_DTYPE_F32, 4, qs)};
+            vkattn_ref_attention_args r = {
+                .q = vkattn_host_tensor_make(q, VKATTN_DTYPE_F32, 4, qs),
+                .k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks),
+                .v = vkattn_host_tensor_make(v, VKATTN_DTYPE_F32, 4, ks),
+                .out = vkattn_host_tensor_make(want, VKATTN_DTYPE_F32, 4, qs)};
             assert_int_equal(vkattn_ref_attention(&r, NULL, 0), VKATTN_SUCCESS);
             TEST_OK(ctx, vkattn_attention(ctx, &a));
             TEST_OK(ctx, vkattn_buffer_download(bo, 0, got, nq * 4));

@@ -8,8 +8,8 @@
 
 typedef struct fixture {
     test_gpu *g;
-    vkattn_buffer *buf;   /* q, k, v, mask, padding live here */
-    vkattn_buffer *obuf;  /* out and weights live here */
+    vkattn_buffer *buf;  /* q, k, v, mask, padding live here */
+    vkattn_buffer *obuf; /* out and weights live here */
     vkattn_attention_args good;
 } fixture;
 
@@ -62,24 +62,24 @@ static int teardown(void **state)
 
 /* Asserts the call fails with `code` / `needle` in both forms, creating no
  * pipeline. */
-#define FAILS(f, a, code, needle)                                                            \
-    do {                                                                                     \
-        vkattn_context *ctx_ = (f)->g->ctx;                                                  \
-        uint32_t pipelines_ = vkattn_context_pipeline_count(ctx_);                           \
-        TEST_FAILS(ctx_, code, needle, vkattn_attention(ctx_, &(a)));                        \
-        VkCommandBuffer cmd_;                                                                \
-        TEST_OK(ctx_, vkattn_commands_begin(ctx_, &cmd_));                                   \
-        TEST_FAILS(ctx_, code, needle, vkattn_cmd_attention(ctx_, cmd_, &(a)));              \
-        TEST_OK(ctx_, vkattn_commands_submit(ctx_)); /* nothing was recorded */              \
-        assert_int_equal(vkattn_context_pipeline_count(ctx_), pipelines_);                   \
+#define FAILS(f, a, code, needle)                                               \
+    do {                                                                        \
+        vkattn_context *ctx_ = (f)->g->ctx;                                     \
+        uint32_t pipelines_ = vkattn_context_pipeline_count(ctx_);              \
+        TEST_FAILS(ctx_, code, needle, vkattn_attention(ctx_, &(a)));           \
+        VkCommandBuffer cmd_;                                                   \
+        TEST_OK(ctx_, vkattn_commands_begin(ctx_, &cmd_));                      \
+        TEST_FAILS(ctx_, code, needle, vkattn_cmd_attention(ctx_, cmd_, &(a))); \
+        TEST_OK(ctx_, vkattn_commands_submit(ctx_)); /* nothing was recorded */ \
+        assert_int_equal(vkattn_context_pipeline_count(ctx_), pipelines_);      \
     } while (0)
 
 /* FAILS for the good call with `change` made to its arguments (`a`). */
-#define FAILS_WITH(f, code, needle, change)                                                  \
-    do {                                                                                     \
-        vkattn_attention_args a = (f)->good;                                                 \
-        change;                                                                              \
-        FAILS(f, a, code, needle);                                                           \
+#define FAILS_WITH(f, code, needle, change)  \
+    do {                                     \
+        vkattn_attention_args a = (f)->good; \
+        change;                              \
+        FAILS(f, a, code, needle);           \
     } while (0)
 
 #define INVALID VKATTN_ERROR_INVALID_ARGUMENT
@@ -134,11 +134,13 @@ static void test_dtypes(void **state)
     FAILS_WITH(f, DTYPE, "args->q.dtype u8 is not supported", a.q.dtype = VKATTN_DTYPE_U8);
     FAILS_WITH(f, DTYPE, "args->out.dtype f16 differs from args->q.dtype f32",
                a.out.dtype = VKATTN_DTYPE_F16);
-    FAILS_WITH(f, DTYPE, "args->v.dtype f16 differs from args->k.dtype f32", a.v.dtype = VKATTN_DTYPE_F16);
+    FAILS_WITH(f, DTYPE, "args->v.dtype f16 differs from args->k.dtype f32",
+               a.v.dtype = VKATTN_DTYPE_F16);
     FAILS_WITH(f, DTYPE, "args->mask.dtype u8", a.mask.dtype = VKATTN_DTYPE_U8);
     FAILS_WITH(f, DTYPE, "args->key_padding.dtype f32", a.key_padding.dtype = VKATTN_DTYPE_F32);
     FAILS_WITH(f, DTYPE, "args->weights.dtype f16", a.weights.dtype = VKATTN_DTYPE_F16);
-    FAILS_WITH(f, DTYPE, "args->k.dtype 7", (a.k.dtype = (vkattn_dtype)7, a.v.dtype = (vkattn_dtype)7));
+    FAILS_WITH(f, DTYPE, "args->k.dtype 7",
+               (a.k.dtype = (vkattn_dtype)7, a.v.dtype = (vkattn_dtype)7));
 }
 
 static void test_memory_and_strides(void **state)
@@ -152,9 +154,11 @@ static void test_memory_and_strides(void **state)
     FAILS_WITH(f, INVALID, "args->v.strides[2] is 10: the strides of args->v must be",
                (a.v.strides[2] = 10, a.v.strides[1] = 20, a.v.strides[0] = 40, a.v.strides[3] = 1));
     FAILS_WITH(f, INVALID, "args->q.strides[1] is -24", a.q.strides[1] = -24);
-    FAILS_WITH(f, INVALID, "args->out.strides[1] is 0 while args->out.shape[1] is 4", a.out.strides[1] = 0);
+    FAILS_WITH(f, INVALID, "args->out.strides[1] is 0 while args->out.shape[1] is 4",
+               a.out.strides[1] = 0);
     FAILS_WITH(f, INVALID, "args->weights.strides[0] is 0", a.weights.strides[0] = 0);
-    FAILS_WITH(f, INVALID, "args->mask.offset 1", (a.mask.offset = 1, a.mask.dtype = VKATTN_DTYPE_F16));
+    FAILS_WITH(f, INVALID, "args->mask.offset 1",
+               (a.mask.offset = 1, a.mask.dtype = VKATTN_DTYPE_F16));
 
     /* another context's buffer */
     test_gpu *other = test_gpu_open(0);

@@ -50,8 +50,8 @@ static void round_trip(vkattn_context *ctx, uint64_t size, uint64_t offset)
 
 static void sizes_and_offsets(vkattn_context *ctx)
 {
-    static const uint64_t sizes[] = {1, 2, 3, 4, 5, 15, 16, 17, 255, 4096, 65537,
-                                     (1u << 20) + 3, (16u << 20) + 5, 64u << 20};
+    static const uint64_t sizes[] = {
+        1, 2, 3, 4, 5, 15, 16, 17, 255, 4096, 65537, (1u << 20) + 3, (16u << 20) + 5, 64u << 20};
     static const uint64_t offsets[] = {0, 1, 3, 4093};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         for (size_t j = 0; j < sizeof offsets / sizeof offsets[0]; j++)

@@ -78,8 +78,8 @@ static void expect_failure_saying(const char *args, const char *needle, const ch
     if (code == 0)
         fail_msg("vkattn %s: exit 0, expected failure", args);
     if (!strstr(err, needle) || (also && !strstr(err, also)))
-        fail_msg("vkattn %s: stderr does not mention \"%s\"%s%s%s:\n%s", args, needle, also ? " and \"" : "",
-                 also ? also : "", also ? "\"" : "", err);
+        fail_msg("vkattn %s: stderr does not mention \"%s\"%s%s%s:\n%s", args, needle,
+                 also ? " and \"" : "", also ? also : "", also ? "\"" : "", err);
     if (exists(path_of("O.npy")) || exists(path_of("O.npy.tmp")))
         fail_msg("vkattn %s: failed but wrote the output file", args);
 }
@@ -121,8 +121,8 @@ static void attention_on_standard_inputs(char *args, size_t size, const char *op
  * pointed at a directory fails before any output, naming the option, and
  * leaves no temporary file beside it; pointed at an input of another kind
  * (K.npy, also given as --k), it is refused and the file left as it was. */
-static void expect_state_file_guarded(const char *opts, const char *option, const char *cannot_write,
-                                      const char *not_ours)
+static void expect_state_file_guarded(const char *opts, const char *option,
+                                      const char *cannot_write, const char *not_ours)
 {
     char args[2048], with[1024], named[64];
     snprintf(with, sizeof with, "%s %s %s", opts, option, tmp);
@@ -165,11 +165,12 @@ static void test_attention_command(void **state)
     (void)state;
     write_standard_inputs();
     char args[2048], err[4096];
-    snprintf(args, sizeof args,
-             "attention --validate --q %s --k %s --v %s --mask %s --key-padding %s --causal --check "
-             "--weights-out %s --per-head --out %s",
-             path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("M.npy"), path_of("P.npy"),
-             path_of("W.npy"), path_of("O.npy"));
+    snprintf(
+        args, sizeof args,
+        "attention --validate --q %s --k %s --v %s --mask %s --key-padding %s --causal --check "
+        "--weights-out %s --per-head --out %s",
+        path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("M.npy"), path_of("P.npy"),
+        path_of("W.npy"), path_of("O.npy"));
     expect_success(args, err, sizeof err);
     npy_array o, w;
     char e[512];
@@ -213,14 +214,15 @@ static void test_tuning_file(void **state)
     snprintf(opts, sizeof opts, "-v --validate --tuning %s --causal --check", tuning);
     attention_on_standard_inputs(args, sizeof args, opts);
     expect_success(args, err, sizeof err);
-    if (strstr(err, "another device") || strstr(err, "not vkattn tuning data") || strstr(err, "not read") ||
-        strstr(err, "could not be read"))
+    if (strstr(err, "another device") || strstr(err, "not vkattn tuning data") ||
+        strstr(err, "not read") || strstr(err, "could not be read"))
         fail_msg("vkattn %s did not take the tuning file:\n%s", args, err);
     read_text(tuning, again, sizeof again);
     assert_string_equal(again, text);
     unlink(tuning);
     /* a path that cannot be written, a file that is not tuning data */
-    expect_state_file_guarded("--tune", "--tuning", "cannot write tuning data", "not a vkattn tuning file");
+    expect_state_file_guarded("--tune", "--tuning", "cannot write tuning data",
+                              "not a vkattn tuning file");
 }
 
 /* --pipeline-cache is written once the work is done, before the output
@@ -237,7 +239,8 @@ static void test_pipeline_cache_file(void **state)
         assert_true(exists(cache));
         assert_true(exists(path_of("O.npy")));
         /* the second run takes the first one's cache */
-        if (pass == 1 && (strstr(err, "not read") || strstr(err, "could not be read") || strstr(err, "another device")))
+        if (pass == 1 && (strstr(err, "not read") || strstr(err, "could not be read") ||
+                          strstr(err, "another device")))
             fail_msg("vkattn %s did not take the pipeline cache:\n%s", args, err);
     }
     unlink(cache);
@@ -260,8 +263,8 @@ static void test_mha_command(void **state)
     snprintf(args, sizeof args,
              "mha --validate --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --bq %s "
              "--causal --check --weights-out %s --out %s",
-             path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"), path_of("WO.npy"),
-             path_of("BQ.npy"), path_of("W.npy"), path_of("O.npy"));
+             path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"),
+             path_of("WO.npy"), path_of("BQ.npy"), path_of("W.npy"), path_of("O.npy"));
     expect_success(args, err, sizeof err);
     npy_array y;
     assert_int_equal(npy_read(path_of("O.npy"), &y, e, sizeof e), 0);
@@ -270,28 +273,33 @@ static void test_mha_command(void **state)
     npy_free(&y);
 
     /* decoding through a KV cache gives the full causal forward's rows */
-    const char *common_fmt = "mha --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --bq %s --causal";
+    const char *common_fmt =
+        "mha --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --bq %s --causal";
     char common[2048];
-    snprintf(common, sizeof common, common_fmt, path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"),
-             path_of("WV.npy"), path_of("WO.npy"), path_of("BQ.npy"));
+    snprintf(common, sizeof common, common_fmt, path_of("X.npy"), path_of("WQ.npy"),
+             path_of("WK.npy"), path_of("WV.npy"), path_of("WO.npy"), path_of("BQ.npy"));
     snprintf(args, sizeof args, "%s --out %s", common, path_of("FULL.npy"));
     expect_success(args, err, sizeof err);
-    const char *variants[] = {"--prefill 2", "--prefill 5 --paged-block 2", "--prefill 1 --kv-splits 3",
-                              "--prefill 6"};
+    const char *variants[] = {"--prefill 2", "--prefill 5 --paged-block 2",
+                              "--prefill 1 --kv-splits 3", "--prefill 6"};
     npy_array full;
     assert_int_equal(npy_read(path_of("FULL.npy"), &full, e, sizeof e), 0);
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
-        snprintf(args, sizeof args, "%s %s --check --validate --out %s", common, variants[i], path_of("O.npy"));
+        snprintf(args, sizeof args, "%s %s --check --validate --out %s", common, variants[i],
+                 path_of("O.npy"));
         expect_success(args, err, sizeof err);
         npy_array dec;
         assert_int_equal(npy_read(path_of("O.npy"), &dec, e, sizeof e), 0);
-        test_assert_close(dec.data, full.data, (size_t)(full.nbytes / 4), TEST_TOL_F32, variants[i]);
+        test_assert_close(dec.data, full.data, (size_t)(full.nbytes / 4), TEST_TOL_F32,
+                          variants[i]);
         npy_free(&dec);
     }
     npy_free(&full);
-    snprintf(args, sizeof args, "mha --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --prefill 2 --out %s",
-             path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"), path_of("WO.npy"),
-             path_of("O.npy"));
+    snprintf(
+        args, sizeof args,
+        "mha --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --prefill 2 --out %s",
+        path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"),
+        path_of("WO.npy"), path_of("O.npy"));
     expect_failure(args, "--causal");
     snprintf(args, sizeof args, "%s --paged-block 4 --out %s", common, path_of("O.npy"));
     expect_failure(args, "needs --prefill");
@@ -302,17 +310,19 @@ static void test_mha_command(void **state)
     char tuning[512], text[8192];
     snprintf(tuning, sizeof tuning, "%s", path_of("steps-tuning.txt"));
     unlink(tuning);
-    snprintf(args, sizeof args, "%s --prefill 2 --tune --tuning %s --check --validate --out %s", common, tuning,
-             path_of("O.npy"));
+    snprintf(args, sizeof args, "%s --prefill 2 --tune --tuning %s --check --validate --out %s",
+             common, tuning, path_of("O.npy"));
     expect_success(args, err, sizeof err);
     assert_true(read_text(tuning, text, sizeof text) > 0);
     if (!strstr(text, "\n3 ") || !strstr(text, "\n1 "))
-        fail_msg("the tuning file of --prefill --tune has no linear or KV-attention entry:\n%s", text);
+        fail_msg("the tuning file of --prefill --tune has no linear or KV-attention entry:\n%s",
+                 text);
     unlink(tuning);
     npy_array tuned;
     assert_int_equal(npy_read(path_of("O.npy"), &tuned, e, sizeof e), 0);
     assert_int_equal(npy_read(path_of("FULL.npy"), &full, e, sizeof e), 0);
-    test_assert_close(tuned.data, full.data, (size_t)(full.nbytes / 4), TEST_TOL_F32, "--prefill 2 --tune");
+    test_assert_close(tuned.data, full.data, (size_t)(full.nbytes / 4), TEST_TOL_F32,
+                      "--prefill 2 --tune");
     npy_free(&tuned);
     npy_free(&full);
 
@@ -332,7 +342,8 @@ static void test_mha_command(void **state)
     /* kv heads that do not divide the heads (weights shaped to match) */
     int64_t wk3[2] = {24, 32};
     write_f32("WK3.npy", 2, wk3, 18);
-    snprintf(args, sizeof args, "mha --x %s --heads 4 --kv-heads 3 --wq %s --wk %s --wv %s --wo %s --out %s",
+    snprintf(args, sizeof args,
+             "mha --x %s --heads 4 --kv-heads 3 --wq %s --wk %s --wv %s --wo %s --out %s",
              path_of("X.npy"), path_of("WQ.npy"), path_of("WK3.npy"), path_of("WK3.npy"),
              path_of("WO.npy"), path_of("O.npy"));
     expect_failure(args, "does not divide");
@@ -348,8 +359,9 @@ static void test_bad_inputs(void **state)
     snprintf(k, sizeof k, "%s", path_of("K.npy"));
     snprintf(v, sizeof v, "%s", path_of("V.npy"));
     snprintf(o, sizeof o, "%s", path_of("O.npy"));
-#define ATT(extra_fmt, ...) \
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s " extra_fmt, q, k, v, o, __VA_ARGS__)
+#define ATT(extra_fmt, ...)                                                                       \
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s " extra_fmt, q, k, v, o, \
+             __VA_ARGS__)
 
     /* missing file */
     snprintf(args, sizeof args, "attention --q %s/none.npy --k %s --v %s --out %s", tmp, k, v, o);
@@ -358,17 +370,20 @@ static void test_bad_inputs(void **state)
     char trunc[600];
     snprintf(trunc, sizeof trunc, "head -c 150 %s > %s", q, path_of("T.npy"));
     assert_int_equal(system(trunc), 0);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("T.npy"), k, v, o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("T.npy"), k, v,
+             o);
     expect_failure(args, "T.npy");
     /* not a .npy at all */
     FILE *f = fopen(path_of("J.npy"), "w");
     fputs("this is not numpy", f);
     fclose(f);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("J.npy"), k, v, o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("J.npy"), k, v,
+             o);
     expect_failure(args, "J.npy");
     /* float64 data */
     f = fopen(path_of("D.npy"), "wb");
-    const char hdr[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 8), }";
+    const char hdr[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f8', 'fortran_order': False, 'shape': "
+                       "(1, 1, 1, 8), }";
     fwrite(hdr, 1, sizeof hdr - 1, f);
     for (size_t i = sizeof hdr - 1; i < 128 - 1; i++)
         fputc(' ', f);
@@ -376,17 +391,20 @@ static void test_bad_inputs(void **state)
     double zeros[8] = {0};
     fwrite(zeros, 8, 8, f);
     fclose(f);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("D.npy"), k, v, o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("D.npy"), k, v,
+             o);
     expect_failure(args, "<f8");
     /* a zero-sized dimension */
     int64_t z[4] = {1, 0, 5, 16};
     write_f32("Z.npy", 4, z, 5);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Z.npy"), k, v, o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Z.npy"), k, v,
+             o);
     expect_failure(args, "zero-sized");
     /* heads that do not divide: Hq 3, Hkv 2 */
     int64_t q3[4] = {2, 3, 5, 16};
     write_f32("Q3.npy", 4, q3, 6);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Q3.npy"), k, v, o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Q3.npy"), k, v,
+             o);
     expect_failure(args, "does not divide");
     /* head dim 12 and 264 */
     int64_t d12q[4] = {1, 2, 3, 12}, d12k[4] = {1, 2, 3, 12};
@@ -403,7 +421,8 @@ static void test_bad_inputs(void **state)
     /* batch mismatch */
     int64_t kb[4] = {3, 2, 7, 16};
     write_f32("KB.npy", 4, kb, 10);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", q, path_of("KB.npy"), v, o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", q, path_of("KB.npy"), v,
+             o);
     expect_failure(args, "--k");
     /* a mask that does not broadcast */
     int64_t mbad[2] = {5, 6};
@@ -441,9 +460,11 @@ static void test_help_lists_flags(void **state)
     assert_non_null(strstr(out, "mha"));
     assert_int_equal(run("mha --help", err, sizeof err), 0);
     read_text(path_of("stdout.txt"), out, sizeof out);
-    const char *flags[] = {"--x", "--kv", "--heads", "--kv-heads", "--wq", "--wk", "--wv", "--wo", "--bq",
-                           "--bo", "--causal", "--key-padding", "--mask", "--dtype", "--weights-out",
-                           "--per-head", "--check", "--device", "--validate", "--tune", "--tuning"};
+    const char *flags[] = {"--x",        "--kv",          "--heads",  "--kv-heads", "--wq",
+                           "--wk",       "--wv",          "--wo",     "--bq",       "--bo",
+                           "--causal",   "--key-padding", "--mask",   "--dtype",    "--weights-out",
+                           "--per-head", "--check",       "--device", "--validate", "--tune",
+                           "--tuning"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strstr(out, flags[i]))
             fail_msg("vkattn mha --help does not list %s", flags[i]);
@@ -454,9 +475,10 @@ static void test_info_without_any_device(void **state)
 {
     (void)state;
     char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json %s info > %s 2> %s",
-             VKATTN_CLI_PATH, path_of("stdout.txt"), path_of("stderr.txt"));
+    snprintf(
+        cmd, sizeof cmd,
+        "VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json %s info > %s 2> %s",
+        VKATTN_CLI_PATH, path_of("stdout.txt"), path_of("stderr.txt"));
     int status = system(cmd);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
     char err[2048];

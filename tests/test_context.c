@@ -74,11 +74,13 @@ static void test_select_by_index_and_name(void **state)
 {
     (void)state;
     uint32_t count = 0, chosen = UINT32_MAX;
-    assert_int_equal(vkattn_list_devices(NULL, NULL, 0, &count, &chosen, NULL, NULL), VKATTN_SUCCESS);
+    assert_int_equal(vkattn_list_devices(NULL, NULL, 0, &count, &chosen, NULL, NULL),
+                     VKATTN_SUCCESS);
     assert_true(count >= 1);
     assert_true(chosen < count);
     vkattn_device_info *infos = calloc(count, sizeof *infos);
-    assert_int_equal(vkattn_list_devices(NULL, infos, count, &count, NULL, NULL, NULL), VKATTN_SUCCESS);
+    assert_int_equal(vkattn_list_devices(NULL, infos, count, &count, NULL, NULL, NULL),
+                     VKATTN_SUCCESS);
     for (uint32_t i = 0; i < count; i++) {
         if (!infos[i].supported)
             continue;
@@ -131,14 +133,14 @@ typedef struct host_vulkan {
     VkPhysicalDeviceFeatures2 features;
 } host_vulkan;
 
-static VKAPI_ATTR VkBool32 VKAPI_CALL host_on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
-                                                      VkDebugUtilsMessageTypeFlagsEXT types,
-                                                      const VkDebugUtilsMessengerCallbackDataEXT *data,
-                                                      void *user)
+static VKAPI_ATTR VkBool32 VKAPI_CALL
+host_on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev, VkDebugUtilsMessageTypeFlagsEXT types,
+                const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
 {
     (void)types;
     host_vulkan *h = user;
-    if (sev & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) {
+    if (sev & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+               VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) {
         h->messages++;
         fprintf(stderr, "[host messenger] %s\n", data->pMessage);
     }
@@ -150,7 +152,8 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL host_on_message(VkDebugUtilsMessageSeverit
 static void host_create(host_vulkan *h, bool debug_utils, bool enable_16bit)
 {
     memset(h, 0, sizeof *h);
-    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_3};
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .apiVersion = VK_API_VERSION_1_3};
     const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
     const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
     VkInstanceCreateInfo ici = {
@@ -173,7 +176,8 @@ static void host_create(host_vulkan *h, bool debug_utils, bool enable_16bit)
             .pUserData = h,
         };
         PFN_vkCreateDebugUtilsMessengerEXT create =
-            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(h->instance, "vkCreateDebugUtilsMessengerEXT");
+            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+                h->instance, "vkCreateDebugUtilsMessengerEXT");
         assert_non_null(create);
         assert_int_equal(create(h->instance, &mi, NULL, &h->messenger), VK_SUCCESS);
     }
@@ -190,19 +194,26 @@ static void host_create(host_vulkan *h, bool debug_utils, bool enable_16bit)
             h->family = i;
     assert_true(h->family != UINT32_MAX);
 
-    VkPhysicalDeviceVulkan11Features supported11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-    VkPhysicalDeviceFeatures2 supported = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &supported11};
+    VkPhysicalDeviceVulkan11Features supported11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    VkPhysicalDeviceFeatures2 supported = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                           .pNext = &supported11};
     vkGetPhysicalDeviceFeatures2(h->pd, &supported);
     h->storage16 = enable_16bit && supported11.storageBuffer16BitAccess;
-    h->f11 = (VkPhysicalDeviceVulkan11Features){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                                .storageBuffer16BitAccess = h->storage16};
+    h->f11 = (VkPhysicalDeviceVulkan11Features){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+        .storageBuffer16BitAccess = h->storage16};
     h->features = (VkPhysicalDeviceFeatures2){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                               .pNext = &h->f11};
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                   .queueFamilyIndex = h->family, .queueCount = 1, .pQueuePriorities = &prio};
-    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &h->features,
-                              .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
+                                   .queueFamilyIndex = h->family,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &prio};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = &h->features,
+                              .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci};
     assert_int_equal(vkCreateDevice(h->pd, &dci, NULL, &h->device), VK_SUCCESS);
 }
 
@@ -211,7 +222,8 @@ static void host_destroy(host_vulkan *h)
     vkDestroyDevice(h->device, NULL);
     if (h->messenger) {
         PFN_vkDestroyDebugUtilsMessengerEXT destroy =
-            (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(h->instance, "vkDestroyDebugUtilsMessengerEXT");
+            (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+                h->instance, "vkDestroyDebugUtilsMessengerEXT");
         destroy(h->instance, h->messenger, NULL);
     }
     vkDestroyInstance(h->instance, NULL);
@@ -244,7 +256,8 @@ static void test_borrowed_device(void **state)
     vkattn_context_destroy(ctx);
 
     /* The host's device is untouched and still works after the context. */
-    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 256,
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                              .size = 256,
                               .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
     VkBuffer buf;
     assert_int_equal(vkCreateBuffer(h.device, &bci, NULL, &buf), VK_SUCCESS);
@@ -261,8 +274,11 @@ static void test_borrowed_without_features_uses_packed_f16(void **state)
     host_vulkan h;
     host_create(&h, true, false);
     vkattn_vulkan_borrow borrow = {
-        .instance = h.instance, .physical_device = h.pd, .device = h.device,
-        .queue_family_index = h.family, .get_instance_proc_addr = vkGetInstanceProcAddr,
+        .instance = h.instance,
+        .physical_device = h.pd,
+        .device = h.device,
+        .queue_family_index = h.family,
+        .get_instance_proc_addr = vkGetInstanceProcAddr,
     };
     vkattn_context_desc desc = {.borrow = &borrow, .flags = VKATTN_CONTEXT_VALIDATION};
     vkattn_context *ctx = NULL;
@@ -272,7 +288,8 @@ static void test_borrowed_without_features_uses_packed_f16(void **state)
     int64_t n = 9;
     float in[9] = {1, -2, 3.5f, 0.25f, 100, -0.125f, 7, 8, 65504};
     uint16_t out[9];
-    vkattn_buffer *a = test_buffer_with(ctx, in, sizeof in), *b = test_buffer_with(ctx, NULL, sizeof out);
+    vkattn_buffer *a = test_buffer_with(ctx, in, sizeof in),
+                  *b = test_buffer_with(ctx, NULL, sizeof out);
     vkattn_convert_args args = {vkattn_tensor_make(a, 0, VKATTN_DTYPE_F32, 1, &n),
                                 vkattn_tensor_make(b, 0, VKATTN_DTYPE_F16, 1, &n), 1.0f};
     TEST_OK(ctx, vkattn_convert(ctx, &args));
@@ -301,16 +318,21 @@ static void test_validation_messages_are_counted(void **state)
 {
     (void)state;
     int logged = 0;
-    vkattn_context_desc desc = {.flags = VKATTN_CONTEXT_VALIDATION, .log = count_only, .log_user = &logged,
+    vkattn_context_desc desc = {.flags = VKATTN_CONTEXT_VALIDATION,
+                                .log = count_only,
+                                .log_user = &logged,
                                 .device = getenv("VKATTN_DEVICE")};
     vkattn_context *ctx = NULL;
     assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
     test_assert_no_validation_messages(ctx);
     vkattn_vulkan_handles h;
     vkattn_context_vulkan_handles(ctx, &h);
-    PFN_vkCreateBuffer create = (PFN_vkCreateBuffer)h.get_device_proc_addr(h.device, "vkCreateBuffer");
-    PFN_vkDestroyBuffer destroy = (PFN_vkDestroyBuffer)h.get_device_proc_addr(h.device, "vkDestroyBuffer");
-    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 64, .usage = 0};
+    PFN_vkCreateBuffer create =
+        (PFN_vkCreateBuffer)h.get_device_proc_addr(h.device, "vkCreateBuffer");
+    PFN_vkDestroyBuffer destroy =
+        (PFN_vkDestroyBuffer)h.get_device_proc_addr(h.device, "vkDestroyBuffer");
+    VkBufferCreateInfo bci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 64, .usage = 0};
     VkBuffer buf = VK_NULL_HANDLE;
     VkResult vr = create(h.device, &bci, NULL, &buf);
     if (vr == VK_SUCCESS)
@@ -347,7 +369,8 @@ static void test_pipeline_cache_round_trip(void **state)
     test_gpu_close(g);
 
     /* from the file */
-    vkattn_context_desc desc = {.flags = VKATTN_CONTEXT_VALIDATION, .pipeline_cache_path = path,
+    vkattn_context_desc desc = {.flags = VKATTN_CONTEXT_VALIDATION,
+                                .pipeline_cache_path = path,
                                 .device = getenv("VKATTN_DEVICE")};
     vkattn_context *ctx = NULL;
     assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
@@ -415,20 +438,24 @@ static void test_tuning_data_round_trip(void **state)
     const char *entry = "2 128 4 3 1 0 0 0 1 2 3 0 12.5000\n";
     size_t cap = 2 * size + 256;
     char *text = calloc(1, cap);
-    snprintf(text, cap, "%s%sdevice 1 2 3 00000000000000000000000000000000\n7 0 0 0 0 0 0 0 9 9 9 9 1.0\n", empty,
-             entry);
-    vkattn_context_desc desc = {.flags = VKATTN_CONTEXT_VALIDATION, .device = getenv("VKATTN_DEVICE"),
-                                .tuning_data = text, .tuning_size = strlen(text)};
+    snprintf(text, cap,
+             "%s%sdevice 1 2 3 00000000000000000000000000000000\n7 0 0 0 0 0 0 0 9 9 9 9 1.0\n",
+             empty, entry);
+    vkattn_context_desc desc = {.flags = VKATTN_CONTEXT_VALIDATION,
+                                .device = getenv("VKATTN_DEVICE"),
+                                .tuning_data = text,
+                                .tuning_size = strlen(text)};
     vkattn_context *ctx = NULL;
     assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
     size_t n = 0;
     TEST_OK(ctx, vkattn_context_tuning_data(ctx, NULL, &n));
     char *back = calloc(1, n + 1);
     TEST_OK(ctx, vkattn_context_tuning_data(ctx, back, &n));
-    assert_non_null(strstr(back, entry));  /* kept: same device */
+    assert_non_null(strstr(back, entry)); /* kept: same device */
     assert_null(strstr(back, "7 0 0 0")); /* dropped: another device */
     size_t small = 4;
-    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "*size 4", vkattn_context_tuning_data(ctx, back, &small));
+    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "*size 4",
+               vkattn_context_tuning_data(ctx, back, &small));
 
     char path[] = "/tmp/vkattn-tuning-XXXXXX";
     int fd = mkstemp(path);

@@ -24,7 +24,8 @@ static void check_convert(vkattn_context *ctx, vkattn_dtype s, vkattn_dtype d, i
         test_store(src, s, i, test_rng_uniform(&rng, -300.0f, 300.0f));
     for (size_t i = 0; i < dst_bytes; i++)
         dst0[i] = (uint8_t)(0xA5 ^ i);
-    vkattn_buffer *bs = test_buffer_with(ctx, src, src_bytes), *bd = test_buffer_with(ctx, dst0, dst_bytes);
+    vkattn_buffer *bs = test_buffer_with(ctx, src, src_bytes),
+                  *bd = test_buffer_with(ctx, dst0, dst_bytes);
     vkattn_convert_args args = {vkattn_tensor_make(bs, (uint64_t)so * ss, s, 1, &n),
                                 vkattn_tensor_make(bd, (uint64_t)do_ * ds, d, 1, &n), scale};
     TEST_OK(ctx, vkattn_convert(ctx, &args));
@@ -48,7 +49,8 @@ static void check_convert(vkattn_context *ctx, vkattn_dtype s, vkattn_dtype d, i
     if (memcmp(dst, dst0, (size_t)do_ * ds) != 0)
         fail_msg("bytes before the destination changed (offset %lld)", (long long)do_);
     if (memcmp(dst + (do_ + n) * ds, dst0 + (do_ + n) * ds, 3 * ds) != 0)
-        fail_msg("bytes after the destination changed (n %lld, offset %lld)", (long long)n, (long long)do_);
+        fail_msg("bytes after the destination changed (n %lld, offset %lld)", (long long)n,
+                 (long long)do_);
     TEST_DESTROY_BUFFERS(bs, bd);
     free(src), free(dst0), free(dst);
 }
@@ -61,7 +63,8 @@ static void check_sizes_offsets(test_gpu *g, vkattn_dtype s, vkattn_dtype d)
     const int64_t offsets[] = {0, 1, 3};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         for (size_t j = 0; j < 3; j++)
-            check_convert(g->ctx, s, d, sizes[i], offsets[j], offsets[(j + i) % 3], i % 2 ? 0.0f : -0.375f);
+            check_convert(g->ctx, s, d, sizes[i], offsets[j], offsets[(j + i) % 3],
+                          i % 2 ? 0.0f : -0.375f);
 }
 
 static void test_f32_copy_sizes_offsets(void **state)
@@ -125,7 +128,8 @@ static void test_record_into_own_command_buffer(void **state)
     VkCommandPool pool;
     assert_int_equal(vkCreateCommandPool(h.device, &pci, NULL, &pool), VK_SUCCESS);
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                       .commandPool = pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandPool = pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                        .commandBufferCount = 1};
     VkCommandBuffer cmd;
     assert_int_equal(vkAllocateCommandBuffers(h.device, &cai, &cmd), VK_SUCCESS);
@@ -134,7 +138,8 @@ static void test_record_into_own_command_buffer(void **state)
     float *host = malloc(n * 4), *back = malloc(n * 4);
     test_rng rng = test_rng_seed(9);
     test_fill_uniform(&rng, host, (size_t)n, -1.0f, 1.0f);
-    vkattn_buffer *a = test_buffer_with(g->ctx, host, n * 4), *half = test_buffer_with(g->ctx, NULL, n * 2),
+    vkattn_buffer *a = test_buffer_with(g->ctx, host, n * 4),
+                  *half = test_buffer_with(g->ctx, NULL, n * 2),
                   *c = test_buffer_with(g->ctx, NULL, n * 4);
     vkattn_convert_args down = {vkattn_tensor_make(a, 0, VKATTN_DTYPE_F32, 1, &n),
                                 vkattn_tensor_make(half, 0, VKATTN_DTYPE_F16, 1, &n), 1.0f};
@@ -151,8 +156,8 @@ static void test_record_into_own_command_buffer(void **state)
     VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                               .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT,
                               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT};
-    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                         &before, 0, NULL, 0, NULL);
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+                         1, &before, 0, NULL, 0, NULL);
     if (timed)
         TEST_OK(g->ctx, vkattn_cmd_timer_begin(timer, cmd, 1));
     TEST_OK(g->ctx, vkattn_cmd_convert(g->ctx, cmd, &down));
@@ -160,8 +165,8 @@ static void test_record_into_own_command_buffer(void **state)
     VkMemoryBarrier between = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                                .dstAccessMask = VK_ACCESS_SHADER_READ_BIT};
-    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                         0, 1, &between, 0, NULL, 0, NULL);
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between, 0, NULL, 0, NULL);
     TEST_OK(g->ctx, vkattn_cmd_convert(g->ctx, cmd, &up));
     if (timed)
         TEST_OK(g->ctx, vkattn_cmd_timer_end(timer, cmd, 1));
@@ -169,11 +174,11 @@ static void test_record_into_own_command_buffer(void **state)
     VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                              .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                         &after, 0, NULL, 0, NULL);
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+                         1, &after, 0, NULL, 0, NULL);
     assert_int_equal(vkEndCommandBuffer(cmd), VK_SUCCESS);
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                       .pCommandBuffers = &cmd};
+    VkSubmitInfo si = {
+        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
     assert_int_equal(vkQueueSubmit(h.queue, 1, &si, VK_NULL_HANDLE), VK_SUCCESS);
     assert_int_equal(vkQueueWaitIdle(h.queue), VK_SUCCESS);
 
@@ -185,7 +190,8 @@ static void test_record_into_own_command_buffer(void **state)
         TEST_OK(g->ctx, vkattn_timer_read_ms(timer, 1, &ms));
         assert_true(ms > 0.0 && ms < 60000.0);
         /* interval 0 was never recorded */
-        TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "interval 0", vkattn_timer_read_ms(timer, 0, &ms));
+        TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "interval 0",
+                   vkattn_timer_read_ms(timer, 0, &ms));
     }
     vkattn_timer_destroy(timer);
     vkDestroyCommandPool(h.device, pool, NULL);
@@ -207,7 +213,8 @@ static void test_larger_than_one_binding(void **state)
     assert_non_null(back);
     for (int64_t i = 0; i < n; i++)
         host[i] = (float)(i % 4093) - 2000.5f;
-    vkattn_buffer *a = test_buffer_with(g->ctx, host, n * 4), *b = test_buffer_with(g->ctx, NULL, n * 2);
+    vkattn_buffer *a = test_buffer_with(g->ctx, host, n * 4),
+                  *b = test_buffer_with(g->ctx, NULL, n * 2);
     vkattn_convert_args args = {vkattn_tensor_make(a, 0, VKATTN_DTYPE_F32, 1, &n),
                                 vkattn_tensor_make(b, 0, VKATTN_DTYPE_F16, 1, &n), 0.5f};
     TEST_OK(g->ctx, vkattn_convert(g->ctx, &args));

@@ -30,19 +30,24 @@ static const uint32_t prompt_len[NSEQ] = {4, 12, 1};
 /* Prefills every sequence with its prompt (one step each: different prompt
  * lengths), then decodes the ragged batch one token per step. Returns the
  * outputs of every position of every sequence: y[s] is [total_len[s], Dm]. */
-static void run_steps(vkattn_context *ctx, vkattn_mha *layer, vkattn_kv_cache *cache, float *const x[NSEQ],
-                      float *y[NSEQ], uint32_t dm, vkattn_dtype dt, uint32_t kv_splits)
+static void run_steps(vkattn_context *ctx, vkattn_mha *layer, vkattn_kv_cache *cache,
+                      float *const x[NSEQ], float *y[NSEQ], uint32_t dm, vkattn_dtype dt,
+                      uint32_t kv_splits)
 {
     size_t es = vkattn_dtype_size(dt);
-    vkattn_buffer *bx = test_buffer_with(ctx, NULL, 32 * dm * es), *by = test_buffer_with(ctx, NULL, 32 * dm * es);
+    vkattn_buffer *bx = test_buffer_with(ctx, NULL, 32 * dm * es),
+                  *by = test_buffer_with(ctx, NULL, 32 * dm * es);
     float *rows = malloc(32 * dm * 4);
     for (uint32_t s = 0; s < NSEQ; s++) {
         uint32_t seq = s, len = 99;
         int64_t shape[3] = {1, prompt_len[s], dm};
         test_upload_as(ctx, bx, dt, x[s], (size_t)prompt_len[s] * dm);
-        vkattn_mha_step_args a = {.cache = cache, .batch = 1, .sequences = &seq,
+        vkattn_mha_step_args a = {.cache = cache,
+                                  .batch = 1,
+                                  .sequences = &seq,
                                   .x = vkattn_tensor_make(bx, 0, dt, 3, shape),
-                                  .y = vkattn_tensor_make(by, 0, dt, 3, shape), .kv_splits = kv_splits};
+                                  .y = vkattn_tensor_make(by, 0, dt, 3, shape),
+                                  .kv_splits = kv_splits};
         TEST_OK(ctx, vkattn_mha_step(layer, &a));
         test_download_as(ctx, by, dt, y[s], (size_t)prompt_len[s] * dm);
         TEST_OK(ctx, vkattn_kv_cache_length(cache, seq, &len));
@@ -62,9 +67,12 @@ static void run_steps(vkattn_context *ctx, vkattn_mha *layer, vkattn_kv_cache *c
             break;
         int64_t shape[3] = {batch, 1, dm};
         test_upload_as(ctx, bx, dt, rows, (size_t)batch * dm);
-        vkattn_mha_step_args a = {.cache = cache, .batch = batch, .sequences = seqs,
+        vkattn_mha_step_args a = {.cache = cache,
+                                  .batch = batch,
+                                  .sequences = seqs,
                                   .x = vkattn_tensor_make(bx, 0, dt, 3, shape),
-                                  .y = vkattn_tensor_make(by, 0, dt, 3, shape), .kv_splits = kv_splits};
+                                  .y = vkattn_tensor_make(by, 0, dt, 3, shape),
+                                  .kv_splits = kv_splits};
         uint32_t before[NSEQ];
         for (uint32_t i = 0; i < batch; i++)
             TEST_OK(ctx, vkattn_kv_cache_length(cache, seqs[i], &before[i]));
@@ -87,7 +95,10 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
     float *wo = test_random_array(&r, (size_t)dm * dm, amp, c->dtype);
     float *bqkv = test_random_array(&r, rows, 0.2f, c->dtype);
     float *bo = test_random_array(&r, dm, 0.2f, c->dtype);
-    vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = c->hq, .num_kv_heads = c->hkv, .bias = true,
+    vkattn_mha_desc desc = {.embed_dim = dm,
+                            .num_heads = c->hq,
+                            .num_kv_heads = c->hkv,
+                            .bias = true,
                             .dtype = c->dtype};
     vkattn_mha_weights w = {.wqkv = wqkv, .wo = wo, .bqkv = bqkv, .bo = bo};
     float *x[NSEQ], *y[NSEQ], *ref[NSEQ];
@@ -104,8 +115,13 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
             fail_msg("reference: %s", err);
     }
     vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
-    vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv, .num_heads = c->hq, .head_dim = c->dh, .dtype = c->dtype,
-                               .max_sequences = NSEQ + 1, .capacity = 24, .block_size = c->block_size};
+    vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv,
+                               .num_heads = c->hq,
+                               .head_dim = c->dh,
+                               .dtype = c->dtype,
+                               .max_sequences = NSEQ + 1,
+                               .capacity = 24,
+                               .block_size = c->block_size};
     vkattn_kv_cache *cache = NULL;
     TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &cache));
     run_steps(ctx, layer, cache, x, y, dm, c->dtype, c->kv_splits);
@@ -113,7 +129,8 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
     for (int s = 0; s < NSEQ; s++) {
         snprintf(what, sizeof what, "decode Hq%u Hkv%u Dh%u block %u %s splits %u: sequence %d",
                  c->hq, c->hkv, c->dh, c->block_size, vkattn_dtype_name(c->dtype), c->kv_splits, s);
-        test_assert_close(y[s], ref[s], (size_t)total_len[s] * dm, f16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
+        test_assert_close(y[s], ref[s], (size_t)total_len[s] * dm,
+                          f16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
     }
     if (c->kv_splits) { /* a fixed split count: bit-identical when run again */
         float *again[NSEQ];
@@ -191,14 +208,21 @@ static void test_step_errors(void **state)
     float *zeros = calloc(64 * 32, 4);
     vkattn_mha_weights w = {.wqkv = zeros, .wo = zeros};
     vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
-    vkattn_kv_cache_desc cd = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 8, .max_sequences = 2,
-                               .capacity = 8, .block_size = 4, .num_blocks = 3};
+    vkattn_kv_cache_desc cd = {.num_kv_heads = 2,
+                               .num_heads = 4,
+                               .head_dim = 8,
+                               .max_sequences = 2,
+                               .capacity = 8,
+                               .block_size = 4,
+                               .num_blocks = 3};
     vkattn_kv_cache *cache = NULL;
     TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &cache));
     vkattn_buffer *b = test_buffer_with(ctx, NULL, 4096);
     uint32_t seq0 = 0, seq1 = 1, seq9 = 9, both[2] = {0, 1};
     int64_t six[3] = {1, 6, 32}, one[3] = {2, 1, 32}, three[3] = {1, 3, 32};
-    vkattn_mha_step_args a = {.cache = cache, .batch = 1, .sequences = &seq0,
+    vkattn_mha_step_args a = {.cache = cache,
+                              .batch = 1,
+                              .sequences = &seq0,
                               .x = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 3, six),
                               .y = vkattn_tensor_make(b, 2048, VKATTN_DTYPE_F32, 3, six)};
     TEST_OK(ctx, vkattn_mha_step(layer, &a)); /* sequence 0: 6 tokens, 2 blocks */
@@ -209,7 +233,8 @@ static void test_step_errors(void **state)
     bad.y = vkattn_tensor_make(b, 2048, VKATTN_DTYPE_F32, 3, three);
     TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "capacity of 8", vkattn_mha_step(layer, &bad));
     bad.sequences = &seq9;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "sequences[0] is 9", vkattn_mha_step(layer, &bad));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "sequences[0] is 9",
+               vkattn_mha_step(layer, &bad));
     bad.sequences = &seq1;
     bad.x = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 3, six); /* 6 tokens: 2 blocks, 1 free */
     bad.y = vkattn_tensor_make(b, 2048, VKATTN_DTYPE_F32, 3, six);
@@ -222,7 +247,8 @@ static void test_step_errors(void **state)
     TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->y.shape[0]", vkattn_mha_step(layer, &bad));
     bad = a;
     bad.cache = NULL;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL", vkattn_mha_step(layer, &bad));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL",
+               vkattn_mha_step(layer, &bad));
     vkattn_kv_cache_desc other = cd;
     other.head_dim = 16;
     vkattn_kv_cache *wrong = NULL;

@@ -18,8 +18,8 @@ static float *rnd(test_rng *r, size_t n)
 }
 
 /* CPU reference of an attention call on host arrays of the given shapes. */
-static void reference(const float *q, const float *k, const float *v, float *out, const int64_t qs[4],
-                      const int64_t ks[4], bool causal)
+static void reference(const float *q, const float *k, const float *v, float *out,
+                      const int64_t qs[4], const int64_t ks[4], bool causal)
 {
     vkattn_ref_attention_args ra = {
         .q = vkattn_host_tensor_make((void *)q, VKATTN_DTYPE_F32, 4, qs),
@@ -43,7 +43,8 @@ typedef struct host_buffer {
 
 /* A buffer the way an engine makes one: its own usage flags, its own
  * host-visible memory, mapped. */
-static host_buffer host_buffer_make(vkattn_context *ctx, VkDeviceSize size, VkBufferUsageFlags usage)
+static host_buffer host_buffer_make(vkattn_context *ctx, VkDeviceSize size,
+                                    VkBufferUsageFlags usage)
 {
     vkattn_vulkan_handles h;
     vkattn_context_vulkan_handles(ctx, &h);
@@ -54,22 +55,26 @@ static host_buffer host_buffer_make(vkattn_context *ctx, VkDeviceSize size, VkBu
     PFN_vkAllocateMemory allocate = (PFN_vkAllocateMemory)gdpa(h.device, "vkAllocateMemory");
     PFN_vkBindBufferMemory bind = (PFN_vkBindBufferMemory)gdpa(h.device, "vkBindBufferMemory");
     PFN_vkMapMemory map = (PFN_vkMapMemory)gdpa(h.device, "vkMapMemory");
-    PFN_vkGetPhysicalDeviceMemoryProperties props = (PFN_vkGetPhysicalDeviceMemoryProperties)h.get_instance_proc_addr(
-        h.instance, "vkGetPhysicalDeviceMemoryProperties");
+    PFN_vkGetPhysicalDeviceMemoryProperties props =
+        (PFN_vkGetPhysicalDeviceMemoryProperties)h.get_instance_proc_addr(
+            h.instance, "vkGetPhysicalDeviceMemoryProperties");
     host_buffer b = {0};
-    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size, .usage = usage};
+    VkBufferCreateInfo bci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size, .usage = usage};
     assert_int_equal(create(h.device, &bci, NULL, &b.buffer), VK_SUCCESS);
     VkMemoryRequirements mr;
     reqs(h.device, b.buffer, &mr);
     VkPhysicalDeviceMemoryProperties mp;
     props(h.physical_device, &mp);
     uint32_t type = UINT32_MAX;
-    VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    VkMemoryPropertyFlags want =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     for (uint32_t i = 0; i < mp.memoryTypeCount && type == UINT32_MAX; i++)
         if ((mr.memoryTypeBits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & want) == want)
             type = i;
     assert_true(type != UINT32_MAX);
-    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = mr.size,
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                .allocationSize = mr.size,
                                 .memoryTypeIndex = type};
     assert_int_equal(allocate(h.device, &mai, NULL, &b.memory), VK_SUCCESS);
     assert_int_equal(bind(h.device, b.buffer, b.memory, 0), VK_SUCCESS);
@@ -81,7 +86,8 @@ static void host_buffer_free(vkattn_context *ctx, host_buffer *b)
 {
     vkattn_vulkan_handles h;
     vkattn_context_vulkan_handles(ctx, &h);
-    ((PFN_vkDestroyBuffer)h.get_device_proc_addr(h.device, "vkDestroyBuffer"))(h.device, b->buffer, NULL);
+    ((PFN_vkDestroyBuffer)h.get_device_proc_addr(h.device, "vkDestroyBuffer"))(h.device, b->buffer,
+                                                                               NULL);
     ((PFN_vkFreeMemory)h.get_device_proc_addr(h.device, "vkFreeMemory"))(h.device, b->memory, NULL);
 }
 
@@ -96,8 +102,10 @@ static void test_tensors_on_host_buffers(void **state)
     float *q = rnd(&r, nq), *k = rnd(&r, nk), *v = rnd(&r, nk), *want = malloc(nq * 4);
     reference(q, k, v, want, qs, ks, true);
     host_buffer hb = host_buffer_make(g->ctx, 65536, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT);
-    vkattn_buffer_wrap_desc wd = {.buffer = hb.buffer, .size = 65536,
-                                  .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, .mapped = hb.map};
+    vkattn_buffer_wrap_desc wd = {.buffer = hb.buffer,
+                                  .size = 65536,
+                                  .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                                  .mapped = hb.map};
     vkattn_buffer *b = NULL;
     TEST_OK(g->ctx, vkattn_buffer_wrap(g->ctx, &wd, &b));
     assert_int_equal(vkattn_buffer_size(b), 65536);
@@ -120,13 +128,16 @@ static void test_tensors_on_host_buffers(void **state)
     /* without a mapping or transfer usage vkattn cannot copy: a clear error */
     wd.mapped = NULL;
     TEST_OK(g->ctx, vkattn_buffer_wrap(g->ctx, &wd, &b));
-    TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED, "neither a mapped pointer", vkattn_buffer_upload(b, 0, q, 16));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED, "neither a mapped pointer",
+               vkattn_buffer_upload(b, 0, q, 16));
     vkattn_buffer_destroy(b);
     wd.usage = VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
-    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "STORAGE_BUFFER", vkattn_buffer_wrap(g->ctx, &wd, &b));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "STORAGE_BUFFER",
+               vkattn_buffer_wrap(g->ctx, &wd, &b));
     wd.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
     wd.size = 65535;
-    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "multiple of 4", vkattn_buffer_wrap(g->ctx, &wd, &b));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "multiple of 4",
+               vkattn_buffer_wrap(g->ctx, &wd, &b));
     host_buffer_free(g->ctx, &hb);
     free(q), free(k), free(v), free(want);
 }
@@ -139,7 +150,8 @@ typedef struct vk_counts {
 
 /* Blocks carry their size in a header (for realloc), `alignment` bytes before
  * the pointer handed out (alignment is a power of two, at least 16 here). */
-static void *VKAPI_CALL vk_alloc(void *user, size_t size, size_t alignment, VkSystemAllocationScope scope)
+static void *VKAPI_CALL vk_alloc(void *user, size_t size, size_t alignment,
+                                 VkSystemAllocationScope scope)
 {
     (void)scope;
     vk_counts *c = user;
@@ -191,9 +203,12 @@ static void test_vulkan_allocation_callbacks(void **state)
 {
     (void)state;
     vk_counts counts = {0};
-    VkAllocationCallbacks cb = {.pUserData = &counts, .pfnAllocation = vk_alloc,
-                                .pfnReallocation = vk_realloc, .pfnFree = vk_free};
-    vkattn_context_desc desc = {.vulkan_allocator = &cb, .device = getenv("VKATTN_DEVICE"),
+    VkAllocationCallbacks cb = {.pUserData = &counts,
+                                .pfnAllocation = vk_alloc,
+                                .pfnReallocation = vk_realloc,
+                                .pfnFree = vk_free};
+    vkattn_context_desc desc = {.vulkan_allocator = &cb,
+                                .device = getenv("VKATTN_DEVICE"),
                                 .flags = VKATTN_CONTEXT_ASYNC_COMPUTE};
     vkattn_context *ctx = NULL;
     assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
@@ -227,10 +242,13 @@ static void test_attention_in_chunks(void **state)
         int64_t qs[4] = {2, 8, tq, 16}, ks[4] = {2, 2, tk, 16};
         size_t nq = (size_t)(2 * 8 * tq * 16), nk = (size_t)(2 * 2 * tk * 16);
         test_rng r = test_rng_seed(500 + (uint64_t)s);
-        float *q = rnd(&r, nq), *k = rnd(&r, nk), *v = rnd(&r, nk), *want = malloc(nq * 4), *got = malloc(nq * 4);
+        float *q = rnd(&r, nq), *k = rnd(&r, nk), *v = rnd(&r, nk), *want = malloc(nq * 4),
+              *got = malloc(nq * 4);
         reference(q, k, v, want, qs, ks, true);
-        vkattn_buffer *bq = test_buffer_with(g->ctx, q, nq * 4), *bk = test_buffer_with(g->ctx, k, nk * 4),
-                      *bv = test_buffer_with(g->ctx, v, nk * 4), *bo = test_buffer_with(g->ctx, NULL, nq * 4);
+        vkattn_buffer *bq = test_buffer_with(g->ctx, q, nq * 4),
+                      *bk = test_buffer_with(g->ctx, k, nk * 4),
+                      *bv = test_buffer_with(g->ctx, v, nk * 4),
+                      *bo = test_buffer_with(g->ctx, NULL, nq * 4);
         vkattn_attention_args whole = {.q = vkattn_tensor_make(bq, 0, VKATTN_DTYPE_F32, 4, qs),
                                        .k = vkattn_tensor_make(bk, 0, VKATTN_DTYPE_F32, 4, ks),
                                        .v = vkattn_tensor_make(bv, 0, VKATTN_DTYPE_F32, 4, ks),
@@ -253,10 +271,12 @@ static void test_attention_in_chunks(void **state)
         /* what chunks cannot do, they say */
         vkattn_attention_args piece;
         char err[256] = "";
-        assert_int_equal(vkattn_attention_chunk(&whole, 5, 5, &piece, err, sizeof err), VKATTN_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(vkattn_attention_chunk(&whole, 5, 5, &piece, err, sizeof err),
+                         VKATTN_ERROR_INVALID_ARGUMENT);
         assert_non_null(strstr(err, "[5, 5)"));
         whole.weights = whole.out;
-        assert_int_equal(vkattn_attention_chunk(&whole, 0, 3, &piece, err, sizeof err), VKATTN_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(vkattn_attention_chunk(&whole, 0, 3, &piece, err, sizeof err),
+                         VKATTN_ERROR_INVALID_ARGUMENT);
         assert_non_null(strstr(err, "weights"));
         vkattn_buffer *bufs[] = {bq, bk, bv, bo};
         for (int i = 0; i < 4; i++)
@@ -277,7 +297,8 @@ typedef struct own_context_job {
 static int own_context_thread(void *arg)
 {
     own_context_job *job = arg;
-    vkattn_context_desc desc = {.device = getenv("VKATTN_DEVICE"), .flags = VKATTN_CONTEXT_VALIDATION};
+    vkattn_context_desc desc = {.device = getenv("VKATTN_DEVICE"),
+                                .flags = VKATTN_CONTEXT_VALIDATION};
     vkattn_context *ctx = NULL;
     if (vkattn_context_create(&desc, &ctx) != VKATTN_SUCCESS) {
         job->failures++;
@@ -286,7 +307,8 @@ static int own_context_thread(void *arg)
     int64_t qs[4] = {1, 4, 12, 32}, ks[4] = {1, 2, 12, 32};
     size_t nq = 4 * 12 * 32, nk = 2 * 12 * 32;
     test_rng r = test_rng_seed(job->seed);
-    float *q = rnd(&r, nq), *k = rnd(&r, nk), *v = rnd(&r, nk), *want = malloc(nq * 4), *got = malloc(nq * 4);
+    float *q = rnd(&r, nq), *k = rnd(&r, nk), *v = rnd(&r, nk), *want = malloc(nq * 4),
+          *got = malloc(nq * 4);
     vkattn_ref_attention_args ra = {.q = vkattn_host_tensor_make(q, VKATTN_DTYPE_F32, 4, qs),
                                     .k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks),
                                     .v = vkattn_host_tensor_make(v, VKATTN_DTYPE_F32, 4, ks),
@@ -305,7 +327,8 @@ static int own_context_thread(void *arg)
     vkattn_attention_args a = {.q = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 4, qs),
                                .k = vkattn_tensor_make(b, 8192, VKATTN_DTYPE_F32, 4, ks),
                                .v = vkattn_tensor_make(b, 16384, VKATTN_DTYPE_F32, 4, ks),
-                               .out = vkattn_tensor_make(b, 32768, VKATTN_DTYPE_F32, 4, qs), .causal = true};
+                               .out = vkattn_tensor_make(b, 32768, VKATTN_DTYPE_F32, 4, qs),
+                               .causal = true};
     for (int i = 0; i < 5 && !res; i++) {
         memset(got, 0, nq * 4);
         res = vkattn_attention(ctx, &a);
@@ -361,9 +384,11 @@ static int record_thread(void *arg)
     vkattn_vulkan_handles h;
     vkattn_context_vulkan_handles(job->ctx, &h);
     PFN_vkGetDeviceProcAddr gdpa = h.get_device_proc_addr;
-    PFN_vkBeginCommandBuffer begin = (PFN_vkBeginCommandBuffer)gdpa(h.device, "vkBeginCommandBuffer");
+    PFN_vkBeginCommandBuffer begin =
+        (PFN_vkBeginCommandBuffer)gdpa(h.device, "vkBeginCommandBuffer");
     PFN_vkEndCommandBuffer end = (PFN_vkEndCommandBuffer)gdpa(h.device, "vkEndCommandBuffer");
-    PFN_vkCmdPipelineBarrier barrier = (PFN_vkCmdPipelineBarrier)gdpa(h.device, "vkCmdPipelineBarrier");
+    PFN_vkCmdPipelineBarrier barrier =
+        (PFN_vkCmdPipelineBarrier)gdpa(h.device, "vkCmdPipelineBarrier");
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     if (begin(job->cmd, &bi) != VK_SUCCESS) {
         job->result = VKATTN_ERROR_VULKAN;
@@ -376,16 +401,16 @@ static int record_thread(void *arg)
                                VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
     VkMemoryBarrier after = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VK_ACCESS_SHADER_WRITE_BIT,
                              VK_ACCESS_HOST_READ_BIT};
-    barrier(job->cmd, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &before, 0, NULL,
-            0, NULL);
+    barrier(job->cmd, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+            &before, 0, NULL, 0, NULL);
     for (int i = 0; i < 10 && job->result == VKATTN_SUCCESS; i++) {
         if (i)
-            barrier(job->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                    &between, 0, NULL, 0, NULL);
+            barrier(job->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between, 0, NULL, 0, NULL);
         job->result = vkattn_cmd_mha_forward(job->layer, job->cmd, &job->args);
     }
-    barrier(job->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &after, 0, NULL,
-            0, NULL);
+    barrier(job->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+            &after, 0, NULL, 0, NULL);
     end(job->cmd);
     return 0;
 }
@@ -431,15 +456,18 @@ static void test_two_threads_record_one_layer(void **state)
         memset(&jobs[i], 0, sizeof jobs[i]);
         jobs[i].ctx = ctx;
         jobs[i].layer = layer;
-        jobs[i].args.x = vkattn_tensor_make(test_buffer_with(ctx, x[i], nx * 4), 0, VKATTN_DTYPE_F32, 3, xs);
-        jobs[i].args.y = vkattn_tensor_make(test_buffer_with(ctx, NULL, nx * 4), 0, VKATTN_DTYPE_F32, 3, xs);
+        jobs[i].args.x =
+            vkattn_tensor_make(test_buffer_with(ctx, x[i], nx * 4), 0, VKATTN_DTYPE_F32, 3, xs);
+        jobs[i].args.y =
+            vkattn_tensor_make(test_buffer_with(ctx, NULL, nx * 4), 0, VKATTN_DTYPE_F32, 3, xs);
         jobs[i].args.scratch = test_buffer_with(ctx, NULL, scratch);
         jobs[i].args.causal = i == 0; /* different pipelines too */
         VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                        .queueFamilyIndex = h.queue_family_index};
         assert_int_equal(vkCreateCommandPool(h.device, &pci, NULL, &jobs[i].pool), VK_SUCCESS);
         VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                           .commandPool = jobs[i].pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                           .commandPool = jobs[i].pool,
+                                           .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                            .commandBufferCount = 1};
         assert_int_equal(vkAllocateCommandBuffers(h.device, &cai, &jobs[i].cmd), VK_SUCCESS);
     }
@@ -449,14 +477,17 @@ static void test_two_threads_record_one_layer(void **state)
         thrd_join(t[i], NULL);
     for (int i = 0; i < 2; i++) {
         if (jobs[i].result != VKATTN_SUCCESS)
-            fail_msg("thread %d: %s: %s", i, vkattn_result_name(jobs[i].result), vkattn_context_last_error(ctx));
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+            fail_msg("thread %d: %s: %s", i, vkattn_result_name(jobs[i].result),
+                     vkattn_context_last_error(ctx));
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                           .commandBufferCount = 1,
                            .pCommandBuffers = &jobs[i].cmd};
         assert_int_equal(vkQueueSubmit(h.queue, 1, &si, VK_NULL_HANDLE), VK_SUCCESS);
         assert_int_equal(vkQueueWaitIdle(h.queue), VK_SUCCESS);
         float *got = malloc(nx * 4);
         TEST_OK(ctx, vkattn_buffer_download(jobs[i].args.y.buffer, 0, got, nx * 4));
-        test_assert_close(got, want[i], nx, TEST_TOL_F32, i ? "layer recorded by thread 1" : "layer recorded by thread 0");
+        test_assert_close(got, want[i], nx, TEST_TOL_F32,
+                          i ? "layer recorded by thread 1" : "layer recorded by thread 0");
         free(got);
     }
     for (int i = 0; i < 2; i++) {

@@ -56,7 +56,8 @@ static void test_impossible_device(void **state)
     assert_non_null(strstr(cap.last, "no-such-gpu-name"));
 
     uint32_t count = 0, chosen = 0;
-    assert_int_equal(vkattn_list_devices("99", NULL, 0, &count, &chosen, NULL, NULL), VKATTN_SUCCESS);
+    assert_int_equal(vkattn_list_devices("99", NULL, 0, &count, &chosen, NULL, NULL),
+                     VKATTN_SUCCESS);
     assert_true(count >= 1);
     assert_int_equal(chosen, UINT32_MAX);
     assert_int_equal(vkattn_list_devices(NULL, NULL, 0, NULL, NULL, NULL, NULL),
@@ -81,13 +82,16 @@ static void test_null_arguments(void **state)
     vkattn_context *ctx = g->ctx;
     vkattn_buffer *b = NULL;
     assert_int_equal(vkattn_buffer_create(NULL, NULL, &b), VKATTN_ERROR_INVALID_ARGUMENT);
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc is NULL", vkattn_buffer_create(ctx, NULL, &b));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc is NULL",
+               vkattn_buffer_create(ctx, NULL, &b));
     assert_null(b);
     vkattn_buffer_desc zero = {0};
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->size is 0", vkattn_buffer_create(ctx, &zero, &b));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->size is 0",
+               vkattn_buffer_create(ctx, &zero, &b));
     assert_null(b);
     vkattn_buffer_desc huge = {.size = 1ull << 50};
-    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "maxMemoryAllocationSize", vkattn_buffer_create(ctx, &huge, &b));
+    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "maxMemoryAllocationSize",
+               vkattn_buffer_create(ctx, &huge, &b));
     assert_null(b);
     assert_int_equal(vkattn_buffer_upload(NULL, 0, "x", 1), VKATTN_ERROR_INVALID_ARGUMENT);
     TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_convert: cmd is NULL",
@@ -95,10 +99,12 @@ static void test_null_arguments(void **state)
     assert_int_equal(vkattn_convert(NULL, NULL), VKATTN_ERROR_INVALID_ARGUMENT);
     TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args is NULL", vkattn_convert(ctx, NULL));
     TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "cmd is NULL", vkattn_commands_begin(ctx, NULL));
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "no vkattn_commands_begin", vkattn_commands_submit(ctx));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "no vkattn_commands_begin",
+               vkattn_commands_submit(ctx));
     TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "size is NULL",
                vkattn_context_pipeline_cache_data(ctx, NULL, NULL));
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "path is empty", vkattn_context_save_pipeline_cache(ctx, ""));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "path is empty",
+               vkattn_context_save_pipeline_cache(ctx, ""));
     assert_string_equal(vkattn_context_last_error(NULL), "ctx is NULL");
     assert_null(vkattn_context_device_info(NULL));
 }
@@ -110,7 +116,8 @@ static void test_commands_state_errors(void **state)
     VkCommandBuffer cmd;
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
     VkCommandBuffer again;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "already recording", vkattn_commands_begin(ctx, &again));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "already recording",
+               vkattn_commands_begin(ctx, &again));
     vkattn_buffer *b = test_buffer_with(ctx, NULL, 16);
     uint8_t x[4] = {0};
     TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "recording", vkattn_buffer_upload(b, 0, x, 4));
@@ -131,9 +138,9 @@ static void test_tensor_errors(void **state)
     vkattn_convert_args args = {good, vkattn_tensor_make(b, 512, VKATTN_DTYPE_F32, 1, &n), 1.0f};
 
     vkattn_convert_args bad;
-    const vkattn_result INVALID = VKATTN_ERROR_INVALID_ARGUMENT, DTYPE = VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        SHAPE = VKATTN_ERROR_SHAPE_MISMATCH;
-#define CASE(code, needle, change)                                                         \
+    const vkattn_result INVALID = VKATTN_ERROR_INVALID_ARGUMENT,
+                        DTYPE = VKATTN_ERROR_UNSUPPORTED_DTYPE, SHAPE = VKATTN_ERROR_SHAPE_MISMATCH;
+#define CASE(code, needle, change) \
     TEST_FAILS_CHANGED(ctx, bad, args, change, code, needle, vkattn_convert(ctx, &bad))
     CASE(INVALID, "args->src.buffer is NULL", bad.src.buffer = NULL);
     CASE(DTYPE, "args->dst.dtype 9", bad.dst.dtype = (vkattn_dtype)9);
@@ -146,7 +153,8 @@ static void test_tensor_errors(void **state)
     CASE(VKATTN_ERROR_OUT_OF_RANGE, "args->dst spans bytes 1000..1064", bad.dst.offset = 1000);
     CASE(SHAPE, "16 elements but args->dst has 15", bad.dst.shape[0] = 15);
     CASE(INVALID, "overlap", bad.dst.offset = 32);
-    CASE(INVALID, "not contiguous", bad.src.strides[0] = 2); /* strided: convert takes contiguous tensors */
+    CASE(INVALID, "not contiguous",
+         bad.src.strides[0] = 2); /* strided: convert takes contiguous tensors */
 
     /* a buffer of another context */
     test_gpu *other = test_gpu_open(0);
@@ -166,15 +174,18 @@ static void test_timer_errors(void **state)
     test_gpu *g = *state;
     vkattn_context *ctx = g->ctx;
     vkattn_timer *t = (vkattn_timer *)g;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "intervals is 0", vkattn_timer_create(ctx, 0, &t));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "intervals is 0",
+               vkattn_timer_create(ctx, 0, &t));
     assert_null(t);
     if (!vkattn_context_device_info(ctx)->timestamps)
         return;
     TEST_OK(ctx, vkattn_timer_create(ctx, 2, &t));
     VkCommandBuffer cmd;
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
-    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "interval 2 does not exist", vkattn_cmd_timer_begin(t, cmd, 2));
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "cmd is NULL", vkattn_cmd_timer_end(t, VK_NULL_HANDLE, 0));
+    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "interval 2 does not exist",
+               vkattn_cmd_timer_begin(t, cmd, 2));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "cmd is NULL",
+               vkattn_cmd_timer_end(t, VK_NULL_HANDLE, 0));
     vkattn_commands_discard(ctx);
     double ms;
     TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "ms is NULL", vkattn_timer_read_ms(t, 0, NULL));
@@ -186,8 +197,10 @@ static void test_timer_errors(void **state)
 static void test_borrowed_validation_needs_debug_utils(void **state)
 {
     (void)state;
-    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_2};
-    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .apiVersion = VK_API_VERSION_1_2};
+    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                .pApplicationInfo = &app};
     VkInstance instance;
     assert_int_equal(vkCreateInstance(&ici, NULL, &instance), VK_SUCCESS);
     uint32_t n = 1;
@@ -195,18 +208,23 @@ static void test_borrowed_validation_needs_debug_utils(void **state)
     VkResult vr = vkEnumeratePhysicalDevices(instance, &n, &pd);
     assert_true(vr == VK_SUCCESS || vr == VK_INCOMPLETE);
     float prio = 1.0f;
-    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = 0,
-                                   .queueCount = 1, .pQueuePriorities = &prio};
-    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = 0,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &prio};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci};
     VkDevice device;
     assert_int_equal(vkCreateDevice(pd, &dci, NULL, &device), VK_SUCCESS);
 
     log_capture cap = {0};
-    vkattn_vulkan_borrow borrow = {.instance = instance, .physical_device = pd, .device = device,
+    vkattn_vulkan_borrow borrow = {.instance = instance,
+                                   .physical_device = pd,
+                                   .device = device,
                                    .get_instance_proc_addr = vkGetInstanceProcAddr};
-    vkattn_context_desc desc = {.borrow = &borrow, .flags = VKATTN_CONTEXT_VALIDATION,
-                                .log = capture, .log_user = &cap};
+    vkattn_context_desc desc = {
+        .borrow = &borrow, .flags = VKATTN_CONTEXT_VALIDATION, .log = capture, .log_user = &cap};
     vkattn_context *ctx = NULL;
     assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_ERROR_LAYER_NOT_PRESENT);
     assert_null(ctx);

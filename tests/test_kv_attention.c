@@ -71,8 +71,12 @@ static void run_case(test_gpu *g, const kv_case *c, uint32_t policy, uint64_t se
     char what[200];
     describe(c, policy, what, sizeof what);
     test_rng rng = test_rng_seed(seed);
-    vkattn_kv_cache_desc d = {.num_kv_heads = c->Hkv, .num_heads = c->Hq, .head_dim = c->D,
-                              .dtype = c->cdt, .max_sequences = 4, .capacity = c->capacity,
+    vkattn_kv_cache_desc d = {.num_kv_heads = c->Hkv,
+                              .num_heads = c->Hq,
+                              .head_dim = c->D,
+                              .dtype = c->cdt,
+                              .max_sequences = 4,
+                              .capacity = c->capacity,
                               .block_size = c->block_size};
     kv_host h;
     kv_host_create(g, &d, &h);
@@ -147,9 +151,14 @@ static void splits_on(test_gpu *g, uint32_t policy)
 {
     vkattn_context *ctx = g->ctx;
     test_rng rng = test_rng_seed(7 + policy);
-    vkattn_kv_cache_desc d = {.num_kv_heads = 2, .num_heads = 8, .head_dim = 64,
-                              .dtype = policy % 2 ? F32 : F16, .max_sequences = 4,
-                              .capacity = 600, .block_size = 16, .num_blocks = 48};
+    vkattn_kv_cache_desc d = {.num_kv_heads = 2,
+                              .num_heads = 8,
+                              .head_dim = 64,
+                              .dtype = policy % 2 ? F32 : F16,
+                              .max_sequences = 4,
+                              .capacity = 600,
+                              .block_size = 16,
+                              .num_blocks = 48};
     /* (48 blocks: within SwiftShader's 65536 texels, so its texel policies
      * run texel inputs too) */
     kv_host h;
@@ -205,8 +214,12 @@ static void one_buffer_on(test_gpu *g, uint32_t policy)
 {
     vkattn_context *ctx = g->ctx;
     test_rng rng = test_rng_seed(31 + policy);
-    vkattn_kv_cache_desc d = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 32,
-                              .dtype = F32, .max_sequences = 3, .capacity = 300,
+    vkattn_kv_cache_desc d = {.num_kv_heads = 2,
+                              .num_heads = 4,
+                              .head_dim = 32,
+                              .dtype = F32,
+                              .max_sequences = 3,
+                              .capacity = 300,
                               .block_size = 5};
     kv_host h;
     kv_host_create(g, &d, &h);
@@ -250,7 +263,8 @@ static void one_buffer_on(test_gpu *g, uint32_t policy)
     assert_non_null(got);
     for (uint32_t st = 0; st < steps; st++) {
         char what[80];
-        snprintf(what, sizeof what, "%s step %u in one command buffer", test_policies[policy].name, st);
+        snprintf(what, sizeof what, "%s step %u in one command buffer", test_policies[policy].name,
+                 st);
         att_io_result(ctx, &io[st], got);
         test_assert_close(got, want[st], n, TEST_TOL_F32, what);
         att_io_destroy(&io[st]);
@@ -279,8 +293,13 @@ static void test_more_queries_than_keys(void **state)
         test_gpu *g = s->gpu[policy];
         vkattn_context *ctx = g->ctx;
         test_rng rng = test_rng_seed(77);
-        vkattn_kv_cache_desc d = {.num_kv_heads = 1, .num_heads = 2, .head_dim = 16, .dtype = F32,
-                                  .max_sequences = 2, .capacity = 32, .block_size = 5};
+        vkattn_kv_cache_desc d = {.num_kv_heads = 1,
+                                  .num_heads = 2,
+                                  .head_dim = 16,
+                                  .dtype = F32,
+                                  .max_sequences = 2,
+                                  .capacity = 32,
+                                  .block_size = 5};
         kv_host h;
         kv_host_create(g, &d, &h);
         const uint32_t seqs[2] = {1, 0};
@@ -296,8 +315,8 @@ static void test_more_queries_than_keys(void **state)
             att_io_result(ctx, &io, got);
             kv_reference(&h, 2, seqs, 2, 4, 0.0f, io.q, want);
             char what[80];
-            snprintf(what, sizeof what, "%s T 4 over 2 keys, kv_splits %u", test_policies[policy].name,
-                     splits);
+            snprintf(what, sizeof what, "%s T 4 over 2 keys, kv_splits %u",
+                     test_policies[policy].name, splits);
             test_assert_close(got, want, n, TEST_TOL_F32, what);
             for (uint32_t hq = 0; hq < 2; hq++) /* sequence 1 (row 0): queries 0, 1 see nothing */
                 for (uint32_t i = 0; i < 2; i++)

@@ -24,11 +24,11 @@ static void assert_unchanged(const kv_host *h, const snapshot *before)
     assert_memory_equal(&now, before, sizeof now);
 }
 
-#define FAILS_UNCHANGED(code, needle, expr)                                                  \
-    do {                                                                                     \
-        snapshot before_ = snap(&h);                                                         \
-        TEST_FAILS(ctx, code, needle, expr);                                                 \
-        assert_unchanged(&h, &before_);                                                      \
+#define FAILS_UNCHANGED(code, needle, expr)  \
+    do {                                     \
+        snapshot before_ = snap(&h);         \
+        TEST_FAILS(ctx, code, needle, expr); \
+        assert_unchanged(&h, &before_);      \
     } while (0)
 
 void test_kv_errors(void **state)
@@ -37,8 +37,13 @@ void test_kv_errors(void **state)
     test_gpu *g = s->gpu[0];
     vkattn_context *ctx = g->ctx;
     test_rng rng = test_rng_seed(5);
-    vkattn_kv_cache_desc d = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 16, .dtype = F32,
-                              .max_sequences = 4, .capacity = 40, .block_size = 5,
+    vkattn_kv_cache_desc d = {.num_kv_heads = 2,
+                              .num_heads = 4,
+                              .head_dim = 16,
+                              .dtype = F32,
+                              .max_sequences = 4,
+                              .capacity = 40,
+                              .block_size = 5,
                               .num_blocks = 12};
     kv_host h;
     kv_host_create(g, &d, &h);
@@ -55,47 +60,59 @@ void test_kv_errors(void **state)
     FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "the cache holds sequences 0..3",
                     vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io2, dup, 0.0f, 0);
-    FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "are both sequence 1", vkattn_kv_attention(ctx, &a));
+    FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "are both sequence 1",
+                    vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &empty, 0.0f, 0);
     FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "is empty", vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
     a.batch = 2;
     FAILS_UNCHANGED(VKATTN_ERROR_SHAPE_MISMATCH, "args->batch is 2", vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, NULL, 0.0f, 0);
-    FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "sequences is NULL", vkattn_kv_attention(ctx, &a));
+    FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "sequences is NULL",
+                    vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
     a.cache = NULL;
-    FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL", vkattn_kv_attention(ctx, &a));
+    FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL",
+                    vkattn_kv_attention(ctx, &a));
 
     /* q/out against the cache */
     a = att_args(&h, &io1, &one, 0.0f, 0);
-    a.q.shape[1] = 3, a.q.strides[0] = 0, a.q.strides[1] = 0, a.q.strides[2] = 0, a.q.strides[3] = 0;
+    a.q.shape[1] = 3, a.q.strides[0] = 0, a.q.strides[1] = 0, a.q.strides[2] = 0,
+    a.q.strides[3] = 0;
     FAILS_UNCHANGED(VKATTN_ERROR_SHAPE_MISMATCH, "is not a multiple of the cache's num_kv_heads 2",
                     vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
-    a.q.shape[1] = 2, a.q.strides[0] = 0, a.q.strides[1] = 0, a.q.strides[2] = 0, a.q.strides[3] = 0;
+    a.q.shape[1] = 2, a.q.strides[0] = 0, a.q.strides[1] = 0, a.q.strides[2] = 0,
+    a.q.strides[3] = 0;
     FAILS_UNCHANGED(VKATTN_ERROR_SHAPE_MISMATCH, "differs from the cache's num_heads 4",
                     vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
-    a.q.shape[3] = 8, a.q.strides[0] = 0, a.q.strides[1] = 0, a.q.strides[2] = 0, a.q.strides[3] = 0;
-    FAILS_UNCHANGED(VKATTN_ERROR_SHAPE_MISMATCH, "(head_dim) 8 differs from the cache's head_dim 16",
+    a.q.shape[3] = 8, a.q.strides[0] = 0, a.q.strides[1] = 0, a.q.strides[2] = 0,
+    a.q.strides[3] = 0;
+    FAILS_UNCHANGED(VKATTN_ERROR_SHAPE_MISMATCH,
+                    "(head_dim) 8 differs from the cache's head_dim 16",
                     vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io2, s01, 0.0f, 0);
     a.out.shape[0] = 1, a.out.strides[0] = 0, a.out.strides[1] = 0, a.out.strides[2] = 0,
     a.out.strides[3] = 0;
-    FAILS_UNCHANGED(VKATTN_ERROR_SHAPE_MISMATCH, "args->out.shape[0] is 1", vkattn_kv_attention(ctx, &a));
+    FAILS_UNCHANGED(VKATTN_ERROR_SHAPE_MISMATCH, "args->out.shape[0] is 1",
+                    vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
     a.out.dtype = F16;
-    FAILS_UNCHANGED(VKATTN_ERROR_UNSUPPORTED_DTYPE, "they must be the same", vkattn_kv_attention(ctx, &a));
+    FAILS_UNCHANGED(VKATTN_ERROR_UNSUPPORTED_DTYPE, "they must be the same",
+                    vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
     a.q.dtype = VKATTN_DTYPE_U8;
-    FAILS_UNCHANGED(VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->q.dtype is u8: f32 or f16", vkattn_kv_attention(ctx, &a));
+    FAILS_UNCHANGED(VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->q.dtype is u8: f32 or f16",
+                    vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
     a.q.offset = 8;
-    FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "multiple of 16 bytes", vkattn_kv_attention(ctx, &a));
+    FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "multiple of 16 bytes",
+                    vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
     a.out = a.q;
-    FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "overlaps args->q", vkattn_kv_attention(ctx, &a));
+    FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "overlaps args->q",
+                    vkattn_kv_attention(ctx, &a));
     /* split rows */
     a = att_args(&h, &io16, &one, 0.0f, 5);
     FAILS_UNCHANGED(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_KV_MAX_SPLIT_ROWS",

@@ -7,9 +7,14 @@
 
 static vkattn_kv_cache *make(vkattn_context *ctx, uint32_t block_size, uint32_t num_blocks)
 {
-    vkattn_kv_cache_desc d = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 16,
-                              .dtype = VKATTN_DTYPE_F32, .max_sequences = 3, .capacity = 40,
-                              .block_size = block_size, .num_blocks = num_blocks};
+    vkattn_kv_cache_desc d = {.num_kv_heads = 2,
+                              .num_heads = 4,
+                              .head_dim = 16,
+                              .dtype = VKATTN_DTYPE_F32,
+                              .max_sequences = 3,
+                              .capacity = 40,
+                              .block_size = block_size,
+                              .num_blocks = num_blocks};
     vkattn_kv_cache *c = NULL;
     TEST_OK(ctx, vkattn_kv_cache_create(ctx, &d, &c));
     return c;
@@ -18,17 +23,22 @@ static vkattn_kv_cache *make(vkattn_context *ctx, uint32_t block_size, uint32_t 
 static void test_memory_before_allocation(void **state)
 {
     (void)state;
-    vkattn_kv_cache_desc d = {.num_kv_heads = 8, .head_dim = 128, .dtype = VKATTN_DTYPE_F16,
-                              .max_sequences = 4, .capacity = 4096};
+    vkattn_kv_cache_desc d = {.num_kv_heads = 8,
+                              .head_dim = 128,
+                              .dtype = VKATTN_DTYPE_F16,
+                              .max_sequences = 4,
+                              .capacity = 4096};
     uint64_t per_token = 0, total = 0;
     char err[256];
-    assert_int_equal(vkattn_kv_cache_memory(&d, &per_token, &total, err, sizeof err), VKATTN_SUCCESS);
+    assert_int_equal(vkattn_kv_cache_memory(&d, &per_token, &total, err, sizeof err),
+                     VKATTN_SUCCESS);
     assert_int_equal(per_token, 2 * 8 * 128 * 2); /* K and V, Hkv x Dh halves: 4 KiB per token */
     assert_true(total >= per_token * 4 * 4096);
     d.block_size = 16;
     d.num_blocks = 100;
     uint64_t paged_total = 0;
-    assert_int_equal(vkattn_kv_cache_memory(&d, NULL, &paged_total, err, sizeof err), VKATTN_SUCCESS);
+    assert_int_equal(vkattn_kv_cache_memory(&d, NULL, &paged_total, err, sizeof err),
+                     VKATTN_SUCCESS);
     assert_true(paged_total >= per_token * 16 * 100 && paged_total < total);
     d.head_dim = 20;
     assert_int_equal(vkattn_kv_cache_memory(&d, &per_token, &total, err, sizeof err),
@@ -47,12 +57,15 @@ static void test_create_errors(void **state)
     test_gpu *g = *state;
     vkattn_kv_cache *c = (vkattn_kv_cache *)g;
     vkattn_kv_cache_desc d = {.num_kv_heads = 2, .head_dim = 16, .max_sequences = 2};
-    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->capacity is 0", vkattn_kv_cache_create(g->ctx, &d, &c));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->capacity is 0",
+               vkattn_kv_cache_create(g->ctx, &d, &c));
     assert_null(c);
     d.capacity = 8;
     d.dtype = VKATTN_DTYPE_U8;
-    TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "desc->dtype", vkattn_kv_cache_create(g->ctx, &d, &c));
-    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc is NULL", vkattn_kv_cache_create(g->ctx, NULL, &c));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "desc->dtype",
+               vkattn_kv_cache_create(g->ctx, &d, &c));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc is NULL",
+               vkattn_kv_cache_create(g->ctx, NULL, &c));
     vkattn_kv_cache_destroy(NULL);
 }
 
@@ -66,13 +79,16 @@ static void test_lengths_truncate_and_blocks(void **state)
     uint32_t len = 99;
     TEST_OK(g->ctx, vkattn_kv_cache_length(c, 2, &len));
     assert_int_equal(len, 0);
-    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "sequence 3 does not exist", vkattn_kv_cache_length(c, 3, &len));
-    TEST_FAILS(g->ctx, VKATTN_ERROR_OUT_OF_RANGE, "length 1 is more", vkattn_kv_cache_truncate(c, 0, 1));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "sequence 3 does not exist",
+               vkattn_kv_cache_length(c, 3, &len));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_OUT_OF_RANGE, "length 1 is more",
+               vkattn_kv_cache_truncate(c, 0, 1));
 
     /* append 17 tokens to sequence 1 and 3 to sequence 0: 3 + 1 blocks */
     size_t n = 2 * 2 * 24 * 16;
     float *data = calloc(n, 4);
-    vkattn_buffer *k = test_buffer_with(g->ctx, data, n * 4), *v = test_buffer_with(g->ctx, data, n * 4);
+    vkattn_buffer *k = test_buffer_with(g->ctx, data, n * 4),
+                  *v = test_buffer_with(g->ctx, data, n * 4);
     uint32_t seqs[2] = {1, 0};
     vkattn_kv_append_args a = {.cache = c, .batch = 1, .sequences = seqs};
     int64_t one[4] = {1, 2, 17, 16};
@@ -100,7 +116,8 @@ static void test_lengths_truncate_and_blocks(void **state)
     a.k = vkattn_tensor_make(k, 0, VKATTN_DTYPE_F32, 4, big);
     a.v = vkattn_tensor_make(v, 0, VKATTN_DTYPE_F32, 4, big);
     TEST_OK(g->ctx, vkattn_commands_begin(g->ctx, &cmd));
-    TEST_FAILS(g->ctx, VKATTN_ERROR_OUT_OF_RANGE, "capacity of 40", vkattn_cmd_kv_cache_append(g->ctx, cmd, &a));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_OUT_OF_RANGE, "capacity of 40",
+               vkattn_cmd_kv_cache_append(g->ctx, cmd, &a));
     int64_t nine[4] = {2, 2, 9, 16}; /* seq 1: 17 -> 26 (+1 block), seq 0: 3 -> 12 (+1 block) */
     a.k = vkattn_tensor_make(k, 0, VKATTN_DTYPE_F32, 4, nine);
     a.v = vkattn_tensor_make(v, 0, VKATTN_DTYPE_F32, 4, nine);
@@ -109,7 +126,8 @@ static void test_lengths_truncate_and_blocks(void **state)
     int64_t seven[4] = {2, 2, 7, 16}; /* 26 -> 33 and 12 -> 19: one more block each */
     a.k = vkattn_tensor_make(k, 0, VKATTN_DTYPE_F32, 4, seven);
     a.v = vkattn_tensor_make(v, 0, VKATTN_DTYPE_F32, 4, seven);
-    TEST_FAILS(g->ctx, VKATTN_ERROR_CACHE_FULL, "pool has 0 free", vkattn_cmd_kv_cache_append(g->ctx, cmd, &a));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_CACHE_FULL, "pool has 0 free",
+               vkattn_cmd_kv_cache_append(g->ctx, cmd, &a));
     TEST_OK(g->ctx, vkattn_commands_submit(g->ctx));
     TEST_OK(g->ctx, vkattn_kv_cache_length(c, 1, &len));
     assert_int_equal(len, 26);
@@ -138,14 +156,17 @@ static void test_append_errors_leave_cache_unchanged(void **state)
         int64_t s[4] = {2, 2, 5, 16};
         vkattn_buffer *k = test_buffer_with(g->ctx, NULL, 2 * 2 * 5 * 16 * 4);
         uint32_t seqs[2] = {0, 2}, bad_seq[2] = {0, 7}, dup[2] = {1, 1};
-        vkattn_kv_append_args a = {.cache = c, .batch = 2, .sequences = seqs,
+        vkattn_kv_append_args a = {.cache = c,
+                                   .batch = 2,
+                                   .sequences = seqs,
                                    .k = vkattn_tensor_make(k, 0, VKATTN_DTYPE_F32, 4, s),
                                    .v = vkattn_tensor_make(k, 0, VKATTN_DTYPE_F32, 4, s)};
         VkCommandBuffer cmd;
         TEST_OK(g->ctx, vkattn_commands_begin(g->ctx, &cmd));
         vkattn_kv_append_args b;
-#define CASE(code, needle, change)                                                                 \
-    TEST_FAILS_CHANGED(g->ctx, b, a, change, code, needle, vkattn_cmd_kv_cache_append(g->ctx, cmd, &b))
+#define CASE(code, needle, change)                         \
+    TEST_FAILS_CHANGED(g->ctx, b, a, change, code, needle, \
+                       vkattn_cmd_kv_cache_append(g->ctx, cmd, &b))
         const vkattn_result INV = VKATTN_ERROR_INVALID_ARGUMENT;
         CASE(INV, "sequences[1] is 7", b.sequences = bad_seq);
         CASE(INV, "both sequence 1", b.sequences = dup);

@@ -28,7 +28,7 @@ typedef struct out_expect {
 } out_expect;
 
 static vkattn_buffer *out_init(out_expect *e, vkattn_context *ctx, size_t bytes, vkattn_dtype dt,
-                                  size_t cap)
+                               size_t cap)
 {
     memset(e, 0, sizeof *e);
     e->bytes = bytes;
@@ -70,7 +70,7 @@ typedef struct lin_case {
     vkattn_dtype xdt, wdt;
     int64_t xpad, wpad, ypad;       /* extra elements per row */
     int64_t xoff, woff, boff, yoff; /* element offsets */
-    bool internal; /* through vka_cmd_linear_segments (any element offset) */
+    bool internal;                  /* through vka_cmd_linear_segments (any element offset) */
 } lin_case;
 
 /* A tensor of `rows` rows of `cols` elements, row stride cols + pad, at
@@ -105,8 +105,8 @@ static void run_case(vkattn_context *ctx, const lin_case *c, uint64_t seed)
     vkattn_buffer *bb = b ? upload_rows(ctx, b, 1, N, 0, c->boff, c->wdt) : NULL;
     out_expect e;
     size_t xes = vkattn_dtype_size(c->xdt), wes = vkattn_dtype_size(c->wdt);
-    vkattn_buffer *by = out_init(&e, ctx, (size_t)(c->yoff + M * (N + c->ypad) + 3) * xes, c->xdt,
-                                    (size_t)(M * N));
+    vkattn_buffer *by =
+        out_init(&e, ctx, (size_t)(c->yoff + M * (N + c->ypad) + 3) * xes, c->xdt, (size_t)(M * N));
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++)
             out_add(&e, c->yoff + m * (N + c->ypad) + n, y[m * N + n]);
@@ -124,14 +124,16 @@ static void run_case(vkattn_context *ctx, const lin_case *c, uint64_t seed)
         ty = vkattn_tensor_make(by, (uint64_t)c->yoff * xes, c->xdt, 2, (int64_t[]){M, N});
         ty.strides[0] = ys;
     }
-    vkattn_tensor tw = vkattn_tensor_make(bw, (uint64_t)c->woff * wes, c->wdt, 2, (int64_t[]){N, K});
+    vkattn_tensor tw =
+        vkattn_tensor_make(bw, (uint64_t)c->woff * wes, c->wdt, 2, (int64_t[]){N, K});
     tw.strides[0] = K + c->wpad;
     vkattn_tensor tb = {0};
     if (bb)
         tb = vkattn_tensor_make(bb, (uint64_t)c->boff * wes, c->wdt, 1, &N);
 
     char what[256];
-    snprintf(what, sizeof what, "%s %lldx%lldx%lld (B %lld) x %s w %s bias %d pads %lld/%lld/%lld "
+    snprintf(what, sizeof what,
+             "%s %lldx%lldx%lld (B %lld) x %s w %s bias %d pads %lld/%lld/%lld "
              "offsets %lld/%lld/%lld/%lld",
              c->internal ? "segments" : "linear", (long long)M, (long long)N, (long long)K,
              (long long)c->B, vkattn_dtype_name(c->xdt), vkattn_dtype_name(c->wdt), (int)c->bias,
@@ -140,7 +142,8 @@ static void run_case(vkattn_context *ctx, const lin_case *c, uint64_t seed)
     if (c->internal) {
         vka_linear_segments_args a = {tx, tw, tb, 1, {{(uint32_t)N, (uint32_t)N, {0}}}};
         vkattn_tensor *d = &a.segments[0].dst;
-        *d = vkattn_tensor_make(by, (uint64_t)c->yoff * xes, c->xdt, 4, (int64_t[]){c->B, 1, c->T, N});
+        *d = vkattn_tensor_make(by, (uint64_t)c->yoff * xes, c->xdt, 4,
+                                (int64_t[]){c->B, 1, c->T, N});
         memcpy(d->strides, (int64_t[]){c->T * ys, 1, ys, 1}, 4 * sizeof(int64_t));
         VkCommandBuffer cmd;
         TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
@@ -265,10 +268,9 @@ static void check_segments(vkattn_context *ctx, int64_t B, int64_t T, int64_t Dm
     lv.off += Hkv * D;
     size_t xes = vkattn_dtype_size(xdt);
     out_expect eq, ekv;
-    out_init(&eq, ctx, (size_t)(lq.off + B * lq.strides[0] + 4) * xes, xdt,
-                                    (size_t)(M * Hq * D));
+    out_init(&eq, ctx, (size_t)(lq.off + B * lq.strides[0] + 4) * xes, xdt, (size_t)(M * Hq * D));
     out_init(&ekv, ctx, (size_t)(lv.off + B * lk.strides[0] + 4) * xes, xdt,
-                                     (size_t)(2 * M * Hkv * D));
+             (size_t)(2 * M * Hkv * D));
     const seg_layout *lay[3] = {&lq, &lk, &lv};
     int64_t heads[3] = {Hq, Hkv, Hkv}, start[3] = {0, Hq * D, (Hq + Hkv) * D};
     vka_linear_segments_args a = {0};
@@ -289,17 +291,19 @@ static void check_segments(vkattn_context *ctx, int64_t B, int64_t T, int64_t Dm
             for (int64_t h = 0; h < heads[s]; h++)
                 for (int64_t t = 0; t < T; t++)
                     for (int64_t d = 0; d < D; d++)
-                        out_add(e, lay[s]->off + bi * lay[s]->strides[0] + h * lay[s]->strides[1] +
-                                          t * lay[s]->strides[2] + d,
-                                   y[(bi * T + t) * N + start[s] + h * D + d]);
+                        out_add(e,
+                                lay[s]->off + bi * lay[s]->strides[0] + h * lay[s]->strides[1] +
+                                    t * lay[s]->strides[2] + d,
+                                y[(bi * T + t) * N + start[s] + h * D + d]);
     }
     VkCommandBuffer cmd;
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
     TEST_OK(ctx, vka_cmd_linear_segments(ctx, cmd, &a));
     TEST_OK(ctx, vkattn_commands_submit(ctx));
     char what[160];
-    snprintf(what, sizeof what, "segments B %lld T %lld Dm %lld Hq %lld Hkv %lld D %lld x %s w %s: %s",
-             (long long)B, (long long)T, (long long)Dm, (long long)Hq, (long long)Hkv, (long long)D,
+    snprintf(what, sizeof what,
+             "segments B %lld T %lld Dm %lld Hq %lld Hkv %lld D %lld x %s w %s: %s", (long long)B,
+             (long long)T, (long long)Dm, (long long)Hq, (long long)Hkv, (long long)D,
              vkattn_dtype_name(xdt), vkattn_dtype_name(wdt), "Q");
     out_check(&eq, ctx, what);
     what[strlen(what) - 1] = 'K';
@@ -347,7 +351,8 @@ static void test_errors(void **state)
 {
     vkattn_context *ctx = ((test_gpu *)*state)->ctx;
     const vkattn_dtype F32 = VKATTN_DTYPE_F32, F16 = VKATTN_DTYPE_F16;
-    vkattn_buffer *buf = test_buffer_with(ctx, NULL, 1 << 16), *other = test_buffer_with(ctx, NULL, 4096);
+    vkattn_buffer *buf = test_buffer_with(ctx, NULL, 1 << 16),
+                  *other = test_buffer_with(ctx, NULL, 4096);
     /* x [4, 8] at 0, w [6, 8] at 256, b [6] at 512, y [4, 6] at 1024 */
     vkattn_linear_args ok = {
         vkattn_tensor_make(buf, 0, F32, 2, (int64_t[]){4, 8}),
@@ -357,7 +362,7 @@ static void test_errors(void **state)
     };
     TEST_OK(ctx, vkattn_linear(ctx, &ok));
     vkattn_linear_args a;
-#define CASE(code, needle, change)                                                                 \
+#define CASE(code, needle, change) \
     TEST_FAILS_CHANGED(ctx, a, ok, change, code, needle, vkattn_linear(ctx, &a))
     const vkattn_result INV = VKATTN_ERROR_INVALID_ARGUMENT, SHAPE = VKATTN_ERROR_SHAPE_MISMATCH,
                         DT = VKATTN_ERROR_UNSUPPORTED_DTYPE;
@@ -375,12 +380,15 @@ static void test_errors(void **state)
     CASE(INV, "args->x.rank is 1", a.x.rank = 1);
     CASE(SHAPE, "args->y.rank 3 differs from args->x.rank 2",
          a.y = vkattn_tensor_make(buf, 1024, F32, 3, (int64_t[]){1, 4, 6}));
-    CASE(INV, "args->w.rank is 3", a.w = vkattn_tensor_make(buf, 256, F32, 3, (int64_t[]){1, 6, 8}));
+    CASE(INV, "args->w.rank is 3",
+         a.w = vkattn_tensor_make(buf, 256, F32, 3, (int64_t[]){1, 6, 8}));
     CASE(INV, "args->b.rank is 2", a.b = vkattn_tensor_make(buf, 512, F32, 2, (int64_t[]){1, 6}));
-    CASE(SHAPE, "args->w.shape[1] is 7", a.w = vkattn_tensor_make(buf, 256, F32, 2, (int64_t[]){6, 7}));
+    CASE(SHAPE, "args->w.shape[1] is 7",
+         a.w = vkattn_tensor_make(buf, 256, F32, 2, (int64_t[]){6, 7}));
     CASE(SHAPE, "args->b.shape[0] is 5", a.b.shape[0] = 5);
     CASE(SHAPE, "args->y.shape[1] is 5 but args->w.shape[0] (N) is 6", a.y.shape[1] = 5);
-    CASE(SHAPE, "args->y.shape[0] is 3", a.y = vkattn_tensor_make(buf, 1024, F32, 2, (int64_t[]){3, 6}));
+    CASE(SHAPE, "args->y.shape[0] is 3",
+         a.y = vkattn_tensor_make(buf, 1024, F32, 2, (int64_t[]){3, 6}));
     CASE(INV, "args->y.strides[1] is 2", (a.y.strides[0] = 12, a.y.strides[1] = 2));
     CASE(INV, "args->x.strides[1] is 0", (a.x.strides[0] = 8, a.x.strides[1] = 0));
     CASE(INV, "args->x.offset 8 is not a multiple of 16", a.x.offset = 8);
@@ -392,7 +400,8 @@ static void test_errors(void **state)
     CASE(INV, "args->y (bytes 0..96) overlaps args->x (bytes 0..128)", a.y.offset = 0);
     CASE(INV, "args->y (bytes 256..352) overlaps args->w", a.y.offset = 256);
     CASE(INV, "args->y (bytes 512..608) overlaps args->b", a.y.offset = 512);
-    CASE(INV, "args->y.strides[0] is 0 while args->y.shape[0] is", (a.y.strides[0] = 0, a.y.strides[1] = 1));
+    CASE(INV, "args->y.strides[0] is 0 while args->y.shape[0] is",
+         (a.y.strides[0] = 0, a.y.strides[1] = 1));
     /* the same bytes in another buffer are no overlap */
     a = ok;
     a.y.buffer = other;
@@ -401,29 +410,34 @@ static void test_errors(void **state)
 
     /* the segmented form: x [1, 4, 8], w [12, 8], two segments of 6 */
     vka_linear_segments_args s0 = {
-        vkattn_tensor_make(buf, 0, F32, 3, (int64_t[]){1, 4, 8}), ok.w, {0}, 2,
+        vkattn_tensor_make(buf, 0, F32, 3, (int64_t[]){1, 4, 8}),
+        ok.w,
+        {0},
+        2,
         {{6, 3, vkattn_tensor_make(buf, 1024, F32, 4, (int64_t[]){1, 2, 4, 3})},
          {6, 2, vkattn_tensor_make(buf, 2048, F32, 4, (int64_t[]){1, 3, 4, 2})}}};
     s0.w.shape[0] = 12;
     vka_linear_segments_args s;
-#define SEG_CASE(code, needle, change)                                      \
-    do {                                                                    \
-        s = s0;                                                             \
-        change;                                                             \
-        TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));                     \
+#define SEG_CASE(code, needle, change)                                        \
+    do {                                                                      \
+        s = s0;                                                               \
+        change;                                                               \
+        TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));                       \
         TEST_FAILS(ctx, code, needle, vka_cmd_linear_segments(ctx, cmd, &s)); \
-        vkattn_commands_discard(ctx);                                       \
+        vkattn_commands_discard(ctx);                                         \
     } while (0)
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
     TEST_OK(ctx, vka_cmd_linear_segments(ctx, cmd, &s0));
     TEST_OK(ctx, vkattn_commands_submit(ctx));
     SEG_CASE(INV, "args->segment_count is 0", s.segment_count = 0);
     SEG_CASE(INV, "args->segment_count is 4", s.segment_count = 4);
-    SEG_CASE(INV, "args->segments[1]: head_dim 4 must divide columns 6", s.segments[1].head_dim = 4);
+    SEG_CASE(INV, "args->segments[1]: head_dim 4 must divide columns 6",
+             s.segments[1].head_dim = 4);
     SEG_CASE(INV, "args->segments[0]: head_dim 0", s.segments[0].head_dim = 0);
     SEG_CASE(SHAPE, "the segments' columns add up to 6 but args->w.shape[0] (N) is 12",
              s.segment_count = 1);
-    SEG_CASE(SHAPE, "args->segments[1].dst.shape[1] is 3 but the segment's heads", s.segments[1].head_dim = 3);
+    SEG_CASE(SHAPE, "args->segments[1].dst.shape[1] is 3 but the segment's heads",
+             s.segments[1].head_dim = 3);
     SEG_CASE(SHAPE, "args->segments[0].dst.shape[2] is 4 but the rows per batch of args->x is 2",
              s.x = vkattn_tensor_make(buf, 0, F32, 3, (int64_t[]){1, 2, 8}));
     SEG_CASE(SHAPE, "args->segments[1].dst.shape[0] is 1 but the batch of args->x is 2",
@@ -433,7 +447,8 @@ static void test_errors(void **state)
     SEG_CASE(DT, "args->segments[0].dst.dtype f16 differs", s.segments[0].dst.dtype = F16);
     SEG_CASE(INV, "args->segments[1].dst.strides[3] 1 makes elements overlap",
              memcpy(s.segments[1].dst.strides, (int64_t[]){24, 1, 6, 1}, 4 * sizeof(int64_t)));
-    SEG_CASE(INV, "args->segments[1].dst (bytes 0..96) overlaps args->x", s.segments[1].dst.offset = 0);
+    SEG_CASE(INV, "args->segments[1].dst (bytes 0..96) overlaps args->x",
+             s.segments[1].dst.offset = 0);
     vkattn_buffer_destroy(buf);
     vkattn_buffer_destroy(other);
 #undef CASE
@@ -464,12 +479,14 @@ int main(void)
     const struct CMUnitTest once[] = {
         cmocka_unit_test(test_errors),
     };
-    int failed = cmocka_run_group_tests_name("linear_errors", once, test_gpu_setup, test_gpu_teardown);
+    int failed =
+        cmocka_run_group_tests_name("linear_errors", once, test_gpu_setup, test_gpu_teardown);
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++) {
         bool storage = test_policies[p].flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS;
-        failed += storage ? test_policy_run_group("linear", p, storage_tests,
-                                                  sizeof storage_tests / sizeof storage_tests[0])
-                          : test_policy_run_group("linear", p, tests, sizeof tests / sizeof tests[0]);
+        failed += storage
+                      ? test_policy_run_group("linear", p, storage_tests,
+                                              sizeof storage_tests / sizeof storage_tests[0])
+                      : test_policy_run_group("linear", p, tests, sizeof tests / sizeof tests[0]);
     }
     return failed;
 }

@@ -70,8 +70,12 @@ static void run_cache_case(vkattn_context *ctx, const cache_case *cc, uint64_t s
     test_rng rng = test_rng_seed(seed);
     const uint32_t hkv = cc->hkv, hq = 2 * cc->hkv, dh = cc->dh, T = cc->T;
     const int64_t N = (int64_t)(hq + 2 * hkv) * dh, K = cc->dm, M = (int64_t)BATCH * T;
-    vkattn_kv_cache_desc desc = {.num_kv_heads = hkv, .num_heads = hq, .head_dim = dh,
-                                 .dtype = cc->dt, .max_sequences = MAX_SEQ, .capacity = CAPACITY,
+    vkattn_kv_cache_desc desc = {.num_kv_heads = hkv,
+                                 .num_heads = hq,
+                                 .head_dim = dh,
+                                 .dtype = cc->dt,
+                                 .max_sequences = MAX_SEQ,
+                                 .capacity = CAPACITY,
                                  .block_size = cc->block_size};
     vkattn_kv_cache *cache;
     TEST_OK(ctx, vkattn_kv_cache_create(ctx, &desc, &cache));
@@ -109,13 +113,12 @@ static void run_cache_case(vkattn_context *ctx, const cache_case *cc, uint64_t s
     if (bb)
         a.b = vkattn_tensor_make(bb, 0, cc->wdt, 1, &N);
     a.segment_count = 3;
-    a.segments[0] = (vka_linear_segment){hq * dh, dh,
-                                            vkattn_tensor_make(bq, 0, cc->dt, 4,
-                                                               (int64_t[]){BATCH, hq, T, dh})};
-    a.segments[1] = (vka_linear_segment){.columns = hkv * dh, .head_dim = dh,
-                                            .target = VKA_LINEAR_TO_K_POOL};
-    a.segments[2] = (vka_linear_segment){.columns = hkv * dh, .head_dim = dh,
-                                            .target = VKA_LINEAR_TO_V_POOL};
+    a.segments[0] = (vka_linear_segment){
+        hq * dh, dh, vkattn_tensor_make(bq, 0, cc->dt, 4, (int64_t[]){BATCH, hq, T, dh})};
+    a.segments[1] =
+        (vka_linear_segment){.columns = hkv * dh, .head_dim = dh, .target = VKA_LINEAR_TO_K_POOL};
+    a.segments[2] =
+        (vka_linear_segment){.columns = hkv * dh, .head_dim = dh, .target = VKA_LINEAR_TO_V_POOL};
     a.cache = &cdst;
 
     /* As the layer records a step: check, metadata, then the GEMM. */
@@ -242,8 +245,12 @@ static void test_cache_errors(void **state)
     const vkattn_result INV = VKATTN_ERROR_INVALID_ARGUMENT, SHAPE = VKATTN_ERROR_SHAPE_MISMATCH,
                         DT = VKATTN_ERROR_UNSUPPORTED_DTYPE;
     /* Hkv 2, Dh 8 (K/V segments of 16 columns), Hq 4; x [2, 3, 8] */
-    vkattn_kv_cache_desc desc = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 8,
-                                 .max_sequences = 4, .capacity = 16, .block_size = 4};
+    vkattn_kv_cache_desc desc = {.num_kv_heads = 2,
+                                 .num_heads = 4,
+                                 .head_dim = 8,
+                                 .max_sequences = 4,
+                                 .capacity = 16,
+                                 .block_size = 4};
     vkattn_kv_cache *cache;
     TEST_OK(ctx, vkattn_kv_cache_create(ctx, &desc, &cache));
     vkattn_buffer *buf = test_buffer_with(ctx, NULL, 1 << 16);
@@ -261,22 +268,24 @@ static void test_cache_errors(void **state)
     vka_linear_cache_dst cd0 = {cache, &meta, 2, 3}, cd;
     vka_linear_segments_args s0 = {
         vkattn_tensor_make(buf, 0, F32, 3, (int64_t[]){2, 3, 8}),
-        vkattn_tensor_make(buf, 1024, F32, 2, (int64_t[]){64, 8}), {0}, 3,
+        vkattn_tensor_make(buf, 1024, F32, 2, (int64_t[]){64, 8}),
+        {0},
+        3,
         {{32, 8, vkattn_tensor_make(buf, 4096, F32, 4, (int64_t[]){2, 4, 3, 8})},
          {16, 8, {0}, VKA_LINEAR_TO_K_POOL},
          {16, 8, {0}, VKA_LINEAR_TO_V_POOL}},
         &cd};
     vka_linear_segments_args s;
     /* each error both from the check alone and from the recording call */
-#define CASE(code, needle, change)                                               \
-    do {                                                                         \
-        s = s0;                                                                  \
-        cd = cd0;                                                                \
-        change;                                                                  \
+#define CASE(code, needle, change)                                            \
+    do {                                                                      \
+        s = s0;                                                               \
+        cd = cd0;                                                             \
+        change;                                                               \
         TEST_FAILS(ctx, code, needle, vka_linear_segments_check(ctx, &s));    \
-        TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));                          \
+        TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));                       \
         TEST_FAILS(ctx, code, needle, vka_cmd_linear_segments(ctx, cmd, &s)); \
-        vkattn_commands_discard(ctx);                                            \
+        vkattn_commands_discard(ctx);                                         \
     } while (0)
     s = s0;
     cd = cd0;
@@ -304,8 +313,9 @@ static void test_cache_errors(void **state)
          cd.new_tokens = 4);
     CASE(DT, "args->x.dtype f16 differs from the cache's dtype f32",
          (s.x.dtype = F16, s.segments[0].dst.dtype = F16));
-    CASE(SHAPE, "args->segments[2] (V pool) has columns 8, head_dim 8 but the cache holds 2 KV "
-                "heads x head_dim 8 (columns 16)",
+    CASE(SHAPE,
+         "args->segments[2] (V pool) has columns 8, head_dim 8 but the cache holds 2 KV "
+         "heads x head_dim 8 (columns 16)",
          (s.segments[2].columns = 8, s.w.shape[0] = 56));
     CASE(SHAPE, "args->segments[1] (K pool) has columns 16, head_dim 4",
          s.segments[1].head_dim = 4);
@@ -326,14 +336,18 @@ static void test_cache_errors(void **state)
      * (lavapipe: 128 MiB). */
     uint64_t range = vkattn_context_device_info(ctx)->max_storage_buffer_range;
     if (range <= (128u << 20)) {
-        vkattn_kv_cache_desc big = {.num_kv_heads = 1, .head_dim = 256, .max_sequences = 1,
+        vkattn_kv_cache_desc big = {.num_kv_heads = 1,
+                                    .head_dim = 256,
+                                    .max_sequences = 1,
                                     .capacity = (uint32_t)(range / 1024) + 1};
         TEST_OK(ctx, vkattn_kv_cache_create(ctx, &big, &cache));
         vka_linear_cache_dst bcd = {cache, NULL, 1, 1};
-        vka_linear_segments_args bs = {
-            vkattn_tensor_make(buf, 0, F32, 3, (int64_t[]){1, 1, 8}),
-            vkattn_tensor_make(buf, 1024, F32, 2, (int64_t[]){256, 8}), {0}, 1,
-            {{256, 256, {0}, VKA_LINEAR_TO_K_POOL}}, &bcd};
+        vka_linear_segments_args bs = {vkattn_tensor_make(buf, 0, F32, 3, (int64_t[]){1, 1, 8}),
+                                       vkattn_tensor_make(buf, 1024, F32, 2, (int64_t[]){256, 8}),
+                                       {0},
+                                       1,
+                                       {{256, 256, {0}, VKA_LINEAR_TO_K_POOL}},
+                                       &bcd};
         TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                    "its K and V pools are 134218752 bytes each, more than one binding",
                    vka_linear_segments_check(ctx, &bs));
@@ -356,8 +370,8 @@ int main(void)
     const struct CMUnitTest once[] = {
         cmocka_unit_test(test_cache_errors),
     };
-    int failed = cmocka_run_group_tests_name("linear_cache_errors", once, test_gpu_setup,
-                                             test_gpu_teardown);
+    int failed =
+        cmocka_run_group_tests_name("linear_cache_errors", once, test_gpu_setup, test_gpu_teardown);
     failed += test_policy_run_group("linear_cache", 0, tests, sizeof tests / sizeof tests[0]);
     for (uint32_t p = 1; p < TEST_POLICY_COUNT; p++)
         failed += test_policy_run_group("linear_cache", p, short_tests,

@@ -34,10 +34,12 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
     size_t qw = (size_t)c->hq * c->dh, kvw = (size_t)c->hkv * c->dh;
     float amp = 1.5f / sqrtf((float)c->dm);
     float *wq = test_random_array(&rng, qw * c->dm, amp, dt);
-    float *wk = test_random_array(&rng, kvw * dkv, amp, dt), *wv = test_random_array(&rng, kvw * dkv, amp, dt);
+    float *wk = test_random_array(&rng, kvw * dkv, amp, dt),
+          *wv = test_random_array(&rng, kvw * dkv, amp, dt);
     float *wo = test_random_array(&rng, c->dm * qw, amp, dt);
     float *bq = test_random_array(&rng, qw, 0.2f, dt), *bk = test_random_array(&rng, kvw, 0.2f, dt),
-          *bv = test_random_array(&rng, kvw, 0.2f, dt), *bo = test_random_array(&rng, c->dm, 0.2f, dt);
+          *bv = test_random_array(&rng, kvw, 0.2f, dt),
+          *bo = test_random_array(&rng, c->dm, 0.2f, dt);
     size_t nx = (size_t)c->b * c->tq * c->dm, nkv = (size_t)c->b * tk * dkv;
     float *x = test_random_array(&rng, nx, 1.0f, dt);
     float *kv = c->cross ? test_random_array(&rng, nkv, 1.0f, dt) : NULL;
@@ -66,9 +68,13 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
         memcpy(bqkv + qw, bk, kvw * 4);
         memcpy(bqkv + qw + kvw, bv, kvw * 4);
     }
-    vkattn_mha_desc desc = {.embed_dim = c->dm, .num_heads = c->hq, .num_kv_heads = c->hkv,
-                            .head_dim = c->dh == c->dm / c->hq ? 0 : c->dh, .kv_dim = c->cross ? dkv : 0,
-                            .bias = c->bias, .dtype = c->dtype};
+    vkattn_mha_desc desc = {.embed_dim = c->dm,
+                            .num_heads = c->hq,
+                            .num_kv_heads = c->hkv,
+                            .head_dim = c->dh == c->dm / c->hq ? 0 : c->dh,
+                            .kv_dim = c->cross ? dkv : 0,
+                            .bias = c->bias,
+                            .dtype = c->dtype};
     vkattn_mha_weights w = {.wo = wo, .bo = c->bias ? bo : NULL};
     if (c->packed) {
         w.wqkv = wqkv;
@@ -78,7 +84,8 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
         if (c->bias)
             w.bq = bq, w.bk = bk, w.bv = bv;
     }
-    int64_t xs[3] = {c->b, c->tq, c->dm}, kvs[3] = {c->b, tk, dkv}, ps[2] = {c->b, tk}, ms[2] = {c->tq, tk};
+    int64_t xs[3] = {c->b, c->tq, c->dm}, kvs[3] = {c->b, tk, dkv}, ps[2] = {c->b, tk},
+            ms[2] = {c->tq, tk};
     int64_t ws[4] = {c->b, c->per_head ? c->hq : c->tq, c->per_head ? c->tq : tk, tk};
     uint32_t wrank = c->per_head ? 4 : 3;
     size_t nw = (size_t)ws[0] * ws[1] * ws[2] * (c->per_head ? (size_t)ws[3] : 1);
@@ -101,7 +108,8 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
 
     vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
     vkattn_mha_forward_args fa = {.causal = c->causal};
-    vkattn_buffer *bx = test_buffer_of(ctx, dt, x, nx), *bkv = kv ? test_buffer_of(ctx, dt, kv, nkv) : NULL;
+    vkattn_buffer *bx = test_buffer_of(ctx, dt, x, nx),
+                  *bkv = kv ? test_buffer_of(ctx, dt, kv, nkv) : NULL;
     vkattn_buffer *bpad = pad ? test_buffer_with(ctx, pad, (size_t)c->b * tk) : NULL;
     vkattn_buffer *bmask = mask ? test_buffer_with(ctx, mask, (size_t)c->tq * tk * 4) : NULL;
     vkattn_buffer *by = test_buffer_with(ctx, NULL, nx * vkattn_dtype_size(c->dtype));
@@ -133,9 +141,10 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
     float *gy = download_as(ctx, by, nx, c->dtype);
     char what[256];
     snprintf(what, sizeof what,
-             "mha B%u Tq%u Tk%u Dm%u Dkv%u Hq%u Hkv%u Dh%u %s bias%d packed%d cross%d causal%d pad%d mask%d",
-             c->b, c->tq, tk, c->dm, dkv, c->hq, c->hkv, c->dh, vkattn_dtype_name(c->dtype), c->bias,
-             c->packed, c->cross, c->causal, c->padding, c->mask);
+             "mha B%u Tq%u Tk%u Dm%u Dkv%u Hq%u Hkv%u Dh%u %s bias%d packed%d cross%d causal%d "
+             "pad%d mask%d",
+             c->b, c->tq, tk, c->dm, dkv, c->hq, c->hkv, c->dh, vkattn_dtype_name(c->dtype),
+             c->bias, c->packed, c->cross, c->causal, c->padding, c->mask);
     double tol = c->dtype == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32;
     test_assert_close(gy, ref_y, nx, tol, what);
     if (bw) {
@@ -153,16 +162,24 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
 
 static const layer_case grid[] = {
     /* b tq tk dm dkv hq hkv dh  bias packed cross causal padding mask weights per_head dtype */
-    {1, 7, 0, 32, 0, 4, 4, 8, true, true, false, false, false, false, false, false, VKATTN_DTYPE_F32},
-    {2, 9, 0, 64, 0, 8, 2, 8, true, false, false, true, false, false, true, false, VKATTN_DTYPE_F32},
-    {2, 5, 0, 64, 0, 4, 1, 16, false, false, false, true, true, false, false, false, VKATTN_DTYPE_F32},
-    {1, 6, 11, 32, 24, 2, 2, 16, true, false, true, false, true, true, true, true, VKATTN_DTYPE_F32},
+    {1, 7, 0, 32, 0, 4, 4, 8, true, true, false, false, false, false, false, false,
+     VKATTN_DTYPE_F32},
+    {2, 9, 0, 64, 0, 8, 2, 8, true, false, false, true, false, false, true, false,
+     VKATTN_DTYPE_F32},
+    {2, 5, 0, 64, 0, 4, 1, 16, false, false, false, true, true, false, false, false,
+     VKATTN_DTYPE_F32},
+    {1, 6, 11, 32, 24, 2, 2, 16, true, false, true, false, true, true, true, true,
+     VKATTN_DTYPE_F32},
     {3, 4, 0, 48, 0, 6, 3, 8, true, true, false, true, false, true, false, false, VKATTN_DTYPE_F32},
-    {1, 13, 0, 128, 0, 4, 4, 32, true, true, false, true, false, false, false, false, VKATTN_DTYPE_F16},
-    {2, 8, 5, 64, 64, 8, 4, 8, true, false, true, false, true, false, true, false, VKATTN_DTYPE_F16},
-    {1, 3, 0, 40, 0, 2, 1, 24, false, false, false, true, false, false, false, false, VKATTN_DTYPE_F16},
+    {1, 13, 0, 128, 0, 4, 4, 32, true, true, false, true, false, false, false, false,
+     VKATTN_DTYPE_F16},
+    {2, 8, 5, 64, 64, 8, 4, 8, true, false, true, false, true, false, true, false,
+     VKATTN_DTYPE_F16},
+    {1, 3, 0, 40, 0, 2, 1, 24, false, false, false, true, false, false, false, false,
+     VKATTN_DTYPE_F16},
     /* head_dim different from embed_dim / heads */
-    {1, 5, 0, 32, 0, 2, 2, 24, true, false, false, false, false, false, false, false, VKATTN_DTYPE_F32},
+    {1, 5, 0, 32, 0, 2, 2, 24, true, false, false, false, false, false, false, false,
+     VKATTN_DTYPE_F32},
 };
 
 /* Grid cases by index: odd ones through the record form. */
@@ -210,7 +227,22 @@ static void other_path(test_gpu *g, uint32_t policy, const void *c32)
 static void test_layer_other_paths(void **state)
 {
     (void)state;
-    const layer_case c32 = {2, 6, 0, 64, 0, 8, 2, 8, true, true, false, true, true, false, false, false,
+    const layer_case c32 = {2,
+                            6,
+                            0,
+                            64,
+                            0,
+                            8,
+                            2,
+                            8,
+                            true,
+                            true,
+                            false,
+                            true,
+                            true,
+                            false,
+                            false,
+                            false,
                             VKATTN_DTYPE_F32};
     test_for_each_policy(1, other_path, &c32);
 }
@@ -252,7 +284,7 @@ static void test_layer_errors(void **state)
     TEST_OK(ctx, vkattn_mha_forward(m, &fa));
 
     vkattn_mha_forward_args bad;
-#define CASE(code, needle, change)                                                                 \
+#define CASE(code, needle, change) \
     TEST_FAILS_CHANGED(ctx, bad, fa, change, code, needle, vkattn_mha_forward(m, &bad))
     const vkattn_result SHAPE = VKATTN_ERROR_SHAPE_MISMATCH;
     int64_t ks[3] = {3, 7, 32}, mshape[2] = {5, 6}, m4[4] = {2, 3, 5, 5}, pshape[2] = {2, 4};
@@ -277,7 +309,8 @@ static void test_layer_errors(void **state)
     bad.y = vkattn_tensor_make(b, 20480, VKATTN_DTYPE_F32, 3, big);
     VkCommandBuffer cmd;
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));
-    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "vkattn_mha_reserve", vkattn_cmd_mha_forward(m, cmd, &bad));
+    TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE, "vkattn_mha_reserve",
+               vkattn_cmd_mha_forward(m, cmd, &bad));
     vkattn_commands_discard(ctx);
     TEST_OK(ctx, vkattn_mha_reserve(m, 2, 40, 40));
     TEST_OK(ctx, vkattn_commands_begin(ctx, &cmd));

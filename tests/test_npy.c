@@ -116,7 +116,7 @@ static void expect_read_error(const char *path, const char *needle)
 static void test_round_trip_all_dtypes(void **state)
 {
     const npy_dtype dtypes[] = {NPY_F32, NPY_F16, NPY_U8, NPY_BOOL};
-    const int64_t shapes[][8] = {{7}, {2, 3}, {2, 1, 3}, {1, 2, 3, 2}, {2, 1, 1, 1, 1, 1, 1, 3},
+    const int64_t shapes[][8] = {{7},   {2, 3}, {2, 1, 3}, {1, 2, 3, 2}, {2, 1, 1, 1, 1, 1, 1, 3},
                                  {0, 4}};
     const uint32_t ranks[] = {1, 2, 3, 4, 8, 2};
     test_rng r = test_rng_seed(51);
@@ -161,16 +161,14 @@ static void test_round_trip_all_dtypes(void **state)
  * first axis to grow to 21 digits, space padding to 64 bytes, newline). */
 static void test_header_bytes_match_numpy(void **state)
 {
-    static const char f32_2x3[] =
-        "\x93NUMPY\x01\x00\x76\x00"
-        "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
-        "                    " /* 21 - 1 digits of growth room */
-        "                                      \n";
-    static const char b1_5[] =
-        "\x93NUMPY\x01\x00\x76\x00"
-        "{'descr': '|b1', 'fortran_order': False, 'shape': (5,), }"
-        "                    "
-        "                                        \n";
+    static const char f32_2x3[] = "\x93NUMPY\x01\x00\x76\x00"
+                                  "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+                                  "                    " /* 21 - 1 digits of growth room */
+                                  "                                      \n";
+    static const char b1_5[] = "\x93NUMPY\x01\x00\x76\x00"
+                               "{'descr': '|b1', 'fortran_order': False, 'shape': (5,), }"
+                               "                    "
+                               "                                        \n";
     assert_int_equal(sizeof f32_2x3 - 1, 128);
     assert_int_equal(sizeof b1_5 - 1, 128);
     float data[6] = {1, 2, 3, 4, 5, 6};
@@ -180,8 +178,8 @@ static void test_header_bytes_match_numpy(void **state)
     for (int c = 0; c < 2; c++) {
         const char *want = c ? b1_5 : f32_2x3;
         int64_t shape[2] = {c ? 5 : 2, 3};
-        if (npy_write(path, c ? NPY_BOOL : NPY_F32, c ? 1 : 2, shape, c ? (void *)bools : data,
-                      err, sizeof err) != 0)
+        if (npy_write(path, c ? NPY_BOOL : NPY_F32, c ? 1 : 2, shape, c ? (void *)bools : data, err,
+                      sizeof err) != 0)
             fail_msg("%s", err);
         FILE *fp = fopen(path, "rb");
         assert_non_null(fp);

@@ -54,7 +54,7 @@ static void test_hand_two_keys(void **state)
 {
     (void)state;
     float q[8] = {0.5f, 0.5f, 0, 0, 0, 0, 0, 0};
-    float k[16] = {1, 1, 0, 0, 0, 0, 0, 0, /* key 0: dot 1 */
+    float k[16] = {1, 1, 0, 0, 0, 0, 0, 0,  /* key 0: dot 1 */
                    0, 0, 3, 0, 0, 0, 0, 0}; /* key 1: dot 0 */
     float v[16] = {1, 2, 3, 4, 5, 6, 7, 8, 8, 7, 6, 5, 4, 3, 2, 1};
     float out[8], w[2];
@@ -267,7 +267,7 @@ static void test_fully_masked_rows_are_zero(void **state)
         a.mask = vkattn_host_tensor_make(mask, VKATTN_DTYPE_F32, 2, ms);
         a.key_padding = vkattn_host_tensor_make(pad, VKATTN_DTYPE_U8, 2, ps);
         a.weights = vkattn_host_tensor_make(w, VKATTN_DTYPE_F32, 4, ws);
-        a.causal = true; /* Tq 5 > Tk 3: rows 0 and 1 see nothing */
+        a.causal = true;                          /* Tq 5 > Tk 3: rows 0 and 1 see nothing */
         pad[3] = pad[4] = pad[5] = (uint8_t)pass; /* pass 1: batch 1 has its keys */
         for (size_t i = 0; i < nq; i++)
             out[i] = NAN;
@@ -349,7 +349,8 @@ static void test_strided_bthd(void **state)
     ref_attention_args(&a, &d, qt, kt, vt, ot);
     a.causal = true;
     const int64_t D = d.D;
-    int64_t qstr[4] = {d.Tq * d.Hq * D, D, d.Hq * D, 1}, kstr[4] = {d.Tk * d.Hkv * D, D, d.Hkv * D, 1};
+    int64_t qstr[4] = {d.Tq * d.Hq * D, D, d.Hq * D, 1},
+            kstr[4] = {d.Tk * d.Hkv * D, D, d.Hkv * D, 1};
     memcpy(a.q.strides, qstr, sizeof qstr);
     memcpy(a.out.strides, qstr, sizeof qstr);
     memcpy(a.k.strides, kstr, sizeof kstr);
@@ -417,8 +418,7 @@ static void test_mask_broadcast(void **state)
         for (int64_t b = 0; b < d.B; b++)
             for (int64_t h = 0; h < d.Hq; h++)
                 memcpy(full + (size_t)(b * d.Hq + h) * plane,
-                       m + (size_t)((mb == 1 ? 0 : b) * mh + (mh == 1 ? 0 : h)) * plane,
-                       plane * 4);
+                       m + (size_t)((mb == 1 ? 0 : b) * mh + (mh == 1 ? 0 : h)) * plane, plane * 4);
         ref_attention_args(&a, &d, q, k, v, o1);
         int64_t s4[4] = {mb, mh, d.Tq, d.Tk}, s2[2] = {d.Tq, d.Tk};
         a.mask = bdims[c][0] ? vkattn_host_tensor_make(m, VKATTN_DTYPE_F32, 4, s4)
@@ -443,8 +443,7 @@ static void test_f16_host_tensors(void **state)
     test_rng r = test_rng_seed(8);
     ref_dims d = {1, 2, 1, 3, 4, 8};
     size_t nq = ref_q_elems(&d), nkv = ref_kv_elems(&d), nm = (size_t)(d.Tq * d.Tk);
-    float *f[4] = {ref_randf(&r, nq), ref_randf(&r, nkv), ref_randf(&r, nkv),
-                   ref_randf(&r, nm)};
+    float *f[4] = {ref_randf(&r, nq), ref_randf(&r, nkv), ref_randf(&r, nkv), ref_randf(&r, nm)};
     size_t n[4] = {nq, nkv, nkv, nm};
     uint16_t *h[4];
     for (int t = 0; t < 4; t++) {

@@ -55,13 +55,13 @@ static void test_attention_errors(void **state)
 
     const vkattn_ref_attention_args base = f->a;
     vkattn_ref_attention_args a;
-#define CASE(code, needle, ...)                                                  \
-    do {                                                                         \
-        a = base;                                                                \
-        __VA_ARGS__;                                                             \
-        REF_FAILS(code, needle, vkattn_ref_attention(&a, err, sizeof err));      \
-        assert_untouched(f->out, 384);                                           \
-        assert_untouched(f->weights, 24);                                        \
+#define CASE(code, needle, ...)                                             \
+    do {                                                                    \
+        a = base;                                                           \
+        __VA_ARGS__;                                                        \
+        REF_FAILS(code, needle, vkattn_ref_attention(&a, err, sizeof err)); \
+        assert_untouched(f->out, 384);                                      \
+        assert_untouched(f->weights, 24);                                   \
     } while (0)
     const vkattn_result INVALID = VKATTN_ERROR_INVALID_ARGUMENT;
     const vkattn_result SHAPE = VKATTN_ERROR_SHAPE_MISMATCH;
@@ -134,12 +134,12 @@ static void test_linear_errors(void **state)
     a = base;
     REF_OK(vkattn_ref_linear(&a, err, sizeof err));
     fill(y, 20, SENTINEL);
-#define CASE(code, needle, ...)                                                  \
-    do {                                                                         \
-        a = base;                                                                \
-        __VA_ARGS__;                                                             \
-        REF_FAILS(code, needle, vkattn_ref_linear(&a, err, sizeof err));         \
-        assert_untouched(y, 20);                                                 \
+#define CASE(code, needle, ...)                                          \
+    do {                                                                 \
+        a = base;                                                        \
+        __VA_ARGS__;                                                     \
+        REF_FAILS(code, needle, vkattn_ref_linear(&a, err, sizeof err)); \
+        assert_untouched(y, 20);                                         \
     } while (0)
     REF_FAILS(VKATTN_ERROR_INVALID_ARGUMENT, "args", vkattn_ref_linear(NULL, err, sizeof err));
     CASE(VKATTN_ERROR_INVALID_ARGUMENT, "args->x.data is NULL", a.x.data = NULL);
@@ -155,14 +155,13 @@ static void test_linear_errors(void **state)
          a.w.shape[1] = 4);
     CASE(VKATTN_ERROR_SHAPE_MISMATCH, "args->b.shape[0] 4 differs from args->w.shape[0] 5",
          a.b.shape[0] = 4);
-    CASE(VKATTN_ERROR_SHAPE_MISMATCH, "args->y.rank 2 differs from args->x.rank 3",
-         a.y.rank = 2);
+    CASE(VKATTN_ERROR_SHAPE_MISMATCH, "args->y.rank 2 differs from args->x.rank 3", a.y.rank = 2);
     CASE(VKATTN_ERROR_SHAPE_MISMATCH, "args->y.shape[2] 4 differs from args->w.shape[0] 5",
          a.y.shape[2] = 4);
     CASE(VKATTN_ERROR_SHAPE_MISMATCH, "args->y.shape[0] 1 differs from args->x.shape[0] 2",
          a.y.shape[0] = 1);
-    CASE(VKATTN_ERROR_INVALID_ARGUMENT, "args->y.strides[1] is 0",
-         a.y.strides[0] = 10, a.y.strides[1] = 0, a.y.strides[2] = 1);
+    CASE(VKATTN_ERROR_INVALID_ARGUMENT, "args->y.strides[1] is 0", a.y.strides[0] = 10,
+         a.y.strides[1] = 0, a.y.strides[2] = 1);
 #undef CASE
 }
 
@@ -194,16 +193,16 @@ static mha_fixture *mha_fixture_make(void)
     return f;
 }
 
-#define MHA_CASE(code, needle, ...)                                                      \
-    do {                                                                                 \
-        vkattn_mha_desc desc = f->desc;                                                  \
-        vkattn_mha_weights w = f->w;                                                     \
-        vkattn_ref_mha_args a = f->a;                                                    \
-        (void)desc, (void)w, (void)a;                                                    \
-        __VA_ARGS__;                                                                     \
-        REF_FAILS(code, needle, vkattn_ref_mha(&desc, &w, &a, err, sizeof err));         \
-        assert_untouched(f->y, 48);                                                      \
-        assert_untouched(f->weights, 9);                                                 \
+#define MHA_CASE(code, needle, ...)                                              \
+    do {                                                                         \
+        vkattn_mha_desc desc = f->desc;                                          \
+        vkattn_mha_weights w = f->w;                                             \
+        vkattn_ref_mha_args a = f->a;                                            \
+        (void)desc, (void)w, (void)a;                                            \
+        __VA_ARGS__;                                                             \
+        REF_FAILS(code, needle, vkattn_ref_mha(&desc, &w, &a, err, sizeof err)); \
+        assert_untouched(f->y, 48);                                              \
+        assert_untouched(f->weights, 9);                                         \
     } while (0)
 
 static void test_mha_desc_errors(void **state)
@@ -248,12 +247,10 @@ static void test_mha_args_errors(void **state)
     MHA_CASE(INVALID, "args->x.rank is 2", a.x.rank = 2);
     MHA_CASE(VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->x.dtype f16", a.x.dtype = VKATTN_DTYPE_F16);
     MHA_CASE(SHAPE, "args->x.shape[2] 8 differs from desc->embed_dim 16", a.x.shape[2] = 8);
-    MHA_CASE(INVALID, "args->kv.data is NULL (self-attention) but desc->kv_dim 8",
-             desc.kv_dim = 8);
+    MHA_CASE(INVALID, "args->kv.data is NULL (self-attention) but desc->kv_dim 8", desc.kv_dim = 8);
     MHA_CASE(SHAPE, "args->kv.shape[2] 8 differs from desc->kv_dim 16",
              a.kv = vkattn_host_tensor_make(f->c, VKATTN_DTYPE_F32, 3, cs));
-    MHA_CASE(SHAPE, "args->kv.shape[0] 2 differs from args->x.shape[0]",
-             desc.kv_dim = 8, cs[0] = 2,
+    MHA_CASE(SHAPE, "args->kv.shape[0] 2 differs from args->x.shape[0]", desc.kv_dim = 8, cs[0] = 2,
              a.kv = vkattn_host_tensor_make(f->c, VKATTN_DTYPE_F32, 3, cs));
     MHA_CASE(SHAPE, "args->y.shape[1] 2 differs from args->x.shape[1] 3", a.y.shape[1] = 2);
     MHA_CASE(INVALID, "args->y.strides[0] is -1", a.y.strides[0] = -1);

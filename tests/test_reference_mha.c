@@ -11,8 +11,8 @@
 static void test_linear_hand(void **state)
 {
     (void)state;
-    float x[4] = {1, 2, 3, 4};               /* [2, 2] */
-    float w[6] = {1, 0, 1, 1, 0, 2};         /* [3, 2] */
+    float x[4] = {1, 2, 3, 4};       /* [2, 2] */
+    float w[6] = {1, 0, 1, 1, 0, 2}; /* [3, 2] */
     float b[3] = {0.5f, 0, -1};
     float y[6], yt[6];
     int64_t xs[2] = {2, 2}, ws[2] = {3, 2}, bs[1] = {3}, ys[2] = {2, 3};
@@ -68,13 +68,13 @@ static void test_linear_matches_loop(void **state)
 /* ------------------------------------------------------------ MHA */
 
 typedef struct layer {
-    vkattn_mha_desc desc;   /* as given to vkattn_ref_mha */
+    vkattn_mha_desc desc;         /* as given to vkattn_ref_mha */
     int64_t Hq, Hkv, Dh, Dm, Dkv; /* resolved by hand */
     float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo;
 } layer;
 
-static void layer_init(layer *l, test_rng *r, const vkattn_mha_desc *desc, int64_t Hkv,
-                       int64_t Dh, int64_t Dkv)
+static void layer_init(layer *l, test_rng *r, const vkattn_mha_desc *desc, int64_t Hkv, int64_t Dh,
+                       int64_t Dkv)
 {
     memset(l, 0, sizeof *l);
     l->desc = *desc;
@@ -118,8 +118,8 @@ static void linear_step(const float *src, int64_t B, int64_t T, int64_t K, const
 }
 
 /* [B, T, H*Dh] <-> [B, H, T, Dh] by explicit copies. */
-static void split_heads(const float *src, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                        float *dst, bool merge)
+static void split_heads(const float *src, int64_t B, int64_t T, int64_t H, int64_t Dh, float *dst,
+                        bool merge)
 {
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)

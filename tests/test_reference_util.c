@@ -12,8 +12,7 @@ float *ref_randf(test_rng *r, size_t n)
     return p;
 }
 
-void ref_assert_close(const float *got, const float *want, size_t n, double tol,
-                       const char *what)
+void ref_assert_close(const float *got, const float *want, size_t n, double tol, const char *what)
 {
     for (size_t i = 0; i < n; i++) {
         double g = got[i], w = want[i];
@@ -23,7 +22,7 @@ void ref_assert_close(const float *got, const float *want, size_t n, double tol,
 }
 
 void ref_attention_args(vkattn_ref_attention_args *a, const ref_dims *d, float *q, float *k,
-                         float *v, float *out)
+                        float *v, float *out)
 {
     memset(a, 0, sizeof *a);
     int64_t qs[4] = {d->B, d->Hq, d->Tq, d->D}, ks[4] = {d->B, d->Hkv, d->Tk, d->D};

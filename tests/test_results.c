@@ -75,10 +75,10 @@ static void test_f16_known_values(void **state)
         {65504.0f, 0x7bff, 1},
         {65520.0f, 0x7c00, 0}, /* halfway to the next binade: rounds to inf */
         {0.333251953125f, 0x3555, 1},
-        {5.9604644775390625e-08f, 0x0001, 1}, /* smallest subnormal */
-        {6.103515625e-05f, 0x0400, 1},        /* smallest normal */
-        {1.00048828125f, 0x3c00, 0},          /* tie 0x3c00 / 0x3c01 -> even */
-        {1.00146484375f, 0x3c02, 0},          /* tie 0x3c01 / 0x3c02 -> even */
+        {5.9604644775390625e-08f, 0x0001, 1},  /* smallest subnormal */
+        {6.103515625e-05f, 0x0400, 1},         /* smallest normal */
+        {1.00048828125f, 0x3c00, 0},           /* tie 0x3c00 / 0x3c01 -> even */
+        {1.00146484375f, 0x3c02, 0},           /* tie 0x3c01 / 0x3c02 -> even */
         {2.98023223876953125e-08f, 0x0000, 0}, /* half the smallest subnormal -> 0 */
         {INFINITY, 0x7c00, 1},
         {-INFINITY, 0xfc00, 1},

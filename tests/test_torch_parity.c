@@ -47,8 +47,8 @@ static void load_fixture(fixture *f, const char *dir)
     const struct {
         const char *key;
         int *value;
-    } ints[] = {{"heads", &f->heads}, {"kv_heads", &f->kv_heads}, {"bias", &f->bias},
-                {"causal", &f->causal}, {"cross", &f->cross}, {"per_head", &f->per_head}};
+    } ints[] = {{"heads", &f->heads},   {"kv_heads", &f->kv_heads}, {"bias", &f->bias},
+                {"causal", &f->causal}, {"cross", &f->cross},       {"per_head", &f->per_head}};
     char text[64];
     while (fscanf(meta, "%63s %63s", key, text) == 2) {
         if (strcmp(key, "kind") == 0)
@@ -60,9 +60,9 @@ static void load_fixture(fixture *f, const char *dir)
                 *ints[i].value = (int)atof(text);
     }
     fclose(meta);
-    static const char *const all[] = {"x", "kv", "wq", "wk", "wv", "wo", "bq", "bk", "bv",
-                                      "bo", "key_padding", "mask", "y", "weights", "q", "k",
-                                      "v", "out"};
+    static const char *const all[] = {"x",  "kv",      "wq", "wk", "wv",          "wo",
+                                      "bq", "bk",      "bv", "bo", "key_padding", "mask",
+                                      "y",  "weights", "q",  "k",  "v",           "out"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const char *name = all[i];
         snprintf(path, sizeof path, "%s/%s.npy", dir, name);
@@ -93,7 +93,8 @@ static int64_t numel(const npy_array *a)
 }
 
 /* A device buffer of an array's f32 values in `dt` (u8 arrays as bytes). */
-static vkattn_buffer *upload(vkattn_context *ctx, const npy_array *a, vkattn_dtype dt, vkattn_tensor *t)
+static vkattn_buffer *upload(vkattn_context *ctx, const npy_array *a, vkattn_dtype dt,
+                             vkattn_tensor *t)
 {
     int64_t n = numel(a);
     vkattn_buffer *b;
@@ -130,9 +131,12 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
 {
     npy_array *x = get(f, "x"), *kv = get(f, "kv"), *wk = get(f, "wk"), *y = get(f, "y"),
               *wts = get(f, "weights"), *pad = get(f, "key_padding"), *mask = get(f, "mask");
-    vkattn_mha_desc desc = {.embed_dim = (uint32_t)x->shape[2], .num_heads = (uint32_t)f->heads,
-                            .num_kv_heads = (uint32_t)f->kv_heads, .kv_dim = (uint32_t)wk->shape[1],
-                            .bias = f->bias, .dtype = dt};
+    vkattn_mha_desc desc = {.embed_dim = (uint32_t)x->shape[2],
+                            .num_heads = (uint32_t)f->heads,
+                            .num_kv_heads = (uint32_t)f->kv_heads,
+                            .kv_dim = (uint32_t)wk->shape[1],
+                            .bias = f->bias,
+                            .dtype = dt};
     vkattn_mha_weights w = {0};
     const char *wn[8] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"};
     const float **ws[8] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo};
@@ -172,7 +176,8 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     fa.y = vkattn_tensor_make(by, 0, dt, 3, y->shape);
     fa.weights = vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, wts->rank, wts->shape);
     TEST_OK(ctx, vkattn_mha_forward(layer, &fa));
-    float *gy = download(ctx, by, numel(y), dt), *gw = download(ctx, bw, numel(wts), VKATTN_DTYPE_F32);
+    float *gy = download(ctx, by, numel(y), dt),
+          *gw = download(ctx, bw, numel(wts), VKATTN_DTYPE_F32);
     double tol = dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32;
     snprintf(what, sizeof what, "%s (%s): GPU y vs torch", f->dir, vkattn_dtype_name(dt));
     test_assert_close(gy, y->data, (size_t)numel(y), tol, what);
@@ -190,7 +195,8 @@ static void run_attention(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     npy_array *q = get(f, "q"), *k = get(f, "k"), *v = get(f, "v"), *out = get(f, "out"),
               *mask = get(f, "mask");
     vkattn_attention_args a = {.scale = (float)f->scale};
-    vkattn_buffer *bq = upload(ctx, q, dt, &a.q), *bk = upload(ctx, k, dt, &a.k), *bv = upload(ctx, v, dt, &a.v);
+    vkattn_buffer *bq = upload(ctx, q, dt, &a.q), *bk = upload(ctx, k, dt, &a.k),
+                  *bv = upload(ctx, v, dt, &a.v);
     vkattn_buffer *bm = mask ? upload(ctx, mask, VKATTN_DTYPE_F32, &a.mask) : NULL;
     vkattn_buffer *bo = test_buffer_with(ctx, NULL, (uint64_t)numel(out) * vkattn_dtype_size(dt));
     a.out = vkattn_tensor_make(bo, 0, dt, 4, out->shape);
@@ -198,8 +204,8 @@ static void run_attention(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     float *got = download(ctx, bo, numel(out), dt);
     char what[1024];
     snprintf(what, sizeof what, "%s (%s): GPU out vs torch", f->dir, vkattn_dtype_name(dt));
-    test_assert_close(got, out->data, (size_t)numel(out), dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32,
-                      what);
+    test_assert_close(got, out->data, (size_t)numel(out),
+                      dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
     vkattn_buffer *bufs[] = {bq, bk, bv, bm, bo};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         vkattn_buffer_destroy(bufs[i]);

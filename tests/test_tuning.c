@@ -86,8 +86,9 @@ static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype xdt, v
                                  vkattn_host_tensor_make(b, VKATTN_DTYPE_F32, 1, bs),
                                  vkattn_host_tensor_make(want, VKATTN_DTYPE_F32, 2, ys)};
     assert_int_equal(vkattn_ref_linear(&ra, NULL, 0), VKATTN_SUCCESS);
-    vkattn_linear_args a = {vkattn_tensor_make(bx, 0, xdt, 2, xs), vkattn_tensor_make(bw, 0, wdt, 2, ws),
-                            vkattn_tensor_make(bb, 0, wdt, 1, bs), vkattn_tensor_make(by, 0, xdt, 2, ys)};
+    vkattn_linear_args a = {
+        vkattn_tensor_make(bx, 0, xdt, 2, xs), vkattn_tensor_make(bw, 0, wdt, 2, ws),
+        vkattn_tensor_make(bb, 0, wdt, 1, bs), vkattn_tensor_make(by, 0, xdt, 2, ys)};
     vka_linear_problem p;
     TEST_OK(g->ctx, vka_linear_problem_plain(g->ctx, &a, &p));
     vka_linear_config cands[16];
@@ -104,8 +105,8 @@ static void check_linear_candidates(test_gpu *g, uint32_t m, vkattn_dtype xdt, v
         submit_recorded(g, vka_linear_record(g->ctx, cmd, &p, c));
         test_download_as(g->ctx, by, xdt, got, (size_t)m * n);
         char what[128];
-        snprintf(what, sizeof what, "linear m %u x %s w %s candidate family %u input %u preset %u", m,
-                 vkattn_dtype_name(xdt), vkattn_dtype_name(wdt), c->family, c->input, c->preset);
+        snprintf(what, sizeof what, "linear m %u x %s w %s candidate family %u input %u preset %u",
+                 m, vkattn_dtype_name(xdt), vkattn_dtype_name(wdt), c->family, c->input, c->preset);
         test_assert_close(got, want, (size_t)m * n, tol, what);
     }
     TEST_DESTROY_BUFFERS(bx, bw, bb, by);
@@ -116,9 +117,10 @@ static void test_linear_candidates_match_reference(void **state)
 {
     test_gpu *g = *state;
     check_linear_candidates(g, 33, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32); /* GEMM families */
-    check_linear_candidates(g, 33, VKATTN_DTYPE_F32, VKATTN_DTYPE_F16); /* f16 weights, packed reads */
-    check_linear_candidates(g, 2, VKATTN_DTYPE_F16, VKATTN_DTYPE_F16);  /* GEMV families */
-    check_linear_candidates(g, 1, VKATTN_DTYPE_F32, VKATTN_DTYPE_F16);  /* decode's GEMV */
+    check_linear_candidates(g, 33, VKATTN_DTYPE_F32,
+                            VKATTN_DTYPE_F16); /* f16 weights, packed reads */
+    check_linear_candidates(g, 2, VKATTN_DTYPE_F16, VKATTN_DTYPE_F16); /* GEMV families */
+    check_linear_candidates(g, 1, VKATTN_DTYPE_F32, VKATTN_DTYPE_F16); /* decode's GEMV */
     test_assert_no_validation_messages(g->ctx);
 }
 
@@ -149,7 +151,8 @@ static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal
         pad[i] = !(i >= TK && i % TK >= TK - 5);
     size_t es = vkattn_dtype_size(dt);
     vkattn_buffer *bq = test_buffer_of(g->ctx, dt, q, nq), *bk = test_buffer_of(g->ctx, dt, k, nk);
-    vkattn_buffer *bv = test_buffer_of(g->ctx, dt, v, nk), *bo = test_buffer_with(g->ctx, NULL, nq * es);
+    vkattn_buffer *bv = test_buffer_of(g->ctx, dt, v, nk),
+                  *bo = test_buffer_with(g->ctx, NULL, nq * es);
     vkattn_buffer *bm = test_buffer_with(g->ctx, mask, sizeof mask);
     vkattn_buffer *bp = test_buffer_with(g->ctx, pad, sizeof pad);
     int64_t qs[4] = {B, HQ, TQ, D}, ks[4] = {B, HKV, TK, D}, ms[2] = {TQ, TK}, ps[2] = {B, TK};
@@ -186,7 +189,8 @@ static void check_attention_candidates(test_gpu *g, vkattn_dtype dt, bool causal
         snprintf(what, sizeof what, "attention %s D %u%s%s candidate family %u texel %d preset %u",
                  dt == VKATTN_DTYPE_F16 ? "f16" : "f32", D, causal ? " causal" : "",
                  masks ? " mask+padding" : "", c->family, c->texel, c->preset);
-        test_assert_close(got, want, nq, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
+        test_assert_close(got, want, nq, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32,
+                          what);
     }
     TEST_DESTROY_BUFFERS(bq, bk, bv, bo, bm, bp);
     free(q), free(k), free(v), free(want), free(got);
@@ -208,20 +212,33 @@ static void test_attention_candidates_match_reference(void **state)
 static void test_tuners_store_entries(void **state)
 {
     test_gpu *g = *state;
-    int linear0 = entries_of(g->ctx, VKA_TUNE_LINEAR), attention0 = entries_of(g->ctx, VKA_TUNE_ATTENTION), kv0 = entries_of(g->ctx, VKA_TUNE_KV_ATTENTION);
-    TEST_OK(g->ctx, vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32}));
+    int linear0 = entries_of(g->ctx, VKA_TUNE_LINEAR),
+        attention0 = entries_of(g->ctx, VKA_TUNE_ATTENTION),
+        kv0 = entries_of(g->ctx, VKA_TUNE_KV_ATTENTION);
+    TEST_OK(g->ctx,
+            vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){24, 48, 64, VKATTN_DTYPE_F32,
+                                                                  VKATTN_DTYPE_F32}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear0 + 1);
     /* the same shape class again replaces, never adds */
-    TEST_OK(g->ctx, vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){24, 48, 64, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32}));
+    TEST_OK(g->ctx,
+            vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){24, 48, 64, VKATTN_DTYPE_F32,
+                                                                  VKATTN_DTYPE_F32}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear0 + 1);
-    TEST_OK(g->ctx, vkattn_attention_tune(g->ctx, &(vkattn_attention_tune_args){1, 4, 2, 16, 16, 32, true, VKATTN_DTYPE_F32, VKATTN_DTYPE_F16}));
+    TEST_OK(g->ctx, vkattn_attention_tune(
+                        g->ctx, &(vkattn_attention_tune_args){1, 4, 2, 16, 16, 32, true,
+                                                              VKATTN_DTYPE_F32, VKATTN_DTYPE_F16}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_ATTENTION), attention0 + 1);
 
-    vkattn_kv_cache_desc cd = {.num_kv_heads = 2, .num_heads = 8, .head_dim = 32,
-                               .dtype = VKATTN_DTYPE_F32, .max_sequences = 1, .capacity = 8};
+    vkattn_kv_cache_desc cd = {.num_kv_heads = 2,
+                               .num_heads = 8,
+                               .head_dim = 32,
+                               .dtype = VKATTN_DTYPE_F32,
+                               .max_sequences = 1,
+                               .capacity = 8};
     vkattn_kv_cache *cache = NULL;
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
-    TEST_OK(g->ctx, vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){cache, 2, 1, 96}));
+    TEST_OK(g->ctx,
+            vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){cache, 2, 1, 96}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_KV_ATTENTION), kv0 + 1);
     uint32_t len = 1;
     TEST_OK(g->ctx, vkattn_kv_cache_length(cache, 0, &len));
@@ -232,7 +249,8 @@ static void test_tuners_store_entries(void **state)
     vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 4, .num_kv_heads = 2};
     vkattn_mha *mha = NULL;
     TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &md, &mha));
-    int linear1 = entries_of(g->ctx, VKA_TUNE_LINEAR), attention1 = entries_of(g->ctx, VKA_TUNE_ATTENTION);
+    int linear1 = entries_of(g->ctx, VKA_TUNE_LINEAR),
+        attention1 = entries_of(g->ctx, VKA_TUNE_ATTENTION);
     TEST_OK(g->ctx, vkattn_mha_tune(mha, &(vkattn_mha_tune_args){1, 12, 12}));
     assert_true(entries_of(g->ctx, VKA_TUNE_LINEAR) >= linear1 + 1);
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_ATTENTION), attention1 + 2);
@@ -243,10 +261,11 @@ static void test_tuners_store_entries(void **state)
      * 256 are different classes) and its split count */
     vkattn_mha_desc sm = {.embed_dim = 256, .num_heads = 4, .num_kv_heads = 2};
     TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &sm, &mha));
-    vkattn_kv_cache_desc sd = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 64, .max_sequences = 2,
-                               .capacity = 40};
+    vkattn_kv_cache_desc sd = {
+        .num_kv_heads = 2, .num_heads = 4, .head_dim = 64, .max_sequences = 2, .capacity = 40};
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &sd, &cache));
-    int linear2 = entries_of(g->ctx, VKA_TUNE_LINEAR), kv2 = entries_of(g->ctx, VKA_TUNE_KV_ATTENTION);
+    int linear2 = entries_of(g->ctx, VKA_TUNE_LINEAR),
+        kv2 = entries_of(g->ctx, VKA_TUNE_KV_ATTENTION);
     TEST_OK(g->ctx, vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){cache, 2, 1, 40}));
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_LINEAR), linear2 + 2);
     assert_int_equal(entries_of(g->ctx, VKA_TUNE_KV_ATTENTION), kv2 + 1);
@@ -270,14 +289,19 @@ static void test_tuned_kv_splits_match_reference(void **state)
 {
     test_gpu *g = *state;
     enum { HKV = 2, HQ = 8, D = 32, L = 70, B = 2 };
-    vkattn_kv_cache_desc cd = {.num_kv_heads = HKV, .num_heads = HQ, .head_dim = D,
-                               .dtype = VKATTN_DTYPE_F32, .max_sequences = B, .capacity = 80};
+    vkattn_kv_cache_desc cd = {.num_kv_heads = HKV,
+                               .num_heads = HQ,
+                               .head_dim = D,
+                               .dtype = VKATTN_DTYPE_F32,
+                               .max_sequences = B,
+                               .capacity = 80};
     kv_host h;
     kv_host_create(g, &cd, &h);
     const uint32_t seqs[B] = {0, 1};
     test_rng rng = test_rng_seed(9);
     kv_append(g->ctx, &h, B, seqs, L, &rng);
-    TEST_OK(g->ctx, vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){h.cache, B, 1, L}));
+    TEST_OK(g->ctx,
+            vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){h.cache, B, 1, L}));
     vka_tuning_key key;
     vka_kv_tuning_key(h.cache, VKATTN_DTYPE_F32, B, 1, L, &key);
     vka_tuning_config stored;
@@ -392,44 +416,58 @@ static void test_tuner_errors(void **state)
 {
     test_gpu *g = *state;
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "m 0",
-               vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){0, 8, 8, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32}));
-    TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "x_dtype f32 and w_dtype 77 (not a vkattn_dtype)",
-               vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){8, 8, 8, VKATTN_DTYPE_F32, (vkattn_dtype)77}));
+               vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){0, 8, 8, VKATTN_DTYPE_F32,
+                                                                     VKATTN_DTYPE_F32}));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+               "x_dtype f32 and w_dtype 77 (not a vkattn_dtype)",
+               vkattn_linear_tune(g->ctx, &(vkattn_linear_tune_args){8, 8, 8, VKATTN_DTYPE_F32,
+                                                                     (vkattn_dtype)77}));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "kv_len 0",
-               vkattn_attention_tune(g->ctx, &(vkattn_attention_tune_args){1, 4, 2, 8, 0, 32, false, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32}));
+               vkattn_attention_tune(g->ctx, &(vkattn_attention_tune_args){1, 4, 2, 8, 0, 32, false,
+                                                                           VKATTN_DTYPE_F32,
+                                                                           VKATTN_DTYPE_F32}));
     /* shapes the op rejects are rejected by its tuner, with the op's message */
     TEST_FAILS(g->ctx, VKATTN_ERROR_SHAPE_MISMATCH, "does not divide",
-               vkattn_attention_tune(g->ctx, &(vkattn_attention_tune_args){1, 4, 3, 8, 8, 32, false, VKATTN_DTYPE_F32, VKATTN_DTYPE_F32}));
-    vkattn_kv_cache_desc cd = {.num_kv_heads = 1, .head_dim = 16, .max_sequences = 1, .capacity = 8};
+               vkattn_attention_tune(g->ctx, &(vkattn_attention_tune_args){1, 4, 3, 8, 8, 32, false,
+                                                                           VKATTN_DTYPE_F32,
+                                                                           VKATTN_DTYPE_F32}));
+    vkattn_kv_cache_desc cd = {
+        .num_kv_heads = 1, .head_dim = 16, .max_sequences = 1, .capacity = 8};
     vkattn_kv_cache *cache = NULL;
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &cd, &cache));
-    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "new_tokens 17",
-               vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){cache, 1, 17, 64}));
+    TEST_FAILS(
+        g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "new_tokens 17",
+        vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){cache, 1, 17, 64}));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL",
                vkattn_kv_attention_tune(g->ctx, &(vkattn_kv_attention_tune_args){NULL, 1, 1, 1}));
-    assert_int_equal(vkattn_kv_attention_tune(NULL, &(vkattn_kv_attention_tune_args){cache, 1, 1, 1}),
-                     VKATTN_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(
+        vkattn_kv_attention_tune(NULL, &(vkattn_kv_attention_tune_args){cache, 1, 1, 1}),
+        VKATTN_ERROR_INVALID_ARGUMENT);
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_linear_tune: args is NULL",
                vkattn_linear_tune(g->ctx, NULL));
-    assert_int_equal(vkattn_mha_tune(NULL, &(vkattn_mha_tune_args){1, 1, 1}), VKATTN_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(vkattn_mha_tune(NULL, &(vkattn_mha_tune_args){1, 1, 1}),
+                     VKATTN_ERROR_INVALID_ARGUMENT);
     vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 4, .num_kv_heads = 2};
     vkattn_mha *mha = NULL;
     TEST_OK(g->ctx, vkattn_mha_create(g->ctx, &md, &mha));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "batch 65536 x q_len 65536",
                vkattn_mha_tune(mha, &(vkattn_mha_tune_args){65536, 65536, 1}));
     /* steps: sizes, and a cache the layer cannot step over */
-    vkattn_kv_cache_desc sd = {.num_kv_heads = 2, .num_heads = 4, .head_dim = 16, .max_sequences = 1,
-                               .capacity = 8};
+    vkattn_kv_cache_desc sd = {
+        .num_kv_heads = 2, .num_heads = 4, .head_dim = 16, .max_sequences = 1, .capacity = 8};
     vkattn_kv_cache *step_cache = NULL;
     TEST_OK(g->ctx, vkattn_kv_cache_create(g->ctx, &sd, &step_cache));
-    assert_int_equal(vkattn_mha_step_tune(NULL, &(vkattn_mha_step_tune_args){step_cache, 1, 1, 1}), VKATTN_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(vkattn_mha_step_tune(NULL, &(vkattn_mha_step_tune_args){step_cache, 1, 1, 1}),
+                     VKATTN_ERROR_INVALID_ARGUMENT);
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "new_tokens 0",
                vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){step_cache, 1, 0, 8}));
     TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "length 3 >= new_tokens",
                vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){step_cache, 1, 4, 3}));
-    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "batch 65536 x new_tokens 65536",
-               vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){step_cache, 65536, 65536, 65536}));
-    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL", vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){NULL, 1, 1, 8}));
+    TEST_FAILS(
+        g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "batch 65536 x new_tokens 65536",
+        vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){step_cache, 65536, 65536, 65536}));
+    TEST_FAILS(g->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL",
+               vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){NULL, 1, 1, 8}));
     TEST_FAILS(g->ctx, VKATTN_ERROR_SHAPE_MISMATCH, "cache holds 1 KV heads x head_dim 16",
                vkattn_mha_step_tune(mha, &(vkattn_mha_step_tune_args){cache, 1, 1, 8}));
     vkattn_kv_cache_destroy(step_cache);

@@ -78,10 +78,10 @@ static int run(void *user)
         return -1;
     vkattn_result r = VKATTN_SUCCESS;
     if (j->device.tune)
-        r = vkattn_attention_tune(j->ctx, &(vkattn_attention_tune_args){
-                                              (uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
-                                              (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3],
-                                              j->causal, j->dtype, j->dtype});
+        r = vkattn_attention_tune(
+            j->ctx, &(vkattn_attention_tune_args){(uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
+                                                  (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3],
+                                                  j->causal, j->dtype, j->dtype});
     if (j->device.tune && r == VKATTN_SUCCESS)
         r = cli_save_tuning(j->ctx, &j->device);
     if (r == VKATTN_SUCCESS)
@@ -113,8 +113,11 @@ static int check(void *user)
 int cli_attention(int argc, char **argv)
 {
     attention_job a = {.in = {{"--q"}, {"--k"}, {"--v"}, {"--mask"}, {"--key-padding"}}};
-    a.job = (cli_job){.command = "attention", .inputs = a.in, .bufs = a.bufs,
-                      .n_inputs = N_INPUTS, .device = {.tunable = true}};
+    a.job = (cli_job){.command = "attention",
+                      .inputs = a.in,
+                      .bufs = a.bufs,
+                      .n_inputs = N_INPUTS,
+                      .device = {.tunable = true}};
     int code = parse_options(&a, argc, argv);
     if (code != CLI_ARGS_OK)
         return code;

@@ -93,7 +93,9 @@ static void on_log(void *user, vkattn_log_level level, const char *message)
     const cli_device_options *o = user;
     if (level >= VKATTN_LOG_WARNING || o->verbose)
         fprintf(stderr, "vkattn: %s%s\n",
-                level == VKATTN_LOG_ERROR ? "error: " : level == VKATTN_LOG_WARNING ? "warning: " : "",
+                level == VKATTN_LOG_ERROR     ? "error: "
+                : level == VKATTN_LOG_WARNING ? "warning: "
+                                              : "",
                 message);
 }
 
@@ -113,7 +115,8 @@ static bool cache_file_ok(const char *path, const char *option)
     bool ok;
     if (strcmp(option, "--tuning") == 0) {
         /* any format version: the library says if it cannot take it */
-        ok = n >= strlen(VKATTN_TUNING_MAGIC) && memcmp(head, VKATTN_TUNING_MAGIC, strlen(VKATTN_TUNING_MAGIC)) == 0;
+        ok = n >= strlen(VKATTN_TUNING_MAGIC) &&
+             memcmp(head, VKATTN_TUNING_MAGIC, strlen(VKATTN_TUNING_MAGIC)) == 0;
     } else { /* VkPipelineCacheHeaderVersionOne: headerSize >= 32, version 1 */
         uint32_t size = 0, version = 0;
         memcpy(&size, head, 4);
@@ -128,7 +131,8 @@ static bool cache_file_ok(const char *path, const char *option)
 
 vkattn_context *cli_open(const cli_device_options *o)
 {
-    if (!cache_file_ok(o->tuning, "--tuning") || !cache_file_ok(o->pipeline_cache, "--pipeline-cache"))
+    if (!cache_file_ok(o->tuning, "--tuning") ||
+        !cache_file_ok(o->pipeline_cache, "--pipeline-cache"))
         return NULL;
     vkattn_context_desc desc = {0};
     desc.device = o->device ? o->device : getenv("VKATTN_DEVICE");

@@ -195,7 +195,8 @@ static int report(const layer_case *c, vkattn_dtype dtype, uint32_t tokens, doub
     double flops = 2.0 * tokens * dm * (qw + 2.0 * kvw) + 2.0 * tokens * qw * dm +
                    4.0 * c->hq * dh * (tokens * (tokens + 1.0) / 2);
     int status = nonfinite || rel > tol;
-    printf("%-28s %s  B=1 T=%-4u Dm=%-4u Hq=%-2u Hkv=%-2u Dh=%-3u causal  GPU %8.2f ms  %6.1f GFLOP/s  "
+    printf("%-28s %s  B=1 T=%-4u Dm=%-4u Hq=%-2u Hkv=%-2u Dh=%-3u causal  GPU %8.2f ms  %6.1f "
+           "GFLOP/s  "
            "max rel error %.2e (tol %.1e)%s\n",
            c->name, vkattn_dtype_name(dtype), tokens, dm, c->hq, c->hkv, dh, ms[2],
            ms[2] > 0 ? flops / (ms[2] * 1e6) : 0.0, rel, tol,
@@ -207,8 +208,11 @@ static int report(const layer_case *c, vkattn_dtype dtype, uint32_t tokens, doub
 static int run_layer(vkattn_context *ctx, case_device *g, const layer_case *c, vkattn_dtype dtype,
                      uint32_t tokens, const case_data *d)
 {
-    vkattn_mha_desc desc = {.embed_dim = c->dm, .num_heads = c->hq, .num_kv_heads = c->hkv,
-                            .bias = true, .dtype = dtype};
+    vkattn_mha_desc desc = {.embed_dim = c->dm,
+                            .num_heads = c->hq,
+                            .num_kv_heads = c->hkv,
+                            .bias = true,
+                            .dtype = dtype};
     vkattn_mha_weights w = {.wqkv = d->wqkv, .wo = d->wo, .bqkv = d->bqkv, .bo = d->bo};
     int64_t shape[3] = {1, tokens, c->dm};
     size_t bytes = d->nx * vkattn_dtype_size(dtype);

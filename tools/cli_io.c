@@ -46,8 +46,9 @@ int cli_load_f32(cli_input *in, uint32_t rank)
     if (load(in) != 0)
         return -1;
     if (in->array.dtype != NPY_F32) {
-        cli_error("%s %s: dtype is %s; inputs must be float32 (use --dtype f16 for f16 on the device)",
-                  in->flag, in->path, npy_dtype_name(in->array.dtype));
+        cli_error(
+            "%s %s: dtype is %s; inputs must be float32 (use --dtype f16 for f16 on the device)",
+            in->flag, in->path, npy_dtype_name(in->array.dtype));
         return -1;
     }
     if ((rank && in->array.rank != rank) || in->array.rank == 0 || in->array.rank > 4) {
@@ -69,8 +70,9 @@ int cli_load_mask_u8(cli_input *in)
     if (load(in) != 0)
         return -1;
     if (in->array.dtype != NPY_U8 && in->array.dtype != NPY_BOOL) {
-        cli_error("%s %s: dtype is %s; a key-padding mask is uint8 or bool (1 = token, 0 = padding)",
-                  in->flag, in->path, npy_dtype_name(in->array.dtype));
+        cli_error(
+            "%s %s: dtype is %s; a key-padding mask is uint8 or bool (1 = token, 0 = padding)",
+            in->flag, in->path, npy_dtype_name(in->array.dtype));
         return -1;
     }
     if (in->array.rank != 2) {
@@ -204,7 +206,8 @@ void cli_report_error(vkattn_context *ctx, vkattn_result r, const cli_input *inp
                 if (inputs[i].path && strncmp(msg + 6, canon, len) == 0 &&
                     (msg[6 + len] == '.' || msg[6 + len] == ' ' || msg[6 + len] == ':' ||
                      msg[6 + len] == '\0')) {
-                    o += (size_t)snprintf(out + o, sizeof out - o, "%s (%s)", inputs[i].flag, inputs[i].path);
+                    o += (size_t)snprintf(out + o, sizeof out - o, "%s (%s)", inputs[i].flag,
+                                          inputs[i].path);
                     msg += 6 + len;
                     replaced = true;
                 }
@@ -282,7 +285,8 @@ int cli_check_report(const float *out, const float *ref, int64_t n, const float 
     if (weights)
         ew = cli_max_rel_error(weights, ref_weights, weights_n, &bad_w);
     double tol = dtype == VKATTN_DTYPE_F16 ? 1.5e-2 : 2e-4;
-    printf("check: max relative error %.3g%s (tolerance %.3g)", e, bad_o ? " and non-finite values" : "", tol);
+    printf("check: max relative error %.3g%s (tolerance %.3g)", e,
+           bad_o ? " and non-finite values" : "", tol);
     if (weights)
         printf(", weights %.3g%s", ew, bad_w ? " and non-finite values" : "");
     printf("\n");

@@ -51,8 +51,7 @@ static int check_weight_shapes(cli_input *in, int64_t dm, int64_t dkv, int64_t h
         cli_expect_dim(&in[WK], 0, hkv * dh, "kv_heads * head_dim") ||
         cli_expect_dim(&in[WK], 1, dkv, "kv_dim") ||
         cli_expect_dim(&in[WV], 0, hkv * dh, "kv_heads * head_dim") ||
-        cli_expect_dim(&in[WV], 1, dkv, "kv_dim") ||
-        cli_expect_dim(&in[WO], 0, dm, "embed_dim") ||
+        cli_expect_dim(&in[WV], 1, dkv, "kv_dim") || cli_expect_dim(&in[WO], 0, dm, "embed_dim") ||
         cli_expect_dim(&in[WO], 1, hq * dh, "heads * head_dim"))
         return -1;
     int64_t bias_len[4] = {hq * dh, hkv * dh, hkv * dh, dm};
@@ -68,15 +67,20 @@ static int check_weight_shapes(cli_input *in, int64_t dm, int64_t dkv, int64_t h
  * KV cache, then one step per remaining token; views of x and y select the
  * tokens of each step. With --tune the steps are tuned first (the prefill
  * step and the decode steps at the full length) and the tuning saved. */
-static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer, const vkattn_mha_forward_args *fa,
-                               vkattn_dtype dtype, uint32_t prefill, uint32_t paged_block,
-                               uint32_t kv_splits, const cli_device_options *o)
+static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
+                               const vkattn_mha_forward_args *fa, vkattn_dtype dtype,
+                               uint32_t prefill, uint32_t paged_block, uint32_t kv_splits,
+                               const cli_device_options *o)
 {
     const vkattn_mha_desc *d = vkattn_mha_config(layer);
     uint32_t batch = (uint32_t)fa->x.shape[0], tq = (uint32_t)fa->x.shape[1];
-    vkattn_kv_cache_desc cd = {.num_kv_heads = d->num_kv_heads, .num_heads = d->num_heads,
-                               .head_dim = d->head_dim, .dtype = dtype, .max_sequences = batch,
-                               .capacity = tq, .block_size = paged_block};
+    vkattn_kv_cache_desc cd = {.num_kv_heads = d->num_kv_heads,
+                               .num_heads = d->num_heads,
+                               .head_dim = d->head_dim,
+                               .dtype = dtype,
+                               .max_sequences = batch,
+                               .capacity = tq,
+                               .block_size = paged_block};
     vkattn_kv_cache *cache = NULL;
     vkattn_result r = vkattn_kv_cache_create(ctx, &cd, &cache);
     uint32_t *seqs = calloc(batch, sizeof *seqs);
@@ -85,7 +89,8 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer, const vka
     for (uint32_t b = 0; seqs && b < batch; b++)
         seqs[b] = b;
     if (r == VKATTN_SUCCESS && o->tune) {
-        r = vkattn_mha_step_tune(layer, &(vkattn_mha_step_tune_args){cache, batch, prefill, prefill});
+        r = vkattn_mha_step_tune(layer,
+                                 &(vkattn_mha_step_tune_args){cache, batch, prefill, prefill});
         if (r == VKATTN_SUCCESS && tq > prefill)
             r = vkattn_mha_step_tune(layer, &(vkattn_mha_step_tune_args){cache, batch, 1, tq});
         if (r == VKATTN_SUCCESS)
@@ -94,8 +99,12 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer, const vka
     size_t es = vkattn_dtype_size(dtype);
     for (uint32_t t = 0; r == VKATTN_SUCCESS && t < tq; t = t ? t + 1 : prefill) {
         uint32_t n = t ? 1 : prefill;
-        vkattn_mha_step_args sa = {.cache = cache, .batch = batch, .sequences = seqs, .x = fa->x,
-                                   .y = fa->y, .kv_splits = kv_splits};
+        vkattn_mha_step_args sa = {.cache = cache,
+                                   .batch = batch,
+                                   .sequences = seqs,
+                                   .x = fa->x,
+                                   .y = fa->y,
+                                   .kv_splits = kv_splits};
         /* [B, n, Dm] views of the full [B, Tq, Dm] tensors at token t */
         for (int k = 0; k < 2; k++) {
             vkattn_tensor *v = k ? &sa.y : &sa.x;
@@ -180,9 +189,13 @@ static int load_inputs(void *user)
         return -1;
     }
     m->desc = (vkattn_mha_desc){
-        .embed_dim = (uint32_t)dm, .num_heads = m->heads, .num_kv_heads = m->kv_heads,
-        .head_dim = wq_rows == dm ? 0 : (uint32_t)dh, .kv_dim = (uint32_t)dkv,
-        .bias = in[BQ].path || in[BK].path || in[BV].path || in[BO].path, .dtype = m->job.dtype,
+        .embed_dim = (uint32_t)dm,
+        .num_heads = m->heads,
+        .num_kv_heads = m->kv_heads,
+        .head_dim = wq_rows == dm ? 0 : (uint32_t)dh,
+        .kv_dim = (uint32_t)dkv,
+        .bias = in[BQ].path || in[BK].path || in[BV].path || in[BO].path,
+        .dtype = m->job.dtype,
     };
     return 0;
 }
@@ -218,8 +231,8 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
     const int64_t *xs = m->in[X].array.shape;
     int64_t tq = xs[1];
     cli_job_shape_outputs(j, 3, xs, m->heads, tq, kv_len(m));
-    vkattn_tensor *slots[N_INPUTS] = {[X] = &fa->x, [KV] = &fa->kv, [MASK] = &fa->mask,
-                                      [PAD] = &fa->key_padding};
+    vkattn_tensor *slots[N_INPUTS] = {
+        [X] = &fa->x, [KV] = &fa->kv, [MASK] = &fa->mask, [PAD] = &fa->key_padding};
     if (cli_job_upload(j, slots, MASK) != 0 || cli_job_create_outputs(j, &fa->y, &fa->weights) != 0)
         return -1;
     if (m->prefill && m->prefill > tq) {
@@ -263,8 +276,8 @@ static int check(void *user)
 {
     mha_job *m = user;
     vkattn_ref_mha_args ra = {.causal = m->job.causal};
-    vkattn_host_tensor *slots[N_INPUTS] = {[X] = &ra.x, [KV] = &ra.kv, [MASK] = &ra.mask,
-                                           [PAD] = &ra.key_padding};
+    vkattn_host_tensor *slots[N_INPUTS] = {
+        [X] = &ra.x, [KV] = &ra.kv, [MASK] = &ra.mask, [PAD] = &ra.key_padding};
     cli_job_host_inputs(&m->job, slots);
     if (cli_job_reference(&m->job, &ra.y, &ra.weights) != 0)
         return -1;
@@ -279,9 +292,22 @@ static int check(void *user)
 
 int cli_mha(int argc, char **argv)
 {
-    mha_job m = {.in = {{"--x"}, {"--kv"}, {"--wq"}, {"--wk"}, {"--wv"}, {"--wo"}, {"--bq"},
-                        {"--bk"}, {"--bv"}, {"--bo"}, {"--mask"}, {"--key-padding"}}};
-    m.job = (cli_job){.command = "mha", .inputs = m.in, .bufs = m.bufs, .n_inputs = N_INPUTS,
+    mha_job m = {.in = {{"--x"},
+                        {"--kv"},
+                        {"--wq"},
+                        {"--wk"},
+                        {"--wv"},
+                        {"--wo"},
+                        {"--bq"},
+                        {"--bk"},
+                        {"--bv"},
+                        {"--bo"},
+                        {"--mask"},
+                        {"--key-padding"}}};
+    m.job = (cli_job){.command = "mha",
+                      .inputs = m.in,
+                      .bufs = m.bufs,
+                      .n_inputs = N_INPUTS,
                       .device = {.tunable = true}};
     int code = parse_options(&m, argc, argv);
     if (code != CLI_ARGS_OK)

@@ -111,7 +111,8 @@ static int run(vkattn_context *ctx, long n)
         vkattn_timer_read_ms(timer, 0, &ms);
     printf("smoke on \"%s\": %ld elements f32 -> f16 (x0.5) -> f32, %s f16 path: "
            "%ld mismatches, max error %.3g, GPU %.3f ms\n",
-           dev->name, n, dev->f16_path == VKATTN_F16_NATIVE ? "native" : "packed", bad, max_err, ms);
+           dev->name, n, dev->f16_path == VKATTN_F16_NATIVE ? "native" : "packed", bad, max_err,
+           ms);
     status = bad ? 1 : 0;
 done:
     if (status && vkattn_context_last_error(ctx)[0])

@@ -16,6 +16,7 @@ packages=(
   spirv-tools            # spirv-val: checks every SPIR-V module at build time
   libcmocka-dev          # unit tests
   python3                # tools/check_layers.py (the layering check the tests run)
+  clang-format           # tools/format.sh --check (the tests run it)
 )
 
 missing=()

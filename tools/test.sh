@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: set up and build, run every test on every Vulkan
+# The whole test suite: set up and build, check the formatting
+# (tools/format.sh --check), run every test on every Vulkan
 # implementation the machine has (ctest prints the summary); then the library
 # built shared (packaging: install, find_package and pkg-config consumers, only
 # vkattn_* symbols exported; the embedding example; the API-level suites);
@@ -23,6 +24,8 @@ run_ctest() {
 }
 
 bash "$root/tools/build.sh" build
+echo "== formatting"
+bash "$root/tools/format.sh" --check
 echo "== tests (build/)"
 run_ctest build
 

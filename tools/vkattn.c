@@ -23,7 +23,9 @@ static const char usage[] =
     "  VKATTN_DEVICE   device index or name substring for commands that open one\n"
     "  If none of VK_ICD_FILENAMES, VK_DRIVER_FILES and VK_ADD_DRIVER_FILES is set,\n"
     "  the tool adds SwiftShader's Vulkan driver from Debian's chromium-common\n"
-    "  (" "/usr/lib/chromium/vk_swiftshader_icd.json" ") to the loader's drivers\n"
+    "  ("
+    "/usr/lib/chromium/vk_swiftshader_icd.json"
+    ") to the loader's drivers\n"
     "  when that file exists, so both CPU implementations are listed.\n";
 
 #define SWIFTSHADER_ICD "/usr/lib/chromium/vk_swiftshader_icd.json"

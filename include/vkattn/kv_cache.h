@@ -154,7 +154,7 @@ VKATTN_API vkattn_result vkattn_attention_chunk(const vkattn_attention_args *arg
 VKATTN_API double vkattn_attention_flops(const vkattn_attention_args *args, uint32_t q_begin,
                                          uint32_t q_end);
 /* A step of `batch` sequences, `new_tokens` each, ending at `length` tokens. */
-VKATTN_API double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch,
-                                        uint32_t new_tokens, uint32_t length);
+VKATTN_API double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new_tokens,
+                                        uint32_t length);
 
 #endif /* VKATTN_KV_CACHE_H */

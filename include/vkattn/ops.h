@@ -150,7 +150,7 @@ VKATTN_API vkattn_result vkattn_mha_set_weights(vkattn_mha *mha, const vkattn_mh
  * head dimension is Hq). */
 typedef struct vkattn_mha_forward_args {
     vkattn_tensor x;
-    vkattn_tensor kv;          /* optional */
+    vkattn_tensor kv; /* optional */
     vkattn_tensor y;
     vkattn_tensor mask;        /* optional */
     vkattn_tensor key_padding; /* optional */

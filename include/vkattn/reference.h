@@ -29,8 +29,8 @@ typedef struct vkattn_host_tensor {
 } vkattn_host_tensor;
 
 /* A contiguous row-major host tensor. */
-VKATTN_API vkattn_host_tensor vkattn_host_tensor_make(void *data, vkattn_dtype dtype,
-                                                      uint32_t rank, const int64_t *shape);
+VKATTN_API vkattn_host_tensor vkattn_host_tensor_make(void *data, vkattn_dtype dtype, uint32_t rank,
+                                                      const int64_t *shape);
 
 /* Attention: see "attention semantics". Optional tensors have data NULL. */
 typedef struct vkattn_ref_attention_args {
@@ -42,8 +42,8 @@ typedef struct vkattn_ref_attention_args {
     float scale; /* 0: 1/sqrt(D) */
 } vkattn_ref_attention_args;
 
-VKATTN_API vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args,
-                                              char *error, size_t error_size);
+VKATTN_API vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *error,
+                                              size_t error_size);
 
 /* y = x W^T + b: x [M, K] or [B, T, K]; w [N, K]; b [N] (optional);
  * y [M, N] or [B, T, N]. */

@@ -10,8 +10,8 @@
 #include <string.h>
 
 vkattn_result vka_buffer_make(vkattn_context *ctx, uint64_t size, VkBufferUsageFlags usage,
-                                 uint32_t type_hint, VkBuffer *buffer, VkDeviceMemory *memory,
-                                 bool *host_visible)
+                              uint32_t type_hint, VkBuffer *buffer, VkDeviceMemory *memory,
+                              bool *host_visible)
 {
     VkBufferCreateInfo bci = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
@@ -27,12 +27,12 @@ vkattn_result vka_buffer_make(vkattn_context *ctx, uint64_t size, VkBufferUsageF
     uint32_t type = type_hint;
     if (!(req.memoryTypeBits & (1u << type)))
         type = vka_find_memory_type(&ctx->memory, req.memoryTypeBits,
-                                       ctx->memory.memoryTypes[type_hint].propertyFlags, 0);
+                                    ctx->memory.memoryTypes[type_hint].propertyFlags, 0);
     if (type == UINT32_MAX) {
         ctx->vk.vkDestroyBuffer(ctx->device, *buffer, ctx->vk_allocator);
         *buffer = VK_NULL_HANDLE;
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "no memory type fits a buffer of %llu bytes",
-                           (unsigned long long)size);
+                        (unsigned long long)size);
     }
     VkMemoryAllocateInfo mai = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
@@ -50,7 +50,8 @@ vkattn_result vka_buffer_make(vkattn_context *ctx, uint64_t size, VkBufferUsageF
         *memory = VK_NULL_HANDLE;
         return vka_fail_vk(ctx, vr, "allocating buffer memory");
     }
-    *host_visible = ctx->memory.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+    *host_visible =
+        ctx->memory.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
     return VKATTN_SUCCESS;
 }
 
@@ -65,12 +66,13 @@ vkattn_result vkattn_buffer_create(vkattn_context *ctx, const vkattn_buffer_desc
     if (!desc)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_buffer_create: desc is NULL");
     if (desc->size == 0)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->size is 0: buffers need at least 1 byte");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "desc->size is 0: buffers need at least 1 byte");
     if (desc->size > ctx->info.max_allocation_size)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "desc->size %llu exceeds the device's maxMemoryAllocationSize %llu",
-                           (unsigned long long)desc->size,
-                           (unsigned long long)ctx->info.max_allocation_size);
+                        "desc->size %llu exceeds the device's maxMemoryAllocationSize %llu",
+                        (unsigned long long)desc->size,
+                        (unsigned long long)ctx->info.max_allocation_size);
     vkattn_buffer *b = vka_alloc(ctx, sizeof *b);
     if (!b)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -80,13 +82,12 @@ vkattn_result vkattn_buffer_create(vkattn_context *ctx, const vkattn_buffer_desc
     b->owned = true;
     b->texel_ok = true;
     b->transfer_ok = true;
-    VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                               VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
-                               VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-                               desc->extra_usage;
+    VkBufferUsageFlags usage =
+        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+        VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | desc->extra_usage;
     bool host_visible = false;
     vkattn_result r = vka_buffer_make(ctx, b->vk_size, usage, ctx->buffer_memory_type, &b->buffer,
-                                  &b->memory, &host_visible);
+                                      &b->memory, &host_visible);
     if (r == VKATTN_SUCCESS && host_visible && ctx->buffers_mapped) {
         VkResult vr = ctx->vk.vkMapMemory(ctx->device, b->memory, 0, VK_WHOLE_SIZE, 0, &b->map);
         if (vr != VK_SUCCESS)
@@ -125,17 +126,18 @@ vkattn_result vkattn_buffer_wrap(vkattn_context *ctx, const vkattn_buffer_wrap_d
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!out || !desc)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_buffer_wrap: %s is NULL",
-                           !out ? "out" : "desc");
+                        !out ? "out" : "desc");
     *out = NULL;
     if (!desc->buffer)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->buffer is VK_NULL_HANDLE");
     if (desc->size == 0 || desc->size % 4)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "desc->size %llu: a wrapped buffer's size must be a positive multiple of 4 "
-                           "(kernels access 32-bit words)", (unsigned long long)desc->size);
+                        "desc->size %llu: a wrapped buffer's size must be a positive multiple of 4 "
+                        "(kernels access 32-bit words)",
+                        (unsigned long long)desc->size);
     if (!(desc->usage & VK_BUFFER_USAGE_STORAGE_BUFFER_BIT))
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "desc->usage 0x%x lacks VK_BUFFER_USAGE_STORAGE_BUFFER_BIT", desc->usage);
+                        "desc->usage 0x%x lacks VK_BUFFER_USAGE_STORAGE_BUFFER_BIT", desc->usage);
     vkattn_buffer *b = vka_alloc(ctx, sizeof *b);
     if (!b)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");

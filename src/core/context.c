@@ -62,10 +62,12 @@ static void features_from_chain(const VkPhysicalDeviceFeatures2 *chain, feature_
     for (const VkBaseInStructure *s = (const VkBaseInStructure *)chain; s; s = s->pNext) {
         switch (s->sType) {
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES:
-            f->storage_16bit |= ((const VkPhysicalDeviceVulkan11Features *)s)->storageBuffer16BitAccess;
+            f->storage_16bit |=
+                ((const VkPhysicalDeviceVulkan11Features *)s)->storageBuffer16BitAccess;
             break;
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
-            f->storage_16bit |= ((const VkPhysicalDevice16BitStorageFeatures *)s)->storageBuffer16BitAccess;
+            f->storage_16bit |=
+                ((const VkPhysicalDevice16BitStorageFeatures *)s)->storageBuffer16BitAccess;
             break;
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES:
             f->fp16 |= ((const VkPhysicalDeviceVulkan12Features *)s)->shaderFloat16;
@@ -104,17 +106,19 @@ static vkattn_result create_device(vkattn_context *ctx)
 {
     const vkattn_device_info *info = &ctx->info;
     uint32_t ts_bits = 0;
-    ctx->queue_family = vka_device_compute_family(&ctx->vk, ctx->physical_device,
-                                                     ctx->flags & VKATTN_CONTEXT_ASYNC_COMPUTE, &ts_bits);
+    ctx->queue_family = vka_device_compute_family(
+        &ctx->vk, ctx->physical_device, ctx->flags & VKATTN_CONTEXT_ASYNC_COMPUTE, &ts_bits);
     if (ctx->queue_family == UINT32_MAX)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "device \"%s\" has no queue family with compute support", info->name);
+                        "device \"%s\" has no queue family with compute support", info->name);
     ctx->timestamp_mask = ts_bits >= 64 ? ~0ull : (1ull << ts_bits) - 1;
 
-    VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
-    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                            .pNext = &f12};
+    VkPhysicalDeviceVulkan13Features f13 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
     VkPhysicalDeviceFeatures2 features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                           .pNext = &f11};
     bool has13 = info->api_version >= VK_API_VERSION_1_3;
@@ -141,7 +145,8 @@ static vkattn_result create_device(vkattn_context *ctx)
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &queue,
     };
-    VkResult vr = ctx->vk.vkCreateDevice(ctx->physical_device, &dci, ctx->vk_allocator, &ctx->device);
+    VkResult vr =
+        ctx->vk.vkCreateDevice(ctx->physical_device, &dci, ctx->vk_allocator, &ctx->device);
     if (vr != VK_SUCCESS)
         return vka_fail_vk(ctx, vr, "vkCreateDevice");
     const char *missing = vka_vk_load_device(&ctx->vk, ctx->device, NULL);
@@ -169,7 +174,7 @@ static vkattn_result open_standalone(vkattn_context *ctx, const vkattn_context_d
     vka_free(ctx, infos);
     if (chosen == UINT32_MAX)
         return vka_fail(ctx, desc->device ? VKATTN_ERROR_DEVICE_NOT_FOUND : VKATTN_ERROR_NO_DEVICE,
-                           "%s", why);
+                        "%s", why);
     return create_device(ctx);
 }
 
@@ -177,12 +182,12 @@ static vkattn_result open_borrowed(vkattn_context *ctx, const vkattn_vulkan_borr
 {
     if (!b->instance || !b->physical_device || !b->device)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "desc->borrow: instance, physical_device and device must all be set "
-                           "(got %p, %p, %p)", (void *)b->instance, (void *)b->physical_device,
-                           (void *)b->device);
+                        "desc->borrow: instance, physical_device and device must all be set "
+                        "(got %p, %p, %p)",
+                        (void *)b->instance, (void *)b->physical_device, (void *)b->device);
     if (!b->get_instance_proc_addr)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "desc->borrow->get_instance_proc_addr is NULL");
+                        "desc->borrow->get_instance_proc_addr is NULL");
     ctx->borrowed = true;
     ctx->instance = b->instance;
     ctx->physical_device = b->physical_device;
@@ -198,14 +203,14 @@ static vkattn_result open_borrowed(vkattn_context *ctx, const vkattn_vulkan_borr
 
     vka_device_query(&ctx->vk, ctx->physical_device, 0, &ctx->info);
     if (!ctx->info.supported)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "borrowed device \"%s\": %s",
-                           ctx->info.name, ctx->info.unsupported_reason);
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "borrowed device \"%s\": %s", ctx->info.name,
+                        ctx->info.unsupported_reason);
     uint32_t nfam = 0;
     ctx->vk.vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_device, &nfam, NULL);
     if (b->queue_family_index >= nfam)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "desc->borrow->queue_family_index %u: the device has %u queue families",
-                           b->queue_family_index, nfam);
+                        "desc->borrow->queue_family_index %u: the device has %u queue families",
+                        b->queue_family_index, nfam);
     VkQueueFamilyProperties fams[64];
     if (nfam > 64)
         nfam = 64;
@@ -213,12 +218,12 @@ static vkattn_result open_borrowed(vkattn_context *ctx, const vkattn_vulkan_borr
     const VkQueueFamilyProperties *fam = &fams[b->queue_family_index];
     if (!(fam->queueFlags & VK_QUEUE_COMPUTE_BIT))
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "desc->borrow->queue_family_index %u has no compute support",
-                           b->queue_family_index);
+                        "desc->borrow->queue_family_index %u has no compute support",
+                        b->queue_family_index);
     if (b->queue_index >= fam->queueCount)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "desc->borrow->queue_index %u: family %u has %u queues",
-                           b->queue_index, b->queue_family_index, fam->queueCount);
+                        "desc->borrow->queue_index %u: family %u has %u queues", b->queue_index,
+                        b->queue_family_index, fam->queueCount);
     ctx->queue_family = b->queue_family_index;
     ctx->info.timestamps = ctx->info.timestamps && fam->timestampValidBits > 0;
     ctx->timestamp_mask =
@@ -292,12 +297,12 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
         return r;
     }
     vka_log(ctx, VKATTN_LOG_INFO,
-               "vkattn %s on \"%s\" (%s, subgroup %u, f16 %s, %s inputs, %s kernels)",
-               vkattn_version_string(), ctx->info.name, vkattn_device_type_name(ctx->info.type),
-               ctx->info.subgroup_size,
-               ctx->info.f16_path == VKATTN_F16_NATIVE ? "16-bit storage" : "packed in 32-bit",
-               ctx->info.texel_inputs ? "texel-buffer" : "storage-buffer",
-               ctx->info.subgroup_kernels ? "subgroup" : "shared-memory");
+            "vkattn %s on \"%s\" (%s, subgroup %u, f16 %s, %s inputs, %s kernels)",
+            vkattn_version_string(), ctx->info.name, vkattn_device_type_name(ctx->info.type),
+            ctx->info.subgroup_size,
+            ctx->info.f16_path == VKATTN_F16_NATIVE ? "16-bit storage" : "packed in 32-bit",
+            ctx->info.texel_inputs ? "texel-buffer" : "storage-buffer",
+            ctx->info.subgroup_kernels ? "subgroup" : "shared-memory");
     *out = ctx;
     return VKATTN_SUCCESS;
 }

@@ -243,8 +243,8 @@ static vkattn_result allocate_set(vkattn_context *ctx, VkDescriptorSetLayout lay
     VkDescriptorPool *pools = vka_alloc(ctx, (c->pool_count + 1) * sizeof *pools);
     if (!pools)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    VkResult vr = ctx->vk.vkCreateDescriptorPool(ctx->device, &pci, ctx->vk_allocator,
-                                                 &pools[c->pool_count]);
+    VkResult vr =
+        ctx->vk.vkCreateDescriptorPool(ctx->device, &pci, ctx->vk_allocator, &pools[c->pool_count]);
     if (vr != VK_SUCCESS) {
         vka_free(ctx, pools);
         return vka_fail_vk(ctx, vr, "vkCreateDescriptorPool");
@@ -293,8 +293,8 @@ static vkattn_result set_get_locked(vkattn_context *ctx, VkDescriptorSetLayout l
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
             .dstBinding = i,
             .descriptorCount = 1,
-            .descriptorType = texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
-                                    : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .descriptorType =
+                texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
         };
         if (texel) {
             vkattn_result r = view_get(ctx, &bindings[i], &views[i]);
@@ -326,8 +326,8 @@ static vkattn_result set_get_locked(vkattn_context *ctx, VkDescriptorSetLayout l
 }
 
 vkattn_result vka_descriptor_set_get(vkattn_context *ctx, VkDescriptorSetLayout layout,
-                                        const vka_kernel *kernel,
-                                        const vka_binding *bindings, VkDescriptorSet *out)
+                                     const vka_kernel *kernel, const vka_binding *bindings,
+                                     VkDescriptorSet *out)
 {
     vka_lock(ctx);
     vkattn_result r = set_get_locked(ctx, layout, kernel, bindings, out);

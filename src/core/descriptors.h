@@ -11,8 +11,8 @@ void vka_descriptors_destroy(vkattn_context *ctx);
  * written once and never changed, so one set serves any number of command
  * buffers; they live until a buffer they reference is destroyed. */
 vkattn_result vka_descriptor_set_get(vkattn_context *ctx, VkDescriptorSetLayout layout,
-                                        const vka_kernel *kernel,
-                                        const vka_binding *bindings, VkDescriptorSet *out);
+                                     const vka_kernel *kernel, const vka_binding *bindings,
+                                     VkDescriptorSet *out);
 /* Drops every cached set and view that references `buffer`. */
 void vka_descriptors_forget_buffer(vkattn_context *ctx, VkBuffer buffer);
 

@@ -42,8 +42,8 @@ static vkattn_device_type type_from_vk(VkPhysicalDeviceType t)
     }
 }
 
-uint32_t vka_device_compute_family(const vka_vk_table *vk, VkPhysicalDevice pd,
-                                      bool compute_only, uint32_t *timestamp_bits)
+uint32_t vka_device_compute_family(const vka_vk_table *vk, VkPhysicalDevice pd, bool compute_only,
+                                   uint32_t *timestamp_bits)
 {
     VkQueueFamilyProperties fams[64];
     uint32_t n = 0;
@@ -68,7 +68,7 @@ uint32_t vka_device_compute_family(const vka_vk_table *vk, VkPhysicalDevice pd,
 }
 
 void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t index,
-                         vkattn_device_info *info)
+                      vkattn_device_info *info)
 {
     memset(info, 0, sizeof *info);
     info->index = index;
@@ -82,8 +82,8 @@ void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t inde
     info->device_id = basic.deviceID;
     if (basic.apiVersion < VK_API_VERSION_1_2) {
         snprintf(info->unsupported_reason, sizeof info->unsupported_reason,
-                 "Vulkan %u.%u device; vkattn needs Vulkan 1.2", VK_API_VERSION_MAJOR(basic.apiVersion),
-                 VK_API_VERSION_MINOR(basic.apiVersion));
+                 "Vulkan %u.%u device; vkattn needs Vulkan 1.2",
+                 VK_API_VERSION_MAJOR(basic.apiVersion), VK_API_VERSION_MINOR(basic.apiVersion));
         return;
     }
 
@@ -99,11 +99,13 @@ void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t inde
                                          .pNext = &p11};
     vk->vkGetPhysicalDeviceProperties2(pd, &props);
 
-    VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
-    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = has13 ? &f13 : NULL};
-    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                            .pNext = &f12};
+    VkPhysicalDeviceVulkan13Features f13 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .pNext = has13 ? &f13 : NULL};
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
     VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                        .pNext = &f11};
     vk->vkGetPhysicalDeviceFeatures2(pd, &feats);
@@ -157,8 +159,8 @@ void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t inde
                          (f16p.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);
     /* Subgroup kernels where they measured fastest (CPU drivers: shared
      * memory is plain memory there, shuffles are register moves). */
-    info->subgroup_kernels = info->subgroup_shuffle && info->subgroup_arithmetic &&
-                             info->type == VKATTN_DEVICE_TYPE_CPU;
+    info->subgroup_kernels =
+        info->subgroup_shuffle && info->subgroup_arithmetic && info->type == VKATTN_DEVICE_TYPE_CPU;
 
     uint32_t ts_bits = 0;
     uint32_t family = vka_device_compute_family(vk, pd, false, &ts_bits);
@@ -167,7 +169,8 @@ void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t inde
     if (family == UINT32_MAX)
         snprintf(info->unsupported_reason, sizeof info->unsupported_reason,
                  "no queue family with compute support");
-    else if (!compute_subgroups || !(p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT))
+    else if (!compute_subgroups ||
+             !(p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT))
         snprintf(info->unsupported_reason, sizeof info->unsupported_reason,
                  "no subgroup operations in compute shaders");
     else
@@ -215,8 +218,8 @@ static bool contains_nocase(const char *hay, const char *needle)
     return n == 0;
 }
 
-uint32_t vka_device_choose(const vkattn_device_info *infos, uint32_t count,
-                              const char *selector, char *why, size_t why_size)
+uint32_t vka_device_choose(const vkattn_device_info *infos, uint32_t count, const char *selector,
+                           char *why, size_t why_size)
 {
     if (selector && *selector) {
         char *end = NULL;
@@ -275,7 +278,8 @@ vkattn_result vka_device_enumerate(vkattn_context *ctx, VkPhysicalDevice **pds_o
             return no_device(ctx);
         VkPhysicalDevice *pds = vka_alloc(ctx, n * sizeof *pds);
         if (!pds)
-            return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory listing devices");
+            return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY,
+                            "out of host memory listing devices");
         uint32_t got = n;
         vr = ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &got, pds);
         if (vr == VK_SUCCESS && got > 0 && got <= n) {
@@ -303,9 +307,9 @@ vkattn_result vka_device_enumerate(vkattn_context *ctx, VkPhysicalDevice **pds_o
                     "devices keeps changing");
 }
 
-vkattn_result vkattn_list_devices(const char *device, vkattn_device_info *infos,
-                                  uint32_t capacity, uint32_t *count, uint32_t *chosen,
-                                  vkattn_log_fn log, void *log_user)
+vkattn_result vkattn_list_devices(const char *device, vkattn_device_info *infos, uint32_t capacity,
+                                  uint32_t *count, uint32_t *chosen, vkattn_log_fn log,
+                                  void *log_user)
 {
     if (!count) {
         if (log)

@@ -6,14 +6,14 @@
 
 /* Reads a physical device's capabilities into `info`. */
 void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t index,
-                         vkattn_device_info *info);
+                      vkattn_device_info *info);
 /* Picks a device by the selector syntax of vkattn_context_desc.device.
  * Returns the index or UINT32_MAX, with the reason in `why`. */
-uint32_t vka_device_choose(const vkattn_device_info *infos, uint32_t count,
-                              const char *selector, char *why, size_t why_size);
+uint32_t vka_device_choose(const vkattn_device_info *infos, uint32_t count, const char *selector,
+                           char *why, size_t why_size);
 /* A queue family with compute support (prefers one that also has timestamps). */
-uint32_t vka_device_compute_family(const vka_vk_table *vk, VkPhysicalDevice pd,
-                                      bool compute_only, uint32_t *timestamp_bits);
+uint32_t vka_device_compute_family(const vka_vk_table *vk, VkPhysicalDevice pd, bool compute_only,
+                                   uint32_t *timestamp_bits);
 
 /* Every physical device of the context's instance and its capabilities
  * (both arrays from vka_alloc, to vka_free). Checks every VkResult; a list

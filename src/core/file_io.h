@@ -13,7 +13,7 @@
  * or memory ran out. *data is NULL unless OK. */
 typedef enum vka_file_read { VKA_FILE_OK, VKA_FILE_MISSING, VKA_FILE_UNREADABLE } vka_file_read;
 vka_file_read vka_read_file(vkattn_context *ctx, const char *path, size_t max_size, void **data,
-                                  size_t *size);
+                            size_t *size);
 /* Writes `size` bytes to `path`. A regular file (or a missing path, or a
  * link, which is replaced) is written beside it under a fresh name -
  * created with O_EXCL | O_NOFOLLOW, so nothing planted there is followed -

@@ -21,7 +21,8 @@ void vka_free(vkattn_context *ctx, void *p);
 
 /* Formats the message into the last-error string, sends it to the logger and
  * returns `code`. Use as `return vka_fail(ctx, VKATTN_ERROR_..., "...")`. */
-vkattn_result vka_fail(vkattn_context *ctx, vkattn_result code, const char *fmt, ...) VKA_PRINTF(3, 4);
+vkattn_result vka_fail(vkattn_context *ctx, vkattn_result code, const char *fmt, ...)
+    VKA_PRINTF(3, 4);
 /* Maps a VkResult to a vkattn_result and records "<what> failed: VK_ERROR_..". */
 vkattn_result vka_fail_vk(vkattn_context *ctx, VkResult vr, const char *what);
 void vka_log(vkattn_context *ctx, vkattn_log_level level, const char *fmt, ...) VKA_PRINTF(3, 4);

@@ -44,13 +44,14 @@ vkattn_result vka_messenger_attach(vkattn_context *ctx)
 {
     if (!ctx->vk.vkCreateDebugUtilsMessengerEXT || !ctx->vk.vkDestroyDebugUtilsMessengerEXT)
         return vka_fail(ctx, VKATTN_ERROR_LAYER_NOT_PRESENT,
-                           "VKATTN_CONTEXT_VALIDATION on a borrowed instance needs "
-                           "VK_EXT_debug_utils enabled on that instance");
+                        "VKATTN_CONTEXT_VALIDATION on a borrowed instance needs "
+                        "VK_EXT_debug_utils enabled on that instance");
     VkDebugUtilsMessengerCreateInfoEXT info;
     vka_fill_messenger_info(ctx, &info);
     VkResult vr = ctx->vk.vkCreateDebugUtilsMessengerEXT(ctx->instance, &info, ctx->vk_allocator,
                                                          &ctx->messenger);
-    return vr == VK_SUCCESS ? VKATTN_SUCCESS : vka_fail_vk(ctx, vr, "vkCreateDebugUtilsMessengerEXT");
+    return vr == VK_SUCCESS ? VKATTN_SUCCESS
+                            : vka_fail_vk(ctx, vr, "vkCreateDebugUtilsMessengerEXT");
 }
 
 static bool has_layer(vkattn_context *ctx, const char *name)
@@ -69,16 +70,18 @@ static bool has_layer(vkattn_context *ctx, const char *name)
     return found;
 }
 
-vkattn_result vka_instance_create(vkattn_context *ctx, bool validation, PFN_vkGetInstanceProcAddr gipa)
+vkattn_result vka_instance_create(vkattn_context *ctx, bool validation,
+                                  PFN_vkGetInstanceProcAddr gipa)
 {
     const char *missing = vka_vk_load_global(&ctx->vk, gipa ? gipa : vkGetInstanceProcAddr);
     if (missing)
         return vka_fail(ctx, VKATTN_ERROR_NO_DEVICE,
-                           "the Vulkan loader has no %s (install libvulkan1)", missing);
+                        "the Vulkan loader has no %s (install libvulkan1)", missing);
     if (validation && !has_layer(ctx, VALIDATION_LAYER))
         return vka_fail(ctx, VKATTN_ERROR_LAYER_NOT_PRESENT,
-                           "validation requested but %s is not installed (Debian: apt-get "
-                           "install vulkan-validationlayers)", VALIDATION_LAYER);
+                        "validation requested but %s is not installed (Debian: apt-get "
+                        "install vulkan-validationlayers)",
+                        VALIDATION_LAYER);
 
     VkApplicationInfo app = {
         .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
@@ -114,8 +117,8 @@ vkattn_result vka_instance_create(vkattn_context *ctx, bool validation, PFN_vkGe
     VkResult vr = ctx->vk.vkCreateInstance(&ici, ctx->vk_allocator, &ctx->instance);
     if (vr == VK_ERROR_INCOMPATIBLE_DRIVER)
         return vka_fail(ctx, VKATTN_ERROR_NO_DEVICE,
-                           "no Vulkan device: vkCreateInstance found no compatible driver "
-                           "(install mesa-vulkan-drivers for lavapipe, or a GPU driver)");
+                        "no Vulkan device: vkCreateInstance found no compatible driver "
+                        "(install mesa-vulkan-drivers for lavapipe, or a GPU driver)");
     if (vr != VK_SUCCESS)
         return vka_fail_vk(ctx, vr, "vkCreateInstance");
     missing = vka_vk_load_instance(&ctx->vk, ctx->instance);

@@ -7,7 +7,8 @@
 
 /* `gipa`: the loader's entry point (NULL: the vkGetInstanceProcAddr the
  * library links). */
-vkattn_result vka_instance_create(vkattn_context *ctx, bool validation, PFN_vkGetInstanceProcAddr gipa);
+vkattn_result vka_instance_create(vkattn_context *ctx, bool validation,
+                                  PFN_vkGetInstanceProcAddr gipa);
 vkattn_result vka_messenger_attach(vkattn_context *ctx);
 void vka_fill_messenger_info(vkattn_context *ctx, VkDebugUtilsMessengerCreateInfoEXT *info);
 

@@ -46,7 +46,7 @@ static inline uint32_t vka_workgroup_size(const vkattn_context *ctx, uint32_t wa
  * (kernels use linear_invocation() from tensor_io.glsl). Extra groups in the
  * last row must exit on their own bounds check. */
 static inline void vka_grid_2d(const vkattn_context *ctx, uint64_t groups, uint32_t *gx,
-                                  uint32_t *gy)
+                               uint32_t *gy)
 {
     uint64_t max_x = ctx->info.max_workgroup_count[0];
     *gx = (uint32_t)(groups < max_x ? groups : max_x);

@@ -99,7 +99,8 @@ static vkattn_result kernel_layout_get(vkattn_context *ctx, const vka_kernel *ke
         .bindingCount = kernel->binding_count,
         .pBindings = b,
     };
-    VkResult vr = ctx->vk.vkCreateDescriptorSetLayout(ctx->device, &dsl, ctx->vk_allocator, &kl.set_layout);
+    VkResult vr =
+        ctx->vk.vkCreateDescriptorSetLayout(ctx->device, &dsl, ctx->vk_allocator, &kl.set_layout);
     if (vr != VK_SUCCESS)
         return vka_fail_vk(ctx, vr, "vkCreateDescriptorSetLayout");
     VkPushConstantRange pcr = {
@@ -139,9 +140,10 @@ static vkattn_result pipeline_get_locked(vkattn_context *ctx, const vka_kernel *
     }
     if (spec_count > VKA_MAX_SPEC || kernel->push_size > ctx->info.push_constant_bytes)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "kernel %s: %u specialization constants / %u push-constant bytes "
-                           "exceed the limits (%u / %u)", kernel->name, spec_count,
-                           kernel->push_size, VKA_MAX_SPEC, ctx->info.push_constant_bytes);
+                        "kernel %s: %u specialization constants / %u push-constant bytes "
+                        "exceed the limits (%u / %u)",
+                        kernel->name, spec_count, kernel->push_size, VKA_MAX_SPEC,
+                        ctx->info.push_constant_bytes);
     kernel_layout *kl = NULL;
     vkattn_result r = kernel_layout_get(ctx, kernel, &kl);
     if (r != VKATTN_SUCCESS)
@@ -189,7 +191,8 @@ static vkattn_result pipeline_get_locked(vkattn_context *ctx, const vka_kernel *
             {
                 .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                 .pNext = pin_subgroups ? &required : NULL,
-                .flags = pin_subgroups ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
+                .flags =
+                    pin_subgroups ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = module,
                 .pName = "main",
@@ -209,8 +212,8 @@ static vkattn_result pipeline_get_locked(vkattn_context *ctx, const vka_kernel *
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vka_pipeline_get(vkattn_context *ctx, const vka_kernel *kernel,
-                                  const uint32_t *spec, uint32_t spec_count, vka_pipeline **out)
+vkattn_result vka_pipeline_get(vkattn_context *ctx, const vka_kernel *kernel, const uint32_t *spec,
+                               uint32_t spec_count, vka_pipeline **out)
 {
     vka_lock(ctx);
     vkattn_result r = pipeline_get_locked(ctx, kernel, spec, spec_count, out);

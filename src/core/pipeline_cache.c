@@ -41,7 +41,7 @@ vkattn_result vka_pipeline_cache_init(vkattn_context *ctx, const vkattn_context_
         /* missing (the first run): quietly empty; there but unreadable (a
          * directory, too large): a warning, as for tuning files */
         vka_file_read got = vka_read_file(ctx, desc->pipeline_cache_path, PIPELINE_CACHE_MAX_BYTES,
-                                                &from_file, &initial_size);
+                                          &from_file, &initial_size);
         if (got != VKA_FILE_OK || !initial_size) {
             vka_free(ctx, from_file);
             from_file = NULL;
@@ -49,16 +49,17 @@ vkattn_result vka_pipeline_cache_init(vkattn_context *ctx, const vkattn_context_
         }
         initial = from_file;
         if (got == VKA_FILE_UNREADABLE)
-            vka_log(ctx, VKATTN_LOG_WARNING, "pipeline cache \"%s\" could not be read; starting empty",
-                       desc->pipeline_cache_path);
+            vka_log(ctx, VKATTN_LOG_WARNING,
+                    "pipeline cache \"%s\" could not be read; starting empty",
+                    desc->pipeline_cache_path);
         else if (!from_file)
             vka_log(ctx, VKATTN_LOG_INFO, "pipeline cache \"%s\" not read; starting empty",
-                       desc->pipeline_cache_path);
+                    desc->pipeline_cache_path);
     }
     if (initial && !cache_data_matches(ctx, initial, initial_size)) {
         vka_log(ctx, VKATTN_LOG_INFO,
-                   "pipeline cache data (%zu bytes) is from another device or driver; ignored",
-                   initial_size);
+                "pipeline cache data (%zu bytes) is from another device or driver; ignored",
+                initial_size);
         initial = NULL;
         initial_size = 0;
     }
@@ -67,7 +68,8 @@ vkattn_result vka_pipeline_cache_init(vkattn_context *ctx, const vkattn_context_
         .initialDataSize = initial ? initial_size : 0,
         .pInitialData = initial,
     };
-    VkResult vr = ctx->vk.vkCreatePipelineCache(ctx->device, &ci, ctx->vk_allocator, &ctx->pipeline_cache);
+    VkResult vr =
+        ctx->vk.vkCreatePipelineCache(ctx->device, &ci, ctx->vk_allocator, &ctx->pipeline_cache);
     vka_free(ctx, from_file);
     if (vr != VK_SUCCESS)
         return vka_fail_vk(ctx, vr, "vkCreatePipelineCache");
@@ -87,11 +89,11 @@ vkattn_result vkattn_context_pipeline_cache_data(vkattn_context *ctx, void *data
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!size)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vkattn_context_pipeline_cache_data: size is NULL");
+                        "vkattn_context_pipeline_cache_data: size is NULL");
     VkResult vr = ctx->vk.vkGetPipelineCacheData(ctx->device, ctx->pipeline_cache, size, data);
     if (vr == VK_INCOMPLETE)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "vkattn_context_pipeline_cache_data: *size is too small for the cache");
+                        "vkattn_context_pipeline_cache_data: *size is too small for the cache");
     return vr == VK_SUCCESS ? VKATTN_SUCCESS : vka_fail_vk(ctx, vr, "vkGetPipelineCacheData");
 }
 
@@ -101,7 +103,7 @@ vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx, const char
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!path || !*path)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vkattn_context_save_pipeline_cache: path is empty");
+                        "vkattn_context_save_pipeline_cache: path is empty");
     size_t size = 0;
     vkattn_result r = vkattn_context_pipeline_cache_data(ctx, NULL, &size);
     if (r != VKATTN_SUCCESS)

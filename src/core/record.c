@@ -9,15 +9,15 @@
 #include "core/host.h"
 #include "core/pipeline.h"
 
-vkattn_result vka_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
-                                  vka_pipeline *p, const vka_binding *bindings,
-                                  const void *push, uint32_t gx, uint32_t gy, uint32_t gz)
+vkattn_result vka_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd, vka_pipeline *p,
+                               const vka_binding *bindings, const void *push, uint32_t gx,
+                               uint32_t gy, uint32_t gz)
 {
     const uint32_t *max = ctx->info.max_workgroup_count;
     if (gx > max[0] || gy > max[1] || gz > max[2])
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "kernel %s: grid %u x %u x %u exceeds the device's limit %u x %u x %u",
-                           p->kernel->name, gx, gy, gz, max[0], max[1], max[2]);
+                        "kernel %s: grid %u x %u x %u exceeds the device's limit %u x %u x %u",
+                        p->kernel->name, gx, gy, gz, max[0], max[1], max[2]);
     if (gx == 0 || gy == 0 || gz == 0)
         return VKATTN_SUCCESS;
     VkDescriptorSet set;
@@ -25,7 +25,8 @@ vkattn_result vka_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
     if (r != VKATTN_SUCCESS)
         return r;
     ctx->vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
-    ctx->vk.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0, NULL);
+    ctx->vk.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0,
+                                    NULL);
     if (p->kernel->push_size)
         ctx->vk.vkCmdPushConstants(cmd, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                                    p->kernel->push_size, push);

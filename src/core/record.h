@@ -8,9 +8,9 @@
 
 /* Binds pipeline, descriptors (cached by content) and push constants, then
  * records vkCmdDispatch. */
-vkattn_result vka_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
-                                  vka_pipeline *pipeline, const vka_binding *bindings,
-                                  const void *push, uint32_t gx, uint32_t gy, uint32_t gz);
+vkattn_result vka_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd, vka_pipeline *pipeline,
+                               const vka_binding *bindings, const void *push, uint32_t gx,
+                               uint32_t gy, uint32_t gz);
 
 /* A binding of the context's small dummy buffer, for an absent optional input
  * (`format` VK_FORMAT_UNDEFINED for a storage binding). */
@@ -23,15 +23,15 @@ uint32_t vka_storage_kind(const vkattn_context *ctx, vkattn_dtype dtype);
 /* Kernel tables indexed [storage of one operand][storage of the other]: the
  * seven pairs that exist, M(<a>_<b>, args...) each (a device uses one f16
  * path, so f16 never meets f16p). */
-#define VKA_STORAGE_PAIRS(M, ...)                                                          \
-    {                                                                                      \
-        [VKA_STORAGE_F32] = {[VKA_STORAGE_F32] = M(f32_f32, __VA_ARGS__),                  \
-                             [VKA_STORAGE_F16] = M(f32_f16, __VA_ARGS__),                  \
-                             [VKA_STORAGE_F16P] = M(f32_f16p, __VA_ARGS__)},               \
-        [VKA_STORAGE_F16] = {[VKA_STORAGE_F32] = M(f16_f32, __VA_ARGS__),                  \
-                             [VKA_STORAGE_F16] = M(f16_f16, __VA_ARGS__)},                 \
-        [VKA_STORAGE_F16P] = {[VKA_STORAGE_F32] = M(f16p_f32, __VA_ARGS__),                \
-                              [VKA_STORAGE_F16P] = M(f16p_f16p, __VA_ARGS__)},             \
+#define VKA_STORAGE_PAIRS(M, ...)                                              \
+    {                                                                          \
+        [VKA_STORAGE_F32] = {[VKA_STORAGE_F32] = M(f32_f32, __VA_ARGS__),      \
+                             [VKA_STORAGE_F16] = M(f32_f16, __VA_ARGS__),      \
+                             [VKA_STORAGE_F16P] = M(f32_f16p, __VA_ARGS__)},   \
+        [VKA_STORAGE_F16] = {[VKA_STORAGE_F32] = M(f16_f32, __VA_ARGS__),      \
+                             [VKA_STORAGE_F16] = M(f16_f16, __VA_ARGS__)},     \
+        [VKA_STORAGE_F16P] = {[VKA_STORAGE_F32] = M(f16p_f32, __VA_ARGS__),    \
+                              [VKA_STORAGE_F16P] = M(f16p_f16p, __VA_ARGS__)}, \
     }
 
 /* Global barrier: compute-shader writes -> compute-shader reads/writes. */

@@ -8,8 +8,8 @@ uint32_t vkattn_version(void) { return VKATTN_VERSION; }
 
 const char *vkattn_version_string(void)
 {
-    return VKA_XSTR_(VKATTN_VERSION_MAJOR) "." VKA_XSTR_(
-        VKATTN_VERSION_MINOR) "." VKA_XSTR_(VKATTN_VERSION_PATCH);
+    return VKA_XSTR_(VKATTN_VERSION_MAJOR) "." VKA_XSTR_(VKATTN_VERSION_MINOR) "." VKA_XSTR_(
+        VKATTN_VERSION_PATCH);
 }
 
 const char *vkattn_result_name(vkattn_result result)

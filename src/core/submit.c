@@ -11,7 +11,8 @@ vkattn_result vka_submit_init(vkattn_context *ctx)
         .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
         .queueFamilyIndex = ctx->queue_family,
     };
-    VkResult vr = ctx->vk.vkCreateCommandPool(ctx->device, &pci, ctx->vk_allocator, &ctx->command_pool);
+    VkResult vr =
+        ctx->vk.vkCreateCommandPool(ctx->device, &pci, ctx->vk_allocator, &ctx->command_pool);
     if (vr != VK_SUCCESS)
         return vka_fail_vk(ctx, vr, "vkCreateCommandPool");
     VkCommandBufferAllocateInfo cai = {
@@ -49,8 +50,8 @@ vkattn_result vkattn_commands_begin(vkattn_context *ctx, VkCommandBuffer *cmd)
     *cmd = VK_NULL_HANDLE;
     if (ctx->recording)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vkattn_commands_begin: the context's command buffer is already "
-                           "recording (call vkattn_commands_submit first)");
+                        "vkattn_commands_begin: the context's command buffer is already "
+                        "recording (call vkattn_commands_submit first)");
     VkResult vr = ctx->vk.vkResetCommandPool(ctx->device, ctx->command_pool, 0);
     if (vr != VK_SUCCESS)
         return vka_fail_vk(ctx, vr, "vkResetCommandPool");
@@ -72,7 +73,7 @@ vkattn_result vkattn_commands_submit(vkattn_context *ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!ctx->recording)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vkattn_commands_submit: no vkattn_commands_begin before it");
+                        "vkattn_commands_submit: no vkattn_commands_begin before it");
     ctx->recording = false;
     /* Device writes become visible to host reads after the fence wait only
      * through a barrier to the host stage. */

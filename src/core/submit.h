@@ -34,7 +34,7 @@ vkattn_result vka_op_submit(vkattn_context *ctx, const char *fn, const void *arg
 /* Defines the public pair vkattn_cmd_<op> and vkattn_<op> (declared in
  * vkattn/ops.h) from an op's `check` into a `call_type` and its `record`:
  * every op on tensors has these two forms and nothing else in them. */
-#define VKA_OP_ENTRY_POINTS(op, args_type, call_type, check, record)                              \
+#define VKA_OP_ENTRY_POINTS(op, args_type, call_type, check, record)                               \
     vkattn_result vkattn_cmd_##op(vkattn_context *ctx, VkCommandBuffer cmd, const args_type *args) \
     {                                                                                              \
         call_type call;                                                                            \

@@ -65,24 +65,24 @@ bool vka_tensor_is_contiguous(const vkattn_tensor *t)
 }
 
 vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
-                                    vkattn_tensor *out)
+                                 vkattn_tensor *out)
 {
     if (!t->buffer)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", what);
     if (t->buffer->ctx != ctx)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s.buffer belongs to another context", what);
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer belongs to another context",
+                        what);
     size_t esize = vkattn_dtype_size(t->dtype);
     if (!esize)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype %d is not a vkattn_dtype",
-                           what, (int)t->dtype);
+                        what, (int)t->dtype);
     if (t->rank == 0 || t->rank > VKATTN_MAX_RANK)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank %u is not in 1..%d", what,
-                           t->rank, VKATTN_MAX_RANK);
+                        t->rank, VKATTN_MAX_RANK);
     if (t->offset % esize)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s.offset %llu is not a multiple of the %s element size %zu", what,
-                           (unsigned long long)t->offset, vkattn_dtype_name(t->dtype), esize);
+                        "%s.offset %llu is not a multiple of the %s element size %zu", what,
+                        (unsigned long long)t->offset, vkattn_dtype_name(t->dtype), esize);
     *out = *t;
     bool default_strides = true;
     for (uint32_t i = 0; i < t->rank; i++) {
@@ -140,7 +140,8 @@ vkattn_result vka_tensor_check_rows(vkattn_context *ctx, const vkattn_tensor *t,
     if (t->shape[l] > 1 && t->strides[l] != 1)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "%s.strides[%u] is %lld: the last dimension of %s must be contiguous "
-                        "(stride 1)", name, l, (long long)t->strides[l], name);
+                        "(stride 1)",
+                        name, l, (long long)t->strides[l], name);
     for (uint32_t d = 0; d < l; d++)
         if (t->strides[d] % stride_multiple != 0)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,

@@ -7,8 +7,8 @@
 
 /* Resolves default strides and checks the tensor against its buffer.
  * `what` names the argument in messages ("args->src"). */
-vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t,
-                                    const char *what, vkattn_tensor *out);
+vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
+                                 vkattn_tensor *out);
 bool vka_tensor_is_contiguous(const vkattn_tensor *t);
 
 /* The checks the ops share, on resolved tensors; `name` names the tensor in
@@ -25,7 +25,8 @@ vkattn_result vka_tensor_check_rows(vkattn_context *ctx, const vkattn_tensor *t,
                                     uint32_t stride_multiple, uint32_t offset_multiple);
 /* An output: distinct indices address distinct elements (no zero stride
  * over a dimension larger than 1, no strides that interleave). */
-vkattn_result vka_tensor_check_output(vkattn_context *ctx, const vkattn_tensor *t, const char *name);
+vkattn_result vka_tensor_check_output(vkattn_context *ctx, const vkattn_tensor *t,
+                                      const char *name);
 /* An output and another tensor in the same buffer must not share a byte. */
 vkattn_result vka_tensor_check_disjoint(vkattn_context *ctx, const vkattn_tensor *out,
                                         const char *out_name, const vkattn_tensor *other,

@@ -15,12 +15,12 @@ vkattn_result vkattn_timer_create(vkattn_context *ctx, uint32_t intervals, vkatt
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_timer_create: out is NULL");
     *out = NULL;
     if (intervals == 0 || intervals > 1u << 20)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "intervals is %u: must be in 1..%u", intervals, 1u << 20);
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "intervals is %u: must be in 1..%u",
+                        intervals, 1u << 20);
     if (!ctx->info.timestamps)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "device \"%s\" cannot write timestamps on its compute queue",
-                           ctx->info.name);
+                        "device \"%s\" cannot write timestamps on its compute queue",
+                        ctx->info.name);
     vkattn_timer *t = vka_alloc(ctx, sizeof *t);
     if (!t)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -56,7 +56,7 @@ static vkattn_result check_interval(vkattn_timer *t, VkCommandBuffer cmd, uint32
         return vka_fail(t->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "timer: cmd is NULL");
     if (i >= t->intervals)
         return vka_fail(t->ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "timer interval %u does not exist (the timer has %u)", i, t->intervals);
+                        "timer interval %u does not exist (the timer has %u)", i, t->intervals);
     return VKATTN_SUCCESS;
 }
 
@@ -93,8 +93,9 @@ vkattn_result vkattn_timer_read_ms(vkattn_timer *t, uint32_t i, double *ms)
                                                 sizeof ticks[0], VK_QUERY_RESULT_64_BIT);
     if (vr == VK_NOT_READY)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "timer interval %u has no result: was its command buffer submitted "
-                           "and completed?", i);
+                        "timer interval %u has no result: was its command buffer submitted "
+                        "and completed?",
+                        i);
     if (vr != VK_SUCCESS)
         return vka_fail_vk(ctx, vr, "vkGetQueryPoolResults");
     uint64_t elapsed = ticks[1] - ticks[0];

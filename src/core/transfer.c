@@ -21,10 +21,9 @@ static vkattn_result staging_reserve(vkattn_context *ctx, uint64_t size)
         return VKATTN_SUCCESS;
     vka_staging_destroy(ctx);
     bool host_visible = false;
-    vkattn_result r = vka_buffer_make(ctx, size,
-                                  VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                                  ctx->staging_memory_type, &ctx->staging, &ctx->staging_memory,
-                                  &host_visible);
+    vkattn_result r = vka_buffer_make(
+        ctx, size, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+        ctx->staging_memory_type, &ctx->staging, &ctx->staging_memory, &host_visible);
     if (r != VKATTN_SUCCESS)
         return r;
     VkResult vr = ctx->vk.vkMapMemory(ctx->device, ctx->staging_memory, 0, VK_WHOLE_SIZE, 0,
@@ -75,8 +74,9 @@ static vkattn_result record_copy(vkattn_context *ctx, VkCommandBuffer cmd, const
         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
         .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
     };
-    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                 VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
+    ctx->vk.vkCmdPipelineBarrier(
+        cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+        VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
     if (to_device)
         ctx->vk.vkCmdCopyBuffer(cmd, ctx->staging, b->buffer, 1, &region);
     else
@@ -112,21 +112,24 @@ static vkattn_result transfer_check(vkattn_buffer *b, uint64_t offset, const voi
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s: data is NULL", fn);
     if (offset > b->size || size > b->size - offset)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "%s: offset %llu + size %llu exceeds the buffer size %llu", fn,
-                           (unsigned long long)offset, (unsigned long long)size,
-                           (unsigned long long)b->size);
+                        "%s: offset %llu + size %llu exceeds the buffer size %llu", fn,
+                        (unsigned long long)offset, (unsigned long long)size,
+                        (unsigned long long)b->size);
     if (ctx->recording)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s: the context's command buffer is recording (between "
-                           "vkattn_commands_begin and vkattn_commands_submit)", fn);
+                        "%s: the context's command buffer is recording (between "
+                        "vkattn_commands_begin and vkattn_commands_submit)",
+                        fn);
     if (!b->map && !b->transfer_ok)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "%s: this wrapped buffer has neither a mapped pointer nor transfer "
-                           "src and dst usage, so vkattn cannot copy into or out of it", fn);
+                        "%s: this wrapped buffer has neither a mapped pointer nor transfer "
+                        "src and dst usage, so vkattn cannot copy into or out of it",
+                        fn);
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vkattn_buffer_upload(vkattn_buffer *b, uint64_t offset, const void *data, uint64_t size)
+vkattn_result vkattn_buffer_upload(vkattn_buffer *b, uint64_t offset, const void *data,
+                                   uint64_t size)
 {
     vkattn_result r = transfer_check(b, offset, data, size, "vkattn_buffer_upload");
     if (r != VKATTN_SUCCESS || size == 0)

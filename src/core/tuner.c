@@ -75,14 +75,15 @@ vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t re
     }
     vkattn_timer_destroy(timer);
     if (*best == UINT32_MAX)
-        return r != VKATTN_SUCCESS ? r
-                                   : vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "tuning: no candidate could run");
+        return r != VKATTN_SUCCESS
+                   ? r
+                   : vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "tuning: no candidate could run");
     ctx->last_error[0] = '\0'; /* failures of skipped candidates are not this call's */
     return VKATTN_SUCCESS;
 }
 
 vkattn_result vka_tuner_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
-                                          uint32_t seed, vkattn_buffer **out)
+                                      uint32_t seed, vkattn_buffer **out)
 {
     *out = NULL;
     size_t es = vkattn_dtype_size(dt);

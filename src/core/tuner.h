@@ -20,6 +20,6 @@ vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t re
 /* A new device buffer of `count` random values in [-1, 1) of dtype `dt`
  * (deterministic for a seed): the operands tuners time candidates on. */
 vkattn_result vka_tuner_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
-                                          uint32_t seed, vkattn_buffer **out);
+                                      uint32_t seed, vkattn_buffer **out);
 
 #endif

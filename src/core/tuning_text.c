@@ -105,7 +105,8 @@ vkattn_result vka_tuning_parse(vkattn_context *ctx, const char *text, size_t siz
             if (!same_device)
                 vka_log(ctx, VKATTN_LOG_INFO,
                         "tuning data %s line %d is for another device or driver; its entries are "
-                        "ignored", origin, lineno);
+                        "ignored",
+                        origin, lineno);
             continue;
         }
         if (!same_device || !line[0])

@@ -6,9 +6,9 @@
 const char *vka_vk_load_global(vka_vk_table *t, PFN_vkGetInstanceProcAddr gipa)
 {
     t->vkGetInstanceProcAddr = gipa;
-#define LOAD_(name)                                                  \
-    t->name = (PFN_##name)gipa(NULL, #name);                         \
-    if (!t->name)                                                    \
+#define LOAD_(name)                          \
+    t->name = (PFN_##name)gipa(NULL, #name); \
+    if (!t->name)                            \
         return #name;
     VKA_VK_GLOBAL_FUNCS(LOAD_)
 #undef LOAD_
@@ -17,9 +17,9 @@ const char *vka_vk_load_global(vka_vk_table *t, PFN_vkGetInstanceProcAddr gipa)
 
 const char *vka_vk_load_instance(vka_vk_table *t, VkInstance instance)
 {
-#define LOAD_(name)                                                          \
-    t->name = (PFN_##name)t->vkGetInstanceProcAddr(instance, #name);         \
-    if (!t->name)                                                            \
+#define LOAD_(name)                                                  \
+    t->name = (PFN_##name)t->vkGetInstanceProcAddr(instance, #name); \
+    if (!t->name)                                                    \
         return #name;
     VKA_VK_INSTANCE_FUNCS(LOAD_)
 #undef LOAD_
@@ -29,14 +29,13 @@ const char *vka_vk_load_instance(vka_vk_table *t, VkInstance instance)
     return NULL;
 }
 
-const char *vka_vk_load_device(vka_vk_table *t, VkDevice device,
-                                  PFN_vkGetDeviceProcAddr gdpa)
+const char *vka_vk_load_device(vka_vk_table *t, VkDevice device, PFN_vkGetDeviceProcAddr gdpa)
 {
     if (!gdpa)
         gdpa = t->vkGetDeviceProcAddr;
-#define LOAD_(name)                                   \
-    t->name = (PFN_##name)gdpa(device, #name);        \
-    if (!t->name)                                     \
+#define LOAD_(name)                            \
+    t->name = (PFN_##name)gdpa(device, #name); \
+    if (!t->name)                              \
         return #name;
     VKA_VK_DEVICE_FUNCS(LOAD_)
 #undef LOAD_

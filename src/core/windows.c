@@ -10,8 +10,8 @@
 #include "spec/size_math.h"
 
 vkattn_result vka_bind_window(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
-                                 uint64_t bytes, size_t element_size, vka_binding *out,
-                                 uint32_t *first_element)
+                              uint64_t bytes, size_t element_size, vka_binding *out,
+                              uint32_t *first_element)
 {
     uint64_t align = ctx->info.min_storage_buffer_offset_alignment;
     if (align < 16)
@@ -22,9 +22,9 @@ vkattn_result vka_bind_window(vkattn_context *ctx, const vkattn_buffer *buffer, 
         range = buffer->vk_size - start;
     if (range > ctx->info.max_storage_buffer_range)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "a binding of %llu bytes exceeds the device's maxStorageBufferRange %llu",
-                           (unsigned long long)range,
-                           (unsigned long long)ctx->info.max_storage_buffer_range);
+                        "a binding of %llu bytes exceeds the device's maxStorageBufferRange %llu",
+                        (unsigned long long)range,
+                        (unsigned long long)ctx->info.max_storage_buffer_range);
     out->buffer = buffer;
     out->offset = start;
     out->range = range;
@@ -34,8 +34,8 @@ vkattn_result vka_bind_window(vkattn_context *ctx, const vkattn_buffer *buffer, 
 }
 
 vkattn_result vka_bind_texel_window(vkattn_context *ctx, const vkattn_buffer *buffer,
-                                       uint64_t offset, uint64_t bytes, vkattn_dtype dtype,
-                                       vka_binding *out, uint32_t *first_element)
+                                    uint64_t offset, uint64_t bytes, vkattn_dtype dtype,
+                                    vka_binding *out, uint32_t *first_element)
 {
     size_t esize = vkattn_dtype_size(dtype);
     uint64_t texel = 4 * esize;
@@ -46,25 +46,24 @@ vkattn_result vka_bind_texel_window(vkattn_context *ctx, const vkattn_buffer *bu
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "no texel format for dtype %d", (int)dtype);
     if (!buffer->texel_ok)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "the buffer has no VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT usage");
+                        "the buffer has no VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT usage");
     uint64_t start = vka_align_down(offset, align);
     if ((offset - start) % texel)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "offset %llu is not on a %llu-byte texel", (unsigned long long)offset,
-                           (unsigned long long)texel);
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "offset %llu is not on a %llu-byte texel",
+                        (unsigned long long)offset, (unsigned long long)texel);
     uint64_t range = vka_align_up(offset - start + bytes, texel);
     if (range > buffer->vk_size - start)
         range = vka_align_down(buffer->vk_size - start, texel);
     if (range / texel > ctx->info.max_texel_buffer_elements)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "a texel binding of %llu texels exceeds maxTexelBufferElements %llu",
-                           (unsigned long long)(range / texel),
-                           (unsigned long long)ctx->info.max_texel_buffer_elements);
+                        "a texel binding of %llu texels exceeds maxTexelBufferElements %llu",
+                        (unsigned long long)(range / texel),
+                        (unsigned long long)ctx->info.max_texel_buffer_elements);
     out->buffer = buffer;
     out->offset = start;
     out->range = range;
-    out->format = dtype == VKATTN_DTYPE_F16 ? VK_FORMAT_R16G16B16A16_SFLOAT
-                                            : VK_FORMAT_R32G32B32A32_SFLOAT;
+    out->format =
+        dtype == VKATTN_DTYPE_F16 ? VK_FORMAT_R16G16B16A16_SFLOAT : VK_FORMAT_R32G32B32A32_SFLOAT;
     *first_element = (uint32_t)((offset - start) / esize);
     return VKATTN_SUCCESS;
 }
@@ -118,16 +117,16 @@ bool vka_box_fits_texel(const vkattn_context *ctx, const vkattn_tensor *t, const
     return bytes / VKA_TEXEL_BYTES <= ctx->info.max_texel_buffer_elements && bytes <= (1ull << 31);
 }
 
-vkattn_result vka_bind_texel_quads(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
-                             uint64_t bytes, vkattn_dtype dtype, vka_binding *out,
-                             uint32_t *first)
+vkattn_result vka_bind_texel_quads(vkattn_context *ctx, const vkattn_buffer *buffer,
+                                   uint64_t offset, uint64_t bytes, vkattn_dtype dtype,
+                                   vka_binding *out, uint32_t *first)
 {
     /* The view starts on a texel at or below `offset` (a multiple of 16
      * bytes for f32; of 8 for f16 chunks, which may start mid-texel). */
     uint64_t lead = offset % VKA_TEXEL_BYTES;
     uint32_t first_word = 0;
     vkattn_result r = vka_bind_texel_window(ctx, buffer, offset - lead, bytes + lead,
-                                               VKATTN_DTYPE_F32, out, &first_word);
+                                            VKATTN_DTYPE_F32, out, &first_word);
     if (r != VKATTN_SUCCESS)
         return r;
     uint64_t byte = 4ull * first_word + lead; /* from the view's start */

@@ -12,8 +12,8 @@
  * `element_size`. Fails when the window exceeds maxStorageBufferRange (callers
  * split larger work). */
 vkattn_result vka_bind_window(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
-                                 uint64_t bytes, size_t element_size, vka_binding *out,
-                                 uint32_t *first_element);
+                              uint64_t bytes, size_t element_size, vka_binding *out,
+                              uint32_t *first_element);
 
 /* Like vka_bind_window, for a uniform texel buffer of `format`
  * (VK_FORMAT_R32G32B32A32_SFLOAT for f32 data, R16G16B16A16_SFLOAT for f16):
@@ -21,8 +21,8 @@ vkattn_result vka_bind_window(vkattn_context *ctx, const vkattn_buffer *buffer, 
  * VKATTN_ERROR_UNSUPPORTED when the window exceeds maxTexelBufferElements or
  * `offset` does not fall on a texel (callers then use storage bindings). */
 vkattn_result vka_bind_texel_window(vkattn_context *ctx, const vkattn_buffer *buffer,
-                                       uint64_t offset, uint64_t bytes, vkattn_dtype dtype,
-                                       vka_binding *out, uint32_t *first_element);
+                                    uint64_t offset, uint64_t bytes, vkattn_dtype dtype,
+                                    vka_binding *out, uint32_t *first_element);
 /* A box of a tensor: first index and count per dimension (rank entries). */
 typedef struct vka_box {
     uint64_t start[VKATTN_MAX_RANK];
@@ -46,7 +46,7 @@ uint64_t vka_storage_window_limit(const vkattn_context *ctx);
  * halves a texel; the kernels' "tex16" inputs), with `*first` the quad (four
  * elements) where `offset` falls. `offset` must be on a quad. The window must
  * fit (vka_box_fits_texel). */
-vkattn_result vka_bind_texel_quads(vkattn_context *ctx, const vkattn_buffer *buffer, uint64_t offset,
-                             uint64_t bytes, vkattn_dtype dtype, vka_binding *out,
-                             uint32_t *first);
+vkattn_result vka_bind_texel_quads(vkattn_context *ctx, const vkattn_buffer *buffer,
+                                   uint64_t offset, uint64_t bytes, vkattn_dtype dtype,
+                                   vka_binding *out, uint32_t *first);
 #endif

@@ -19,9 +19,8 @@
  * row-major. Outputs may not have a zero stride in a dimension larger than 1
  * (writes would collide). `name` is the full name for messages
  * ("args->q"). Code on failure: VKATTN_ERROR_INVALID_ARGUMENT. */
-vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *name,
-                                         bool output, vkattn_host_tensor *out, char *error,
-                                         size_t error_size);
+vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *name, bool output,
+                                      vkattn_host_tensor *out, char *error, size_t error_size);
 
 /* The view of a host tensor the shape checks need. */
 vka_shape_view vka_host_shape_view(const vkattn_host_tensor *t);
@@ -82,16 +81,16 @@ typedef struct vka_ref_attention_plan {
 } vka_ref_attention_plan;
 
 /* Checks `args` (names in messages start with `prefix`) and fills `plan`. */
-vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
-                                           const char *prefix, vka_ref_attention_plan *plan,
-                                           char *error, size_t error_size);
+vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, const char *prefix,
+                                        vka_ref_attention_plan *plan, char *error,
+                                        size_t error_size);
 /* Computes; `scratch` holds plan->scratch_doubles doubles. Cannot fail. */
 void vka_ref_attention_run(const vka_ref_attention_plan *plan, double *scratch);
 
 /* ---- linear (ref_linear.c) */
 
 typedef struct vka_ref_linear_plan {
-    vkattn_host_tensor x, w, b, y; /* resolved; b.data NULL: no bias */
+    vkattn_host_tensor x, w, b, y;     /* resolved; b.data NULL: no bias */
     int64_t rows_outer;                /* B (1 for rank-2 x) */
     int64_t rows_inner;                /* T (M for rank-2 x) */
     int64_t in_features, out_features; /* K, N */
@@ -100,8 +99,7 @@ typedef struct vka_ref_linear_plan {
 } vka_ref_linear_plan;
 
 vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const char *prefix,
-                                        vka_ref_linear_plan *plan, char *error,
-                                        size_t error_size);
+                                     vka_ref_linear_plan *plan, char *error, size_t error_size);
 void vka_ref_linear_run(const vka_ref_linear_plan *plan, double *scratch);
 
 #endif

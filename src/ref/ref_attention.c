@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
-                                           const char *prefix, vka_ref_attention_plan *plan,
-                                           char *error, size_t error_size)
+vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, const char *prefix,
+                                        vka_ref_attention_plan *plan, char *error,
+                                        size_t error_size)
 {
     if (!prefix)
         prefix = "";
@@ -52,20 +52,19 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
         char name[64];
         vka_error_format(name, sizeof name, "%s%s", prefix, tensors[i].name);
         VKA_TRY(vka_host_tensor_resolve(tensors[i].in, name, tensors[i].output, tensors[i].out,
-                                       error, error_size));
+                                        error, error_size));
     }
 
     p.causal = args->causal;
     char scale_name[64];
     vka_error_format(scale_name, sizeof scale_name, "%sscale", prefix);
-    VKA_TRY(vka_attention_scale(args->scale, p.dims.head_dim, scale_name, &p.scale, error,
-                                error_size));
+    VKA_TRY(
+        vka_attention_scale(args->scale, p.dims.head_dim, scale_name, &p.scale, error, error_size));
 
     /* Scratch: K and V of one kv head, a query row, an output row, a score
      * row, and for rank-3 weights the per-batch sum over heads. */
     size_t tk = p.dims.kv_len, d = p.dims.head_dim, kv = 0, total = 0;
-    bool ok = vka_size_mul(tk, d, &kv) && vka_size_mul(kv, 2, &kv) &&
-              kv <= SIZE_MAX - 2 * d - tk;
+    bool ok = vka_size_mul(tk, d, &kv) && vka_size_mul(kv, 2, &kv) && kv <= SIZE_MAX - 2 * d - tk;
     if (ok)
         total = kv + 2 * d + tk;
     if (ok && p.dims.weights_rank == 3) {
@@ -76,9 +75,9 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args,
     ok = ok && total <= SIZE_MAX / sizeof(double);
     if (!ok) {
         vka_error_format(error, error_size,
-                            "%sk.shape[2] (kv_len) %u: the reference's scratch memory size "
-                            "overflows",
-                            prefix, p.dims.kv_len);
+                         "%sk.shape[2] (kv_len) %u: the reference's scratch memory size "
+                         "overflows",
+                         prefix, p.dims.kv_len);
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
     }
     p.scratch_doubles = total;
@@ -150,9 +149,8 @@ void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
                                 dot += qrow[e] * kr[e];
                             sc = p->scale * dot;
                             if (m->data)
-                                sc += vka_host_load(
-                                    m, mask_base + i * m->strides[m->rank - 2] +
-                                           j * m->strides[m->rank - 1]);
+                                sc += vka_host_load(m, mask_base + i * m->strides[m->rank - 2] +
+                                                           j * m->strides[m->rank - 1]);
                         }
                         prob[j] = sc;
                         if (sc != -INFINITY) {
@@ -196,7 +194,7 @@ void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
             for (int64_t i = 0; i < Tq; i++)
                 for (int64_t j = 0; j < Tk; j++)
                     vka_host_store(w, b * w->strides[0] + i * w->strides[1] + j * w->strides[2],
-                                      wsum[i * Tk + j] / (double)Hq);
+                                   wsum[i * Tk + j] / (double)Hq);
     }
 }
 

@@ -40,16 +40,15 @@ vka_shape_view vka_host_shape_view(const vkattn_host_tensor *t)
     return v;
 }
 
-vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *name,
-                                         bool output, vkattn_host_tensor *out, char *error,
-                                         size_t error_size)
+vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *name, bool output,
+                                      vkattn_host_tensor *out, char *error, size_t error_size)
 {
     vkattn_host_tensor r = *t;
     bool all_zero = true;
     for (uint32_t i = 0; i < t->rank; i++) {
         if (t->strides[i] < 0) {
             vka_error_format(error, error_size, "%s.strides[%u] is %lld: strides must be >= 0",
-                                name, i, (long long)t->strides[i]);
+                             name, i, (long long)t->strides[i]);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
         all_zero = all_zero && t->strides[i] == 0;
@@ -61,7 +60,7 @@ vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *n
             uint64_t dim = (uint64_t)t->shape[i];
             if (i > 0 && dim > (uint64_t)INT64_MAX / stride) {
                 vka_error_format(error, error_size,
-                                    "%s.shape: the number of elements overflows 64 bits", name);
+                                 "%s.shape: the number of elements overflows 64 bits", name);
                 return VKATTN_ERROR_INVALID_ARGUMENT;
             }
             stride *= dim;
@@ -70,9 +69,9 @@ vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *n
         for (uint32_t i = 0; i < t->rank; i++) {
             if (t->strides[i] == 0 && t->shape[i] > 1) {
                 vka_error_format(error, error_size,
-                                    "%s.strides[%u] is 0 while %s.shape[%u] is %lld: an output "
-                                    "cannot broadcast (its elements would overlap)",
-                                    name, i, name, i, (long long)t->shape[i]);
+                                 "%s.strides[%u] is 0 while %s.shape[%u] is %lld: an output "
+                                 "cannot broadcast (its elements would overlap)",
+                                 name, i, name, i, (long long)t->shape[i]);
                 return VKATTN_ERROR_INVALID_ARGUMENT;
             }
         }
@@ -93,7 +92,7 @@ vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *n
     }
     if (last > (uint64_t)INT64_MAX) {
         vka_error_format(error, error_size,
-                            "%s.strides: the last element's offset overflows 64 bits", name);
+                         "%s.strides: the last element's offset overflows 64 bits", name);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     *out = r;
@@ -103,9 +102,11 @@ vkattn_result vka_host_tensor_resolve(const vkattn_host_tensor *t, const char *n
 double *vka_ref_scratch(size_t doubles, char *error, size_t error_size)
 {
     size_t bytes = 0;
-    double *scratch = vka_size_mul(doubles ? doubles : 1, sizeof(double), &bytes) ? malloc(bytes) : NULL;
+    double *scratch =
+        vka_size_mul(doubles ? doubles : 1, sizeof(double), &bytes) ? malloc(bytes) : NULL;
     if (!scratch)
         vka_error_format(error, error_size,
-                         "cannot allocate %zu doubles of scratch memory for the reference", doubles);
+                         "cannot allocate %zu doubles of scratch memory for the reference",
+                         doubles);
     return scratch;
 }

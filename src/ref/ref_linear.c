@@ -14,25 +14,25 @@ static vkattn_result check_operand(const vkattn_host_tensor *t, const char *pref
 {
     if (!t->data) {
         vka_error_format(error, error_size, "%s%s.data is NULL: %s is required", prefix, name,
-                            name);
+                         name);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (t->rank != rank_a && t->rank != rank_b) {
-        vka_error_format(error, error_size, "%s%s.rank is %u: %s is %s", prefix, name,
-                            t->rank, name, layout);
+        vka_error_format(error, error_size, "%s%s.rank is %u: %s is %s", prefix, name, t->rank,
+                         name, layout);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (!vka_dtype_is_float(t->dtype)) {
         char b[VKA_DTYPE_TEXT];
-        vka_error_format(error, error_size, "%s%s.dtype %s is not supported: f32 or f16", prefix, name,
-                            vka_dtype_text(t->dtype, b));
+        vka_error_format(error, error_size, "%s%s.dtype %s is not supported: f32 or f16", prefix,
+                         name, vka_dtype_text(t->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     for (uint32_t i = 0; i < t->rank; i++) {
         if (t->shape[i] < 1) {
             vka_error_format(error, error_size,
-                                "%s%s.shape[%u] is %lld: every dimension must be >= 1", prefix,
-                                name, i, (long long)t->shape[i]);
+                             "%s%s.shape[%u] is %lld: every dimension must be >= 1", prefix, name,
+                             i, (long long)t->shape[i]);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
     }
@@ -46,14 +46,13 @@ static vkattn_result check_dim(const vkattn_host_tensor *t, const char *prefix, 
     if (t->shape[i] == ref->shape[j])
         return VKATTN_SUCCESS;
     vka_error_format(error, error_size, "%s%s.shape[%u] %lld differs from %s%s.shape[%u] %lld",
-                        prefix, name, i, (long long)t->shape[i], prefix, ref_name, j,
-                        (long long)ref->shape[j]);
+                     prefix, name, i, (long long)t->shape[i], prefix, ref_name, j,
+                     (long long)ref->shape[j]);
     return VKATTN_ERROR_SHAPE_MISMATCH;
 }
 
 vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const char *prefix,
-                                        vka_ref_linear_plan *plan, char *error,
-                                        size_t error_size)
+                                     vka_ref_linear_plan *plan, char *error, size_t error_size)
 {
     if (!prefix)
         prefix = "";
@@ -63,16 +62,16 @@ vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const c
     }
     const vkattn_host_tensor *x = &args->x, *w = &args->w, *b = &args->b, *y = &args->y;
     VKA_TRY(check_operand(x, prefix, "x", 2, 3, "rank 2 [M, K] or rank 3 [B, T, K]", error,
-                      error_size));
+                          error_size));
     VKA_TRY(check_operand(w, prefix, "w", 2, 2, "rank 2 [N, K]", error, error_size));
     if (b->data)
         VKA_TRY(check_operand(b, prefix, "b", 1, 1, "rank 1 [N]", error, error_size));
     VKA_TRY(check_operand(y, prefix, "y", 2, 3, "rank 2 [M, N] or rank 3 [B, T, N]", error,
-                      error_size));
+                          error_size));
     uint32_t r = x->rank;
     if (y->rank != r) {
-        vka_error_format(error, error_size, "%sy.rank %u differs from %sx.rank %u", prefix,
-                            y->rank, prefix, r);
+        vka_error_format(error, error_size, "%sy.rank %u differs from %sx.rank %u", prefix, y->rank,
+                         prefix, r);
         return VKATTN_ERROR_SHAPE_MISMATCH;
     }
     VKA_TRY(check_dim(w, prefix, "w", 1, x, "x", r - 1, error, error_size));
@@ -113,8 +112,8 @@ vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const c
               total <= SIZE_MAX / sizeof(double);
     if (!ok || (uint64_t)p.in_features > SIZE_MAX) {
         vka_error_format(error, error_size,
-                            "%sx.shape[%u] (in_features) %lld: scratch memory size overflows",
-                            prefix, r - 1, (long long)p.in_features);
+                         "%sx.shape[%u] (in_features) %lld: scratch memory size overflows", prefix,
+                         r - 1, (long long)p.in_features);
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
     }
     p.scratch_doubles = total;
@@ -133,8 +132,7 @@ void vka_ref_linear_run(const vka_ref_linear_plan *p, double *scratch)
         int64_t nb = N - n0 < p->block_rows ? N - n0 : p->block_rows;
         for (int64_t n = 0; n < nb; n++)
             for (int64_t c = 0; c < K; c++)
-                wblock[n * K + c] =
-                    vka_host_load(w, (n0 + n) * w->strides[0] + c * w->strides[1]);
+                wblock[n * K + c] = vka_host_load(w, (n0 + n) * w->strides[0] + c * w->strides[1]);
         for (int64_t bo = 0; bo < p->rows_outer; bo++) {
             for (int64_t t = 0; t < p->rows_inner; t++) {
                 int64_t xbase = t * x->strides[r - 2], ybase = t * y->strides[r - 2];
@@ -158,8 +156,7 @@ void vka_ref_linear_run(const vka_ref_linear_plan *p, double *scratch)
     }
 }
 
-vkattn_result vkattn_ref_linear(const vkattn_ref_linear_args *args, char *error,
-                                size_t error_size)
+vkattn_result vkattn_ref_linear(const vkattn_ref_linear_args *args, char *error, size_t error_size)
 {
     vka_ref_linear_plan plan;
     VKA_TRY(vka_ref_linear_prepare(args, "args->", &plan, error, error_size));

@@ -18,27 +18,26 @@ static vkattn_result check_activation(const vkattn_host_tensor *t, const char *n
                                       size_t error_size)
 {
     if (!t->data) {
-        vka_error_format(error, error_size, "args->%s.data is NULL: %s is required", name,
-                            name);
+        vka_error_format(error, error_size, "args->%s.data is NULL: %s is required", name, name);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (t->rank != 3) {
         vka_error_format(error, error_size, "args->%s.rank is %u: %s is rank 3 [B, T, features]",
-                            name, t->rank, name);
+                         name, t->rank, name);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (t->dtype != VKATTN_DTYPE_F32) {
         const char *dn = vkattn_dtype_name(t->dtype);
         vka_error_format(error, error_size,
-                            "args->%s.dtype %s is not supported: the MHA reference takes f32",
-                            name, dn ? dn : "(not a vkattn_dtype)");
+                         "args->%s.dtype %s is not supported: the MHA reference takes f32", name,
+                         dn ? dn : "(not a vkattn_dtype)");
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     for (uint32_t i = 0; i < 3; i++) {
         if (t->shape[i] < 1 || t->shape[i] > (int64_t)UINT32_MAX) {
             vka_error_format(error, error_size,
-                                "args->%s.shape[%u] is %lld: every dimension must be in 1..%lu",
-                                name, i, (long long)t->shape[i], (unsigned long)UINT32_MAX);
+                             "args->%s.shape[%u] is %lld: every dimension must be in 1..%lu", name,
+                             i, (long long)t->shape[i], (unsigned long)UINT32_MAX);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
     }
@@ -46,13 +45,12 @@ static vkattn_result check_activation(const vkattn_host_tensor *t, const char *n
 }
 
 static vkattn_result check_size(const vkattn_host_tensor *t, const char *name, uint32_t i,
-                                int64_t want, const char *want_text, char *error,
-                                size_t error_size)
+                                int64_t want, const char *want_text, char *error, size_t error_size)
 {
     if (t->shape[i] == want)
         return VKATTN_SUCCESS;
-    vka_error_format(error, error_size, "args->%s.shape[%u] %lld differs from %s %lld", name,
-                        i, (long long)t->shape[i], want_text, (long long)want);
+    vka_error_format(error, error_size, "args->%s.shape[%u] %lld differs from %s %lld", name, i,
+                     (long long)t->shape[i], want_text, (long long)want);
     return VKATTN_ERROR_SHAPE_MISMATCH;
 }
 

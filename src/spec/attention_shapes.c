@@ -18,16 +18,16 @@ static vkattn_result check_rank(const check_state *st, const vka_shape_view *t, 
                                 uint32_t rank_a, uint32_t rank_b, const char *layout)
 {
     if (t->rank != rank_a && t->rank != rank_b) {
-        vka_error_format(st->error, st->error_size, "%s%s.rank is %u: %s is %s", st->prefix,
-                            name, t->rank, name, layout);
+        vka_error_format(st->error, st->error_size, "%s%s.rank is %u: %s is %s", st->prefix, name,
+                         t->rank, name, layout);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     for (uint32_t i = 0; i < t->rank; i++) {
         if (t->shape[i] < 1 || t->shape[i] > (int64_t)UINT32_MAX) {
             vka_error_format(st->error, st->error_size,
-                                "%s%s.shape[%u] is %lld: every dimension must be in 1..%lu",
-                                st->prefix, name, i, (long long)t->shape[i],
-                                (unsigned long)UINT32_MAX);
+                             "%s%s.shape[%u] is %lld: every dimension must be in 1..%lu",
+                             st->prefix, name, i, (long long)t->shape[i],
+                             (unsigned long)UINT32_MAX);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
     }
@@ -35,44 +35,42 @@ static vkattn_result check_rank(const check_state *st, const vka_shape_view *t, 
 }
 
 /* `t` must have one of two dtypes (b may equal a). */
-static vkattn_result check_dtype(const check_state *st, const vka_shape_view *t,
-                                 const char *name, vkattn_dtype a, vkattn_dtype b,
-                                 const char *allowed)
+static vkattn_result check_dtype(const check_state *st, const vka_shape_view *t, const char *name,
+                                 vkattn_dtype a, vkattn_dtype b, const char *allowed)
 {
     if (t->dtype == a || t->dtype == b)
         return VKATTN_SUCCESS;
     char buf[VKA_DTYPE_TEXT];
     vka_error_format(st->error, st->error_size, "%s%s.dtype %s is not supported: %s is %s",
-                        st->prefix, name, vka_dtype_text(t->dtype, buf), name, allowed);
+                     st->prefix, name, vka_dtype_text(t->dtype, buf), name, allowed);
     return VKATTN_ERROR_UNSUPPORTED_DTYPE;
 }
 
 /* t.shape[i] must equal `want`, which is ref.shape[j] (named in the message). */
-static vkattn_result check_dim(const check_state *st, const vka_shape_view *t,
-                               const char *name, uint32_t i, const char *what,
-                               const vka_shape_view *ref, const char *ref_name, uint32_t j)
+static vkattn_result check_dim(const check_state *st, const vka_shape_view *t, const char *name,
+                               uint32_t i, const char *what, const vka_shape_view *ref,
+                               const char *ref_name, uint32_t j)
 {
     if (t->shape[i] == ref->shape[j])
         return VKATTN_SUCCESS;
     vka_error_format(st->error, st->error_size,
-                        "%s%s.shape[%u] (%s) %lld differs from %s%s.shape[%u] (%s) %lld",
-                        st->prefix, name, i, what, (long long)t->shape[i], st->prefix, ref_name, j,
-                        what, (long long)ref->shape[j]);
+                     "%s%s.shape[%u] (%s) %lld differs from %s%s.shape[%u] (%s) %lld", st->prefix,
+                     name, i, what, (long long)t->shape[i], st->prefix, ref_name, j, what,
+                     (long long)ref->shape[j]);
     return VKATTN_ERROR_SHAPE_MISMATCH;
 }
 
 /* Like check_dim, but a size of 1 broadcasts. */
 static vkattn_result check_dim_or_1(const check_state *st, const vka_shape_view *t,
                                     const char *name, uint32_t i, const char *what,
-                                    const vka_shape_view *ref, const char *ref_name,
-                                    uint32_t j)
+                                    const vka_shape_view *ref, const char *ref_name, uint32_t j)
 {
     if (t->shape[i] == 1 || t->shape[i] == ref->shape[j])
         return VKATTN_SUCCESS;
     vka_error_format(st->error, st->error_size,
-                        "%s%s.shape[%u] (%s) %lld is neither 1 nor %s%s.shape[%u] (%s) %lld",
-                        st->prefix, name, i, what, (long long)t->shape[i], st->prefix, ref_name,
-                        j, what, (long long)ref->shape[j]);
+                     "%s%s.shape[%u] (%s) %lld is neither 1 nor %s%s.shape[%u] (%s) %lld",
+                     st->prefix, name, i, what, (long long)t->shape[i], st->prefix, ref_name, j,
+                     what, (long long)ref->shape[j]);
     return VKATTN_ERROR_SHAPE_MISMATCH;
 }
 
@@ -85,8 +83,8 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
     for (int i = 0; i < 4; i++) {
         if (!views[i]->present) {
             vka_error_format(st->error, st->error_size, "%s%s.%s is NULL: %s is required",
-                                st->prefix, names[i], s->handle_name ? s->handle_name : "data",
-                                names[i]);
+                             st->prefix, names[i], s->handle_name ? s->handle_name : "data",
+                             names[i]);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
         VKA_TRY(check_rank(st, views[i], names[i], 4, 4, qkv_layout));
@@ -96,16 +94,16 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
     char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     if (s->out.dtype != s->q.dtype) {
         vka_error_format(st->error, st->error_size,
-                            "%sout.dtype %s differs from %sq.dtype %s: q and out share a dtype",
-                            st->prefix, vka_dtype_text(s->out.dtype, b1), st->prefix,
-                            vka_dtype_text(s->q.dtype, b2));
+                         "%sout.dtype %s differs from %sq.dtype %s: q and out share a dtype",
+                         st->prefix, vka_dtype_text(s->out.dtype, b1), st->prefix,
+                         vka_dtype_text(s->q.dtype, b2));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     if (s->v.dtype != s->k.dtype) {
         vka_error_format(st->error, st->error_size,
-                            "%sv.dtype %s differs from %sk.dtype %s: k and v share a dtype",
-                            st->prefix, vka_dtype_text(s->v.dtype, b1), st->prefix,
-                            vka_dtype_text(s->k.dtype, b2));
+                         "%sv.dtype %s differs from %sk.dtype %s: k and v share a dtype",
+                         st->prefix, vka_dtype_text(s->v.dtype, b1), st->prefix,
+                         vka_dtype_text(s->k.dtype, b2));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
 
@@ -115,10 +113,10 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
     VKA_TRY(check_dim(st, &s->v, "v", 1, "num_kv_heads", &s->k, "k", 1));
     if (s->q.shape[1] % s->k.shape[1] != 0) {
         vka_error_format(st->error, st->error_size,
-                            "%sk.shape[1] (num_kv_heads) %lld does not divide %sq.shape[1] "
-                            "(num_heads) %lld",
-                            st->prefix, (long long)s->k.shape[1], st->prefix,
-                            (long long)s->q.shape[1]);
+                         "%sk.shape[1] (num_kv_heads) %lld does not divide %sq.shape[1] "
+                         "(num_heads) %lld",
+                         st->prefix, (long long)s->k.shape[1], st->prefix,
+                         (long long)s->q.shape[1]);
         return VKATTN_ERROR_SHAPE_MISMATCH;
     }
     VKA_TRY(check_dim(st, &s->v, "v", 2, "kv_len", &s->k, "k", 2));
@@ -130,10 +128,10 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
     int64_t d = s->q.shape[3];
     if (d % VKA_HEAD_DIM_MULTIPLE != 0 || d > VKA_HEAD_DIM_MAX) {
         vka_error_format(st->error, st->error_size,
-                            "%sq.shape[3] (head_dim) %lld is not supported: it must be a "
-                            "multiple of %u from %u to %u",
-                            st->prefix, (long long)d, VKA_HEAD_DIM_MULTIPLE,
-                            VKA_HEAD_DIM_MULTIPLE, VKA_HEAD_DIM_MAX);
+                         "%sq.shape[3] (head_dim) %lld is not supported: it must be a "
+                         "multiple of %u from %u to %u",
+                         st->prefix, (long long)d, VKA_HEAD_DIM_MULTIPLE, VKA_HEAD_DIM_MULTIPLE,
+                         VKA_HEAD_DIM_MAX);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     return VKATTN_SUCCESS;
@@ -144,7 +142,8 @@ static vkattn_result check_optional(const check_state *st, const vka_attention_s
     const vka_shape_view *q = &s->q, *k = &s->k;
     if (s->mask.present) {
         const vka_shape_view *m = &s->mask;
-        VKA_TRY(check_rank(st, m, "mask", 2, 4, "rank 2 [Tq, Tk] or rank 4 [B or 1, Hq or 1, Tq, Tk]"));
+        VKA_TRY(
+            check_rank(st, m, "mask", 2, 4, "rank 2 [Tq, Tk] or rank 4 [B or 1, Hq or 1, Tq, Tk]"));
         VKA_TRY(check_dtype(st, m, "mask", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
         uint32_t r = m->rank;
         VKA_TRY(check_dim(st, m, "mask", r - 2, "q_len", q, "q", 2));
@@ -164,7 +163,7 @@ static vkattn_result check_optional(const check_state *st, const vka_attention_s
     if (s->weights.present) {
         const vka_shape_view *w = &s->weights;
         VKA_TRY(check_rank(st, w, "weights", 3, 4,
-                       "rank 3 [B, Tq, Tk] (mean over heads) or rank 4 [B, Hq, Tq, Tk]"));
+                           "rank 3 [B, Tq, Tk] (mean over heads) or rank 4 [B, Hq, Tq, Tk]"));
         VKA_TRY(check_dtype(st, w, "weights", VKATTN_DTYPE_F32, VKATTN_DTYPE_F32, "f32"));
         uint32_t r = w->rank;
         VKA_TRY(check_dim(st, w, "weights", 0, "batch", q, "q", 0));
@@ -177,7 +176,7 @@ static vkattn_result check_optional(const check_state *st, const vka_attention_s
 }
 
 vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *prefix,
-                                     vka_attention_dims *dims, char *error, size_t error_size)
+                                  vka_attention_dims *dims, char *error, size_t error_size)
 {
     check_state st = {prefix ? prefix : "", error, error_size};
     if (!s) {

@@ -22,7 +22,7 @@ typedef struct vka_shape_view {
 } vka_shape_view;
 
 typedef struct vka_attention_shapes {
-    vka_shape_view q, k, v, out;           /* required */
+    vka_shape_view q, k, v, out;               /* required */
     vka_shape_view mask, key_padding, weights; /* optional */
     /* The member that holds the memory, named when a required tensor is
      * missing: "data" for host tensors, "buffer" for device tensors.
@@ -58,8 +58,7 @@ typedef struct vka_attention_dims {
  *   VKATTN_ERROR_UNSUPPORTED_DTYPE a dtype the tensor cannot have.
  * Strides and memory are not looked at: that is the caller's part. */
 vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *prefix,
-                                     vka_attention_dims *dims, char *error,
-                                     size_t error_size);
+                                  vka_attention_dims *dims, char *error, size_t error_size);
 
 /* The softmax scale of a call: `scale`, or 1/sqrt(head_dim) for 0. A NaN or
  * infinite scale is VKATTN_ERROR_INVALID_ARGUMENT (it would make every

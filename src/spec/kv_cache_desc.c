@@ -46,14 +46,16 @@ vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_k
     if (!d->num_heads)
         d->num_heads = d->num_kv_heads;
     if (d->num_heads % d->num_kv_heads) {
-        vka_error_format(error, error_size, "desc->num_kv_heads %u does not divide desc->num_heads %u",
+        vka_error_format(error, error_size,
+                         "desc->num_kv_heads %u does not divide desc->num_heads %u",
                          d->num_kv_heads, d->num_heads);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (!d->head_dim || d->head_dim % 8 || d->head_dim > 256) {
-        vka_error_format(error, error_size,
-                         "desc->head_dim %u is not supported: it must be a multiple of 8 from 8 to 256",
-                         d->head_dim);
+        vka_error_format(
+            error, error_size,
+            "desc->head_dim %u is not supported: it must be a multiple of 8 from 8 to 256",
+            d->head_dim);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (!vka_dtype_is_float(d->dtype)) {

@@ -5,8 +5,8 @@
 #include "spec/dtype.h"
 #include "spec/error_text.h"
 
-vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved,
-                                 char *error, size_t error_size)
+vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved, char *error,
+                              size_t error_size)
 {
     if (!in) {
         vka_error_format(error, error_size, "desc is NULL");
@@ -25,17 +25,17 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
         d.num_kv_heads = d.num_heads;
     if (d.num_heads % d.num_kv_heads != 0) {
         vka_error_format(error, error_size,
-                            "desc->num_kv_heads %u does not divide desc->num_heads %u",
-                            d.num_kv_heads, d.num_heads);
+                         "desc->num_kv_heads %u does not divide desc->num_heads %u", d.num_kv_heads,
+                         d.num_heads);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     bool head_dim_default = d.head_dim == 0;
     if (head_dim_default) {
         if (d.embed_dim % d.num_heads != 0) {
             vka_error_format(error, error_size,
-                                "desc->embed_dim %u is not a multiple of desc->num_heads %u, "
-                                "so desc->head_dim cannot default to their quotient: set it",
-                                d.embed_dim, d.num_heads);
+                             "desc->embed_dim %u is not a multiple of desc->num_heads %u, "
+                             "so desc->head_dim cannot default to their quotient: set it",
+                             d.embed_dim, d.num_heads);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
         d.head_dim = d.embed_dim / d.num_heads;
@@ -44,12 +44,12 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
         char from[96] = "";
         if (head_dim_default)
             vka_error_format(from, sizeof from, " (desc->embed_dim %u / desc->num_heads %u)",
-                                d.embed_dim, d.num_heads);
+                             d.embed_dim, d.num_heads);
         vka_error_format(error, error_size,
-                            "desc->head_dim %u%s is not supported: it must be a multiple of %u "
-                            "from %u to %u",
-                            d.head_dim, from, VKA_HEAD_DIM_MULTIPLE, VKA_HEAD_DIM_MULTIPLE,
-                            VKA_HEAD_DIM_MAX);
+                         "desc->head_dim %u%s is not supported: it must be a multiple of %u "
+                         "from %u to %u",
+                         d.head_dim, from, VKA_HEAD_DIM_MULTIPLE, VKA_HEAD_DIM_MULTIPLE,
+                         VKA_HEAD_DIM_MAX);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (d.kv_dim == 0)
@@ -57,7 +57,7 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
     if (!vka_dtype_is_float(d.dtype)) {
         char b[VKA_DTYPE_TEXT];
         vka_error_format(error, error_size, "desc->dtype %s is not supported: f32 or f16",
-                            vka_dtype_text(d.dtype, b));
+                         vka_dtype_text(d.dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     /* The packed projection is the widest; every width must fit the uint32_t
@@ -65,10 +65,10 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
     uint64_t packed = ((uint64_t)d.num_heads + 2 * (uint64_t)d.num_kv_heads) * d.head_dim;
     if (packed > UINT32_MAX) {
         vka_error_format(error, error_size,
-                            "desc: (num_heads %u + 2 * num_kv_heads %u) * head_dim %u = %llu "
-                            "projection features exceed %lu",
-                            d.num_heads, d.num_kv_heads, d.head_dim, (unsigned long long)packed,
-                            (unsigned long)UINT32_MAX);
+                         "desc: (num_heads %u + 2 * num_kv_heads %u) * head_dim %u = %llu "
+                         "projection features exceed %lu",
+                         d.num_heads, d.num_kv_heads, d.head_dim, (unsigned long long)packed,
+                         (unsigned long)UINT32_MAX);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (resolved)
@@ -77,9 +77,8 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
 }
 
 vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
-                                       const vkattn_mha_weights *weights,
-                                       vka_mha_weight_views *views, char *error,
-                                       size_t error_size)
+                                    const vkattn_mha_weights *weights, vka_mha_weight_views *views,
+                                    char *error, size_t error_size)
 {
     if (!resolved) {
         vka_error_format(error, error_size, "desc is NULL");
@@ -95,16 +94,18 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
     if (w->wqkv) {
         if (w->wq || w->wk || w->wv) {
             vka_error_format(error, error_size,
-                                "weights->wqkv and weights->%s are both set: give either the "
-                                "packed wqkv or wq, wk and wv",
-                                w->wq ? "wq" : w->wk ? "wk" : "wv");
+                             "weights->wqkv and weights->%s are both set: give either the "
+                             "packed wqkv or wq, wk and wv",
+                             w->wq   ? "wq"
+                             : w->wk ? "wk"
+                                     : "wv");
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
         if (resolved->kv_dim != resolved->embed_dim) {
             vka_error_format(error, error_size,
-                                "weights->wqkv needs desc->kv_dim (%u) == desc->embed_dim (%u): "
-                                "give wq, wk and wv instead",
-                                resolved->kv_dim, resolved->embed_dim);
+                             "weights->wqkv needs desc->kv_dim (%u) == desc->embed_dim (%u): "
+                             "give wq, wk and wv instead",
+                             resolved->kv_dim, resolved->embed_dim);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
         v.packed = true;
@@ -114,8 +115,8 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
     } else {
         const char *missing = !w->wq ? "wq" : !w->wk ? "wk" : !w->wv ? "wv" : NULL;
         if (missing) {
-            vka_error_format(error, error_size,
-                                "weights->%s is NULL: give wq, wk and wv, or wqkv", missing);
+            vka_error_format(error, error_size, "weights->%s is NULL: give wq, wk and wv, or wqkv",
+                             missing);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
         v.wq = w->wq;
@@ -132,9 +133,11 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
         if (w->bqkv) {
             if (w->bq || w->bk || w->bv) {
                 vka_error_format(error, error_size,
-                                    "weights->bqkv and weights->%s are both set: give either "
-                                    "the packed bqkv or bq, bk and bv",
-                                    w->bq ? "bq" : w->bk ? "bk" : "bv");
+                                 "weights->bqkv and weights->%s are both set: give either "
+                                 "the packed bqkv or bq, bk and bv",
+                                 w->bq   ? "bq"
+                                 : w->bk ? "bk"
+                                         : "bv");
                 return VKATTN_ERROR_INVALID_ARGUMENT;
             }
             v.bq = w->bqkv;

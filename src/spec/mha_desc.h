@@ -16,8 +16,8 @@
  * dtype f32 or f16, projection widths within uint32_t. `resolved` is written
  * only on success, `error` (may be NULL) only on failure. Codes:
  * VKATTN_ERROR_INVALID_ARGUMENT, or VKATTN_ERROR_UNSUPPORTED_DTYPE for dtype. */
-vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved,
-                                 char *error, size_t error_size);
+vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved, char *error,
+                              size_t error_size);
 
 /* Widths of the projections of a resolved desc. */
 static inline uint32_t vka_mha_q_width(const vkattn_mha_desc *d)
@@ -44,8 +44,7 @@ typedef struct vka_mha_weight_views {
  * when desc.bias, not both bqkv and any of bq/bk/bv. Fills `views` (may be
  * NULL) on success. Code on failure: VKATTN_ERROR_INVALID_ARGUMENT. */
 vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
-                                       const vkattn_mha_weights *weights,
-                                       vka_mha_weight_views *views, char *error,
-                                       size_t error_size);
+                                    const vkattn_mha_weights *weights, vka_mha_weight_views *views,
+                                    char *error, size_t error_size);
 
 #endif

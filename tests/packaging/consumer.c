@@ -11,8 +11,8 @@
 int main(void)
 {
     if (vkattn_version() != VKATTN_VERSION) {
-        fprintf(stderr, "consumer: header %d.%d.%d but library %s\n", VKATTN_VERSION_MAJOR, VKATTN_VERSION_MINOR,
-                VKATTN_VERSION_PATCH, vkattn_version_string());
+        fprintf(stderr, "consumer: header %d.%d.%d but library %s\n", VKATTN_VERSION_MAJOR,
+                VKATTN_VERSION_MINOR, VKATTN_VERSION_PATCH, vkattn_version_string());
         return 1;
     }
     vkattn_context *ctx = NULL;
@@ -33,11 +33,13 @@ int main(void)
     vkattn_buffer *b = NULL;
     vkattn_buffer_desc bd = {.size = 8192};
     int bad = vkattn_buffer_create(ctx, &bd, &b) || vkattn_buffer_upload(b, 0, q, sizeof q) ||
-              vkattn_buffer_upload(b, 2048, k, sizeof k) || vkattn_buffer_upload(b, 3072, v, sizeof v);
+              vkattn_buffer_upload(b, 2048, k, sizeof k) ||
+              vkattn_buffer_upload(b, 3072, v, sizeof v);
     vkattn_attention_args a = {.q = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 4, qs),
                                .k = vkattn_tensor_make(b, 2048, VKATTN_DTYPE_F32, 4, ks),
                                .v = vkattn_tensor_make(b, 3072, VKATTN_DTYPE_F32, 4, ks),
-                               .out = vkattn_tensor_make(b, 4096, VKATTN_DTYPE_F32, 4, qs), .causal = true};
+                               .out = vkattn_tensor_make(b, 4096, VKATTN_DTYPE_F32, 4, qs),
+                               .causal = true};
     bad = bad || vkattn_attention(ctx, &a) || vkattn_buffer_download(b, 4096, out, sizeof out);
     vkattn_ref_attention_args r = {.q = vkattn_host_tensor_make(q, VKATTN_DTYPE_F32, 4, qs),
                                    .k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks),

@@ -12,8 +12,10 @@
 static inline void vkattn_pin_vulkan_libraries(void)
 {
     static const char *const libs[] = {
-        "libvulkan_lvp.so", "/usr/lib/chromium/libvk_swiftshader.so",
-        "libVkLayer_khronos_validation.so", "libVkLayer_MESA_device_select.so",
+        "libvulkan_lvp.so",
+        "/usr/lib/chromium/libvk_swiftshader.so",
+        "libVkLayer_khronos_validation.so",
+        "libVkLayer_MESA_device_select.so",
     };
     for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
         dlopen(libs[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);

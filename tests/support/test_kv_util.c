@@ -41,7 +41,7 @@ vkattn_buffer *kv_buffer_of(vkattn_context *ctx, const float *vals, size_t n, vk
 }
 
 void prepare_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint32_t *seqs,
-                           uint32_t T, test_rng *rng, pending_append *p)
+                    uint32_t T, test_rng *rng, pending_append *p)
 {
     const uint32_t hkv = h->d.num_kv_heads, D = h->d.head_dim;
     size_t n = (size_t)batch * hkv * T * D;
@@ -82,8 +82,8 @@ void pending_free(pending_append *p)
     vkattn_buffer_destroy(p->v);
 }
 
-void kv_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint32_t *seqs,
-                   uint32_t T, test_rng *rng)
+void kv_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint32_t *seqs, uint32_t T,
+               test_rng *rng)
 {
     VkCommandBuffer cmd;
     pending_append p;
@@ -99,8 +99,8 @@ void kv_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint32_t *
     }
 }
 
-void kv_reference(const kv_host *h, uint32_t batch, const uint32_t *seqs, uint32_t Hq,
-                      uint32_t T, float scale, float *q, float *want)
+void kv_reference(const kv_host *h, uint32_t batch, const uint32_t *seqs, uint32_t Hq, uint32_t T,
+                  float scale, float *q, float *want)
 {
     const uint32_t hkv = h->d.num_kv_heads, D = h->d.head_dim;
     for (uint32_t b = 0; b < batch; b++) {
@@ -130,9 +130,8 @@ void kv_reference(const kv_host *h, uint32_t batch, const uint32_t *seqs, uint32
     }
 }
 
-
 void att_io_create(vkattn_context *ctx, att_io *io, uint32_t batch, uint32_t Hq, uint32_t T,
-                          uint32_t D, vkattn_dtype dt, bool merged, test_rng *rng)
+                   uint32_t D, vkattn_dtype dt, bool merged, test_rng *rng)
 {
     memset(io, 0, sizeof *io);
     io->batch = batch, io->Hq = Hq, io->T = T, io->D = D, io->dt = dt, io->merged = merged;
@@ -182,10 +181,15 @@ void att_io_destroy(att_io *io)
     free(io->q);
 }
 
-vkattn_kv_attention_args att_args(kv_host *h, const att_io *io, const uint32_t *seqs,
-                                         float scale, uint32_t splits)
+vkattn_kv_attention_args att_args(kv_host *h, const att_io *io, const uint32_t *seqs, float scale,
+                                  uint32_t splits)
 {
-    vkattn_kv_attention_args a = {.cache = h->cache, .batch = io->batch, .sequences = seqs,
-                                  .q = io->qt, .out = io->ot, .scale = scale, .kv_splits = splits};
+    vkattn_kv_attention_args a = {.cache = h->cache,
+                                  .batch = io->batch,
+                                  .sequences = seqs,
+                                  .q = io->qt,
+                                  .out = io->ot,
+                                  .scale = scale,
+                                  .kv_splits = splits};
     return a;
 }

@@ -3,8 +3,8 @@
 
 #include <stdlib.h>
 
-void linear_reference(const float *x, const float *w, const float *b, float *y, int64_t M, int64_t N,
-                      int64_t K)
+void linear_reference(const float *x, const float *w, const float *b, float *y, int64_t M,
+                      int64_t N, int64_t K)
 {
     vkattn_ref_linear_args a = {
         vkattn_host_tensor_make((void *)x, VKATTN_DTYPE_F32, 2, (int64_t[]){M, K}),
@@ -32,8 +32,8 @@ void linear_check_written(const uint8_t *got, const uint8_t *before, size_t byte
     test_assert_close(vals, want, n, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
     for (size_t i = 0; i < bytes; i++)
         if (!written[i] && got[i] != before[i])
-            fail_msg("%s: byte %zu outside the elements written changed (0x%02x -> 0x%02x)", what, i,
-                     before[i], got[i]);
+            fail_msg("%s: byte %zu outside the elements written changed (0x%02x -> 0x%02x)", what,
+                     i, before[i], got[i]);
     free(written);
     free(vals);
 }

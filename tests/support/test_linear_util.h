@@ -8,8 +8,8 @@
 
 /* y [M, N] = x [M, K] w^T + b (b [N], or NULL: no bias) by the CPU
  * reference. */
-void linear_reference(const float *x, const float *w, const float *b, float *y, int64_t M, int64_t N,
-                      int64_t K);
+void linear_reference(const float *x, const float *w, const float *b, float *y, int64_t M,
+                      int64_t N, int64_t K);
 
 /* A buffer of `bytes` bytes of dtype dt as downloaded after the op (`got`)
  * and as it was before (`before`): element idx[i] must be close to want[i]

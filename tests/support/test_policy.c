@@ -31,7 +31,8 @@ int test_policy_suite_teardown(void **state)
     return 0;
 }
 
-void test_for_each_policy(uint32_t first, void (*run)(test_gpu *g, uint32_t policy, const void *arg),
+void test_for_each_policy(uint32_t first,
+                          void (*run)(test_gpu *g, uint32_t policy, const void *arg),
                           const void *arg)
 {
     for (uint32_t p = first; p < TEST_POLICY_COUNT; p++) {

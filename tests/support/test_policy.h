@@ -28,7 +28,8 @@ int test_policy_suite_teardown(void **state);
 
 /* Runs `run` once per policy from `first` on, each time on a context of its
  * own with that policy's flags (opened before, closed and checked after). */
-void test_for_each_policy(uint32_t first, void (*run)(test_gpu *g, uint32_t policy, const void *arg),
+void test_for_each_policy(uint32_t first,
+                          void (*run)(test_gpu *g, uint32_t policy, const void *arg),
                           const void *arg);
 
 /* Runs the `count` tests as the cmocka group "<prefix>_<policy group>",

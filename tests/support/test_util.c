@@ -33,7 +33,8 @@ static void on_log(void *user, vkattn_log_level level, const char *message)
 {
     (void)user;
     if (level >= VKATTN_LOG_WARNING)
-        fprintf(stderr, "[vkattn %s] %s\n", level == VKATTN_LOG_ERROR ? "error" : "warning", message);
+        fprintf(stderr, "[vkattn %s] %s\n", level == VKATTN_LOG_ERROR ? "error" : "warning",
+                message);
 }
 
 test_gpu *test_gpu_open(uint32_t extra_flags)
@@ -188,7 +189,8 @@ void test_round_to(vkattn_dtype dt, float *x, size_t n)
             x[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(x[i]));
 }
 
-void test_upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, const float *src, size_t n)
+void test_upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, const float *src,
+                    size_t n)
 {
     if (dt == VKATTN_DTYPE_F32) {
         TEST_OK(ctx, vkattn_buffer_upload(b, 0, src, n * 4));
@@ -223,7 +225,8 @@ vkattn_buffer *test_buffer_of(vkattn_context *ctx, vkattn_dtype dt, const float 
     return b;
 }
 
-vkattn_mha *test_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc, const vkattn_mha_weights *w)
+vkattn_mha *test_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc,
+                            const vkattn_mha_weights *w)
 {
     vkattn_mha *layer = NULL;
     TEST_OK(ctx, vkattn_mha_create(ctx, desc, &layer));

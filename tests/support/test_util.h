@@ -17,7 +17,7 @@ typedef struct test_gpu {
     vkattn_allocator allocator;
     long live_allocations; /* host allocations not yet freed */
     long total_allocations;
-    char impl[32];         /* VKATTN_TEST_IMPL: lavapipe, swiftshader, default */
+    char impl[32]; /* VKATTN_TEST_IMPL: lavapipe, swiftshader, default */
 } test_gpu;
 
 /* Opens a context on the device under test (VK_ICD_FILENAMES is set per
@@ -84,7 +84,8 @@ float *test_random_array(test_rng *r, size_t n, float amp, vkattn_dtype dt);
  * to the nearest half (so a reference can see exactly the device's inputs). */
 void test_round_to(vkattn_dtype dt, float *x, size_t n);
 /* Uploads n floats to the start of `b` as dtype dt (f16: rounded). */
-void test_upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, const float *src, size_t n);
+void test_upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, const float *src,
+                    size_t n);
 /* Downloads n elements of dtype dt from the start of `b` as floats. */
 void test_download_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, float *dst, size_t n);
 /* A device buffer holding `bytes` bytes of `data` (asserts success). */
@@ -92,39 +93,40 @@ vkattn_buffer *test_buffer_with(vkattn_context *ctx, const void *data, uint64_t 
 /* A new buffer holding the n floats of `src` as dtype dt (f16: rounded). */
 vkattn_buffer *test_buffer_of(vkattn_context *ctx, vkattn_dtype dt, const float *src, size_t n);
 /* A new MHA layer of `desc` holding the weights `w` (asserts success). */
-vkattn_mha *test_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc, const vkattn_mha_weights *w);
+vkattn_mha *test_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc,
+                            const vkattn_mha_weights *w);
 /* Destroys the n buffers of `buffers` (NULLs allowed); TEST_DESTROY_BUFFERS
  * takes them as arguments. */
 void test_buffers_destroy(vkattn_buffer *const *buffers, size_t n);
-#define TEST_DESTROY_BUFFERS(...)                                                          \
-    test_buffers_destroy((vkattn_buffer *const[]){__VA_ARGS__},                           \
+#define TEST_DESTROY_BUFFERS(...)                               \
+    test_buffers_destroy((vkattn_buffer *const[]){__VA_ARGS__}, \
                          sizeof((vkattn_buffer *const[]){__VA_ARGS__}) / sizeof(vkattn_buffer *))
 /* Asserts r == VKATTN_SUCCESS, printing the context's last error if not. */
-#define TEST_OK(ctx, expr)                                                                 \
-    do {                                                                                   \
-        vkattn_result test_r_ = (expr);                                                    \
-        if (test_r_ != VKATTN_SUCCESS)                                                     \
-            fail_msg("%s -> %s: %s", #expr, vkattn_result_name(test_r_),                   \
-                     vkattn_context_last_error(ctx));                                      \
+#define TEST_OK(ctx, expr)                                               \
+    do {                                                                 \
+        vkattn_result test_r_ = (expr);                                  \
+        if (test_r_ != VKATTN_SUCCESS)                                   \
+            fail_msg("%s -> %s: %s", #expr, vkattn_result_name(test_r_), \
+                     vkattn_context_last_error(ctx));                    \
     } while (0)
 /* Asserts `expr` returns `code` and the last error mentions `needle`. */
-#define TEST_FAILS(ctx, code, needle, expr)                                                \
-    do {                                                                                   \
-        vkattn_result test_r_ = (expr);                                                    \
-        if (test_r_ != (code))                                                             \
-            fail_msg("%s -> %s, expected %s (%s)", #expr, vkattn_result_name(test_r_),     \
-                     vkattn_result_name(code), vkattn_context_last_error(ctx));            \
-        if (!strstr(vkattn_context_last_error(ctx), (needle)))                             \
-            fail_msg("%s: message \"%s\" does not mention \"%s\"", #expr,                  \
-                     vkattn_context_last_error(ctx), (needle));                            \
+#define TEST_FAILS(ctx, code, needle, expr)                                            \
+    do {                                                                               \
+        vkattn_result test_r_ = (expr);                                                \
+        if (test_r_ != (code))                                                         \
+            fail_msg("%s -> %s, expected %s (%s)", #expr, vkattn_result_name(test_r_), \
+                     vkattn_result_name(code), vkattn_context_last_error(ctx));        \
+        if (!strstr(vkattn_context_last_error(ctx), (needle)))                         \
+            fail_msg("%s: message \"%s\" does not mention \"%s\"", #expr,              \
+                     vkattn_context_last_error(ctx), (needle));                        \
     } while (0)
 /* Resets `args` to `good`, makes `change` to it, and asserts that `call`
  * (which reads args) then returns `code` with a message containing `needle`. */
-#define TEST_FAILS_CHANGED(ctx, args, good, change, code, needle, call)                    \
-    do {                                                                                   \
-        (args) = (good);                                                                   \
-        change;                                                                            \
-        TEST_FAILS(ctx, code, needle, call);                                               \
+#define TEST_FAILS_CHANGED(ctx, args, good, change, code, needle, call) \
+    do {                                                                \
+        (args) = (good);                                                \
+        change;                                                         \
+        TEST_FAILS(ctx, code, needle, call);                            \
     } while (0)
 
 #endif

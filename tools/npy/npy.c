@@ -159,13 +159,13 @@ int npy_write(const char *path, npy_dtype dtype, uint32_t rank, const int64_t *s
         return npy_fail(error, error_size, path, "dtype %d is not an npy_dtype", (int)dtype);
     if (rank > NPY_MAX_RANK)
         return npy_fail(error, error_size, path, "rank %u is over the limit of %d", rank,
-                    NPY_MAX_RANK);
+                        NPY_MAX_RANK);
     if (rank > 0 && !shape)
         return npy_fail(error, error_size, path, "no shape given for rank %u", rank);
     for (uint32_t i = 0; i < rank; i++)
         if (shape[i] < 0)
             return npy_fail(error, error_size, path, "shape[%u] is %lld: dimensions must be >= 0",
-                        i, (long long)shape[i]);
+                            i, (long long)shape[i]);
     size_t nbytes;
     if (!npy_array_bytes(rank, shape, npy_dtype_size(dtype), &nbytes))
         return npy_fail(error, error_size, path, "the array's size overflows");
@@ -205,7 +205,7 @@ int npy_write(const char *path, npy_dtype dtype, uint32_t rank, const int64_t *s
         remove(tmp);
         free(tmp);
         return npy_fail(error, error_size, path, "cannot rename %s.tmp into place: %s", path,
-                    strerror(e));
+                        strerror(e));
     }
     free(tmp);
     return 0;

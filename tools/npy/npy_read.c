@@ -65,14 +65,14 @@ static int parse_shape(parser *p, uint32_t *rank, int64_t *shape)
         while (p->s < p->end && *p->s >= '0' && *p->s <= '9') {
             v = v * 10 + (uint64_t)(*p->s++ - '0');
             if (v > (uint64_t)INT64_MAX)
-                return npy_fail(p->error, p->error_size, p->path,
-                            "shape dimension %u is too large", *rank);
+                return npy_fail(p->error, p->error_size, p->path, "shape dimension %u is too large",
+                                *rank);
         }
         if (p->s < p->end && *p->s == 'L') /* Python 2 long */
             p->s++;
         if (*rank == NPY_MAX_RANK)
             return npy_fail(p->error, p->error_size, p->path,
-                        "more than %d dimensions are not supported", NPY_MAX_RANK);
+                            "more than %d dimensions are not supported", NPY_MAX_RANK);
         shape[(*rank)++] = (int64_t)v;
         skip_ws(p);
         if (p->s < p->end && *p->s == ',') {
@@ -112,8 +112,8 @@ static int parse_header(parser *p, header_fields *h)
         if (strcmp(key, "descr") == 0 && !have_descr) {
             if (p->s < p->end && *p->s == '[')
                 return npy_fail(p->error, p->error_size, p->path,
-                            "structured dtypes are not supported (expected float32, float16, "
-                            "uint8 or bool)");
+                                "structured dtypes are not supported (expected float32, float16, "
+                                "uint8 or bool)");
             if (parse_string(p, h->descr, sizeof h->descr))
                 return -1;
             have_descr = true;
@@ -149,8 +149,9 @@ static int parse_header(parser *p, header_fields *h)
     if (p->s != p->end)
         return malformed(p, "text after the dict");
     if (!have_descr || !have_order || !have_shape)
-        return malformed(p, !have_descr ? "no 'descr'" : !have_order ? "no 'fortran_order'"
-                                                                     : "no 'shape'");
+        return malformed(p, !have_descr   ? "no 'descr'"
+                            : !have_order ? "no 'fortran_order'"
+                                          : "no 'shape'");
     return 0;
 }
 
@@ -164,7 +165,7 @@ static int read_body(FILE *f, const char *path, npy_array *a, char *error, size_
     unsigned major = pre[6], minor = pre[7];
     if ((major != 1 && major != 2) || minor != 0)
         return npy_fail(error, error_size, path,
-                    "format version %u.%u is not supported (1.0 and 2.0 are)", major, minor);
+                        "format version %u.%u is not supported (1.0 and 2.0 are)", major, minor);
     unsigned char len_bytes[4];
     size_t len_size = major == 1 ? 2 : 4;
     if (fread(len_bytes, 1, len_size, f) != len_size)
@@ -174,7 +175,7 @@ static int read_body(FILE *f, const char *path, npy_array *a, char *error, size_
         header_len |= (uint32_t)len_bytes[2] << 16 | (uint32_t)len_bytes[3] << 24;
     if (header_len > NPY_MAX_HEADER)
         return npy_fail(error, error_size, path, "header length %u is over the %u-byte limit",
-                    header_len, NPY_MAX_HEADER);
+                        header_len, NPY_MAX_HEADER);
     char *text = malloc(header_len + 1u);
     if (!text)
         return npy_fail(error, error_size, path, "out of memory for a %u-byte header", header_len);
@@ -201,14 +202,14 @@ static int read_body(FILE *f, const char *path, npy_array *a, char *error, size_
         a->dtype = NPY_BOOL;
     else if (h.descr[0] == '>')
         return npy_fail(error, error_size, path,
-                    "dtype '%s' is big endian: only little endian is supported", h.descr);
+                        "dtype '%s' is big endian: only little endian is supported", h.descr);
     else
         return npy_fail(error, error_size, path,
-                    "dtype '%s' is not supported (expected float32, float16, uint8 or bool)",
-                    h.descr);
+                        "dtype '%s' is not supported (expected float32, float16, uint8 or bool)",
+                        h.descr);
     if (h.fortran_order)
         return npy_fail(error, error_size, path,
-                    "fortran_order is True: only C-order arrays are supported");
+                        "fortran_order is True: only C-order arrays are supported");
     a->rank = h.rank;
     memcpy(a->shape, h.shape, sizeof h.shape);
 
@@ -217,7 +218,7 @@ static int read_body(FILE *f, const char *path, npy_array *a, char *error, size_
     size_t need;
     if (!npy_array_bytes(a->rank, a->shape, npy_dtype_size(a->dtype), &need))
         return npy_fail(error, error_size, path, "shape %s of %s is too large", shape_buf,
-                    npy_dtype_name(a->dtype));
+                        npy_dtype_name(a->dtype));
     /* Compare with the bytes actually there before allocating anything. */
     long start = ftell(f);
     if (start < 0 || fseek(f, 0, SEEK_END) != 0)
@@ -228,14 +229,14 @@ static int read_body(FILE *f, const char *path, npy_array *a, char *error, size_
     uint64_t have = (uint64_t)(end - start);
     if (have < need)
         return npy_fail(error, error_size, path,
-                    "data is truncated: %llu bytes where shape %s of %s needs %llu",
-                    (unsigned long long)have, shape_buf, npy_dtype_name(a->dtype),
-                    (unsigned long long)need);
+                        "data is truncated: %llu bytes where shape %s of %s needs %llu",
+                        (unsigned long long)have, shape_buf, npy_dtype_name(a->dtype),
+                        (unsigned long long)need);
     if (have > need)
         return npy_fail(error, error_size, path,
-                    "%llu bytes follow the data of shape %s of %s (%llu bytes): size mismatch",
-                    (unsigned long long)(have - need), shape_buf, npy_dtype_name(a->dtype),
-                    (unsigned long long)need);
+                        "%llu bytes follow the data of shape %s of %s (%llu bytes): size mismatch",
+                        (unsigned long long)(have - need), shape_buf, npy_dtype_name(a->dtype),
+                        (unsigned long long)need);
     a->data = malloc(need ? need : 1);
     if (!a->data)
         return npy_fail(error, error_size, path, "out of memory for %zu bytes of data", need);

@@ -17,6 +17,6 @@ typedef struct vka_att_sm_tile {
     uint32_t tpr, br, bc;
 } vka_att_sm_tile;
 vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim, uint32_t max_rows,
-                            bool half_rows, bool half_keys, uint32_t key_extra_bytes);
+                                    bool half_rows, bool half_keys, uint32_t key_extra_bytes);
 
 #endif

@@ -45,18 +45,18 @@ static vkattn_result check_windows(vkattn_context *ctx, const vka_att_problem *p
         vka_box box = vka_att_chunk_box(p, pieces[i].which, 0, 1, 0, 1, 0, 1);
         if (!vka_box_fits_storage(ctx, pieces[i].t, &box))
             return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                               "args->%s: %s spans %llu bytes (kv_len %u, head_dim %u), more "
-                               "than one binding of this device can hold (maxStorageBufferRange "
-                               "%llu)",
-                               pieces[i].name, pieces[i].piece,
-                               (unsigned long long)vka_box_bytes(pieces[i].t, &box), d->kv_len,
-                               d->head_dim,
-                               (unsigned long long)ctx->info.max_storage_buffer_range);
+                            "args->%s: %s spans %llu bytes (kv_len %u, head_dim %u), more "
+                            "than one binding of this device can hold (maxStorageBufferRange "
+                            "%llu)",
+                            pieces[i].name, pieces[i].piece,
+                            (unsigned long long)vka_box_bytes(pieces[i].t, &box), d->kv_len,
+                            d->head_dim, (unsigned long long)ctx->info.max_storage_buffer_range);
     }
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args *args, vka_att_problem *p)
+vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args *args,
+                               vka_att_problem *p)
 {
     memset(p, 0, sizeof *p);
     vka_attention_shapes s = {0};

@@ -30,14 +30,15 @@ static void narrow(vkattn_tensor *t, uint32_t dim, int64_t begin, int64_t count)
     t->shape[dim] = count;
 }
 
-vkattn_result vkattn_attention_chunk(const vkattn_attention_args *args, uint32_t q_begin, uint32_t q_end,
-                                     vkattn_attention_args *chunk, char *error, size_t error_size)
+vkattn_result vkattn_attention_chunk(const vkattn_attention_args *args, uint32_t q_begin,
+                                     uint32_t q_end, vkattn_attention_args *chunk, char *error,
+                                     size_t error_size)
 {
-#define FAIL(...)                                           \
-    do {                                                    \
-        if (error)                                          \
-            snprintf(error, error_size, __VA_ARGS__);       \
-        return VKATTN_ERROR_INVALID_ARGUMENT;               \
+#define FAIL(...)                                     \
+    do {                                              \
+        if (error)                                    \
+            snprintf(error, error_size, __VA_ARGS__); \
+        return VKATTN_ERROR_INVALID_ARGUMENT;         \
     } while (0)
     if (!args || !chunk)
         FAIL("vkattn_attention_chunk: %s is NULL", !args ? "args" : "chunk");
@@ -46,19 +47,22 @@ vkattn_result vkattn_attention_chunk(const vkattn_attention_args *args, uint32_t
              args->k.rank, args->out.rank);
     int64_t tq = args->q.shape[2], tk = args->k.shape[2];
     if (q_begin >= q_end || (int64_t)q_end > tq)
-        FAIL("vkattn_attention_chunk: queries [%u, %u) are not a non-empty part of 0..%lld", q_begin, q_end,
-             (long long)tq);
+        FAIL("vkattn_attention_chunk: queries [%u, %u) are not a non-empty part of 0..%lld",
+             q_begin, q_end, (long long)tq);
     /* Bottom-right causality: rows up to q_end - 1 see keys up to this one. */
     int64_t keys = tk;
     if (args->causal) {
         if (args->weights.buffer)
-            FAIL("vkattn_attention_chunk: a causal call's weights cannot be chunked (a chunk does not "
+            FAIL("vkattn_attention_chunk: a causal call's weights cannot be chunked (a chunk does "
+                 "not "
                  "write the weights of keys past its last visible one); compute them unchunked");
         keys = (int64_t)q_end + tk - tq;
-        if (keys < 1) /* a call needs a key; the whole-call rule is kept by any chunk reaching one */
-            FAIL("vkattn_attention_chunk: queries [%u, %u) see no key (the call has %lld more queries "
-                 "than keys): let the chunk end after query %lld", q_begin, q_end,
-                 (long long)(tq - tk), (long long)(tq - tk));
+        if (keys <
+            1) /* a call needs a key; the whole-call rule is kept by any chunk reaching one */
+            FAIL("vkattn_attention_chunk: queries [%u, %u) see no key (the call has %lld more "
+                 "queries "
+                 "than keys): let the chunk end after query %lld",
+                 q_begin, q_end, (long long)(tq - tk), (long long)(tq - tk));
     }
     *chunk = *args;
     int64_t rows = (int64_t)q_end - q_begin;
@@ -80,7 +84,8 @@ vkattn_result vkattn_attention_chunk(const vkattn_attention_args *args, uint32_t
     }
     if (args->key_padding.buffer) {
         if (args->key_padding.rank != 2)
-            FAIL("vkattn_attention_chunk: args->key_padding.rank %u is not 2", args->key_padding.rank);
+            FAIL("vkattn_attention_chunk: args->key_padding.rank %u is not 2",
+                 args->key_padding.rank);
         chunk->key_padding = with_strides(&args->key_padding);
         narrow(&chunk->key_padding, 1, 0, keys);
     }
@@ -101,7 +106,8 @@ double vkattn_attention_flops(const vkattn_attention_args *args, uint32_t q_begi
 {
     if (!args || args->q.rank != 4 || args->k.rank != 4 || q_begin >= q_end)
         return 0;
-    double b = (double)args->q.shape[0], hq = (double)args->q.shape[1], d = (double)args->q.shape[3];
+    double b = (double)args->q.shape[0], hq = (double)args->q.shape[1],
+           d = (double)args->q.shape[3];
     int64_t tq = args->q.shape[2], tk = args->k.shape[2];
     double pairs = 0;
     for (int64_t i = q_begin; i < (int64_t)q_end && i < tq; i++) {

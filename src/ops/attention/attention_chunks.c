@@ -18,16 +18,16 @@ bool vka_att_octet_aligned(const vkattn_tensor *t)
     return t->offset % 16 == 0;
 }
 
-vka_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,
-                      uint32_t nh, uint32_t i0, uint32_t nq)
+vka_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uint32_t nb,
+                          uint32_t h0, uint32_t nh, uint32_t i0, uint32_t nq)
 {
     const vka_attention_dims *d = &p->dims;
     uint32_t group = d->num_heads / d->num_kv_heads;
     vka_box box = {{0}, {1, 1, 1, 1}};
-#define BOX4(s0, c0, s1, c1, s2, c2, s3, c3)                                                  \
-    do {                                                                                       \
-        box.start[0] = (s0), box.count[0] = (c0), box.start[1] = (s1), box.count[1] = (c1);    \
-        box.start[2] = (s2), box.count[2] = (c2), box.start[3] = (s3), box.count[3] = (c3);    \
+#define BOX4(s0, c0, s1, c1, s2, c2, s3, c3)                                                \
+    do {                                                                                    \
+        box.start[0] = (s0), box.count[0] = (c0), box.start[1] = (s1), box.count[1] = (c1); \
+        box.start[2] = (s2), box.count[2] = (c2), box.start[3] = (s3), box.count[3] = (c3); \
     } while (0)
     switch (which) {
     case 'q':
@@ -73,22 +73,27 @@ static bool chunk_fits(const vkattn_context *ctx, const vka_att_problem *p, cons
                        const vka_att_chunks *c, uint32_t heads, bool texel)
 {
     for (const char *w = tensors; *w; w++) {
-        const vkattn_tensor *t = *w == 'q' ? &p->q : *w == 'k' ? &p->k : *w == 'v' ? &p->v
-                               : *w == 'o' ? &p->out : *w == 'm' ? &p->mask
-                               : *w == 'p' ? &p->key_padding : &p->weights;
+        const vkattn_tensor *t = *w == 'q'   ? &p->q
+                                 : *w == 'k' ? &p->k
+                                 : *w == 'v' ? &p->v
+                                 : *w == 'o' ? &p->out
+                                 : *w == 'm' ? &p->mask
+                                 : *w == 'p' ? &p->key_padding
+                                             : &p->weights;
         if (!t->buffer)
             continue;
         vka_box box = vka_att_chunk_box(p, *w, 0, c->nb, 0, heads, 0, c->nq);
         bool input = *w == 'q' || *w == 'k' || *w == 'v';
-        if (!(texel && input ? vka_box_fits_texel(ctx, t, &box) : vka_box_fits_storage(ctx, t, &box)))
+        if (!(texel && input ? vka_box_fits_texel(ctx, t, &box)
+                             : vka_box_fits_storage(ctx, t, &box)))
             return false;
     }
     return true;
 }
 
 /* Grid limits of one dispatch: x query tiles, y heads, z batches. */
-static bool grid_fits(const vkattn_context *ctx, uint64_t rows, uint32_t rows_per_group,
-                      uint32_t y, uint32_t z)
+static bool grid_fits(const vkattn_context *ctx, uint64_t rows, uint32_t rows_per_group, uint32_t y,
+                      uint32_t z)
 {
     const uint32_t *max = ctx->info.max_workgroup_count;
     return vka_div_up64(rows, rows_per_group) <= max[0] && y <= max[1] && z <= max[2];
@@ -113,9 +118,9 @@ static uint32_t largest_nq(const vkattn_context *ctx, const vka_att_problem *p, 
 }
 
 /* The last resort: one head of one batch, as many queries as fit. */
-static vkattn_result query_ranges(vkattn_context *ctx, const vka_att_problem *p, const char *tensors,
-                                  vka_att_chunks c, uint32_t rows_per_group, const char *what,
-                                  vka_att_chunks *out)
+static vkattn_result query_ranges(vkattn_context *ctx, const vka_att_problem *p,
+                                  const char *tensors, vka_att_chunks c, uint32_t rows_per_group,
+                                  const char *what, vka_att_chunks *out)
 {
     c.nq = largest_nq(ctx, p, tensors, c, 1, rows_per_group, 1);
     if (c.nq == 0)
@@ -127,8 +132,9 @@ static vkattn_result query_ranges(vkattn_context *ctx, const vka_att_problem *p,
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p, uint32_t rows_per_group,
-                            bool texel, bool octets, vka_att_chunks *out)
+vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p,
+                                uint32_t rows_per_group, bool texel, bool octets,
+                                vka_att_chunks *out)
 {
     const vka_attention_dims *d = &p->dims;
     uint32_t group = d->num_heads / d->num_kv_heads;
@@ -141,7 +147,8 @@ vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p, u
     const char *tensors = "qkvomp";
     /* Texel inputs where asked for (and the kernel can read the rows that
      * way), as long as GQA packing survives. */
-    if (octets && !(vka_att_octet_aligned(&p->q) && vka_att_octet_aligned(&p->k) && vka_att_octet_aligned(&p->v)))
+    if (octets && !(vka_att_octet_aligned(&p->q) && vka_att_octet_aligned(&p->k) &&
+                    vka_att_octet_aligned(&p->v)))
         texel = false;
     for (int pass = texel ? 0 : 1; pass < 2; pass++) {
         bool tex = pass == 0;
@@ -159,7 +166,8 @@ vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p, u
     return query_ranges(ctx, p, tensors, levels[3], rows_per_group, "attention", out);
 }
 
-vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p, vka_att_chunks *out)
+vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p,
+                                   vka_att_chunks *out)
 {
     const vka_attention_dims *d = &p->dims;
     /* Rank-3 weights add the heads up one dispatch at a time. */
@@ -176,7 +184,8 @@ vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p
             vka_att_chunks c = levels[l];
             c.texel = texel;
             /* one workgroup per query row and head */
-            if (chunk_fits(ctx, p, tensors, &c, c.nh, texel) && grid_fits(ctx, c.nq, 1, c.nh, c.nb)) {
+            if (chunk_fits(ctx, p, tensors, &c, c.nh, texel) &&
+                grid_fits(ctx, c.nq, 1, c.nh, c.nb)) {
                 *out = c;
                 return VKATTN_SUCCESS;
             }

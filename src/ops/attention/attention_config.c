@@ -56,7 +56,8 @@ static uint64_t pairs_per_kv_head(const vka_att_problem *p)
     return (uint64_t)d->q_len * (d->num_heads / d->num_kv_heads) * d->kv_len;
 }
 
-void vka_att_config_default(const vkattn_context *ctx, const vka_att_problem *p, vka_att_config *cfg)
+void vka_att_config_default(const vkattn_context *ctx, const vka_att_problem *p,
+                            vka_att_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->texel = ctx->info.texel_inputs;
@@ -100,8 +101,8 @@ void vka_att_config_choose(vkattn_context *ctx, const vka_att_problem *p, vka_at
     vka_att_config_default(ctx, p, cfg);
 }
 
-uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_problem *p, vka_att_config *out,
-                               uint32_t max)
+uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_problem *p,
+                                   vka_att_config *out, uint32_t max)
 {
     (void)p;
     uint32_t n = 0;
@@ -112,7 +113,8 @@ uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_prob
                 vka_att_config c = {fam, texel != 0, preset};
                 /* storage inputs only with the family's first preset: the
                  * binding and the tiles are nearly independent choices */
-                if (!vka_att_config_valid(ctx, &c) || (!c.texel && ctx->info.texel_inputs && preset))
+                if (!vka_att_config_valid(ctx, &c) ||
+                    (!c.texel && ctx->info.texel_inputs && preset))
                     continue;
                 if (n < max)
                     out[n++] = c;
@@ -122,7 +124,7 @@ uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_prob
 }
 
 vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim, uint32_t max_rows,
-                            bool half_rows, bool half_keys, uint32_t key_extra_bytes)
+                                    bool half_rows, bool half_keys, uint32_t key_extra_bytes)
 {
     uint32_t dc = head_dim / 4, tpr = 8;
     while (tpr * 4 < dc)
@@ -138,8 +140,8 @@ vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim
     if (half_keys && t.bc > 8)
         t.bc /= 2;
     for (;;) {
-        uint64_t bytes = 16ull * (t.br * dc + 2ull * t.bc * dc) + 4ull * (t.br * t.bc + t.br * tpr) +
-                         (uint64_t)key_extra_bytes * t.bc;
+        uint64_t bytes = 16ull * (t.br * dc + 2ull * t.bc * dc) +
+                         4ull * (t.br * t.bc + t.br * tpr) + (uint64_t)key_extra_bytes * t.bc;
         if (bytes <= ctx->info.max_shared_memory)
             break;
         if (t.bc > 8)
@@ -167,8 +169,9 @@ static uint32_t sm_spec(const vkattn_context *ctx, uint32_t d, uint32_t preset,
     return 5;
 }
 
-uint32_t vka_att_config_spec(const vkattn_context *ctx, const vka_att_problem *p, const vka_att_config *cfg,
-                         uint32_t spec[ATT_SPEC_MAX], uint32_t *rows_per_group)
+uint32_t vka_att_config_spec(const vkattn_context *ctx, const vka_att_problem *p,
+                             const vka_att_config *cfg, uint32_t spec[ATT_SPEC_MAX],
+                             uint32_t *rows_per_group)
 {
     uint32_t d = p->dims.head_dim;
     if (cfg->family != ATT_FAMILY_SUBGROUP)

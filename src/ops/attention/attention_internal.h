@@ -43,7 +43,7 @@ typedef struct vka_att_problem {
  * overlaps, what the device's binding windows can hold) and fills `p`.
  * Nothing is recorded. (attention_api.c) */
 vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args *args,
-                           vka_att_problem *p);
+                               vka_att_problem *p);
 
 /* ---- kernel configuration (attention_config.c) */
 
@@ -70,24 +70,26 @@ typedef struct vka_att_config {
  * valid one, else the built-in choice for the device. */
 void vka_att_config_choose(vkattn_context *ctx, const vka_att_problem *p, vka_att_config *cfg);
 /* The built-in choice: the device's family and binding, a preset by size. */
-void vka_att_config_default(const vkattn_context *ctx, const vka_att_problem *p, vka_att_config *cfg);
+void vka_att_config_default(const vkattn_context *ctx, const vka_att_problem *p,
+                            vka_att_config *cfg);
 /* Whether the device can run `cfg` (family supported, preset in range). */
 bool vka_att_config_valid(const vkattn_context *ctx, const vka_att_config *cfg);
 /* Candidate configs for the tuner (valid on this device), at most `max`. */
-uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_problem *p, vka_att_config *out,
-                               uint32_t max);
+uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_problem *p,
+                                   vka_att_config *out, uint32_t max);
 /* The tuning key of the problem's shape class. */
 void vka_att_tuning_key(const vka_att_problem *p, uint32_t key[7]);
 /* Specialization constants of the main kernel for `cfg` (count returned)
  * and the tile rows one workgroup covers. */
-uint32_t vka_att_config_spec(const vkattn_context *ctx, const vka_att_problem *p, const vka_att_config *cfg,
-                         uint32_t spec[ATT_SPEC_MAX], uint32_t *rows_per_group);
+uint32_t vka_att_config_spec(const vkattn_context *ctx, const vka_att_problem *p,
+                             const vka_att_config *cfg, uint32_t spec[ATT_SPEC_MAX],
+                             uint32_t *rows_per_group);
 
 /* Records the dispatches of a validated problem, with the chosen config or
  * a given one. (attention.c) */
 vkattn_result vka_att_record(vkattn_context *ctx, VkCommandBuffer cmd, const vka_att_problem *p);
-vkattn_result vka_att_record_with(vkattn_context *ctx, VkCommandBuffer cmd, const vka_att_problem *p,
-                              const vka_att_config *cfg);
+vkattn_result vka_att_record_with(vkattn_context *ctx, VkCommandBuffer cmd,
+                                  const vka_att_problem *p, const vka_att_config *cfg);
 
 /* ---- cutting a call into dispatches (attention_chunks.c) */
 
@@ -109,18 +111,20 @@ typedef struct vka_att_chunks {
  * fall on eight elements. Fails (UNSUPPORTED) only when a single head's K or
  * V, or a single mask / key-padding row, exceeds a window; vka_att_validate
  * reports those first with a clearer message. */
-vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p, uint32_t rows_per_group,
-                            bool texel, bool octets, vka_att_chunks *out);
+vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p,
+                                uint32_t rows_per_group, bool texel, bool octets,
+                                vka_att_chunks *out);
 /* Chunks for the weights kernel (ng unused: KV heads follow the query heads;
  * nh counts query heads: all Hq, or 1, and always 1 for rank-3 weights,
  * whose heads are added up one dispatch at a time). */
-vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p, vka_att_chunks *out);
+vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p,
+                                   vka_att_chunks *out);
 
 /* The box of one tensor for a chunk starting at batch b0, query head h0 (KV
  * head h0 / group), query i0 with the chunk's counts. `which` names the
  * tensor: 'q', 'k', 'v', 'o' (out), 'm' (mask), 'p' (key padding), 'w'
  * (weights). */
-vka_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uint32_t nb, uint32_t h0,
-                      uint32_t nh, uint32_t i0, uint32_t nq);
+vka_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uint32_t nb,
+                          uint32_t h0, uint32_t nh, uint32_t i0, uint32_t nq);
 
 #endif

@@ -50,18 +50,16 @@ _Static_assert(sizeof(weights_push) == 120, "weights_push mirrors attention_weig
 
 #define TEX VKA_BINDING_TEXEL
 #define STO VKA_BINDING_STORAGE
-#define MAIN_KERNEL(fam, variant, in, full)                                                 \
-    {                                                                                       \
-        .name = "attention_" #fam "_" #variant,                                             \
-        .spirv = &vka_spirv_attention_##fam##_##variant, .binding_count = 6,             \
-        .bindings = {in, in, in, STO, STO, STO}, .push_size = sizeof(main_push),            \
-        .full_subgroups = full                                                              \
+#define MAIN_KERNEL(fam, variant, in, full)                                                      \
+    {                                                                                            \
+        .name = "attention_" #fam "_" #variant, .spirv = &vka_spirv_attention_##fam##_##variant, \
+        .binding_count = 6, .bindings = {in, in, in, STO, STO, STO},                             \
+        .push_size = sizeof(main_push), .full_subgroups = full                                   \
     }
-#define WEIGHTS_KERNEL(variant, in)                                                         \
-    {                                                                                       \
-        .name = "attention_weights_" #variant,                                              \
-        .spirv = &vka_spirv_attention_weights_##variant, .binding_count = 5,             \
-        .bindings = {in, in, STO, STO, STO}, .push_size = sizeof(weights_push)              \
+#define WEIGHTS_KERNEL(variant, in)                                                                \
+    {                                                                                              \
+        .name = "attention_weights_" #variant, .spirv = &vka_spirv_attention_weights_##variant,    \
+        .binding_count = 5, .bindings = {in, in, STO, STO, STO}, .push_size = sizeof(weights_push) \
     }
 /* Storage-input variants by [q/out storage][k/v storage]. */
 #define SG_STORAGE(v, unused) MAIN_KERNEL(sg, v, STO, true)
@@ -74,14 +72,14 @@ static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(SM_STORAGE, 0);
 static const vka_kernel weights_storage[3][3] = VKA_STORAGE_PAIRS(W_STORAGE, 0);
 /* Texel-buffer inputs (rgba32f views of f32 data, rgba32ui views of f16),
  * by [q/out storage kind][k/v dtype is f16]. */
-#define TEXEL_TABLE(fam, full)                                                                  \
-    {                                                                                           \
-        [VKA_STORAGE_F32] = {MAIN_KERNEL(fam, tex_f32_f32, TEX, full),                       \
-                                MAIN_KERNEL(fam, tex_f32_f16, TEX, full)},                      \
-        [VKA_STORAGE_F16] = {MAIN_KERNEL(fam, tex_f16_f32, TEX, full),                       \
-                                MAIN_KERNEL(fam, tex_f16_f16, TEX, full)},                      \
-        [VKA_STORAGE_F16P] = {MAIN_KERNEL(fam, tex_f16p_f32, TEX, full),                     \
-                                 MAIN_KERNEL(fam, tex_f16p_f16, TEX, full)},                    \
+#define TEXEL_TABLE(fam, full)                                            \
+    {                                                                     \
+        [VKA_STORAGE_F32] = {MAIN_KERNEL(fam, tex_f32_f32, TEX, full),    \
+                             MAIN_KERNEL(fam, tex_f32_f16, TEX, full)},   \
+        [VKA_STORAGE_F16] = {MAIN_KERNEL(fam, tex_f16_f32, TEX, full),    \
+                             MAIN_KERNEL(fam, tex_f16_f16, TEX, full)},   \
+        [VKA_STORAGE_F16P] = {MAIN_KERNEL(fam, tex_f16p_f32, TEX, full),  \
+                              MAIN_KERNEL(fam, tex_f16p_f16, TEX, full)}, \
     }
 static const vka_kernel sg_texel[3][2] = TEXEL_TABLE(sg, true);
 static const vka_kernel sm_texel[3][2] = TEXEL_TABLE(sm, false);
@@ -106,7 +104,7 @@ typedef struct main_config {
 /* The kernel of a config's family for texel or storage inputs (the chunk
  * plan decides which: texel views may not reach every element). */
 static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_att_problem *p,
-                                        const vka_att_config *cfg, bool texel)
+                                     const vka_att_config *cfg, bool texel)
 {
     uint32_t qs = vka_storage_kind(ctx, p->dims.q_dtype);
     uint32_t ks = vka_storage_kind(ctx, p->dims.kv_dtype);
@@ -124,8 +122,7 @@ static vkattn_result bind_box(vkattn_context *ctx, const vkattn_tensor *t, const
                               bool texel, bool vec4, vka_binding *b, uint32_t *first)
 {
     if (!t->buffer)
-        return vka_bind_dummy(ctx, texel ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_UNDEFINED,
-                                 b);
+        return vka_bind_dummy(ctx, texel ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_UNDEFINED, b);
     uint64_t f, extent;
     vka_box_span(t, box, &f, &extent);
     size_t es = vkattn_dtype_size(t->dtype);
@@ -202,9 +199,8 @@ typedef struct recorder {
     bool recorded; /* a dispatch is already recorded: barrier before the next */
 } recorder;
 
-static vkattn_result dispatch(recorder *rec, vka_pipeline *pipeline,
-                              const vka_binding *bindings, const void *push, uint32_t gx,
-                              uint32_t gy, uint32_t gz)
+static vkattn_result dispatch(recorder *rec, vka_pipeline *pipeline, const vka_binding *bindings,
+                              const void *push, uint32_t gx, uint32_t gy, uint32_t gz)
 {
     /* Chunks' windows may overlap (strided layouts, alignment), so every
      * dispatch after the first waits for the previous one. */
@@ -224,13 +220,13 @@ typedef struct prepared {
     vka_pipeline *weights_pipeline; /* NULL without weights */
 } prepared;
 
-static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p, const vka_att_config *cfg,
-                             prepared *pr)
+static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
+                             const vka_att_config *cfg, prepared *pr)
 {
     const vka_attention_dims *d = &p->dims;
     pr->cfg.spec_count = vka_att_config_spec(ctx, p, cfg, pr->cfg.spec, &pr->cfg.rows_per_group);
     vkattn_result r = vka_att_plan_main(ctx, p, pr->cfg.rows_per_group, cfg->texel,
-                                    cfg->family == ATT_FAMILY_SUBGROUP, &pr->main_chunks);
+                                        cfg->family == ATT_FAMILY_SUBGROUP, &pr->main_chunks);
     if (r != VKATTN_SUCCESS)
         return r;
     pr->cfg.kernel = main_kernel(ctx, p, cfg, pr->main_chunks.texel);
@@ -261,8 +257,8 @@ static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const 
     vka_pipeline *pipeline = pr->main_pipeline;
     vkattn_result r;
 
-    main_push push = {.kv_len = d->kv_len, .group = group, .flags = base_flags(p),
-                      .scale_log2 = p->scale_log2};
+    main_push push = {
+        .kv_len = d->kv_len, .group = group, .flags = base_flags(p), .scale_log2 = p->scale_log2};
     for (uint32_t b0 = 0; b0 < d->batch; b0 += c.nb)
         for (uint32_t g0 = 0; g0 < d->num_kv_heads; g0 += c.ng)
             for (uint32_t hg0 = 0; hg0 < group; hg0 += c.nh)
@@ -282,8 +278,7 @@ static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const 
                     if (r == VKATTN_SUCCESS)
                         r = bind_bhtd(ctx, &p->out, &qb, false, &b[3], &push.o);
                     if (r == VKATTN_SUCCESS)
-                        r = bind_masks(ctx, p, b0, nb, h0, nh, i0, nq, &b[4], &push.m,
-                                       &push.p);
+                        r = bind_masks(ctx, p, b0, nb, h0, nh, i0, nq, &b[4], &push.m, &push.p);
                     if (r != VKATTN_SUCCESS)
                         return r;
                     push.q_len = nq;
@@ -307,7 +302,9 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
     vka_pipeline *pipeline = pr->weights_pipeline;
     vkattn_result r;
 
-    weights_push push = {.kv_len = d->kv_len, .group = group, .scale_log2 = p->scale_log2,
+    weights_push push = {.kv_len = d->kv_len,
+                         .group = group,
+                         .scale_log2 = p->scale_log2,
                          .head_weight = per_head ? 1.0f : 1.0f / (float)d->num_heads};
     for (uint32_t b0 = 0; b0 < d->batch; b0 += c.nb)
         for (uint32_t h0 = 0; h0 < d->num_heads; h0 += c.nh)
@@ -324,8 +321,7 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                 if (r == VKATTN_SUCCESS)
                     r = bind_bhtd(ctx, &p->k, &kb, c.texel, &b[1], &push.k);
                 if (r == VKATTN_SUCCESS)
-                    r = bind_masks(ctx, p, b0, nb, h0, nh, i0, nq, &b[2], &push.m,
-                                   &push.p);
+                    r = bind_masks(ctx, p, b0, nb, h0, nh, i0, nq, &b[2], &push.m, &push.p);
                 if (r == VKATTN_SUCCESS)
                     r = bind_box(ctx, &p->weights, &wb, false, false, &b[4], &w_first);
                 if (r != VKATTN_SUCCESS)
@@ -339,7 +335,8 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                 push.heads = nh;
                 push.head_first = h0 % group;
                 push.causal_shift = causal_shift(p, i0);
-                push.flags = base_flags(p) | (!per_head && h0 > 0 ? ATT_FLAG_WEIGHTS_ACCUMULATE : 0);
+                push.flags =
+                    base_flags(p) | (!per_head && h0 > 0 ? ATT_FLAG_WEIGHTS_ACCUMULATE : 0);
                 r = dispatch(rec, pipeline, b, &push, nq, nh, nb);
                 if (r != VKATTN_SUCCESS)
                     return r;
@@ -347,8 +344,8 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
     return VKATTN_SUCCESS;
 }
 
-vkattn_result vka_att_record_with(vkattn_context *ctx, VkCommandBuffer cmd, const vka_att_problem *p,
-                              const vka_att_config *cfg)
+vkattn_result vka_att_record_with(vkattn_context *ctx, VkCommandBuffer cmd,
+                                  const vka_att_problem *p, const vka_att_config *cfg)
 {
     prepared pr;
     vkattn_result r = prepare(ctx, p, cfg, &pr);

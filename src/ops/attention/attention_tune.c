@@ -31,9 +31,10 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
                         batch, num_heads, num_kv_heads, q_len, kv_len, head_dim);
     char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     if (!vka_dtype_is_float(q_dtype) || !vka_dtype_is_float(kv_dtype))
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        "vkattn_attention_tune: args->q_dtype %s and kv_dtype %s must be f32 or f16",
-                        vka_dtype_text(q_dtype, b1), vka_dtype_text(kv_dtype, b2));
+        return vka_fail(
+            ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+            "vkattn_attention_tune: args->q_dtype %s and kv_dtype %s must be f32 or f16",
+            vka_dtype_text(q_dtype, b1), vka_dtype_text(kv_dtype, b2));
     /* shapes beyond what vka_att_validate accepts are reported by it, by name */
     int64_t qs[4] = {batch, num_heads, q_len, head_dim};
     int64_t ks[4] = {batch, num_kv_heads, kv_len, head_dim};
@@ -70,9 +71,8 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
         double pairs = (double)batch * num_heads * q_len * (double)kv_len * (causal ? 0.5 : 1.0);
         uint32_t best = 0;
         float best_ms = 0;
-        r = vka_tuner_measure(ctx, count, 4.0 * pairs * head_dim > 2e10 ? 3 : 5,
-                              record_candidate, &p, candidates, sizeof candidates[0], &best,
-                              &best_ms);
+        r = vka_tuner_measure(ctx, count, 4.0 * pairs * head_dim > 2e10 ? 3 : 5, record_candidate,
+                              &p, candidates, sizeof candidates[0], &best, &best_ms);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key = {.op = VKA_TUNE_ATTENTION};
             vka_att_tuning_key(&p, key.values);

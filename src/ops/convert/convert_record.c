@@ -12,10 +12,10 @@
 #define PAIRS_PER_INVOCATION 4u
 #define WORKGROUP 64u
 
-#define CONVERT_KERNEL(v, unused)                                                          \
-    {                                                                                      \
-        .name = "convert_" #v, .spirv = &vka_spirv_convert_##v, .binding_count = 2,        \
-        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, .push_size = 16            \
+#define CONVERT_KERNEL(v, unused)                                                   \
+    {                                                                               \
+        .name = "convert_" #v, .spirv = &vka_spirv_convert_##v, .binding_count = 2, \
+        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, .push_size = 16     \
     }
 
 /* [source storage][destination storage] */
@@ -28,8 +28,9 @@ typedef struct convert_push {
     float scale;
 } convert_push;
 
-vkattn_result vka_convert_record(vkattn_context *ctx, VkCommandBuffer cmd, const vkattn_tensor *src_in,
-                                 const vkattn_tensor *dst_in, float scale)
+vkattn_result vka_convert_record(vkattn_context *ctx, VkCommandBuffer cmd,
+                                 const vkattn_tensor *src_in, const vkattn_tensor *dst_in,
+                                 float scale)
 {
     const vkattn_tensor src = *src_in, dst = *dst_in;
     size_t ss = vkattn_dtype_size(src.dtype), ds = vkattn_dtype_size(dst.dtype);
@@ -44,7 +45,8 @@ vkattn_result vka_convert_record(vkattn_context *ctx, VkCommandBuffer cmd, const
 
     /* Windows small enough for one binding each (and for 32-bit indices). */
     uint64_t align = ctx->info.min_storage_buffer_offset_alignment < 16
-                         ? 16 : ctx->info.min_storage_buffer_offset_alignment;
+                         ? 16
+                         : ctx->info.min_storage_buffer_offset_alignment;
     uint64_t max_bytes = vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 31) - 2 * align;
     uint64_t per_window = vka_align_down(max_bytes / (ss > ds ? ss : ds), 2);
     convert_push push = {.scale = scale};
@@ -52,10 +54,10 @@ vkattn_result vka_convert_record(vkattn_context *ctx, VkCommandBuffer cmd, const
         uint64_t count = vka_min_u64((uint64_t)(n - done), per_window);
         vka_binding b[2];
         r = vka_bind_window(ctx, src.buffer, src.offset + done * ss, count * ss, ss, &b[0],
-                               &push.src_offset);
+                            &push.src_offset);
         if (r == VKATTN_SUCCESS)
             r = vka_bind_window(ctx, dst.buffer, dst.offset + done * ds, count * ds, ds, &b[1],
-                                   &push.dst_offset);
+                                &push.dst_offset);
         if (r != VKATTN_SUCCESS)
             return r;
         push.count = (uint32_t)count;

@@ -21,42 +21,43 @@ static vkattn_result check_tensor(vkattn_kv_cache *c, const vkattn_tensor *in, c
         return r;
     if (t->rank != 4)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s.rank is %u: expected 4 ([B, Hq, T, Dh])", what, t->rank);
+                        "%s.rank is %u: expected 4 ([B, Hq, T, Dh])", what, t->rank);
     char b[VKA_DTYPE_TEXT];
     if (!vka_dtype_is_float(t->dtype))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s: f32 or f16", what,
-                           vka_dtype_text(t->dtype, b));
+                        vka_dtype_text(t->dtype, b));
     if (t->shape[1] % c->d.num_kv_heads)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "%s.shape[1] (num_heads) %lld is not a multiple of the cache's "
-                           "num_kv_heads %u",
-                           what, (long long)t->shape[1], c->d.num_kv_heads);
+                        "%s.shape[1] (num_heads) %lld is not a multiple of the cache's "
+                        "num_kv_heads %u",
+                        what, (long long)t->shape[1], c->d.num_kv_heads);
     if (t->shape[1] != c->d.num_heads)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "%s.shape[1] (num_heads) %lld differs from the cache's num_heads %u "
-                           "(its split scratch is laid out for them)",
-                           what, (long long)t->shape[1], c->d.num_heads);
+                        "%s.shape[1] (num_heads) %lld differs from the cache's num_heads %u "
+                        "(its split scratch is laid out for them)",
+                        what, (long long)t->shape[1], c->d.num_heads);
     if (t->shape[3] != c->d.head_dim)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "%s.shape[3] (head_dim) %lld differs from the cache's head_dim %u", what,
-                           (long long)t->shape[3], c->d.head_dim);
+                        "%s.shape[3] (head_dim) %lld differs from the cache's head_dim %u", what,
+                        (long long)t->shape[3], c->d.head_dim);
     if (t->shape[0] > UINT32_MAX || t->shape[2] > UINT32_MAX)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s: batch or tokens too large", what);
     VKA_TRY(vka_tensor_check_rows(ctx, t, what, 4, 16));
-    vka_box box = {{0}, {(uint64_t)t->shape[0], (uint64_t)t->shape[1], (uint64_t)t->shape[2],
-                         (uint64_t)t->shape[3]}};
+    vka_box box = {{0},
+                   {(uint64_t)t->shape[0], (uint64_t)t->shape[1], (uint64_t)t->shape[2],
+                    (uint64_t)t->shape[3]}};
     if (!vka_box_fits_storage(ctx, t, &box))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "%s spans %llu bytes, more than one binding of this device can hold "
-                           "(maxStorageBufferRange %llu)",
-                           what, (unsigned long long)vka_box_bytes(t, &box),
-                           (unsigned long long)ctx->info.max_storage_buffer_range);
+                        "%s spans %llu bytes, more than one binding of this device can hold "
+                        "(maxStorageBufferRange %llu)",
+                        what, (unsigned long long)vka_box_bytes(t, &box),
+                        (unsigned long long)ctx->info.max_storage_buffer_range);
     return VKATTN_SUCCESS;
 }
 
 vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
-                                        const vkattn_tensor *out, float scale, uint32_t kv_splits,
-                                        const char *prefix, vka_kv_attention_problem *p)
+                                     const vkattn_tensor *out, float scale, uint32_t kv_splits,
+                                     const char *prefix, vka_kv_attention_problem *p)
 {
     vkattn_context *ctx = c->ctx;
     memset(p, 0, sizeof *p);
@@ -66,13 +67,16 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
     if (r != VKATTN_SUCCESS)
         return r;
     if (p->out.dtype != p->q.dtype)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%sout.dtype is %s but %sq.dtype is %s: "
-                           "they must be the same", prefix, vkattn_dtype_name(p->out.dtype), prefix,
-                           vkattn_dtype_name(p->q.dtype));
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "%sout.dtype is %s but %sq.dtype is %s: "
+                        "they must be the same",
+                        prefix, vkattn_dtype_name(p->out.dtype), prefix,
+                        vkattn_dtype_name(p->q.dtype));
     for (int d = 0; d < 4; d++)
         if (p->out.shape[d] != p->q.shape[d])
-            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%sout.shape[%d] is %lld but %sq.shape[%d] is %lld",
-                               prefix, d, (long long)p->out.shape[d], prefix, d, (long long)p->q.shape[d]);
+            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                            "%sout.shape[%d] is %lld but %sq.shape[%d] is %lld", prefix, d,
+                            (long long)p->out.shape[d], prefix, d, (long long)p->q.shape[d]);
     char out_name[96], q_name[96];
     snprintf(out_name, sizeof out_name, "%sout", prefix);
     snprintf(q_name, sizeof q_name, "%sq", prefix);
@@ -84,19 +88,21 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
     if (p->new_tokens <= VKA_KV_DECODE_MAX_TOKENS && kv_splits &&
         (uint64_t)kv_splits * p->new_tokens > VKATTN_KV_MAX_SPLIT_ROWS)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%skv_splits %u x %u queries per sequence is %llu split rows, more than "
-                           "VKATTN_KV_MAX_SPLIT_ROWS (%d)", prefix, kv_splits, p->new_tokens,
-                           (unsigned long long)kv_splits * p->new_tokens, VKATTN_KV_MAX_SPLIT_ROWS);
+                        "%skv_splits %u x %u queries per sequence is %llu split rows, more than "
+                        "VKATTN_KV_MAX_SPLIT_ROWS (%d)",
+                        prefix, kv_splits, p->new_tokens,
+                        (unsigned long long)kv_splits * p->new_tokens, VKATTN_KV_MAX_SPLIT_ROWS);
     /* The pools are bound whole: a pool past one window would need the cache
      * to split it. */
     uint64_t pool = c->block_bytes * c->d.num_blocks;
     uint64_t align = ctx->info.min_storage_buffer_offset_alignment;
     if (pool + (align < 16 ? 16 : align) + 4 > vka_storage_window_limit(ctx))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "the cache's K and V pools are %llu bytes each, more than one binding of "
-                           "this device can hold (maxStorageBufferRange %llu): use fewer blocks or "
-                           "sequences per cache", (unsigned long long)pool,
-                           (unsigned long long)ctx->info.max_storage_buffer_range);
+                        "the cache's K and V pools are %llu bytes each, more than one binding of "
+                        "this device can hold (maxStorageBufferRange %llu): use fewer blocks or "
+                        "sequences per cache",
+                        (unsigned long long)pool,
+                        (unsigned long long)ctx->info.max_storage_buffer_range);
     char error[VKA_ERROR_MAX], scale_name[96];
     snprintf(scale_name, sizeof scale_name, "%sscale", prefix);
     double resolved;
@@ -124,7 +130,8 @@ static vkattn_result check_call(vkattn_context *ctx, const void *args, void *che
     if (!a->cache)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL");
     if (a->cache->ctx != ctx)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache belongs to another context");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->cache belongs to another context");
     vka_kv_attention_problem p;
     VKA_TRY(vka_kv_attention_check(a->cache, &a->q, &a->out, a->scale, a->kv_splits, "args->", &p));
     if (p.batch != a->batch)

@@ -126,20 +126,22 @@ static uint32_t auto_splits(const vkattn_context *ctx, const vka_kv_step *step,
 }
 
 /* Texel views of q and both pools, where the device prefers them and they fit. */
-static bool use_texel(vkattn_context *ctx, const vkattn_kv_cache *c, const vka_kv_attention_problem *p)
+static bool use_texel(vkattn_context *ctx, const vkattn_kv_cache *c,
+                      const vka_kv_attention_problem *p)
 {
     if (!ctx->info.texel_inputs)
         return false;
     vkattn_tensor pool = vkattn_tensor_make(c->k, 0, c->d.dtype, 1, NULL);
     pool.shape[0] = (int64_t)(c->block_bytes * c->d.num_blocks / vkattn_dtype_size(c->d.dtype));
     vka_box all = {{0}, {(uint64_t)pool.shape[0], 1, 1, 1}};
-    vka_box qbox = {{0}, {(uint64_t)p->q.shape[0], (uint64_t)p->q.shape[1], (uint64_t)p->q.shape[2],
-                          (uint64_t)p->q.shape[3]}};
+    vka_box qbox = {{0},
+                    {(uint64_t)p->q.shape[0], (uint64_t)p->q.shape[1], (uint64_t)p->q.shape[2],
+                     (uint64_t)p->q.shape[3]}};
     return vka_box_fits_texel(ctx, &pool, &all) && vka_box_fits_texel(ctx, &p->q, &qbox);
 }
 
 void vka_kv_tuning_key(const vkattn_kv_cache *c, vkattn_dtype q_dtype, uint32_t batch,
-                          uint32_t new_tokens, uint32_t length, vka_tuning_key *key)
+                       uint32_t new_tokens, uint32_t length, vka_tuning_key *key)
 {
     static const uint32_t groups[] = {1, 2, 4, 8};
     static const uint32_t tokens[] = {1, 2, 4, 8};
@@ -159,8 +161,8 @@ void vka_kv_tuning_key(const vkattn_kv_cache *c, vkattn_dtype q_dtype, uint32_t 
 /* The stored split count of the shape class, or 0 when there is none (or
  * it does not suit this step): automatic splits then come from the device. */
 static uint32_t tuned_splits(const vkattn_context *ctx, const vkattn_kv_cache *c,
-                                vkattn_dtype q_dtype, uint32_t batch, uint32_t new_tokens,
-                                uint32_t length)
+                             vkattn_dtype q_dtype, uint32_t batch, uint32_t new_tokens,
+                             uint32_t length)
 {
     vka_tuning_key key;
     vka_kv_tuning_key(c, q_dtype, batch, new_tokens, length, &key);
@@ -214,8 +216,8 @@ vkattn_result vka_kv_config_choose(vkattn_context *ctx, const vkattn_kv_cache *c
 
     /* Splits: only on the decode path; automatic ones give way when the
      * split scratch of this batch does not fit one binding. */
-    cfg->scratch_bytes = (uint64_t)p->batch * c->d.num_heads * VKATTN_KV_MAX_SPLIT_ROWS * 4ull *
-                         (c->d.head_dim + 2);
+    cfg->scratch_bytes =
+        (uint64_t)p->batch * c->d.num_heads * VKATTN_KV_MAX_SPLIT_ROWS * 4ull * (c->d.head_dim + 2);
     bool scratch_fits = cfg->scratch_bytes + 256 <= vka_storage_window_limit(ctx);
     uint32_t splits = 1;
     if (decode && p->kv_splits) {
@@ -230,7 +232,8 @@ vkattn_result vka_kv_config_choose(vkattn_context *ctx, const vkattn_kv_cache *c
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                         "kv attention: the split scratch of %u sequences spans %llu bytes, more "
                         "than one binding of this device can hold: use kv_splits 1 or smaller "
-                        "batches", p->batch, (unsigned long long)cfg->scratch_bytes);
+                        "batches",
+                        p->batch, (unsigned long long)cfg->scratch_bytes);
     const uint32_t *max = ctx->info.max_workgroup_count;
     if ((uint64_t)cfg->tiles * splits > max[0] || hkv > max[1] || p->batch > max[2])
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,

@@ -9,18 +9,18 @@
 
 #define TEX VKA_BINDING_TEXEL
 #define STO VKA_BINDING_STORAGE
-#define KV_KERNEL(fam, variant, in, full)                                                    \
-    {                                                                                        \
-        .name = "kv_attention_" #fam "_" #variant,                                           \
-        .spirv = &vka_spirv_kv_attention_##fam##_##variant, .binding_count = 6,           \
-        .bindings = {STO, in, in, in, STO, STO}, .push_size = sizeof(vka_kv_main_push),   \
-        .full_subgroups = full                                                               \
+#define KV_KERNEL(fam, variant, in, full)                                               \
+    {                                                                                   \
+        .name = "kv_attention_" #fam "_" #variant,                                      \
+        .spirv = &vka_spirv_kv_attention_##fam##_##variant, .binding_count = 6,         \
+        .bindings = {STO, in, in, in, STO, STO}, .push_size = sizeof(vka_kv_main_push), \
+        .full_subgroups = full                                                          \
     }
-#define COMBINE_KERNEL(variant)                                                              \
-    {                                                                                        \
-        .name = "kv_attention_combine_" #variant,                                            \
-        .spirv = &vka_spirv_kv_attention_combine_##variant, .binding_count = 2,           \
-        .bindings = {STO, STO}, .push_size = sizeof(vka_kv_combine_push)                  \
+#define COMBINE_KERNEL(variant)                                                 \
+    {                                                                           \
+        .name = "kv_attention_combine_" #variant,                               \
+        .spirv = &vka_spirv_kv_attention_combine_##variant, .binding_count = 2, \
+        .bindings = {STO, STO}, .push_size = sizeof(vka_kv_combine_push)        \
     }
 /* Storage-input variants by [q/out storage][cache storage]. */
 #define KV_STORAGE(v, fam, full) KV_KERNEL(fam, v, STO, full)
@@ -32,24 +32,24 @@ static const vka_kernel sg_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sg, tru
 static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sm, false);
 /* Texel inputs (rgba32f views of f32 data, rgba32ui views of f16 data), by
  * [q/out storage][cache dtype is f16]. */
-#define KV_TEXEL_TABLE(fam, full)                                                            \
-    {                                                                                        \
-        [VKA_STORAGE_F32] = {KV_KERNEL(fam, tex_f32_f32, TEX, full),                      \
-                                KV_KERNEL(fam, tex_f32_f16, TEX, full)},                     \
-        [VKA_STORAGE_F16] = {KV_KERNEL(fam, tex_f16_f32, TEX, full),                      \
-                                KV_KERNEL(fam, tex_f16_f16, TEX, full)},                     \
-        [VKA_STORAGE_F16P] = {KV_KERNEL(fam, tex_f16p_f32, TEX, full),                    \
-                                 KV_KERNEL(fam, tex_f16p_f16, TEX, full)},                   \
+#define KV_TEXEL_TABLE(fam, full)                                       \
+    {                                                                   \
+        [VKA_STORAGE_F32] = {KV_KERNEL(fam, tex_f32_f32, TEX, full),    \
+                             KV_KERNEL(fam, tex_f32_f16, TEX, full)},   \
+        [VKA_STORAGE_F16] = {KV_KERNEL(fam, tex_f16_f32, TEX, full),    \
+                             KV_KERNEL(fam, tex_f16_f16, TEX, full)},   \
+        [VKA_STORAGE_F16P] = {KV_KERNEL(fam, tex_f16p_f32, TEX, full),  \
+                              KV_KERNEL(fam, tex_f16p_f16, TEX, full)}, \
     }
 static const vka_kernel sg_texel[3][2] = KV_TEXEL_TABLE(sg, true);
 static const vka_kernel sm_texel[3][2] = KV_TEXEL_TABLE(sm, false);
 /* The subgroup family's decode kernel (kv_decode_sg.comp), texel inputs
  * only, by [q/out storage][cache dtype is f16]. */
-#define DEC_KERNEL(variant)                                                                  \
-    {                                                                                        \
-        .name = "kv_decode_sg_" #variant, .spirv = &vka_spirv_kv_decode_sg_##variant,     \
-        .binding_count = 6, .bindings = {STO, TEX, TEX, TEX, STO, STO},                      \
-        .push_size = sizeof(vka_kv_main_push), .full_subgroups = true                     \
+#define DEC_KERNEL(variant)                                                           \
+    {                                                                                 \
+        .name = "kv_decode_sg_" #variant, .spirv = &vka_spirv_kv_decode_sg_##variant, \
+        .binding_count = 6, .bindings = {STO, TEX, TEX, TEX, STO, STO},               \
+        .push_size = sizeof(vka_kv_main_push), .full_subgroups = true                 \
     }
 static const vka_kernel dec_texel[3][2] = {
     [VKA_STORAGE_F32] = {DEC_KERNEL(tex_f32_f32), DEC_KERNEL(tex_f32_f16)},
@@ -57,7 +57,7 @@ static const vka_kernel dec_texel[3][2] = {
     [VKA_STORAGE_F16P] = {DEC_KERNEL(tex_f16p_f32), DEC_KERNEL(tex_f16p_f16)},
 };
 static const vka_kernel combine_kernels[3] = {COMBINE_KERNEL(f32), COMBINE_KERNEL(f16),
-                                                 COMBINE_KERNEL(f16p)};
+                                              COMBINE_KERNEL(f16p)};
 
 #define COMBINE_WORKGROUP 64u
 
@@ -77,8 +77,8 @@ static vkattn_result bind_tensor(vkattn_context *ctx, const vkattn_tensor *t, bo
     return vka_bind_window(ctx, t->buffer, t->offset, bytes, 4 * es, b, off);
 }
 
-static vkattn_result bind_pool(vkattn_context *ctx, const vkattn_kv_cache *c, const vkattn_buffer *pool,
-                               bool texel, vka_binding *b)
+static vkattn_result bind_pool(vkattn_context *ctx, const vkattn_kv_cache *c,
+                               const vkattn_buffer *pool, bool texel, vka_binding *b)
 {
     uint64_t bytes = c->block_bytes * c->d.num_blocks;
     uint32_t first;
@@ -136,8 +136,8 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
     memset(plan, 0, sizeof *plan);
     if (step->batch != p->batch)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                        "kv attention: the step has %u sequences but q has batch %u",
-                        step->batch, p->batch);
+                        "kv attention: the step has %u sequences but q has batch %u", step->batch,
+                        p->batch);
     vka_kv_config *cfg = &plan->config;
     VKA_TRY(vka_kv_config_choose(ctx, c, step, p, cfg));
     const uint32_t hkv = c->d.num_kv_heads;
@@ -173,8 +173,7 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
 }
 
 vkattn_result vka_kv_attention_record(vkattn_context *ctx, VkCommandBuffer cmd,
-                                             const vka_kv_attention_plan *plan,
-                                             const vka_binding *meta)
+                                      const vka_kv_attention_plan *plan, const vka_binding *meta)
 {
     vka_binding b[6];
     memcpy(b, plan->bindings, sizeof b);
@@ -184,10 +183,10 @@ vkattn_result vka_kv_attention_record(vkattn_context *ctx, VkCommandBuffer cmd,
      * written by an append or a projection since the metadata barrier. */
     vka_cmd_compute_barrier(ctx, cmd);
     vkattn_result r = vka_cmd_dispatch(ctx, cmd, plan->main, b, &plan->push, plan->grid[0],
-                                          plan->grid[1], plan->grid[2]);
+                                       plan->grid[1], plan->grid[2]);
     if (r != VKATTN_SUCCESS || !plan->combine)
         return r;
     vka_cmd_compute_barrier(ctx, cmd);
     return vka_cmd_dispatch(ctx, cmd, plan->combine, plan->combine_bindings, &plan->combine_push,
-                               plan->combine_grid[0], plan->combine_grid[1], 1);
+                            plan->combine_grid[0], plan->combine_grid[1], 1);
 }

@@ -45,7 +45,8 @@ static vkattn_result fill(vkattn_context *ctx, vkattn_kv_cache *scratch, uint32_
     return r;
 }
 
-vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx, const vkattn_kv_attention_tune_args *args)
+vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx,
+                                       const vkattn_kv_attention_tune_args *args)
 {
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
@@ -94,21 +95,23 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx, const vkattn_kv_atte
     }
     if (r == VKATTN_SUCCESS) {
         call = (vkattn_kv_attention_args){
-            .cache = scratch, .batch = batch, .sequences = sequences,
+            .cache = scratch,
+            .batch = batch,
+            .sequences = sequences,
             .q = vkattn_tensor_make(bq, 0, d.dtype, 4, qs),
             .out = vkattn_tensor_make(bo, 0, d.dtype, 4, qs),
         };
         /* powers of two the step can take (the automatic choice, which a
          * stored entry would steer, is not a candidate of its own) */
         uint32_t count = 0;
-        for (uint32_t s = 1; count < MAX_CANDIDATES && s * new_tokens <= VKATTN_KV_MAX_SPLIT_ROWS &&
-                             s <= length;
+        for (uint32_t s = 1;
+             count < MAX_CANDIDATES && s * new_tokens <= VKATTN_KV_MAX_SPLIT_ROWS && s <= length;
              s *= 2)
             splits[count++] = s;
         uint32_t best = 0;
         float best_ms = 0;
-        r = vka_tuner_measure(ctx, count, 5, record_candidate, &call, splits, sizeof splits[0], &best,
-                              &best_ms);
+        r = vka_tuner_measure(ctx, count, 5, record_candidate, &call, splits, sizeof splits[0],
+                              &best, &best_ms);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key;
             vka_kv_tuning_key(cache, d.dtype, batch, new_tokens, length, &key);

@@ -34,16 +34,16 @@ struct vkattn_kv_cache {
     vkattn_context *ctx;
     vkattn_kv_cache_desc d; /* resolved: block_size and num_blocks filled in */
     bool paged;
-    uint32_t table_width;   /* blocks a sequence can hold: ceil(capacity / block_size) */
-    uint64_t block_bytes;   /* bytes of one block of K (or V) */
-    vkattn_buffer *k, *v;   /* the pools */
-    vkattn_buffer *meta;    /* step metadata */
+    uint32_t table_width; /* blocks a sequence can hold: ceil(capacity / block_size) */
+    uint64_t block_bytes; /* bytes of one block of K (or V) */
+    vkattn_buffer *k, *v; /* the pools */
+    vkattn_buffer *meta;  /* step metadata */
     /* split-KV partial results: [max_sequences][num_heads][VKATTN_KV_MAX_SPLIT_ROWS]
      * rows of Dh + 2 floats (unnormalised output, running max, running sum) */
     vkattn_buffer *split_scratch;
-    uint32_t *lengths;      /* [max_sequences] */
-    uint32_t *tables;       /* [max_sequences][table_width]; UINT32_MAX: no block */
-    uint32_t *free_blocks;  /* stack of free block ids (paged) */
+    uint32_t *lengths;     /* [max_sequences] */
+    uint32_t *tables;      /* [max_sequences][table_width]; UINT32_MAX: no block */
+    uint32_t *free_blocks; /* stack of free block ids (paged) */
     uint32_t free_count;
 };
 
@@ -54,8 +54,8 @@ typedef struct vka_kv_step {
     vkattn_kv_cache *cache;
     uint32_t batch;
     const uint32_t *sequences;
-    uint32_t new_tokens;  /* T: 0 for attention over what is there */
-    uint32_t max_length;  /* the longest sequence after the step */
+    uint32_t new_tokens; /* T: 0 for attention over what is there */
+    uint32_t max_length; /* the longest sequence after the step */
     uint32_t blocks_needed;
 } vka_kv_step;
 
@@ -94,8 +94,8 @@ static inline uint64_t vka_kv_meta_words(const vkattn_kv_cache *c, uint32_t batc
 typedef struct vka_kv_attention_problem {
     vkattn_tensor q, out; /* resolved strides */
     uint32_t batch, num_heads, new_tokens;
-    float scale;          /* resolved: 1/sqrt(Dh) when 0 was given */
-    uint32_t kv_splits;   /* 0: automatic; ignored when new_tokens > 16 */
+    float scale;        /* resolved: 1/sqrt(Dh) when 0 was given */
+    uint32_t kv_splits; /* 0: automatic; ignored when new_tokens > 16 */
 } vka_kv_attention_problem;
 
 /* Checks q/out against the cache and the device (dtypes f32/f16 and equal,
@@ -139,8 +139,8 @@ typedef struct vka_kv_combine_push {
 typedef struct vka_kv_attention_plan {
     vka_kv_config config;
     vka_pipeline *main;
-    vka_pipeline *combine;     /* NULL with one split */
-    vka_binding bindings[6];   /* meta (slot 0) is filled in at record time */
+    vka_pipeline *combine;   /* NULL with one split */
+    vka_binding bindings[6]; /* meta (slot 0) is filled in at record time */
     vka_binding combine_bindings[2];
     vka_kv_main_push push;
     vka_kv_combine_push combine_push;

@@ -46,12 +46,13 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
         return vka_fail(ctx, r, "%s", why);
     /* the kernels bind the step metadata (positions and block tables) whole */
     if (z.meta_bytes > ctx->info.max_storage_buffer_range)
-        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                        "desc: the block tables of %u sequences x %u blocks need %llu bytes of step "
-                        "metadata, more than one binding of this device holds "
-                        "(maxStorageBufferRange %llu)",
-                        d.max_sequences, z.table_width, (unsigned long long)z.meta_bytes,
-                        (unsigned long long)ctx->info.max_storage_buffer_range);
+        return vka_fail(
+            ctx, VKATTN_ERROR_OUT_OF_RANGE,
+            "desc: the block tables of %u sequences x %u blocks need %llu bytes of step "
+            "metadata, more than one binding of this device holds "
+            "(maxStorageBufferRange %llu)",
+            d.max_sequences, z.table_width, (unsigned long long)z.meta_bytes,
+            (unsigned long long)ctx->info.max_storage_buffer_range);
     vkattn_kv_cache *c = vka_alloc(ctx, sizeof *c);
     if (!c)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -106,8 +107,8 @@ static vkattn_result check_sequence(const vkattn_kv_cache *c, uint32_t sequence,
 {
     if (sequence >= c->d.max_sequences)
         return vka_fail(c->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s: sequence %u does not exist (the cache holds sequences 0..%u)", fn,
-                           sequence, c->d.max_sequences - 1);
+                        "%s: sequence %u does not exist (the cache holds sequences 0..%u)", fn,
+                        sequence, c->d.max_sequences - 1);
     return VKATTN_SUCCESS;
 }
 
@@ -119,7 +120,8 @@ vkattn_result vkattn_kv_cache_length(const vkattn_kv_cache *c, uint32_t sequence
     if (r != VKATTN_SUCCESS)
         return r;
     if (!length)
-        return vka_fail(c->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_kv_cache_length: length is NULL");
+        return vka_fail(c->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "vkattn_kv_cache_length: length is NULL");
     *length = c->lengths[sequence];
     return VKATTN_SUCCESS;
 }
@@ -133,8 +135,8 @@ vkattn_result vkattn_kv_cache_truncate(vkattn_kv_cache *c, uint32_t sequence, ui
         return r;
     if (length > c->lengths[sequence])
         return vka_fail(c->ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "vkattn_kv_cache_truncate: length %u is more than sequence %u holds (%u)",
-                           length, sequence, c->lengths[sequence]);
+                        "vkattn_kv_cache_truncate: length %u is more than sequence %u holds (%u)",
+                        length, sequence, c->lengths[sequence]);
     if (c->paged) {
         uint32_t keep = vka_blocks_for(c, length);
         uint32_t *row = c->tables + (size_t)sequence * c->table_width;

@@ -8,12 +8,12 @@
 
 #define WORKGROUP 64u
 
-#define APPEND_KERNEL(s)                                                                     \
-    {                                                                                        \
-        .name = "kv_append_" #s, .spirv = &vka_spirv_kv_append_##s, .binding_count = 5,   \
-        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE,  \
+#define APPEND_KERNEL(s)                                                                \
+    {                                                                                   \
+        .name = "kv_append_" #s, .spirv = &vka_spirv_kv_append_##s, .binding_count = 5, \
+        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE,     \
                      VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},                         \
-        .push_size = 11 * 4                                                                  \
+        .push_size = 11 * 4                                                             \
     }
 
 static const vka_kernel append_kernels[3] = {
@@ -39,17 +39,18 @@ static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, con
     if (r != VKATTN_SUCCESS)
         return r;
     if (out->rank != 4)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: expected 4 ([B, Hkv, T, Dh])",
-                           name, out->rank);
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s.rank is %u: expected 4 ([B, Hkv, T, Dh])", name, out->rank);
     if (out->dtype != c->d.dtype)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s but the cache holds %s",
-                           name, vkattn_dtype_name(out->dtype), vkattn_dtype_name(c->d.dtype));
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "%s.dtype is %s but the cache holds %s", name,
+                        vkattn_dtype_name(out->dtype), vkattn_dtype_name(c->d.dtype));
     const int64_t want[4] = {batch, c->d.num_kv_heads, out->shape[2], c->d.head_dim};
     const char *dim[4] = {"batch", "the cache's num_kv_heads", "", "the cache's head_dim"};
     for (int i = 0; i < 4; i++)
         if (i != 2 && out->shape[i] != want[i])
             return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.shape[%d] is %lld but %s is %lld",
-                               name, i, (long long)out->shape[i], dim[i], (long long)want[i]);
+                            name, i, (long long)out->shape[i], dim[i], (long long)want[i]);
     uint32_t es = (uint32_t)vkattn_dtype_size(out->dtype);
     VKA_TRY(vka_tensor_check_rows(ctx, out, name, 4, 4 * es));
     return VKATTN_SUCCESS;
@@ -61,11 +62,15 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!cmd || !a || !a->cache)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_cmd_kv_cache_append: %s is NULL",
-                           !cmd ? "cmd" : !a ? "args" : "args->cache");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "vkattn_cmd_kv_cache_append: %s is NULL",
+                        !cmd ? "cmd"
+                        : !a ? "args"
+                             : "args->cache");
     vkattn_kv_cache *c = a->cache;
     if (c->ctx != ctx)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache belongs to another context");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->cache belongs to another context");
     vkattn_tensor k, v;
     vkattn_result r = check_input(c, &a->k, "args->k", a->batch, &k);
     if (r == VKATTN_SUCCESS)
@@ -74,14 +79,16 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
         return r;
     if (v.shape[2] != k.shape[2] || memcmp(k.strides, v.strides, sizeof k.strides) != 0)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "args->v must have args->k's shape and strides (tokens %lld vs %lld)",
-                           (long long)v.shape[2], (long long)k.shape[2]);
+                        "args->v must have args->k's shape and strides (tokens %lld vs %lld)",
+                        (long long)v.shape[2], (long long)k.shape[2]);
     if (k.shape[2] > UINT32_MAX)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "args->k.shape[2] is too large");
     uint32_t tokens = (uint32_t)k.shape[2];
     size_t es = vkattn_dtype_size(k.dtype);
-    uint64_t span = (uint64_t)((a->batch - 1) * k.strides[0] + (c->d.num_kv_heads - 1) * k.strides[1] +
-                               (tokens - 1) * k.strides[2] + c->d.head_dim) * es;
+    uint64_t span =
+        (uint64_t)((a->batch - 1) * k.strides[0] + (c->d.num_kv_heads - 1) * k.strides[1] +
+                   (tokens - 1) * k.strides[2] + c->d.head_dim) *
+        es;
     vka_binding b[5];
     uint32_t k_first, v_first, unused;
     r = vka_bind_window(ctx, k.buffer, k.offset, span, 4 * es, &b[1], &k_first);
@@ -107,17 +114,24 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
     uint32_t gx, gy;
     vka_grid_2d(ctx, vka_div_up64(units, spec[0]), &gx, &gy);
     if (gy > ctx->info.max_workgroup_count[1] || units > UINT32_MAX)
-        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "append of %llu vec4s is too large for one dispatch",
-                           (unsigned long long)units);
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "append of %llu vec4s is too large for one dispatch",
+                        (unsigned long long)units);
     r = vka_kv_step_record(&step, cmd, &b[0]);
     if (r != VKATTN_SUCCESS)
         return r;
     append_push push = {
-        .batch = a->batch, .heads = c->d.num_kv_heads, .tokens = tokens, .dh4 = c->d.head_dim / 4,
-        .k_first = k_first, .v_first = v_first,
-        .stride_b = (uint32_t)(k.strides[0] / 4), .stride_h = (uint32_t)(k.strides[1] / 4),
+        .batch = a->batch,
+        .heads = c->d.num_kv_heads,
+        .tokens = tokens,
+        .dh4 = c->d.head_dim / 4,
+        .k_first = k_first,
+        .v_first = v_first,
+        .stride_b = (uint32_t)(k.strides[0] / 4),
+        .stride_h = (uint32_t)(k.strides[1] / 4),
         .stride_t = (uint32_t)(k.strides[2] / 4),
-        .block_size = c->d.block_size, .table_width = c->table_width,
+        .block_size = c->d.block_size,
+        .table_width = c->table_width,
     };
     return vka_cmd_dispatch(ctx, cmd, p, b, &push, gx, gy, 1);
 }

@@ -7,45 +7,46 @@
 #include <string.h>
 
 vkattn_result vka_kv_step_check(vkattn_kv_cache *c, uint32_t batch, const uint32_t *sequences,
-                                   uint32_t new_tokens, const char *what, vka_kv_step *step)
+                                uint32_t new_tokens, const char *what, vka_kv_step *step)
 {
     vkattn_context *ctx = c->ctx;
     if (batch == 0 || !sequences)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s%s", what,
-                           batch == 0 ? "batch is 0" : "sequences is NULL");
+                        batch == 0 ? "batch is 0" : "sequences is NULL");
     memset(step, 0, sizeof *step);
     uint64_t blocks = 0; /* up to batch x table_width: past 2^32 */
     for (uint32_t b = 0; b < batch; b++) {
         uint32_t s = sequences[b];
         if (s >= c->d.max_sequences)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "%ssequences[%u] is %u: the cache holds sequences 0..%u", what, b, s,
-                               c->d.max_sequences - 1);
+                            "%ssequences[%u] is %u: the cache holds sequences 0..%u", what, b, s,
+                            c->d.max_sequences - 1);
         for (uint32_t e = 0; e < b; e++)
             if (sequences[e] == s)
                 return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                                   "%ssequences[%u] and [%u] are both sequence %u", what, e, b, s);
+                                "%ssequences[%u] and [%u] are both sequence %u", what, e, b, s);
         uint32_t len = c->lengths[s];
         if (new_tokens == 0 && len == 0)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "%ssequences[%u]: sequence %u is empty: there is nothing to attend to",
-                               what, b, s);
+                            "%ssequences[%u]: sequence %u is empty: there is nothing to attend to",
+                            what, b, s);
         if ((uint64_t)len + new_tokens > c->d.capacity)
             return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                               "%ssequences[%u]: sequence %u holds %u tokens; %u more exceed the "
-                               "cache's capacity of %u", what, b, s, len, new_tokens, c->d.capacity);
+                            "%ssequences[%u]: sequence %u holds %u tokens; %u more exceed the "
+                            "cache's capacity of %u",
+                            what, b, s, len, new_tokens, c->d.capacity);
         uint32_t after = len + new_tokens;
         if (after > step->max_length)
             step->max_length = after;
         if (c->paged)
-            blocks += vka_blocks_for(c, after) -
-                      vka_blocks_for(c, len);
+            blocks += vka_blocks_for(c, after) - vka_blocks_for(c, len);
     }
     if (c->paged && blocks > c->free_count)
-        return vka_fail(ctx, VKATTN_ERROR_CACHE_FULL,
-                           "KV cache full: the step for %ssequences needs %llu new blocks of %u tokens but "
-                           "the pool has %u free (of %u)",
-                           what, (unsigned long long)blocks, c->d.block_size, c->free_count, c->d.num_blocks);
+        return vka_fail(
+            ctx, VKATTN_ERROR_CACHE_FULL,
+            "KV cache full: the step for %ssequences needs %llu new blocks of %u tokens but "
+            "the pool has %u free (of %u)",
+            what, (unsigned long long)blocks, c->d.block_size, c->free_count, c->d.num_blocks);
     step->cache = c;
     step->batch = batch;
     step->sequences = sequences;
@@ -67,8 +68,7 @@ vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd, v
         uint32_t s = step->sequences[b], len = c->lengths[s], after = len + step->new_tokens;
         uint32_t *row = c->tables + (size_t)s * c->table_width;
         if (c->paged)
-            for (uint32_t i = vka_blocks_for(c, len);
-                 i < vka_blocks_for(c, after); i++)
+            for (uint32_t i = vka_blocks_for(c, len); i < vka_blocks_for(c, after); i++)
                 row[i] = c->free_blocks[--c->free_count];
         c->lengths[s] = after;
         data[b] = len;
@@ -79,8 +79,8 @@ vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd, v
     VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                               .srcAccessMask = VK_ACCESS_SHADER_READ_BIT,
                               .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
-    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                 0, 1, &before, 0, NULL, 0, NULL);
+    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                 VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
     /* vkCmdUpdateBuffer takes at most 65536 bytes per call */
     for (uint64_t at = 0; at < words; at += 16384) {
         uint64_t n = vka_min_u64(words - at, 16384);
@@ -89,8 +89,9 @@ vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd, v
     VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                              .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                              .dstAccessMask = VK_ACCESS_SHADER_READ_BIT};
-    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                 0, 1, &after, 0, NULL, 0, NULL);
+    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &after, 0, NULL, 0,
+                                 NULL);
     vka_free(ctx, data);
     meta->buffer = c->meta;
     meta->offset = 0;

@@ -64,11 +64,10 @@ typedef struct vka_linear_segments_args {
 
 /* Validates everything (args->cache->meta may still be NULL) and records
  * nothing: lets a caller check before it records the step's metadata. */
-vkattn_result vka_linear_segments_check(vkattn_context *ctx,
-                                           const vka_linear_segments_args *args);
+vkattn_result vka_linear_segments_check(vkattn_context *ctx, const vka_linear_segments_args *args);
 
 /* Validates and records. vkattn_cmd_linear is this with one segment. */
 vkattn_result vka_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
-                                         const vka_linear_segments_args *args);
+                                      const vka_linear_segments_args *args);
 
 #endif

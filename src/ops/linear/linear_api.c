@@ -12,20 +12,19 @@ static vkattn_result check_float(vkattn_context *ctx, const vkattn_tensor *t, co
     char b[VKA_DTYPE_TEXT];
     if (!vka_dtype_is_float(t->dtype))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                           "%s.dtype is %s: the linear op takes f32 or f16", what,
-                           vka_dtype_text(t->dtype, b));
+                        "%s.dtype is %s: the linear op takes f32 or f16", what,
+                        vka_dtype_text(t->dtype, b));
     return VKATTN_SUCCESS;
 }
 
-static vkattn_result check_same_dtype(vkattn_context *ctx, const vkattn_tensor *t,
-                                      const char *what, const vkattn_tensor *ref,
-                                      const char *ref_what)
+static vkattn_result check_same_dtype(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
+                                      const vkattn_tensor *ref, const char *ref_what)
 {
     char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     if (t->dtype != ref->dtype)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                           "%s.dtype %s differs from %s.dtype %s: they must be the same", what,
-                           vka_dtype_text(t->dtype, b1), ref_what, vka_dtype_text(ref->dtype, b2));
+                        "%s.dtype %s differs from %s.dtype %s: they must be the same", what,
+                        vka_dtype_text(t->dtype, b1), ref_what, vka_dtype_text(ref->dtype, b2));
     return VKATTN_SUCCESS;
 }
 
@@ -34,7 +33,7 @@ static vkattn_result check_rank(vkattn_context *ctx, const vkattn_tensor *t, con
 {
     if (t->rank != a && t->rank != b)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: it must be %s", what,
-                           t->rank, layout);
+                        t->rank, layout);
     return VKATTN_SUCCESS;
 }
 
@@ -43,7 +42,7 @@ static vkattn_result check_dim(vkattn_context *ctx, const vkattn_tensor *t, cons
 {
     if (t->shape[i] != want)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.shape[%u] is %lld but %s is %lld",
-                           what, i, (long long)t->shape[i], meaning, (long long)want);
+                        what, i, (long long)t->shape[i], meaning, (long long)want);
     return VKATTN_SUCCESS;
 }
 
@@ -65,38 +64,41 @@ static vkattn_result check_pool_targets(vkattn_context *ctx, const vka_linear_se
         if (s->target != VKA_LINEAR_TO_DST && s->target != VKA_LINEAR_TO_K_POOL &&
             s->target != VKA_LINEAR_TO_V_POOL)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "args->segments[%u].target is %d: it must be VKA_LINEAR_TO_DST, "
-                               "_TO_K_POOL or _TO_V_POOL", i, (int)s->target);
+                            "args->segments[%u].target is %d: it must be VKA_LINEAR_TO_DST, "
+                            "_TO_K_POOL or _TO_V_POOL",
+                            i, (int)s->target);
         if (!is_pool(s))
             continue;
         if (!a->cache || !a->cache->cache)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "args->segments[%u] targets the %s but args->cache%s is NULL", i,
-                               pool_name(s), a->cache ? "->cache" : "");
+                            "args->segments[%u] targets the %s but args->cache%s is NULL", i,
+                            pool_name(s), a->cache ? "->cache" : "");
         if (seen & (1u << s->target))
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "args->segments[%u] targets the %s, which an earlier segment "
-                               "writes already", i, pool_name(s));
+                            "args->segments[%u] targets the %s, which an earlier segment "
+                            "writes already",
+                            i, pool_name(s));
         seen |= 1u << s->target;
         if (s->dst.buffer)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "args->segments[%u].dst.buffer is set but the segment targets the "
-                               "%s: leave dst zero", i, pool_name(s));
+                            "args->segments[%u].dst.buffer is set but the segment targets the "
+                            "%s: leave dst zero",
+                            i, pool_name(s));
         p->pool_segments |= 1u << i;
     }
     if (!a->cache)
         return VKATTN_SUCCESS;
     if (!p->pool_segments)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->cache is set but no segment targets the K or V pool");
+                        "args->cache is set but no segment targets the K or V pool");
     const vkattn_kv_cache *c = a->cache->cache;
     if (c->ctx != ctx)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->cache->cache belongs to another context");
+                        "args->cache->cache belongs to another context");
     if (a->cache->batch == 0 || a->cache->batch > c->d.max_sequences)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->cache->batch is %u: it must be 1..%u (the cache's max_sequences)",
-                           a->cache->batch, c->d.max_sequences);
+                        "args->cache->batch is %u: it must be 1..%u (the cache's max_sequences)",
+                        a->cache->batch, c->d.max_sequences);
     if (a->cache->new_tokens == 0)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache->new_tokens is 0");
     /* The pools are bound whole: which rows a step touches is only known on
@@ -105,16 +107,18 @@ static vkattn_result check_pool_targets(vkattn_context *ctx, const vka_linear_se
     uint64_t limit = vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
     if (vka_align_up(pool, 4) > limit)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "args->cache->cache: its K and V pools are %llu bytes each, more than "
-                           "one binding of this device holds (maxStorageBufferRange %llu): the "
-                           "projection cannot append to them", (unsigned long long)pool,
-                           (unsigned long long)ctx->info.max_storage_buffer_range);
+                        "args->cache->cache: its K and V pools are %llu bytes each, more than "
+                        "one binding of this device holds (maxStorageBufferRange %llu): the "
+                        "projection cannot append to them",
+                        (unsigned long long)pool,
+                        (unsigned long long)ctx->info.max_storage_buffer_range);
     const vka_binding *m = a->cache->meta;
     if (m && (m->buffer != c->meta || m->offset != 0 ||
               m->range < 4 * vka_kv_meta_words(c, a->cache->batch)))
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->cache->meta is not the cache's step metadata for %u sequences "
-                           "(use the binding vka_kv_step_record returned)", a->cache->batch);
+                        "args->cache->meta is not the cache's step metadata for %u sequences "
+                        "(use the binding vka_kv_step_record returned)",
+                        a->cache->batch);
     p->cache = c;
     p->batch = a->cache->batch;
     if (m)
@@ -132,16 +136,17 @@ static vkattn_result check_pool_segment(vkattn_context *ctx, const vka_linear_se
     char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     if (p->x.dtype != d->dtype)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                           "args->x.dtype %s differs from the cache's dtype %s: segment %u writes "
-                           "its %s in x's dtype", vka_dtype_text(p->x.dtype, b1),
-                           vka_dtype_text(d->dtype, b2), i, pool_name(s));
+                        "args->x.dtype %s differs from the cache's dtype %s: segment %u writes "
+                        "its %s in x's dtype",
+                        vka_dtype_text(p->x.dtype, b1), vka_dtype_text(d->dtype, b2), i,
+                        pool_name(s));
     if (s->head_dim != d->head_dim ||
         (uint64_t)s->columns != (uint64_t)d->num_kv_heads * d->head_dim)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "args->segments[%u] (%s) has columns %u, head_dim %u but the cache "
-                           "holds %u KV heads x head_dim %u (columns %u)", i, pool_name(s),
-                           s->columns, s->head_dim, d->num_kv_heads, d->head_dim,
-                           d->num_kv_heads * d->head_dim);
+                        "args->segments[%u] (%s) has columns %u, head_dim %u but the cache "
+                        "holds %u KV heads x head_dim %u (columns %u)",
+                        i, pool_name(s), s->columns, s->head_dim, d->num_kv_heads, d->head_dim,
+                        d->num_kv_heads * d->head_dim);
     vkattn_buffer *pool = s->target == VKA_LINEAR_TO_K_POOL ? c->k : c->v;
     int64_t elements = (int64_t)(c->block_bytes * d->num_blocks / vkattn_dtype_size(d->dtype));
     p->dst[i] = vkattn_tensor_make(pool, 0, d->dtype, 1, &elements);
@@ -154,12 +159,13 @@ static vkattn_result check_pool_rows(vkattn_context *ctx, const vka_linear_segme
 {
     if (p->B != a->cache->batch)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "the batch of args->x is %llu but args->cache->batch is %u",
-                           (unsigned long long)p->B, a->cache->batch);
+                        "the batch of args->x is %llu but args->cache->batch is %u",
+                        (unsigned long long)p->B, a->cache->batch);
     if (p->T != a->cache->new_tokens)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "the rows per batch of args->x are %llu but args->cache->new_tokens "
-                           "is %u", (unsigned long long)p->T, a->cache->new_tokens);
+                        "the rows per batch of args->x are %llu but args->cache->new_tokens "
+                        "is %u",
+                        (unsigned long long)p->T, a->cache->new_tokens);
     return VKATTN_SUCCESS;
 }
 
@@ -169,8 +175,8 @@ static vkattn_result check_not_pool(vkattn_context *ctx, const vka_linear_proble
 {
     if (p->cache && t->buffer && (t->buffer == p->cache->k || t->buffer == p->cache->v))
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "%s lies in a pool of args->cache->cache, which the projection writes",
-                           what);
+                        "%s lies in a pool of args->cache->cache, which the projection writes",
+                        what);
     return VKATTN_SUCCESS;
 }
 
@@ -182,8 +188,8 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
     memset(p, 0, sizeof *p);
     if (a->segment_count < 1 || a->segment_count > VKA_LINEAR_MAX_SEGMENTS)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->segment_count is %u: it must be 1..%d", a->segment_count,
-                           VKA_LINEAR_MAX_SEGMENTS);
+                        "args->segment_count is %u: it must be 1..%d", a->segment_count,
+                        VKA_LINEAR_MAX_SEGMENTS);
     VKA_TRY(check_pool_targets(ctx, a, p));
     VKA_TRY(vka_tensor_resolve(ctx, &a->x, "args->x", &p->x));
     VKA_TRY(vka_tensor_resolve(ctx, &a->w, "args->w", &p->w));
@@ -236,8 +242,8 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
         const vka_linear_segment *s = &a->segments[i];
         if (s->columns == 0 || s->head_dim == 0 || s->columns % s->head_dim)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "args->segments[%u]: head_dim %u must divide columns %u (both >= 1)",
-                               i, s->head_dim, s->columns);
+                            "args->segments[%u]: head_dim %u must divide columns %u (both >= 1)", i,
+                            s->head_dim, s->columns);
         p->seg_start[i] = columns;
         p->head_dim[i] = s->head_dim;
         columns += s->columns;
@@ -248,7 +254,7 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
         const vkattn_tensor *d = &p->dst[i];
         VKA_TRY(check_dim(ctx, d, dst_names[i], 0, (int64_t)p->B, "the batch of args->x"));
         VKA_TRY(check_dim(ctx, d, dst_names[i], 1, s->columns / s->head_dim,
-                      "the segment's heads (columns / head_dim)"));
+                          "the segment's heads (columns / head_dim)"));
         VKA_TRY(check_dim(ctx, d, dst_names[i], 2, (int64_t)p->T, "the rows per batch of args->x"));
         VKA_TRY(check_dim(ctx, d, dst_names[i], 3, s->head_dim, "the segment's head_dim"));
     }
@@ -256,13 +262,13 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
     p->segment_count = a->segment_count;
     if (columns != p->N)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "the segments' columns add up to %llu but args->w.shape[0] (N) is %llu",
-                           (unsigned long long)columns, (unsigned long long)p->N);
+                        "the segments' columns add up to %llu but args->w.shape[0] (N) is %llu",
+                        (unsigned long long)columns, (unsigned long long)p->N);
     if (p->M > UINT32_MAX || p->N > UINT32_MAX || p->K > UINT32_MAX)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "linear of %llux%llux%llu (M x N x K): each must be below 2^32",
-                           (unsigned long long)p->M, (unsigned long long)p->N,
-                           (unsigned long long)p->K);
+                        "linear of %llux%llux%llu (M x N x K): each must be below 2^32",
+                        (unsigned long long)p->M, (unsigned long long)p->N,
+                        (unsigned long long)p->K);
 
     VKA_TRY(check_not_pool(ctx, p, &p->x, "args->x"));
     VKA_TRY(check_not_pool(ctx, p, &p->w, "args->w"));
@@ -282,33 +288,32 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
 static const char *const segment_names[] = {"args->segments[0].dst", "args->segments[1].dst",
                                             "args->segments[2].dst"};
 
-vkattn_result vka_linear_segments_check(vkattn_context *ctx,
-                                           const vka_linear_segments_args *args)
+vkattn_result vka_linear_segments_check(vkattn_context *ctx, const vka_linear_segments_args *args)
 {
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!args)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vka_linear_segments_check: args is NULL");
+                        "vka_linear_segments_check: args is NULL");
     vka_linear_problem p;
     return validate(ctx, args, segment_names, &p);
 }
 
 vkattn_result vka_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
-                                         const vka_linear_segments_args *args)
+                                      const vka_linear_segments_args *args)
 {
     VKA_TRY(vka_check_entry(ctx, "vka_cmd_linear_segments", true, cmd, args));
     if (args->cache && !args->cache->meta)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->cache->meta is NULL: record the step's metadata first "
-                           "(vka_kv_step_record)");
+                        "args->cache->meta is NULL: record the step's metadata first "
+                        "(vka_kv_step_record)");
     vka_linear_problem p;
     VKA_TRY(validate(ctx, args, segment_names, &p));
     return vka_linear_record(ctx, cmd, &p, NULL);
 }
 
 vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_args *args,
-                                          vka_linear_problem *p)
+                                       vka_linear_problem *p)
 {
     /* y's own shape checks, then y viewed as [B, 1, T, N] (one head of N). */
     vkattn_tensor x, w, y;
@@ -319,7 +324,7 @@ vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_
     VKA_TRY(check_rank(ctx, &w, "args->w", 2, 2, "2 [N, K]"));
     if (y.rank != x.rank)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "args->y.rank %u differs from args->x.rank %u", y.rank, x.rank);
+                        "args->y.rank %u differs from args->x.rank %u", y.rank, x.rank);
     for (uint32_t i = 0; i + 1 < x.rank; i++)
         VKA_TRY(check_dim(ctx, &y, "args->y", i, x.shape[i], "the same dimension of args->x"));
     VKA_TRY(check_dim(ctx, &y, "args->y", y.rank - 1, w.shape[0], "args->w.shape[0] (N)"));
@@ -335,8 +340,8 @@ vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_
         VKA_TRY(vka_tensor_check_rows(ctx, &b, "args->b", 1, 16));
     }
     if (args->w.shape[0] > UINT32_MAX)
-        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "args->w.shape[0] (N) %lld exceeds 2^32 - 1",
-                           (long long)args->w.shape[0]);
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "args->w.shape[0] (N) %lld exceeds 2^32 - 1", (long long)args->w.shape[0]);
 
     vka_linear_segments_args s;
     memset(&s, 0, sizeof s);

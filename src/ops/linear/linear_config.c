@@ -95,7 +95,7 @@ static uint32_t subgroup_input(const vkattn_context *ctx, const vka_linear_probl
 }
 
 bool vka_linear_config_valid(const vkattn_context *ctx, const vka_linear_problem *p,
-                                const vka_linear_config *c)
+                             const vka_linear_config *c)
 {
     uint32_t max_wg = vka_max_workgroup(ctx), sg = vka_subgroup_size(ctx);
     if (c->input >= LINEAR_INPUT_COUNT)
@@ -135,7 +135,7 @@ bool vka_linear_config_valid(const vkattn_context *ctx, const vka_linear_problem
 }
 
 void vka_linear_config_default(const vkattn_context *ctx, const vka_linear_problem *p,
-                                  vka_linear_config *c)
+                               vka_linear_config *c)
 {
     bool gemv = p->M <= LINEAR_GEMV_MAX_ROWS;
     memset(c, 0, sizeof *c);
@@ -174,7 +174,7 @@ void vka_linear_tuning_key(const vka_linear_problem *p, uint32_t key[7])
 }
 
 void vka_linear_config_choose(const vkattn_context *ctx, const vka_linear_problem *p,
-                                 vka_linear_config *c)
+                              vka_linear_config *c)
 {
     vka_tuning_key key = {.op = VKA_TUNE_LINEAR};
     vka_linear_tuning_key(p, key.values);
@@ -201,7 +201,7 @@ static void add(const vkattn_context *ctx, const vka_linear_problem *p, vka_line
 }
 
 uint32_t vka_linear_config_candidates(const vkattn_context *ctx, const vka_linear_problem *p,
-                                         vka_linear_config *out, uint32_t max)
+                                      vka_linear_config *out, uint32_t max)
 {
     uint32_t n = 0;
     vka_linear_config def;
@@ -214,7 +214,7 @@ uint32_t vka_linear_config_candidates(const vkattn_context *ctx, const vka_linea
                           gemv ? (uint32_t)GEMV_SH_PRESETS : (uint32_t)SH_PRESETS};
     for (int f = 0; f < 2; f++) {
         /* every preset with the family's preferred binding ... */
-        uint32_t in = f == 0                  ? subgroup_input(ctx, p)
+        uint32_t in = f == 0                   ? subgroup_input(ctx, p)
                       : ctx->info.texel_inputs ? LINEAR_INPUT_TEXEL
                                                : LINEAR_INPUT_STORAGE;
         for (uint32_t preset = 0; preset < counts[f]; preset++)
@@ -239,7 +239,7 @@ static uint32_t pow2_at_most(uint32_t v)
 }
 
 void vka_linear_plan_make(const vkattn_context *ctx, const vka_linear_problem *p,
-                             const vka_linear_config *c, vka_linear_plan *plan)
+                          const vka_linear_config *c, vka_linear_plan *plan)
 {
     const vkattn_device_info *in = &ctx->info;
     uint32_t sg = vka_subgroup_size(ctx), max_wg = vka_max_workgroup(ctx);
@@ -285,7 +285,8 @@ void vka_linear_plan_make(const vkattn_context *ctx, const vka_linear_problem *p
     case LINEAR_FAM_GEMV_SG: {
         const gemv_preset *s = &gemv_sg_presets[c->preset];
         uint32_t teams = max_wg / sg < s->teams ? max_wg / sg : s->teams;
-        memcpy(plan->spec, (uint32_t[]){teams * sg, sg, mr, s->nr, s->unroll}, 5 * sizeof(uint32_t));
+        memcpy(plan->spec, (uint32_t[]){teams * sg, sg, mr, s->nr, s->unroll},
+               5 * sizeof(uint32_t));
         plan->spec_count = 5;
         plan->tile_m = mr;
         plan->tile_n = (uint64_t)teams * s->nr;

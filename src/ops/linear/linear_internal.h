@@ -26,10 +26,10 @@ typedef struct vka_linear_problem {
     /* A segment's destination; for a pool segment, the whole pool as a rank-1
      * tensor (bound whole: the rows' places are only known on the GPU). */
     vkattn_tensor dst[VKA_LINEAR_MAX_SEGMENTS];
-    uint32_t pool_segments;        /* bit s: segment s appends to a pool */
-    const vkattn_kv_cache *cache;  /* with pool segments, else NULL */
-    vka_binding meta;           /* the step's metadata (recording only) */
-    uint32_t batch;                /* rows of the metadata (= B) */
+    uint32_t pool_segments;                          /* bit s: segment s appends to a pool */
+    const vkattn_kv_cache *cache;                    /* with pool segments, else NULL */
+    vka_binding meta;                                /* the step's metadata (recording only) */
+    uint32_t batch;                                  /* rows of the metadata (= B) */
     uint64_t seg_start[VKA_LINEAR_MAX_SEGMENTS + 1]; /* first column; [count] = N */
     uint64_t head_dim[VKA_LINEAR_MAX_SEGMENTS];
     uint64_t B, T, M, N, K;
@@ -69,20 +69,20 @@ typedef struct vka_linear_config {
  * the context's flags, rows within the family's reach, tiles within the
  * device's workgroup and shared-memory limits). */
 bool vka_linear_config_valid(const vkattn_context *ctx, const vka_linear_problem *p,
-                                const vka_linear_config *c);
+                             const vka_linear_config *c);
 /* The built-in choice for this device and shape. */
 void vka_linear_config_default(const vkattn_context *ctx, const vka_linear_problem *p,
-                                  vka_linear_config *c);
+                               vka_linear_config *c);
 /* The tuned configuration of p's shape class if the table has a valid one,
  * else the built-in choice. */
 void vka_linear_config_choose(const vkattn_context *ctx, const vka_linear_problem *p,
-                                 vka_linear_config *c);
+                              vka_linear_config *c);
 /* p's shape class (see linear_config.c for the meaning of the values). */
 void vka_linear_tuning_key(const vka_linear_problem *p, uint32_t op_key[7]);
 /* The candidates the tuner times for p, valid on this device; returns the
  * count (at most `max`). */
 uint32_t vka_linear_config_candidates(const vkattn_context *ctx, const vka_linear_problem *p,
-                                         vka_linear_config *out, uint32_t max);
+                                      vka_linear_config *out, uint32_t max);
 
 /* What a configuration becomes for one problem: the kernel family, its
  * specialization constants and the work one workgroup covers. */
@@ -90,22 +90,22 @@ typedef struct vka_linear_plan {
     uint32_t family, input;
     uint32_t spec[7];
     uint32_t spec_count;
-    uint64_t tile_m, tile_n; /* rows / columns of y per workgroup */
-    bool rows_in_x;          /* grid x = row blocks (else column blocks) */
+    uint64_t tile_m, tile_n;     /* rows / columns of y per workgroup */
+    bool rows_in_x;              /* grid x = row blocks (else column blocks) */
     uint64_t max_rows, max_cols; /* per dispatch, from maxComputeWorkGroupCount */
 } vka_linear_plan;
 
 void vka_linear_plan_make(const vkattn_context *ctx, const vka_linear_problem *p,
-                             const vka_linear_config *c, vka_linear_plan *plan);
+                          const vka_linear_config *c, vka_linear_plan *plan);
 
 /* Records the dispatches (and barriers between them) of a validated problem
  * with configuration `c` (NULL: the tuned or built-in choice). Fails without
  * recording anything when no split fits the device. */
 vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
-                                   const vka_linear_problem *p, const vka_linear_config *c);
+                                const vka_linear_problem *p, const vka_linear_config *c);
 
 /* Validates a plain vkattn_linear_args into a problem (one segment). */
 vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_args *args,
-                                          vka_linear_problem *p);
+                                       vka_linear_problem *p);
 
 #endif

@@ -25,34 +25,39 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
 
 /* Bindings: 0 x, 1 w (texel or storage), 2 bias, 3..5 the segments' dst (or
  * KV cache pools), 6 the KV cache step's metadata (read only). */
-#define LINEAR_KERNEL(fam, mode, full, x, w)                                                \
-    [KIND_##x][KIND_##w] = {.name = "linear_" #fam "_" #mode "_" #x "_" #w,                 \
-                            .spirv = &vka_spirv_linear_##fam##_##mode##_##x##_##w,        \
-                            .binding_count = 7,                                              \
-                            .bindings = {IN_##mode, IN_##mode, VKA_BINDING_STORAGE,       \
-                                         VKA_BINDING_STORAGE, VKA_BINDING_STORAGE,     \
-                                         VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},    \
-                            .push_size = sizeof(linear_push),                                \
+#define LINEAR_KERNEL(fam, mode, full, x, w)                                        \
+    [KIND_##x][KIND_##w] = {.name = "linear_" #fam "_" #mode "_" #x "_" #w,         \
+                            .spirv = &vka_spirv_linear_##fam##_##mode##_##x##_##w,  \
+                            .binding_count = 7,                                     \
+                            .bindings = {IN_##mode, IN_##mode, VKA_BINDING_STORAGE, \
+                                         VKA_BINDING_STORAGE, VKA_BINDING_STORAGE,  \
+                                         VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, \
+                            .push_size = sizeof(linear_push),                       \
                             .full_subgroups = full}
 /* Every operand pair but f32 x f32; a device uses one f16 path, so f16 and
  * f16p never meet. */
-#define LINEAR_KERNELS_F16(fam, mode, full)                                                  \
-    LINEAR_KERNEL(fam, mode, full, f32, f16), LINEAR_KERNEL(fam, mode, full, f32, f16p),      \
-        LINEAR_KERNEL(fam, mode, full, f16, f32), LINEAR_KERNEL(fam, mode, full, f16, f16),   \
+#define LINEAR_KERNELS_F16(fam, mode, full)                                                 \
+    LINEAR_KERNEL(fam, mode, full, f32, f16), LINEAR_KERNEL(fam, mode, full, f32, f16p),    \
+        LINEAR_KERNEL(fam, mode, full, f16, f32), LINEAR_KERNEL(fam, mode, full, f16, f16), \
         LINEAR_KERNEL(fam, mode, full, f16p, f32), LINEAR_KERNEL(fam, mode, full, f16p, f16p)
-#define LINEAR_KERNELS(fam, mode, full)                                                      \
-    {LINEAR_KERNEL(fam, mode, full, f32, f32), LINEAR_KERNELS_F16(fam, mode, full)}
+#define LINEAR_KERNELS(fam, mode, full)                                               \
+    {                                                                                 \
+        LINEAR_KERNEL(fam, mode, full, f32, f32), LINEAR_KERNELS_F16(fam, mode, full) \
+    }
 /* texp exists where an operand is f16 (f32 x f32 reads like tex). */
-#define LINEAR_KERNELS_TEXP(fam, full) {LINEAR_KERNELS_F16(fam, texp, full)}
-#define LINEAR_FAMILY(fam, full)                                                             \
-    {                                                                                        \
+#define LINEAR_KERNELS_TEXP(fam, full)      \
+    {                                       \
+        LINEAR_KERNELS_F16(fam, texp, full) \
+    }
+#define LINEAR_FAMILY(fam, full)                                                                  \
+    {                                                                                             \
         [MODE_TEX] = LINEAR_KERNELS(fam, tex, full), [MODE_VEC] = LINEAR_KERNELS(fam, vec, full), \
         [MODE_SCA] = LINEAR_KERNELS(fam, sca, full), [MODE_TEXP] = LINEAR_KERNELS_TEXP(fam, full) \
     }
-#define LINEAR_FAMILY_NO_TEXP(fam, full)                                                     \
-    {                                                                                        \
+#define LINEAR_FAMILY_NO_TEXP(fam, full)                                                          \
+    {                                                                                             \
         [MODE_TEX] = LINEAR_KERNELS(fam, tex, full), [MODE_VEC] = LINEAR_KERNELS(fam, vec, full), \
-        [MODE_SCA] = LINEAR_KERNELS(fam, sca, full)                                          \
+        [MODE_SCA] = LINEAR_KERNELS(fam, sca, full)                                               \
     }
 
 /* Mirrors the push constants of shaders/linear_io.glsl (128 bytes: the
@@ -159,7 +164,8 @@ enum { BIND_STORAGE, BIND_TEXEL, BIND_PACKED };
 
 static bool window_fits(const vkattn_context *ctx, const vkattn_tensor *t, span s, int kind)
 {
-    if (kind != BIND_STORAGE && !t->buffer->texel_ok) /* a host buffer without uniform-texel usage */
+    if (kind != BIND_STORAGE &&
+        !t->buffer->texel_ok) /* a host buffer without uniform-texel usage */
         return false;
     uint64_t es = vkattn_dtype_size(t->dtype);
     uint64_t off = t->offset + s.lo * es, bytes = (s.hi - s.lo) * es;
@@ -173,7 +179,8 @@ static bool window_fits(const vkattn_context *ctx, const vkattn_tensor *t, span 
         return range / texel_bytes <= limit;
     }
     uint64_t align = ctx->info.min_storage_buffer_offset_alignment < 16
-                         ? 16 : ctx->info.min_storage_buffer_offset_alignment;
+                         ? 16
+                         : ctx->info.min_storage_buffer_offset_alignment;
     uint64_t limit = vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
     return vka_align_up(off - vka_align_down(off, align) + bytes, 4) <= limit;
 }
@@ -256,15 +263,15 @@ static vkattn_result bind(vkattn_context *ctx, const vkattn_tensor *t, span s, i
     if (kind == BIND_PACKED) {
         /* 16-byte texels over the halves: a float view's window, read as uint */
         r = vka_bind_texel_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es,
-                                     VKATTN_DTYPE_F32, b, &first);
+                                  VKATTN_DTYPE_F32, b, &first);
         b->format = VK_FORMAT_R32G32B32A32_UINT;
         first *= 2; /* floats -> halves */
     } else if (kind == BIND_TEXEL) {
         r = vka_bind_texel_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es,
-                                     t->dtype, b, &first);
+                                  t->dtype, b, &first);
     } else {
         r = vka_bind_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es, es, b,
-                               &first);
+                            &first);
     }
     *base = first - (uint32_t)s.lo; /* wraps: see the top of this file */
     return r;
@@ -276,7 +283,8 @@ static bool rows_aligned(const vka_linear_problem *p, uint64_t n)
 {
     uint64_t xe = p->x.offset / vkattn_dtype_size(p->x.dtype);
     uint64_t we = p->w.offset / vkattn_dtype_size(p->w.dtype);
-    uint64_t nx = p->x.dtype == VKATTN_DTYPE_F16 ? n : 4, nw = p->w.dtype == VKATTN_DTYPE_F16 ? n : 4;
+    uint64_t nx = p->x.dtype == VKATTN_DTYPE_F16 ? n : 4,
+             nw = p->w.dtype == VKATTN_DTYPE_F16 ? n : 4;
     return p->K % n == 0 && xe % nx == 0 && p->x_sb % nx == 0 && p->x_st % nx == 0 &&
            we % nw == 0 && p->w_sn % nw == 0;
 }
@@ -285,14 +293,15 @@ static bool has_kernel(const vkattn_context *ctx, const vka_linear_problem *p, u
                        int mode)
 {
     return linear_kernels[family][mode][vka_storage_kind(ctx, p->x.dtype)]
-                         [vka_storage_kind(ctx, p->w.dtype)].spirv != NULL;
+                         [vka_storage_kind(ctx, p->w.dtype)]
+                             .spirv != NULL;
 }
 
 /* The shader input mode and the split for a plan: the preferred binding
  * where alignment allows and its windows fit in no more dispatches than
  * storage windows need, else storage (vec4 loads where rows are aligned). */
-static bool choose_mode(vkattn_context *ctx, const vka_linear_problem *p,
-                        const vka_linear_plan *c, int *mode, uint64_t *mc, uint64_t *nc)
+static bool choose_mode(vkattn_context *ctx, const vka_linear_problem *p, const vka_linear_plan *c,
+                        int *mode, uint64_t *mc, uint64_t *nc)
 {
     *mode = rows_aligned(p, 4) ? MODE_VEC : MODE_SCA;
     if (!split_find(ctx, p, c, *mode, mc, nc))
@@ -305,7 +314,8 @@ static bool choose_mode(vkattn_context *ctx, const vka_linear_problem *p,
         uint64_t tmc, tnc;
         if (tries[i] == MODE_TEXP && !rows_aligned(p, 8))
             continue;
-        if (!has_kernel(ctx, p, c->family, tries[i]) || !split_find(ctx, p, c, tries[i], &tmc, &tnc))
+        if (!has_kernel(ctx, p, c->family, tries[i]) ||
+            !split_find(ctx, p, c, tries[i], &tmc, &tnc))
             continue;
         if (vka_div_up64(p->M, tmc) * vka_div_up64(p->N, tnc) <= dispatches) {
             *mode = tries[i];
@@ -318,7 +328,7 @@ static bool choose_mode(vkattn_context *ctx, const vka_linear_problem *p,
 }
 
 vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
-                                   const vka_linear_problem *p, const vka_linear_config *cfg)
+                                const vka_linear_problem *p, const vka_linear_config *cfg)
 {
     vka_linear_config chosen;
     if (!cfg) {
@@ -326,10 +336,10 @@ vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
         cfg = &chosen;
     } else if (!vka_linear_config_valid(ctx, p, cfg)) {
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                           "linear: configuration (family %u, input %u, preset %u) cannot run "
-                           "%llux%llux%llu on this device", cfg->family, cfg->input, cfg->preset,
-                           (unsigned long long)p->M, (unsigned long long)p->N,
-                           (unsigned long long)p->K);
+                        "linear: configuration (family %u, input %u, preset %u) cannot run "
+                        "%llux%llux%llu on this device",
+                        cfg->family, cfg->input, cfg->preset, (unsigned long long)p->M,
+                        (unsigned long long)p->N, (unsigned long long)p->K);
     }
     vka_linear_plan c;
     vka_linear_plan_make(ctx, p, cfg, &c);
@@ -337,13 +347,13 @@ vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
     uint64_t mc, nc;
     if (!choose_mode(ctx, p, &c, &mode, &mc, &nc))
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "linear: no split of %llux%llux%llu fits the device's "
-                           "maxStorageBufferRange %llu (a single row is too long)",
-                           (unsigned long long)p->M, (unsigned long long)p->N,
-                           (unsigned long long)p->K,
-                           (unsigned long long)ctx->info.max_storage_buffer_range);
+                        "linear: no split of %llux%llux%llu fits the device's "
+                        "maxStorageBufferRange %llu (a single row is too long)",
+                        (unsigned long long)p->M, (unsigned long long)p->N,
+                        (unsigned long long)p->K,
+                        (unsigned long long)ctx->info.max_storage_buffer_range);
     const vka_kernel *kernel = &linear_kernels[c.family][mode][vka_storage_kind(ctx, p->x.dtype)]
-                                                 [vka_storage_kind(ctx, p->w.dtype)];
+                                              [vka_storage_kind(ctx, p->w.dtype)];
     vka_pipeline *pipeline;
     if (p->pool_segments) { /* plain GEMMs keep their pipelines (no pool code at all) */
         c.spec[SPEC_POOLS] = p->pool_segments;
@@ -427,8 +437,9 @@ vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
             if (!first) /* windows of consecutive dispatches may overlap */
                 vka_cmd_compute_barrier(ctx, cmd);
             first = false;
-            r = c.rows_in_x ? vka_cmd_dispatch(ctx, cmd, pipeline, b, &push, row_blocks, col_blocks, 1)
-                            : vka_cmd_dispatch(ctx, cmd, pipeline, b, &push, col_blocks, row_blocks, 1);
+            r = c.rows_in_x
+                    ? vka_cmd_dispatch(ctx, cmd, pipeline, b, &push, row_blocks, col_blocks, 1)
+                    : vka_cmd_dispatch(ctx, cmd, pipeline, b, &push, col_blocks, row_blocks, 1);
             if (r != VKATTN_SUCCESS)
                 return r;
         }

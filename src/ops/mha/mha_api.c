@@ -7,14 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc, vkattn_mha **out)
 {
     if (!ctx)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!out || !desc)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_create: %s is NULL",
-                           !out ? "out" : "desc");
+                        !out ? "out" : "desc");
     *out = NULL;
     vkattn_mha_desc d;
     char why[VKA_ERROR_MAX];
@@ -102,7 +101,7 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
     void *staging = vka_alloc(ctx, largest * m->esize);
     if (!staging)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory (%llu bytes)",
-                           (unsigned long long)(largest * m->esize));
+                        (unsigned long long)(largest * m->esize));
     uint64_t es = m->esize;
     uint64_t off_wk = m->off_wkv, off_wv = m->off_wkv + kvw * d->kv_dim * es;
     r = upload(m, m->off_wq, v.wq, qw * d->embed_dim, staging);
@@ -143,27 +142,28 @@ vkattn_result vka_mha_scratch_grow(vkattn_mha *m, uint64_t need)
 }
 
 vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_t offset,
-                                      uint64_t bytes, vkattn_buffer **buf, uint64_t *base)
+                                   uint64_t bytes, vkattn_buffer **buf, uint64_t *base)
 {
     vkattn_context *ctx = m->ctx;
     vkattn_buffer *sbuf = caller ? caller : m->scratch;
     uint64_t at = caller ? offset : 0;
     if (caller && caller->ctx != ctx)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->scratch belongs to another context");
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->scratch belongs to another context");
     if (caller && at % VKA_MHA_PLACEMENT)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->scratch_offset %llu is not a multiple of %u", (unsigned long long)at,
-                           VKA_MHA_PLACEMENT);
+                        "args->scratch_offset %llu is not a multiple of %u", (unsigned long long)at,
+                        VKA_MHA_PLACEMENT);
     if (bytes == VKA_MHA_TOO_LARGE)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                         "this call's sizes need more than 2^64 bytes of scratch");
     uint64_t have = sbuf && at <= vkattn_buffer_size(sbuf) ? vkattn_buffer_size(sbuf) - at : 0;
     if (have < bytes)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                           "%s has %llu bytes from its offset; this call needs %llu (the scratch-size "
-                           "query says how much; vkattn_mha_reserve grows the layer's own)",
-                           caller ? "args->scratch" : "the layer's scratch", (unsigned long long)have,
-                           (unsigned long long)bytes);
+                        "%s has %llu bytes from its offset; this call needs %llu (the scratch-size "
+                        "query says how much; vkattn_mha_reserve grows the layer's own)",
+                        caller ? "args->scratch" : "the layer's scratch", (unsigned long long)have,
+                        (unsigned long long)bytes);
     *buf = sbuf;
     *base = at;
     return VKATTN_SUCCESS;
@@ -184,8 +184,8 @@ static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const
     return call->record(call->m, cmd, call->args);
 }
 
-vkattn_result vka_mha_submit(vkattn_mha *m, const char *fn, const void *args,
-                              vka_mha_grow_fn grow, vka_mha_record_fn record)
+vkattn_result vka_mha_submit(vkattn_mha *m, const char *fn, const void *args, vka_mha_grow_fn grow,
+                             vka_mha_record_fn record)
 {
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;

@@ -26,20 +26,20 @@ static scratch_plan plan_scratch(const vkattn_mha *m, uint64_t b, uint64_t tq, u
     return p;
 }
 
-vkattn_result vkattn_mha_scratch_size(vkattn_mha *m, uint32_t batch, uint32_t q_len, uint32_t kv_len,
-                                      uint64_t *bytes)
+vkattn_result vkattn_mha_scratch_size(vkattn_mha *m, uint32_t batch, uint32_t q_len,
+                                      uint32_t kv_len, uint64_t *bytes)
 {
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!bytes || !batch || !q_len || !kv_len)
-        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "vkattn_mha_scratch_size: %s", !bytes ? "bytes is NULL"
-                                                                 : "batch, q_len and kv_len must be >= 1");
+        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_scratch_size: %s",
+                        !bytes ? "bytes is NULL" : "batch, q_len and kv_len must be >= 1");
     uint64_t need = plan_scratch(m, batch, q_len, kv_len).bytes;
     if (need == VKA_MHA_TOO_LARGE)
         return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_RANGE,
                         "vkattn_mha_scratch_size: batch %u x q_len %u (kv_len %u) needs more than "
-                        "2^64 bytes of scratch", batch, q_len, kv_len);
+                        "2^64 bytes of scratch",
+                        batch, q_len, kv_len);
     *bytes = need;
     return VKATTN_SUCCESS;
 }
@@ -91,35 +91,36 @@ static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, u
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", io[i].name);
         if (t->rank != 3)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                               "%s.rank is %u: expected 3 ([B, T, %s])", io[i].name, t->rank,
-                               io[i].width_name);
+                            "%s.rank is %u: expected 3 ([B, T, %s])", io[i].name, t->rank,
+                            io[i].width_name);
         char dt_text[VKA_DTYPE_TEXT];
         if (t->dtype != d->dtype)
             return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                               "%s.dtype is %s but the layer's dtype is %s", io[i].name,
-                               vka_dtype_text(t->dtype, dt_text), vkattn_dtype_name(d->dtype));
+                            "%s.dtype is %s but the layer's dtype is %s", io[i].name,
+                            vka_dtype_text(t->dtype, dt_text), vkattn_dtype_name(d->dtype));
         for (int k = 0; k < 3; k++)
             if (t->shape[k] < 1 || t->shape[k] > UINT32_MAX)
                 return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                                   "%s.shape[%d] is %lld: must be in 1..%u", io[i].name, k,
-                                   (long long)t->shape[k], UINT32_MAX);
+                                "%s.shape[%d] is %lld: must be in 1..%u", io[i].name, k,
+                                (long long)t->shape[k], UINT32_MAX);
         if (t->shape[2] != io[i].width)
             return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                               "%s.shape[2] is %lld but the layer's %s is %u", io[i].name,
-                               (long long)t->shape[2], io[i].width_name, io[i].width);
+                            "%s.shape[2] is %lld but the layer's %s is %u", io[i].name,
+                            (long long)t->shape[2], io[i].width_name, io[i].width);
         if (t->shape[0] != a->x.shape[0])
             return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                               "%s.shape[0] (batch) is %lld but args->x.shape[0] is %lld", io[i].name,
-                               (long long)t->shape[0], (long long)a->x.shape[0]);
+                            "%s.shape[0] (batch) is %lld but args->x.shape[0] is %lld", io[i].name,
+                            (long long)t->shape[0], (long long)a->x.shape[0]);
     }
     if (!a->kv.buffer && d->kv_dim != d->embed_dim)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "args->kv is NULL (self-attention) but the layer's kv_dim %u differs from "
-                           "its embed_dim %u: pass C as args->kv", d->kv_dim, d->embed_dim);
+                        "args->kv is NULL (self-attention) but the layer's kv_dim %u differs from "
+                        "its embed_dim %u: pass C as args->kv",
+                        d->kv_dim, d->embed_dim);
     if (a->y.shape[1] != a->x.shape[1])
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "args->y.shape[1] is %lld but args->x.shape[1] (q_len) is %lld",
-                           (long long)a->y.shape[1], (long long)a->x.shape[1]);
+                        "args->y.shape[1] is %lld but args->x.shape[1] (q_len) is %lld",
+                        (long long)a->y.shape[1], (long long)a->x.shape[1]);
     *b = (uint32_t)a->x.shape[0];
     *tq = (uint32_t)a->x.shape[1];
     *tk = a->kv.buffer ? (uint32_t)a->kv.shape[1] : *tq;
@@ -132,7 +133,8 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
                                      uint32_t tq, uint32_t tk)
 {
     const vkattn_mha_desc *d = &m->d;
-    int64_t qs[4] = {b, d->num_heads, tq, d->head_dim}, ks[4] = {b, d->num_kv_heads, tk, d->head_dim};
+    int64_t qs[4] = {b, d->num_heads, tq, d->head_dim},
+            ks[4] = {b, d->num_kv_heads, tk, d->head_dim};
     vka_attention_shapes s = {
         .q = {true, d->dtype, 4, qs},
         .k = {true, d->dtype, 4, ks},
@@ -146,13 +148,15 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
     char why[VKA_ERROR_MAX];
     vkattn_result r = vka_attention_check(&s, "args->", NULL, why, sizeof why);
     /* q, k, v and out in the message are the layer's own projections */
-    return r == VKATTN_SUCCESS
-               ? r
-               : vka_fail(m->ctx, r, "%s (args->q/k/v/out here: the layer's [B, H, T, Dh] "
-                                        "projections of args->x and args->kv)", why);
+    return r == VKATTN_SUCCESS ? r
+                               : vka_fail(m->ctx, r,
+                                          "%s (args->q/k/v/out here: the layer's [B, H, T, Dh] "
+                                          "projections of args->x and args->kv)",
+                                          why);
 }
 
-vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_mha_forward_args *a)
+vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
+                                     const vkattn_mha_forward_args *a)
 {
     if (!m)
         return VKATTN_ERROR_INVALID_ARGUMENT;
@@ -160,7 +164,7 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
     VKA_TRY(vka_check_entry(ctx, "vkattn_cmd_mha_forward", true, cmd, a));
     if (!m->weights_set)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "the layer has no weights yet (call vkattn_mha_set_weights)");
+                        "the layer has no weights yet (call vkattn_mha_set_weights)");
     uint32_t b, tq, tk;
     vkattn_result r = check_io(m, a, &b, &tq, &tk);
     if (r == VKATTN_SUCCESS)
@@ -178,7 +182,8 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
     const vkattn_mha_desc *d = &m->d;
     int64_t hq = d->num_heads, hkv = d->num_kv_heads, dh = d->head_dim;
     int64_t q_shape[4] = {b, hq, tq, dh}, kv_shape[4] = {b, hkv, tk, dh};
-    int64_t q_strides[4] = {hq * tq * dh, tq * dh, dh, 1}, kv_strides[4] = {hkv * tk * dh, tk * dh, dh, 1};
+    int64_t q_strides[4] = {hq * tq * dh, tq * dh, dh, 1},
+            kv_strides[4] = {hkv * tk * dh, tk * dh, dh, 1};
     vkattn_tensor q = scratch_tensor(m, sbuf, base + sp.q, q_shape, q_strides);
     vkattn_tensor k = scratch_tensor(m, sbuf, base + sp.k, kv_shape, kv_strides);
     vkattn_tensor v = scratch_tensor(m, sbuf, base + sp.v, kv_shape, kv_strides);
@@ -187,10 +192,16 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
     vkattn_tensor o_heads = scratch_tensor(m, sbuf, base + sp.o, q_shape, o_strides);
 
     uint64_t qw = (uint64_t)hq * dh, kvw = (uint64_t)hkv * dh;
-    vkattn_tensor w_all = {.buffer = m->weights, .offset = m->off_wq, .dtype = d->dtype, .rank = 2,
+    vkattn_tensor w_all = {.buffer = m->weights,
+                           .offset = m->off_wq,
+                           .dtype = d->dtype,
+                           .rank = 2,
                            .shape = {(int64_t)(qw + 2 * kvw), d->embed_dim}};
-    vkattn_tensor b_all = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bq, .dtype = d->dtype,
-                           .rank = 1, .shape = {(int64_t)(qw + 2 * kvw)}};
+    vkattn_tensor b_all = {.buffer = d->bias ? m->weights : NULL,
+                           .offset = m->off_bq,
+                           .dtype = d->dtype,
+                           .rank = 1,
+                           .shape = {(int64_t)(qw + 2 * kvw)}};
     vka_linear_segment seg_q = {(uint32_t)qw, (uint32_t)dh, q};
     vka_linear_segment seg_k = {(uint32_t)kvw, (uint32_t)dh, k};
     vka_linear_segment seg_v = {(uint32_t)kvw, (uint32_t)dh, v};
@@ -203,10 +214,16 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
         vkattn_tensor wq = w_all, bq = b_all;
         wq.shape[0] = (int64_t)qw;
         bq.shape[0] = (int64_t)qw;
-        vkattn_tensor wkv = {.buffer = m->weights, .offset = m->off_wkv, .dtype = d->dtype, .rank = 2,
+        vkattn_tensor wkv = {.buffer = m->weights,
+                             .offset = m->off_wkv,
+                             .dtype = d->dtype,
+                             .rank = 2,
                              .shape = {(int64_t)(2 * kvw), d->kv_dim}};
-        vkattn_tensor bkv = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bkv,
-                             .dtype = d->dtype, .rank = 1, .shape = {(int64_t)(2 * kvw)}};
+        vkattn_tensor bkv = {.buffer = d->bias ? m->weights : NULL,
+                             .offset = m->off_bkv,
+                             .dtype = d->dtype,
+                             .rank = 1,
+                             .shape = {(int64_t)(2 * kvw)}};
         vka_linear_segments_args pq = {a->x, wq, bq, 1, {seg_q}};
         vka_linear_segments_args pkv = {a->kv.buffer ? a->kv : a->x, wkv, bkv, 2, {seg_k, seg_v}};
         r = vka_cmd_linear_segments(ctx, cmd, &pq);
@@ -218,8 +235,13 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
     vka_cmd_compute_barrier(ctx, cmd);
 
     vkattn_attention_args at = {
-        .q = q, .k = k, .v = v, .out = o_heads,
-        .mask = a->mask, .key_padding = a->key_padding, .weights = a->weights,
+        .q = q,
+        .k = k,
+        .v = v,
+        .out = o_heads,
+        .mask = a->mask,
+        .key_padding = a->key_padding,
+        .weights = a->weights,
         .causal = a->causal,
     };
     r = vkattn_cmd_attention(ctx, cmd, &at);
@@ -233,19 +255,28 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd, const v
 }
 
 vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
-                                       const vkattn_tensor *y_in)
+                                    const vkattn_tensor *y_in)
 {
     const vkattn_mha_desc *d = &m->d;
     int64_t b = o->shape[0], tq = o->shape[1], qw = o->shape[2];
-    vkattn_tensor wo = {.buffer = m->weights, .offset = m->off_wo, .dtype = d->dtype, .rank = 2,
+    vkattn_tensor wo = {.buffer = m->weights,
+                        .offset = m->off_wo,
+                        .dtype = d->dtype,
+                        .rank = 2,
                         .shape = {d->embed_dim, qw}};
-    vkattn_tensor bo = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bo, .dtype = d->dtype,
-                        .rank = 1, .shape = {d->embed_dim}};
+    vkattn_tensor bo = {.buffer = d->bias ? m->weights : NULL,
+                        .offset = m->off_bo,
+                        .dtype = d->dtype,
+                        .rank = 1,
+                        .shape = {d->embed_dim}};
     vkattn_tensor y = *y_in;
     if (y.strides[0] == 0 && y.strides[1] == 0 && y.strides[2] == 0)
         y = vkattn_tensor_make(y.buffer, y.offset, y.dtype, 3, y.shape);
     /* y [B, Tq, Dm] as the one segment's [B, 1, Tq, Dm] */
-    vkattn_tensor y4 = {.buffer = y.buffer, .offset = y.offset, .dtype = y.dtype, .rank = 4,
+    vkattn_tensor y4 = {.buffer = y.buffer,
+                        .offset = y.offset,
+                        .dtype = y.dtype,
+                        .rank = 4,
                         .shape = {b, 1, tq, d->embed_dim},
                         .strides = {y.strides[0], y.strides[0], y.strides[1], y.strides[2]}};
     vka_linear_segments_args po = {*o, wo, bo, 1, {{d->embed_dim, d->embed_dim, y4}}};

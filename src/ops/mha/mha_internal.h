@@ -59,17 +59,17 @@ vkattn_result vka_mha_scratch_grow(vkattn_mha *m, uint64_t bytes);
 /* Picks the caller's scratch (checked: context, offset, size) or the
  * layer's (which must already hold `bytes`). */
 vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_t offset,
-                                      uint64_t bytes, vkattn_buffer **buf, uint64_t *base);
+                                   uint64_t bytes, vkattn_buffer **buf, uint64_t *base);
 /* The submit-and-wait form of a layer call `fn`: check the entry, `grow` the
  * layer's own scratch when the call brings none, `record` (the vkattn_cmd_*
  * form, wrapped) into the context's command buffer, then submit and wait. */
 typedef vkattn_result (*vka_mha_grow_fn)(vkattn_mha *m, const void *args);
 typedef vkattn_result (*vka_mha_record_fn)(vkattn_mha *m, VkCommandBuffer cmd, const void *args);
-vkattn_result vka_mha_submit(vkattn_mha *m, const char *fn, const void *args,
-                              vka_mha_grow_fn grow, vka_mha_record_fn record);
+vkattn_result vka_mha_submit(vkattn_mha *m, const char *fn, const void *args, vka_mha_grow_fn grow,
+                             vka_mha_record_fn record);
 /* The output projection: y [B, T, Dm] = o [B, T, Hq*Dh] Wo^T + bo. */
 vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
-                                       const vkattn_tensor *y);
+                                    const vkattn_tensor *y);
 /* A KV cache the layer can step over (context, heads, head dim, dtype; a
  * self-attention layer); `name` is the argument in the messages. */
 vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const char *name);

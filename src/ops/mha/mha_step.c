@@ -35,12 +35,13 @@ vkattn_result vkattn_mha_step_scratch_size(vkattn_mha *m, uint32_t batch, uint32
         return VKATTN_ERROR_INVALID_ARGUMENT;
     if (!bytes || !batch || !new_tokens)
         return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_step_scratch_size: %s",
-                           !bytes ? "bytes is NULL" : "batch and new_tokens must be >= 1");
+                        !bytes ? "bytes is NULL" : "batch and new_tokens must be >= 1");
     uint64_t need = plan(m, batch, new_tokens).bytes;
     if (need == VKA_MHA_TOO_LARGE)
         return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_RANGE,
                         "vkattn_mha_step_scratch_size: batch %u x new_tokens %u needs more than "
-                        "2^64 bytes of scratch", batch, new_tokens);
+                        "2^64 bytes of scratch",
+                        batch, new_tokens);
     *bytes = need;
     return VKATTN_SUCCESS;
 }
@@ -57,32 +58,42 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
     if (c->d.num_kv_heads != d->num_kv_heads || c->d.head_dim != d->head_dim ||
         c->d.num_heads != d->num_heads)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                           "%s holds %u KV heads x head_dim %u for %u query heads; the layer has "
-                           "%u x %u for %u", name, c->d.num_kv_heads, c->d.head_dim, c->d.num_heads,
-                           d->num_kv_heads, d->head_dim, d->num_heads);
+                        "%s holds %u KV heads x head_dim %u for %u query heads; the layer has "
+                        "%u x %u for %u",
+                        name, c->d.num_kv_heads, c->d.head_dim, c->d.num_heads, d->num_kv_heads,
+                        d->head_dim, d->num_heads);
     if (c->d.dtype != d->dtype)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s holds %s but the layer's dtype is %s", name,
-                           vkattn_dtype_name(c->d.dtype), vkattn_dtype_name(d->dtype));
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "%s holds %s but the layer's dtype is %s", name,
+                        vkattn_dtype_name(c->d.dtype), vkattn_dtype_name(d->dtype));
     if (d->kv_dim != d->embed_dim)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "steps are self-attention: the layer's kv_dim %u must equal its embed_dim %u",
-                           d->kv_dim, d->embed_dim);
+        return vka_fail(
+            ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+            "steps are self-attention: the layer's kv_dim %u must equal its embed_dim %u",
+            d->kv_dim, d->embed_dim);
     return VKATTN_SUCCESS;
 }
 
 /* The step's projection: segment 0 writes Q into the scratch, segments 1 and 2
  * append K and V into the cache's pools at the positions of the step's
  * metadata. With meta NULL the arguments are only checked. */
-static vka_linear_segments_args projection(vkattn_mha *m, const vkattn_tensor *x, const vkattn_tensor *q,
-                                              const vka_linear_cache_dst *dst)
+static vka_linear_segments_args projection(vkattn_mha *m, const vkattn_tensor *x,
+                                           const vkattn_tensor *q, const vka_linear_cache_dst *dst)
 {
     const vkattn_mha_desc *d = &m->d;
-    uint64_t qw = (uint64_t)d->num_heads * d->head_dim, kvw = (uint64_t)d->num_kv_heads * d->head_dim;
+    uint64_t qw = (uint64_t)d->num_heads * d->head_dim,
+             kvw = (uint64_t)d->num_kv_heads * d->head_dim;
     vka_linear_segments_args p = {
         .x = *x,
-        .w = {.buffer = m->weights, .offset = m->off_wq, .dtype = d->dtype, .rank = 2,
+        .w = {.buffer = m->weights,
+              .offset = m->off_wq,
+              .dtype = d->dtype,
+              .rank = 2,
               .shape = {(int64_t)(qw + 2 * kvw), d->embed_dim}},
-        .b = {.buffer = d->bias ? m->weights : NULL, .offset = m->off_bq, .dtype = d->dtype, .rank = 1,
+        .b = {.buffer = d->bias ? m->weights : NULL,
+              .offset = m->off_bq,
+              .dtype = d->dtype,
+              .rank = 1,
               .shape = {(int64_t)(qw + 2 * kvw)}},
         .segment_count = 3,
         .segments = {{(uint32_t)qw, d->head_dim, *q, VKA_LINEAR_TO_DST},
@@ -103,19 +114,23 @@ static vkattn_result check_tokens(vkattn_mha *m, const vkattn_mha_step_args *a, 
         if (!t[i]->buffer)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", name[i]);
         if (t[i]->rank != 3)
-            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: expected 3 ([batch, T, embed_dim])",
-                               name[i], t[i]->rank);
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                            "%s.rank is %u: expected 3 ([batch, T, embed_dim])", name[i],
+                            t[i]->rank);
         char b[VKA_DTYPE_TEXT];
         if (t[i]->dtype != m->d.dtype)
-            return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s but the layer's dtype is %s",
-                               name[i], vka_dtype_text(t[i]->dtype, b), vkattn_dtype_name(m->d.dtype));
+            return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                            "%s.dtype is %s but the layer's dtype is %s", name[i],
+                            vka_dtype_text(t[i]->dtype, b), vkattn_dtype_name(m->d.dtype));
         int64_t want[3] = {a->batch, a->x.shape[1], m->d.embed_dim};
         const char *what[3] = {"args->batch", "args->x.shape[1]", "the layer's embed_dim"};
         for (int k = 0; k < 3; k++)
             if (t[i]->shape[k] != want[k] || t[i]->shape[k] < 1 || t[i]->shape[k] > UINT32_MAX)
-                return vka_fail(ctx, t[i]->shape[k] < 1 ? VKATTN_ERROR_INVALID_ARGUMENT : VKATTN_ERROR_SHAPE_MISMATCH,
-                                   "%s.shape[%d] is %lld but %s is %lld", name[i], k,
-                                   (long long)t[i]->shape[k], what[k], (long long)want[k]);
+                return vka_fail(ctx,
+                                t[i]->shape[k] < 1 ? VKATTN_ERROR_INVALID_ARGUMENT
+                                                   : VKATTN_ERROR_SHAPE_MISMATCH,
+                                "%s.shape[%d] is %lld but %s is %lld", name[i], k,
+                                (long long)t[i]->shape[k], what[k], (long long)want[k]);
     }
     *tokens = (uint32_t)a->x.shape[1];
     return VKATTN_SUCCESS;
@@ -129,7 +144,7 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     VKA_TRY(vka_check_entry(ctx, "vkattn_cmd_mha_step", true, cmd, a));
     if (!m->weights_set)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                           "the layer has no weights yet (call vkattn_mha_set_weights)");
+                        "the layer has no weights yet (call vkattn_mha_set_weights)");
     if (a->batch == 0)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
     vkattn_kv_cache *c = a->cache;
@@ -149,9 +164,16 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     const vkattn_mha_desc *d = &m->d;
     int64_t b = a->batch, hq = d->num_heads, dh = d->head_dim, t = tokens;
     int64_t q_shape[4] = {b, hq, t, dh};
-    vkattn_tensor q = {.buffer = sbuf, .offset = base + sp.q, .dtype = d->dtype, .rank = 4,
-                       .shape = {b, hq, t, dh}, .strides = {hq * t * dh, t * dh, dh, 1}};
-    vkattn_tensor o_heads = {.buffer = sbuf, .offset = base + sp.o, .dtype = d->dtype, .rank = 4,
+    vkattn_tensor q = {.buffer = sbuf,
+                       .offset = base + sp.q,
+                       .dtype = d->dtype,
+                       .rank = 4,
+                       .shape = {b, hq, t, dh},
+                       .strides = {hq * t * dh, t * dh, dh, 1}};
+    vkattn_tensor o_heads = {.buffer = sbuf,
+                             .offset = base + sp.o,
+                             .dtype = d->dtype,
+                             .rank = 4,
                              .strides = {t * hq * dh, dh, hq * dh, 1}};
     memcpy(o_heads.shape, q_shape, sizeof q_shape);
     /* A fixed split count serves decode steps; a step with more tokens (a
@@ -230,14 +252,17 @@ vkattn_result vkattn_mha_step(vkattn_mha *m, const vkattn_mha_step_args *a)
     return vka_mha_submit(m, "vkattn_mha_step", a, grow_step, record_step);
 }
 
-double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new_tokens, uint32_t length)
+double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new_tokens,
+                             uint32_t length)
 {
     const vkattn_mha_desc *d = vkattn_mha_config(mha);
     if (!d || new_tokens > length)
         return 0;
     double t = (double)batch * new_tokens, dm = d->embed_dim, dh = d->head_dim;
-    double proj = 2.0 * t * dm * (d->num_heads + 2.0 * d->num_kv_heads) * dh + 2.0 * t * d->num_heads * dh * dm;
+    double proj = 2.0 * t * dm * (d->num_heads + 2.0 * d->num_kv_heads) * dh +
+                  2.0 * t * d->num_heads * dh * dm;
     /* query i of the step sees length - new_tokens + i + 1 keys */
-    double pairs = (double)new_tokens * (length - new_tokens) + new_tokens * (new_tokens + 1.0) / 2.0;
+    double pairs =
+        (double)new_tokens * (length - new_tokens) + new_tokens * (new_tokens + 1.0) / 2.0;
     return proj + 4.0 * batch * d->num_heads * dh * pairs;
 }

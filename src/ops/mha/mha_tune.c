@@ -6,8 +6,8 @@
 #include "spec/mha_desc.h"
 
 /* batch x tokens as a row count, or an error naming the caller's sizes. */
-static vkattn_result row_count(vkattn_context *ctx, const char *fn, const char *what, uint32_t batch,
-                               uint32_t tokens, uint32_t *rows)
+static vkattn_result row_count(vkattn_context *ctx, const char *fn, const char *what,
+                               uint32_t batch, uint32_t tokens, uint32_t *rows)
 {
     uint64_t n = (uint64_t)batch * tokens;
     if (n > UINT32_MAX)
@@ -42,9 +42,15 @@ static vkattn_result tune_attention(vkattn_mha *m, const vkattn_mha_tune_args *a
 {
     const vkattn_mha_desc *d = &m->d;
     vkattn_attention_tune_args at = {
-        .batch = a->batch, .num_heads = d->num_heads, .num_kv_heads = d->num_kv_heads,
-        .q_len = a->q_len, .kv_len = a->kv_len, .head_dim = d->head_dim, .causal = causal,
-        .q_dtype = d->dtype, .kv_dtype = d->dtype,
+        .batch = a->batch,
+        .num_heads = d->num_heads,
+        .num_kv_heads = d->num_kv_heads,
+        .q_len = a->q_len,
+        .kv_len = a->kv_len,
+        .head_dim = d->head_dim,
+        .causal = causal,
+        .q_dtype = d->dtype,
+        .kv_dtype = d->dtype,
     };
     return vkattn_attention_tune(m->ctx, &at);
 }
