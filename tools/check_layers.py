@@ -186,6 +186,8 @@ class Graph:
             if rel is None or len(fields) < 2:
                 continue
             name, kind = fields[0], fields[1]
+            if name.startswith("__"):
+                continue  # the compiler's own (sanitizer and coverage instrumentation)
             if kind == "U":
                 self.uses[rel].add(name)
             elif kind in "TDBRCVWG" and kind.isupper():
