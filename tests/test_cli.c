@@ -119,8 +119,9 @@ static void attention_on_standard_inputs(char *args, size_t size, const char *op
 
 /* An option naming a file the tool keeps state in (`option`, after `opts`)
  * pointed at a directory fails before any output, naming the option, and
- * leaves no temporary file beside it; pointed at an input of another kind
- * (K.npy, also given as --k), it is refused and the file left as it was. */
+ * leaves no temporary file beside it; pointed at a file of another kind (an
+ * .npy; not one of the inputs, which test_cli_hardening covers), it is
+ * refused and the file left as it was. */
 static void expect_state_file_guarded(const char *opts, const char *option,
                                       const char *cannot_write, const char *not_ours)
 {
@@ -133,7 +134,9 @@ static void expect_state_file_guarded(const char *opts, const char *option,
     snprintf(tmp_tmp, sizeof tmp_tmp, "%s.tmp", tmp); /* nothing left beside it either */
     assert_false(exists(tmp_tmp));
     char k_path[512]; /* a copy: path_of's buffers are reused */
-    snprintf(k_path, sizeof k_path, "%s", path_of("K.npy"));
+    int64_t other[2] = {3, 5};
+    write_f32("Other.npy", 2, other, 9);
+    snprintf(k_path, sizeof k_path, "%s", path_of("Other.npy"));
     snprintf(with, sizeof with, "%s %s %s", opts, option, k_path);
     attention_on_standard_inputs(args, sizeof args, with);
     expect_refused_unchanged(args, not_ours, k_path);

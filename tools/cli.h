@@ -46,12 +46,30 @@ int cli_parse_args(int argc, char **argv, cli_device_options *o, const char *hel
                    cli_option_parser own, void *user);
 
 /* Opens a context as the options say; prints the error and returns NULL on
- * failure. */
+ * failure. Defined in cli_device.c, the only file creating Vulkan objects. */
 vkattn_context *cli_open(const cli_device_options *o);
+/* vkattn_list_devices, behind a seam (cli_device.c) a fuzz harness stubs. */
+vkattn_result cli_list_devices(const char *device, vkattn_device_info *infos, uint32_t capacity,
+                               uint32_t *count, uint32_t *chosen, vkattn_log_fn log,
+                               void *log_user);
 /* Saves the pipeline cache if asked (unless cli_save_pipeline_cache did),
  * reports validation counts, destroys. Returns nonzero if the save failed or
  * validation reported anything. */
 int cli_close(vkattn_context *ctx, const cli_device_options *o);
+
+/* A path a command was given: the option, the path (NULL: not given), and
+ * whether the command writes it (a file it also reads, like
+ * --pipeline-cache, counts as written). */
+typedef struct cli_path_use {
+    const char *option;
+    const char *path;
+    bool output;
+} cli_path_use;
+enum { CLI_MAX_PATH_USES = 24 };
+/* Refuses, naming both options, any two paths naming the same file (by
+ * device and inode; a file still to be created by its directory's real path
+ * and name) when at least one of them is written. 0, or -1 after printing. */
+int cli_check_path_collisions(const char *command, const cli_path_use *uses, int n);
 
 /* Prints "vkattn: <message>" to stderr. */
 void cli_error(const char *fmt, ...)
@@ -59,6 +77,9 @@ void cli_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+
+/* The whole tool: usage, driver set-up, dispatch to a command (cli_main.c). */
+int cli_main(int argc, char **argv);
 
 int cli_info(int argc, char **argv);
 int cli_smoke(int argc, char **argv);

@@ -267,7 +267,11 @@ static int run_case(vkattn_context *ctx, const layer_case *c, vkattn_dtype dtype
 static int parse_option(void *user, int argc, char **argv, int *i)
 {
     uint32_t *tokens = user;
-    if (strcmp(argv[*i], "--tokens") == 0 && *i + 1 < argc) {
+    if (strcmp(argv[*i], "--tokens") == 0 && *i + 1 >= argc) {
+        cli_error("demo: --tokens needs a value (see vkattn demo --help)");
+        return 2;
+    }
+    if (strcmp(argv[*i], "--tokens") == 0) {
         char *end;
         unsigned long t = strtoul(argv[++*i], &end, 10);
         if (*end || t == 0 || t > 8192) {

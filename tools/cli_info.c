@@ -103,7 +103,11 @@ int cli_info(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
-        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+        } else if (strcmp(argv[i], "--device") == 0) {
+            if (i + 1 >= argc) {
+                cli_error("info: --device needs a value\n%s", help);
+                return 2;
+            }
             device = argv[++i];
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             fputs(help, stdout);
@@ -116,7 +120,7 @@ int cli_info(int argc, char **argv)
     if (device && !*device)
         device = NULL;
     uint32_t count = 0, chosen = UINT32_MAX;
-    vkattn_result r = vkattn_list_devices(device, NULL, 0, &count, NULL, on_log, NULL);
+    vkattn_result r = cli_list_devices(device, NULL, 0, &count, NULL, on_log, NULL);
     if (r != VKATTN_SUCCESS || count == 0) {
         cli_error("no Vulkan device found (%s). Install a Vulkan driver: on Debian, "
                   "apt-get install mesa-vulkan-drivers gives the lavapipe CPU device.",
@@ -126,7 +130,7 @@ int cli_info(int argc, char **argv)
     vkattn_device_info *infos = calloc(count, sizeof *infos);
     if (!infos)
         return 1;
-    r = vkattn_list_devices(device, infos, count, &count, &chosen, on_log, NULL);
+    r = cli_list_devices(device, infos, count, &count, &chosen, on_log, NULL);
     if (r != VKATTN_SUCCESS) {
         free(infos);
         cli_error("listing devices failed: %s", vkattn_result_message(r));

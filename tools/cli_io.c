@@ -2,10 +2,13 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int64_t cli_numel(const npy_array *a)
 {
@@ -94,13 +97,45 @@ int cli_expect_dim(const cli_input *in, uint32_t dim, int64_t want, const char *
     return -1;
 }
 
-void cli_round_to_dtype(npy_array *a, vkattn_dtype dtype)
+/* The f16 maximum: larger values round to inf on the device. */
+#define F16_MAX 65504.0f
+
+/* Before storing f32 data as f16: a value f16 cannot hold would turn the
+ * result into inf/NaN with exit 0, so it is refused, naming the input. */
+static int check_f16_range(const cli_input *in)
 {
+    const float *f = in->array.data;
+    int64_t n = cli_numel(&in->array);
+    double largest = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(f[i])) {
+            cli_error("%s %s: element %lld is %s; --dtype f16 needs finite inputs", in->flag,
+                      in->path, (long long)i, isnan(f[i]) ? "NaN" : "infinite");
+            return -1;
+        }
+        if (fabs(f[i]) > largest)
+            largest = fabs(f[i]);
+    }
+    if (largest > F16_MAX) {
+        cli_error("%s %s: largest |value| %g is above the f16 maximum %g: --dtype f16 would "
+                  "store it as inf (use --dtype f32 or scale the input)",
+                  in->flag, in->path, largest, (double)F16_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_round_to_dtype(cli_input *in, vkattn_dtype dtype)
+{
+    npy_array *a = &in->array;
     if (dtype != VKATTN_DTYPE_F16 || a->dtype != NPY_F32 || !a->data)
-        return;
+        return 0;
+    if (check_f16_range(in) != 0)
+        return -1;
     float *f = a->data;
     for (int64_t i = 0; i < cli_numel(a); i++)
         f[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(f[i]));
+    return 0;
 }
 
 vkattn_buffer *cli_upload(vkattn_context *ctx, const npy_array *a, vkattn_dtype dtype)
@@ -238,11 +273,23 @@ int cli_parse_float(const char *flag, const char *text, float *out)
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (!*text || *end || errno || !isfinite(v)) {
+    if (!*text || *end || !isfinite(v)) {
         cli_error("%s \"%s\": expected a finite number", flag, text);
         return -1;
     }
-    *out = (float)v;
+    /* the float the library gets, not the double: 1e39 is inf as a float,
+     * and 1e-50 would silently become 0 (for --scale: the default) */
+    float f = (float)v;
+    if (!isfinite(f) || (errno == ERANGE && fabs(v) > 1)) {
+        cli_error("%s \"%s\": out of float range (largest %g)", flag, text, (double)FLT_MAX);
+        return -1;
+    }
+    if ((v != 0 || errno == ERANGE) && !isnormal(f)) {
+        cli_error("%s \"%s\": too close to 0 for a float (smallest normal %g)", flag, text,
+                  (double)FLT_MIN);
+        return -1;
+    }
+    *out = f;
     return 0;
 }
 
@@ -304,7 +351,10 @@ int cli_write_outputs(const char *out_path, uint32_t rank, const int64_t *shape,
     if (cli_write_f32(out_path, rank, shape, out) != 0)
         return 1;
     if (weights && cli_write_f32(weights_path, weights_rank, weights_shape, weights) != 0) {
-        remove(out_path);
+        /* only the file just written: never /dev/null or a FIFO */
+        struct stat st;
+        if (lstat(out_path, &st) == 0 && S_ISREG(st.st_mode))
+            unlink(out_path);
         return 1;
     }
     return 0;

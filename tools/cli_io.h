@@ -32,8 +32,10 @@ vkattn_tensor cli_tensor(vkattn_buffer *b, const npy_array *a, vkattn_dtype dtyp
 /* Reads `count` elements of `dtype` from the buffer as f32 (malloc'd). */
 float *cli_download_f32(vkattn_context *ctx, vkattn_buffer *b, int64_t count, vkattn_dtype dtype);
 /* The values the device actually saw: f32 data rounded to f16 and back when
- * dtype is f16 (so the CPU reference gets the same inputs). In place. */
-void cli_round_to_dtype(npy_array *a, vkattn_dtype dtype);
+ * dtype is f16 (so the CPU reference gets the same inputs). In place. A
+ * value f16 cannot hold (NaN, inf, |x| > 65504) is refused: -1 after
+ * printing the input's flag, file and largest |value|. */
+int cli_round_to_dtype(cli_input *in, vkattn_dtype dtype);
 
 /* Writes float32 data; prints the error and returns -1 on failure. */
 int cli_write_f32(const char *path, uint32_t rank, const int64_t *shape, const float *data);
@@ -44,7 +46,8 @@ void cli_report_error(vkattn_context *ctx, vkattn_result r, const cli_input *inp
 
 /* Parses "f32" / "f16" into *dtype; prints an error and returns -1 otherwise. */
 int cli_parse_dtype(const char *text, vkattn_dtype *dtype);
-/* Parses a float option value; prints an error and returns -1 if malformed. */
+/* Parses a float option value: the whole text, finite and, unless 0, a
+ * normal float; prints an error naming the option and returns -1 if not. */
 int cli_parse_float(const char *flag, const char *text, float *out);
 /* Parses a positive integer option value. */
 int cli_parse_uint(const char *flag, const char *text, uint32_t *out);

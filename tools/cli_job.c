@@ -106,6 +106,21 @@ int cli_job_parse(cli_job *j, int argc, char **argv, const char *help, cli_value
     return cli_parse_args(argc, argv, &j->device, help, parse_option, &p);
 }
 
+/* Every output against the other outputs and the inputs, before any work. */
+static int check_paths(const cli_job *j)
+{
+    cli_path_use uses[CLI_MAX_PATH_USES] = {
+        {"--out", j->out_path, true},
+        {"--weights-out", j->weights_path, true},
+        {"--pipeline-cache", j->device.pipeline_cache, true},
+        {"--tuning", j->device.tuning, true},
+    };
+    int n = 4;
+    for (int k = 0; k < j->n_inputs && n < CLI_MAX_PATH_USES; k++)
+        uses[n++] = (cli_path_use){j->inputs[k].flag, j->inputs[k].path, false};
+    return cli_check_path_collisions(j->command, uses, n);
+}
+
 int cli_job_check_required(const cli_job *j, const int *required, int n_required,
                            const char *missing)
 {
@@ -125,7 +140,7 @@ int cli_job_check_required(const cli_job *j, const int *required, int n_required
         cli_error("%s: --per-head needs --weights-out", j->command);
         return -1;
     }
-    return 0;
+    return check_paths(j);
 }
 
 void cli_job_shape_outputs(cli_job *j, uint32_t rank, const int64_t *shape, int64_t heads,
@@ -153,10 +168,12 @@ int cli_job_create_outputs(cli_job *j, vkattn_tensor *out, vkattn_tensor *weight
     cli_outputs *r = &j->out;
     vkattn_buffer_desc od = {.size = (uint64_t)r->n * vkattn_dtype_size(r->dtype)};
     vkattn_buffer_desc wd = {.size = (uint64_t)r->weights_n * 4};
-    if (vkattn_buffer_create(j->ctx, &od, &r->buffer) != VKATTN_SUCCESS ||
-        (r->weights_rank &&
-         vkattn_buffer_create(j->ctx, &wd, &r->weights_buffer) != VKATTN_SUCCESS)) {
-        cli_report_error(j->ctx, VKATTN_ERROR_OUT_OF_DEVICE_MEMORY, j->inputs, j->n_inputs);
+    vkattn_result res = vkattn_buffer_create(j->ctx, &od, &r->buffer);
+    if (res == VKATTN_SUCCESS && r->weights_rank)
+        res = vkattn_buffer_create(j->ctx, &wd, &r->weights_buffer);
+    if (res != VKATTN_SUCCESS) { /* the library's result as it is: a size past the
+                                    device's limit is not out of memory */
+        cli_report_error(j->ctx, res, j->inputs, j->n_inputs);
         return -1;
     }
     *out = vkattn_tensor_make(r->buffer, 0, r->dtype, r->rank, r->shape);

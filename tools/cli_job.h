@@ -46,9 +46,10 @@ typedef int (*cli_value_option)(void *user, const char *flag, const char *value)
 int cli_job_parse(cli_job *j, int argc, char **argv, const char *help, cli_value_option own,
                   void *user);
 /* After parsing: the inputs listed in `required` were given, then `missing`
- * (a flag the command found missing; NULL: none) and --out, and --per-head
- * comes with --weights-out; else prints the first that is not and returns
- * -1. */
+ * (a flag the command found missing; NULL: none) and --out, --per-head
+ * comes with --weights-out, and no output names the same file as another
+ * output or an input (cli_check_path_collisions); else prints the first
+ * that is not so and returns -1. */
 int cli_job_check_required(const cli_job *j, const int *required, int n_required,
                            const char *missing);
 

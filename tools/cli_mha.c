@@ -169,8 +169,8 @@ static int load_inputs(void *user)
     if (cli_job_load(&m->job, ranks, PAD) != 0)
         return -1;
     for (int k = 0; k < N_INPUTS; k++)
-        if (k != PAD && k != MASK)
-            cli_round_to_dtype(&in[k].array, m->job.dtype);
+        if (k != PAD && k != MASK && cli_round_to_dtype(&in[k], m->job.dtype) != 0)
+            return -1;
     const int64_t *xs = in[X].array.shape;
     int64_t dm = xs[2], dkv = in[KV].path ? in[KV].array.shape[2] : in[WK].array.shape[1];
     int64_t hq = m->heads, hkv = m->kv_heads ? m->kv_heads : m->heads;

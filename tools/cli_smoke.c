@@ -15,7 +15,11 @@ static const char help_text[] =
 static int parse_option(void *user, int argc, char **argv, int *i)
 {
     long *n = user;
-    if (strcmp(argv[*i], "--elements") == 0 && *i + 1 < argc) {
+    if (strcmp(argv[*i], "--elements") == 0 && *i + 1 >= argc) {
+        cli_error("smoke: --elements needs a value (see vkattn smoke --help)");
+        return 2;
+    }
+    if (strcmp(argv[*i], "--elements") == 0) {
         char *end;
         *n = strtol(argv[++*i], &end, 10);
         if (*end || *n <= 0 || *n > (1l << 28)) {

@@ -17,6 +17,8 @@ packages=(
   libcmocka-dev          # unit tests
   python3                # tools/check_layers.py (the layering check the tests run)
   clang-format           # tools/format.sh --check (the tests run it)
+  clang                  # libFuzzer harnesses (tools/fuzz.sh, tests/fuzz; tools/test.sh)
+  libclang-rt-14-dev     # clang's libFuzzer and sanitizer runtimes for those
 )
 
 missing=()

@@ -6,6 +6,7 @@
 # vkattn_* symbols exported; the embedding example; the API-level suites);
 # then everything again built with AddressSanitizer + UndefinedBehaviorSanitizer
 # (but the packaging test: an outside consumer does not link the sanitizer runtimes).
+# Last, the libFuzzer harnesses (tests/fuzz) for a fixed number of inputs each.
 #   tools/test.sh            all three builds
 #   tools/test.sh --quick    the normal build only
 set -euo pipefail
@@ -37,4 +38,9 @@ if [[ "${1:-}" != "--quick" ]]; then
   bash "$root/tools/build.sh" build-asan -DVKATTN_SANITIZE=ON -DVKATTN_BUILD_BENCH=OFF
   echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
   run_ctest build-asan
+
+  # clang, only the harnesses and what they link; fixed runs from the seeds
+  bash "$root/tools/fuzz.sh" --build-only
+  echo "== fuzz targets (build-fuzz/)"
+  run_ctest build-fuzz -L fuzz
 fi

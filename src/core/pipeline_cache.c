@@ -7,17 +7,24 @@
 
 #include <string.h>
 
+/* The header's fields are little-endian whatever the host's byte order
+ * (VkPipelineCacheHeaderVersionOne in the Vulkan spec). */
+static uint32_t le32(const unsigned char *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
 bool vka_pipeline_cache_header_matches(const VkPhysicalDeviceProperties *p, const void *data,
                                        size_t size)
 {
-    VkPipelineCacheHeaderVersionOne h;
-    if (!data || size < sizeof h)
+    const unsigned char *h = data;
+    enum { HEADER_ONE_BYTES = 16 + VK_UUID_SIZE };
+    if (!data || size < HEADER_ONE_BYTES)
         return false;
-    memcpy(&h, data, sizeof h);
-    return h.headerSize >= sizeof h && h.headerSize <= size &&
-           h.headerVersion == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && h.vendorID == p->vendorID &&
-           h.deviceID == p->deviceID &&
-           memcmp(h.pipelineCacheUUID, p->pipelineCacheUUID, VK_UUID_SIZE) == 0;
+    uint32_t header_size = le32(h);
+    return header_size >= HEADER_ONE_BYTES && header_size <= size &&
+           le32(h + 4) == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && le32(h + 8) == p->vendorID &&
+           le32(h + 12) == p->deviceID && memcmp(h + 16, p->pipelineCacheUUID, VK_UUID_SIZE) == 0;
 }
 
 static bool cache_data_matches(vkattn_context *ctx, const void *data, size_t size)

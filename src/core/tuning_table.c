@@ -92,6 +92,13 @@ vkattn_result vka_tuning_store(vkattn_context *ctx, const vka_tuning_key *key,
     return VKATTN_SUCCESS;
 }
 
+vkattn_result vka_tuning_store_new(vkattn_context *ctx, const vka_tuning_key *key,
+                                   const vka_tuning_config *config, float ms)
+{
+    return lookup(ctx->tuning, key) ? VKATTN_ERROR_BAD_FORMAT
+                                    : vka_tuning_store(ctx, key, config, ms);
+}
+
 bool vka_tuning_find(const vkattn_context *ctx, const vka_tuning_key *key, uint32_t version,
                      vka_tuning_config *config)
 {
@@ -150,7 +157,7 @@ vkattn_result vka_tuning_init(vkattn_context *ctx, const vkattn_context_desc *de
     device_line(ctx, device, sizeof device);
     if (desc->tuning_data)
         return vka_tuning_parse(ctx, desc->tuning_data, desc->tuning_size, device, "(bytes)",
-                                vka_tuning_store);
+                                vka_tuning_store_new);
     if (!desc->tuning_path)
         return VKATTN_SUCCESS;
     void *text = NULL;
@@ -163,7 +170,7 @@ vkattn_result vka_tuning_init(vkattn_context *ctx, const vkattn_context_desc *de
     }
     vkattn_result r = VKATTN_SUCCESS;
     if (text)
-        r = vka_tuning_parse(ctx, text, n, device, desc->tuning_path, vka_tuning_store);
+        r = vka_tuning_parse(ctx, text, n, device, desc->tuning_path, vka_tuning_store_new);
     else
         vka_log(ctx, VKATTN_LOG_WARNING, "tuning file \"%s\" could not be read; ignored",
                 desc->tuning_path);

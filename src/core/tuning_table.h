@@ -61,6 +61,10 @@ vkattn_result vka_tuning_set(vkattn_context *ctx, const vka_tuning_key *key, uin
  * of any version, so saving never drops them). */
 vkattn_result vka_tuning_store(vkattn_context *ctx, const vka_tuning_key *key,
                                const vka_tuning_config *config, float ms);
+/* vka_tuning_store for a key not stored yet; VKATTN_ERROR_BAD_FORMAT
+ * (nothing recorded) for a repeat, so a file's first line for a key wins. */
+vkattn_result vka_tuning_store_new(vkattn_context *ctx, const vka_tuning_key *key,
+                                   const vka_tuning_config *config, float ms);
 /* The entries, in the order they were first stored. */
 const vka_tuning_entry *vka_tuning_entries(const vkattn_context *ctx, uint32_t *count);
 
@@ -71,7 +75,9 @@ const vka_tuning_entry *vka_tuning_entries(const vkattn_context *ctx, uint32_t *
 /* "device <vendor> <device> <driver> <uuid hex>": whose entries follow. */
 void vka_tuning_device_line(uint32_t vendor, uint32_t device, uint32_t driver,
                             const uint8_t uuid[VK_UUID_SIZE], char *line, size_t size);
-/* Where parsed entries go (vka_tuning_store for the context's table). */
+/* Where parsed entries go (vka_tuning_store_new for the context's table);
+ * VKATTN_ERROR_BAD_FORMAT refuses a repeated key: the parser warns and goes
+ * on. */
 typedef vkattn_result (*vka_tuning_store_fn)(vkattn_context *ctx, const vka_tuning_key *key,
                                              const vka_tuning_config *config, float ms);
 /* Hands the entries of tuning text under `device_line` to `store`; text that

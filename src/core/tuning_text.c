@@ -4,7 +4,8 @@
  *     device <vendorID> <deviceID> <driverVersion> <pipelineCacheUUID hex>
  *     <op> <7 key values> <4 config words> <ms>
  * Entries under a device line other than the context's device are skipped;
- * a malformed line is skipped with a warning. Numbers are parsed strictly
+ * a malformed line, or one repeating an earlier line's key, is skipped with
+ * a warning naming it. Numbers are parsed strictly
  * (decimal, in range), so any text - the parser is fuzzed - either gives
  * entries that serialize back to the same text or is skipped. */
 #include "core/tuning_table.h"
@@ -119,7 +120,14 @@ vkattn_result vka_tuning_parse(vkattn_context *ctx, const char *text, size_t siz
                     lineno);
             continue;
         }
-        VKA_TRY(store(ctx, &key, &cfg, ms));
+        vkattn_result r = store(ctx, &key, &cfg, ms);
+        if (r == VKATTN_ERROR_BAD_FORMAT) {
+            vka_log(ctx, VKATTN_LOG_WARNING,
+                    "tuning data %s line %d repeats the key of an earlier line; ignored", origin,
+                    lineno);
+            continue;
+        }
+        VKA_TRY(r);
     }
     return VKATTN_SUCCESS;
 }

@@ -32,16 +32,20 @@ size_t npy_dtype_size(npy_dtype dtype);
 /* "float32", "float16", "uint8", "bool"; NULL for values not in npy_dtype. */
 const char *npy_dtype_name(npy_dtype dtype);
 
-/* Reads `path` into `out` (zeroed first). Returns 0, or -1 with the reason in
+/* Reads `path` into `out` (zeroed first); anything but a regular file (a
+ * FIFO would block, a device never end) is refused. Returns 0, or -1 with the reason in
  * `error` (may be NULL) and `out` left empty. Free with npy_free. */
 int npy_read(const char *path, npy_array *out, char *error, size_t error_size);
 /* Frees the data and zeroes `a`; NULL and empty arrays are fine. */
 void npy_free(npy_array *a);
 
-/* Writes a C-order array of `rank` (0..NPY_MAX_RANK) dimensions. Atomic:
- * writes "<path>.tmp" and renames it over `path`, so on failure no partial
- * file is left and an existing `path` is untouched. Bool data is written as
- * 0/1. Returns 0, or -1 with the reason in `error`. */
+/* Writes a C-order array of `rank` (0..NPY_MAX_RANK) dimensions. A regular
+ * or new file is written atomically: a fresh, unguessable temporary beside
+ * `path` (created with O_EXCL | O_NOFOLLOW) renamed over it, so on failure
+ * no partial file is left and an existing `path` is untouched; a link at
+ * `path` is replaced, never written through. A character device or FIFO
+ * (/dev/null, /dev/stdout) is written as it is; anything else is refused.
+ * Bool data is written as 0/1. Returns 0, or -1 with the reason in `error`. */
 int npy_write(const char *path, npy_dtype dtype, uint32_t rank, const int64_t *shape,
               const void *data, char *error, size_t error_size);
 

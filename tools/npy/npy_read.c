@@ -4,9 +4,12 @@
 #include "npy_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------- header parse */
 
@@ -63,10 +66,14 @@ static int parse_shape(parser *p, uint32_t *rank, int64_t *shape)
             return malformed(p, "'shape' holds something other than non-negative integers");
         uint64_t v = 0;
         while (p->s < p->end && *p->s >= '0' && *p->s <= '9') {
-            v = v * 10 + (uint64_t)(*p->s++ - '0');
-            if (v > (uint64_t)INT64_MAX)
-                return npy_fail(p->error, p->error_size, p->path, "shape dimension %u is too large",
-                                *rank);
+            uint64_t d = (uint64_t)(*p->s++ - '0');
+            /* checked before the arithmetic: after it, a value past 2^64
+             * has already wrapped around to a small one */
+            if (v > ((uint64_t)INT64_MAX - d) / 10)
+                return npy_fail(p->error, p->error_size, p->path,
+                                "shape dimension %u is too large (over %lld)", *rank,
+                                (long long)INT64_MAX);
+            v = v * 10 + d;
         }
         if (p->s < p->end && *p->s == 'L') /* Python 2 long */
             p->s++;
@@ -251,6 +258,35 @@ static int read_body(FILE *f, const char *path, npy_array *a, char *error, size_
     return 0;
 }
 
+/* Opened without blocking (a FIFO with no writer would wait forever), then
+ * refused unless a regular file, then read with blocking reads. */
+static FILE *open_regular(const char *path, char *error, size_t error_size)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        npy_fail(error, error_size, path, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    int flags = fcntl(fd, F_GETFL);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || flags < 0 ||
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode))
+            npy_fail(error, error_size, path, "not a regular file");
+        else
+            npy_fail(error, error_size, path, "cannot open: %s", strerror(e));
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        npy_fail(error, error_size, path, "cannot open: %s", strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 int npy_read(const char *path, npy_array *out, char *error, size_t error_size)
 {
     if (!out)
@@ -258,9 +294,9 @@ int npy_read(const char *path, npy_array *out, char *error, size_t error_size)
     memset(out, 0, sizeof *out);
     if (!path)
         return npy_fail(error, error_size, path, "no path given");
-    FILE *f = fopen(path, "rb");
+    FILE *f = open_regular(path, error, error_size);
     if (!f)
-        return npy_fail(error, error_size, path, "cannot open: %s", strerror(errno));
+        return -1;
     int rc = read_body(f, path, out, error, error_size);
     fclose(f);
     if (rc)

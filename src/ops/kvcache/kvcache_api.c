@@ -46,13 +46,33 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
         return vka_fail(ctx, r, "%s", why);
     /* the kernels bind the step metadata (positions and block tables) whole */
     if (z.meta_bytes > ctx->info.max_storage_buffer_range)
-        return vka_fail(
-            ctx, VKATTN_ERROR_OUT_OF_RANGE,
-            "desc: the block tables of %u sequences x %u blocks need %llu bytes of step "
-            "metadata, more than one binding of this device holds "
-            "(maxStorageBufferRange %llu)",
-            d.max_sequences, z.table_width, (unsigned long long)z.meta_bytes,
-            (unsigned long long)ctx->info.max_storage_buffer_range);
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "desc: the block tables of desc->max_sequences %u x %u blocks "
+                        "(desc->capacity %u / desc->block_size %u) need %llu bytes of step "
+                        "metadata, more than one binding of this device holds "
+                        "(maxStorageBufferRange %llu)",
+                        d.max_sequences, z.table_width, d.capacity, d.block_size,
+                        (unsigned long long)z.meta_bytes,
+                        (unsigned long long)ctx->info.max_storage_buffer_range);
+    /* named here: the buffers' own message would name only a byte count */
+    const uint64_t most = ctx->info.max_allocation_size;
+    if (z.pool_bytes > most)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "desc: the K and V pools are %llu bytes each (%s %u x %s %u tokens x "
+                        "desc->num_kv_heads %u x desc->head_dim %u x %zu bytes), more than one "
+                        "allocation of this device holds (maxMemoryAllocationSize %llu)",
+                        (unsigned long long)z.pool_bytes,
+                        d.block_size ? "desc->num_blocks" : "desc->max_sequences", d.num_blocks,
+                        d.block_size ? "desc->block_size" : "desc->capacity", z.block_tokens,
+                        d.num_kv_heads, d.head_dim, vkattn_dtype_size(d.dtype),
+                        (unsigned long long)most);
+    if (z.split_scratch_bytes > most)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "desc: the split-KV scratch of desc->max_sequences %u x desc->num_heads "
+                        "%u x desc->head_dim %u is %llu bytes, more than one allocation of this "
+                        "device holds (maxMemoryAllocationSize %llu)",
+                        d.max_sequences, d.num_heads, d.head_dim,
+                        (unsigned long long)z.split_scratch_bytes, (unsigned long long)most);
     vkattn_kv_cache *c = vka_alloc(ctx, sizeof *c);
     if (!c)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");

@@ -4,6 +4,7 @@
 #include "ops/mha/mha_internal.h"
 #include "spec/mha_desc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,21 +28,36 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
     m->d = d;
     m->esize = vkattn_dtype_size(d.dtype);
 
+    /* widths and dims are each below 2^32, so a matrix can pass 2^64
+     * bytes: the sizes saturate (the offsets are used only when they fit) */
     uint64_t qw = vka_mha_q_width(&d), kvw = vka_mha_kv_width(&d), es = m->esize;
     uint64_t cursor = 0;
     if (d.kv_dim == d.embed_dim) { /* one [(Hq+2Hkv)*Dh, Dm] matrix */
         m->off_wq = vka_mha_place(&cursor, 0);
         m->off_wkv = m->off_wq + qw * d.embed_dim * es;
-        vka_mha_place(&cursor, (qw + 2 * kvw) * d.embed_dim * es);
+        vka_mha_place(&cursor, vka_mha_bytes(m, qw + 2 * kvw, d.embed_dim, 1, 1));
     } else {
-        m->off_wq = vka_mha_place(&cursor, qw * d.embed_dim * es);
-        m->off_wkv = vka_mha_place(&cursor, 2 * kvw * d.kv_dim * es);
+        m->off_wq = vka_mha_place(&cursor, vka_mha_bytes(m, qw, d.embed_dim, 1, 1));
+        m->off_wkv = vka_mha_place(&cursor, vka_mha_bytes(m, 2, kvw, d.kv_dim, 1));
     }
-    m->off_wo = vka_mha_place(&cursor, (uint64_t)d.embed_dim * qw * es);
+    m->off_wo = vka_mha_place(&cursor, vka_mha_bytes(m, d.embed_dim, qw, 1, 1));
     m->off_bq = vka_mha_place(&cursor, 0);
     m->off_bkv = m->off_bq + qw * es;
     vka_mha_place(&cursor, (qw + 2 * kvw) * es);
     m->off_bo = vka_mha_place(&cursor, d.embed_dim * es);
+    if (cursor > ctx->info.max_allocation_size) {
+        vka_free(ctx, m);
+        char need[48] = "more than 2^64";
+        if (cursor != VKA_MHA_TOO_LARGE)
+            snprintf(need, sizeof need, "%llu", (unsigned long long)cursor);
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "desc: the weights of desc->embed_dim %u, desc->kv_dim %u and "
+                        "(desc->num_heads %u + 2 x desc->num_kv_heads %u) x desc->head_dim %u "
+                        "need %s bytes, more than one allocation of this device holds "
+                        "(maxMemoryAllocationSize %llu)",
+                        d.embed_dim, d.kv_dim, d.num_heads, d.num_kv_heads, d.head_dim, need,
+                        (unsigned long long)ctx->info.max_allocation_size);
+    }
     vkattn_buffer_desc bd = {.size = cursor};
     r = vkattn_buffer_create(ctx, &bd, &m->weights);
     if (r != VKATTN_SUCCESS) {
@@ -131,6 +147,13 @@ vkattn_result vka_mha_scratch_grow(vkattn_mha *m, uint64_t need)
 {
     if (m->scratch && vkattn_buffer_size(m->scratch) >= need)
         return VKATTN_SUCCESS;
+    if (need > m->ctx->info.max_allocation_size)
+        return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "the layer's scratch for these sizes would be %llu bytes, more than one "
+                        "allocation of this device holds (maxMemoryAllocationSize %llu): pass "
+                        "args->scratch or use smaller batches",
+                        (unsigned long long)need,
+                        (unsigned long long)m->ctx->info.max_allocation_size);
     vkattn_buffer *bigger = NULL;
     vkattn_buffer_desc bd = {.size = need};
     vkattn_result r = vkattn_buffer_create(m->ctx, &bd, &bigger);
