@@ -415,6 +415,36 @@ static void test_tuning_at_scale(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* Cosmetic from the outside review: the context's own allocation failing
+ * (the first allocation of vkattn_context_create) reached neither the
+ * logger nor a message; it must reach the logger. */
+static void *refuse_allocation(void *user, size_t size, size_t alignment)
+{
+    (void)user, (void)size, (void)alignment;
+    return NULL;
+}
+
+static void release_nothing(void *user, void *memory) { (void)user, (void)memory; }
+
+static void keep_message(void *user, vkattn_log_level level, const char *message)
+{
+    if (level == VKATTN_LOG_ERROR)
+        snprintf(user, 256, "%s", message);
+}
+
+static void test_first_allocation_logged(void **state)
+{
+    (void)state;
+    char logged[256] = "";
+    vkattn_allocator refuse = {.allocate = refuse_allocation, .free = release_nothing};
+    vkattn_context_desc desc = {.allocator = &refuse, .log = keep_message, .log_user = logged};
+    vkattn_context *ctx = (vkattn_context *)&desc; /* must come back NULL */
+    assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_ERROR_OUT_OF_HOST_MEMORY);
+    assert_null(ctx);
+    if (!strstr(logged, "out of host memory"))
+        fail_msg("the logger got \"%s\", not the out-of-host-memory message", logged);
+}
+
 int test_api_limits_io_run(void)
 {
     const struct CMUnitTest tests[] = {
@@ -423,6 +453,7 @@ int test_api_limits_io_run(void)
         cmocka_unit_test(test_enumerate_faults),
 #endif
         cmocka_unit_test(test_tuning_at_scale),
+        cmocka_unit_test(test_first_allocation_logged),
     };
     return cmocka_run_group_tests_name("api_limits_io", tests, NULL, NULL);
 }
