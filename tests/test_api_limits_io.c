@@ -193,14 +193,21 @@ static void check_saves(vkattn_context *ctx, const char *dir, const char *what, 
     free(want);
 }
 
+/* A scratch directory made from the template `dir`, and a context logging
+ * into `cap`. */
+static vkattn_context *open_in_scratch(char *dir, log_capture *cap)
+{
+    assert_non_null(mkdtemp(dir));
+    vkattn_context_desc desc = {0};
+    return open_ctx(&desc, cap);
+}
+
 static void test_saves_are_safe(void **state)
 {
     (void)state;
     char dir[] = "/tmp/vkattn-limits-XXXXXX";
-    assert_non_null(mkdtemp(dir));
     log_capture cap = {0};
-    vkattn_context_desc desc = {0};
-    vkattn_context *ctx = open_ctx(&desc, &cap);
+    vkattn_context *ctx = open_in_scratch(dir, &cap);
     check_saves(ctx, dir, "pipelines.bin", vkattn_context_save_pipeline_cache,
                 vkattn_context_pipeline_cache_data);
     check_saves(ctx, dir, "tuning.txt", vkattn_context_save_tuning, vkattn_context_tuning_data);

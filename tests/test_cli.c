@@ -2,6 +2,7 @@
  * --check against the CPU reference, and every bad input exiting non-zero
  * with a message that names the problem, without writing the output file. */
 #include "npy/npy.h"
+#include "test_cli_util.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -14,17 +15,6 @@
 #ifndef VKATTN_CLI_PATH
 #error "VKATTN_CLI_PATH must name the vkattn executable"
 #endif
-
-static char tmp[256];
-
-static const char *path_of(const char *name)
-{
-    static char buf[8][512];
-    static int next;
-    char *p = buf[next++ % 8];
-    snprintf(p, 512, "%s/%s", tmp, name);
-    return p;
-}
 
 static bool exists(const char *p)
 {
@@ -41,38 +31,22 @@ static void write_f32(const char *name, uint32_t rank, const int64_t *shape, uin
     test_rng r = test_rng_seed(seed);
     test_fill_uniform(&r, data, (size_t)n, -1.0f, 1.0f);
     char err[512];
-    if (npy_write(path_of(name), NPY_F32, rank, shape, data, err, sizeof err) != 0)
+    if (npy_write(cli_path_of(name), NPY_F32, rank, shape, data, err, sizeof err) != 0)
         fail_msg("%s", err);
     free(data);
-}
-
-/* A whole small file (at most size - 1 bytes) as text; "" when missing. */
-static size_t read_text(const char *p, char *buf, size_t size)
-{
-    FILE *f = fopen(p, "rb");
-    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    return n;
 }
 
 /* Runs the tool with `args`; returns its exit status; its stderr is kept. */
 static int run(const char *args, char *stderr_text, size_t size)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s > %s 2> %s", VKATTN_CLI_PATH, args, path_of("stdout.txt"),
-             path_of("stderr.txt"));
-    int status = system(cmd);
-    read_text(path_of("stderr.txt"), stderr_text, size);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    return cli_run_with("", args, stderr_text, size);
 }
 
 /* The command fails, its stderr mentions `needle` (and `also`, unless
  * NULL), and no output file is left. */
 static void expect_failure_saying(const char *args, const char *needle, const char *also)
 {
-    unlink(path_of("O.npy"));
+    unlink(cli_path_of("O.npy"));
     char err[4096];
     int code = run(args, err, sizeof err);
     if (code == 0)
@@ -80,7 +54,7 @@ static void expect_failure_saying(const char *args, const char *needle, const ch
     if (!strstr(err, needle) || (also && !strstr(err, also)))
         fail_msg("vkattn %s: stderr does not mention \"%s\"%s%s%s:\n%s", args, needle,
                  also ? " and \"" : "", also ? also : "", also ? "\"" : "", err);
-    if (exists(path_of("O.npy")) || exists(path_of("O.npy.tmp")))
+    if (exists(cli_path_of("O.npy")) || exists(cli_path_of("O.npy.tmp")))
         fail_msg("vkattn %s: failed but wrote the output file", args);
 }
 
@@ -102,10 +76,10 @@ static void expect_success(const char *args, char *err, size_t size)
 static void expect_refused_unchanged(const char *args, const char *needle, const char *file)
 {
     char before[4096], after[4096];
-    size_t n = read_text(file, before, sizeof before);
+    size_t n = cli_read_text(file, before, sizeof before);
     assert_true(n > 0 && n < sizeof before - 1); /* the whole file */
     expect_failure(args, needle);
-    assert_int_equal(read_text(file, after, sizeof after), n);
+    assert_int_equal(cli_read_text(file, after, sizeof after), n);
     assert_memory_equal(before, after, n);
 }
 
@@ -113,8 +87,8 @@ static void expect_refused_unchanged(const char *args, const char *needle, const
  * (write_standard_inputs), into args. */
 static void attention_on_standard_inputs(char *args, size_t size, const char *opts)
 {
-    snprintf(args, size, "attention %s --q %s --k %s --v %s --out %s", opts, path_of("Q.npy"),
-             path_of("K.npy"), path_of("V.npy"), path_of("O.npy"));
+    snprintf(args, size, "attention %s --q %s --k %s --v %s --out %s", opts, cli_path_of("Q.npy"),
+             cli_path_of("K.npy"), cli_path_of("V.npy"), cli_path_of("O.npy"));
 }
 
 /* An option naming a file the tool keeps state in (`option`, after `opts`)
@@ -126,17 +100,17 @@ static void expect_state_file_guarded(const char *opts, const char *option,
                                       const char *cannot_write, const char *not_ours)
 {
     char args[2048], with[1024], named[64];
-    snprintf(with, sizeof with, "%s %s %s", opts, option, tmp);
+    snprintf(with, sizeof with, "%s %s %s", opts, option, cli_tmp);
     attention_on_standard_inputs(args, sizeof args, with);
     snprintf(named, sizeof named, "%s \"", option);
     expect_failure_saying(args, cannot_write, named);
     char tmp_tmp[600];
-    snprintf(tmp_tmp, sizeof tmp_tmp, "%s.tmp", tmp); /* nothing left beside it either */
+    snprintf(tmp_tmp, sizeof tmp_tmp, "%s.tmp", cli_tmp); /* nothing left beside it either */
     assert_false(exists(tmp_tmp));
     char k_path[512]; /* a copy: path_of's buffers are reused */
     int64_t other[2] = {3, 5};
     write_f32("Other.npy", 2, other, 9);
-    snprintf(k_path, sizeof k_path, "%s", path_of("Other.npy"));
+    snprintf(k_path, sizeof k_path, "%s", cli_path_of("Other.npy"));
     snprintf(with, sizeof with, "%s %s %s", opts, option, k_path);
     attention_on_standard_inputs(args, sizeof args, with);
     expect_refused_unchanged(args, not_ours, k_path);
@@ -151,7 +125,7 @@ static void write_standard_inputs(void)
     write_f32("M.npy", 2, mask, 4);
     uint8_t p[14] = {1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1};
     char err[512];
-    assert_int_equal(npy_write(path_of("P.npy"), NPY_BOOL, 2, pad, p, err, sizeof err), 0);
+    assert_int_equal(npy_write(cli_path_of("P.npy"), NPY_BOOL, 2, pad, p, err, sizeof err), 0);
 }
 
 /* The standard inputs, and no file `name`: its path (a copy, as path_of's
@@ -159,7 +133,7 @@ static void write_standard_inputs(void)
 static void start_without(char *path, size_t size, const char *name)
 {
     write_standard_inputs();
-    snprintf(path, size, "%s", path_of(name));
+    snprintf(path, size, "%s", cli_path_of(name));
     unlink(path);
 }
 
@@ -172,16 +146,16 @@ static void test_attention_command(void **state)
         args, sizeof args,
         "attention --validate --q %s --k %s --v %s --mask %s --key-padding %s --causal --check "
         "--weights-out %s --per-head --out %s",
-        path_of("Q.npy"), path_of("K.npy"), path_of("V.npy"), path_of("M.npy"), path_of("P.npy"),
-        path_of("W.npy"), path_of("O.npy"));
+        cli_path_of("Q.npy"), cli_path_of("K.npy"), cli_path_of("V.npy"), cli_path_of("M.npy"),
+        cli_path_of("P.npy"), cli_path_of("W.npy"), cli_path_of("O.npy"));
     expect_success(args, err, sizeof err);
     npy_array o, w;
     char e[512];
-    assert_int_equal(npy_read(path_of("O.npy"), &o, e, sizeof e), 0);
+    assert_int_equal(npy_read(cli_path_of("O.npy"), &o, e, sizeof e), 0);
     assert_int_equal(o.rank, 4);
     assert_int_equal(o.shape[1], 4);
     assert_int_equal(o.shape[3], 16);
-    assert_int_equal(npy_read(path_of("W.npy"), &w, e, sizeof e), 0);
+    assert_int_equal(npy_read(cli_path_of("W.npy"), &w, e, sizeof e), 0);
     assert_int_equal(w.rank, 4);
     assert_int_equal(w.shape[3], 7);
     /* rows of probabilities sum to 1 */
@@ -210,7 +184,7 @@ static void test_tuning_file(void **state)
     attention_on_standard_inputs(args, sizeof args, opts);
     expect_success(args, err, sizeof err);
     char text[4096], again[4096];
-    assert_true(read_text(tuning, text, sizeof text) > 0);
+    assert_true(cli_read_text(tuning, text, sizeof text) > 0);
     assert_non_null(strstr(text, "vkattn-tuning 1\ndevice "));
     assert_non_null(strstr(text, "\n2 16 ")); /* an attention entry, head dim 16 */
     /* read back - this device's entries, no complaint - and left alone without --tune */
@@ -220,7 +194,7 @@ static void test_tuning_file(void **state)
     if (strstr(err, "another device") || strstr(err, "not vkattn tuning data") ||
         strstr(err, "not read") || strstr(err, "could not be read"))
         fail_msg("vkattn %s did not take the tuning file:\n%s", args, err);
-    read_text(tuning, again, sizeof again);
+    cli_read_text(tuning, again, sizeof again);
     assert_string_equal(again, text);
     unlink(tuning);
     /* a path that cannot be written, a file that is not tuning data */
@@ -240,7 +214,7 @@ static void test_pipeline_cache_file(void **state)
         attention_on_standard_inputs(args, sizeof args, opts);
         expect_success(args, err, sizeof err);
         assert_true(exists(cache));
-        assert_true(exists(path_of("O.npy")));
+        assert_true(exists(cli_path_of("O.npy")));
         /* the second run takes the first one's cache */
         if (pass == 1 && (strstr(err, "not read") || strstr(err, "could not be read") ||
                           strstr(err, "another device")))
@@ -266,11 +240,12 @@ static void test_mha_command(void **state)
     snprintf(args, sizeof args,
              "mha --validate --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --bq %s "
              "--causal --check --weights-out %s --out %s",
-             path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"),
-             path_of("WO.npy"), path_of("BQ.npy"), path_of("W.npy"), path_of("O.npy"));
+             cli_path_of("X.npy"), cli_path_of("WQ.npy"), cli_path_of("WK.npy"),
+             cli_path_of("WV.npy"), cli_path_of("WO.npy"), cli_path_of("BQ.npy"),
+             cli_path_of("W.npy"), cli_path_of("O.npy"));
     expect_success(args, err, sizeof err);
     npy_array y;
-    assert_int_equal(npy_read(path_of("O.npy"), &y, e, sizeof e), 0);
+    assert_int_equal(npy_read(cli_path_of("O.npy"), &y, e, sizeof e), 0);
     assert_int_equal(y.rank, 3);
     assert_int_equal(y.shape[2], 32);
     npy_free(&y);
@@ -279,20 +254,21 @@ static void test_mha_command(void **state)
     const char *common_fmt =
         "mha --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --bq %s --causal";
     char common[2048];
-    snprintf(common, sizeof common, common_fmt, path_of("X.npy"), path_of("WQ.npy"),
-             path_of("WK.npy"), path_of("WV.npy"), path_of("WO.npy"), path_of("BQ.npy"));
-    snprintf(args, sizeof args, "%s --out %s", common, path_of("FULL.npy"));
+    snprintf(common, sizeof common, common_fmt, cli_path_of("X.npy"), cli_path_of("WQ.npy"),
+             cli_path_of("WK.npy"), cli_path_of("WV.npy"), cli_path_of("WO.npy"),
+             cli_path_of("BQ.npy"));
+    snprintf(args, sizeof args, "%s --out %s", common, cli_path_of("FULL.npy"));
     expect_success(args, err, sizeof err);
     const char *variants[] = {"--prefill 2", "--prefill 5 --paged-block 2",
                               "--prefill 1 --kv-splits 3", "--prefill 6"};
     npy_array full;
-    assert_int_equal(npy_read(path_of("FULL.npy"), &full, e, sizeof e), 0);
+    assert_int_equal(npy_read(cli_path_of("FULL.npy"), &full, e, sizeof e), 0);
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
         snprintf(args, sizeof args, "%s %s --check --validate --out %s", common, variants[i],
-                 path_of("O.npy"));
+                 cli_path_of("O.npy"));
         expect_success(args, err, sizeof err);
         npy_array dec;
-        assert_int_equal(npy_read(path_of("O.npy"), &dec, e, sizeof e), 0);
+        assert_int_equal(npy_read(cli_path_of("O.npy"), &dec, e, sizeof e), 0);
         test_assert_close(dec.data, full.data, (size_t)(full.nbytes / 4), TEST_TOL_F32,
                           variants[i]);
         npy_free(&dec);
@@ -301,29 +277,29 @@ static void test_mha_command(void **state)
     snprintf(
         args, sizeof args,
         "mha --x %s --heads 4 --kv-heads 2 --wq %s --wk %s --wv %s --wo %s --prefill 2 --out %s",
-        path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"),
-        path_of("WO.npy"), path_of("O.npy"));
+        cli_path_of("X.npy"), cli_path_of("WQ.npy"), cli_path_of("WK.npy"), cli_path_of("WV.npy"),
+        cli_path_of("WO.npy"), cli_path_of("O.npy"));
     expect_failure(args, "--causal");
-    snprintf(args, sizeof args, "%s --paged-block 4 --out %s", common, path_of("O.npy"));
+    snprintf(args, sizeof args, "%s --paged-block 4 --out %s", common, cli_path_of("O.npy"));
     expect_failure(args, "needs --prefill");
-    snprintf(args, sizeof args, "%s --prefill 7 --out %s", common, path_of("O.npy"));
+    snprintf(args, sizeof args, "%s --prefill 7 --out %s", common, cli_path_of("O.npy"));
     expect_failure(args, "only 6 tokens");
     /* --tune with --prefill tunes the steps (their projections and the
      * attention over the cache: op 3 entries) and decodes the same rows */
     char tuning[512], text[8192];
-    snprintf(tuning, sizeof tuning, "%s", path_of("steps-tuning.txt"));
+    snprintf(tuning, sizeof tuning, "%s", cli_path_of("steps-tuning.txt"));
     unlink(tuning);
     snprintf(args, sizeof args, "%s --prefill 2 --tune --tuning %s --check --validate --out %s",
-             common, tuning, path_of("O.npy"));
+             common, tuning, cli_path_of("O.npy"));
     expect_success(args, err, sizeof err);
-    assert_true(read_text(tuning, text, sizeof text) > 0);
+    assert_true(cli_read_text(tuning, text, sizeof text) > 0);
     if (!strstr(text, "\n3 ") || !strstr(text, "\n1 "))
         fail_msg("the tuning file of --prefill --tune has no linear or KV-attention entry:\n%s",
                  text);
     unlink(tuning);
     npy_array tuned;
-    assert_int_equal(npy_read(path_of("O.npy"), &tuned, e, sizeof e), 0);
-    assert_int_equal(npy_read(path_of("FULL.npy"), &full, e, sizeof e), 0);
+    assert_int_equal(npy_read(cli_path_of("O.npy"), &tuned, e, sizeof e), 0);
+    assert_int_equal(npy_read(cli_path_of("FULL.npy"), &full, e, sizeof e), 0);
     test_assert_close(tuned.data, full.data, (size_t)(full.nbytes / 4), TEST_TOL_F32,
                       "--prefill 2 --tune");
     npy_free(&tuned);
@@ -334,21 +310,21 @@ static void test_mha_command(void **state)
     write_f32("X30.npy", 3, x30, 16);
     write_f32("W30.npy", 2, w30, 17);
     snprintf(args, sizeof args, "mha --x %s --heads 4 --wq %s --wk %s --wv %s --wo %s --out %s",
-             path_of("X30.npy"), path_of("W30.npy"), path_of("W30.npy"), path_of("W30.npy"),
-             path_of("W30.npy"), path_of("O.npy"));
+             cli_path_of("X30.npy"), cli_path_of("W30.npy"), cli_path_of("W30.npy"),
+             cli_path_of("W30.npy"), cli_path_of("W30.npy"), cli_path_of("O.npy"));
     expect_failure(args, "--heads 4");
     /* a weight of the wrong shape names its file */
     snprintf(args, sizeof args, "mha --x %s --heads 4 --wq %s --wk %s --wv %s --wo %s --out %s",
-             path_of("X.npy"), path_of("WQ.npy"), path_of("WK.npy"), path_of("WV.npy"),
-             path_of("WK.npy"), path_of("O.npy"));
+             cli_path_of("X.npy"), cli_path_of("WQ.npy"), cli_path_of("WK.npy"),
+             cli_path_of("WV.npy"), cli_path_of("WK.npy"), cli_path_of("O.npy"));
     expect_failure(args, "WK.npy");
     /* kv heads that do not divide the heads (weights shaped to match) */
     int64_t wk3[2] = {24, 32};
     write_f32("WK3.npy", 2, wk3, 18);
     snprintf(args, sizeof args,
              "mha --x %s --heads 4 --kv-heads 3 --wq %s --wk %s --wv %s --wo %s --out %s",
-             path_of("X.npy"), path_of("WQ.npy"), path_of("WK3.npy"), path_of("WK3.npy"),
-             path_of("WO.npy"), path_of("O.npy"));
+             cli_path_of("X.npy"), cli_path_of("WQ.npy"), cli_path_of("WK3.npy"),
+             cli_path_of("WK3.npy"), cli_path_of("WO.npy"), cli_path_of("O.npy"));
     expect_failure(args, "does not divide");
 }
 
@@ -358,33 +334,34 @@ static void test_bad_inputs(void **state)
     write_standard_inputs();
     char args[4096], q[512], k[512], v[512], o[512];
     /* copies: path_of's buffers are reused */
-    snprintf(q, sizeof q, "%s", path_of("Q.npy"));
-    snprintf(k, sizeof k, "%s", path_of("K.npy"));
-    snprintf(v, sizeof v, "%s", path_of("V.npy"));
-    snprintf(o, sizeof o, "%s", path_of("O.npy"));
+    snprintf(q, sizeof q, "%s", cli_path_of("Q.npy"));
+    snprintf(k, sizeof k, "%s", cli_path_of("K.npy"));
+    snprintf(v, sizeof v, "%s", cli_path_of("V.npy"));
+    snprintf(o, sizeof o, "%s", cli_path_of("O.npy"));
 #define ATT(extra_fmt, ...)                                                                       \
     snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s " extra_fmt, q, k, v, o, \
              __VA_ARGS__)
 
     /* missing file */
-    snprintf(args, sizeof args, "attention --q %s/none.npy --k %s --v %s --out %s", tmp, k, v, o);
+    snprintf(args, sizeof args, "attention --q %s/none.npy --k %s --v %s --out %s", cli_tmp, k, v,
+             o);
     expect_failure(args, "none.npy");
     /* truncated file */
     char trunc[600];
-    snprintf(trunc, sizeof trunc, "head -c 150 %s > %s", q, path_of("T.npy"));
+    snprintf(trunc, sizeof trunc, "head -c 150 %s > %s", q, cli_path_of("T.npy"));
     assert_int_equal(system(trunc), 0);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("T.npy"), k, v,
-             o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", cli_path_of("T.npy"), k,
+             v, o);
     expect_failure(args, "T.npy");
     /* not a .npy at all */
-    FILE *f = fopen(path_of("J.npy"), "w");
+    FILE *f = fopen(cli_path_of("J.npy"), "w");
     fputs("this is not numpy", f);
     fclose(f);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("J.npy"), k, v,
-             o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", cli_path_of("J.npy"), k,
+             v, o);
     expect_failure(args, "J.npy");
     /* float64 data */
-    f = fopen(path_of("D.npy"), "wb");
+    f = fopen(cli_path_of("D.npy"), "wb");
     const char hdr[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f8', 'fortran_order': False, 'shape': "
                        "(1, 1, 1, 8), }";
     fwrite(hdr, 1, sizeof hdr - 1, f);
@@ -394,48 +371,48 @@ static void test_bad_inputs(void **state)
     double zeros[8] = {0};
     fwrite(zeros, 8, 8, f);
     fclose(f);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("D.npy"), k, v,
-             o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", cli_path_of("D.npy"), k,
+             v, o);
     expect_failure(args, "<f8");
     /* a zero-sized dimension */
     int64_t z[4] = {1, 0, 5, 16};
     write_f32("Z.npy", 4, z, 5);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Z.npy"), k, v,
-             o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", cli_path_of("Z.npy"), k,
+             v, o);
     expect_failure(args, "zero-sized");
     /* heads that do not divide: Hq 3, Hkv 2 */
     int64_t q3[4] = {2, 3, 5, 16};
     write_f32("Q3.npy", 4, q3, 6);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Q3.npy"), k, v,
-             o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", cli_path_of("Q3.npy"), k,
+             v, o);
     expect_failure(args, "does not divide");
     /* head dim 12 and 264 */
     int64_t d12q[4] = {1, 2, 3, 12}, d12k[4] = {1, 2, 3, 12};
     write_f32("Q12.npy", 4, d12q, 7);
     write_f32("K12.npy", 4, d12k, 8);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Q12.npy"),
-             path_of("K12.npy"), path_of("K12.npy"), o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", cli_path_of("Q12.npy"),
+             cli_path_of("K12.npy"), cli_path_of("K12.npy"), o);
     expect_failure(args, "12");
     int64_t d264[4] = {1, 1, 2, 264};
     write_f32("Q264.npy", 4, d264, 9);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", path_of("Q264.npy"),
-             path_of("Q264.npy"), path_of("Q264.npy"), o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", cli_path_of("Q264.npy"),
+             cli_path_of("Q264.npy"), cli_path_of("Q264.npy"), o);
     expect_failure(args, "264");
     /* batch mismatch */
     int64_t kb[4] = {3, 2, 7, 16};
     write_f32("KB.npy", 4, kb, 10);
-    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", q, path_of("KB.npy"), v,
-             o);
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", q, cli_path_of("KB.npy"),
+             v, o);
     expect_failure(args, "--k");
     /* a mask that does not broadcast */
     int64_t mbad[2] = {5, 6};
     write_f32("MB.npy", 2, mbad, 11);
-    ATT("--mask %s", path_of("MB.npy"));
+    ATT("--mask %s", cli_path_of("MB.npy"));
     expect_failure(args, "--mask");
     /* key padding as float32 */
     int64_t pf[2] = {2, 7};
     write_f32("PF.npy", 2, pf, 12);
-    ATT("--key-padding %s", path_of("PF.npy"));
+    ATT("--key-padding %s", cli_path_of("PF.npy"));
     expect_failure(args, "uint8 or bool");
     /* unknown dtype, bad scale, unknown option, missing --out */
     ATT("--dtype %s", "bf16");
@@ -458,11 +435,11 @@ static void test_help_lists_flags(void **state)
     char err[4096];
     char out[8192];
     assert_int_equal(run("--help", err, sizeof err), 0);
-    read_text(path_of("stdout.txt"), out, sizeof out);
+    cli_read_text(cli_path_of("stdout.txt"), out, sizeof out);
     assert_non_null(strstr(out, "attention"));
     assert_non_null(strstr(out, "mha"));
     assert_int_equal(run("mha --help", err, sizeof err), 0);
-    read_text(path_of("stdout.txt"), out, sizeof out);
+    cli_read_text(cli_path_of("stdout.txt"), out, sizeof out);
     const char *flags[] = {"--x",        "--kv",          "--heads",  "--kv-heads", "--wq",
                            "--wk",       "--wv",          "--wo",     "--bq",       "--bo",
                            "--causal",   "--key-padding", "--mask",   "--dtype",    "--weights-out",
@@ -481,28 +458,13 @@ static void test_info_without_any_device(void **state)
     snprintf(
         cmd, sizeof cmd,
         "VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json %s info > %s 2> %s",
-        VKATTN_CLI_PATH, path_of("stdout.txt"), path_of("stderr.txt"));
+        VKATTN_CLI_PATH, cli_path_of("stdout.txt"), cli_path_of("stderr.txt"));
     int status = system(cmd);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
     char err[2048];
-    read_text(path_of("stderr.txt"), err, sizeof err);
+    cli_read_text(cli_path_of("stderr.txt"), err, sizeof err);
     assert_non_null(strstr(err, "no Vulkan device"));
     assert_non_null(strstr(err, "mesa-vulkan-drivers"));
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmp, sizeof tmp, "/tmp/vkattn-cli-XXXXXX");
-    return mkdtemp(tmp) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
-    return system(cmd) == 0 ? 0 : -1;
 }
 
 int main(void)
@@ -516,5 +478,5 @@ int main(void)
         cmocka_unit_test(test_help_lists_flags),
         cmocka_unit_test(test_info_without_any_device),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cli_setup, cli_teardown);
 }

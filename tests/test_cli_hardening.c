@@ -5,6 +5,7 @@
  * case exits non-zero with a message naming the problem, or does the one
  * right thing, and never writes where it must not. */
 #include "npy/npy.h"
+#include "test_cli_util.h"
 #include "test_util.h"
 
 #include <errno.h>
@@ -23,17 +24,6 @@
 #error "VKATTN_CLI_PATH must name the vkattn executable"
 #endif
 
-static char tmp[256];
-
-static const char *path_of(const char *name)
-{
-    static char buf[8][512];
-    static int next;
-    char *p = buf[next++ % 8];
-    snprintf(p, 512, "%s/%s", tmp, name);
-    return p;
-}
-
 static void write_f32_values(const char *name, uint32_t rank, const int64_t *shape, float special)
 {
     int64_t n = 1;
@@ -45,7 +35,7 @@ static void write_f32_values(const char *name, uint32_t rank, const int64_t *sha
     if (special != 0)
         data[n / 2] = special;
     char err[512];
-    if (npy_write(path_of(name), NPY_F32, rank, shape, data, err, sizeof err) != 0)
+    if (npy_write(cli_path_of(name), NPY_F32, rank, shape, data, err, sizeof err) != 0)
         fail_msg("%s", err);
     free(data);
 }
@@ -59,31 +49,10 @@ static void write_inputs(void)
     write_f32_values("V.npy", 4, s, 0);
 }
 
-static size_t read_text(const char *p, char *buf, size_t size)
+static int run(const char *args, char *err, size_t size)
 {
-    FILE *f = fopen(p, "rb");
-    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    return n;
+    return cli_run_with("", args, err, size);
 }
-
-/* Runs `prefix vkattn args` (prefix: e.g. "timeout 20"); returns the exit
- * status with the stderr in `err`. */
-static int run_with(const char *prefix, const char *args, char *err, size_t size)
-{
-    size_t len = strlen(args) + 2048;
-    char *cmd = malloc(len);
-    snprintf(cmd, len, "%s %s %s > %s 2> %s", prefix, VKATTN_CLI_PATH, args, path_of("stdout.txt"),
-             path_of("stderr.txt"));
-    int status = system(cmd);
-    free(cmd);
-    read_text(path_of("stderr.txt"), err, size);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static int run(const char *args, char *err, size_t size) { return run_with("", args, err, size); }
 
 static void expect_failure_saying(const char *args, const char *needle, const char *also)
 {
@@ -100,9 +69,9 @@ static void expect_failure_saying(const char *args, const char *needle, const ch
 static void attention(char *args, size_t size, const char *extra)
 {
     char q[512], k[512];
-    snprintf(q, sizeof q, "%s", path_of("Q.npy"));
-    snprintf(k, sizeof k, "%s", path_of("K.npy"));
-    snprintf(args, size, "attention --q %s --k %s --v %s %s", q, k, path_of("V.npy"), extra);
+    snprintf(q, sizeof q, "%s", cli_path_of("Q.npy"));
+    snprintf(k, sizeof k, "%s", cli_path_of("K.npy"));
+    snprintf(args, size, "attention --q %s --k %s --v %s %s", q, k, cli_path_of("V.npy"), extra);
 }
 
 static void expect_valid_output(const char *p)
@@ -122,24 +91,24 @@ static void test_planted_temporary_link(void **state)
     (void)state;
     write_inputs();
     char victim[512], link_path[512], args[4096], err[4096], text[64];
-    snprintf(victim, sizeof victim, "%s", path_of("victim.txt"));
-    snprintf(link_path, sizeof link_path, "%s", path_of("O.npy.tmp"));
+    snprintf(victim, sizeof victim, "%s", cli_path_of("victim.txt"));
+    snprintf(link_path, sizeof link_path, "%s", cli_path_of("O.npy.tmp"));
     FILE *f = fopen(victim, "w");
     fputs("precious", f);
     fclose(f);
     unlink(link_path);
     assert_int_equal(symlink(victim, link_path), 0);
     char extra[600];
-    snprintf(extra, sizeof extra, "--out %s", path_of("O.npy"));
+    snprintf(extra, sizeof extra, "--out %s", cli_path_of("O.npy"));
     attention(args, sizeof args, extra);
     if (run(args, err, sizeof err) != 0)
         fail_msg("vkattn %s failed:\n%s", args, err);
-    read_text(victim, text, sizeof text);
+    cli_read_text(victim, text, sizeof text);
     assert_string_equal(text, "precious");
     struct stat st;
-    assert_int_equal(lstat(path_of("O.npy"), &st), 0);
+    assert_int_equal(lstat(cli_path_of("O.npy"), &st), 0);
     assert_true(S_ISREG(st.st_mode));
-    expect_valid_output(path_of("O.npy"));
+    expect_valid_output(cli_path_of("O.npy"));
 }
 
 /* D4: /dev/null and a FIFO are written as they are; a directory is refused. */
@@ -156,8 +125,8 @@ static void test_special_outputs(void **state)
     assert_true(S_ISCHR(st.st_mode));
 
     char fifo[512], copy[512], extra[600];
-    snprintf(fifo, sizeof fifo, "%s", path_of("out.fifo"));
-    snprintf(copy, sizeof copy, "%s", path_of("fifo-copy.npy"));
+    snprintf(fifo, sizeof fifo, "%s", cli_path_of("out.fifo"));
+    snprintf(copy, sizeof copy, "%s", cli_path_of("fifo-copy.npy"));
     assert_int_equal(mkfifo(fifo, 0600), 0);
     pid_t child = fork();
     if (child == 0) { /* the reader: copies what comes through the FIFO */
@@ -185,9 +154,9 @@ static void test_special_outputs(void **state)
     assert_true(S_ISFIFO(st.st_mode)); /* not replaced by a file */
     expect_valid_output(copy);
 
-    snprintf(extra, sizeof extra, "--out %s", tmp);
+    snprintf(extra, sizeof extra, "--out %s", cli_tmp);
     attention(args, sizeof args, extra);
-    expect_failure_saying(args, tmp, "not a regular file");
+    expect_failure_saying(args, cli_tmp, "not a regular file");
 }
 
 /* D6: one file named by two outputs, or by an output and an input. */
@@ -200,53 +169,53 @@ static void expect_collision(const char *args, const char *opt_a, const char *op
         fail_msg("vkattn %s: no \"same file\" in:\n%s", args, err);
 }
 
+/* The attention command on the standard inputs with `extra` options. */
+static void expect_attention_collision(const char *extra, const char *opt_a, const char *opt_b)
+{
+    char args[4096];
+    attention(args, sizeof args, extra);
+    expect_collision(args, opt_a, opt_b);
+}
+
 static void test_output_collisions(void **state)
 {
     (void)state;
     write_inputs();
     char args[4096], extra[2048], o[512], q[512], before[8192], after[8192];
-    snprintf(o, sizeof o, "%s", path_of("O.npy"));
-    snprintf(q, sizeof q, "%s", path_of("Q.npy"));
+    snprintf(o, sizeof o, "%s", cli_path_of("O.npy"));
+    snprintf(q, sizeof q, "%s", cli_path_of("Q.npy"));
     unlink(o);
     snprintf(extra, sizeof extra, "--out %s --weights-out %s", o, o);
-    attention(args, sizeof args, extra);
-    expect_collision(args, "--out", "--weights-out");
+    expect_attention_collision(extra, "--out", "--weights-out");
     assert_int_equal(access(o, F_OK), -1);
     snprintf(extra, sizeof extra, "--pipeline-cache %s --out %s", o, o);
-    attention(args, sizeof args, extra);
-    expect_collision(args, "--out", "--pipeline-cache");
+    expect_attention_collision(extra, "--out", "--pipeline-cache");
     snprintf(extra, sizeof extra, "--tune --tuning %s --out %s", o, o);
-    attention(args, sizeof args, extra);
-    expect_collision(args, "--out", "--tuning");
+    expect_attention_collision(extra, "--out", "--tuning");
     /* another spelling of a path that does not exist yet */
-    snprintf(extra, sizeof extra, "--out %s --weights-out %s/./../%s/O.npy", o, tmp,
-             strrchr(tmp, '/') + 1);
-    attention(args, sizeof args, extra);
-    expect_collision(args, "--out", "--weights-out");
+    snprintf(extra, sizeof extra, "--out %s --weights-out %s/./../%s/O.npy", o, cli_tmp,
+             strrchr(cli_tmp, '/') + 1);
+    expect_attention_collision(extra, "--out", "--weights-out");
     assert_int_equal(access(o, F_OK), -1);
 
     /* an output naming an input: directly, by a hard link, by a symlink */
-    size_t n = read_text(q, before, sizeof before);
+    size_t n = cli_read_text(q, before, sizeof before);
     snprintf(extra, sizeof extra, "--out %s", q);
-    attention(args, sizeof args, extra);
-    expect_collision(args, "--out", "--q");
+    expect_attention_collision(extra, "--out", "--q");
     char hard[512], soft[512];
-    snprintf(hard, sizeof hard, "%s", path_of("Q-hard.npy"));
-    snprintf(soft, sizeof soft, "%s", path_of("Q-soft.npy"));
+    snprintf(hard, sizeof hard, "%s", cli_path_of("Q-hard.npy"));
+    snprintf(soft, sizeof soft, "%s", cli_path_of("Q-soft.npy"));
     unlink(hard);
     unlink(soft);
     assert_int_equal(link(q, hard), 0);
     assert_int_equal(symlink(q, soft), 0);
     snprintf(extra, sizeof extra, "--out %s", hard);
-    attention(args, sizeof args, extra);
-    expect_collision(args, "--out", "--q");
+    expect_attention_collision(extra, "--out", "--q");
     snprintf(extra, sizeof extra, "--out %s --weights-out %s", o, soft);
-    attention(args, sizeof args, extra);
-    expect_collision(args, "--weights-out", "--q");
+    expect_attention_collision(extra, "--weights-out", "--q");
     snprintf(extra, sizeof extra, "--out %s --pipeline-cache %s", o, hard);
-    attention(args, sizeof args, extra);
-    expect_collision(args, "--pipeline-cache", "--q");
-    assert_int_equal(read_text(q, after, sizeof after), n);
+    expect_attention_collision(extra, "--pipeline-cache", "--q");
+    assert_int_equal(cli_read_text(q, after, sizeof after), n);
     assert_memory_equal(before, after, n);
     assert_int_equal(access(o, F_OK), -1);
 
@@ -262,7 +231,7 @@ static void test_huge_dimension(void **state)
     (void)state;
     write_inputs();
     char p[512];
-    snprintf(p, sizeof p, "%s", path_of("Huge.npy"));
+    snprintf(p, sizeof p, "%s", cli_path_of("Huge.npy"));
     FILE *f = fopen(p, "wb");
     char dict[256];
     int len = snprintf(dict, sizeof dict,
@@ -281,7 +250,7 @@ static void test_huge_dimension(void **state)
     fwrite(zeros, sizeof zeros, 1, f);
     fclose(f);
     char args[4096], extra[600];
-    snprintf(extra, sizeof extra, "--out %s", path_of("O.npy"));
+    snprintf(extra, sizeof extra, "--out %s", cli_path_of("O.npy"));
     snprintf(args, sizeof args, "attention --q %s --k %s --v %s %s", p, p, p, extra);
     expect_failure_saying(args, "Huge.npy", "too large");
 }
@@ -294,7 +263,7 @@ static void test_float_options(void **state)
     const char *bad[] = {"1e39", "1e-50", "nan", "inf", "1.0x", "-1e39"};
     char args[4096], extra[800];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(extra, sizeof extra, "--scale %s --out %s", bad[i], path_of("O.npy"));
+        snprintf(extra, sizeof extra, "--scale %s --out %s", bad[i], cli_path_of("O.npy"));
         attention(args, sizeof args, extra);
         expect_failure_saying(args, "--scale", bad[i]);
     }
@@ -309,22 +278,22 @@ static void test_f16_range_and_fifo_input(void **state)
     write_f32_values("Q.npy", 4, s, 1e5f);
     write_f32_values("KN.npy", 4, s, NAN);
     char args[4096], extra[800];
-    snprintf(extra, sizeof extra, "--dtype f16 --out %s", path_of("O.npy"));
+    snprintf(extra, sizeof extra, "--dtype f16 --out %s", cli_path_of("O.npy"));
     attention(args, sizeof args, extra);
     expect_failure_saying(args, "--q", "100000");
     expect_failure_saying(args, "65504", "f16");
     write_inputs();
-    snprintf(extra, sizeof extra, "--dtype f16 --out %s --k %s", path_of("O.npy"),
-             path_of("KN.npy"));
+    snprintf(extra, sizeof extra, "--dtype f16 --out %s --k %s", cli_path_of("O.npy"),
+             cli_path_of("KN.npy"));
     attention(args, sizeof args, extra);
     expect_failure_saying(args, "--k", "NaN");
 
     char fifo[512], err[4096];
-    snprintf(fifo, sizeof fifo, "%s", path_of("in.fifo"));
+    snprintf(fifo, sizeof fifo, "%s", cli_path_of("in.fifo"));
     assert_int_equal(mkfifo(fifo, 0600), 0);
     snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", fifo, fifo, fifo,
-             path_of("O.npy"));
-    int code = run_with("timeout 20", args, err, sizeof err);
+             cli_path_of("O.npy"));
+    int code = cli_run_with("timeout 20", args, err, sizeof err);
     if (code == 0 || code == 124 || !strstr(err, "not a regular file") || !strstr(err, fifo))
         fail_msg("vkattn %s: exit %d:\n%s", args, code, err);
 }
@@ -341,12 +310,12 @@ static void test_messages(void **state)
     expect_failure_saying("smoke --device", "--device needs a value", NULL);
 
     char *long_path = malloc(6000), *args = malloc(8000);
-    int n = snprintf(long_path, 6000, "%s/", tmp);
+    int n = snprintf(long_path, 6000, "%s/", cli_tmp);
     while (n < 5000)
         n += snprintf(long_path + n, 6000 - (size_t)n, "%s", "dir-name-part/");
     snprintf(long_path + n, 6000 - (size_t)n, "Q.npy");
-    snprintf(args, 8000, "attention --q %s --k %s --v %s --out %s", long_path, path_of("K.npy"),
-             path_of("V.npy"), path_of("O.npy"));
+    snprintf(args, 8000, "attention --q %s --k %s --v %s --out %s", long_path, cli_path_of("K.npy"),
+             cli_path_of("V.npy"), cli_path_of("O.npy"));
     expect_failure_saying(args, "--q", strerror(ENAMETOOLONG));
     free(long_path);
 
@@ -355,30 +324,15 @@ static void test_messages(void **state)
     write_f32_values("QL.npy", 4, q, 0);
     write_f32_values("KL.npy", 4, kv, 0);
     char kl[512];
-    snprintf(kl, sizeof kl, "%s", path_of("KL.npy"));
+    snprintf(kl, sizeof kl, "%s", cli_path_of("KL.npy"));
     snprintf(args, 8000, "attention --q %s --k %s --v %s --weights-out %s --per-head --out %s",
-             path_of("QL.npy"), kl, kl, path_of("W.npy"), path_of("O.npy"));
+             cli_path_of("QL.npy"), kl, kl, cli_path_of("W.npy"), cli_path_of("O.npy"));
     expect_failure_saying(args, "OUT_OF_RANGE", "maxMemoryAllocationSize");
     char err[8192];
     run(args, err, sizeof err);
     if (strstr(err, "OUT_OF_DEVICE_MEMORY"))
         fail_msg("reported as out of device memory:\n%s", err);
     free(args);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmp, sizeof tmp, "/tmp/vkattn-cli-hard-XXXXXX");
-    return mkdtemp(tmp) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
-    return system(cmd) == 0 ? 0 : -1;
 }
 
 int main(void)
@@ -392,5 +346,5 @@ int main(void)
         cmocka_unit_test(test_f16_range_and_fifo_input),
         cmocka_unit_test(test_messages),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cli_setup, cli_teardown);
 }

@@ -229,19 +229,26 @@ static void host_destroy(host_vulkan *h)
     vkDestroyInstance(h->instance, NULL);
 }
 
+/* The host's objects as a borrow, without an enabled-features chain. */
+static vkattn_vulkan_borrow borrow_of(const host_vulkan *h)
+{
+    vkattn_vulkan_borrow b = {
+        .instance = h->instance,
+        .physical_device = h->pd,
+        .device = h->device,
+        .queue_family_index = h->family,
+        .get_instance_proc_addr = vkGetInstanceProcAddr,
+    };
+    return b;
+}
+
 static void test_borrowed_device(void **state)
 {
     (void)state;
     host_vulkan h;
     host_create(&h, true, true);
-    vkattn_vulkan_borrow borrow = {
-        .instance = h.instance,
-        .physical_device = h.pd,
-        .device = h.device,
-        .queue_family_index = h.family,
-        .get_instance_proc_addr = vkGetInstanceProcAddr,
-        .enabled_features = &h.features,
-    };
+    vkattn_vulkan_borrow borrow = borrow_of(&h);
+    borrow.enabled_features = &h.features;
     vkattn_context_desc desc = {.borrow = &borrow, .flags = VKATTN_CONTEXT_VALIDATION};
     vkattn_context *ctx = NULL;
     assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);
@@ -273,13 +280,7 @@ static void test_borrowed_without_features_uses_packed_f16(void **state)
     (void)state;
     host_vulkan h;
     host_create(&h, true, false);
-    vkattn_vulkan_borrow borrow = {
-        .instance = h.instance,
-        .physical_device = h.pd,
-        .device = h.device,
-        .queue_family_index = h.family,
-        .get_instance_proc_addr = vkGetInstanceProcAddr,
-    };
+    vkattn_vulkan_borrow borrow = borrow_of(&h); /* no enabled_features */
     vkattn_context_desc desc = {.borrow = &borrow, .flags = VKATTN_CONTEXT_VALIDATION};
     vkattn_context *ctx = NULL;
     assert_int_equal(vkattn_context_create(&desc, &ctx), VKATTN_SUCCESS);

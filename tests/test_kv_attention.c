@@ -214,13 +214,7 @@ static void one_buffer_on(test_gpu *g, uint32_t policy)
 {
     vkattn_context *ctx = g->ctx;
     test_rng rng = test_rng_seed(31 + policy);
-    vkattn_kv_cache_desc d = {.num_kv_heads = 2,
-                              .num_heads = 4,
-                              .head_dim = 32,
-                              .dtype = F32,
-                              .max_sequences = 3,
-                              .capacity = 300,
-                              .block_size = 5};
+    vkattn_kv_cache_desc d = test_kv_desc(2, 4, 32, 3, 300, 5);
     kv_host h;
     kv_host_create(g, &d, &h);
     const uint32_t seqs[2] = {2, 0};
@@ -293,13 +287,7 @@ static void test_more_queries_than_keys(void **state)
         test_gpu *g = s->gpu[policy];
         vkattn_context *ctx = g->ctx;
         test_rng rng = test_rng_seed(77);
-        vkattn_kv_cache_desc d = {.num_kv_heads = 1,
-                                  .num_heads = 2,
-                                  .head_dim = 16,
-                                  .dtype = F32,
-                                  .max_sequences = 2,
-                                  .capacity = 32,
-                                  .block_size = 5};
+        vkattn_kv_cache_desc d = test_kv_desc(1, 2, 16, 2, 32, 5);
         kv_host h;
         kv_host_create(g, &d, &h);
         const uint32_t seqs[2] = {1, 0};

@@ -37,14 +37,8 @@ void test_kv_errors(void **state)
     test_gpu *g = s->gpu[0];
     vkattn_context *ctx = g->ctx;
     test_rng rng = test_rng_seed(5);
-    vkattn_kv_cache_desc d = {.num_kv_heads = 2,
-                              .num_heads = 4,
-                              .head_dim = 16,
-                              .dtype = F32,
-                              .max_sequences = 4,
-                              .capacity = 40,
-                              .block_size = 5,
-                              .num_blocks = 12};
+    vkattn_kv_cache_desc d = test_kv_desc(2, 4, 16, 4, 40, 5);
+    d.num_blocks = 12;
     kv_host h;
     kv_host_create(g, &d, &h);
     const uint32_t s01[2] = {0, 1};

@@ -7,14 +7,8 @@
 
 static vkattn_kv_cache *make(vkattn_context *ctx, uint32_t block_size, uint32_t num_blocks)
 {
-    vkattn_kv_cache_desc d = {.num_kv_heads = 2,
-                              .num_heads = 4,
-                              .head_dim = 16,
-                              .dtype = VKATTN_DTYPE_F32,
-                              .max_sequences = 3,
-                              .capacity = 40,
-                              .block_size = block_size,
-                              .num_blocks = num_blocks};
+    vkattn_kv_cache_desc d = test_kv_desc(2, 4, 16, 3, 40, block_size);
+    d.num_blocks = num_blocks;
     vkattn_kv_cache *c = NULL;
     TEST_OK(ctx, vkattn_kv_cache_create(ctx, &d, &c));
     return c;

@@ -160,26 +160,20 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
     free(pad);
 }
 
+#define F32 VKATTN_DTYPE_F32
+#define F16 VKATTN_DTYPE_F16
 static const layer_case grid[] = {
     /* b tq tk dm dkv hq hkv dh  bias packed cross causal padding mask weights per_head dtype */
-    {1, 7, 0, 32, 0, 4, 4, 8, true, true, false, false, false, false, false, false,
-     VKATTN_DTYPE_F32},
-    {2, 9, 0, 64, 0, 8, 2, 8, true, false, false, true, false, false, true, false,
-     VKATTN_DTYPE_F32},
-    {2, 5, 0, 64, 0, 4, 1, 16, false, false, false, true, true, false, false, false,
-     VKATTN_DTYPE_F32},
-    {1, 6, 11, 32, 24, 2, 2, 16, true, false, true, false, true, true, true, true,
-     VKATTN_DTYPE_F32},
-    {3, 4, 0, 48, 0, 6, 3, 8, true, true, false, true, false, true, false, false, VKATTN_DTYPE_F32},
-    {1, 13, 0, 128, 0, 4, 4, 32, true, true, false, true, false, false, false, false,
-     VKATTN_DTYPE_F16},
-    {2, 8, 5, 64, 64, 8, 4, 8, true, false, true, false, true, false, true, false,
-     VKATTN_DTYPE_F16},
-    {1, 3, 0, 40, 0, 2, 1, 24, false, false, false, true, false, false, false, false,
-     VKATTN_DTYPE_F16},
+    {1, 7, 0, 32, 0, 4, 4, 8, true, true, false, false, false, false, false, false, F32},
+    {2, 9, 0, 64, 0, 8, 2, 8, true, false, false, true, false, false, true, false, F32},
+    {2, 5, 0, 64, 0, 4, 1, 16, false, false, false, true, true, false, false, false, F32},
+    {1, 6, 11, 32, 24, 2, 2, 16, true, false, true, false, true, true, true, true, F32},
+    {3, 4, 0, 48, 0, 6, 3, 8, true, true, false, true, false, true, false, false, F32},
+    {1, 13, 0, 128, 0, 4, 4, 32, true, true, false, true, false, false, false, false, F16},
+    {2, 8, 5, 64, 64, 8, 4, 8, true, false, true, false, true, false, true, false, F16},
+    {1, 3, 0, 40, 0, 2, 1, 24, false, false, false, true, false, false, false, false, F16},
     /* head_dim different from embed_dim / heads */
-    {1, 5, 0, 32, 0, 2, 2, 24, true, false, false, false, false, false, false, false,
-     VKATTN_DTYPE_F32},
+    {1, 5, 0, 32, 0, 2, 2, 24, true, false, false, false, false, false, false, false, F32},
 };
 
 /* Grid cases by index: odd ones through the record form. */

@@ -1,5 +1,6 @@
 /* .npy reading and writing: round trips, numpy's exact header bytes, and
  * every malformed or unsupported file, written by hand into a temp dir. */
+#include "test_files.h"
 #include "test_util.h"
 
 #include "npy/npy.h"
@@ -28,32 +29,10 @@ static int setup(void **state)
     return 0;
 }
 
-/* Removes every file the tests left (one level: the tests make one subdir). */
-static void remove_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            remove_tree(path);
-        else
-            unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static int teardown(void **state)
 {
     npy_fixture *f = *state;
-    remove_tree(f->dir);
+    test_remove_tree(f->dir, 1); /* the tests make one subdir */
     free(f);
     return 0;
 }

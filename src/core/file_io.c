@@ -192,3 +192,25 @@ vkattn_result vka_write_file(vkattn_context *ctx, const char *path, const void *
     return vka_fail(ctx, VKATTN_ERROR_IO, "cannot write %s \"%s\": %s", what,
                     shown(path, name, sizeof name), error_text(err, reason, sizeof reason));
 }
+
+vkattn_result vka_save_data(vkattn_context *ctx, const char *fn, const char *path,
+                            vka_data_fn data_fn, const char *what)
+{
+    if (!ctx)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    if (!path || !*path)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s: path is empty", fn);
+    size_t size = 0;
+    vkattn_result r = data_fn(ctx, NULL, &size);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    void *data = vka_alloc(ctx, size ? size : 1);
+    if (!data)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory (%zu bytes)",
+                        fn, size);
+    r = data_fn(ctx, data, &size);
+    if (r == VKATTN_SUCCESS)
+        r = vka_write_file(ctx, path, data, size, what);
+    vka_free(ctx, data);
+    return r;
+}

@@ -24,4 +24,11 @@ vka_file_read vka_read_file(vkattn_context *ctx, const char *path, size_t max_si
 vkattn_result vka_write_file(vkattn_context *ctx, const char *path, const void *data, size_t size,
                              const char *what);
 
+/* The save-to-file form of a context's bytes (pipeline cache, tuning data):
+ * `data_fn` is the public query-then-fill getter of those bytes; `fn` names
+ * the entry point in messages, `what` the bytes. */
+typedef vkattn_result (*vka_data_fn)(vkattn_context *ctx, void *data, size_t *size);
+vkattn_result vka_save_data(vkattn_context *ctx, const char *fn, const char *path,
+                            vka_data_fn data_fn, const char *what);
+
 #endif

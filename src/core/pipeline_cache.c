@@ -106,21 +106,6 @@ vkattn_result vkattn_context_pipeline_cache_data(vkattn_context *ctx, void *data
 
 vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx, const char *path)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!path || !*path)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                        "vkattn_context_save_pipeline_cache: path is empty");
-    size_t size = 0;
-    vkattn_result r = vkattn_context_pipeline_cache_data(ctx, NULL, &size);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    void *data = vka_alloc(ctx, size ? size : 1);
-    if (!data)
-        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    r = vkattn_context_pipeline_cache_data(ctx, data, &size);
-    if (r == VKATTN_SUCCESS)
-        r = vka_write_file(ctx, path, data, size, "pipeline cache");
-    vka_free(ctx, data);
-    return r;
+    return vka_save_data(ctx, "vkattn_context_save_pipeline_cache", path,
+                         vkattn_context_pipeline_cache_data, "pipeline cache");
 }

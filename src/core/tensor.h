@@ -17,6 +17,10 @@ bool vka_tensor_is_contiguous(const vkattn_tensor *t);
 /* Bytes [*begin, *end) the tensor spans: its first element to one past its
  * last. */
 void vka_tensor_bytes(const vkattn_tensor *t, uint64_t *begin, uint64_t *end);
+/* `t` (named `name` in messages) holds f32 or f16; `op` names the op
+ * ("vkattn_convert", "the linear op"). */
+vkattn_result vka_tensor_check_float(vkattn_context *ctx, const vkattn_tensor *t, const char *name,
+                                     const char *op);
 /* Rows the kernels read and write several elements at a time: the last
  * dimension contiguous (stride 1, free where it has one element), the other
  * strides multiples of `stride_multiple` elements, the offset a multiple of

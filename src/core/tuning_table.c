@@ -221,16 +221,6 @@ vkattn_result vkattn_context_tuning_data(vkattn_context *ctx, void *data, size_t
 
 vkattn_result vkattn_context_save_tuning(vkattn_context *ctx, const char *path)
 {
-    if (!ctx)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    if (!path || !*path)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                        "vkattn_context_save_tuning: path is empty");
-    size_t size = 0;
-    char *text = table_text(ctx, &size);
-    if (!text)
-        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
-    vkattn_result r = vka_write_file(ctx, path, text, size, "tuning data");
-    vka_free(ctx, text);
-    return r;
+    return vka_save_data(ctx, "vkattn_context_save_tuning", path, vkattn_context_tuning_data,
+                         "tuning data");
 }

@@ -46,6 +46,21 @@ static vkattn_result check_dtype(const check_state *st, const vka_shape_view *t,
     return VKATTN_ERROR_UNSUPPORTED_DTYPE;
 }
 
+/* `t` must have the dtype of `ref` (they share one). */
+static vkattn_result check_same_dtype(const check_state *st, const vka_shape_view *t,
+                                      const char *name, const vka_shape_view *ref,
+                                      const char *ref_name)
+{
+    if (t->dtype == ref->dtype)
+        return VKATTN_SUCCESS;
+    char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
+    vka_error_format(st->error, st->error_size,
+                     "%s%s.dtype %s differs from %s%s.dtype %s: %s and %s share a dtype",
+                     st->prefix, name, vka_dtype_text(t->dtype, b1), st->prefix, ref_name,
+                     vka_dtype_text(ref->dtype, b2), ref_name, name);
+    return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+}
+
 /* t.shape[i] must equal `want`, which is ref.shape[j] (named in the message). */
 static vkattn_result check_dim(const check_state *st, const vka_shape_view *t, const char *name,
                                uint32_t i, const char *what, const vka_shape_view *ref,
@@ -91,21 +106,8 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
     }
     VKA_TRY(check_dtype(st, &s->q, "q", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
     VKA_TRY(check_dtype(st, &s->k, "k", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
-    char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
-    if (s->out.dtype != s->q.dtype) {
-        vka_error_format(st->error, st->error_size,
-                         "%sout.dtype %s differs from %sq.dtype %s: q and out share a dtype",
-                         st->prefix, vka_dtype_text(s->out.dtype, b1), st->prefix,
-                         vka_dtype_text(s->q.dtype, b2));
-        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
-    }
-    if (s->v.dtype != s->k.dtype) {
-        vka_error_format(st->error, st->error_size,
-                         "%sv.dtype %s differs from %sk.dtype %s: k and v share a dtype",
-                         st->prefix, vka_dtype_text(s->v.dtype, b1), st->prefix,
-                         vka_dtype_text(s->k.dtype, b2));
-        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
-    }
+    VKA_TRY(check_same_dtype(st, &s->out, "out", &s->q, "q"));
+    VKA_TRY(check_same_dtype(st, &s->v, "v", &s->k, "k"));
 
     /* Batch, heads (GQA), key length, head dimension. */
     VKA_TRY(check_dim(st, &s->k, "k", 0, "batch", &s->q, "q", 0));

@@ -76,6 +76,17 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
     return VKATTN_SUCCESS;
 }
 
+/* Both the packed `kind`qkv ("w" or "b") and its split part `split` are set. */
+static vkattn_result packed_and_split(char *error, size_t error_size, const char *kind,
+                                      const char *split)
+{
+    vka_error_format(error, error_size,
+                     "weights->%sqkv and weights->%s are both set: give either the packed %sqkv "
+                     "or %sq, %sk and %sv",
+                     kind, split, kind, kind, kind, kind);
+    return VKATTN_ERROR_INVALID_ARGUMENT;
+}
+
 vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
                                     const vkattn_mha_weights *weights, vka_mha_weight_views *views,
                                     char *error, size_t error_size)
@@ -92,15 +103,8 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
     size_t qw = vka_mha_q_width(resolved), kvw = vka_mha_kv_width(resolved);
     vka_mha_weight_views v = {0};
     if (w->wqkv) {
-        if (w->wq || w->wk || w->wv) {
-            vka_error_format(error, error_size,
-                             "weights->wqkv and weights->%s are both set: give either the "
-                             "packed wqkv or wq, wk and wv",
-                             w->wq   ? "wq"
-                             : w->wk ? "wk"
-                                     : "wv");
-            return VKATTN_ERROR_INVALID_ARGUMENT;
-        }
+        if (w->wq || w->wk || w->wv)
+            return packed_and_split(error, error_size, "w", w->wq ? "wq" : w->wk ? "wk" : "wv");
         if (resolved->kv_dim != resolved->embed_dim) {
             vka_error_format(error, error_size,
                              "weights->wqkv needs desc->kv_dim (%u) == desc->embed_dim (%u): "
@@ -131,15 +135,8 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
     /* Without desc.bias the bias pointers are ignored, as documented. */
     if (resolved->bias) {
         if (w->bqkv) {
-            if (w->bq || w->bk || w->bv) {
-                vka_error_format(error, error_size,
-                                 "weights->bqkv and weights->%s are both set: give either "
-                                 "the packed bqkv or bq, bk and bv",
-                                 w->bq   ? "bq"
-                                 : w->bk ? "bk"
-                                         : "bv");
-                return VKATTN_ERROR_INVALID_ARGUMENT;
-            }
+            if (w->bq || w->bk || w->bv)
+                return packed_and_split(error, error_size, "b", w->bq ? "bq" : w->bk ? "bk" : "bv");
             v.bq = w->bqkv;
             v.bk = v.bq + qw;
             v.bv = v.bk + kvw;

@@ -1,7 +1,7 @@
 /* Helpers of the fuzz harnesses (fuzz_util.h). */
 #include "fuzz_util.h"
+#include "test_files.h"
 
-#include <dirent.h>
 #include <sanitizer/common_interface_defs.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,35 +12,12 @@
 
 static char temp_dir[128];
 
-/* One level: harnesses write files, and the CLI harness may make a
- * directory or two; deeper trees are left for the system's /tmp cleanup. */
-static void remove_dir(const char *dir, int depth)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-            if (depth < 2)
-                remove_dir(path, depth + 1);
-        } else {
-            unlink(path);
-        }
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
+/* Harnesses write files, and the CLI harness may make a directory or two;
+ * deeper trees are left for the system's /tmp clean-up. */
 static void remove_temp_dir(void)
 {
     if (temp_dir[0])
-        remove_dir(temp_dir, 0);
+        test_remove_tree(temp_dir, 2);
 }
 
 const char *fuzz_temp_dir(const char *what)

@@ -275,3 +275,16 @@ void test_assert_close(const float *got, const float *want, size_t n, double tol
                  "got %.9g, want %.9g",
                  what, e.max_rel, tol, e.nmse, e.nonfinite, e.worst, got[e.worst], want[e.worst]);
 }
+
+vkattn_kv_cache_desc test_kv_desc(uint32_t num_kv_heads, uint32_t num_heads, uint32_t head_dim,
+                                  uint32_t max_sequences, uint32_t capacity, uint32_t block_size)
+{
+    vkattn_kv_cache_desc d = {.num_kv_heads = num_kv_heads,
+                              .num_heads = num_heads,
+                              .head_dim = head_dim,
+                              .dtype = VKATTN_DTYPE_F32,
+                              .max_sequences = max_sequences,
+                              .capacity = capacity,
+                              .block_size = block_size};
+    return d;
+}

@@ -129,4 +129,9 @@ void test_buffers_destroy(vkattn_buffer *const *buffers, size_t n);
         TEST_FAILS(ctx, code, needle, call);                            \
     } while (0)
 
+/* An f32 KV cache desc, the shape the cache tests start from (num_blocks
+ * 0: contiguous; set it for a paged cache). */
+vkattn_kv_cache_desc test_kv_desc(uint32_t num_kv_heads, uint32_t num_heads, uint32_t head_dim,
+                                  uint32_t max_sequences, uint32_t capacity, uint32_t block_size);
+
 #endif

@@ -110,6 +110,20 @@ static int create_temporary(const char *path, char *tmp)
     return -1;
 }
 
+/* Writes the header and the data to `fd`, then closes it; false with the
+ * errno of the first failure in *e. */
+static bool write_and_close(int fd, const char *header, size_t header_size, npy_dtype dtype,
+                            const void *data, size_t nbytes, int *e)
+{
+    bool ok = write_all(fd, header, header_size) && write_data(fd, dtype, data, nbytes);
+    *e = errno;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        *e = errno;
+    }
+    return ok;
+}
+
 /* Header and data into a fresh temporary renamed over `path` (a link at
  * `path` is replaced, never written through); on failure the temporary is
  * removed and `path` left as it was. */
@@ -126,12 +140,8 @@ static int write_replacing(const char *path, const char *header, size_t header_s
         free(tmp);
         return npy_fail(error, error_size, path, "cannot create a file beside it: %s", strerror(e));
     }
-    bool ok = write_all(fd, header, header_size) && write_data(fd, dtype, data, nbytes);
-    int e = errno;
-    if (close(fd) != 0 && ok) {
-        ok = false;
-        e = errno;
-    }
+    int e = 0;
+    bool ok = write_and_close(fd, header, header_size, dtype, data, nbytes, &e);
     const char *what = "write failed";
     if (ok && rename(tmp, path) != 0) {
         ok = false;
@@ -152,12 +162,8 @@ static int write_in_place(const char *path, const char *header, size_t header_si
     int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return npy_fail(error, error_size, path, "cannot open for writing: %s", strerror(errno));
-    bool ok = write_all(fd, header, header_size) && write_data(fd, dtype, data, nbytes);
-    int e = errno;
-    if (close(fd) != 0 && ok) {
-        ok = false;
-        e = errno;
-    }
+    int e = 0;
+    bool ok = write_and_close(fd, header, header_size, dtype, data, nbytes, &e);
     return ok ? 0 : npy_fail(error, error_size, path, "write failed: %s", strerror(e));
 }
 

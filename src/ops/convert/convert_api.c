@@ -11,11 +11,7 @@
 
 static vkattn_result check_dtype(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
 {
-    char b[VKA_DTYPE_TEXT];
-    if (!vka_dtype_is_float(t->dtype))
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        "%s.dtype is %s: vkattn_convert takes f32 or f16", what,
-                        vka_dtype_text(t->dtype, b));
+    VKA_TRY(vka_tensor_check_float(ctx, t, what, "vkattn_convert"));
     if (!vka_tensor_is_contiguous(t))
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "%s is not contiguous: vkattn_convert takes contiguous tensors", what);

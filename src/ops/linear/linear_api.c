@@ -7,16 +7,6 @@
 
 #include <string.h>
 
-static vkattn_result check_float(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
-{
-    char b[VKA_DTYPE_TEXT];
-    if (!vka_dtype_is_float(t->dtype))
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        "%s.dtype is %s: the linear op takes f32 or f16", what,
-                        vka_dtype_text(t->dtype, b));
-    return VKATTN_SUCCESS;
-}
-
 static vkattn_result check_same_dtype(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
                                       const vkattn_tensor *ref, const char *ref_what)
 {
@@ -199,8 +189,8 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
         if (!is_pool(&a->segments[i]))
             VKA_TRY(vka_tensor_resolve(ctx, &a->segments[i].dst, dst_names[i], &p->dst[i]));
 
-    VKA_TRY(check_float(ctx, &p->x, "args->x"));
-    VKA_TRY(check_float(ctx, &p->w, "args->w"));
+    VKA_TRY(vka_tensor_check_float(ctx, &p->x, "args->x", "the linear op"));
+    VKA_TRY(vka_tensor_check_float(ctx, &p->w, "args->w", "the linear op"));
     if (p->b.buffer)
         VKA_TRY(check_same_dtype(ctx, &p->b, "args->b", &p->w, "args->w"));
     for (uint32_t i = 0; i < a->segment_count; i++)

@@ -207,6 +207,18 @@ static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const
     return call->record(call->m, cmd, call->args);
 }
 
+vkattn_result vka_mha_check_record(vkattn_mha *m, const char *fn, VkCommandBuffer cmd,
+                                   const void *args)
+{
+    if (!m)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    VKA_TRY(vka_check_entry(m->ctx, fn, true, cmd, args));
+    if (!m->weights_set)
+        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "the layer has no weights yet (call vkattn_mha_set_weights)");
+    return VKATTN_SUCCESS;
+}
+
 vkattn_result vka_mha_submit(vkattn_mha *m, const char *fn, const void *args, vka_mha_grow_fn grow,
                              vka_mha_record_fn record)
 {

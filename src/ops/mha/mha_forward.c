@@ -158,13 +158,8 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
 vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
                                      const vkattn_mha_forward_args *a)
 {
-    if (!m)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
+    VKA_TRY(vka_mha_check_record(m, "vkattn_cmd_mha_forward", cmd, a));
     vkattn_context *ctx = m->ctx;
-    VKA_TRY(vka_check_entry(ctx, "vkattn_cmd_mha_forward", true, cmd, a));
-    if (!m->weights_set)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                        "the layer has no weights yet (call vkattn_mha_set_weights)");
     uint32_t b, tq, tk;
     vkattn_result r = check_io(m, a, &b, &tq, &tk);
     if (r == VKATTN_SUCCESS)
@@ -175,9 +170,7 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
     scratch_plan sp = plan_scratch(m, b, tq, tk);
     vkattn_buffer *sbuf;
     uint64_t base;
-    r = vka_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base);
-    if (r != VKATTN_SUCCESS)
-        return r;
+    VKA_TRY(vka_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base));
 
     const vkattn_mha_desc *d = &m->d;
     int64_t hq = d->num_heads, hkv = d->num_kv_heads, dh = d->head_dim;

@@ -60,6 +60,10 @@ vkattn_result vka_mha_scratch_grow(vkattn_mha *m, uint64_t bytes);
  * layer's (which must already hold `bytes`). */
 vkattn_result vka_mha_scratch_pick(vkattn_mha *m, vkattn_buffer *caller, uint64_t offset,
                                    uint64_t bytes, vkattn_buffer **buf, uint64_t *base);
+/* What a recording layer call `fn` checks first: the layer, the entry's
+ * arguments (vka_check_entry with `cmd`), and that weights were set. */
+vkattn_result vka_mha_check_record(vkattn_mha *m, const char *fn, VkCommandBuffer cmd,
+                                   const void *args);
 /* The submit-and-wait form of a layer call `fn`: check the entry, `grow` the
  * layer's own scratch when the call brings none, `record` (the vkattn_cmd_*
  * form, wrapped) into the context's command buffer, then submit and wait. */

@@ -138,13 +138,8 @@ static vkattn_result check_tokens(vkattn_mha *m, const vkattn_mha_step_args *a, 
 
 vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_mha_step_args *a)
 {
-    if (!m)
-        return VKATTN_ERROR_INVALID_ARGUMENT;
+    VKA_TRY(vka_mha_check_record(m, "vkattn_cmd_mha_step", cmd, a));
     vkattn_context *ctx = m->ctx;
-    VKA_TRY(vka_check_entry(ctx, "vkattn_cmd_mha_step", true, cmd, a));
-    if (!m->weights_set)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                        "the layer has no weights yet (call vkattn_mha_set_weights)");
     if (a->batch == 0)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->batch is 0");
     vkattn_kv_cache *c = a->cache;
@@ -157,9 +152,7 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     step_scratch sp = plan(m, a->batch, tokens);
     vkattn_buffer *sbuf;
     uint64_t base;
-    r = vka_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base);
-    if (r != VKATTN_SUCCESS)
-        return r;
+    VKA_TRY(vka_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base));
 
     const vkattn_mha_desc *d = &m->d;
     int64_t b = a->batch, hq = d->num_heads, dh = d->head_dim, t = tokens;

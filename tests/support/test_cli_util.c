@@ -1,0 +1,60 @@
+#include "test_cli_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#ifndef VKATTN_CLI_PATH
+#error "VKATTN_CLI_PATH must name the vkattn executable"
+#endif
+
+char cli_tmp[256];
+
+const char *cli_path_of(const char *name)
+{
+    static char buf[8][512];
+    static int next;
+    char *p = buf[next++ % 8];
+    snprintf(p, 512, "%s/%s", cli_tmp, name);
+    return p;
+}
+
+size_t cli_read_text(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    return n;
+}
+
+int cli_run_with(const char *prefix, const char *args, char *err, size_t size)
+{
+    size_t len = strlen(args) + 2048;
+    char *cmd = malloc(len);
+    if (!cmd)
+        return 128;
+    snprintf(cmd, len, "%s %s %s > %s 2> %s", prefix, VKATTN_CLI_PATH, args,
+             cli_path_of("stdout.txt"), cli_path_of("stderr.txt"));
+    int status = system(cmd);
+    free(cmd);
+    cli_read_text(cli_path_of("stderr.txt"), err, size);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+int cli_setup(void **state)
+{
+    (void)state;
+    snprintf(cli_tmp, sizeof cli_tmp, "/tmp/vkattn-cli-XXXXXX");
+    return mkdtemp(cli_tmp) ? 0 : -1;
+}
+
+int cli_teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", cli_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
