@@ -445,6 +445,7 @@ typedef enum vkattn_dtype {
     VKATTN_DTYPE_F32 = 0,
     VKATTN_DTYPE_F16 = 1, /* IEEE binary16 */
     VKATTN_DTYPE_U8 = 2,  /* masks (key padding): 0 or 1 */
+    VKATTN_DTYPE_I32 = 3, /* positions (rotary embeddings) */
 } vkattn_dtype;
 
 #define VKATTN_MAX_RANK 4
@@ -473,7 +474,7 @@ VKATTN_API vkattn_tensor vkattn_tensor_make(vkattn_buffer *buffer, uint64_t offs
                                             const int64_t *shape);
 /* Bytes per element of a dtype (0 for unknown values). */
 VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype);
-/* "f32", "f16", "u8"; NULL for unknown values. */
+/* "f32", "f16", "u8", "i32"; NULL for unknown values. */
 VKATTN_API const char *vkattn_dtype_name(vkattn_dtype dtype);
 /* Number of elements (product of the shape); -1 when a dimension is negative
  * or the product does not fit int64_t. */

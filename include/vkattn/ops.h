@@ -24,6 +24,85 @@ VKATTN_API vkattn_result vkattn_cmd_convert(vkattn_context *ctx, VkCommandBuffer
 /* Submit-and-wait form of vkattn_cmd_convert. */
 VKATTN_API vkattn_result vkattn_convert(vkattn_context *ctx, const vkattn_convert_args *args);
 
+/* ------------------------------------------------------- rotary positions
+ *
+ * Rotary position embeddings (RoPE) as Hugging Face transformers computes
+ * them. Of each head's D dimensions the first R ("rotary dims", even, at
+ * most D) are rotated by the token's position; dimensions R..D-1 pass
+ * through untouched (GPT-NeoX / Phi partial rotary). For i < R/2:
+ *     inv_freq[i] = theta^(-2i/R)   (then frequency scaling, below)
+ *     angle[i]    = position * inv_freq[i]
+ * and the pair (x, y) of frequency i becomes
+ *     (x cos(angle[i]) - y sin(angle[i]),  x sin(angle[i]) + y cos(angle[i])).
+ * Pairings:
+ *     NEOX  x = dim i, y = dim i + R/2 ("rotate_half": HF Llama, Qwen,
+ *           Mistral, Gemma, GPT-NeoX);
+ *     GPTJ  x = dim 2i, y = dim 2i + 1 (interleaved: GPT-J, Meta's original
+ *           Llama code, ggml's default mode).
+ * Frequency scaling:
+ *     NONE    as above;
+ *     LINEAR  positions divided by `factor` (inv_freq[i] / factor);
+ *     LLAMA3  HF's rope_type "llama3": with wavelen = 2 pi / inv_freq[i],
+ *             low = original_max_positions / low_freq_factor and
+ *             high = original_max_positions / high_freq_factor,
+ *               wavelen < high:  inv_freq[i] unchanged;
+ *               wavelen > low:   inv_freq[i] / factor;
+ *               otherwise:       (1 - s) inv_freq[i] / factor + s inv_freq[i],
+ *                                s = (original_max_positions / wavelen -
+ *                                     low_freq_factor) /
+ *                                    (high_freq_factor - low_freq_factor).
+ * Frequencies and angles are computed in double on the host; the GPU
+ * combines tables of cos/sin in fp32 (error a few ulp at any position),
+ * so long positions lose no accuracy. Positions are integers in
+ * [0, VKATTN_ROPE_MAX_POSITION]. */
+#define VKATTN_ROPE_MAX_POSITION 16777215 /* 2^24 - 1 */
+
+typedef enum vkattn_rope_style {
+    VKATTN_ROPE_NEOX = 0, /* rotate_half: dim i pairs with dim i + R/2 */
+    VKATTN_ROPE_GPTJ = 1, /* interleaved: dim 2i pairs with dim 2i + 1 */
+} vkattn_rope_style;
+
+typedef enum vkattn_rope_scaling {
+    VKATTN_ROPE_SCALING_NONE = 0,
+    VKATTN_ROPE_SCALING_LINEAR = 1,
+    VKATTN_ROPE_SCALING_LLAMA3 = 2,
+} vkattn_rope_scaling;
+
+typedef struct vkattn_rope_desc {
+    /* The base. 0: no rotary embedding (the layer's default); otherwise a
+     * finite value > 1 (Llama 2: 10000, Llama 3: 500000). */
+    float theta;
+    uint32_t dims;                   /* R, even, <= head_dim; 0: head_dim */
+    vkattn_rope_style style;         /* NEOX (default) or GPTJ */
+    vkattn_rope_scaling scaling;     /* NONE (default), LINEAR or LLAMA3 */
+    float factor;                    /* LINEAR and LLAMA3: finite, >= 1 */
+    float low_freq_factor;           /* LLAMA3: finite, > 0 */
+    float high_freq_factor;          /* LLAMA3: finite, > low_freq_factor */
+    uint32_t original_max_positions; /* LLAMA3: > 0 (Llama 3.1: 8192) */
+    /* Room for other scalings (YaRN, LongRoPE) without breaking the ABI:
+     * must be zero. */
+    float reserved[8];
+} vkattn_rope_desc;
+
+/* RoPE on tensors you hold: x [B, H, T, D] (strides free, last one 1, so
+ * [B, T, H, D] storage is shape [B, H, T, D] with strides {T*H*D, D, H*D,
+ * 1}); out the same shape and dtype, or buffer NULL to rotate x in place
+ * (out may also be x itself). f32 or f16. Positions: `positions` int32
+ * [B, T] (contiguous; values in [0, VKATTN_ROPE_MAX_POSITION]: the kernel
+ * clamps others), or when its buffer is NULL, position_offset + t. */
+typedef struct vkattn_rope_args {
+    vkattn_tensor x;
+    vkattn_tensor out; /* optional (buffer NULL): in place */
+    vkattn_rope_desc rope;
+    vkattn_tensor positions; /* optional: int32 [B, T] */
+    uint32_t position_offset;
+} vkattn_rope_args;
+
+VKATTN_API vkattn_result vkattn_cmd_rope(vkattn_context *ctx, VkCommandBuffer cmd,
+                                         const vkattn_rope_args *args);
+/* Submit-and-wait form. */
+VKATTN_API vkattn_result vkattn_rope(vkattn_context *ctx, const vkattn_rope_args *args);
+
 /* ------------------------------------------------------ attention semantics
  *
  * Shapes: B batch, Hq query heads, Hkv key/value heads, Tq queries, Tk keys,
@@ -61,6 +140,18 @@ VKATTN_API vkattn_result vkattn_convert(vkattn_context *ctx, const vkattn_conver
  *     feature h*Dh + d of a row is head h, dimension d),
  *     O = attention(Q, K, V) merged back to [B, Tq, Hq*Dh],
  *     Y = O Wo^T + bo.
+ * Modern decoder layers (self-attention only) add, in this order, to each
+ * head of Q and K after the projection and its bias:
+ *   QK-norm (desc.qk_norm): per-head RMSNorm with weights w_q, w_k [Dh]:
+ *     y = x * rsqrt(mean over the head's Dh dims of x^2 + eps) * w
+ *     (Qwen3, Gemma 3, OLMo 2);
+ *   RoPE (desc.rope.theta > 0): see "rotary positions"; the forward uses
+ *     positions 0..T-1 (or args->positions), a step each sequence's cache
+ *     length + t. V is never rotated; KV caches hold rotated K.
+ * The attention scale is desc.scale (0: 1/sqrt(Dh); Gemma:
+ * query_pre_attn_scalar^-0.5). The norm and the rotation happen in the
+ * projection GEMM's epilogue, where each head's row is already held: no
+ * extra pass over Q or K.
  * A packed Wqkv [(Hq + 2*Hkv)*Dh, Dm] holds the rows of Wq, then Wk, then Wv
  * (torch's in_proj_weight); it needs Dkv == Dm.
  */
@@ -73,6 +164,15 @@ typedef struct vkattn_mha_desc {
     uint32_t kv_dim;       /* Dkv, the width of C; 0: embed_dim */
     bool bias;             /* the four projections have biases */
     vkattn_dtype dtype;    /* device storage of weights and activations: f32 (default) or f16 */
+    /* Attention scale; 0: 1/sqrt(head_dim). Finite and > 0 otherwise. */
+    float scale;
+    /* Rotary position embeddings of Q and K; theta 0 (default): none.
+     * Needs self-attention (kv_dim == embed_dim). */
+    vkattn_rope_desc rope;
+    /* Per-head RMSNorm of Q and K before RoPE, with weights q_norm and
+     * k_norm of vkattn_mha_weights; norm_eps 0: 1e-6. */
+    bool qk_norm;
+    float norm_eps;
 } vkattn_mha_desc;
 
 /* Weights on the host, f32, torch.nn.Linear layout (see above). Give either
@@ -85,6 +185,8 @@ typedef struct vkattn_mha_weights {
     const float *bq, *bk, *bv; /* [Hq*Dh], [Hkv*Dh], [Hkv*Dh] */
     const float *bqkv;         /* [(Hq + 2*Hkv)*Dh] */
     const float *bo;           /* [Dm] */
+    /* QK-norm weights [Dh] each, required when desc.qk_norm (else ignored) */
+    const float *q_norm, *k_norm;
 } vkattn_mha_weights;
 
 /* ------------------------------------------------------------------ linear */
@@ -156,6 +258,10 @@ typedef struct vkattn_mha_forward_args {
     vkattn_tensor key_padding; /* optional */
     vkattn_tensor weights;     /* optional, f32 */
     bool causal;
+    /* Optional (buffer NULL: 0..Tq-1 for every batch row): the RoPE
+     * position of every token, int32 [B, Tq] contiguous (left-padded
+     * batches, packed sequences). Only for layers with desc.rope. */
+    vkattn_tensor positions;
     /* Scratch for the intermediate Q, K, V and O (vkattn_mha_scratch_size
      * bytes from scratch_offset, a multiple of 256). NULL: the layer's own
      * scratch, which vkattn_mha_forward grows as needed but

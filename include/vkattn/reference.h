@@ -45,6 +45,20 @@ typedef struct vkattn_ref_attention_args {
 VKATTN_API vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *error,
                                               size_t error_size);
 
+/* RoPE (see "rotary positions"), sin and cos in double: x and out
+ * [B, H, T, D] (out may be x: in place); positions int32 [B, T]
+ * (optional: data NULL means position_offset + t), each in
+ * [0, VKATTN_ROPE_MAX_POSITION] (others are refused by name). */
+typedef struct vkattn_ref_rope_args {
+    vkattn_host_tensor x, out;
+    vkattn_rope_desc rope;
+    vkattn_host_tensor positions; /* optional */
+    uint32_t position_offset;
+} vkattn_ref_rope_args;
+
+VKATTN_API vkattn_result vkattn_ref_rope(const vkattn_ref_rope_args *args, char *error,
+                                         size_t error_size);
+
 /* y = x W^T + b: x [M, K] or [B, T, K]; w [N, K]; b [N] (optional);
  * y [M, N] or [B, T, N]. */
 typedef struct vkattn_ref_linear_args {
@@ -54,15 +68,18 @@ typedef struct vkattn_ref_linear_args {
 VKATTN_API vkattn_result vkattn_ref_linear(const vkattn_ref_linear_args *args, char *error,
                                            size_t error_size);
 
-/* A whole MHA layer: see "MHA layer". x [B, Tq, Dm]; kv [B, Tk, Dkv]
- * (optional: data NULL means self-attention); y [B, Tq, Dm]; masks and
- * weights as for attention. All f32. */
+/* A whole MHA layer: see "MHA layer", with the desc's QK-norm, RoPE and
+ * scale. x [B, Tq, Dm]; kv [B, Tk, Dkv] (optional: data NULL means
+ * self-attention); y [B, Tq, Dm]; masks and weights as for attention;
+ * positions int32 [B, Tq] as in vkattn_mha_forward_args (optional, RoPE
+ * layers only; data NULL: 0..Tq-1). All f32. */
 typedef struct vkattn_ref_mha_args {
     vkattn_host_tensor x, kv, y;
     vkattn_host_tensor mask;        /* optional */
     vkattn_host_tensor key_padding; /* optional */
     vkattn_host_tensor weights;     /* optional */
     bool causal;
+    vkattn_host_tensor positions; /* optional */
 } vkattn_ref_mha_args;
 
 VKATTN_API vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc,

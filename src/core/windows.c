@@ -42,7 +42,7 @@ vkattn_result vka_bind_texel_window(vkattn_context *ctx, const vkattn_buffer *bu
     uint64_t align = ctx->info.min_texel_buffer_offset_alignment;
     if (align < texel)
         align = texel;
-    if (dtype == VKATTN_DTYPE_U8 || !esize)
+    if (dtype == VKATTN_DTYPE_U8 || dtype == VKATTN_DTYPE_I32 || !esize)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED, "no texel format for dtype %d", (int)dtype);
     if (!buffer->texel_ok)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,

@@ -35,6 +35,8 @@ static inline double vka_host_load(const vkattn_host_tensor *t, int64_t i)
         return vkattn_f16_to_f32(((const uint16_t *)t->data)[i]);
     case VKATTN_DTYPE_U8:
         return ((const uint8_t *)t->data)[i];
+    case VKATTN_DTYPE_I32:
+        return ((const int32_t *)t->data)[i];
     }
     return 0.0;
 }
@@ -53,6 +55,9 @@ static inline void vka_host_store(const vkattn_host_tensor *t, int64_t i, double
     case VKATTN_DTYPE_U8:
         ((uint8_t *)t->data)[i] = (uint8_t)value;
         break;
+    case VKATTN_DTYPE_I32:
+        ((int32_t *)t->data)[i] = (int32_t)value;
+        break;
     }
 }
 
@@ -68,6 +73,12 @@ static inline bool vka_size_mul(size_t a, size_t b, size_t *out)
 /* malloc'd scratch of `doubles` doubles for an op's run step; NULL (the
  * reason in `error`) when it cannot be had. (ref_host.c) */
 double *vka_ref_scratch(size_t doubles, char *error, size_t error_size);
+
+/* ---- rotary positions (ref_rope.c) */
+
+/* Rotates one head's D values x[0..D) in place by RoPE at `position` (a
+ * resolved desc, see spec/rope.h); angles, sin and cos in double. */
+void vka_ref_rope_rotate(const vkattn_rope_desc *resolved, int64_t position, double *x);
 
 /* ---- attention (ref_attention.c) */
 

@@ -15,6 +15,8 @@ size_t vkattn_dtype_size(vkattn_dtype dtype)
         return 2;
     case VKATTN_DTYPE_U8:
         return 1;
+    case VKATTN_DTYPE_I32:
+        return 4;
     }
     return 0;
 }
@@ -28,6 +30,8 @@ const char *vkattn_dtype_name(vkattn_dtype dtype)
         return "f16";
     case VKATTN_DTYPE_U8:
         return "u8";
+    case VKATTN_DTYPE_I32:
+        return "i32";
     }
     return NULL;
 }

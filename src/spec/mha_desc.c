@@ -4,6 +4,41 @@
 #include "spec/attention_shapes.h"
 #include "spec/dtype.h"
 #include "spec/error_text.h"
+#include "spec/rope.h"
+
+#include <math.h>
+
+/* The modern decoder options: scale, RoPE, QK-norm (see vkattn_mha_desc). */
+static vkattn_result resolve_modern(vkattn_mha_desc *d, char *error, size_t error_size)
+{
+    if (!isfinite(d->scale) || d->scale < 0.0f) {
+        vka_error_format(error, error_size,
+                         "desc->scale is %g: it must be finite and > 0 (0: 1/sqrt(head_dim))",
+                         (double)d->scale);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (d->scale == 0.0f)
+        d->scale = (float)(1.0 / sqrt((double)d->head_dim));
+    bool rope = d->rope.theta != 0.0f;
+    if (rope)
+        VKA_TRY(vka_rope_resolve(&d->rope, d->head_dim, "desc->rope", &d->rope, error, error_size));
+    if (d->norm_eps == 0.0f)
+        d->norm_eps = 1e-6f;
+    if (!isfinite(d->norm_eps) || d->norm_eps < 0.0f) {
+        vka_error_format(error, error_size,
+                         "desc->norm_eps is %g: it must be finite and > 0 (0: 1e-6)",
+                         (double)d->norm_eps);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if ((rope || d->qk_norm) && d->kv_dim != d->embed_dim) {
+        vka_error_format(error, error_size,
+                         "desc->%s needs self-attention, but desc->kv_dim %u differs from "
+                         "desc->embed_dim %u",
+                         rope ? "rope" : "qk_norm", d->kv_dim, d->embed_dim);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    return VKATTN_SUCCESS;
+}
 
 vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved, char *error,
                               size_t error_size)
@@ -71,6 +106,7 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
                          (unsigned long)UINT32_MAX);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
+    VKA_TRY(resolve_modern(&d, error, error_size));
     if (resolved)
         *resolved = d;
     return VKATTN_SUCCESS;
@@ -147,6 +183,15 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
         }
         v.bo = w->bo;
     }
+    if (resolved->qk_norm && (!w->q_norm || !w->k_norm)) {
+        vka_error_format(error, error_size,
+                         "weights->%s is NULL but desc->qk_norm is set: give q_norm and k_norm "
+                         "([head_dim %u] each)",
+                         !w->q_norm ? "q_norm" : "k_norm", resolved->head_dim);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    v.q_norm = resolved->qk_norm ? w->q_norm : NULL;
+    v.k_norm = resolved->qk_norm ? w->k_norm : NULL;
     if (views)
         *views = v;
     return VKATTN_SUCCESS;

@@ -13,7 +13,9 @@
 /* Copies `in` to `resolved` with every default filled in (num_kv_heads,
  * head_dim, kv_dim, dtype) and checks it: embed_dim and num_heads > 0,
  * num_kv_heads divides num_heads, head_dim a multiple of 8 from 8 to 256,
- * dtype f32 or f16, projection widths within uint32_t. `resolved` is written
+ * dtype f32 or f16, projection widths within uint32_t; scale (0: 1/sqrt(Dh),
+ * filled in), rope (theta 0: none; else vka_rope_resolve), norm_eps (0:
+ * 1e-6) and that RoPE and QK-norm have self-attention (kv_dim == embed_dim). `resolved` is written
  * only on success, `error` (may be NULL) only on failure. Codes:
  * VKATTN_ERROR_INVALID_ARGUMENT, or VKATTN_ERROR_UNSUPPORTED_DTYPE for dtype. */
 vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved, char *error,
@@ -36,7 +38,8 @@ static inline uint32_t vka_mha_kv_width(const vkattn_mha_desc *d)
 typedef struct vka_mha_weight_views {
     const float *wq, *wk, *wv, *wo;
     const float *bq, *bk, *bv, *bo;
-    bool packed; /* the projections came from weights->wqkv */
+    const float *q_norm, *k_norm; /* desc.qk_norm only, else NULL */
+    bool packed;                  /* the projections came from weights->wqkv */
 } vka_mha_weight_views;
 
 /* Checks `weights` against a desc that went through vka_mha_resolve:
