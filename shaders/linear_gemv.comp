@@ -125,6 +125,23 @@ void main() {
         acc[i] = partial[i * WORKGROUP_SIZE];
 #endif
 
+#if GEMV_SUBGROUP
+    if (EPI_SEGS != 0u) {
+        // The heads epilogue (linear_io.glsl): each team's first lane stages
+        // its columns, then the workgroup stores whole heads.
+        uint teams = WORKGROUP_SIZE / SUBGROUP_SIZE;
+        if (lane == 0u) {
+            [[unroll]] for (uint j = 0u; j < NR; j++) {
+                float bias = column(min(n_first + j, pc.n_end - 1u)).bias;
+                [[unroll]] for (uint r = 0u; r < MR; r++)
+                    epi_put(r, gl_SubgroupID * NR + j, acc[r * NR + j] + bias);
+            }
+        }
+        epi_flush(pc.m0, 1u, pc.n0 + gl_WorkGroupID.x * teams * NR, gl_LocalInvocationID.x,
+                  WORKGROUP_SIZE);
+        return;
+    }
+#endif
     // One lane per pair of columns of a row (packed-f16 words have one writer).
     [[unroll]] for (uint p0 = 0u; p0 < MR * NR / 2u; p0 += LANES) {
         uint p = p0 + lane;

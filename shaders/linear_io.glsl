@@ -240,4 +240,114 @@ void y_store_pair(uint m, uint n, vec2 v, bool has1) {
     y_store_pair_at(m, column(n), column(has1 ? n + 1u : n), v, has1);
 }
 
+// ---- the heads epilogue (QK-norm and RoPE of the MHA layer; src/ops/linear/
+// linear.h). Off (EPI_SEGS 0) the families store straight from registers as
+// above. On, a workgroup's column tile covers whole heads (EPI_COLS, a
+// multiple of EPI_HD): the family stages EPI_ROWS rows of it in shared
+// memory (epi_put), then epi_flush reduces each head's squares and stores
+// every pair of dimensions normalised and rotated. Segment s's norm weights
+// are params[s * EPI_HD + d]; the angle table follows at 2 * EPI_HD
+// (spec/rope.h: [level][digit][ROPE_DIMS / 2] (cos, sin)).
+layout(constant_id = 7) const uint EPI_SEGS = 0u;  // bit s: segment s gets the epilogue
+layout(constant_id = 8) const uint EPI_HD = 8u;
+layout(constant_id = 9) const uint EPI_NORM = 0u;
+layout(constant_id = 10) const float EPI_EPS = 1e-6;
+layout(constant_id = 11) const uint ROPE_DIMS = 0u; // 0: no rotation
+layout(constant_id = 12) const uint ROPE_GPTJ = 0u; // pairs (2i, 2i+1); else (i, i + R/2)
+layout(constant_id = 13) const uint POS_SOURCE = 0u; // 0 row t, 1 meta[b] + t, 2 positions
+layout(constant_id = 14) const uint EPI_ROWS = 1u;
+layout(constant_id = 15) const uint EPI_COLS = 8u;
+layout(set = 0, binding = 7) readonly buffer params_buffer { float params[]; };
+
+const uint EPI_HEADS = EPI_COLS / EPI_HD;
+shared float epi_stage[EPI_ROWS * EPI_COLS];
+shared float epi_scale[EPI_ROWS * EPI_HEADS];
+
+void epi_put(uint row, uint col, float v) { epi_stage[row * EPI_COLS + col] = v; }
+
+// Positions past 2^24 - 1 (or negative int32) are clamped.
+uint epi_position(uint b, uint t) {
+    int p;
+    if (POS_SOURCE == 1u) p = int(meta[b] + t);
+    else if (POS_SOURCE == 2u) p = int(meta[pc.table_width + b * pc.T + t]);
+    else p = int(t);
+    return uint(clamp(p, 0, 16777215));
+}
+
+// (cos, sin) of position * inv_freq[i]: the complex product of the table's
+// entries for the position's four base-64 digits.
+vec2 epi_angle(uint pos, uint i) {
+    uint half_dims = ROPE_DIMS / 2u;
+    vec2 r = vec2(1.0, 0.0);
+    [[unroll]] for (uint l = 0u; l < 4u; l++) {
+        uint digit = (pos >> (6u * l)) & 63u;
+        uint e = 2u * EPI_HD + ((l * 64u + digit) * half_dims + i) * 2u;
+        vec2 f = vec2(params[e], params[e + 1u]);
+        r = vec2(r.x * f.x - r.y * f.y, r.x * f.y + r.y * f.x);
+    }
+    return r;
+}
+
+// Stores the staged rows: stage row r is output row m_base + r * m_step of
+// the tile starting at column n_tile. Every invocation of the workgroup calls
+// it (it has barriers); `lid` is its index among `wgs`.
+void epi_flush(uint m_base, uint m_step, uint n_tile, uint lid, uint wgs) {
+    barrier();
+    if (EPI_NORM != 0u) {
+        for (uint u = lid; u < EPI_ROWS * EPI_HEADS; u += wgs) {
+            uint r = u / EPI_HEADS, h = u - r * EPI_HEADS;
+            uint at = r * EPI_COLS + h * EPI_HD;
+            float ss = 0.0;
+            for (uint d = 0u; d < EPI_HD; d++)
+                ss = fma(epi_stage[at + d], epi_stage[at + d], ss);
+            epi_scale[u] = inversesqrt(ss / float(EPI_HD) + EPI_EPS);
+        }
+        barrier();
+    }
+    const uint pairs = EPI_HD / 2u;
+    for (uint u = lid; u < EPI_ROWS * EPI_HEADS * pairs; u += wgs) {
+        uint unit = u / pairs, k = u - unit * pairs;
+        uint r = unit / EPI_HEADS, h = unit - r * EPI_HEADS;
+        uint m = m_base + r * m_step, n_head = n_tile + h * EPI_HD;
+        if (m >= pc.m_end || n_head >= pc.n_end)
+            continue;
+        Column c = column(n_head);
+        bool epi = (EPI_SEGS & (1u << c.s)) != 0u;
+        bool rot = epi && k < ROPE_DIMS / 2u;
+        uint d0 = 2u * k, d1 = 2u * k + 1u;
+        if (rot && ROPE_GPTJ == 0u) {
+            d0 = k;
+            d1 = k + ROPE_DIMS / 2u;
+        }
+        uint at = r * EPI_COLS + h * EPI_HD;
+        float x = epi_stage[at + d0], y = epi_stage[at + d1];
+        if (epi && EPI_NORM != 0u) {
+            float scale = epi_scale[unit];
+            x *= scale * params[c.s * EPI_HD + d0];
+            y *= scale * params[c.s * EPI_HD + d1];
+        }
+        uint b = m / pc.T, t = m - b * pc.T;
+        if (rot) {
+            vec2 cs = epi_angle(epi_position(b, t), k);
+            vec2 xy = vec2(x * cs.x - y * cs.y, x * cs.y + y * cs.x);
+            x = xy.x;
+            y = xy.y;
+        }
+        uint a0 = c.addr + row_addr(c.s, b, t) + d0;
+        uint a1 = a0 + (d1 - d0);
+#if defined(Y_PACKED)
+        if (d1 == d0 + 1u && (a0 & 1u) == 0u) {
+            uint word = packHalf2x16(vec2(x, y));
+            if (c.s == 0u) y0[a0 >> 1] = word;
+            else if (c.s == 1u) y1[a0 >> 1] = word;
+            else y2[a0 >> 1] = word;
+            continue;
+        }
+#endif
+        y_store(c.s, a0, x);
+        y_store(c.s, a1, y);
+    }
+    barrier();
+}
+
 #endif

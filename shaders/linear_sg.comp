@@ -96,6 +96,24 @@ void main() {
     Column cols[TN];
     [[unroll]] for (uint j = 0u; j < TN; j++)
         cols[j] = column(min(n_first + j, pc.n_end - 1u));
+    if (EPI_SEGS != 0u) {
+        // The heads epilogue (linear_io.glsl): row i of every group staged,
+        // then stored by the whole workgroup.
+        uint n_tile = pc.n0 + gl_WorkGroupID.y * WORKGROUP_SIZE * TN;
+        uint col0 = gl_LocalInvocationID.x * TN;
+        [[dont_unroll]] for (uint i = 0u; i < SUBGROUP_SIZE; i++) {
+            [[unroll]] for (uint g = 0u; g < ROW_GROUPS; g++) {
+                uint row = g * SUBGROUP_SIZE * TN;
+                [[unroll]] for (uint j = 0u; j < TN; j++)
+                    epi_put(g, col0 + j, acc[row + j] + cols[j].bias);
+                [[unroll]] for (uint r = 0u; r + 1u < SUBGROUP_SIZE; r++)
+                    [[unroll]] for (uint j = 0u; j < TN; j++)
+                        acc[row + r * TN + j] = acc[row + (r + 1u) * TN + j];
+            }
+            epi_flush(m_first + i, SUBGROUP_SIZE, n_tile, gl_LocalInvocationID.x, WORKGROUP_SIZE);
+        }
+        return;
+    }
     [[dont_unroll]] for (uint i = 0u; i < SUBGROUP_SIZE; i++) {
         [[unroll]] for (uint g = 0u; g < ROW_GROUPS; g++) {
             uint m = m_first + g * SUBGROUP_SIZE + i;

@@ -22,8 +22,12 @@ layout(constant_id = 5) const uint TN = 4u;
 
 const uint KQ = BK / 4u;      // vec4s per tile row
 const uint PITCH = KQ + 1u;   // padded against bank conflicts
-const uint X_LOADS = BM * KQ / WORKGROUP_SIZE;
-const uint W_LOADS = BN * KQ / WORKGROUP_SIZE;
+// Loads per invocation, rounded up (the heads epilogue's tiles need not
+// divide evenly; the presets do, and then the bounds tests fold away).
+const uint X_LOADS = (BM * KQ + WORKGROUP_SIZE - 1u) / WORKGROUP_SIZE;
+const uint W_LOADS = (BN * KQ + WORKGROUP_SIZE - 1u) / WORKGROUP_SIZE;
+const bool X_EVEN = X_LOADS * WORKGROUP_SIZE == BM * KQ;
+const bool W_EVEN = W_LOADS * WORKGROUP_SIZE == BN * KQ;
 
 shared vec4 xs_tile[BM * PITCH];
 shared vec4 ws_tile[BN * PITCH];
@@ -50,12 +54,16 @@ void main() {
         [[unroll]] for (uint l = 0u; l < X_LOADS; l++) {
             uint idx = tid + l * WORKGROUP_SIZE;
             uint k = k0 + (idx % KQ) * 4u;
-            xs_tile[(idx / KQ) * PITCH + idx % KQ] = k < pc.K ? x_fetch4(xr[l] + k, k) : vec4(0.0);
+            if (X_EVEN || idx < BM * KQ)
+                xs_tile[(idx / KQ) * PITCH + idx % KQ] =
+                    k < pc.K ? x_fetch4(xr[l] + k, k) : vec4(0.0);
         }
         [[unroll]] for (uint l = 0u; l < W_LOADS; l++) {
             uint idx = tid + l * WORKGROUP_SIZE;
             uint k = k0 + (idx % KQ) * 4u;
-            ws_tile[(idx / KQ) * PITCH + idx % KQ] = k < pc.K ? w_fetch4(wr[l] + k, k) : vec4(0.0);
+            if (W_EVEN || idx < BN * KQ)
+                ws_tile[(idx / KQ) * PITCH + idx % KQ] =
+                    k < pc.K ? w_fetch4(wr[l] + k, k) : vec4(0.0);
         }
         barrier();
         [[unroll]] for (uint q = 0u; q < KQ; q++) {
@@ -77,6 +85,18 @@ void main() {
         barrier();
     }
 
+    if (EPI_SEGS != 0u) {
+        // The heads epilogue (linear_io.glsl): the rows of register row i of
+        // every invocation staged, then stored by the whole workgroup.
+        [[unroll]] for (uint i = 0u; i < TM; i++) {
+            [[unroll]] for (uint j = 0u; j < TN; j++) {
+                uint n = n_tile + tx * TN + j;
+                epi_put(ty, tx * TN + j, acc[i * TN + j] + column(min(n, pc.n_end - 1u)).bias);
+            }
+            epi_flush(m_tile + i * (BM / TM), 1u, n_tile, tid, WORKGROUP_SIZE);
+        }
+        return;
+    }
     [[unroll]] for (uint i = 0u; i < TM; i++) {
         uint m = m_tile + ty + i * (BM / TM);
         if (m >= pc.m_end)

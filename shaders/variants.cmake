@@ -176,3 +176,10 @@ foreach(q IN LISTS VKATTN_STORAGE_TYPES)
                   DEFINES Q_DT=${qtex} KV_DT=${kvtex} O_DT=${q} ${raw} ${extra})
   endforeach()
 endforeach()
+
+# rope.comp: rotary position embeddings (src/ops/rope/), by the storage of x
+# and out (one dtype).
+foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
+  vkattn_storage_defines(ok extra ${dt})
+  vkattn_shader(rope_${dt} rope.comp DEFINES DT=${dt} ${extra})
+endforeach()

@@ -1,8 +1,10 @@
 /* MHA steps over a KV cache: a prefill then one-token decode steps, for a
  * ragged batch of sequences at different positions, must equal one causal
  * forward over each whole sequence (CPU reference) - MHA, GQA 4 and 8, MQA,
- * contiguous and paged caches, f32 and f16. Plus determinism with a fixed
- * split count, and every step error leaving the cache unchanged. */
+ * contiguous and paged caches, f32 and f16, plain and modern layers (RoPE
+ * styles and scalings, partial rotary dims, QK-norm, scale; their GPU
+ * forward too, and a positions tensor past 32K). Plus determinism with a
+ * fixed split count, and every step error leaving the cache unchanged. */
 #include "test_policy.h"
 #include "test_util.h"
 
@@ -12,11 +14,39 @@
 
 #define NSEQ 3
 
+/* The options of modern decoder layers (issue 13): RoPE, QK-norm, scale. */
+typedef struct modern_opts {
+    const char *name;
+    vkattn_rope_desc rope;
+    bool qk_norm;
+    float scale;
+} modern_opts;
+
+static const modern_opts llama3 = {"llama3 rope",
+                                   {.theta = 500000.0f,
+                                    .scaling = VKATTN_ROPE_SCALING_LLAMA3,
+                                    .factor = 8.0f,
+                                    .low_freq_factor = 1.0f,
+                                    .high_freq_factor = 4.0f,
+                                    .original_max_positions = 8192},
+                                   false,
+                                   0.0f};
+static const modern_opts qwen3 = {"qwen3 qk-norm + rope", {.theta = 1000000.0f}, true, 0.0f};
+static const modern_opts gptj = {"gptj partial linear rope + qk-norm + scale",
+                                 {.theta = 10000.0f,
+                                  .dims = 8,
+                                  .style = VKATTN_ROPE_GPTJ,
+                                  .scaling = VKATTN_ROPE_SCALING_LINEAR,
+                                  .factor = 2.0f},
+                                 true,
+                                 0.3f};
+
 typedef struct decode_case {
     uint32_t hq, hkv, dh;
     uint32_t block_size; /* 0: contiguous */
     vkattn_dtype dtype;
     uint32_t kv_splits;
+    const modern_opts *modern; /* NULL: a plain layer */
 } decode_case;
 
 typedef struct layer_data {
@@ -85,6 +115,30 @@ static void run_steps(vkattn_context *ctx, vkattn_mha *layer, vkattn_kv_cache *c
     free(rows);
 }
 
+/* One causal forward of a sequence of `len` tokens against the reference. */
+static void check_forward(vkattn_context *ctx, vkattn_mha *layer, const float *x, const float *ref,
+                          uint32_t len, const decode_case *c)
+{
+    uint32_t dm = c->hq * c->dh;
+    vkattn_dtype dt = c->dtype;
+    size_t n = (size_t)len * dm;
+    vkattn_buffer *bx = test_buffer_of(ctx, dt, x, n),
+                  *by = test_buffer_with(ctx, NULL, n * vkattn_dtype_size(dt));
+    int64_t shape[3] = {1, len, dm};
+    vkattn_mha_forward_args a = {.x = vkattn_tensor_make(bx, 0, dt, 3, shape),
+                                 .y = vkattn_tensor_make(by, 0, dt, 3, shape),
+                                 .causal = true};
+    TEST_OK(ctx, vkattn_mha_forward(layer, &a));
+    float *y = malloc(n * 4);
+    test_download_as(ctx, by, dt, y, n);
+    char what[160];
+    snprintf(what, sizeof what, "forward Hq%u Hkv%u Dh%u %s %s (%u tokens)", c->hq, c->hkv, c->dh,
+             vkattn_dtype_name(dt), c->modern->name, len);
+    test_assert_close(y, ref, n, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
+    free(y);
+    TEST_DESTROY_BUFFERS(bx, by);
+}
+
 static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
 {
     test_rng r = test_rng_seed(seed);
@@ -101,6 +155,15 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
                             .bias = true,
                             .dtype = c->dtype};
     vkattn_mha_weights w = {.wqkv = wqkv, .wo = wo, .bqkv = bqkv, .bo = bo};
+    float norms[2 * 256];
+    if (c->modern) {
+        desc.rope = c->modern->rope;
+        desc.qk_norm = c->modern->qk_norm;
+        desc.scale = c->modern->scale;
+        test_fill_uniform(&r, norms, 2 * c->dh, 0.5f, 1.5f);
+        w.q_norm = norms;
+        w.k_norm = norms + c->dh;
+    }
     float *x[NSEQ], *y[NSEQ], *ref[NSEQ];
     for (int s = 0; s < NSEQ; s++) {
         x[s] = test_random_array(&r, (size_t)total_len[s] * dm, 1.0f, c->dtype);
@@ -115,6 +178,9 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
             fail_msg("reference: %s", err);
     }
     vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
+    if (c->modern) /* the full forward on the GPU too */
+        for (int s = 0; s < NSEQ; s++)
+            check_forward(ctx, layer, x[s], ref[s], total_len[s], c);
     vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv,
                                .num_heads = c->hq,
                                .head_dim = c->dh,
@@ -127,8 +193,9 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
     run_steps(ctx, layer, cache, x, y, dm, c->dtype, c->kv_splits);
     char what[160];
     for (int s = 0; s < NSEQ; s++) {
-        snprintf(what, sizeof what, "decode Hq%u Hkv%u Dh%u block %u %s splits %u: sequence %d",
-                 c->hq, c->hkv, c->dh, c->block_size, vkattn_dtype_name(c->dtype), c->kv_splits, s);
+        snprintf(what, sizeof what, "decode Hq%u Hkv%u Dh%u block %u %s splits %u %s: sequence %d",
+                 c->hq, c->hkv, c->dh, c->block_size, vkattn_dtype_name(c->dtype), c->kv_splits,
+                 c->modern ? c->modern->name : "plain", s);
         test_assert_close(y[s], ref[s], (size_t)total_len[s] * dm,
                           f16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
     }
@@ -158,6 +225,13 @@ static const decode_case grid[] = {
     {4, 1, 32, 0, VKATTN_DTYPE_F32, 7},  /* MQA, contiguous, 7 splits */
     {8, 2, 16, 16, VKATTN_DTYPE_F16, 0}, /* GQA 4, paged, f16 */
     {4, 1, 16, 0, VKATTN_DTYPE_F16, 1},  /* MQA, f16, 1 split */
+    /* modern layers: RoPE, QK-norm, scale */
+    {8, 2, 16, 0, VKATTN_DTYPE_F32, 0, &llama3}, /* 6: GQA 4, contiguous */
+    {8, 2, 16, 5, VKATTN_DTYPE_F32, 0, &qwen3},  /* 7: GQA 4, paged */
+    {4, 1, 32, 4, VKATTN_DTYPE_F32, 3, &gptj},   /* 8: MQA, paged, 3 splits */
+    {8, 2, 16, 16, VKATTN_DTYPE_F16, 0, &qwen3}, /* 9: f16, paged */
+    {16, 4, 8, 0, VKATTN_DTYPE_F32, 0, &llama3}, /* 10: Dh 8 */
+    {2, 1, 128, 0, VKATTN_DTYPE_F16, 2, &gptj},  /* 11: Dh 128, f16 */
 };
 
 static void check_grid_cases(test_gpu *g, const size_t *cases, size_t count)
@@ -185,6 +259,96 @@ static void test_mqa_steps_match_forward(void **state)
     check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
 }
 
+/* RoPE, QK-norm and scale in the forward and the steps. */
+static void test_modern_steps_match_forward(void **state)
+{
+    static const size_t cases[] = {6, 7, 8, 9, 10, 11};
+    check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+/* A positions tensor: a left-padded batch row and positions past 32K
+ * (the angle tables keep fp32 exact there), forward against the reference. */
+static void check_positions(test_gpu *g, uint32_t policy, const void *arg)
+{
+    (void)arg;
+    vkattn_context *ctx = g->ctx;
+    test_rng r = test_rng_seed(700 + policy);
+    const uint32_t hq = 4, hkv = 2, dh = 32, dm = hq * dh, rows = (hq + 2 * hkv) * dh, t = 9;
+    float amp = 1.5f / sqrtf((float)dm), norms[64];
+    float *wqkv = test_random_array(&r, (size_t)rows * dm, amp, VKATTN_DTYPE_F32);
+    float *wo = test_random_array(&r, (size_t)dm * dm, amp, VKATTN_DTYPE_F32);
+    float *x = test_random_array(&r, 2 * t * dm, 1.0f, VKATTN_DTYPE_F32);
+    float *y = malloc(2 * t * dm * 4), *ref = malloc(2 * t * dm * 4);
+    test_fill_uniform(&r, norms, 2 * dh, 0.5f, 1.5f);
+    vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = hq, .num_kv_heads = hkv};
+    desc.rope = llama3.rope;
+    desc.qk_norm = true;
+    vkattn_mha_weights w = {.wqkv = wqkv, .wo = wo, .q_norm = norms, .k_norm = norms + dh};
+    /* row 0: 3 padding tokens at position 0, then 0..5; row 1: from 40000
+     * on, then a jump to 16777210 (the largest positions) */
+    int32_t pos[2 * 9] = {0, 0, 0, 0, 1, 2, 3, 4, 5};
+    for (uint32_t i = 0; i < t; i++)
+        pos[t + i] = i < 5 ? 40000 + (int32_t)i * 1000 : 16777210 + (int32_t)i - 5;
+    int64_t shape[3] = {2, t, dm}, pshape[2] = {2, t};
+    vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(x, VKATTN_DTYPE_F32, 3, shape),
+                              .y = vkattn_host_tensor_make(ref, VKATTN_DTYPE_F32, 3, shape),
+                              .positions =
+                                  vkattn_host_tensor_make(pos, VKATTN_DTYPE_I32, 2, pshape),
+                              .causal = true};
+    char err[256];
+    if (vkattn_ref_mha(&desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS)
+        fail_msg("reference: %s", err);
+    vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
+    vkattn_buffer *bx = test_buffer_of(ctx, VKATTN_DTYPE_F32, x, 2 * t * dm),
+                  *by = test_buffer_with(ctx, NULL, 2 * t * dm * 4),
+                  *bp = test_buffer_with(ctx, pos, sizeof pos);
+    vkattn_mha_forward_args a = {.x = vkattn_tensor_make(bx, 0, VKATTN_DTYPE_F32, 3, shape),
+                                 .y = vkattn_tensor_make(by, 0, VKATTN_DTYPE_F32, 3, shape),
+                                 .positions =
+                                     vkattn_tensor_make(bp, 0, VKATTN_DTYPE_I32, 2, pshape),
+                                 .causal = true};
+    TEST_OK(ctx, vkattn_mha_forward(layer, &a));
+    test_download_as(ctx, by, VKATTN_DTYPE_F32, y, 2 * t * dm);
+    test_assert_close(y, ref, 2 * t * dm, TEST_TOL_F32, "forward with a positions tensor");
+
+    /* the positions tensor's checks */
+    vkattn_mha_forward_args bad = a;
+    bad.positions.dtype = VKATTN_DTYPE_F32;
+    TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->positions.dtype is f32",
+               vkattn_mha_forward(layer, &bad));
+    bad = a;
+    bad.positions.shape[1] = t - 1;
+    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "args->positions",
+               vkattn_mha_forward(layer, &bad));
+    bad = a;
+    bad.kv = a.x;
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "self-attention only",
+               vkattn_mha_forward(layer, &bad));
+    vkattn_mha_destroy(layer);
+    desc.rope.theta = 0.0f; /* no RoPE: no positions */
+    layer = test_mha_create(ctx, &desc, &w);
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "no RoPE", vkattn_mha_forward(layer, &a));
+    vkattn_mha_destroy(layer);
+    w.k_norm = NULL;
+    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "weights->k_norm is NULL",
+               vkattn_mha_set_weights(layer, &w));
+    vkattn_mha_destroy(layer);
+    desc.rope = llama3.rope;
+    desc.rope.dims = 7;
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->rope.dims is 7",
+               vkattn_mha_create(ctx, &desc, &layer));
+    assert_null(layer);
+    TEST_DESTROY_BUFFERS(bx, by, bp);
+    free(wqkv), free(wo), free(x), free(y), free(ref);
+}
+
+static void test_forward_positions(void **state)
+{
+    (void)state;
+    test_for_each_policy(0, check_positions, NULL);
+}
+
 static void other_path(test_gpu *g, uint32_t policy, const void *c)
 {
     check_case(g->ctx, c, 599 + policy);
@@ -196,6 +360,10 @@ static void test_other_paths(void **state)
     (void)state;
     const decode_case c = {8, 2, 16, 5, VKATTN_DTYPE_F16, 0};
     test_for_each_policy(1, other_path, &c);
+    const decode_case modern[2] = {{8, 2, 16, 5, VKATTN_DTYPE_F16, 0, &qwen3},
+                                   {4, 1, 32, 0, VKATTN_DTYPE_F32, 2, &gptj}};
+    for (int i = 0; i < 2; i++)
+        test_for_each_policy(1, other_path, &modern[i]);
 }
 
 /* Step errors: their codes and messages, and the cache left as it was. */
@@ -285,6 +453,8 @@ int main(void)
         cmocka_unit_test(test_mha_steps_match_forward),
         cmocka_unit_test(test_gqa_steps_match_forward),
         cmocka_unit_test(test_mqa_steps_match_forward),
+        cmocka_unit_test(test_modern_steps_match_forward),
+        cmocka_unit_test(test_forward_positions),
         cmocka_unit_test(test_other_paths),
         cmocka_unit_test(test_step_errors),
     };

@@ -1,6 +1,8 @@
 /* Parity with PyTorch: the fixtures in tests/fixtures/ were written by
- * tools/gen_torch_fixtures.py from torch.nn.MultiheadAttention (batch_first)
- * and torch's scaled dot-product attention. The GPU (f32 and f16 storage) and
+ * tools/gen_torch_fixtures.py from torch.nn.MultiheadAttention (batch_first),
+ * torch's scaled dot-product attention, and decoder layers (Llama 3, Qwen3,
+ * GPT-J, Gemma: RoPE, QK-norm, scale, positions) written with Hugging Face's
+ * formulas in torch. The GPU (f32 and f16 storage) and
  * the CPU reference must both reproduce torch's outputs. No torch needed. */
 #include "npy/npy.h"
 #include "test_util.h"
@@ -20,8 +22,9 @@
 typedef struct fixture {
     char dir[768];
     char kind[64];
-    int heads, kv_heads, bias, causal, cross, per_head;
-    double scale;
+    int heads, kv_heads, head_dim, bias, causal, cross, per_head, qk_norm;
+    double scale, norm_eps;
+    vkattn_rope_desc rope; /* theta 0: none */
     npy_array a[20];
     const char *names[20];
     int count;
@@ -47,22 +50,47 @@ static void load_fixture(fixture *f, const char *dir)
     const struct {
         const char *key;
         int *value;
-    } ints[] = {{"heads", &f->heads},   {"kv_heads", &f->kv_heads}, {"bias", &f->bias},
-                {"causal", &f->causal}, {"cross", &f->cross},       {"per_head", &f->per_head}};
+    } ints[] = {{"heads", &f->heads},       {"kv_heads", &f->kv_heads}, {"head_dim", &f->head_dim},
+                {"bias", &f->bias},         {"causal", &f->causal},     {"cross", &f->cross},
+                {"per_head", &f->per_head}, {"qk_norm", &f->qk_norm}};
+    vkattn_rope_desc *r = &f->rope;
+    const struct {
+        const char *key;
+        float *value;
+    } floats[] = {{"rope_theta", &r->theta},
+                  {"rope_factor", &r->factor},
+                  {"rope_low_freq_factor", &r->low_freq_factor},
+                  {"rope_high_freq_factor", &r->high_freq_factor}};
     char text[64];
     while (fscanf(meta, "%63s %63s", key, text) == 2) {
         if (strcmp(key, "kind") == 0)
             snprintf(f->kind, sizeof f->kind, "%s", text);
         else if (strcmp(key, "scale") == 0)
             f->scale = atof(text);
+        else if (strcmp(key, "norm_eps") == 0)
+            f->norm_eps = atof(text);
+        else if (strcmp(key, "rope_dims") == 0)
+            r->dims = (uint32_t)atof(text);
+        else if (strcmp(key, "rope_original_max_positions") == 0)
+            r->original_max_positions = (uint32_t)atof(text);
+        else if (strcmp(key, "rope_style") == 0)
+            r->style = strcmp(text, "gptj") == 0 ? VKATTN_ROPE_GPTJ : VKATTN_ROPE_NEOX;
+        else if (strcmp(key, "rope_scaling") == 0)
+            r->scaling = strcmp(text, "llama3") == 0   ? VKATTN_ROPE_SCALING_LLAMA3
+                         : strcmp(text, "linear") == 0 ? VKATTN_ROPE_SCALING_LINEAR
+                                                       : VKATTN_ROPE_SCALING_NONE;
         for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
             if (strcmp(key, ints[i].key) == 0)
                 *ints[i].value = (int)atof(text);
+        for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+            if (strcmp(key, floats[i].key) == 0)
+                *floats[i].value = (float)atof(text);
     }
     fclose(meta);
-    static const char *const all[] = {"x",  "kv",      "wq", "wk", "wv",          "wo",
-                                      "bq", "bk",      "bv", "bo", "key_padding", "mask",
-                                      "y",  "weights", "q",  "k",  "v",           "out"};
+    static const char *const all[] = {"x",         "kv",      "wq",    "wk", "wv",          "wo",
+                                      "bq",        "bk",      "bv",    "bo", "key_padding", "mask",
+                                      "y",         "weights", "q",     "k",  "v",           "out",
+                                      "positions", "q_norm",  "k_norm"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const char *name = all[i];
         snprintf(path, sizeof path, "%s/%s.npy", dir, name);
@@ -100,7 +128,9 @@ static vkattn_buffer *upload(vkattn_context *ctx, const npy_array *a, vkattn_dty
     vkattn_buffer *b;
     if (a->dtype != NPY_F32 || dt == VKATTN_DTYPE_F32) {
         b = test_buffer_with(ctx, a->data, a->nbytes);
-        dt = a->dtype == NPY_F32 ? VKATTN_DTYPE_F32 : VKATTN_DTYPE_U8;
+        dt = a->dtype == NPY_F32   ? VKATTN_DTYPE_F32
+             : a->dtype == NPY_I32 ? VKATTN_DTYPE_I32
+                                   : VKATTN_DTYPE_U8;
     } else {
         uint16_t *h = malloc((size_t)n * 2);
         for (int64_t i = 0; i < n; i++)
@@ -127,24 +157,41 @@ static float *download(vkattn_context *ctx, vkattn_buffer *b, int64_t n, vkattn_
     return out;
 }
 
-static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
+/* The desc and weights of an mha fixture, with storage dtype `dt`. */
+static void mha_layer(const fixture *f, vkattn_dtype dt, vkattn_mha_desc *desc,
+                      vkattn_mha_weights *w)
 {
-    npy_array *x = get(f, "x"), *kv = get(f, "kv"), *wk = get(f, "wk"), *y = get(f, "y"),
-              *wts = get(f, "weights"), *pad = get(f, "key_padding"), *mask = get(f, "mask");
-    vkattn_mha_desc desc = {.embed_dim = (uint32_t)x->shape[2],
-                            .num_heads = (uint32_t)f->heads,
-                            .num_kv_heads = (uint32_t)f->kv_heads,
-                            .kv_dim = (uint32_t)wk->shape[1],
-                            .bias = f->bias,
-                            .dtype = dt};
-    vkattn_mha_weights w = {0};
-    const char *wn[8] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"};
-    const float **ws[8] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo};
-    for (int i = 0; i < 8; i++)
-        *ws[i] = get(f, wn[i]) ? get(f, wn[i])->data : NULL;
-    char what[1024];
+    fixture *mf = (fixture *)f;
+    const npy_array *x = get(mf, "x"), *wk = get(mf, "wk");
+    vkattn_mha_desc d = {.embed_dim = (uint32_t)x->shape[2],
+                         .num_heads = (uint32_t)f->heads,
+                         .num_kv_heads = (uint32_t)f->kv_heads,
+                         .head_dim = (uint32_t)f->head_dim,
+                         .kv_dim = (uint32_t)wk->shape[1],
+                         .bias = f->bias,
+                         .dtype = dt,
+                         .scale = (float)f->scale,
+                         .rope = f->rope,
+                         .qk_norm = f->qk_norm,
+                         .norm_eps = (float)f->norm_eps};
+    *desc = d;
+    memset(w, 0, sizeof *w);
+    const char *wn[10] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "q_norm", "k_norm"};
+    const float **ws[10] = {&w->wq, &w->wk, &w->wv, &w->wo,     &w->bq,
+                            &w->bk, &w->bv, &w->bo, &w->q_norm, &w->k_norm};
+    for (int i = 0; i < 10; i++)
+        *ws[i] = get(mf, wn[i]) ? get(mf, wn[i])->data : NULL;
+}
 
-    /* the CPU reference against torch */
+/* The CPU reference against torch. */
+static void ref_mha(fixture *f)
+{
+    npy_array *x = get(f, "x"), *kv = get(f, "kv"), *y = get(f, "y"), *wts = get(f, "weights"),
+              *pad = get(f, "key_padding"), *mask = get(f, "mask"), *pos = get(f, "positions");
+    vkattn_mha_desc desc;
+    vkattn_mha_weights w;
+    mha_layer(f, VKATTN_DTYPE_F32, &desc, &w);
+    char what[1024];
     float *ref_y = malloc(y->nbytes), *ref_w = malloc(wts->nbytes);
     vkattn_ref_mha_args ra = {.causal = f->causal};
     ra.x = vkattn_host_tensor_make(x->data, VKATTN_DTYPE_F32, 3, x->shape);
@@ -154,6 +201,8 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
         ra.key_padding = vkattn_host_tensor_make(pad->data, VKATTN_DTYPE_U8, 2, pad->shape);
     if (mask)
         ra.mask = vkattn_host_tensor_make(mask->data, VKATTN_DTYPE_F32, mask->rank, mask->shape);
+    if (pos)
+        ra.positions = vkattn_host_tensor_make(pos->data, VKATTN_DTYPE_I32, 2, pos->shape);
     ra.y = vkattn_host_tensor_make(ref_y, VKATTN_DTYPE_F32, 3, y->shape);
     ra.weights = vkattn_host_tensor_make(ref_w, VKATTN_DTYPE_F32, wts->rank, wts->shape);
     char err[512];
@@ -163,6 +212,18 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     test_assert_close(ref_y, y->data, (size_t)numel(y), TOL_REF_VS_TORCH, what);
     snprintf(what, sizeof what, "%s: CPU reference weights vs torch", f->dir);
     test_assert_close(ref_w, wts->data, (size_t)numel(wts), TOL_REF_VS_TORCH, what);
+    free(ref_y), free(ref_w);
+}
+
+/* The device against torch. */
+static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
+{
+    npy_array *x = get(f, "x"), *kv = get(f, "kv"), *y = get(f, "y"), *wts = get(f, "weights"),
+              *pad = get(f, "key_padding"), *mask = get(f, "mask"), *pos = get(f, "positions");
+    vkattn_mha_desc desc;
+    vkattn_mha_weights w;
+    mha_layer(f, dt, &desc, &w);
+    char what[1024];
 
     /* the device against torch */
     vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
@@ -170,6 +231,7 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     vkattn_buffer *bx = upload(ctx, x, dt, &fa.x), *bkv = kv ? upload(ctx, kv, dt, &fa.kv) : NULL;
     vkattn_buffer *bpad = pad ? upload(ctx, pad, dt, &fa.key_padding) : NULL;
     vkattn_buffer *bmask = mask ? upload(ctx, mask, VKATTN_DTYPE_F32, &fa.mask) : NULL;
+    vkattn_buffer *bpos = pos ? upload(ctx, pos, dt, &fa.positions) : NULL;
     size_t es = vkattn_dtype_size(dt);
     vkattn_buffer *by = test_buffer_with(ctx, NULL, (uint64_t)numel(y) * es);
     vkattn_buffer *bw = test_buffer_with(ctx, NULL, wts->nbytes);
@@ -183,11 +245,11 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     test_assert_close(gy, y->data, (size_t)numel(y), tol, what);
     snprintf(what, sizeof what, "%s (%s): GPU weights vs torch", f->dir, vkattn_dtype_name(dt));
     test_assert_close(gw, wts->data, (size_t)numel(wts), tol, what);
-    vkattn_buffer *bufs[] = {bx, bkv, bpad, bmask, by, bw};
+    vkattn_buffer *bufs[] = {bx, bkv, bpad, bmask, bpos, by, bw};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         vkattn_buffer_destroy(bufs[i]);
     vkattn_mha_destroy(layer);
-    free(gy), free(gw), free(ref_y), free(ref_w);
+    free(gy), free(gw);
 }
 
 static void run_attention(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
@@ -212,9 +274,9 @@ static void run_attention(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     free(got);
 }
 
-static void test_all_fixtures(void **state)
+/* Calls `fn` on every fixture folder; returns how many there were. */
+static int for_each_fixture(void (*fn)(vkattn_context *, fixture *), vkattn_context *ctx)
 {
-    test_gpu *g = *state;
     DIR *d = opendir(VKATTN_FIXTURE_DIR);
     assert_non_null(d);
     int cases = 0;
@@ -225,26 +287,54 @@ static void test_all_fixtures(void **state)
         snprintf(dir, sizeof dir, "%s/%s", VKATTN_FIXTURE_DIR, e->d_name);
         fixture f;
         load_fixture(&f, dir);
-        for (int t = 0; t < 2; t++) {
-            vkattn_dtype dt = t ? VKATTN_DTYPE_F16 : VKATTN_DTYPE_F32;
-            if (strcmp(f.kind, "mha") == 0)
-                run_mha(g->ctx, &f, dt);
-            else if (strcmp(f.kind, "attention") == 0)
-                run_attention(g->ctx, &f, dt);
-            else
-                fail_msg("%s: unknown kind \"%s\"", dir, f.kind);
-        }
+        if (strcmp(f.kind, "mha") != 0 && strcmp(f.kind, "attention") != 0)
+            fail_msg("%s: unknown kind \"%s\"", dir, f.kind);
+        fn(ctx, &f);
         free_fixture(&f);
         cases++;
     }
     closedir(d);
-    assert_true(cases >= 9); /* a lost fixture folder must not pass silently */
+    return cases;
+}
+
+static void reference_case(vkattn_context *ctx, fixture *f)
+{
+    (void)ctx;
+    if (strcmp(f->kind, "mha") == 0)
+        ref_mha(f);
+}
+
+static void gpu_case(vkattn_context *ctx, fixture *f)
+{
+    for (int t = 0; t < 2; t++) {
+        vkattn_dtype dt = t ? VKATTN_DTYPE_F16 : VKATTN_DTYPE_F32;
+        if (strcmp(f->kind, "mha") == 0)
+            run_mha(ctx, f, dt);
+        else
+            run_attention(ctx, f, dt);
+    }
+}
+
+/* The CPU reference first, on every layer fixture, so a GPU failure does not
+ * hide a reference one. */
+static void test_reference_fixtures(void **state)
+{
+    test_gpu *g = *state;
+    /* a lost fixture folder must not pass silently */
+    assert_true(for_each_fixture(reference_case, g->ctx) >= 13);
+}
+
+static void test_gpu_fixtures(void **state)
+{
+    test_gpu *g = *state;
+    assert_true(for_each_fixture(gpu_case, g->ctx) >= 13);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_all_fixtures),
+        cmocka_unit_test(test_reference_fixtures),
+        cmocka_unit_test(test_gpu_fixtures),
     };
     return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
 }

@@ -40,6 +40,7 @@ import sys
 # K and V into the cache's pools from its epilogue.
 OP_USES = {
     "convert": [],
+    "rope": [],
     "attention": [],
     "kvcache": ["attention"],
     "linear": ["kvcache"],

@@ -13,7 +13,25 @@ lines) describing how to run it:
   attention cases torch's scaled dot-product attention with K/V repeated to
                   the query heads (torch 1.13 has no GQA): q k v [B,H,T,D], mask,
                   out.
+  decoder cases   kind mha too: modern decoder self-attention layers written
+                  with Hugging Face transformers' formulas spelled out in torch
+                  (no transformers package): GQA by repeat_kv, QK-norm
+                  (Qwen3RMSNorm per head), RoPE (rotate_half or GPT-J's
+                  rotate_every_two, partial rotary dims, llama3/linear
+                  frequency scaling as _compute_llama3_parameters and
+                  _compute_linear_scaling_rope_parameters), a custom scale
+                  (Gemma's query_pre_attn_scalar^-0.5) and position_ids.
+                  HF computes in float32; here every step is float64, so y is
+                  exact up to its float32 storage. Extra keys in case.txt:
+                  head_dim, scale (0: 1/sqrt(head_dim)), rope_theta,
+                  rope_dims, rope_style (neox|gptj), rope_scaling
+                  (none|linear|llama3), rope_factor, rope_low_freq_factor,
+                  rope_high_freq_factor, rope_original_max_positions, qk_norm,
+                  norm_eps; extra files q_norm/k_norm [Dh] and positions
+                  [B, T] (int32). Fully masked rows (left padding) give zeros,
+                  vkattn's convention (HF leaves padded rows undefined).
 Seeded: running it again rewrites the same files."""
+import math
 import os
 import numpy as np
 import torch
@@ -116,6 +134,176 @@ def attention_case(name, seed, B, Hq, Hkv, Tq, Tk, D, causal=False, scale=None, 
     write_case(name, meta, arrays)
 
 
+def f32(v):
+    """A float as float32 stores it: case.txt values are read into float32
+    desc fields, so the fixture computes with exactly those."""
+    return float(np.float32(v))
+
+
+def rope_inv_freq(rope, R):
+    """HF _compute_default_rope_parameters (float64 here), then the scaling of
+    _compute_linear_scaling_rope_parameters / _compute_llama3_parameters."""
+    inv_freq = 1.0 / (rope["theta"] ** (torch.arange(0, R, 2, dtype=torch.int64).double() / R))
+    scaling = rope.get("scaling", "none")
+    if scaling == "linear":
+        return inv_freq / rope["factor"]
+    if scaling != "llama3":
+        return inv_freq
+    factor, low_freq_factor = rope["factor"], rope["low_freq_factor"]
+    high_freq_factor, old_context_len = rope["high_freq_factor"], rope["original_max_positions"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def rotate_half(x):  # HF Llama / Qwen / Gemma / GPT-NeoX
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotate_every_two(x):  # HF GPT-J
+    x1 = x[..., ::2]
+    x2 = x[..., 1::2]
+    x = torch.stack((-x2, x1), dim=-1)
+    return x.flatten(-2)
+
+
+def apply_rope(x, position_ids, rope):
+    """x [B, H, T, Dh]; the first R dims rotated, the rest passed through
+    (HF's partial_rotary_factor / GPT-J's rotary_dim)."""
+    R = rope.get("dims") or x.shape[-1]
+    inv_freq = rope_inv_freq(rope, R)
+    freqs = position_ids.double()[:, :, None] * inv_freq[None, None, :]  # [B, T, R/2]
+    x_rot, x_pass = x[..., :R], x[..., R:]
+    if rope.get("style", "neox") == "neox":
+        emb = torch.cat((freqs, freqs), dim=-1)  # LlamaRotaryEmbedding.forward
+        cos, sin = emb.cos()[:, None], emb.sin()[:, None]  # unsqueeze_dim=1
+        x_rot = x_rot * cos + rotate_half(x_rot) * sin
+    else:
+        sin = torch.repeat_interleave(freqs.sin()[:, None], 2, dim=-1)
+        cos = torch.repeat_interleave(freqs.cos()[:, None], 2, dim=-1)
+        x_rot = x_rot * cos + rotate_every_two(x_rot) * sin
+    return torch.cat((x_rot, x_pass), dim=-1)
+
+
+def rms_norm(x, weight, eps):  # Qwen3RMSNorm
+    variance = x.pow(2).mean(-1, keepdim=True)
+    return weight * (x * torch.rsqrt(variance + eps))
+
+
+def repeat_kv(x, n_rep):  # HF: [B, Hkv, T, D] -> [B, Hkv * n_rep, T, D]
+    b, h, t, d = x.shape
+    return x[:, :, None].expand(b, h, n_rep, t, d).reshape(b, h * n_rep, t, d)
+
+
+def decoder_case(name, seed, B, T, Dm, H, Hkv, Dh, bias=False, causal=True, rope=None,
+                 qk_norm=False, norm_eps=1e-6, scale=None, left_padding=None, positions=None,
+                 per_head=False):
+    """A decoder self-attention layer (HF LlamaAttention.forward and its
+    relatives), in float64. `positions`: "hf" derives position_ids from the
+    left padding as HF's generate does (cumsum of the attention mask - 1,
+    padding set to 1); an array is used as given."""
+    torch.manual_seed(seed)
+    lin = lambda i, o: torch.nn.Linear(i, o, bias=bias).double()
+    q_proj, k_proj, v_proj = lin(Dm, H * Dh), lin(Dm, Hkv * Dh), lin(Dm, Hkv * Dh)
+    o_proj = lin(H * Dh, Dm)
+    with torch.no_grad():
+        for m in (q_proj, k_proj, v_proj, o_proj):
+            for p in m.parameters():  # non-zero biases, really checked
+                p.copy_((p + 0.05 * torch.randn_like(p)).float().double())
+    x = torch.randn(B, T, Dm).float().double()
+    q_w = (1.0 + 0.3 * torch.randn(Dh)).float().double()
+    k_w = (1.0 + 0.3 * torch.randn(Dh)).float().double()
+    pad = np.ones((B, T), np.uint8)
+    for b, n in enumerate(left_padding or []):
+        pad[b, :n] = 0
+    if isinstance(positions, str):
+        am = torch.from_numpy(pad.astype(np.int64))
+        position_ids = am.cumsum(-1) - 1
+        position_ids.masked_fill_(am == 0, 1)
+    elif positions is not None:
+        position_ids = torch.as_tensor(np.asarray(positions, np.int64))
+    else:
+        position_ids = torch.arange(T)[None].expand(B, T)
+    norm_eps = f32(norm_eps)
+    scale = f32(scale) if scale is not None else 1.0 / math.sqrt(Dh)
+    with torch.no_grad():
+        shape = lambda t, h: t.view(B, T, h, Dh)
+        q, k, v = shape(q_proj(x), H), shape(k_proj(x), Hkv), shape(v_proj(x), Hkv)
+        if qk_norm:  # Qwen3: norm on [B, T, H, Dh], before the transpose and RoPE
+            q, k = rms_norm(q, q_w, norm_eps), rms_norm(k, k_w, norm_eps)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if rope:
+            q, k = apply_rope(q, position_ids, rope), apply_rope(k, position_ids, rope)
+        k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)
+        scores = q @ k.transpose(2, 3) * scale
+        hidden = torch.from_numpy(pad == 0)[:, None, None, :].expand(B, 1, T, T)
+        if causal:
+            hidden = hidden | torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+        scores = scores.masked_fill(hidden, -math.inf)
+        mx = scores.amax(-1, keepdim=True).clamp_min(-1e300)  # all-hidden rows: no NaN
+        e = torch.exp(scores - mx)
+        s = e.sum(-1, keepdim=True)
+        probs = torch.where(s > 0, e / s.clamp_min(1e-300), torch.zeros_like(e))
+        o = (probs @ v).transpose(1, 2).reshape(B, T, H * Dh)
+        y = o_proj(o)
+    w = probs if per_head else probs.mean(1)
+    assert torch.isfinite(y).all() and torch.isfinite(w).all(), name
+    arrays = {"x": x.float().numpy(), "wq": q_proj.weight.detach().float().numpy(),
+              "wk": k_proj.weight.detach().float().numpy(), "wv": v_proj.weight.detach().float().numpy(),
+              "wo": o_proj.weight.detach().float().numpy(), "y": y.float().numpy(),
+              "weights": w.float().numpy()}
+    if bias:
+        arrays.update(bq=q_proj.bias.detach().float().numpy(), bk=k_proj.bias.detach().float().numpy(),
+                      bv=v_proj.bias.detach().float().numpy(), bo=o_proj.bias.detach().float().numpy())
+    if left_padding:
+        arrays["key_padding"] = pad
+    if positions is not None:
+        arrays["positions"] = position_ids.numpy().astype(np.int32)
+    meta = dict(kind="mha", heads=H, kv_heads=Hkv, head_dim=Dh, bias=bias, causal=causal,
+                cross=False, per_head=per_head, scale=repr(scale) if scale != 1.0 / math.sqrt(Dh) else 0)
+    if rope:
+        meta.update(rope_theta=repr(rope["theta"]), rope_dims=rope.get("dims", 0),
+                    rope_style=rope.get("style", "neox"), rope_scaling=rope.get("scaling", "none"))
+        for key in ("factor", "low_freq_factor", "high_freq_factor", "original_max_positions"):
+            if key in rope:
+                meta["rope_" + key] = repr(rope[key])
+    if qk_norm:
+        meta.update(qk_norm=True, norm_eps=repr(norm_eps))
+        arrays.update(q_norm=q_w.float().numpy(), k_norm=k_w.float().numpy())
+    write_case(name, meta, arrays)
+
+
+def decoder_cases():
+    # Llama 3.1: GQA, no bias, theta 500000 with llama3 scaling. Its low
+    # frequencies only matter over thousands of positions, so the tokens sit
+    # at sorted positions up to 30000 (a packed / sparse position_ids).
+    g = np.random.default_rng(10)
+    sparse = np.sort(g.choice(30000, size=(2, 7), replace=False), axis=1)
+    decoder_case("dec_llama3_gqa", 10, B=2, T=7, Dm=64, H=8, Hkv=2, Dh=16,
+                 rope=dict(theta=500000.0, scaling="llama3", factor=8.0, low_freq_factor=1.0,
+                           high_freq_factor=4.0, original_max_positions=8192),
+                 positions=sparse)
+    # Qwen3: QK-norm (RMSNorm per head, eps 1e-6) then RoPE theta 1e6.
+    decoder_case("dec_qwen3_qknorm", 11, B=2, T=6, Dm=64, H=4, Hkv=2, Dh=32, qk_norm=True,
+                 rope=dict(theta=1000000.0), per_head=True)
+    # GPT-J: interleaved RoPE on the first 8 of 16 dims (rotary_dim), with
+    # the biases GPT-NeoX has.
+    decoder_case("dec_gptj_partial", 12, B=1, T=9, Dm=64, H=4, Hkv=4, Dh=16, bias=True,
+                 rope=dict(theta=10000.0, dims=8, style="gptj"))
+    # Gemma: MQA, scale query_pre_attn_scalar^-0.5 (24, not head_dim 16), a
+    # left-padded batch with HF's position_ids from the attention mask.
+    decoder_case("dec_gemma_scale_positions", 13, B=3, T=6, Dm=64, H=4, Hkv=1, Dh=16,
+                 rope=dict(theta=10000.0), scale=24 ** -0.5, left_padding=[0, 2, 3],
+                 positions="hf")
+
+
 if __name__ == "__main__":
     mha_case("mha_self_bias", 1, B=2, Tq=7, Dm=32, H=4)
     mha_case("mha_self_causal_per_head", 2, B=1, Tq=9, Dm=64, H=8, causal=True, per_head=True)
@@ -126,4 +314,5 @@ if __name__ == "__main__":
     attention_case("attn_gqa_causal", 7, B=1, Hq=8, Hkv=2, Tq=6, Tk=10, D=16, causal=True)
     attention_case("attn_mqa_mask", 8, B=2, Hq=4, Hkv=1, Tq=5, Tk=5, D=32, with_mask=True)
     attention_case("attn_mha_scale", 9, B=1, Hq=3, Hkv=3, Tq=12, Tk=7, D=64, scale=0.3)
+    decoder_cases()
     print("fixtures written to", os.path.normpath(ROOT))

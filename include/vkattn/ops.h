@@ -75,7 +75,7 @@ typedef struct vkattn_rope_desc {
     uint32_t dims;                   /* R, even, <= head_dim; 0: head_dim */
     vkattn_rope_style style;         /* NEOX (default) or GPTJ */
     vkattn_rope_scaling scaling;     /* NONE (default), LINEAR or LLAMA3 */
-    float factor;                    /* LINEAR and LLAMA3: finite, >= 1 */
+    float factor;                    /* LINEAR and LLAMA3: finite, > 0 */
     float low_freq_factor;           /* LLAMA3: finite, > 0 */
     float high_freq_factor;          /* LLAMA3: finite, > low_freq_factor */
     uint32_t original_max_positions; /* LLAMA3: > 0 (Llama 3.1: 8192) */
@@ -89,7 +89,12 @@ typedef struct vkattn_rope_desc {
  * 1}); out the same shape and dtype, or buffer NULL to rotate x in place
  * (out may also be x itself). f32 or f16. Positions: `positions` int32
  * [B, T] (contiguous; values in [0, VKATTN_ROPE_MAX_POSITION]: the kernel
- * clamps others), or when its buffer is NULL, position_offset + t. */
+ * clamps others), or when its buffer is NULL, position_offset + t
+ * (position_offset + T - 1 must not pass VKATTN_ROPE_MAX_POSITION). out
+ * is x itself or shares no byte with it. The context keeps the angle table
+ * of each distinct rope desc (4 * 64 * dims floats) for its life, made on
+ * first use without a submission; at most 64 distinct descs per context
+ * (VKATTN_ERROR_OUT_OF_RANGE past that). */
 typedef struct vkattn_rope_args {
     vkattn_tensor x;
     vkattn_tensor out; /* optional (buffer NULL): in place */

@@ -2,6 +2,7 @@
  * the host. Creation opens the device and initialises every subsystem in
  * order; destruction takes them down in reverse. */
 #include "core/buffer.h"
+#include "core/const_buffers.h"
 #include "core/descriptors.h"
 #include "core/device.h"
 #include "core/host.h"
@@ -317,6 +318,7 @@ void vkattn_context_destroy(vkattn_context *ctx)
         if (ctx->fence && ctx->recording)
             ctx->vk.vkEndCommandBuffer(ctx->command_buffer);
         vkattn_buffer_destroy(ctx->dummy);
+        vka_const_buffers_destroy(ctx);
         vka_tuning_destroy(ctx);
         vka_descriptors_destroy(ctx);
         vka_pipelines_destroy(ctx);

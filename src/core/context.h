@@ -17,6 +17,7 @@
 typedef struct vka_descriptor_cache vka_descriptor_cache;
 typedef struct vka_pipeline_registry vka_pipeline_registry;
 typedef struct vka_tuning_table vka_tuning_table;
+typedef struct vka_const_buffers vka_const_buffers;
 
 struct vkattn_context {
     vkattn_allocator allocator;
@@ -68,6 +69,8 @@ struct vkattn_context {
 
     /* A small buffer bound where a kernel's optional input is absent. */
     vkattn_buffer *dummy;
+    /* Read-only tables made on first use (core/const_buffers.c). */
+    vka_const_buffers *const_buffers;
 
     char last_error[VKA_ERROR_MAX];
 };

@@ -1,15 +1,19 @@
 /* CPU reference of a whole MHA layer (see "MHA layer" in vkattn.h):
- * projections, head split, attention, merge, output projection.
+ * projections, head split, QK-norm and RoPE of Q and K, attention, merge,
+ * output projection.
  *
  * Q, K, V and O are kept in f32 between the steps, as the GPU layer stores
- * them; every step accumulates in double. The split and merge are only
- * strides: head h of a [B, T, H*Dh] row block is the view [B, H, T, Dh] with
- * strides {T*H*Dh, Dh, H*Dh, 1}. */
+ * them; every step accumulates in double. The norm and the rotation are one
+ * step, as in the GPU's projection epilogue: each head is read from the f32
+ * projection, normed and rotated in double, and stored to f32 once. The
+ * split and merge are only strides: head h of a [B, T, H*Dh] row block is
+ * the view [B, H, T, Dh] with strides {T*H*Dh, Dh, H*Dh, 1}. */
 #include "spec/mha_desc.h"
 #include "ref/ref.h"
 
 #include "spec/error_text.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,12 +124,73 @@ static vkattn_result check_io(const vkattn_mha_desc *d, const vkattn_ref_mha_arg
     return vka_host_tensor_resolve(&args->y, "args->y", true, y, error, error_size);
 }
 
-/* The layer as four linear steps (Q, K, V, output projection) and one
- * attention step, all checked. */
+/* The modern decoder options against the args: QK-norm and RoPE are for
+ * self-attention (kv_dim == embed_dim is checked by vka_mha_resolve; here
+ * args->kv must be absent), positions only with RoPE, int32 [B, Tq], each
+ * in [0, VKATTN_ROPE_MAX_POSITION]. `pos` gets the resolved positions (data
+ * NULL when not given). */
+static vkattn_result check_modern(const vkattn_mha_desc *d, const vkattn_ref_mha_args *args,
+                                  vkattn_host_tensor *pos, char *error, size_t error_size)
+{
+    const bool rope = d->rope.theta != 0.0f;
+    memset(pos, 0, sizeof *pos);
+    if ((rope || d->qk_norm) && args->kv.data) {
+        vka_error_format(error, error_size,
+                         "args->kv is given (cross-attention) but desc->%s needs self-attention: "
+                         "leave args->kv.data NULL",
+                         rope ? "rope" : "qk_norm");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    const vkattn_host_tensor *p = &args->positions;
+    if (!p->data)
+        return VKATTN_SUCCESS;
+    if (!rope) {
+        vka_error_format(error, error_size,
+                         "args->positions is given but desc->rope.theta is 0: positions are "
+                         "for RoPE layers only");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (p->dtype != VKATTN_DTYPE_I32) {
+        const char *dn = vkattn_dtype_name(p->dtype);
+        vka_error_format(error, error_size, "args->positions.dtype %s is not supported: int32",
+                         dn ? dn : "(not a vkattn_dtype)");
+        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+    }
+    if (p->rank != 2) {
+        vka_error_format(error, error_size,
+                         "args->positions.rank is %u: positions are rank 2 [B, Tq]", p->rank);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    VKA_TRY(check_size(p, "positions", 0, args->x.shape[0], "args->x.shape[0] (batch)", error,
+                       error_size));
+    VKA_TRY(check_size(p, "positions", 1, args->x.shape[1], "args->x.shape[1] (Tq)", error,
+                       error_size));
+    VKA_TRY(vka_host_tensor_resolve(p, "args->positions", false, pos, error, error_size));
+    const int32_t *v = pos->data;
+    for (int64_t b = 0; b < pos->shape[0]; b++)
+        for (int64_t t = 0; t < pos->shape[1]; t++) {
+            int32_t at = v[b * pos->strides[0] + t * pos->strides[1]];
+            if (at < 0 || at > VKATTN_ROPE_MAX_POSITION) {
+                vka_error_format(error, error_size,
+                                 "args->positions[%lld, %lld] is %ld: positions must be in "
+                                 "[0, %ld] (VKATTN_ROPE_MAX_POSITION)",
+                                 (long long)b, (long long)t, (long)at,
+                                 (long)VKATTN_ROPE_MAX_POSITION);
+                return VKATTN_ERROR_INVALID_ARGUMENT;
+            }
+        }
+    return VKATTN_SUCCESS;
+}
+
+/* The layer as four linear steps (Q, K, V, output projection), the QK-norm
+ * and RoPE step of Q and K, and one attention step, all checked. */
 typedef struct layer_plan {
     vka_ref_linear_plan lp[4];
     vka_ref_attention_plan ap;
-    size_t nq, nkv; /* floats of Q (and O), of K (and V) */
+    vkattn_mha_desc desc;         /* resolved */
+    const float *q_norm, *k_norm; /* desc.qk_norm only, else NULL */
+    vkattn_host_tensor positions; /* resolved; data NULL: 0..Tq-1 */
+    size_t nq, nkv;               /* floats of Q (and O), of K (and V) */
 } layer_plan;
 
 /* Plans every step, with the f32 temporaries not yet allocated: `placeholder`
@@ -170,6 +235,7 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     aa.key_padding = args->key_padding;
     aa.weights = args->weights;
     aa.causal = args->causal;
+    aa.scale = d->scale;
     VKA_TRY(vka_ref_attention_prepare(&aa, "args->", &plan->ap, error, error_size));
     bool ok = vka_size_mul((size_t)B, (size_t)Tq, &plan->nq) &&
               vka_size_mul(plan->nq, (size_t)QW, &plan->nq) &&
@@ -181,6 +247,44 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
     }
     return VKATTN_SUCCESS;
+}
+
+/* QK-norm then RoPE of every head of `act` ([B, T, H*Dh] f32, in place),
+ * each head read once, computed in double and stored once. `norm` NULL: no
+ * norm; rope theta 0: no rotation. */
+static void norm_rope_heads(const layer_plan *plan, float *act, int64_t T, int64_t H,
+                            const float *norm)
+{
+    const vkattn_mha_desc *d = &plan->desc;
+    const bool rope = d->rope.theta != 0.0f;
+    if (!norm && !rope)
+        return;
+    const int64_t B = plan->ap.dims.batch, Dh = d->head_dim;
+    const vkattn_host_tensor *pos = &plan->positions;
+    double h[VKA_HEAD_DIM_MAX];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            int64_t at =
+                pos->data ? ((const int32_t *)pos->data)[b * pos->strides[0] + t * pos->strides[1]]
+                          : t;
+            for (int64_t hd = 0; hd < H; hd++) {
+                float *row = act + ((b * T + t) * H + hd) * Dh;
+                double ss = 0.0;
+                for (int64_t e = 0; e < Dh; e++) {
+                    h[e] = row[e];
+                    ss += h[e] * h[e];
+                }
+                if (norm) {
+                    double r = 1.0 / sqrt(ss / (double)Dh + (double)d->norm_eps);
+                    for (int64_t e = 0; e < Dh; e++)
+                        h[e] = h[e] * r * norm[e];
+                }
+                if (rope)
+                    vka_ref_rope_rotate(&d->rope, at, h);
+                for (int64_t e = 0; e < Dh; e++)
+                    row[e] = (float)h[e];
+            }
+        }
 }
 
 /* Allocates Q, K, V, O (f32) and the double scratch, then runs the steps. */
@@ -214,6 +318,8 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
     plan->ap.out.data = o;
     for (int i = 0; i < 3; i++)
         vka_ref_linear_run(&plan->lp[i], scratch);
+    norm_rope_heads(plan, q, plan->ap.dims.q_len, plan->desc.num_heads, plan->q_norm);
+    norm_rope_heads(plan, k, plan->ap.dims.kv_len, plan->desc.num_kv_heads, plan->k_norm);
     vka_ref_attention_run(&plan->ap, scratch);
     vka_ref_linear_run(&plan->lp[3], scratch);
     free(scratch);
@@ -234,8 +340,12 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     }
     vkattn_host_tensor x, kv, y;
     VKA_TRY(check_io(&d, args, &x, &kv, &y, error, error_size));
-    float placeholder = 0.0f;
     layer_plan plan;
+    VKA_TRY(check_modern(&d, args, &plan.positions, error, error_size));
+    float placeholder = 0.0f;
     VKA_TRY(plan_layer(&d, &wv, args, &x, &kv, &y, &placeholder, &plan, error, error_size));
+    plan.desc = d;
+    plan.q_norm = wv.q_norm;
+    plan.k_norm = wv.k_norm;
     return run_layer(&plan, error, error_size);
 }

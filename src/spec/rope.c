@@ -6,10 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-static bool finite_positive(float v)
-{
-    return isfinite(v) && v > 0.0f;
-}
+static bool finite_positive(float v) { return isfinite(v) && v > 0.0f; }
 
 vkattn_result vka_rope_resolve(const vkattn_rope_desc *in, uint32_t head_dim, const char *name,
                                vkattn_rope_desc *out, char *error, size_t error_size)
@@ -100,8 +97,8 @@ double vka_rope_inv_freq(const vkattn_rope_desc *r, uint32_t i)
         return f;
     if (wavelen > low_wavelen)
         return f / r->factor;
-    double s = (orig / wavelen - r->low_freq_factor) /
-               ((double)r->high_freq_factor - r->low_freq_factor);
+    double s =
+        (orig / wavelen - r->low_freq_factor) / ((double)r->high_freq_factor - r->low_freq_factor);
     return (1.0 - s) * f / r->factor + s * f;
 }
 

@@ -52,6 +52,33 @@ typedef struct vka_linear_cache_dst {
     uint32_t new_tokens; /* tokens the step appends per sequence: must be x's T */
 } vka_linear_cache_dst;
 
+/* The heads epilogue (the MHA layer's QK-norm and RoPE): for the segments
+ * in `segments`, every head's row is normalised (norm: y = x * rsqrt(mean
+ * of x^2 + eps) * w) and then rotated (rope_dims > 0) before it is stored.
+ * The GEMM's tiles then cover whole heads: a workgroup stages its rows in
+ * shared memory, reduces each head's squares there and stores rotated
+ * pairs; the epilogue costs no pass of its own. Bias comes first. */
+typedef enum vka_linear_positions {
+    VKA_POSITIONS_ROW = 0,    /* row t of its batch row */
+    VKA_POSITIONS_CACHE = 1,  /* the KV cache step's start of the sequence + t */
+    VKA_POSITIONS_TENSOR = 2, /* positions[b, t] */
+} vka_linear_positions;
+
+typedef struct vka_linear_heads {
+    uint32_t segments; /* bit s: segment s gets the epilogue (0 and 1 at most) */
+    bool norm;
+    float eps;
+    uint32_t rope_dims; /* even; 0: no rotation */
+    bool rope_gptj;     /* pairs (2i, 2i+1); else (i, i + rope_dims / 2) */
+    vka_linear_positions position_source;
+    vkattn_tensor positions; /* VKA_POSITIONS_TENSOR: int32 [B, T], contiguous */
+    /* f32 parameters: the norm weights of segments 0 and 1 ([head_dim]
+     * each; present even without norm), then the angle table
+     * (spec/rope.h) when rope_dims > 0 */
+    vkattn_buffer *params;
+    uint64_t params_offset; /* bytes, a multiple of 16 */
+} vka_linear_heads;
+
 typedef struct vka_linear_segments_args {
     vkattn_tensor x; /* [B, T, K] (rank 2 [M, K] is B = 1, T = M) */
     vkattn_tensor w; /* [N, K], N = the sum of the segments' columns */
@@ -60,6 +87,8 @@ typedef struct vka_linear_segments_args {
     vka_linear_segment segments[VKA_LINEAR_MAX_SEGMENTS];
     /* optional (NULL): the KV cache step of the segments that target pools */
     const vka_linear_cache_dst *cache;
+    /* optional (NULL): the heads epilogue; every segment then has one head_dim */
+    const vka_linear_heads *heads;
 } vka_linear_segments_args;
 
 /* Validates everything (args->cache->meta may still be NULL) and records

@@ -170,6 +170,68 @@ static vkattn_result check_not_pool(vkattn_context *ctx, const vka_linear_proble
     return VKATTN_SUCCESS;
 }
 
+/* The heads epilogue: its segments, positions and parameters. */
+static vkattn_result check_heads(vkattn_context *ctx, const vka_linear_segments_args *a,
+                                 vka_linear_problem *p)
+{
+    const vka_linear_heads *h = a->heads;
+    if (!h || !h->segments)
+        return VKATTN_SUCCESS;
+    uint64_t hd = p->head_dim[0];
+    for (uint32_t i = 0; i < p->segment_count; i++)
+        if (p->head_dim[i] != hd)
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                            "args->heads: the segments' head_dims differ (%llu, %llu)",
+                            (unsigned long long)hd, (unsigned long long)p->head_dim[i]);
+    if (h->segments >= (1u << (p->segment_count < 2 ? p->segment_count : 2)))
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->heads->segments is 0x%x: segments 0 and 1 of %u at most",
+                        h->segments, p->segment_count);
+    if (h->rope_dims % 2 || h->rope_dims > hd)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->heads->rope_dims %u: even, at most head_dim %llu", h->rope_dims,
+                        (unsigned long long)hd);
+    if (!h->params || h->params->ctx != ctx)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->heads->params is NULL or of another context");
+    p->params_floats = 2 * hd;
+    if (h->rope_dims)
+        p->params_floats += (uint64_t)4 * 64 * h->rope_dims;
+    if (h->params_offset % 16 || h->params_offset > h->params->size ||
+        (h->params->size - h->params_offset) / 4 < p->params_floats)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "args->heads->params: %llu floats from offset %llu do not fit",
+                        (unsigned long long)p->params_floats, (unsigned long long)h->params_offset);
+    p->heads = *h;
+    if (h->position_source == VKA_POSITIONS_CACHE && !p->cache)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->heads: cache positions without args->cache");
+    if (h->position_source != VKA_POSITIONS_TENSOR) {
+        memset(&p->heads.positions, 0, sizeof p->heads.positions);
+        return VKATTN_SUCCESS;
+    }
+    vkattn_tensor t;
+    VKA_TRY(vka_tensor_resolve(ctx, &h->positions, "args->positions", &t));
+    if (t.dtype != VKATTN_DTYPE_I32) {
+        char b[VKA_DTYPE_TEXT];
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "args->positions.dtype is %s: positions are i32",
+                        vka_dtype_text(t.dtype, b));
+    }
+    if (t.rank != 2 || (uint64_t)t.shape[0] != p->B || (uint64_t)t.shape[1] != p->T)
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                        "args->positions is rank %u [%lld, %lld]: it must be [B %llu, T %llu]",
+                        t.rank, (long long)t.shape[0], (long long)(t.rank > 1 ? t.shape[1] : 0),
+                        (unsigned long long)p->B, (unsigned long long)p->T);
+    if (t.strides[1] != 1 || t.strides[0] != t.shape[1] || t.offset % 4)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->positions must be contiguous (strides {%lld, 1}, offset a "
+                        "multiple of 4)",
+                        (long long)t.shape[1]);
+    p->heads.positions = t;
+    return VKATTN_SUCCESS;
+}
+
 /* Validates everything and fills the problem; `dst_names` name each
  * segment's dst in messages. */
 static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_args *a,
@@ -260,6 +322,7 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
                         (unsigned long long)p->M, (unsigned long long)p->N,
                         (unsigned long long)p->K);
 
+    VKA_TRY(check_heads(ctx, a, p));
     VKA_TRY(check_not_pool(ctx, p, &p->x, "args->x"));
     VKA_TRY(check_not_pool(ctx, p, &p->w, "args->w"));
     VKA_TRY(check_not_pool(ctx, p, &p->b, "args->b"));

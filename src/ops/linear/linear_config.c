@@ -94,8 +94,38 @@ static uint32_t subgroup_input(const vkattn_context *ctx, const vka_linear_probl
     return has_f16_operand(p) ? LINEAR_INPUT_TEXEL_PACKED : LINEAR_INPUT_TEXEL;
 }
 
+static bool family_valid(const vkattn_context *ctx, const vka_linear_problem *p,
+                         const vka_linear_config *c);
+
+/* The heads epilogue's tiles (see vka_linear_plan_make) within the
+ * device's workgroup and shared-memory limits. */
+static bool heads_fit(const vkattn_context *ctx, const vka_linear_problem *p,
+                      const vka_linear_config *c)
+{
+    if (c->family == LINEAR_FAM_GEMV_SH) /* a workgroup owns too few columns */
+        return false;
+    vka_linear_plan plan;
+    vka_linear_plan_make(ctx, p, c, &plan);
+    uint64_t hd = p->head_dim[0];
+    if (!plan.epi_cols || plan.epi_cols % hd)
+        return false;
+    uint64_t shared = (uint64_t)plan.epi_rows * plan.epi_cols * 4 +
+                      (uint64_t)plan.epi_rows * (plan.epi_cols / hd) * 4;
+    if (c->family == LINEAR_FAM_SH) /* BM, BN, BK: spec 1..3 */
+        shared += ((uint64_t)plan.spec[1] + plan.spec[2]) * (plan.spec[3] / 4 + 1) * 16;
+    return plan.spec[0] <= vka_max_workgroup(ctx) && shared <= ctx->info.max_shared_memory;
+}
+
 bool vka_linear_config_valid(const vkattn_context *ctx, const vka_linear_problem *p,
                              const vka_linear_config *c)
+{
+    if (!family_valid(ctx, p, c))
+        return false;
+    return !vka_linear_has_heads(p) || heads_fit(ctx, p, c);
+}
+
+static bool family_valid(const vkattn_context *ctx, const vka_linear_problem *p,
+                         const vka_linear_config *c)
 {
     uint32_t max_wg = vka_max_workgroup(ctx), sg = vka_subgroup_size(ctx);
     if (c->input >= LINEAR_INPUT_COUNT)
@@ -158,6 +188,18 @@ void vka_linear_config_default(const vkattn_context *ctx, const vka_linear_probl
     }
     if (!vka_linear_config_valid(ctx, p, c)) /* e.g. tiny workgroup limits */
         c->preset = 0;
+    if (vka_linear_has_heads(p) && !vka_linear_config_valid(ctx, p, c)) {
+        /* the heads epilogue needs a workgroup over whole heads: the
+         * shared-memory GEMV has too few columns, so the GEMM takes few rows too */
+        if (c->family == LINEAR_FAM_GEMV_SH) {
+            c->family = LINEAR_FAM_SH;
+            c->input = c->input == LINEAR_INPUT_TEXEL_PACKED ? LINEAR_INPUT_TEXEL : c->input;
+        }
+        for (c->preset = 0; c->preset < 4 && !vka_linear_config_valid(ctx, p, c); c->preset++)
+            ;
+        if (c->preset == 4)
+            c->preset = 0; /* recording reports that nothing fits */
+    }
 }
 
 void vka_linear_tuning_key(const vka_linear_problem *p, uint32_t key[7])
@@ -238,6 +280,64 @@ static uint32_t pow2_at_most(uint32_t v)
     return p;
 }
 
+static uint32_t gcd_u32(uint32_t a, uint32_t b)
+{
+    while (b) {
+        uint32_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* `unit` times the largest whole number of units within `want` (at least one). */
+static uint32_t whole_units(uint32_t want, uint32_t unit)
+{
+    return want >= unit ? want / unit * unit : unit;
+}
+
+/* The heads epilogue: widen a plan's column tile to whole heads (the
+ * staged tile is epi_rows x epi_cols) keeping its shape otherwise. */
+static void heads_tiles(const vkattn_context *ctx, const vka_linear_problem *p,
+                        vka_linear_plan *plan)
+{
+    uint32_t hd = (uint32_t)p->head_dim[0], sg = vka_subgroup_size(ctx);
+    (void)ctx;
+    switch (plan->family) {
+    case LINEAR_FAM_SG: { /* spec: wg, sg, groups, tn, kq; lanes of a head: hd / tn */
+        uint32_t tn = plan->spec[3], need = hd / tn;
+        uint32_t lanes = sg / gcd_u32(sg, need) * need; /* lcm(sg, need) */
+        plan->spec[0] = whole_units(plan->spec[0], lanes);
+        plan->tile_n = (uint64_t)plan->spec[0] * tn;
+        plan->epi_rows = plan->spec[2];
+        break;
+    }
+    case LINEAR_FAM_GEMV_SG: { /* spec: wg, sg, mr, nr, unroll */
+        uint32_t nr = plan->spec[3], teams = hd / gcd_u32(hd, nr);
+        teams = whole_units(plan->spec[0] / sg, teams);
+        plan->spec[0] = teams * sg;
+        plan->tile_n = (uint64_t)teams * nr;
+        plan->epi_rows = plan->spec[2];
+        break;
+    }
+    case LINEAR_FAM_SH: { /* spec: wg, bm, bn, bk, tm, tn */
+        uint32_t bm = plan->spec[1], tm = plan->spec[4];
+        uint32_t bn = whole_units(plan->spec[2], hd), tn = 8; /* hd: a multiple of 8 */
+        plan->spec[2] = bn;
+        plan->spec[5] = tn;
+        plan->spec[0] = (bm / tm) * (bn / tn);
+        if (bn > 128)
+            plan->spec[3] = 8; /* a shallower K step keeps the wide W tile in 32 KiB */
+        plan->tile_n = bn;
+        plan->epi_rows = bm / tm;
+        break;
+    }
+    default:
+        break;
+    }
+    plan->epi_cols = (uint32_t)plan->tile_n;
+}
+
 void vka_linear_plan_make(const vkattn_context *ctx, const vka_linear_problem *p,
                           const vka_linear_config *c, vka_linear_plan *plan)
 {
@@ -302,6 +402,8 @@ void vka_linear_plan_make(const vkattn_context *ctx, const vka_linear_problem *p
         break;
     }
     }
+    if (vka_linear_has_heads(p))
+        heads_tiles(ctx, p, plan);
     bool gemv = c->family == LINEAR_FAM_GEMV_SG || c->family == LINEAR_FAM_GEMV_SH;
     uint32_t rows_dim = plan->rows_in_x ? 0 : 1;
     plan->max_rows = gemv ? mr : plan->tile_m * in->max_workgroup_count[rows_dim];

@@ -34,7 +34,17 @@ typedef struct vka_linear_problem {
     uint64_t head_dim[VKA_LINEAR_MAX_SEGMENTS];
     uint64_t B, T, M, N, K;
     uint64_t x_sb, x_st, w_sn; /* element strides */
+    /* the heads epilogue (heads.segments 0: none); positions resolved */
+    vka_linear_heads heads;
+    uint64_t params_floats; /* floats of heads.params from its offset */
 } vka_linear_problem;
+
+/* With the heads epilogue, tiles cover whole heads: true for a problem
+ * whose segments need it. */
+static inline bool vka_linear_has_heads(const vka_linear_problem *p)
+{
+    return p->heads.segments != 0;
+}
 
 /* Kernel families (shaders/linear_*.comp). */
 enum {
@@ -88,8 +98,9 @@ uint32_t vka_linear_config_candidates(const vkattn_context *ctx, const vka_linea
  * specialization constants and the work one workgroup covers. */
 typedef struct vka_linear_plan {
     uint32_t family, input;
-    uint32_t spec[7];
+    uint32_t spec[16]; /* the family's (0..5), pools (6), heads epilogue (7..15) */
     uint32_t spec_count;
+    uint32_t epi_rows, epi_cols; /* the heads epilogue's staged tile */
     uint64_t tile_m, tile_n;     /* rows / columns of y per workgroup */
     bool rows_in_x;              /* grid x = row blocks (else column blocks) */
     uint64_t max_rows, max_cols; /* per dispatch, from maxComputeWorkGroupCount */

@@ -24,14 +24,16 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
 #define IN_sca VKA_BINDING_STORAGE
 
 /* Bindings: 0 x, 1 w (texel or storage), 2 bias, 3..5 the segments' dst (or
- * KV cache pools), 6 the KV cache step's metadata (read only). */
+ * KV cache pools), 6 the KV cache step's metadata or the positions of the
+ * heads epilogue (read only), 7 the heads epilogue's parameters. */
 #define LINEAR_KERNEL(fam, mode, full, x, w)                                        \
     [KIND_##x][KIND_##w] = {.name = "linear_" #fam "_" #mode "_" #x "_" #w,         \
                             .spirv = &vka_spirv_linear_##fam##_##mode##_##x##_##w,  \
-                            .binding_count = 7,                                     \
+                            .binding_count = 8,                                     \
                             .bindings = {IN_##mode, IN_##mode, VKA_BINDING_STORAGE, \
                                          VKA_BINDING_STORAGE, VKA_BINDING_STORAGE,  \
-                                         VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, \
+                                         VKA_BINDING_STORAGE, VKA_BINDING_STORAGE,  \
+                                         VKA_BINDING_STORAGE},                      \
                             .push_size = sizeof(linear_push),                       \
                             .full_subgroups = full}
 /* Every operand pair but f32 x f32; a device uses one f16 path, so f16 and
@@ -93,9 +95,21 @@ static const vka_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][3][3] = {
     [LINEAR_FAM_GEMV_SH] = LINEAR_FAMILY(gemvsh, false),
 };
 
-/* Specialization constant id of the pool-segment mask (linear_io.glsl); the
- * families' own constants use ids 0..5. */
-#define SPEC_POOLS 6
+/* Specialization constant ids (linear_io.glsl): the families' own use
+ * 0..5; then the pool-segment mask and the heads epilogue's constants. */
+enum {
+    SPEC_POOLS = 6,
+    SPEC_EPI_SEGS,
+    SPEC_EPI_HD,
+    SPEC_EPI_NORM,
+    SPEC_EPI_EPS,
+    SPEC_ROPE_DIMS,
+    SPEC_ROPE_GPTJ,
+    SPEC_POS_SOURCE,
+    SPEC_EPI_ROWS,
+    SPEC_EPI_COLS,
+    SPEC_COUNT
+};
 
 /* ------------------------------------------------------------- windows */
 
@@ -232,18 +246,23 @@ static uint64_t halve(uint64_t v, uint64_t tile, uint64_t granule)
 static bool split_find(const vkattn_context *ctx, const vka_linear_problem *p,
                        const vka_linear_plan *c, int mode, uint64_t *mc, uint64_t *nc)
 {
+    /* columns in pairs (a packed-f16 word never spans two dispatches), or
+     * with the heads epilogue in whole tiles of whole heads */
+    uint64_t granule = vka_linear_has_heads(p) ? c->tile_n : 2;
     *mc = vka_min_u64(p->M, c->max_rows);
     *nc = vka_min_u64(p->N, c->max_cols);
-    if (*nc < p->N) /* even: a packed-f16 word never spans two dispatches' columns */
-        *nc = *nc / 2 * 2;
+    if (*nc < p->N)
+        *nc = *nc / granule * granule;
+    if (*nc == 0)
+        return false;
     for (int iter = 0; iter < 256; iter++) {
         int cut = split_check(ctx, p, mode, *mc, *nc);
         if (cut < 0)
             return true;
         if (cut == 0 && *mc > 1)
             *mc = halve(*mc, c->tile_m, 1);
-        else if (*nc > 2)
-            *nc = halve(*nc, c->tile_n, 2);
+        else if (*nc > granule)
+            *nc = halve(*nc, c->tile_n, granule);
         else if (*mc > 1)
             *mc = halve(*mc, c->tile_m, 1);
         else
@@ -295,6 +314,15 @@ static bool has_kernel(const vkattn_context *ctx, const vka_linear_problem *p, u
     return linear_kernels[family][mode][vka_storage_kind(ctx, p->x.dtype)]
                          [vka_storage_kind(ctx, p->w.dtype)]
                              .spirv != NULL;
+}
+
+/* The heads epilogue's positions [B, T] at binding 6 (whole: a dispatch's
+ * rows may be any of them); *base gets the element of positions[0, 0]. */
+static vkattn_result bind_positions(vkattn_context *ctx, const vka_linear_problem *p,
+                                    vka_binding *b, uint32_t *base)
+{
+    const vkattn_tensor *t = &p->heads.positions;
+    return vka_bind_window(ctx, t->buffer, t->offset, p->B * p->T * 4, 4, b, base);
 }
 
 /* The shader input mode and the split for a plan: the preferred binding
@@ -359,6 +387,20 @@ vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
         c.spec[SPEC_POOLS] = p->pool_segments;
         c.spec_count = SPEC_POOLS + 1;
     }
+    if (vka_linear_has_heads(p)) {
+        const vka_linear_heads *h = &p->heads;
+        c.spec[SPEC_POOLS] = p->pool_segments;
+        c.spec[SPEC_EPI_SEGS] = h->segments;
+        c.spec[SPEC_EPI_HD] = (uint32_t)p->head_dim[0];
+        c.spec[SPEC_EPI_NORM] = h->norm;
+        memcpy(&c.spec[SPEC_EPI_EPS], &h->eps, 4);
+        c.spec[SPEC_ROPE_DIMS] = h->rope_dims;
+        c.spec[SPEC_ROPE_GPTJ] = h->rope_gptj;
+        c.spec[SPEC_POS_SOURCE] = (uint32_t)h->position_source;
+        c.spec[SPEC_EPI_ROWS] = c.epi_rows;
+        c.spec[SPEC_EPI_COLS] = c.epi_cols;
+        c.spec_count = SPEC_COUNT;
+    }
     vkattn_result r = vka_pipeline_get(ctx, kernel, c.spec, c.spec_count, &pipeline);
     if (r != VKATTN_SUCCESS)
         return r;
@@ -402,7 +444,7 @@ vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
             span s[SPAN_COUNT];
             uint64_t row_part[3];
             chunk_spans(p, m0, m1, n0, n1, s, row_part);
-            vka_binding b[7];
+            vka_binding b[8];
             r = bind(ctx, &p->x, s[SPAN_X], kx, &b[0], &push.x_base);
             if (r == VKATTN_SUCCESS)
                 r = bind(ctx, &p->w, s[SPAN_W], kw, &b[1], &push.w_base);
@@ -411,8 +453,21 @@ vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
                                    : vka_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &b[2]);
             if (r == VKATTN_SUCCESS && p->cache)
                 b[6] = p->meta;
+            else if (r == VKATTN_SUCCESS && p->heads.position_source == VKA_POSITIONS_TENSOR)
+                r = bind_positions(ctx, p, &b[6], &push.table_width);
             else if (r == VKATTN_SUCCESS)
                 r = vka_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &b[6]);
+            uint32_t params_first = 0; /* the shader indexes params from 0 */
+            if (r == VKATTN_SUCCESS && vka_linear_has_heads(p))
+                r = vka_bind_window(ctx, p->heads.params, p->heads.params_offset,
+                                    p->params_floats * 4, 4, &b[7], &params_first);
+            else if (r == VKATTN_SUCCESS)
+                r = vka_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &b[7]);
+            if (r == VKATTN_SUCCESS && params_first != 0)
+                return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                                "linear: heads parameters at offset %llu are not aligned to a "
+                                "binding's start",
+                                (unsigned long long)p->heads.params_offset);
             int used = -1;
             for (uint32_t i = 0; i < 3 && r == VKATTN_SUCCESS; i++)
                 if (i < p->segment_count && s[SPAN_DST + i].used) {

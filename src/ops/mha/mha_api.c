@@ -3,10 +3,57 @@
  * (mha_forward.c) and the steps over a KV cache (mha_step.c) share. */
 #include "ops/mha/mha_internal.h"
 #include "spec/mha_desc.h"
+#include "spec/rope.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The epilogue's parameters of a layer with QK-norm or RoPE: norm weights
+ * (ones until set) and the angle table, f32. */
+static vkattn_result create_heads_params(vkattn_mha *m)
+{
+    const vkattn_mha_desc *d = &m->d;
+    bool rope = d->rope.theta != 0.0f;
+    if (!rope && !d->qk_norm)
+        return VKATTN_SUCCESS;
+    uint64_t floats = 2ull * d->head_dim + (rope ? vka_rope_table_floats(&d->rope) : 0);
+    float *host = vka_alloc(m->ctx, floats * 4);
+    if (!host)
+        return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    for (uint32_t i = 0; i < 2 * d->head_dim; i++)
+        host[i] = 1.0f;
+    if (rope)
+        vka_rope_table_fill(&d->rope, host + 2 * d->head_dim);
+    vkattn_buffer_desc bd = {.size = floats * 4};
+    vkattn_result r = vkattn_buffer_create(m->ctx, &bd, &m->heads_params);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_buffer_upload(m->heads_params, 0, host, floats * 4);
+    vka_free(m->ctx, host);
+    return r;
+}
+
+bool vka_mha_heads(const vkattn_mha *m, vka_linear_positions source, const vkattn_tensor *positions,
+                   vka_linear_heads *out)
+{
+    const vkattn_mha_desc *d = &m->d;
+    memset(out, 0, sizeof *out);
+    if (!m->heads_params)
+        return false;
+    bool rope = d->rope.theta != 0.0f;
+    out->segments = 3u; /* Q and K */
+    out->norm = d->qk_norm;
+    out->eps = d->norm_eps;
+    out->rope_dims = rope ? d->rope.dims : 0;
+    out->rope_gptj = d->rope.style == VKATTN_ROPE_GPTJ;
+    out->position_source = source;
+    if (positions && positions->buffer) {
+        out->position_source = VKA_POSITIONS_TENSOR;
+        out->positions = *positions;
+    }
+    out->params = m->heads_params;
+    return true;
+}
 
 vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc, vkattn_mha **out)
 {
@@ -60,8 +107,10 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
     }
     vkattn_buffer_desc bd = {.size = cursor};
     r = vkattn_buffer_create(ctx, &bd, &m->weights);
+    if (r == VKATTN_SUCCESS)
+        r = create_heads_params(m);
     if (r != VKATTN_SUCCESS) {
-        vka_free(ctx, m);
+        vkattn_mha_destroy(m);
         return r;
     }
     *out = m;
@@ -74,6 +123,7 @@ void vkattn_mha_destroy(vkattn_mha *m)
         return;
     vkattn_buffer_destroy(m->weights);
     vkattn_buffer_destroy(m->scratch);
+    vkattn_buffer_destroy(m->heads_params);
     vka_free(m->ctx, m);
 }
 
@@ -137,6 +187,12 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
             r = upload(m, m->off_bo, v.bo, d->embed_dim, staging);
     }
     vka_free(ctx, staging);
+    if (r == VKATTN_SUCCESS && d->qk_norm) { /* f32 whatever the layer's dtype */
+        r = vkattn_buffer_upload(m->heads_params, 0, v.q_norm, d->head_dim * 4ull);
+        if (r == VKATTN_SUCCESS)
+            r = vkattn_buffer_upload(m->heads_params, d->head_dim * 4ull, v.k_norm,
+                                     d->head_dim * 4ull);
+    }
     m->weights_set = r == VKATTN_SUCCESS;
     return r;
 }

@@ -121,6 +121,14 @@ static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, u
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                         "args->y.shape[1] is %lld but args->x.shape[1] (q_len) is %lld",
                         (long long)a->y.shape[1], (long long)a->x.shape[1]);
+    if (a->kv.buffer && m->heads_params)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->kv is given but the layer has %s: it is self-attention only",
+                        d->rope.theta != 0.0f ? "RoPE (desc->rope)" : "QK-norm (desc->qk_norm)");
+    if (a->positions.buffer && d->rope.theta == 0.0f)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->positions is given but the layer has no RoPE (desc->rope.theta "
+                        "is 0)");
     *b = (uint32_t)a->x.shape[0];
     *tq = (uint32_t)a->x.shape[1];
     *tk = a->kv.buffer ? (uint32_t)a->kv.shape[1] : *tq;
@@ -200,8 +208,12 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
     vka_linear_segment seg_v = {(uint32_t)kvw, (uint32_t)dh, v};
 
     if (!a->kv.buffer && d->kv_dim == d->embed_dim) {
-        /* self-attention: one GEMM over the packed Wqkv writes Q, K and V */
+        /* self-attention: one GEMM over the packed Wqkv writes Q, K and V
+         * (normed and rotated in its epilogue) */
+        vka_linear_heads heads;
+        bool has_heads = vka_mha_heads(m, VKA_POSITIONS_ROW, &a->positions, &heads);
         vka_linear_segments_args p = {a->x, w_all, b_all, 3, {seg_q, seg_k, seg_v}};
+        p.heads = has_heads ? &heads : NULL;
         r = vka_cmd_linear_segments(ctx, cmd, &p);
     } else {
         vkattn_tensor wq = w_all, bq = b_all;
@@ -236,6 +248,7 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         .key_padding = a->key_padding,
         .weights = a->weights,
         .causal = a->causal,
+        .scale = d->scale,
     };
     r = vkattn_cmd_attention(ctx, cmd, &at);
     if (r != VKATTN_SUCCESS)

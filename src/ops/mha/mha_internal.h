@@ -5,6 +5,7 @@
 #define VKA_MHA_INTERNAL_H
 
 #include "ops/kvcache/kvcache.h"
+#include "ops/linear/linear.h"
 #include "core/buffer.h"
 #include "core/context.h"
 #include "core/host.h"
@@ -28,7 +29,15 @@ struct vkattn_mha {
     uint64_t off_wq, off_wkv, off_wo, off_bq, off_bkv, off_bo;
     bool weights_set;
     vkattn_buffer *scratch; /* the layer's own, grown by reserve */
+    /* QK-norm and RoPE (NULL without either): f32 norm weights of Q and K
+     * [Dh] each, then the RoPE angle table (spec/rope.h) */
+    vkattn_buffer *heads_params;
 };
+
+/* The projection epilogue of a layer with QK-norm or RoPE (segments 0 = Q,
+ * 1 = K); false when the layer has neither. */
+bool vka_mha_heads(const vkattn_mha *m, vka_linear_positions source, const vkattn_tensor *positions,
+                   vka_linear_heads *out);
 
 /* Reserves `bytes` at *cursor (aligned) and returns where they start. Sizes
  * past 2^64 saturate the cursor at UINT64_MAX (VKA_MHA_TOO_LARGE), which the

@@ -76,9 +76,11 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
 
 /* The step's projection: segment 0 writes Q into the scratch, segments 1 and 2
  * append K and V into the cache's pools at the positions of the step's
- * metadata. With meta NULL the arguments are only checked. */
+ * metadata; the epilogue norms and rotates Q and K (heads, when the layer
+ * has QK-norm or RoPE). With meta NULL the arguments are only checked. */
 static vka_linear_segments_args projection(vkattn_mha *m, const vkattn_tensor *x,
-                                           const vkattn_tensor *q, const vka_linear_cache_dst *dst)
+                                           const vkattn_tensor *q, const vka_linear_cache_dst *dst,
+                                           const vka_linear_heads *heads)
 {
     const vkattn_mha_desc *d = &m->d;
     uint64_t qw = (uint64_t)d->num_heads * d->head_dim,
@@ -100,6 +102,7 @@ static vka_linear_segments_args projection(vkattn_mha *m, const vkattn_tensor *x
                      {(uint32_t)kvw, d->head_dim, {0}, VKA_LINEAR_TO_K_POOL},
                      {(uint32_t)kvw, d->head_dim, {0}, VKA_LINEAR_TO_V_POOL}},
         .cache = dst,
+        .heads = heads->segments ? heads : NULL,
     };
     return p;
 }
@@ -176,11 +179,14 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     if (splits && tokens <= VKATTN_KV_MAX_SPLIT_ROWS && splits * tokens > VKATTN_KV_MAX_SPLIT_ROWS)
         splits = VKATTN_KV_MAX_SPLIT_ROWS / tokens;
     vka_kv_attention_problem problem;
-    r = vka_kv_attention_check(c, &q, &o_heads, 0.0f, splits, "args->", &problem);
+    r = vka_kv_attention_check(c, &q, &o_heads, d->scale, splits, "args->", &problem);
     if (r != VKATTN_SUCCESS)
         return r;
     vka_linear_cache_dst dst = {.cache = c, .meta = NULL, .batch = a->batch, .new_tokens = tokens};
-    vka_linear_segments_args proj = projection(m, &a->x, &q, &dst);
+    /* QK-norm and RoPE at each token's place in its sequence (cache length + t) */
+    vka_linear_heads heads;
+    vka_mha_heads(m, VKA_POSITIONS_CACHE, NULL, &heads);
+    vka_linear_segments_args proj = projection(m, &a->x, &q, &dst, &heads);
     r = vka_linear_segments_check(ctx, &proj);
     if (r != VKATTN_SUCCESS)
         return r;
