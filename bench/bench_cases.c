@@ -66,6 +66,18 @@ const bench_case bench_cases[] = {
      * weights and the cache: FLOPs = 2 * (params of Wqkv + Wo) + 4 * Hq * Dh
      * * L; bytes = weights + K/V of the L tokens. */
     {"layer_llama8b_decode", BENCH_LAYER_STEP, READ, 1, 32, 8, 1, 1024, 4096, 0, 0, 0, true, false, F16, F16},
+    /* The same two with Llama 3's rotary embeddings (theta 500000, Llama 3.1
+     * scaling 8, 1, 4, 8192; decode at positions 1023..), then also with
+     * QK-norm (Qwen3, Gemma 3, OLMo 2): both in the projection's epilogue,
+     * so each should cost at most 5% over the plain case above. */
+    {"layer_llama8b_prefill512_rope", BENCH_LAYER, FMA, 1, 32, 8, 512, 512, 4096, 0, 0, 0, true, false, F16,
+     F16, 0, BENCH_ROPE},
+    {"layer_llama8b_decode_rope", BENCH_LAYER_STEP, READ, 1, 32, 8, 1, 1024, 4096, 0, 0, 0, true, false, F16,
+     F16, 0, BENCH_ROPE},
+    {"layer_llama8b_prefill512_rope_qknorm", BENCH_LAYER, FMA, 1, 32, 8, 512, 512, 4096, 0, 0, 0, true, false,
+     F16, F16, 0, BENCH_ROPE | BENCH_QK_NORM},
+    {"layer_llama8b_decode_rope_qknorm", BENCH_LAYER_STEP, READ, 1, 32, 8, 1, 1024, 4096, 0, 0, 0, true, false,
+     F16, F16, 0, BENCH_ROPE | BENCH_QK_NORM},
 };
 /* clang-format on */
 const size_t bench_case_count = sizeof bench_cases / sizeof bench_cases[0];
@@ -190,22 +202,38 @@ static void make_layer(bench_runner *r)
                             .num_heads = c->hq,
                             .num_kv_heads = c->hkv,
                             .bias = c->bias,
-                            .dtype = c->data};
+                            .dtype = c->data,
+                            .qk_norm = (c->layer_opts & BENCH_QK_NORM) != 0};
+    if (c->layer_opts & BENCH_ROPE)
+        desc.rope = (vkattn_rope_desc){.theta = 500000.0f,
+                                       .scaling = VKATTN_ROPE_SCALING_LLAMA3,
+                                       .factor = 8.0f,
+                                       .low_freq_factor = 1.0f,
+                                       .high_freq_factor = 4.0f,
+                                       .original_max_positions = 8192};
     uint64_t qkv_rows = (uint64_t)(c->hq + 2 * c->hkv) * dh, o_cols = (uint64_t)c->hq * dh;
     float *w = malloc(qkv_rows * dm * 4), *wo = malloc(dm * o_cols * 4);
-    float *bias = calloc(qkv_rows + dm, 4);
-    if (!w || !wo || !bias)
+    float *bias = calloc(qkv_rows + dm, 4), *norm = malloc(2 * dh * 4);
+    if (!w || !wo || !bias || !norm)
         bench_die(NULL, "out of host memory");
+    for (uint32_t i = 0; i < 2 * dh; i++)
+        norm[i] = 0.75f + (float)((i * 40503u) % 512) / 1024.0f;
     for (uint64_t i = 0; i < qkv_rows * dm; i++)
         w[i] = (float)((i * 2654435761u) % 1000) * 1e-5f - 5e-3f;
     for (uint64_t i = 0; i < dm * o_cols; i++)
         wo[i] = (float)((i * 40503u) % 1000) * 1e-5f - 5e-3f;
-    vkattn_mha_weights mw = {.wqkv = w, .wo = wo, .bqkv = bias, .bo = bias + qkv_rows};
+    vkattn_mha_weights mw = {.wqkv = w,
+                             .wo = wo,
+                             .bqkv = bias,
+                             .bo = bias + qkv_rows,
+                             .q_norm = norm,
+                             .k_norm = norm + dh};
     BENCH_CHECK(r->ctx, vkattn_mha_create(r->ctx, &desc, &r->layer), "creating the layer");
     BENCH_CHECK(r->ctx, vkattn_mha_set_weights(r->layer, &mw), "setting the layer's weights");
     free(w);
     free(wo);
     free(bias);
+    free(norm);
     double weights = (double)qkv_rows * dm + (double)dm * o_cols;
     double tokens = (double)c->b * c->tq;
     r->flops =
@@ -368,6 +396,10 @@ void bench_case_print_shape(const bench_case *c, FILE *f)
                 data);
         break;
     }
+    if (c->layer_opts & BENCH_ROPE)
+        fprintf(f, ", \"rope\": \"llama3\", \"rope_theta\": 500000");
+    if (c->layer_opts & BENCH_QK_NORM)
+        fprintf(f, ", \"qk_norm\": true");
 }
 
 vkattn_result bench_runner_tune(bench_runner *r)

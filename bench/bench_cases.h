@@ -22,6 +22,13 @@ typedef enum bench_limit {
     BENCH_LIMIT_READ,
 } bench_limit;
 
+/* What a layer case adds to the plain attention layer, as Llama 3 and
+ * Qwen3 have it. */
+typedef enum bench_layer_opts {
+    BENCH_ROPE = 1,    /* RoPE theta 500000 with Llama 3.1 scaling (8, 1, 4, 8192) */
+    BENCH_QK_NORM = 2, /* per-head RMSNorm of Q and K (weights near 1) */
+} bench_layer_opts;
+
 typedef struct bench_case {
     const char *name;
     bench_case_kind kind;
@@ -34,6 +41,7 @@ typedef struct bench_case {
     bool bias;              /* layers: projections with biases */
     vkattn_dtype act, data; /* activations (q/out, x/y); K/V or weights */
     uint32_t block;         /* decode: tokens per cache block (paged); 0: contiguous */
+    unsigned layer_opts;    /* layers: bench_layer_opts bits */
 } bench_case;
 
 extern const bench_case bench_cases[];

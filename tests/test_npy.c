@@ -94,12 +94,12 @@ static void expect_read_error(const char *path, const char *needle)
 
 static void test_round_trip_all_dtypes(void **state)
 {
-    const npy_dtype dtypes[] = {NPY_F32, NPY_F16, NPY_U8, NPY_BOOL};
+    const npy_dtype dtypes[] = {NPY_F32, NPY_F16, NPY_U8, NPY_BOOL, NPY_I32, NPY_I64};
     const int64_t shapes[][8] = {{7},   {2, 3}, {2, 1, 3}, {1, 2, 3, 2}, {2, 1, 1, 1, 1, 1, 1, 3},
                                  {0, 4}};
     const uint32_t ranks[] = {1, 2, 3, 4, 8, 2};
     test_rng r = test_rng_seed(51);
-    for (size_t t = 0; t < 4; t++) {
+    for (size_t t = 0; t < sizeof dtypes / sizeof dtypes[0]; t++) {
         for (size_t s = 0; s < 6; s++) {
             size_t n = 1;
             for (uint32_t i = 0; i < ranks[s]; i++)
@@ -229,10 +229,11 @@ static void test_read_errors(void **state)
         const char *needle;
     } cases[] = {
         {"{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", 16,
-         "dtype '<f8' is not supported (expected float32, float16, uint8 or bool)"},
+         "dtype '<f8' is not supported (expected float32, float16, uint8, bool, int32 or int64)"},
         {"{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8, "big endian"},
         {"{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 16, "dtype '|O'"},
-        {"{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", 8, "dtype '<i4'"},
+        {"{'descr': '<u4', 'fortran_order': False, 'shape': (2,), }", 8, "dtype '<u4'"},
+        {"{'descr': '>i8', 'fortran_order': False, 'shape': (2,), }", 16, "big endian"},
         {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8,
          "structured dtypes are not supported"},
         {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24, "fortran_order"},

@@ -1,5 +1,6 @@
 /* vkattn attention: scaled dot-product attention on .npy tensors. */
 #include "cli_job.h"
+#include "cli_rope.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,21 +20,33 @@ static const char help_text[] =
     "                        [B,Tq,Tk] averaged over heads, or with --per-head [B,Hq,Tq,Tk]\n"
     "  --per-head            see --weights-out\n"
     "  --check               compare with the CPU reference (double accumulation), print\n"
-    "                        the max relative error; exit 1 above 2e-4 (f32) / 1.5e-2 (f16)\n";
+    "                        the max relative error; exit 1 above 2e-4 (f32) / 1.5e-2 (f16)\n"
+    "Rotary position embeddings, applied to Q and K (not V) before the attention:\n";
+/* after cli_rope_help */
+static const char help_positions[] =
+    "  --positions P.npy     int32 or int64 [B,Tq]: Q's positions (default: bottom-right\n"
+    "                        aligned with K's, as --causal is: row i at i + Tk - Tq)\n"
+    "  --k-positions KP.npy  int32 or int64 [B,Tk]: K's positions (default: row j at j)\n";
 
-enum { Q, K, V, MASK, PAD, N_INPUTS };
+enum { Q, K, V, MASK, PAD, POS, KPOS, N_INPUTS };
 
 /* One run: what attention adds to cli_job. */
 typedef struct attention_job {
     cli_job job;
     float scale; /* --scale; 0: 1/sqrt(D) */
+    cli_rope_options rope;
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
+    vkattn_buffer *rotated[2]; /* with --rope-theta: Q and K rotated */
+    float *host_rotated[2];    /* ... and the CPU reference's */
 } attention_job;
 
 static int own_option(void *user, const char *flag, const char *value)
 {
     attention_job *a = user;
+    int rope = cli_rope_option(&a->rope, flag, value);
+    if (rope != 0)
+        return rope;
     if (strcmp(flag, "--scale") == 0)
         return cli_parse_float(flag, value, &a->scale) != 0 ? -1 : 1;
     return 0;
@@ -42,11 +55,38 @@ static int own_option(void *user, const char *flag, const char *value)
 /* CLI_ARGS_OK, or the exit status. */
 static int parse_options(attention_job *a, int argc, char **argv)
 {
-    int code = cli_job_parse(&a->job, argc, argv, help_text, own_option, a);
+    char help[8192];
+    snprintf(help, sizeof help, "%s%s%s", help_text, cli_rope_help, help_positions);
+    int code = cli_job_parse(&a->job, argc, argv, help, own_option, a);
     if (code != CLI_ARGS_OK)
         return code;
+    const cli_input *in = a->in;
+    const char *positions = in[POS].path ? "--positions" : in[KPOS].path ? "--k-positions" : NULL;
+    if (cli_rope_check_given(&a->rope, "attention", positions) != 0)
+        return 2;
     static const int required[] = {Q, K, V};
     return cli_job_check_required(&a->job, required, 3, NULL) != 0 ? 2 : CLI_ARGS_OK;
+}
+
+/* --rope-dims against the head dim, the positions files' shapes, and
+ * bottom-right aligned Q positions that would fall below 0. */
+static int check_rope_inputs(const attention_job *a)
+{
+    const cli_input *in = a->in;
+    const int64_t *qs = in[Q].array.shape, *ks = in[K].array.shape;
+    if (a->rope.rope.theta == 0)
+        return 0;
+    if (cli_rope_check_head_dim(&a->rope, qs[3], "the last dimension of --q") != 0 ||
+        (in[POS].path && cli_check_positions_shape(&in[POS], qs[0], qs[2], "--q's tokens")) ||
+        (in[KPOS].path && cli_check_positions_shape(&in[KPOS], ks[0], ks[2], "--k's tokens")))
+        return -1;
+    if (!in[POS].path && qs[2] > ks[2]) {
+        cli_error("--rope-theta: --q has %lld tokens and --k %lld, so Q's default positions "
+                  "(row i at i + Tk - Tq) would start below 0: give them with --positions",
+                  (long long)qs[2], (long long)ks[2]);
+        return -1;
+    }
+    return 0;
 }
 
 /* The inputs as the device will store them, so that the CPU reference sees
@@ -54,14 +94,44 @@ static int parse_options(attention_job *a, int argc, char **argv)
 static int load_inputs(void *user)
 {
     attention_job *a = user;
-    static const uint32_t ranks[N_INPUTS] = {4, 4, 4, 0, 2};
-    if (cli_job_load(&a->job, ranks, PAD) != 0)
+    static const uint32_t ranks[N_INPUTS] = {4, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK};
+    if (cli_job_load(&a->job, ranks, PAD) != 0 || check_rope_inputs(a) != 0)
         return -1;
     /* the mask stays f32 on the device (cli_job_upload): not rounded */
     for (int k = 0; k < N_INPUTS; k++)
         if (k != PAD && k != MASK && cli_round_to_dtype(&a->in[k], a->job.dtype) != 0)
             return -1;
     return 0;
+}
+
+/* With --rope-theta: Q and K rotated out of place into buffers of their own
+ * (the inputs stay as given), and args pointed at them. Q's positions
+ * default to bottom-right alignment with K's: row i at i + Tk - Tq. */
+static vkattn_result rotate(attention_job *a, vkattn_attention_args *args,
+                            const vkattn_tensor *positions)
+{
+    if (a->rope.rope.theta == 0)
+        return VKATTN_SUCCESS;
+    vkattn_context *ctx = a->job.ctx;
+    vkattn_tensor *x[2] = {&args->q, &args->k};
+    uint32_t offset = (uint32_t)(args->k.shape[2] - args->q.shape[2]);
+    for (int k = 0; k < 2; k++) {
+        const npy_array *in = &a->in[k == 0 ? Q : K].array;
+        vkattn_buffer_desc d = {.size = (uint64_t)cli_numel(in) * vkattn_dtype_size(a->job.dtype)};
+        vkattn_result r = vkattn_buffer_create(ctx, &d, &a->rotated[k]);
+        vkattn_tensor out = cli_tensor(a->rotated[k], in, a->job.dtype);
+        vkattn_rope_args ra = {.x = *x[k],
+                               .out = out,
+                               .rope = a->rope.rope,
+                               .positions = positions[k],
+                               .position_offset = k == 0 && !positions[0].buffer ? offset : 0};
+        if (r == VKATTN_SUCCESS)
+            r = vkattn_rope(ctx, &ra);
+        if (r != VKATTN_SUCCESS)
+            return r;
+        *x[k] = out;
+    }
+    return VKATTN_SUCCESS;
 }
 
 /* Inputs and outputs on the device; with --tune, the kernel choices for these
@@ -73,12 +143,14 @@ static int run(void *user)
     const int64_t *qs = a->in[Q].array.shape, *ks = a->in[K].array.shape;
     cli_job_shape_outputs(j, 4, qs, qs[1], qs[2], ks[2]);
     vkattn_attention_args args = {.causal = j->causal, .scale = a->scale};
-    vkattn_tensor *slots[N_INPUTS] = {&args.q, &args.k, &args.v, &args.mask, &args.key_padding};
+    vkattn_tensor positions[2] = {{0}};
+    vkattn_tensor *slots[N_INPUTS] = {&args.q,           &args.k,       &args.v,      &args.mask,
+                                      &args.key_padding, &positions[0], &positions[1]};
     if (cli_job_upload(j, slots, MASK) != 0 ||
         cli_job_create_outputs(j, &args.out, &args.weights) != 0)
         return -1;
-    vkattn_result r = VKATTN_SUCCESS;
-    if (j->device.tune)
+    vkattn_result r = rotate(a, &args, positions);
+    if (j->device.tune && r == VKATTN_SUCCESS)
         r = vkattn_attention_tune(
             j->ctx, &(vkattn_attention_tune_args){(uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
                                                   (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3],
@@ -94,17 +166,49 @@ static int run(void *user)
     return cli_job_download(j);
 }
 
+/* rotate() on the host with vkattn_ref_rope, for the reference. */
+static vkattn_result rotate_on_host(attention_job *a, vkattn_ref_attention_args *ra,
+                                    const vkattn_host_tensor *positions, char *err, size_t size)
+{
+    if (a->rope.rope.theta == 0)
+        return VKATTN_SUCCESS;
+    vkattn_host_tensor *x[2] = {&ra->q, &ra->k};
+    uint32_t offset = (uint32_t)(ra->k.shape[2] - ra->q.shape[2]);
+    for (int k = 0; k < 2; k++) {
+        const npy_array *in = &a->in[k == 0 ? Q : K].array;
+        if (!(a->host_rotated[k] = malloc((size_t)cli_numel(in) * 4))) {
+            snprintf(err, size, "out of memory");
+            return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+        }
+        vkattn_host_tensor out =
+            vkattn_host_tensor_make(a->host_rotated[k], VKATTN_DTYPE_F32, in->rank, in->shape);
+        vkattn_ref_rope_args rr = {.x = *x[k],
+                                   .out = out,
+                                   .rope = a->rope.rope,
+                                   .positions = positions[k],
+                                   .position_offset = k == 0 && !positions[0].data ? offset : 0};
+        vkattn_result r = vkattn_ref_rope(&rr, err, size);
+        if (r != VKATTN_SUCCESS)
+            return r;
+        *x[k] = out;
+    }
+    return VKATTN_SUCCESS;
+}
+
 /* --check: the CPU reference on the same inputs. */
 static int check(void *user)
 {
     attention_job *a = user;
     vkattn_ref_attention_args ra = {.causal = a->job.causal, .scale = a->scale};
-    vkattn_host_tensor *slots[N_INPUTS] = {&ra.q, &ra.k, &ra.v, &ra.mask, &ra.key_padding};
+    vkattn_host_tensor positions[2] = {{0}};
+    vkattn_host_tensor *slots[N_INPUTS] = {&ra.q,           &ra.k,         &ra.v,        &ra.mask,
+                                           &ra.key_padding, &positions[0], &positions[1]};
     cli_job_host_inputs(&a->job, slots);
     if (cli_job_reference(&a->job, &ra.out, &ra.weights) != 0)
         return -1;
     char err[512];
-    if (vkattn_ref_attention(&ra, err, sizeof err) != VKATTN_SUCCESS) {
+    if (rotate_on_host(a, &ra, positions, err, sizeof err) != VKATTN_SUCCESS ||
+        vkattn_ref_attention(&ra, err, sizeof err) != VKATTN_SUCCESS) {
         cli_error("CPU reference failed: %s", err);
         return -1;
     }
@@ -113,7 +217,13 @@ static int check(void *user)
 
 int cli_attention(int argc, char **argv)
 {
-    attention_job a = {.in = {{"--q"}, {"--k"}, {"--v"}, {"--mask"}, {"--key-padding"}}};
+    attention_job a = {.in = {{"--q"},
+                              {"--k"},
+                              {"--v"},
+                              {"--mask"},
+                              {"--key-padding"},
+                              {"--positions"},
+                              {"--k-positions"}}};
     a.job = (cli_job){.command = "attention",
                       .inputs = a.in,
                       .bufs = a.bufs,
@@ -122,5 +232,10 @@ int cli_attention(int argc, char **argv)
     int code = parse_options(&a, argc, argv);
     if (code != CLI_ARGS_OK)
         return code;
-    return cli_job_end(&a.job, cli_job_run(&a.job, load_inputs, run, check, &a));
+    int status = cli_job_run(&a.job, load_inputs, run, check, &a);
+    for (int k = 0; k < 2; k++) { /* before cli_job_end closes the context */
+        vkattn_buffer_destroy(a.rotated[k]);
+        free(a.host_rotated[k]);
+    }
+    return cli_job_end(&a.job, status);
 }

@@ -141,7 +141,7 @@ int cli_round_to_dtype(cli_input *in, vkattn_dtype dtype)
 vkattn_buffer *cli_upload(vkattn_context *ctx, const npy_array *a, vkattn_dtype dtype)
 {
     int64_t n = cli_numel(a);
-    size_t es = a->dtype == NPY_F32 ? vkattn_dtype_size(dtype) : 1;
+    size_t es = vkattn_dtype_size(cli_array_dtype(a, dtype));
     void *host = a->data, *converted = NULL;
     if (a->dtype == NPY_F32 && dtype == VKATTN_DTYPE_F16) {
         uint16_t *h = converted = malloc((size_t)n * 2);
@@ -167,10 +167,14 @@ vkattn_buffer *cli_upload(vkattn_context *ctx, const npy_array *a, vkattn_dtype 
     return b;
 }
 
+vkattn_dtype cli_array_dtype(const npy_array *a, vkattn_dtype f32_as)
+{
+    return a->dtype == NPY_F32 ? f32_as : a->dtype == NPY_I32 ? VKATTN_DTYPE_I32 : VKATTN_DTYPE_U8;
+}
+
 vkattn_tensor cli_tensor(vkattn_buffer *b, const npy_array *a, vkattn_dtype dtype)
 {
-    vkattn_dtype dt = a->dtype == NPY_F32 ? dtype : VKATTN_DTYPE_U8;
-    return vkattn_tensor_make(b, 0, dt, a->rank, a->shape);
+    return vkattn_tensor_make(b, 0, cli_array_dtype(a, dtype), a->rank, a->shape);
 }
 
 float *cli_download_f32(vkattn_context *ctx, vkattn_buffer *b, int64_t count, vkattn_dtype dtype)
@@ -210,6 +214,11 @@ static const char *const desc_names[][2] = {
     {"desc->embed_dim", "embed_dim (the last dimension of --x)"},
     {"desc->kv_dim", "kv_dim (the last dimension of --kv)"},
     {"desc->head_dim", "head_dim (rows of --wq / --heads)"},
+    {"desc->rope.theta", "--rope-theta"},
+    {"desc->rope.dims", "--rope-dims"},
+    {"desc->rope.factor", "the --rope-linear or --rope-llama3 factor"},
+    {"desc->scale", "--scale"},
+    {"desc->norm_eps", "--norm-eps"},
 };
 
 void cli_report_error(vkattn_context *ctx, vkattn_result r, const cli_input *inputs, int n_inputs)

@@ -24,8 +24,12 @@ int cli_load_mask_u8(cli_input *in);
 int cli_expect_dim(const cli_input *in, uint32_t dim, int64_t want, const char *what);
 int64_t cli_numel(const npy_array *a);
 
+/* The library's dtype of a loaded array: `f32_as` for float32 data, I32
+ * for int32 (positions), U8 for uint8 and bool. */
+vkattn_dtype cli_array_dtype(const npy_array *a, vkattn_dtype f32_as);
 /* A device buffer with the array's values in `dtype` (f32 data converted to
- * f16 on the host when dtype is f16; u8 copied). NULL on failure (printed). */
+ * f16 on the host when dtype is f16; u8 and int32 copied). NULL on failure
+ * (printed). */
 vkattn_buffer *cli_upload(vkattn_context *ctx, const npy_array *a, vkattn_dtype dtype);
 /* A tensor over a whole uploaded array. */
 vkattn_tensor cli_tensor(vkattn_buffer *b, const npy_array *a, vkattn_dtype dtype);

@@ -1,6 +1,7 @@
 /* The steps attention and mha share, in the order that leaves no output
  * file behind when any of them fails. */
 #include "cli_job.h"
+#include "cli_rope.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +10,9 @@ int cli_job_load(cli_job *j, const uint32_t *ranks, int pad)
 {
     cli_input *in = j->inputs;
     for (int k = 0; k < j->n_inputs; k++)
-        if (in[k].path &&
-            (k == pad ? cli_load_mask_u8(&in[k]) : cli_load_f32(&in[k], ranks[k])) != 0)
+        if (in[k].path && (k == pad                         ? cli_load_mask_u8(&in[k])
+                           : ranks[k] == CLI_POSITIONS_RANK ? cli_load_positions(&in[k])
+                                                            : cli_load_f32(&in[k], ranks[k])) != 0)
             return -1;
     return 0;
 }
@@ -33,9 +35,9 @@ void cli_job_host_inputs(const cli_job *j, vkattn_host_tensor *const *slots)
 {
     for (int k = 0; k < j->n_inputs; k++) {
         const npy_array *a = &j->inputs[k].array;
-        vkattn_dtype dt = a->dtype == NPY_F32 ? VKATTN_DTYPE_F32 : VKATTN_DTYPE_U8;
         if (j->inputs[k].path && slots[k])
-            *slots[k] = vkattn_host_tensor_make(a->data, dt, a->rank, a->shape);
+            *slots[k] = vkattn_host_tensor_make(a->data, cli_array_dtype(a, VKATTN_DTYPE_F32),
+                                                a->rank, a->shape);
     }
 }
 

@@ -54,8 +54,8 @@ int cli_job_check_required(const cli_job *j, const int *required, int n_required
                            const char *missing);
 
 /* Loads the inputs that were given, in order: input `pad` as a key-padding
- * mask, the others float32 of rank ranks[k] (0: any 1..4). -1 on failure
- * (printed). */
+ * mask, those of rank CLI_POSITIONS_RANK as positions (cli_rope.h), the
+ * others float32 of rank ranks[k] (0: any 1..4). -1 on failure (printed). */
 int cli_job_load(cli_job *j, const uint32_t *ranks, int pad);
 /* Uploads, in order, the given inputs that have a slot (slots[k] NULL: not
  * on the device) and points the slot at a tensor over the copy: float32 data
@@ -63,7 +63,7 @@ int cli_job_load(cli_job *j, const uint32_t *ranks, int pad);
  * and -inf must survive). -1 on failure (printed). */
 int cli_job_upload(cli_job *j, vkattn_tensor *const *slots, int mask);
 /* Host tensors over the given inputs that have a slot, for the CPU
- * reference: f32, or u8 for a key-padding mask. */
+ * reference: f32, u8 for a key-padding mask, int32 for positions. */
 void cli_job_host_inputs(const cli_job *j, vkattn_host_tensor *const *slots);
 
 /* The result's shape (its first dimension the batch) and the weights':

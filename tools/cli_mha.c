@@ -1,6 +1,7 @@
 /* vkattn mha: one multi-head attention layer (torch.nn.MultiheadAttention
  * weights layout) on .npy inputs. */
 #include "cli_job.h"
+#include "cli_rope.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,14 +30,25 @@ static const char help_text[] =
     "                        step, the rest go one token per step through the decode\n"
     "                        path; Y holds all rows (equal to the full causal forward)\n"
     "  --paged-block S       with --prefill: a paged cache of S-token blocks\n"
-    "  --kv-splits K         with --prefill: split count of decode steps (default auto)\n";
+    "  --kv-splits K         with --prefill: split count of decode steps (default auto)\n"
+    "  --scale S             attention score scale, finite > 0 (default 1/sqrt(Dh))\n"
+    "  --q-norm WQN.npy --k-norm WKN.npy   QK-norm: per-head RMSNorm of Q and K (after\n"
+    "                        the projection, before RoPE) with float32 weights [Dh]\n"
+    "  --norm-eps E          the RMSNorm epsilon, finite > 0 (default 1e-6)\n"
+    "Rotary position embeddings of Q and K (self-attention only; V is never rotated):\n";
+/* after cli_rope_help */
+static const char help_positions[] =
+    "  --positions P.npy     int32 or int64 [B,Tq]: each token's position (default 0..Tq-1;\n"
+    "                        not with --prefill, whose steps are at cache length + t)\n";
 
-enum { X, KV, WQ, WK, WV, WO, BQ, BK, BV, BO, MASK, PAD, N_INPUTS };
+enum { X, KV, WQ, WK, WV, WO, BQ, BK, BV, BO, MASK, PAD, POS, QN, KN, N_INPUTS };
 
 /* One run: what mha adds to cli_job. */
 typedef struct mha_job {
     cli_job job;
     uint32_t heads, kv_heads, prefill, paged_block, kv_splits;
+    float scale, norm_eps; /* --scale, --norm-eps; 0: the layer's defaults */
+    cli_rope_options rope;
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */
@@ -121,9 +133,28 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
     return r;
 }
 
+/* --scale and --norm-eps: finite and > 0. */
+static int parse_positive(const char *flag, const char *value, float *out)
+{
+    if (cli_parse_float(flag, value, out) != 0)
+        return -1;
+    if (*out > 0)
+        return 0;
+    cli_error("%s \"%s\": expected a number > 0", flag, value);
+    return -1;
+}
+
 static int own_option(void *user, const char *flag, const char *value)
 {
     mha_job *m = user;
+    int rope = cli_rope_option(&m->rope, flag, value);
+    if (rope != 0)
+        return rope;
+    float *real = strcmp(flag, "--scale") == 0      ? &m->scale
+                  : strcmp(flag, "--norm-eps") == 0 ? &m->norm_eps
+                                                    : NULL;
+    if (real)
+        return parse_positive(flag, value, real) != 0 ? -1 : 1;
     uint32_t *count = strcmp(flag, "--heads") == 0         ? &m->heads
                       : strcmp(flag, "--kv-heads") == 0    ? &m->kv_heads
                       : strcmp(flag, "--prefill") == 0     ? &m->prefill
@@ -135,12 +166,45 @@ static int own_option(void *user, const char *flag, const char *value)
     return cli_parse_uint(flag, value, count) != 0 ? -1 : 1;
 }
 
+/* The options of a modern decoder layer (QK-norm, RoPE, positions) with
+ * each other and with the rest: 0, or -1 after printing. */
+static int check_layer_options(const mha_job *m)
+{
+    const cli_input *in = m->in;
+    if (cli_rope_check_given(&m->rope, "mha", in[POS].path ? "--positions" : NULL) != 0)
+        return -1;
+    if (!in[QN].path != !in[KN].path) {
+        cli_error("mha: %s needs %s: QK-norm normalises both Q and K",
+                  in[QN].path ? "--q-norm" : "--k-norm", in[QN].path ? "--k-norm" : "--q-norm");
+        return -1;
+    }
+    if (m->norm_eps > 0 && !in[QN].path) {
+        cli_error("mha: --norm-eps needs --q-norm and --k-norm");
+        return -1;
+    }
+    const char *decoder = m->rope.rope.theta > 0 ? "--rope-theta" : in[QN].path ? "--q-norm" : NULL;
+    if (decoder && in[KV].path) {
+        cli_error("mha: %s is for self-attention layers: it takes no --kv", decoder);
+        return -1;
+    }
+    if (in[POS].path && m->prefill) {
+        cli_error("mha: --positions with --prefill: the decode steps take their positions from "
+                  "the KV cache (cache length + t), so there are none to give");
+        return -1;
+    }
+    return 0;
+}
+
 /* CLI_ARGS_OK, or the exit status. */
 static int parse_options(mha_job *m, int argc, char **argv)
 {
-    int code = cli_job_parse(&m->job, argc, argv, help_text, own_option, m);
+    char help[8192];
+    snprintf(help, sizeof help, "%s%s%s", help_text, cli_rope_help, help_positions);
+    int code = cli_job_parse(&m->job, argc, argv, help, own_option, m);
     if (code != CLI_ARGS_OK)
         return code;
+    if (check_layer_options(m) != 0)
+        return 2;
     static const int required[] = {X, WQ, WK, WV, WO};
     if (cli_job_check_required(&m->job, required, 5, !m->heads ? "--heads" : NULL) != 0)
         return 2;
@@ -164,7 +228,8 @@ static int parse_options(mha_job *m, int argc, char **argv)
 static int load_inputs(void *user)
 {
     mha_job *m = user;
-    static const uint32_t ranks[N_INPUTS] = {3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 2};
+    static const uint32_t ranks[N_INPUTS] = {3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 2, CLI_POSITIONS_RANK,
+                                             1, 1};
     cli_input *in = m->in;
     if (cli_job_load(&m->job, ranks, PAD) != 0)
         return -1;
@@ -188,6 +253,11 @@ static int load_inputs(void *user)
                   (long long)in[KV].array.shape[0], (long long)xs[0]);
         return -1;
     }
+    if (cli_rope_check_head_dim(&m->rope, dh, "rows of --wq / --heads") != 0 ||
+        (in[QN].path && (cli_expect_dim(&in[QN], 0, dh, "head_dim (rows of --wq / --heads)") ||
+                         cli_expect_dim(&in[KN], 0, dh, "head_dim (rows of --wq / --heads)"))) ||
+        (in[POS].path && cli_check_positions_shape(&in[POS], xs[0], xs[1], "--x's tokens")))
+        return -1;
     m->desc = (vkattn_mha_desc){
         .embed_dim = (uint32_t)dm,
         .num_heads = m->heads,
@@ -196,6 +266,10 @@ static int load_inputs(void *user)
         .kv_dim = (uint32_t)dkv,
         .bias = in[BQ].path || in[BK].path || in[BV].path || in[BO].path,
         .dtype = m->job.dtype,
+        .scale = m->scale,
+        .rope = m->rope.rope,
+        .qk_norm = in[QN].path != NULL,
+        .norm_eps = m->norm_eps,
     };
     return 0;
 }
@@ -207,6 +281,8 @@ static vkattn_mha_weights host_weights(const cli_input *in)
     const float **slots[8] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo};
     for (int k = 0; k < 8; k++)
         *slots[k] = in[WQ + k].path ? in[WQ + k].array.data : NULL;
+    w.q_norm = in[QN].path ? in[QN].array.data : NULL;
+    w.k_norm = in[KN].path ? in[KN].array.data : NULL;
     return w;
 }
 
@@ -231,8 +307,11 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
     const int64_t *xs = m->in[X].array.shape;
     int64_t tq = xs[1];
     cli_job_shape_outputs(j, 3, xs, m->heads, tq, kv_len(m));
-    vkattn_tensor *slots[N_INPUTS] = {
-        [X] = &fa->x, [KV] = &fa->kv, [MASK] = &fa->mask, [PAD] = &fa->key_padding};
+    vkattn_tensor *slots[N_INPUTS] = {[X] = &fa->x,
+                                      [KV] = &fa->kv,
+                                      [MASK] = &fa->mask,
+                                      [PAD] = &fa->key_padding,
+                                      [POS] = &fa->positions};
     if (cli_job_upload(j, slots, MASK) != 0 || cli_job_create_outputs(j, &fa->y, &fa->weights) != 0)
         return -1;
     if (m->prefill && m->prefill > tq) {
@@ -276,8 +355,11 @@ static int check(void *user)
 {
     mha_job *m = user;
     vkattn_ref_mha_args ra = {.causal = m->job.causal};
-    vkattn_host_tensor *slots[N_INPUTS] = {
-        [X] = &ra.x, [KV] = &ra.kv, [MASK] = &ra.mask, [PAD] = &ra.key_padding};
+    vkattn_host_tensor *slots[N_INPUTS] = {[X] = &ra.x,
+                                           [KV] = &ra.kv,
+                                           [MASK] = &ra.mask,
+                                           [PAD] = &ra.key_padding,
+                                           [POS] = &ra.positions};
     cli_job_host_inputs(&m->job, slots);
     if (cli_job_reference(&m->job, &ra.y, &ra.weights) != 0)
         return -1;
@@ -303,7 +385,10 @@ int cli_mha(int argc, char **argv)
                         {"--bv"},
                         {"--bo"},
                         {"--mask"},
-                        {"--key-padding"}}};
+                        {"--key-padding"},
+                        {"--positions"},
+                        {"--q-norm"},
+                        {"--k-norm"}}};
     m.job = (cli_job){.command = "mha",
                       .inputs = m.in,
                       .bufs = m.bufs,

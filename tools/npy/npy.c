@@ -35,7 +35,10 @@ int npy_fail(char *error, size_t error_size, const char *path, const char *fmt, 
 size_t npy_dtype_size(npy_dtype dtype)
 {
     switch (dtype) {
+    case NPY_I64:
+        return 8;
     case NPY_F32:
+    case NPY_I32:
         return 4;
     case NPY_F16:
         return 2;
@@ -57,6 +60,10 @@ const char *npy_dtype_name(npy_dtype dtype)
         return "uint8";
     case NPY_BOOL:
         return "bool";
+    case NPY_I32:
+        return "int32";
+    case NPY_I64:
+        return "int64";
     }
     return NULL;
 }
@@ -72,6 +79,10 @@ const char *npy_dtype_descr(npy_dtype dtype)
         return "|u1";
     case NPY_BOOL:
         return "|b1";
+    case NPY_I32:
+        return "<i4";
+    case NPY_I64:
+        return "<i8";
     }
     return NULL;
 }

@@ -2,7 +2,7 @@
  *
  * Reads format versions 1.0 and 2.0, writes 1.0 (byte-identical headers to
  * numpy.save). C order and little endian only; dtypes '<f4', '<f2' (kept as
- * IEEE half bits), '|u1' and '|b1' (read as bytes 0/1). Every error message
+ * IEEE half bits), '|u1', '|b1' (read as bytes 0/1), '<i4' and '<i8'. Every error message
  * starts with the file's path and says what is wrong. */
 #ifndef VKATTN_NPY_H
 #define VKATTN_NPY_H
@@ -17,6 +17,8 @@ typedef enum npy_dtype {
     NPY_F16 = 1,  /* '<f2', uint16_t bits */
     NPY_U8 = 2,   /* '|u1' */
     NPY_BOOL = 3, /* '|b1', one byte 0 or 1 (nonzero bytes read as 1) */
+    NPY_I32 = 4,  /* '<i4' (token positions) */
+    NPY_I64 = 5,  /* '<i8' (numpy's default integer) */
 } npy_dtype;
 
 typedef struct npy_array {
@@ -29,7 +31,7 @@ typedef struct npy_array {
 
 /* Bytes per element (0 for values not in npy_dtype). */
 size_t npy_dtype_size(npy_dtype dtype);
-/* "float32", "float16", "uint8", "bool"; NULL for values not in npy_dtype. */
+/* "float32", "float16", "uint8", "bool", "int32", "int64"; NULL for values not in npy_dtype. */
 const char *npy_dtype_name(npy_dtype dtype);
 
 /* Reads `path` into `out` (zeroed first); anything but a regular file (a

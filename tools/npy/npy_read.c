@@ -1,5 +1,5 @@
 /* NumPy .npy reading (see npy.h). The header is a Python dict literal; only
- * what numpy.save produces for the four supported dtypes is accepted, and
+ * what numpy.save produces for the six supported dtypes is accepted, and
  * every size in it is checked against the file before anything is allocated. */
 #include "npy_internal.h"
 
@@ -120,7 +120,7 @@ static int parse_header(parser *p, header_fields *h)
             if (p->s < p->end && *p->s == '[')
                 return npy_fail(p->error, p->error_size, p->path,
                                 "structured dtypes are not supported (expected float32, float16, "
-                                "uint8 or bool)");
+                                "uint8, bool, int32 or int64)");
             if (parse_string(p, h->descr, sizeof h->descr))
                 return -1;
             have_descr = true;
@@ -207,13 +207,19 @@ static int read_body(FILE *f, const char *path, npy_array *a, char *error, size_
         a->dtype = NPY_U8;
     else if (strcmp(h.descr, "|b1") == 0)
         a->dtype = NPY_BOOL;
+    else if (strcmp(h.descr, "<i4") == 0)
+        a->dtype = NPY_I32;
+    else if (strcmp(h.descr, "<i8") == 0)
+        a->dtype = NPY_I64;
     else if (h.descr[0] == '>')
         return npy_fail(error, error_size, path,
                         "dtype '%s' is big endian: only little endian is supported", h.descr);
     else
-        return npy_fail(error, error_size, path,
-                        "dtype '%s' is not supported (expected float32, float16, uint8 or bool)",
-                        h.descr);
+        return npy_fail(
+            error, error_size, path,
+            "dtype '%s' is not supported (expected float32, float16, uint8, bool, int32 "
+            "or int64)",
+            h.descr);
     if (h.fortran_order)
         return npy_fail(error, error_size, path,
                         "fortran_order is True: only C-order arrays are supported");
