@@ -260,8 +260,14 @@ layout(constant_id = 15) const uint EPI_COLS = 8u;
 layout(set = 0, binding = 7) readonly buffer params_buffer { float params[]; };
 
 const uint EPI_HEADS = EPI_COLS / EPI_HD;
+const uint EPI_PAIRS = EPI_HD / 2u;   // pairs of dimensions per head
+const uint EPI_ROT = ROPE_DIMS / 2u;  // of which rotated
+const uint EPI_SLICES = 4u;           // partial sums of squares per head row
 shared float epi_stage[EPI_ROWS * EPI_COLS];
-shared float epi_scale[EPI_ROWS * EPI_HEADS];
+shared float epi_part[EPI_ROWS * EPI_HEADS * EPI_SLICES];
+shared vec2 epi_cs[EPI_ROWS * EPI_ROT + 1u]; // (cos, sin) per row and rotated pair
+shared uint epi_row[EPI_ROWS * 3u];          // a row's part of the address, per segment
+shared uint epi_head[EPI_HEADS * 2u];        // a head's part of the address, its segment
 
 void epi_put(uint row, uint col, float v) { epi_stage[row * EPI_COLS + col] = v; }
 
@@ -277,11 +283,10 @@ uint epi_position(uint b, uint t) {
 // (cos, sin) of position * inv_freq[i]: the complex product of the table's
 // entries for the position's four base-64 digits.
 vec2 epi_angle(uint pos, uint i) {
-    uint half_dims = ROPE_DIMS / 2u;
     vec2 r = vec2(1.0, 0.0);
     [[unroll]] for (uint l = 0u; l < 4u; l++) {
         uint digit = (pos >> (6u * l)) & 63u;
-        uint e = 2u * EPI_HD + ((l * 64u + digit) * half_dims + i) * 2u;
+        uint e = 2u * EPI_HD + ((l * 64u + digit) * EPI_ROT + i) * 2u;
         vec2 f = vec2(params[e], params[e + 1u]);
         r = vec2(r.x * f.x - r.y * f.y, r.x * f.y + r.y * f.x);
     }
@@ -290,62 +295,83 @@ vec2 epi_angle(uint pos, uint i) {
 
 // Stores the staged rows: stage row r is output row m_base + r * m_step of
 // the tile starting at column n_tile. Every invocation of the workgroup calls
-// it (it has barriers); `lid` is its index among `wgs`.
+// it (it has barriers); `lid` is its index among `wgs`. First what depends
+// on a row or a head alone (partial sums of squares, angles, addresses),
+// once; then every pair of dimensions, consecutive invocations on
+// consecutive pairs.
 void epi_flush(uint m_base, uint m_step, uint n_tile, uint lid, uint wgs) {
     barrier();
     if (EPI_NORM != 0u) {
-        for (uint u = lid; u < EPI_ROWS * EPI_HEADS; u += wgs) {
-            uint r = u / EPI_HEADS, h = u - r * EPI_HEADS;
-            uint at = r * EPI_COLS + h * EPI_HD;
+        const uint slice = EPI_HD / EPI_SLICES;
+        for (uint u = lid; u < EPI_ROWS * EPI_HEADS * EPI_SLICES; u += wgs) {
+            uint at = (u / EPI_SLICES) * EPI_HD + (u % EPI_SLICES) * slice;
             float ss = 0.0;
-            for (uint d = 0u; d < EPI_HD; d++)
+            for (uint d = 0u; d < slice; d++)
                 ss = fma(epi_stage[at + d], epi_stage[at + d], ss);
-            epi_scale[u] = inversesqrt(ss / float(EPI_HD) + EPI_EPS);
+            epi_part[u] = ss;
         }
-        barrier();
     }
-    const uint pairs = EPI_HD / 2u;
-    for (uint u = lid; u < EPI_ROWS * EPI_HEADS * pairs; u += wgs) {
-        uint unit = u / pairs, k = u - unit * pairs;
+    if (EPI_ROT != 0u) {
+        for (uint u = lid; u < EPI_ROWS * EPI_ROT; u += wgs) {
+            uint r = u / EPI_ROT, m = min(m_base + r * m_step, pc.m_end - 1u);
+            uint b = m / pc.T;
+            epi_cs[u] = epi_angle(epi_position(b, m - b * pc.T), u - r * EPI_ROT);
+        }
+    }
+    for (uint u = lid; u < EPI_ROWS * 3u; u += wgs) {
+        uint m = min(m_base + (u / 3u) * m_step, pc.m_end - 1u);
+        uint b = m / pc.T;
+        epi_row[u] = row_addr(u % 3u, b, m - b * pc.T);
+    }
+    for (uint h = lid; h < EPI_HEADS; h += wgs) {
+        Column c = column(min(n_tile + h * EPI_HD, pc.n_end - 1u));
+        epi_head[2u * h] = c.addr;
+        epi_head[2u * h + 1u] = c.s;
+    }
+    barrier();
+    for (uint u = lid; u < EPI_ROWS * EPI_HEADS * EPI_PAIRS; u += wgs) {
+        uint unit = u / EPI_PAIRS, k = u - unit * EPI_PAIRS;
         uint r = unit / EPI_HEADS, h = unit - r * EPI_HEADS;
-        uint m = m_base + r * m_step, n_head = n_tile + h * EPI_HD;
-        if (m >= pc.m_end || n_head >= pc.n_end)
+        if (m_base + r * m_step >= pc.m_end || n_tile + h * EPI_HD >= pc.n_end)
             continue;
-        Column c = column(n_head);
-        bool epi = (EPI_SEGS & (1u << c.s)) != 0u;
-        bool rot = epi && k < ROPE_DIMS / 2u;
+        uint s = epi_head[2u * h + 1u];
+        bool epi = (EPI_SEGS & (1u << s)) != 0u;
+        bool rot = epi && k < EPI_ROT;
         uint d0 = 2u * k, d1 = 2u * k + 1u;
         if (rot && ROPE_GPTJ == 0u) {
             d0 = k;
-            d1 = k + ROPE_DIMS / 2u;
+            d1 = k + EPI_ROT;
         }
         uint at = r * EPI_COLS + h * EPI_HD;
         float x = epi_stage[at + d0], y = epi_stage[at + d1];
         if (epi && EPI_NORM != 0u) {
-            float scale = epi_scale[unit];
-            x *= scale * params[c.s * EPI_HD + d0];
-            y *= scale * params[c.s * EPI_HD + d1];
+            uint p = unit * EPI_SLICES;
+            float ss = 0.0;
+            [[unroll]] for (uint i = 0u; i < EPI_SLICES; i++)
+                ss += epi_part[p + i];
+            float scale = inversesqrt(ss / float(EPI_HD) + EPI_EPS);
+            x *= scale * params[s * EPI_HD + d0];
+            y *= scale * params[s * EPI_HD + d1];
         }
-        uint b = m / pc.T, t = m - b * pc.T;
         if (rot) {
-            vec2 cs = epi_angle(epi_position(b, t), k);
+            vec2 cs = epi_cs[r * EPI_ROT + k];
             vec2 xy = vec2(x * cs.x - y * cs.y, x * cs.y + y * cs.x);
             x = xy.x;
             y = xy.y;
         }
-        uint a0 = c.addr + row_addr(c.s, b, t) + d0;
+        uint a0 = epi_head[2u * h] + epi_row[r * 3u + s] + d0;
         uint a1 = a0 + (d1 - d0);
 #if defined(Y_PACKED)
         if (d1 == d0 + 1u && (a0 & 1u) == 0u) {
             uint word = packHalf2x16(vec2(x, y));
-            if (c.s == 0u) y0[a0 >> 1] = word;
-            else if (c.s == 1u) y1[a0 >> 1] = word;
+            if (s == 0u) y0[a0 >> 1] = word;
+            else if (s == 1u) y1[a0 >> 1] = word;
             else y2[a0 >> 1] = word;
             continue;
         }
 #endif
-        y_store(c.s, a0, x);
-        y_store(c.s, a1, y);
+        y_store(s, a0, x);
+        y_store(s, a1, y);
     }
     barrier();
 }

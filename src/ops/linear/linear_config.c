@@ -109,8 +109,11 @@ static bool heads_fit(const vkattn_context *ctx, const vka_linear_problem *p,
     uint64_t hd = p->head_dim[0];
     if (!plan.epi_cols || plan.epi_cols % hd)
         return false;
-    uint64_t shared = (uint64_t)plan.epi_rows * plan.epi_cols * 4 +
-                      (uint64_t)plan.epi_rows * (plan.epi_cols / hd) * 4;
+    /* linear_io.glsl's epi_* arrays: the staged rows, partial sums (4 per
+     * head row), angles, row and head addresses */
+    uint64_t rows = plan.epi_rows, heads = plan.epi_cols / hd;
+    uint64_t shared = rows * plan.epi_cols * 4 + rows * heads * 4 * 4 +
+                      (rows * (p->heads.rope_dims / 2) + 1) * 8 + rows * 3 * 4 + heads * 2 * 4;
     if (c->family == LINEAR_FAM_SH) /* BM, BN, BK: spec 1..3 */
         shared += ((uint64_t)plan.spec[1] + plan.spec[2]) * (plan.spec[3] / 4 + 1) * 16;
     return plan.spec[0] <= vka_max_workgroup(ctx) && shared <= ctx->info.max_shared_memory;
