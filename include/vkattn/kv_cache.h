@@ -43,6 +43,12 @@ typedef struct vkattn_kv_cache_desc {
     uint32_t capacity;      /* the most tokens one sequence can hold, required */
     uint32_t block_size;    /* 0: contiguous; else tokens per block (paged) */
     uint32_t num_blocks;    /* paged pool; 0: enough for every sequence at capacity */
+    /* A sliding-window layer's cache (paged only; 0: keep everything):
+     * after each append, blocks holding only tokens older than the last
+     * `window` of their sequence go back to the pool, so a sequence holds
+     * about window + block_size tokens of blocks; attention over it must use
+     * a window of at most this. Lengths still count every token. */
+    uint32_t window;
 } vkattn_kv_cache_desc;
 
 /* What a cache needs, before creating it: bytes of K and V per token of one
@@ -98,6 +104,15 @@ typedef struct vkattn_kv_attention_args {
     vkattn_tensor q, out;
     float scale;        /* 0: 1/sqrt(Dh) */
     uint32_t kv_splits; /* 0: automatic */
+    /* Score modifiers as in vkattn_attention_args (bottom-right only: query
+     * i of the T sits at L - T + i). The window skips the tiles (and the
+     * split-KV work) before it. */
+    uint32_t window;
+    float softcap;
+    vkattn_tensor sinks;        /* optional: f32 [Hq] */
+    vkattn_tensor alibi_slopes; /* optional: f32 [Hq] */
+    float alibi_max_bias;
+    vkattn_tensor lse; /* optional output: f32 [B, Hq, T] */
 } vkattn_kv_attention_args;
 
 VKATTN_API vkattn_result vkattn_cmd_kv_attention(vkattn_context *ctx, VkCommandBuffer cmd,

@@ -108,6 +108,12 @@ VKATTN_API vkattn_result vkattn_cmd_rope(vkattn_context *ctx, VkCommandBuffer cm
 /* Submit-and-wait form. */
 VKATTN_API vkattn_result vkattn_rope(vkattn_context *ctx, const vkattn_rope_args *args);
 
+/* Where causal queries sit (see "attention semantics"). */
+typedef enum vkattn_causal_align {
+    VKATTN_CAUSAL_BOTTOM_RIGHT = 0, /* query i at i + Tk - Tq (the default) */
+    VKATTN_CAUSAL_TOP_LEFT = 1,     /* query i at i (PyTorch SDPA's is_causal) */
+} vkattn_causal_align;
+
 /* ------------------------------------------------------ attention semantics
  *
  * Shapes: B batch, Hq query heads, Hkv key/value heads, Tq queries, Tk keys,
@@ -134,6 +140,32 @@ VKATTN_API vkattn_result vkattn_rope(vkattn_context *ctx, const vkattn_rope_args
  * out and in the weights, never NaN.
  * Attention weights (optional, f32): the softmax probabilities, rank 3
  * [B, Tq, Tk] averaged over the Hq heads, or rank 4 [B, Hq, Tq, Tk] per head.
+ *
+ * Score modifiers (all optional; i' is query i's aligned position: i + Tk -
+ * Tq with bottom-right alignment, the default, or i with top-left):
+ *   causal_align  VKATTN_CAUSAL_BOTTOM_RIGHT: causal means j <= i + Tk - Tq
+ *                 (what a KV cache needs); VKATTN_CAUSAL_TOP_LEFT: j <= i
+ *                 (PyTorch SDPA's is_causal). It also places queries for
+ *                 the window and ALiBi, causal or not.
+ *   window W      (0: none) key j is visible iff i' - j < W and, without
+ *                 causal, also j - i' < W: W counts the query's own position,
+ *                 as HF's and llama.cpp's sliding_window do. Key tiles wholly
+ *                 outside every row's window are never loaded.
+ *   softcap C     (0: none) s = C * tanh(s / C) on the scaled score, before
+ *                 any additive mask or bias (Gemma 2).
+ *   sinks         f32 [Hq]: a logit per query head that joins the softmax's
+ *                 denominator and contributes no value (gpt-oss):
+ *                 p_j = exp(s_j) / (exp(sink_h) + sum_k exp(s_k)). A row with
+ *                 no visible key still gives zeros.
+ *   ALiBi         slopes f32 [Hq], or alibi_max_bias B > 0 for the standard
+ *                 ones: n = 2^floor(log2 Hq), m0 = 2^(-B/n), m1 = 2^(-B/(2n)),
+ *                 slope_h = m0^(h+1) for h < n, else m1^(2(h-n)+1); the score
+ *                 gets -slope_h * |i' - j| (BLOOM, MPT, Falcon).
+ * score(i, j) = softcap(scale * dot(q_i, k_j)) + mask(i, j) + alibi(i, j).
+ * LSE (optional output, f32 [B, Hq, Tq]): the natural log of the row's
+ * softmax denominator in that final score domain (sinks included), -inf for
+ * a row with nothing visible. Two results over disjoint key sets combine
+ * with vkattn_cmd_attention_merge exactly as attending over the union would.
  *
  * ------------------------------------------------------------- MHA layer
  *
@@ -178,6 +210,15 @@ typedef struct vkattn_mha_desc {
      * k_norm of vkattn_mha_weights; norm_eps 0: 1e-6. */
     bool qk_norm;
     float norm_eps;
+    /* Score modifiers of the layer's attention (see "attention semantics"),
+     * in the forward and the steps: sliding window (0: none), logit softcap
+     * (0: none), sinks (weights->sinks [Hq]), ALiBi (weights->alibi_slopes
+     * [Hq] when given, else the standard slopes of alibi_max_bias, 0: 8). */
+    uint32_t window;
+    float softcap;
+    bool sinks;
+    bool alibi;
+    float alibi_max_bias;
 } vkattn_mha_desc;
 
 /* Weights on the host, f32, torch.nn.Linear layout (see above). Give either
@@ -192,6 +233,9 @@ typedef struct vkattn_mha_weights {
     const float *bo;           /* [Dm] */
     /* QK-norm weights [Dh] each, required when desc.qk_norm (else ignored) */
     const float *q_norm, *k_norm;
+    /* [Hq] each: attention sinks (required when desc.sinks), ALiBi slopes
+     * (optional with desc.alibi; NULL: the standard slopes) */
+    const float *sinks, *alibi_slopes;
 } vkattn_mha_weights;
 
 /* ------------------------------------------------------------------ linear */
@@ -227,12 +271,37 @@ typedef struct vkattn_attention_args {
     vkattn_tensor weights;     /* optional (buffer NULL) */
     bool causal;
     float scale; /* 0: 1/sqrt(D) */
+    /* Score modifiers (see "attention semantics"); zeros: none. */
+    vkattn_causal_align causal_align;
+    uint32_t window;
+    float softcap;              /* 0 or finite > 0 */
+    vkattn_tensor sinks;        /* optional: f32 [Hq] */
+    vkattn_tensor alibi_slopes; /* optional: f32 [Hq], finite */
+    float alibi_max_bias;       /* 0 or finite > 0; not with alibi_slopes */
+    vkattn_tensor lse;          /* optional output: f32 [B, Hq, Tq] */
 } vkattn_attention_args;
 
 VKATTN_API vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
                                               const vkattn_attention_args *args);
 /* Submit-and-wait form. */
 VKATTN_API vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_attention_args *args);
+
+/* Combines two attention results over disjoint key sets of the same queries
+ * into the result over their union: with m = max(lse_a, lse_b),
+ *     w_a = exp(lse_a - m), w_b = exp(lse_b - m),
+ *     out = (w_a out_a + w_b out_b) / (w_a + w_b),  lse = m + log(w_a + w_b);
+ * a row with both lse -inf gives zeros and -inf. out_a, out_b, out
+ * [B, Hq, Tq, D] (one dtype, f32 or f16; out may be out_a or out_b); lse_a,
+ * lse_b f32 [B, Hq, Tq]; lse optional (buffer NULL), may be lse_a or lse_b. */
+typedef struct vkattn_attention_merge_args {
+    vkattn_tensor out_a, lse_a, out_b, lse_b;
+    vkattn_tensor out, lse;
+} vkattn_attention_merge_args;
+
+VKATTN_API vkattn_result vkattn_cmd_attention_merge(vkattn_context *ctx, VkCommandBuffer cmd,
+                                                    const vkattn_attention_merge_args *args);
+VKATTN_API vkattn_result vkattn_attention_merge(vkattn_context *ctx,
+                                                const vkattn_attention_merge_args *args);
 
 /* --------------------------------------------------------------- MHA layer */
 
@@ -267,6 +336,9 @@ typedef struct vkattn_mha_forward_args {
      * position of every token, int32 [B, Tq] contiguous (left-padded
      * batches, packed sequences). Only for layers with desc.rope. */
     vkattn_tensor positions;
+    /* With causal (and for the window and ALiBi): bottom-right (default) or
+     * top-left (PyTorch's is_causal) */
+    vkattn_causal_align causal_align;
     /* Scratch for the intermediate Q, K, V and O (vkattn_mha_scratch_size
      * bytes from scratch_offset, a multiple of 256). NULL: the layer's own
      * scratch, which vkattn_mha_forward grows as needed but

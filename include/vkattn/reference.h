@@ -40,10 +40,27 @@ typedef struct vkattn_ref_attention_args {
     vkattn_host_tensor weights;     /* optional, f32 */
     bool causal;
     float scale; /* 0: 1/sqrt(D) */
+    /* Score modifiers and LSE, as in vkattn_attention_args */
+    vkattn_causal_align causal_align;
+    uint32_t window;
+    float softcap;
+    vkattn_host_tensor sinks;        /* optional, f32 [Hq] */
+    vkattn_host_tensor alibi_slopes; /* optional, f32 [Hq] */
+    float alibi_max_bias;
+    vkattn_host_tensor lse; /* optional output, f32 [B, Hq, Tq] */
 } vkattn_ref_attention_args;
 
 VKATTN_API vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *error,
                                               size_t error_size);
+
+/* vkattn_attention_merge on host tensors (f32 or f16 outputs, f32 LSE). */
+typedef struct vkattn_ref_attention_merge_args {
+    vkattn_host_tensor out_a, lse_a, out_b, lse_b;
+    vkattn_host_tensor out, lse; /* lse optional */
+} vkattn_ref_attention_merge_args;
+
+VKATTN_API vkattn_result vkattn_ref_attention_merge(const vkattn_ref_attention_merge_args *args,
+                                                    char *error, size_t error_size);
 
 /* RoPE (see "rotary positions"), sin and cos in double: x and out
  * [B, H, T, D] (out may be x: in place); positions int32 [B, T]
@@ -80,6 +97,7 @@ typedef struct vkattn_ref_mha_args {
     vkattn_host_tensor weights;     /* optional */
     bool causal;
     vkattn_host_tensor positions; /* optional */
+    vkattn_causal_align causal_align;
 } vkattn_ref_mha_args;
 
 VKATTN_API vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc,

@@ -30,6 +30,22 @@ static vkattn_result resolve_modern(vkattn_mha_desc *d, char *error, size_t erro
                          (double)d->norm_eps);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
+    if (!isfinite(d->softcap) || d->softcap < 0.0f) {
+        vka_error_format(error, error_size,
+                         "desc->softcap is %g: it must be 0 (none) or finite > 0",
+                         (double)d->softcap);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (d->alibi && d->alibi_max_bias == 0.0f)
+        d->alibi_max_bias = 8.0f;
+    if (!isfinite(d->alibi_max_bias) || d->alibi_max_bias < 0.0f) {
+        vka_error_format(error, error_size,
+                         "desc->alibi_max_bias is %g: it must be finite and > 0 (0: 8)",
+                         (double)d->alibi_max_bias);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (!d->alibi)
+        d->alibi_max_bias = 0.0f;
     if ((rope || d->qk_norm) && d->kv_dim != d->embed_dim) {
         vka_error_format(error, error_size,
                          "desc->%s needs self-attention, but desc->kv_dim %u differs from "
@@ -190,6 +206,15 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
                          !w->q_norm ? "q_norm" : "k_norm", resolved->head_dim);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
+    if (resolved->sinks && !w->sinks) {
+        vka_error_format(error, error_size,
+                         "weights->sinks is NULL but desc->sinks is set: give one logit per "
+                         "query head ([num_heads %u])",
+                         resolved->num_heads);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    v.sinks = resolved->sinks ? w->sinks : NULL;
+    v.alibi_slopes = resolved->alibi ? w->alibi_slopes : NULL;
     v.q_norm = resolved->qk_norm ? w->q_norm : NULL;
     v.k_norm = resolved->qk_norm ? w->k_norm : NULL;
     if (views)

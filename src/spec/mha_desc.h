@@ -15,7 +15,9 @@
  * num_kv_heads divides num_heads, head_dim a multiple of 8 from 8 to 256,
  * dtype f32 or f16, projection widths within uint32_t; scale (0: 1/sqrt(Dh),
  * filled in), rope (theta 0: none; else vka_rope_resolve), norm_eps (0:
- * 1e-6) and that RoPE and QK-norm have self-attention (kv_dim == embed_dim). `resolved` is written
+ * 1e-6) and that RoPE and QK-norm have self-attention (kv_dim == embed_dim);
+ * softcap 0 or finite > 0; alibi_max_bias (with alibi: 0 means 8; without:
+ * set to 0). `resolved` is written
  * only on success, `error` (may be NULL) only on failure. Codes:
  * VKATTN_ERROR_INVALID_ARGUMENT, or VKATTN_ERROR_UNSUPPORTED_DTYPE for dtype. */
 vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved, char *error,
@@ -39,6 +41,8 @@ typedef struct vka_mha_weight_views {
     const float *wq, *wk, *wv, *wo;
     const float *bq, *bk, *bv, *bo;
     const float *q_norm, *k_norm; /* desc.qk_norm only, else NULL */
+    const float *sinks;           /* desc.sinks only, else NULL */
+    const float *alibi_slopes;    /* desc.alibi with custom slopes, else NULL */
     bool packed;                  /* the projections came from weights->wqkv */
 } vka_mha_weight_views;
 
