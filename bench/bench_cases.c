@@ -1,8 +1,10 @@
 /* The case list of vkattn-bench and how each case is prepared and recorded.
  * FLOPs count useful work only: a causal case counts the visible (query, key)
- * pairs (bottom-right aligned, as ../shared/peers/torch_cpu.py counts them),
- * decode counts 4 * B * Hq * L * D. Bytes count what the op must read and
- * write at least once (decode: the K and V it reads). */
+ * pairs (bottom-right aligned, as ../shared/peers/torch_cpu.py counts them;
+ * with a sliding window only the pairs inside it, so the tiles it skips are
+ * not work), decode counts 4 * B * Hq * L * D (L: the keys inside the
+ * window). Bytes count what the op must read and write at least once
+ * (decode: the K and V it reads). */
 #include "bench_cases.h"
 
 #include "bench_common.h"
@@ -78,6 +80,31 @@ const bench_case bench_cases[] = {
      F16, F16, 0, BENCH_ROPE | BENCH_QK_NORM},
     {"layer_llama8b_decode_rope_qknorm", BENCH_LAYER_STEP, READ, 1, 32, 8, 1, 1024, 4096, 0, 0, 0, true, false,
      F16, F16, 0, BENCH_ROPE | BENCH_QK_NORM},
+    /* Sliding windows skip work: a 4096-token causal prefill with a window of
+     * 1024 (Mistral-style), FLOPs of the visible pairs only, whose rate
+     * should be at least 0.8 of the plain T 1024 case's; a decode step over a
+     * cache of 32768 tokens with a window of 4096, which reads the last 4096
+     * keys: at most 1.2x the time of the kv4096 case. */
+    {"attn_prefill_gqa_d128_t4096_w1024", BENCH_ATTENTION, FMA, 1, 32, 8, 4096, 4096, 128, 0, 0, 0, true, false,
+     F16, F16, .window = 1024},
+    {"attn_decode_gqa_d128_kv32768_w4096", BENCH_DECODE, READ, 1, 32, 8, 1, 32768, 128, 0, 0, 0, true, false,
+     F16, F16, .window = 4096},
+    /* The T 1024 prefill and the kv 4096 decode with a softcap (50, Gemma 2),
+     * sinks (gpt-oss) and ALiBi (max bias 8, BLOOM): the same FLOPs and
+     * bytes as the plain cases, so the ratio of their times is the cost of
+     * the modifier (target: at most 1.15x). */
+    {"attn_prefill_gqa_d128_t1024_softcap", BENCH_ATTENTION, FMA, 1, 32, 8, 1024, 1024, 128, 0, 0, 0, true,
+     false, F16, F16, .score_mods = BENCH_SOFTCAP},
+    {"attn_prefill_gqa_d128_t1024_sinks", BENCH_ATTENTION, FMA, 1, 32, 8, 1024, 1024, 128, 0, 0, 0, true,
+     false, F16, F16, .score_mods = BENCH_SINKS},
+    {"attn_prefill_gqa_d128_t1024_alibi", BENCH_ATTENTION, FMA, 1, 32, 8, 1024, 1024, 128, 0, 0, 0, true,
+     false, F16, F16, .score_mods = BENCH_ALIBI},
+    {"attn_decode_gqa_d128_kv4096_softcap", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false,
+     F16, F16, .score_mods = BENCH_SOFTCAP},
+    {"attn_decode_gqa_d128_kv4096_sinks", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false,
+     F16, F16, .score_mods = BENCH_SINKS},
+    {"attn_decode_gqa_d128_kv4096_alibi", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false,
+     F16, F16, .score_mods = BENCH_ALIBI},
 };
 /* clang-format on */
 const size_t bench_case_count = sizeof bench_cases / sizeof bench_cases[0];
@@ -141,15 +168,22 @@ static vkattn_tensor random_tensor(bench_runner *r, vkattn_dtype dt, uint32_t ra
     return vkattn_tensor_make(random_buffer(r, n, dt, seed), 0, dt, rank, shape);
 }
 
-/* Visible (query, key) pairs of one head under bottom-right causality. */
-static double visible_pairs(uint32_t tq, uint32_t tk, bool causal)
+/* Visible (query, key) pairs of one head under bottom-right causality and
+ * a sliding window (0: none): query i at i' = i + tk - tq sees key j iff
+ * j <= i' (causal) and i' - j < window (and, without causal, j - i' <
+ * window). */
+static double visible_pairs(uint32_t tq, uint32_t tk, bool causal, uint32_t window)
 {
-    if (!causal)
+    if (!causal && !window)
         return (double)tq * tk;
     double pairs = 0;
     for (uint32_t i = 0; i < tq; i++) {
-        int64_t last = (int64_t)i + tk - tq; /* last visible key */
-        pairs += last < 0 ? 0 : (double)(last + 1 > tk ? tk : last + 1);
+        int64_t pos = (int64_t)i + tk - tq;
+        int64_t first = window ? pos - window + 1 : 0;
+        int64_t last = causal ? pos : window ? pos + window - 1 : (int64_t)tk - 1;
+        first = first < 0 ? 0 : first;
+        last = last > (int64_t)tk - 1 ? (int64_t)tk - 1 : last;
+        pairs += last < first ? 0 : (double)(last - first + 1);
     }
     return pairs;
 }
@@ -236,8 +270,8 @@ static void make_layer(bench_runner *r)
     free(norm);
     double weights = (double)qkv_rows * dm + (double)dm * o_cols;
     double tokens = (double)c->b * c->tq;
-    r->flops =
-        2.0 * tokens * weights + 4.0 * c->b * c->hq * dh * visible_pairs(c->tq, c->tk, c->causal);
+    r->flops = 2.0 * tokens * weights +
+               4.0 * c->b * c->hq * dh * visible_pairs(c->tq, c->tk, c->causal, 0);
     r->bytes = (weights + 2.0 * tokens * dm) * vkattn_dtype_size(c->data);
     int64_t xs[3] = {c->b, c->tq, dm};
     if (c->kind == BENCH_LAYER) {
@@ -269,6 +303,16 @@ static void make_layer(bench_runner *r)
                2.0 * c->b * c->hkv * (double)c->tk * dh * vkattn_dtype_size(c->data);
 }
 
+/* The case's sinks tensor (f32 [Hq]) when it has BENCH_SINKS. */
+static vkattn_tensor sinks_tensor(bench_runner *r)
+{
+    const bench_case *c = r->c;
+    if (!(c->score_mods & BENCH_SINKS))
+        return (vkattn_tensor){0};
+    int64_t hs[1] = {c->hq};
+    return random_tensor(r, F32, 1, hs, 14);
+}
+
 bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
 {
     bench_runner *r = calloc(1, sizeof *r);
@@ -285,7 +329,11 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
         r->attention.v = random_tensor(r, c->data, 4, ks, 3);
         r->attention.out = random_tensor(r, c->act, 4, qs, 4);
         r->attention.causal = c->causal;
-        r->flops = 4.0 * c->b * c->hq * c->d * visible_pairs(c->tq, c->tk, c->causal);
+        r->attention.window = c->window;
+        r->attention.softcap = c->score_mods & BENCH_SOFTCAP ? 50.0f : 0.0f;
+        r->attention.alibi_max_bias = c->score_mods & BENCH_ALIBI ? 8.0f : 0.0f;
+        r->attention.sinks = sinks_tensor(r);
+        r->flops = 4.0 * c->b * c->hq * c->d * visible_pairs(c->tq, c->tk, c->causal, c->window);
         r->bytes = 2.0 * nq * as + 2.0 * nk * ds;
     } else if (c->kind == BENCH_LINEAR) {
         int64_t xs[2] = {c->m, c->k}, ws[2] = {c->n, c->k}, ys[2] = {c->m, c->n};
@@ -303,8 +351,13 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
         r->decode.sequences = r->sequences;
         r->decode.q = random_tensor(r, c->act, 4, qs, 12);
         r->decode.out = random_tensor(r, c->act, 4, qs, 13);
-        r->flops = 4.0 * c->b * c->hq * c->d * (double)c->tk;
-        r->bytes = 2.0 * c->b * c->hkv * (double)c->tk * c->d * ds;
+        r->decode.window = c->window;
+        r->decode.softcap = c->score_mods & BENCH_SOFTCAP ? 50.0f : 0.0f;
+        r->decode.alibi_max_bias = c->score_mods & BENCH_ALIBI ? 8.0f : 0.0f;
+        r->decode.sinks = sinks_tensor(r);
+        double keys = c->window && c->window < c->tk ? c->window : c->tk; /* read */
+        r->flops = 4.0 * c->b * c->hq * c->d * keys;
+        r->bytes = 2.0 * c->b * c->hkv * keys * c->d * ds;
     } else {
         make_layer(r);
     }
@@ -378,6 +431,14 @@ void bench_case_print_shape(const bench_case *c, FILE *f)
                 c->b, c->hq, c->hkv, c->tq, c->tk, c->d, causal, act, data);
         if (c->block)
             fprintf(f, ", \"block_size\": %u", c->block);
+        if (c->window)
+            fprintf(f, ", \"window\": %u", c->window);
+        if (c->score_mods & BENCH_SOFTCAP)
+            fprintf(f, ", \"softcap\": 50");
+        if (c->score_mods & BENCH_SINKS)
+            fprintf(f, ", \"sinks\": true");
+        if (c->score_mods & BENCH_ALIBI)
+            fprintf(f, ", \"alibi_max_bias\": 8");
         break;
     case BENCH_LAYER:
         fprintf(f,

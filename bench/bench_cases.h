@@ -29,6 +29,14 @@ typedef enum bench_layer_opts {
     BENCH_QK_NORM = 2, /* per-head RMSNorm of Q and K (weights near 1) */
 } bench_layer_opts;
 
+/* Score modifiers of an attention or decode case (see "attention semantics"
+ * in include/vkattn/ops.h), as the models that use them set them. */
+typedef enum bench_score_mods {
+    BENCH_SOFTCAP = 1, /* logit softcap 50 (Gemma 2) */
+    BENCH_SINKS = 2,   /* a sink logit per query head (gpt-oss), random in [-1, 1) */
+    BENCH_ALIBI = 4,   /* ALiBi with the standard slopes of max bias 8 (BLOOM) */
+} bench_score_mods;
+
 typedef struct bench_case {
     const char *name;
     bench_case_kind kind;
@@ -42,6 +50,8 @@ typedef struct bench_case {
     vkattn_dtype act, data; /* activations (q/out, x/y); K/V or weights */
     uint32_t block;         /* decode: tokens per cache block (paged); 0: contiguous */
     unsigned layer_opts;    /* layers: bench_layer_opts bits */
+    uint32_t window;        /* attention and decode: sliding window; 0: none */
+    unsigned score_mods;    /* attention and decode: bench_score_mods bits */
 } bench_case;
 
 extern const bench_case bench_cases[];

@@ -14,8 +14,10 @@
 //          each key's probabilities are shuffled in from the lane that
 //          scored it.
 // Running max and sum are fp32, in the log2 domain (exp2 with the softmax
-// scale and log2(e) folded into the scores). Causally hidden key blocks are
-// never visited.
+// scale and log2(e) folded into the scores). Key blocks hidden by causality
+// or outside the sliding window of every row are never visited; the score
+// modifiers (attention_main.glsl) are specialization constants, so a plain
+// call compiles none of them.
 //
 // Shaped for how lavapipe runs it (figures: docs/kernels.md): an `if` runs
 // both ways, so the mask and padding loads are compiled in only with MASKS;
@@ -71,7 +73,7 @@ void main() {
     const uint wx = gl_WorkGroupID.x, nx = gl_NumWorkGroups.x;
     const uint group_index = (wx & 1u) == 0u ? wx / 2u : nx - 1u - wx / 2u;
     const uint tile = group_index * (WORKGROUP_SIZE / SG) + gl_SubgroupID;
-    const uint rows = pc.q_len * pc.heads;
+    const uint rows = pc.q_len * dispatch_heads();
     const uint row0 = tile * R;
     if (row0 >= rows)
         return; // the whole subgroup: nothing below needs the others
@@ -100,12 +102,12 @@ void main() {
             q[r][t][1] *= pc.scale_log2;
         }
 
-    uint key_end, key_full;
-    key_range(row0, last_row, key_end, key_full);
+    uint key_begin, key_end, key_full;
+    key_range(row0, last_row, key_begin, key_end, key_full);
     const uint k_base = pc.k_off + batch * pc.k_sb + kv_head * pc.k_sh;
     const uint v_base = pc.v_off + batch * pc.v_sb + kv_head * pc.v_sh;
 
-    for (uint j0 = 0u; j0 < key_end; j0 += BC) {
+    for (uint j0 = key_begin; j0 < key_end; j0 += BC) {
         // ---- scores: key group ci (keys j0 + SG * ci + kk) at a time. Every
         // lane takes its octets of the SG keys' rows, forms its partial dot
         // with each row, and a butterfly of shuffles adds the partials up
@@ -158,16 +160,12 @@ void main() {
                         s[r][cj] = part[0];
             }
         }
-        // ---- hide causal and past-the-end keys by arithmetic (cheap); the
-        // additive mask and key padding only when compiled in
+        // ---- hide causal, windowed and past-the-end keys by arithmetic
+        // (cheap); the additive mask and key padding only when compiled in;
+        // softcap and ALiBi only when specialized in
         [[unroll]] for (uint r = 0u; r < R; r++)
-            [[unroll]] for (uint ci = 0u; ci < C; ci++) {
-                uint j = j0 + lane + SG * ci;
-                if (MASKS)
-                    s[r][ci] = masked_score(s[r][ci], rw[r], batch, j);
-                else if (int(j) > rw[r].last || j >= pc.kv_len)
-                    s[r][ci] = NEG_INF;
-            }
+            [[unroll]] for (uint ci = 0u; ci < C; ci++)
+                s[r][ci] = final_score(s[r][ci], rw[r], batch, j0 + lane + SG * ci, MASKS);
         // ---- online softmax; a row that has seen no visible key keeps
         // m = -inf, and m_safe = 0 keeps exp2(-inf - -inf) (NaN) away
         [[unroll]] for (uint r = 0u; r < R; r++) {
@@ -228,10 +226,11 @@ void main() {
         }
     }
 
-    // ---- normalise and store; a row with no visible key has l = 0 -> zeros
+    // ---- normalise (with the sink) and store, and the LSE; a row with no
+    // visible key has l = 0 -> zeros
     [[unroll]] for (uint r = 0u; r < R; r++) {
         float total = subgroupAdd(l[r]);
-        float inv = total > 0.0 ? 1.0 / total : 0.0;
+        float inv = row_finish(rw[r], m[r], total, lane == 0u && row0 + r <= last_row);
         if (row0 + r <= last_row) {
             [[unroll]] for (uint t = 0u; t < OPL; t++) {
                 uint c = lane + SG * t;

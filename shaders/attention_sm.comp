@@ -10,7 +10,8 @@
 //   4. invocation t accumulates output chunks t, t + TPR, ... of the row in
 //      registers (O never leaves them until the end).
 // Running max and sum are fp32, in the log2 domain; key blocks hidden by
-// causality are never loaded (the loop bound stops before them). Inner loops
+// causality or outside every row's sliding window are never loaded (the loop
+// bounds stop before them). Inner loops
 // advance several steps per iteration: lavapipe stops all the loops of an
 // invocation after 65535 iterations in total.
 #version 450
@@ -39,7 +40,7 @@ shared float red_s[BR * TPR];
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint r = lid / TPR, t = lid % TPR;
-    const uint rows = pc.q_len * pc.heads;
+    const uint rows = pc.q_len * dispatch_heads();
     const uint row0 = gl_WorkGroupID.x * BR;
     const uint batch = gl_WorkGroupID.z, kv_head = gl_WorkGroupID.y;
     // Every invocation stays to the end: all of them take part in barriers.
@@ -51,8 +52,8 @@ void main() {
         q_s[idx] = q_load4(qr.q + idx % DC) * pc.scale_log2;
     }
 
-    uint key_end, key_full;
-    key_range(row0, last_row, key_end, key_full);
+    uint key_begin, key_end, key_full;
+    key_range(row0, last_row, key_begin, key_end, key_full);
     const bool masks = (pc.flags & (FLAG_MASK | FLAG_KEY_PADDING)) != 0u;
     const uint k_base = pc.k_off + batch * pc.k_sb + kv_head * pc.k_sh;
     const uint v_base = pc.v_off + batch * pc.v_sb + kv_head * pc.v_sh;
@@ -62,7 +63,7 @@ void main() {
         o[u] = vec4(0.0);
     float m = NEG_INF, l = 0.0;
 
-    for (uint j0 = 0u; j0 < key_end; j0 += BC) {
+    for (uint j0 = key_begin; j0 < key_end; j0 += BC) {
         // ---- stage K and V (keys past the end repeat the last one; they
         // are masked below and skipped in P.V)
         barrier(); // the previous block's readers are done (and q_s is written)
@@ -75,7 +76,7 @@ void main() {
         // ---- scores of keys t, t + TPR, ...
         float s[KPT];
         float mx = NEG_INF;
-        const bool edge = masks || j0 + BC > key_full;
+        const bool edge = masks || j0 + BC > key_full || HAS_WINDOW;
         [[unroll]] for (uint kk = 0u; kk < KPT; kk++) {
             uint j = t + TPR * kk;
             s[kk] = NEG_INF;
@@ -84,7 +85,11 @@ void main() {
                 for (uint c = 0u; c < DC; c += STEP)
                     [[unroll]] for (uint u = 0u; u < STEP; u++)
                         acc += dot(q_s[r * DC + c + u], k_s[j * DC + c + u]);
+                if (HAS_SOFTCAP)
+                    acc = softcap_log2(acc, SOFTCAP * LOG2E);
                 s[kk] = edge ? masked_score(acc, rw, batch, j0 + j) : acc;
+                if (HAS_ALIBI)
+                    s[kk] += alibi_log2(rw.slope2, rw.pos, j0 + j);
             }
             mx = max(mx, s[kk]);
         }
@@ -133,7 +138,7 @@ void main() {
     float total = 0.0;
     [[unroll]] for (uint u = 0u; u < TPR; u++)
         total += red_s[r * TPR + u];
-    float inv = total > 0.0 ? 1.0 / total : 0.0;
+    float inv = row_finish(rw, m, total, t == 0u && row0 + r <= last_row);
     if (row0 + r <= last_row) {
         [[unroll]] for (uint u = 0u; u < CPT; u++) {
             uint c = t + TPR * u;

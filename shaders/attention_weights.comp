@@ -34,22 +34,37 @@ layout(push_constant) uniform Push {
     uint group;      // query heads per KV head
     uint heads;      // query heads in this dispatch (grid y)
     uint head_first; // group position of the dispatch's first head (h0 % group)
-    int causal_shift;
+    int causal_shift; // local query i sits at position i + causal_shift
+    // bits 0-7: flags; bits 8-15 and 16-23: the first element of the sinks
+    // and slopes windows (which start at the dispatch's first head)
     uint flags;
     float scale_log2;
     float head_weight; // 1 / Hq for rank 3, 1 for rank 4
 } pc;
 
+// Score modifiers as in attention_main.glsl (the same ids and bits).
+layout(constant_id = 8) const uint MODS = 0u;
+layout(constant_id = 9) const uint WINDOW = 0u;
+layout(constant_id = 10) const float SOFTCAP = 0.0;
+const bool HAS_WINDOW = (MODS & 1u) != 0u;
+const bool HAS_SOFTCAP = (MODS & 2u) != 0u;
+const bool HAS_SINKS = (MODS & 4u) != 0u;
+const bool HAS_ALIBI = (MODS & 8u) != 0u;
+
 DECLARE_IN4(0, q, Q_DT)
 DECLARE_IN4(1, k, KV_DT)
 DECLARE_MASKS(2, 3)
 layout(set = 0, binding = 4, std430) buffer weights_buffer { float w_data[]; };
+layout(set = 0, binding = 5, std430) readonly buffer sinks_buffer { float sinks_data[]; };
+layout(set = 0, binding = 6, std430) readonly buffer slopes_buffer { float slopes_data[]; };
 
 shared float red_m[WORKGROUP_SIZE];
 shared float red_l[WORKGROUP_SIZE];
 
-float score(uint q_row, uint k_row, uint mask_row, uint batch, int last, uint j) {
-    bool visible = int(j) <= last;
+// Visible keys of the row: [first, last]; pos its aligned position.
+float score(uint q_row, uint k_row, uint mask_row, uint batch, int first, int last, int pos,
+            float slope2, uint j) {
+    bool visible = int(j) <= last && int(j) >= first;
     if ((pc.flags & FLAG_KEY_PADDING) != 0u)
         visible = visible && padding_visible(pc.p_off + batch * pc.p_sb + j * pc.p_sk);
     if (!visible)
@@ -60,16 +75,28 @@ float score(uint q_row, uint k_row, uint mask_row, uint batch, int last, uint j)
         [[unroll]] for (uint u = 0u; u < STEP; u++)
             acc += dot(q_load4(q_row + c + u), k_load4(kr + c + u));
     acc *= pc.scale_log2;
+    if (HAS_SOFTCAP)
+        acc = softcap_log2(acc, SOFTCAP * LOG2E);
     if ((pc.flags & FLAG_MASK) != 0u)
         acc += mask_load(mask_row + j * pc.m_sk, (pc.flags & FLAG_MASK_F16) != 0u) * LOG2E;
+    if (HAS_ALIBI)
+        acc += alibi_log2(slope2, pos, j);
     return acc;
 }
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint i = gl_WorkGroupID.x, h = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
-    const int last = (pc.flags & FLAG_CAUSAL) != 0u ? int(i) + pc.causal_shift
-                                                    : int(pc.kv_len) - 1;
+    const int pos = int(i) + pc.causal_shift;
+    const int last = (pc.flags & FLAG_CAUSAL) != 0u ? pos
+                     : HAS_WINDOW ? min(pos + int(WINDOW) - 1, int(pc.kv_len) - 1)
+                                  : int(pc.kv_len) - 1;
+    const int first = HAS_WINDOW ? pos - int(WINDOW) + 1 : 0;
+    float slope2 = 0.0, sink2 = NEG_INF;
+    if (HAS_ALIBI)
+        slope2 = slopes_data[((pc.flags >> 16u) & 0xffu) + h] * LOG2E;
+    if (HAS_SINKS)
+        sink2 = sinks_data[((pc.flags >> 8u) & 0xffu) + h] * LOG2E;
     const uint q_row = pc.q_off + batch * pc.q_sb + h * pc.q_sh + i * pc.q_st;
     const uint kv = (pc.head_first + h) / pc.group;
     const uint k_row = pc.k_off + batch * pc.k_sb + kv * pc.k_sh;
@@ -78,7 +105,7 @@ void main() {
     // ---- pass 1: this invocation's max and sum, then the row's
     float m = NEG_INF, l = 0.0;
     for (uint j = lid; j < pc.kv_len; j += WORKGROUP_SIZE) {
-        float s = score(q_row, k_row, mask_row, batch, last, j);
+        float s = score(q_row, k_row, mask_row, batch, first, last, pos, slope2, j);
         float m_new = max(m, s);
         float m_safe = m_new == NEG_INF ? 0.0 : m_new; // no exp2(-inf - -inf)
         l = l * exp2(m - m_safe) + exp2(s - m_safe);
@@ -90,17 +117,23 @@ void main() {
     m = NEG_INF;
     [[unroll]] for (uint u = 0u; u < WORKGROUP_SIZE; u++)
         m = max(m, red_m[u]);
-    const float m_safe = m == NEG_INF ? 0.0 : m;
+    float m_safe = m == NEG_INF ? 0.0 : m;
     l = 0.0;
     [[unroll]] for (uint u = 0u; u < WORKGROUP_SIZE; u++)
         l += red_l[u] * exp2(red_m[u] - m_safe);
+    if (HAS_SINKS && l > 0.0) { // the sink joins the denominator (rescaled)
+        float mm = max(m, sink2);
+        l = l * exp2(m - mm) + exp2(sink2 - mm);
+        m_safe = mm;
+    }
 
     // ---- pass 2: the probabilities (no visible key: all 0)
     const float scale = l > 0.0 ? pc.head_weight / l : 0.0;
     const uint w_row = pc.w_off + batch * pc.w_sb + h * pc.w_sh + i * pc.w_sq;
     const bool add = (pc.flags & FLAG_WEIGHTS_ACCUMULATE) != 0u;
     for (uint j = lid; j < pc.kv_len; j += WORKGROUP_SIZE) {
-        float p = exp2(score(q_row, k_row, mask_row, batch, last, j) - m_safe) * scale;
+        float p = exp2(score(q_row, k_row, mask_row, batch, first, last, pos, slope2, j) - m_safe) *
+                  scale;
         uint e = w_row + j * pc.w_sk;
         w_data[e] = add ? w_data[e] + p : p;
     }

@@ -3,6 +3,9 @@
 // the normalised output. One invocation per output vec4 of (batch row,
 // query head, query); the splits are merged in a fixed order, so a fixed
 // split count gives the same bits every run. Variant: O_DT (out storage).
+// The sinks join the merged denominator here (MODS bit 8; f32 [Hq] at
+// binding 2) and the LSE is written from the merged max and sum (bit 16;
+// f32 [B, Hq, T] at binding 3), the bits of kv_attention_main.glsl's MODS.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "attention_io.glsl"
@@ -10,6 +13,9 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u;
 layout(constant_id = 1) const uint D = 128u; // head dimension
+layout(constant_id = 2) const uint MODS = 0u;
+const bool M_SINKS = (MODS & 8u) != 0u;
+const bool M_LSE = (MODS & 16u) != 0u;
 
 const uint DC = D / 4u;
 const uint SPLIT_ROWS = 64u; // VKATTN_KV_MAX_SPLIT_ROWS
@@ -19,10 +25,14 @@ layout(push_constant) uniform Push {
     uint batch, heads, tokens;    // B, Hq, T
     uint s_heads;                 // query heads of the split scratch's layout
     uint splits;
+    uint sinks_off;                       // first element of the sinks
+    uint lse_off, lse_sb, lse_sh, lse_st; // LSE: offset, batch, head, token strides
 } pc;
 
 layout(set = 0, binding = 0, std430) readonly buffer split_buffer { float split_data[]; };
 DECLARE_OUT4(1, o, O_DT)
+KV_DECLARE_SINKS(2)
+KV_DECLARE_LSE(3)
 
 void main() {
     uint id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WORKGROUP_SIZE +
@@ -50,6 +60,18 @@ void main() {
         acc += w * vec4(split_data[at + 4u * c], split_data[at + 4u * c + 1u],
                         split_data[at + 4u * c + 2u], split_data[at + 4u * c + 3u]);
     }
-    o_store4(pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_st + c,
-             sum > 0.0 ? acc / sum : vec4(0.0));
+    // sum = 0 only when no split saw a visible key: zeros, LSE -inf
+    float inv = sum > 0.0 ? 1.0 / sum : 0.0;
+    float lse = sum > 0.0 ? mx + log2(sum) : NEG_INF;
+    if (M_SINKS && sum > 0.0) {
+        float sink = kv_sinks[pc.sinks_off + h] * LOG2E;
+        float m2 = max(mx, sink);
+        float a = exp2(mx - m2), den = sum * a + exp2(sink - m2);
+        inv = a / den;
+        lse = m2 + log2(den);
+    }
+    if (M_LSE && c == 0u)
+        kv_lse[pc.lse_off + b * pc.lse_sb + h * pc.lse_sh + i * pc.lse_st] =
+            lse == NEG_INF ? NEG_INF : lse * KV_LN2;
+    o_store4(pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_st + c, acc * inv);
 }

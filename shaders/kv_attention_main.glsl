@@ -15,6 +15,17 @@
 // the keys of every (row, KV head) into pc.splits ranges; each writes its
 // unnormalised output with its running max (log2 domain, scale folded in)
 // and sum to the split scratch, and kv_attention_combine.comp merges them.
+//
+// Score modifiers (specialization constant MODS, bits MOD_*: the plain
+// kernel compiles none of them): a sliding window W (query at position p
+// sees keys j > p - W; the key range of a tile, and so its splits, starts at
+// its first row's window, so keys before it are never read), a logit softcap
+// (C tanh(s / C) on the scaled score), ALiBi (-slope_h |p - j|, slopes f32
+// [Hq] at binding 6), sinks (a logit per query head, f32 [Hq] at binding 7,
+// joined at the final denominator: here with one split, in the combine pass
+// with several) and the LSE output (f32 [B, Hq, T] at binding 8, natural
+// log; -inf for a row with nothing visible). Absent tensors are bound to a
+// dummy and never read.
 #ifndef VKATTN_KV_ATTENTION_MAIN_GLSL
 #define VKATTN_KV_ATTENTION_MAIN_GLSL
 
@@ -34,7 +45,20 @@ layout(push_constant) uniform Push {
     uint split_align; // split lengths are multiples of this (the key block)
     uint s_heads;     // query heads of the split scratch's layout
     float scale_log2; // scale * log2(e): scores live in the log2 domain
+    // score modifiers (read only where MODS asks for them)
+    uint window;        // W
+    float softcap_log2; // C * log2(e)
+    uint slopes_off, sinks_off; // first element of the slopes and sinks
+    uint lse_off, lse_sb, lse_sh, lse_st; // LSE: offset, batch, head, token strides
 } pc;
+
+layout(constant_id = 5) const uint MODS = 0u;
+const uint MOD_WINDOW = 1u, MOD_SOFTCAP = 2u, MOD_ALIBI = 4u, MOD_SINKS = 8u, MOD_LSE = 16u;
+const bool M_WINDOW = (MODS & MOD_WINDOW) != 0u;
+const bool M_SOFTCAP = (MODS & MOD_SOFTCAP) != 0u;
+const bool M_ALIBI = (MODS & MOD_ALIBI) != 0u;
+const bool M_SINKS = (MODS & MOD_SINKS) != 0u;
+const bool M_LSE = (MODS & MOD_LSE) != 0u;
 
 layout(set = 0, binding = 0, std430) readonly buffer meta_buffer { uint meta[]; };
 DECLARE_IN4(1, q, Q_DT)
@@ -43,6 +67,7 @@ DECLARE_IN4(3, v, KV_DT)
 DECLARE_OUT4(4, o, O_DT)
 // Split partial results, rows of D + 2 floats (see split_base).
 layout(set = 0, binding = 5, std430) writeonly buffer split_buffer { float split_data[]; };
+KV_DECLARE_MODS(6, 7, 8)
 
 const uint SPLIT_ROWS = 64u; // VKATTN_KV_MAX_SPLIT_ROWS
 
@@ -55,13 +80,28 @@ uint key_row(uint b, uint kv_head, uint j) {
     return (block * pc.kv_heads + kv_head) * pc.block_size + j % pc.block_size;
 }
 
-// Keys [lo, hi) of split `split` of a sequence of `len` keys: equal ranges,
-// multiples of split_align, the last ones possibly short or empty.
-void split_range(uint len, uint split, out uint lo, out uint hi) {
-    uint per = (len + pc.splits - 1u) / pc.splits;
+// Keys [lo, hi) of split `split` of the keys [first, len) of a sequence:
+// equal ranges, multiples of split_align, the last ones possibly short or
+// empty.
+void split_range(uint first, uint len, uint split, out uint lo, out uint hi) {
+    uint n = len - first;
+    uint per = (n + pc.splits - 1u) / pc.splits;
     per = (per + pc.split_align - 1u) / pc.split_align * pc.split_align;
-    lo = min(split * per, len);
+    lo = first + min(split * per, n);
     hi = min(lo + per, len);
+}
+
+// The window's first key of the rows [first_row, last_row] (rows are
+// ordered by query): `first` for the first row (keys before it are hidden
+// from every row, never read), `first_all` for the last (keys from it on
+// are within every row's window). Without a window both are 0.
+void window_range(uint first_row, uint last_row, int shift, out uint first, out uint first_all) {
+    first = 0u;
+    first_all = 0u;
+    if (M_WINDOW) {
+        first = uint(max(int(first_row / pc.group) + shift - int(pc.window) + 1, 0));
+        first_all = uint(max(int(last_row / pc.group) + shift - int(pc.window) + 1, 0));
+    }
 }
 
 // Keys [.., end) that any of the rows [first_row, last_row] sees within
@@ -77,7 +117,10 @@ struct KvRow {
     uint q;     // vec4 index of the query row
     uint o;     // vec4 index of the output row
     uint split; // float index of the row's split scratch row (split 0)
-    int last;   // last visible key
+    int last;   // last visible key (the query's position)
+    uint query; // query index in the step
+    uint head;  // query head
+    float slope; // ALiBi slope in the log2 domain (0 without ALiBi)
 };
 
 // `d` is the head dimension (the kernels' spec constant).
@@ -90,7 +133,50 @@ KvRow kv_row_info(uint row, uint b, uint kv_head, int shift, uint d) {
     // [batch row][query head][split * T + query] rows of d + 2 floats
     r.split = ((b * pc.s_heads + h) * SPLIT_ROWS + i) * (d + 2u);
     r.last = int(i) + shift;
+    r.query = i;
+    r.head = h;
+    r.slope = M_ALIBI ? kv_slopes[pc.slopes_off + h] * LOG2E : 0.0;
     return r;
+}
+
+// Score `s` (scaled, log2 domain) of key j for row `rw` with the softcap
+// and ALiBi applied; masking is the caller's.
+float kv_modify(float s, KvRow rw, uint j) {
+    if (M_SOFTCAP)
+        s = pc.softcap_log2 * kv_tanh(s / pc.softcap_log2);
+    if (M_ALIBI)
+        s -= rw.slope * abs(float(rw.last - int(j)));
+    return s;
+}
+
+// Whether key j (< the tile's key_end) is hidden from row `rw`: causal, and
+// before the row's window.
+bool kv_hidden(KvRow rw, uint j) {
+    bool hidden = int(j) > rw.last;
+    if (M_WINDOW)
+        hidden = hidden || int(j) <= rw.last - int(pc.window);
+    return hidden;
+}
+
+// The row's result with one split, from its running max `m` (log2 domain)
+// and sum `total`: the factor that normalises its accumulated output (0
+// when nothing was visible), the sink joined to the denominator; writes
+// the LSE when asked for (`writer`: the one invocation that stores it).
+float kv_finish(KvRow rw, uint b, float m, float total, bool writer) {
+    float lse = m == NEG_INF ? NEG_INF : m + log2(total);
+    float inv = total > 0.0 ? 1.0 / total : 0.0;
+    if (M_SINKS && m != NEG_INF) {
+        float sink = kv_sinks[pc.sinks_off + rw.head] * LOG2E;
+        float mx = max(m, sink);
+        float a = exp2(m - mx), den = total * a + exp2(sink - mx);
+        inv = a / den;
+        lse = mx + log2(den);
+    }
+    if (M_LSE && writer) {
+        kv_lse[pc.lse_off + b * pc.lse_sb + rw.head * pc.lse_sh + rw.query * pc.lse_st] =
+            lse == NEG_INF ? NEG_INF : lse * KV_LN2;
+    }
+    return inv;
 }
 
 // Offset of split `s` from a row's split 0.

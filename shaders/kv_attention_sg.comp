@@ -43,8 +43,9 @@ void main() {
     const uint last_row = min(row0 + R, rows) - 1u;
     const uint len = seq_length(b);
     const int shift = int(len) - int(pc.tokens);
-    uint lo, hi, key_end, key_full;
-    split_range(len, split, lo, hi);
+    uint first, first_all, lo, hi, key_end, key_full;
+    window_range(row0, last_row, shift, first, first_all);
+    split_range(first, len, split, lo, hi);
     visible_range(row0, last_row, shift, lo, hi, key_end, key_full);
 
     KvRow rw[R];
@@ -88,13 +89,14 @@ void main() {
                 }
             }
         }
-        // ---- scale; causal and range masks only where some key may be hidden
-        const bool edge = j0 + BC > key_full;
+        // ---- scale and modifiers; causal, window and range masks only
+        // where some key may be hidden
+        const bool edge = j0 + BC > key_full || (M_WINDOW && j0 < first_all);
         [[unroll]] for (uint r = 0u; r < R; r++)
             [[unroll]] for (uint ci = 0u; ci < C; ci++) {
                 uint j = j0 + lane + SG * ci;
-                s[r][ci] *= pc.scale_log2;
-                if (edge && (int(j) > rw[r].last || j >= key_end))
+                s[r][ci] = kv_modify(s[r][ci] * pc.scale_log2, rw[r], j);
+                if (edge && (kv_hidden(rw[r], j) || j >= key_end))
                     s[r][ci] = NEG_INF;
             }
         // ---- online softmax; a row that has seen no visible key keeps
@@ -156,7 +158,7 @@ void main() {
         if (row0 + r > last_row)
             continue;
         if (pc.splits == 1u) {
-            float inv = total > 0.0 ? 1.0 / total : 0.0;
+            float inv = kv_finish(rw[r], b, m[r], total, lane == 0u);
             [[unroll]] for (uint t = 0u; t < CPL; t++) {
                 uint c = lane + SG * t;
                 if (c < DC)

@@ -48,8 +48,9 @@ void main() {
     const uint len = seq_length(b);
     const int shift = int(len) - int(pc.tokens);
     const KvRow rw = kv_row_info(min(row0 + r, last_row), b, kv_head, shift, D);
-    uint lo, hi, key_end, key_full;
-    split_range(len, split, lo, hi);
+    uint first, first_all, lo, hi, key_end, key_full;
+    window_range(row0, last_row, shift, first, first_all);
+    split_range(first, len, split, lo, hi);
     visible_range(row0, last_row, shift, lo, hi, key_end, key_full);
 
     for (uint idx = lid; idx < BR * DC; idx += WORKGROUP_SIZE) {
@@ -83,7 +84,7 @@ void main() {
         // ---- scores of keys t, t + TPR, ...
         float s[KPT];
         float mx = NEG_INF;
-        const bool edge = j0 + BC > key_full;
+        const bool edge = j0 + BC > key_full || (M_WINDOW && j0 < first_all);
         [[unroll]] for (uint kk = 0u; kk < KPT; kk++) {
             uint j = t + TPR * kk;
             s[kk] = NEG_INF;
@@ -92,8 +93,8 @@ void main() {
                 for (uint c = 0u; c < DC; c += STEP)
                     [[unroll]] for (uint u = 0u; u < STEP; u++)
                         acc += dot(q_s[r * DC + c + u], k_s[j * DC + c + u]);
-                bool hidden = edge && (int(j0 + j) > rw.last || j0 + j >= key_end);
-                s[kk] = hidden ? NEG_INF : acc;
+                bool hidden = edge && (kv_hidden(rw, j0 + j) || j0 + j >= key_end);
+                s[kk] = hidden ? NEG_INF : kv_modify(acc, rw, j0 + j);
             }
             mx = max(mx, s[kk]);
         }
@@ -146,7 +147,7 @@ void main() {
     if (row0 + r > last_row)
         return;
     if (pc.splits == 1u) {
-        float inv = total > 0.0 ? 1.0 / total : 0.0;
+        float inv = kv_finish(rw, b, m, total, t == 0u);
         [[unroll]] for (uint u = 0u; u < CPT; u++) {
             uint c = t + TPR * u;
             if (c < DC)

@@ -105,8 +105,9 @@ void main() {
     const uint last_row = min(row0 + R, rows) - 1u;
     const uint len = seq_length(b);
     const int shift = int(len) - int(pc.tokens);
-    uint lo, hi, key_end, key_full;
-    split_range(len, split, lo, hi);
+    uint first, first_all, lo, hi, key_end, key_full;
+    window_range(row0, last_row, shift, first, first_all);
+    split_range(first, len, split, lo, hi);
     visible_range(row0, last_row, shift, lo, hi, key_end, key_full);
 
     // This lane's slice of every query row: octets lane + SG * t.
@@ -182,13 +183,14 @@ void main() {
         BUTTERFLY(4u)
         BUTTERFLY(2u)
         BUTTERFLY(1u)
-        // ---- scale; causal and range masks only where some key may be hidden
+        // ---- scale and modifiers; causal, window and range masks only
+        // where some key may be hidden
         const uint j = j0 + lane;
-        const bool edge = j0 + NK > key_full;
+        const bool edge = j0 + NK > key_full || (M_WINDOW && j0 < first_all);
         float s[R];
         [[unroll]] for (uint r = 0u; r < R; r++) {
-            s[r] = sp[r] * pc.scale_log2;
-            if (edge && (int(j) > rw[r].last || j >= key_end))
+            s[r] = kv_modify(sp[r] * pc.scale_log2, rw[r], j);
+            if (edge && (kv_hidden(rw[r], j) || j >= key_end))
                 s[r] = NEG_INF;
         }
         // ---- online softmax; a row that has seen no visible key keeps
@@ -245,10 +247,12 @@ void main() {
         float total = subgroupAdd(l[r]);
         if (row0 + r > last_row)
             continue;
+        float inv = 0.0;
+        if (pc.splits == 1u)
+            inv = kv_finish(rw[r], b, m[r], total, lane == 0u);
         [[unroll]] for (uint t = 0u; t < OPL; t++) {
             uint c = 2u * (lane + SG * t);
             if (pc.splits == 1u) {
-                float inv = total > 0.0 ? 1.0 / total : 0.0;
                 o_store4(rw[r].o + c, o[r][t][0] * inv);
                 o_store4(rw[r].o + c + 1u, o[r][t][1] * inv);
             } else {

@@ -143,6 +143,11 @@ endforeach()
 # probabilities, when asked for.
 vkattn_attention_variants(attention sg sm)
 vkattn_attention_variants(attention weights NO_OUTPUT)
+# attention_merge.comp: two results merged by their LSE (by out storage).
+foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
+  vkattn_storage_defines(ok extra ${dt})
+  vkattn_shader(attention_merge_${dt} attention_merge.comp DEFINES O_DT=${dt} ${extra})
+endforeach()
 
 # kv_append.comp: K and V of a step copied into a KV cache's block pools.
 foreach(dt IN LISTS VKATTN_STORAGE_TYPES)

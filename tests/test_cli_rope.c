@@ -114,13 +114,6 @@ static void attention_args(char *args, size_t size, const char *opts, const char
              cli_path_of("K.npy"), cli_path_of("V.npy"), opts, cli_path_of(out));
 }
 
-static void expect_success(const char *args)
-{
-    char err[4096];
-    if (cli_run_with("", args, err, sizeof err) != 0)
-        fail_msg("vkattn %s failed:\n%s", args, err);
-}
-
 /* Fails, its stderr mentions `needle` and `also` (unless NULL), and leaves
  * no output file. */
 static void expect_failure(const char *args, const char *needle, const char *also)
@@ -135,33 +128,6 @@ static void expect_failure(const char *args, const char *needle, const char *als
                  also ? " and " : "", also ? also : "", err);
     if (exists(out))
         fail_msg("vkattn %s: failed but wrote the output file", args);
-}
-
-static npy_array read_out(const char *name)
-{
-    npy_array a;
-    char err[512];
-    if (npy_read(cli_path_of(name), &a, err, sizeof err) != 0)
-        fail_msg("%s", err);
-    return a;
-}
-
-/* The two outputs are equal within `tol` (0: bit for bit); `differ`: they
- * must differ by more than 1e-3 instead. */
-static void compare_outputs(const char *a_name, const char *b_name, double tol, bool differ,
-                            const char *what)
-{
-    npy_array a = read_out(a_name), b = read_out(b_name);
-    assert_int_equal(a.nbytes, b.nbytes);
-    size_t n = a.nbytes / 4;
-    const float *x = a.data, *y = b.data;
-    double max = 0;
-    for (size_t i = 0; i < n; i++)
-        max = fmax(max, fabs((double)x[i] - y[i]));
-    if (differ ? max <= 1e-3 : max > tol)
-        fail_msg("%s: %s and %s differ by %g", what, a_name, b_name, max);
-    npy_free(&a);
-    npy_free(&b);
 }
 
 static void test_mha_options_check(void **state)
@@ -184,16 +150,16 @@ static void test_mha_options_check(void **state)
     for (size_t i = 0; i < sizeof rope / sizeof rope[0]; i++) {
         snprintf(opts, sizeof opts, "--causal --check --validate %s", rope[i]);
         mha_args(args, sizeof args, opts, "O.npy");
-        expect_success(args);
+        cli_expect_success(args);
     }
     /* QK-norm, alone and with RoPE, eps and --positions */
     snprintf(opts, sizeof opts, "--causal --check --validate %s", qk);
     mha_args(args, sizeof args, opts, "O.npy");
-    expect_success(args);
+    cli_expect_success(args);
     snprintf(opts, sizeof opts, "--check --norm-eps 1e-2 --rope-theta 1000000 %s --positions %s",
              qk, cli_path_of("P64.npy"));
     mha_args(args, sizeof args, opts, "O.npy");
-    expect_success(args);
+    cli_expect_success(args);
 
     /* positions: int32 and int64 files give the same result; 0..T-1 is the
      * default; far positions (up to the maximum) pass the check too */
@@ -205,14 +171,14 @@ static void test_mha_options_check(void **state)
                  "--positions %s",
                  cli_path_of(files[k]));
         mha_args(args, sizeof args, opts, outs[k]);
-        expect_success(args);
+        cli_expect_success(args);
     }
     mha_args(args, sizeof args, "--causal --rope-theta 500000 --rope-llama3 8,1,4,8192",
              "ODEF.npy");
-    expect_success(args);
-    compare_outputs("O32.npy", "O64.npy", 0, false, "int32 and int64 positions");
-    compare_outputs("O0.npy", "ODEF.npy", 0, false, "positions 0..T-1 and the default");
-    compare_outputs("O32.npy", "ODEF.npy", 0, true, "positions 5000.. and the default");
+    cli_expect_success(args);
+    cli_compare_outputs("O32.npy", "O64.npy", 0, false, "int32 and int64 positions");
+    cli_compare_outputs("O0.npy", "ODEF.npy", 0, false, "positions 0..T-1 and the default");
+    cli_compare_outputs("O32.npy", "ODEF.npy", 0, true, "positions 5000.. and the default");
 }
 
 /* Decoding through the KV cache (contiguous and paged) equals the full
@@ -226,20 +192,20 @@ static void test_mha_decode(void **state)
              "--q-norm %s --k-norm %s --norm-eps 1e-5 --scale 0.2",
              cli_path_of("QN.npy"), cli_path_of("KN.npy"));
     mha_args(args, sizeof args, layer, "FULL.npy");
-    expect_success(args);
+    cli_expect_success(args);
     static const char *const steps[] = {"--prefill 2", "--prefill 1", "--prefill 3 --paged-block 2",
                                         "--prefill 6 --paged-block 4",
                                         "--prefill 4 --paged-block 1 --kv-splits 2"};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
         snprintf(opts, sizeof opts, "%s %s --check --validate", layer, steps[i]);
         mha_args(args, sizeof args, opts, "O.npy");
-        expect_success(args);
-        compare_outputs("O.npy", "FULL.npy", TEST_TOL_F32, false, steps[i]);
+        cli_expect_success(args);
+        cli_compare_outputs("O.npy", "FULL.npy", TEST_TOL_F32, false, steps[i]);
     }
     /* and gptj style, no scaling, the other way round */
     mha_args(args, sizeof args, "--causal --rope-theta 10000 --rope-style gptj --prefill 3 --check",
              "O.npy");
-    expect_success(args);
+    cli_expect_success(args);
 }
 
 static void test_attention_rope(void **state)
@@ -255,31 +221,31 @@ static void test_attention_rope(void **state)
     for (size_t i = 0; i < sizeof rope / sizeof rope[0]; i++) {
         snprintf(opts, sizeof opts, "--check --validate %s", rope[i]);
         attention_args(args, sizeof args, opts, "O.npy");
-        expect_success(args);
+        cli_expect_success(args);
     }
     /* Q bottom-right aligned with K by default (QP.npy, KP.npy) */
     attention_args(args, sizeof args, "--causal --rope-theta 10000", "ODEF.npy");
-    expect_success(args);
+    cli_expect_success(args);
     snprintf(opts, sizeof opts, "--causal --rope-theta 10000 --positions %s --k-positions %s",
              cli_path_of("QP.npy"), cli_path_of("KP.npy"));
     attention_args(args, sizeof args, opts, "OPOS.npy");
-    expect_success(args);
-    compare_outputs("OPOS.npy", "ODEF.npy", 0, false, "explicit bottom-right positions");
+    cli_expect_success(args);
+    cli_compare_outputs("OPOS.npy", "ODEF.npy", 0, false, "explicit bottom-right positions");
     /* other positions: checked, and a different result */
     snprintf(opts, sizeof opts, "--check --validate --rope-theta 10000 --positions %s",
              cli_path_of("QP2_64.npy"));
     attention_args(args, sizeof args, opts, "OQ.npy");
-    expect_success(args);
-    compare_outputs("OQ.npy", "ODEF.npy", 0, true, "other Q positions");
+    cli_expect_success(args);
+    cli_compare_outputs("OQ.npy", "ODEF.npy", 0, true, "other Q positions");
     snprintf(opts, sizeof opts,
              "--check --validate --rope-theta 10000 --positions %s --k-positions %s",
              cli_path_of("QP2.npy"), cli_path_of("KP2.npy"));
     attention_args(args, sizeof args, opts, "O.npy");
-    expect_success(args);
+    cli_expect_success(args);
     snprintf(opts, sizeof opts, "--check --rope-theta 10000 --k-positions %s",
              cli_path_of("KP2.npy"));
     attention_args(args, sizeof args, opts, "O.npy");
-    expect_success(args);
+    cli_expect_success(args);
 }
 
 static void test_bad_options(void **state)

@@ -3,7 +3,8 @@
  * forward over each whole sequence (CPU reference) - MHA, GQA 4 and 8, MQA,
  * contiguous and paged caches, f32 and f16, plain and modern layers (RoPE
  * styles and scalings, partial rotary dims, QK-norm, scale; their GPU
- * forward too, and a positions tensor past 32K). Plus determinism with a
+ * forward too, and a positions tensor past 32K), layers with score
+ * modifiers (window, softcap, sinks, ALiBi) over plain and windowed caches. Plus determinism with a
  * fixed split count, and every step error leaving the cache unchanged. */
 #include "test_policy.h"
 #include "test_util.h"
@@ -41,12 +42,35 @@ static const modern_opts gptj = {"gptj partial linear rope + qk-norm + scale",
                                  true,
                                  0.3f};
 
+/* Score modifiers of the layer (issue 14), and the cache's window. */
+typedef struct layer_mods {
+    const char *name;
+    uint32_t window;
+    float softcap;
+    bool sinks;
+    bool alibi;            /* the standard slopes of desc.alibi_max_bias (0: 8)... */
+    bool custom_slopes;    /* ...or weights->alibi_slopes */
+    uint32_t cache_window; /* paged caches: blocks before it go back */
+} layer_mods;
+
+static const layer_mods mistral = {
+    "mistral window 5, windowed cache", 5, 0, false, false, false, 5};
+static const layer_mods mistral6 = {
+    "window 4 over a cache of window 6", 4, 0, false, false, false, 6};
+static const layer_mods gemma2 = {"gemma2 softcap 1 + window 7", 7, 1.0f, false, false, false, 0};
+static const layer_mods gptoss = {
+    "gpt-oss sinks + window 6, cache window 8", 6, 0, true, false, false, 8};
+static const layer_mods bloom = {"bloom alibi (max bias 8)", 0, 0, false, true, false, 0};
+static const layer_mods mixed = {
+    "custom alibi slopes + sinks + softcap 2", 0, 2.0f, true, true, true, 0};
+
 typedef struct decode_case {
     uint32_t hq, hkv, dh;
     uint32_t block_size; /* 0: contiguous */
     vkattn_dtype dtype;
     uint32_t kv_splits;
     const modern_opts *modern; /* NULL: a plain layer */
+    const layer_mods *mods;    /* NULL: none */
 } decode_case;
 
 typedef struct layer_data {
@@ -133,7 +157,7 @@ static void check_forward(vkattn_context *ctx, vkattn_mha *layer, const float *x
     test_download_as(ctx, by, dt, y, n);
     char what[160];
     snprintf(what, sizeof what, "forward Hq%u Hkv%u Dh%u %s %s (%u tokens)", c->hq, c->hkv, c->dh,
-             vkattn_dtype_name(dt), c->modern->name, len);
+             vkattn_dtype_name(dt), c->modern ? c->modern->name : c->mods->name, len);
     test_assert_close(y, ref, n, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
     free(y);
     TEST_DESTROY_BUFFERS(bx, by);
@@ -164,6 +188,17 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
         w.q_norm = norms;
         w.k_norm = norms + c->dh;
     }
+    float sinks[64], slopes[64];
+    if (c->mods) {
+        desc.window = c->mods->window;
+        desc.softcap = c->mods->softcap;
+        desc.sinks = c->mods->sinks;
+        desc.alibi = c->mods->alibi;
+        test_fill_uniform(&r, sinks, c->hq, -1.0f, 2.0f);
+        test_fill_uniform(&r, slopes, c->hq, 0.05f, 0.5f);
+        w.sinks = c->mods->sinks ? sinks : NULL;
+        w.alibi_slopes = c->mods->custom_slopes ? slopes : NULL;
+    }
     float *x[NSEQ], *y[NSEQ], *ref[NSEQ];
     for (int s = 0; s < NSEQ; s++) {
         x[s] = test_random_array(&r, (size_t)total_len[s] * dm, 1.0f, c->dtype);
@@ -178,7 +213,7 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
             fail_msg("reference: %s", err);
     }
     vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
-    if (c->modern) /* the full forward on the GPU too */
+    if (c->modern || c->mods) /* the full forward on the GPU too */
         for (int s = 0; s < NSEQ; s++)
             check_forward(ctx, layer, x[s], ref[s], total_len[s], c);
     vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv,
@@ -187,7 +222,8 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
                                .dtype = c->dtype,
                                .max_sequences = NSEQ + 1,
                                .capacity = 24,
-                               .block_size = c->block_size};
+                               .block_size = c->block_size,
+                               .window = c->mods ? c->mods->cache_window : 0};
     vkattn_kv_cache *cache = NULL;
     TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &cache));
     run_steps(ctx, layer, cache, x, y, dm, c->dtype, c->kv_splits);
@@ -195,7 +231,10 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
     for (int s = 0; s < NSEQ; s++) {
         snprintf(what, sizeof what, "decode Hq%u Hkv%u Dh%u block %u %s splits %u %s: sequence %d",
                  c->hq, c->hkv, c->dh, c->block_size, vkattn_dtype_name(c->dtype), c->kv_splits,
-                 c->modern ? c->modern->name : "plain", s);
+                 c->modern ? c->modern->name
+                 : c->mods ? c->mods->name
+                           : "plain",
+                 s);
         test_assert_close(y[s], ref[s], (size_t)total_len[s] * dm,
                           f16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
     }
@@ -232,6 +271,13 @@ static const decode_case grid[] = {
     {8, 2, 16, 16, VKATTN_DTYPE_F16, 0, &qwen3}, /* 9: f16, paged */
     {16, 4, 8, 0, VKATTN_DTYPE_F32, 0, &llama3}, /* 10: Dh 8 */
     {2, 1, 128, 0, VKATTN_DTYPE_F16, 2, &gptj},  /* 11: Dh 128, f16 */
+    /* score modifiers and windowed caches (issue 14) */
+    {8, 2, 16, 4, VKATTN_DTYPE_F32, 0, NULL, &mistral},  /* 12: GQA 4, paged 4 */
+    {8, 2, 16, 5, VKATTN_DTYPE_F16, 2, NULL, &mistral6}, /* 13: f16, paged 5, 2 splits */
+    {8, 2, 16, 0, VKATTN_DTYPE_F32, 0, NULL, &gemma2},   /* 14: contiguous */
+    {8, 2, 16, 4, VKATTN_DTYPE_F32, 3, &qwen3, &gptoss}, /* 15: + RoPE, 3 splits */
+    {4, 4, 16, 0, VKATTN_DTYPE_F32, 0, NULL, &bloom},    /* 16: MHA */
+    {4, 1, 32, 5, VKATTN_DTYPE_F16, 0, NULL, &mixed},    /* 17: MQA, f16 */
 };
 
 static void check_grid_cases(test_gpu *g, const size_t *cases, size_t count)
@@ -263,6 +309,14 @@ static void test_mqa_steps_match_forward(void **state)
 static void test_modern_steps_match_forward(void **state)
 {
     static const size_t cases[] = {6, 7, 8, 9, 10, 11};
+    check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+/* Window, softcap, sinks and ALiBi of the layer, in its forward and steps
+ * (windowed caches giving blocks back as they slide). */
+static void test_mods_steps_match_forward(void **state)
+{
+    static const size_t cases[] = {12, 13, 14, 15, 16, 17};
     check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
 }
 
@@ -364,6 +418,11 @@ static void test_other_paths(void **state)
                                    {4, 1, 32, 0, VKATTN_DTYPE_F32, 2, &gptj}};
     for (int i = 0; i < 2; i++)
         test_for_each_policy(1, other_path, &modern[i]);
+    /* score modifiers: a windowed Mistral-like layer, and every modifier */
+    const decode_case mods[2] = {{8, 2, 16, 4, VKATTN_DTYPE_F32, 0, NULL, &mistral},
+                                 {4, 1, 32, 5, VKATTN_DTYPE_F16, 2, NULL, &mixed}};
+    for (int i = 0; i < 2; i++)
+        test_for_each_policy(1, other_path, &mods[i]);
 }
 
 /* Step errors: their codes and messages, and the cache left as it was. */
@@ -447,6 +506,82 @@ static void test_step_errors(void **state)
     free(zeros);
 }
 
+/* The layer's modifiers against the cache and its weights: named errors,
+ * nothing written, the cache unchanged. */
+static void test_mods_step_errors(void **state)
+{
+    test_gpu *g = *state;
+    vkattn_context *ctx = g->ctx;
+    uint32_t dm = 32;
+    float *zeros = calloc(64 * 32, 4), sinks[4] = {0, 1, 2, 3};
+    vkattn_mha_weights w = {.wqkv = zeros, .wo = zeros};
+    /* sinks without weights->sinks; NaN slopes */
+    vkattn_mha_desc desc = {.embed_dim = dm, .num_heads = 4, .num_kv_heads = 2, .sinks = true};
+    vkattn_mha *layer = NULL;
+    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "weights->sinks is NULL",
+               vkattn_mha_set_weights(layer, &w));
+    float nan_slopes[4] = {0.5f, NAN, 0.1f, 0.1f};
+    vkattn_mha_weights wn = w;
+    wn.sinks = sinks;
+    wn.alibi_slopes = nan_slopes;
+    vkattn_mha_destroy(layer);
+    desc.alibi = true;
+    TEST_OK(ctx, vkattn_mha_create(ctx, &desc, &layer));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "weights->alibi_slopes[1]",
+               vkattn_mha_set_weights(layer, &wn));
+    vkattn_mha_destroy(layer);
+
+    /* a layer of window 0 or 6 over a cache of window 4 */
+    vkattn_kv_cache_desc cd = {.num_kv_heads = 2,
+                               .num_heads = 4,
+                               .head_dim = 8,
+                               .max_sequences = 2,
+                               .capacity = 16,
+                               .block_size = 4,
+                               .window = 4};
+    vkattn_kv_cache *cache = NULL;
+    TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &cache));
+    vkattn_buffer *b = test_buffer_with(ctx, NULL, 4096);
+    uint32_t seq0 = 0;
+    int64_t two[3] = {1, 2, 32};
+    vkattn_mha_step_args a = {.cache = cache,
+                              .batch = 1,
+                              .sequences = &seq0,
+                              .x = vkattn_tensor_make(b, 0, VKATTN_DTYPE_F32, 3, two),
+                              .y = vkattn_tensor_make(b, 2048, VKATTN_DTYPE_F32, 3, two)};
+    const uint32_t windows[2] = {0, 6};
+    for (int i = 0; i < 2; i++) {
+        vkattn_mha_desc wd = {.embed_dim = dm, .num_heads = 4, .num_kv_heads = 2};
+        wd.window = windows[i];
+        layer = test_mha_create(ctx, &wd, &w);
+        uint32_t free_before = vkattn_kv_cache_free_blocks(cache), len = 99;
+        TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "the cache's window is 4",
+                   vkattn_mha_step(layer, &a));
+        TEST_OK(ctx, vkattn_kv_cache_length(cache, 0, &len));
+        assert_int_equal(len, 0);
+        assert_int_equal(vkattn_kv_cache_free_blocks(cache), free_before);
+        vkattn_mha_destroy(layer);
+    }
+    /* a window of at most the cache's works, and gives blocks back */
+    vkattn_mha_desc wd = {.embed_dim = dm, .num_heads = 4, .num_kv_heads = 2, .window = 3};
+    layer = test_mha_create(ctx, &wd, &w);
+    uint32_t total = vkattn_kv_cache_config(cache)->num_blocks;
+    for (int i = 0; i < 6; i++) /* 12 tokens, steps of 2 */
+        TEST_OK(ctx, vkattn_mha_step(layer, &a));
+    /* the last step (tokens 10, 11) keeps from 10 - 4 + 1 = 7 on: blocks 1, 2 */
+    assert_int_equal(vkattn_kv_cache_free_blocks(cache), total - 2);
+    /* the layer's flops count windowed pairs only: 2 queries x 3 keys */
+    double proj = vkattn_mha_step_flops(layer, 1, 2, 2);
+    double windowed = vkattn_mha_step_flops(layer, 1, 2, 12);
+    assert_true(fabs((windowed - proj) - 4.0 * 4 * 8 * (3 + 3 - 3)) < 1e-6);
+    vkattn_mha_destroy(layer);
+    vkattn_kv_cache_destroy(cache);
+    vkattn_buffer_destroy(b);
+    free(zeros);
+    test_assert_no_validation_messages(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -454,9 +589,11 @@ int main(void)
         cmocka_unit_test(test_gqa_steps_match_forward),
         cmocka_unit_test(test_mqa_steps_match_forward),
         cmocka_unit_test(test_modern_steps_match_forward),
+        cmocka_unit_test(test_mods_steps_match_forward),
         cmocka_unit_test(test_forward_positions),
         cmocka_unit_test(test_other_paths),
         cmocka_unit_test(test_step_errors),
+        cmocka_unit_test(test_mods_step_errors),
     };
     return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
 }

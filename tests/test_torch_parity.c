@@ -2,8 +2,10 @@
  * tools/gen_torch_fixtures.py from torch.nn.MultiheadAttention (batch_first),
  * torch's scaled dot-product attention, and decoder layers (Llama 3, Qwen3,
  * GPT-J, Gemma: RoPE, QK-norm, scale, positions) written with Hugging Face's
- * formulas in torch. The GPU (f32 and f16 storage) and
- * the CPU reference must both reproduce torch's outputs. No torch needed. */
+ * formulas in torch, and attention with score modifiers (Mistral's window,
+ * Gemma 2's softcap, gpt-oss's sinks, BLOOM's ALiBi, SDPA's top-left causal,
+ * LSE) written out in float64. The GPU (f32 and f16 storage) and the CPU
+ * reference must both reproduce torch's outputs. No torch needed. */
 #include "npy/npy.h"
 #include "test_util.h"
 
@@ -18,15 +20,20 @@
 
 /* torch computes in float32: the reference (double) must be this close */
 #define TOL_REF_VS_TORCH 5e-5
+/* attention fixtures are float64 rounded to f32, as the reference's are:
+ * elementwise |got - want| <= tol (1 + |want|) */
+#define TOL_REF_VS_F64 1e-6
 
 typedef struct fixture {
     char dir[768];
     char kind[64];
     int heads, kv_heads, head_dim, bias, causal, cross, per_head, qk_norm;
+    int window, top_left;
     double scale, norm_eps;
+    float softcap, alibi_max_bias;
     vkattn_rope_desc rope; /* theta 0: none */
-    npy_array a[20];
-    const char *names[20];
+    npy_array a[24];
+    const char *names[24];
     int count;
 } fixture;
 
@@ -52,7 +59,7 @@ static void load_fixture(fixture *f, const char *dir)
         int *value;
     } ints[] = {{"heads", &f->heads},       {"kv_heads", &f->kv_heads}, {"head_dim", &f->head_dim},
                 {"bias", &f->bias},         {"causal", &f->causal},     {"cross", &f->cross},
-                {"per_head", &f->per_head}, {"qk_norm", &f->qk_norm}};
+                {"per_head", &f->per_head}, {"qk_norm", &f->qk_norm},   {"window", &f->window}};
     vkattn_rope_desc *r = &f->rope;
     const struct {
         const char *key;
@@ -60,7 +67,9 @@ static void load_fixture(fixture *f, const char *dir)
     } floats[] = {{"rope_theta", &r->theta},
                   {"rope_factor", &r->factor},
                   {"rope_low_freq_factor", &r->low_freq_factor},
-                  {"rope_high_freq_factor", &r->high_freq_factor}};
+                  {"rope_high_freq_factor", &r->high_freq_factor},
+                  {"softcap", &f->softcap},
+                  {"alibi_max_bias", &f->alibi_max_bias}};
     char text[64];
     while (fscanf(meta, "%63s %63s", key, text) == 2) {
         if (strcmp(key, "kind") == 0)
@@ -73,6 +82,8 @@ static void load_fixture(fixture *f, const char *dir)
             r->dims = (uint32_t)atof(text);
         else if (strcmp(key, "rope_original_max_positions") == 0)
             r->original_max_positions = (uint32_t)atof(text);
+        else if (strcmp(key, "causal_align") == 0)
+            f->top_left = strcmp(text, "top_left") == 0;
         else if (strcmp(key, "rope_style") == 0)
             r->style = strcmp(text, "gptj") == 0 ? VKATTN_ROPE_GPTJ : VKATTN_ROPE_NEOX;
         else if (strcmp(key, "rope_scaling") == 0)
@@ -87,10 +98,10 @@ static void load_fixture(fixture *f, const char *dir)
                 *floats[i].value = (float)atof(text);
     }
     fclose(meta);
-    static const char *const all[] = {"x",         "kv",      "wq",    "wk", "wv",          "wo",
-                                      "bq",        "bk",      "bv",    "bo", "key_padding", "mask",
-                                      "y",         "weights", "q",     "k",  "v",           "out",
-                                      "positions", "q_norm",  "k_norm"};
+    static const char *const all[] = {
+        "x",         "kv",          "wq",     "wk",    "wv",           "wo", "bq", "bk", "bv",
+        "bo",        "key_padding", "mask",   "y",     "weights",      "q",  "k",  "v",  "out",
+        "positions", "q_norm",      "k_norm", "sinks", "alibi_slopes", "lse"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const char *name = all[i];
         snprintf(path, sizeof path, "%s/%s.npy", dir, name);
@@ -99,7 +110,7 @@ static void load_fixture(fixture *f, const char *dir)
             continue;
         fclose(probe);
         char err[512];
-        assert_true(f->count < 20);
+        assert_true(f->count < 24);
         if (npy_read(path, &f->a[f->count], err, sizeof err) != 0)
             fail_msg("%s", err);
         f->names[f->count++] = name;
@@ -252,30 +263,113 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     free(gy), free(gw);
 }
 
+/* Whether an attention fixture uses a score modifier or the LSE. */
+static bool has_mods(fixture *f)
+{
+    return f->causal || f->top_left || f->window || f->softcap != 0.0f ||
+           f->alibi_max_bias != 0.0f || get(f, "sinks") || get(f, "alibi_slopes") || get(f, "lse");
+}
+
+/* |got - want| <= tol (1 + |want|) everywhere; equal infinities (an LSE
+ * of -inf) match. */
+static void assert_elementwise(const float *got, const float *want, size_t n, double tol,
+                               const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], w = want[i];
+        if (g == w)
+            continue;
+        if (!isfinite(g) || !isfinite(w) || fabs(g - w) > tol * (1.0 + fabs(w)))
+            fail_msg("%s[%zu]: got %.9g, want %.9g (tolerance %g (1 + |want|))", what, i, g, w,
+                     tol);
+    }
+}
+
+static vkattn_host_tensor host_f32(npy_array *a)
+{
+    return vkattn_host_tensor_make(a ? a->data : NULL, VKATTN_DTYPE_F32, a ? a->rank : 0,
+                                   a ? a->shape : NULL);
+}
+
+/* The CPU reference against torch (float64): out and LSE. */
+static void ref_attention(fixture *f)
+{
+    npy_array *out = get(f, "out"), *lse = get(f, "lse");
+    vkattn_ref_attention_args a = {.scale = (float)f->scale,
+                                   .causal = f->causal,
+                                   .causal_align = f->top_left ? VKATTN_CAUSAL_TOP_LEFT
+                                                               : VKATTN_CAUSAL_BOTTOM_RIGHT,
+                                   .window = (uint32_t)f->window,
+                                   .softcap = f->softcap,
+                                   .alibi_max_bias = f->alibi_max_bias};
+    a.q = host_f32(get(f, "q")), a.k = host_f32(get(f, "k")), a.v = host_f32(get(f, "v"));
+    a.mask = host_f32(get(f, "mask"));
+    a.sinks = host_f32(get(f, "sinks"));
+    a.alibi_slopes = host_f32(get(f, "alibi_slopes"));
+    float *got = malloc(out->nbytes), *got_lse = lse ? malloc(lse->nbytes) : NULL;
+    a.out = vkattn_host_tensor_make(got, VKATTN_DTYPE_F32, 4, out->shape);
+    if (lse)
+        a.lse = vkattn_host_tensor_make(got_lse, VKATTN_DTYPE_F32, 3, lse->shape);
+    char err[512], what[1024];
+    if (vkattn_ref_attention(&a, err, sizeof err) != VKATTN_SUCCESS)
+        fail_msg("%s: reference: %s", f->dir, err);
+    snprintf(what, sizeof what, "%s: CPU reference out vs torch", f->dir);
+    assert_elementwise(got, out->data, (size_t)numel(out), TOL_REF_VS_F64, what);
+    if (lse) {
+        snprintf(what, sizeof what, "%s: CPU reference lse vs torch", f->dir);
+        assert_elementwise(got_lse, lse->data, (size_t)numel(lse), TOL_REF_VS_F64, what);
+    }
+    free(got), free(got_lse);
+}
+
+/* The device against torch: out (max_rel per dtype) and LSE (elementwise,
+ * the same tolerance). */
 static void run_attention(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
 {
     npy_array *q = get(f, "q"), *k = get(f, "k"), *v = get(f, "v"), *out = get(f, "out"),
-              *mask = get(f, "mask");
-    vkattn_attention_args a = {.scale = (float)f->scale};
+              *mask = get(f, "mask"), *sinks = get(f, "sinks"), *slopes = get(f, "alibi_slopes"),
+              *lse = get(f, "lse");
+    vkattn_attention_args a = {.scale = (float)f->scale,
+                               .causal = f->causal,
+                               .causal_align = f->top_left ? VKATTN_CAUSAL_TOP_LEFT
+                                                           : VKATTN_CAUSAL_BOTTOM_RIGHT,
+                               .window = (uint32_t)f->window,
+                               .softcap = f->softcap,
+                               .alibi_max_bias = f->alibi_max_bias};
     vkattn_buffer *bq = upload(ctx, q, dt, &a.q), *bk = upload(ctx, k, dt, &a.k),
                   *bv = upload(ctx, v, dt, &a.v);
     vkattn_buffer *bm = mask ? upload(ctx, mask, VKATTN_DTYPE_F32, &a.mask) : NULL;
+    vkattn_buffer *bs = sinks ? upload(ctx, sinks, VKATTN_DTYPE_F32, &a.sinks) : NULL;
+    vkattn_buffer *ba = slopes ? upload(ctx, slopes, VKATTN_DTYPE_F32, &a.alibi_slopes) : NULL;
+    vkattn_buffer *bl = lse ? test_buffer_with(ctx, NULL, lse->nbytes) : NULL;
+    if (lse)
+        a.lse = vkattn_tensor_make(bl, 0, VKATTN_DTYPE_F32, 3, lse->shape);
     vkattn_buffer *bo = test_buffer_with(ctx, NULL, (uint64_t)numel(out) * vkattn_dtype_size(dt));
     a.out = vkattn_tensor_make(bo, 0, dt, 4, out->shape);
     TEST_OK(ctx, vkattn_attention(ctx, &a));
     float *got = download(ctx, bo, numel(out), dt);
+    const double tol = dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32;
     char what[1024];
     snprintf(what, sizeof what, "%s (%s): GPU out vs torch", f->dir, vkattn_dtype_name(dt));
-    test_assert_close(got, out->data, (size_t)numel(out),
-                      dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
-    vkattn_buffer *bufs[] = {bq, bk, bv, bm, bo};
+    test_assert_close(got, out->data, (size_t)numel(out), tol, what);
+    if (lse) {
+        float *got_lse = download(ctx, bl, numel(lse), VKATTN_DTYPE_F32);
+        snprintf(what, sizeof what, "%s (%s): GPU lse vs torch", f->dir, vkattn_dtype_name(dt));
+        assert_elementwise(got_lse, lse->data, (size_t)numel(lse), tol, what);
+        free(got_lse);
+    }
+    vkattn_buffer *bufs[] = {bq, bk, bv, bm, bs, ba, bl, bo};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         vkattn_buffer_destroy(bufs[i]);
     free(got);
 }
 
-/* Calls `fn` on every fixture folder; returns how many there were. */
-static int for_each_fixture(void (*fn)(vkattn_context *, fixture *), vkattn_context *ctx)
+/* Which fixtures a pass runs. */
+typedef enum fixture_set { ALL, PLAIN, MODS } fixture_set;
+
+/* Calls `fn` on every fixture folder of `set`; returns how many ran. */
+static int for_each_fixture(void (*fn)(vkattn_context *, fixture *), vkattn_context *ctx,
+                            fixture_set set)
 {
     DIR *d = opendir(VKATTN_FIXTURE_DIR);
     assert_non_null(d);
@@ -289,9 +383,12 @@ static int for_each_fixture(void (*fn)(vkattn_context *, fixture *), vkattn_cont
         load_fixture(&f, dir);
         if (strcmp(f.kind, "mha") != 0 && strcmp(f.kind, "attention") != 0)
             fail_msg("%s: unknown kind \"%s\"", dir, f.kind);
-        fn(ctx, &f);
+        bool mods = strcmp(f.kind, "attention") == 0 && has_mods(&f);
+        if (set == ALL || (set == MODS) == mods) {
+            fn(ctx, &f);
+            cases++;
+        }
         free_fixture(&f);
-        cases++;
     }
     closedir(d);
     return cases;
@@ -302,6 +399,8 @@ static void reference_case(vkattn_context *ctx, fixture *f)
     (void)ctx;
     if (strcmp(f->kind, "mha") == 0)
         ref_mha(f);
+    else
+        ref_attention(f);
 }
 
 static void gpu_case(vkattn_context *ctx, fixture *f)
@@ -315,19 +414,27 @@ static void gpu_case(vkattn_context *ctx, fixture *f)
     }
 }
 
-/* The CPU reference first, on every layer fixture, so a GPU failure does not
+/* The CPU reference first, on every fixture, so a GPU failure does not
  * hide a reference one. */
 static void test_reference_fixtures(void **state)
 {
     test_gpu *g = *state;
     /* a lost fixture folder must not pass silently */
-    assert_true(for_each_fixture(reference_case, g->ctx) >= 13);
+    assert_true(for_each_fixture(reference_case, g->ctx, ALL) >= 19);
 }
 
 static void test_gpu_fixtures(void **state)
 {
     test_gpu *g = *state;
-    assert_true(for_each_fixture(gpu_case, g->ctx) >= 13);
+    assert_true(for_each_fixture(gpu_case, g->ctx, PLAIN) >= 13);
+}
+
+/* Attention with score modifiers and LSE on the device: its own test, so
+ * the plain fixtures' result stands apart from it. */
+static void test_gpu_modifier_fixtures(void **state)
+{
+    test_gpu *g = *state;
+    assert_true(for_each_fixture(gpu_case, g->ctx, MODS) >= 6);
 }
 
 int main(void)
@@ -335,6 +442,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_fixtures),
         cmocka_unit_test(test_gpu_fixtures),
+        cmocka_unit_test(test_gpu_modifier_fixtures),
     };
     return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
 }

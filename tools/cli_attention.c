@@ -1,5 +1,6 @@
 /* vkattn attention: scaled dot-product attention on .npy tensors. */
 #include "cli_job.h"
+#include "cli_mods.h"
 #include "cli_rope.h"
 
 #include <stdio.h>
@@ -13,28 +14,35 @@ static const char help_text[] =
     "[B,Hq,Tq,D] float32. Nothing is written unless everything succeeds.\n"
     "  --mask M.npy          additive float32 mask [Tq,Tk] or [B,Hq,Tq,Tk] (-inf hides)\n"
     "  --key-padding P.npy   uint8/bool [B,Tk]: 1 = token, 0 = padding\n"
-    "  --causal              key j visible to query i iff j <= i + Tk - Tq\n"
+    "  --causal              key j visible to query i iff j <= i + Tk - Tq (bottom-right)\n"
     "  --scale S             score scale (default 1/sqrt(D))\n"
     "  --dtype f32|f16       storage type on the device (default f32; math is fp32)\n"
     "  --weights-out W.npy   also write the attention probabilities, float32\n"
     "                        [B,Tq,Tk] averaged over heads, or with --per-head [B,Hq,Tq,Tk]\n"
     "  --per-head            see --weights-out\n"
+    "  --lse-out L.npy       also write the log-sum-exp of every row, float32 [B,Hq,Tq]\n"
+    "                        (natural log of the softmax denominator, sinks included;\n"
+    "                        -inf for a row with nothing visible)\n"
     "  --check               compare with the CPU reference (double accumulation), print\n"
-    "                        the max relative error; exit 1 above 2e-4 (f32) / 1.5e-2 (f16)\n"
+    "                        the max relative error; exit 1 above 2e-4 (f32) / 1.5e-2 (f16)\n";
+/* after cli_mods_help */
+static const char help_rope[] =
     "Rotary position embeddings, applied to Q and K (not V) before the attention:\n";
 /* after cli_rope_help */
 static const char help_positions[] =
-    "  --positions P.npy     int32 or int64 [B,Tq]: Q's positions (default: bottom-right\n"
-    "                        aligned with K's, as --causal is: row i at i + Tk - Tq)\n"
+    "  --positions P.npy     int32 or int64 [B,Tq]: Q's positions (default: aligned with\n"
+    "                        K's as --causal is, row i at i + Tk - Tq; with\n"
+    "                        --causal-top-left at i)\n"
     "  --k-positions KP.npy  int32 or int64 [B,Tk]: K's positions (default: row j at j)\n";
 
-enum { Q, K, V, MASK, PAD, POS, KPOS, N_INPUTS };
+enum { Q, K, V, MASK, PAD, POS, KPOS, SINKS, SLOPES, N_INPUTS };
 
 /* One run: what attention adds to cli_job. */
 typedef struct attention_job {
     cli_job job;
     float scale; /* --scale; 0: 1/sqrt(D) */
     cli_rope_options rope;
+    cli_mods mods;
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_buffer *rotated[2]; /* with --rope-theta: Q and K rotated */
@@ -47,6 +55,9 @@ static int own_option(void *user, const char *flag, const char *value)
     int rope = cli_rope_option(&a->rope, flag, value);
     if (rope != 0)
         return rope;
+    int mod = cli_mods_option(&a->mods, flag, value);
+    if (mod != 0)
+        return mod;
     if (strcmp(flag, "--scale") == 0)
         return cli_parse_float(flag, value, &a->scale) != 0 ? -1 : 1;
     return 0;
@@ -56,11 +67,14 @@ static int own_option(void *user, const char *flag, const char *value)
 static int parse_options(attention_job *a, int argc, char **argv)
 {
     char help[8192];
-    snprintf(help, sizeof help, "%s%s%s", help_text, cli_rope_help, help_positions);
+    snprintf(help, sizeof help, "%s%s%s%s%s", help_text, cli_mods_help, help_rope, cli_rope_help,
+             help_positions);
     int code = cli_job_parse(&a->job, argc, argv, help, own_option, a);
     if (code != CLI_ARGS_OK)
         return code;
     const cli_input *in = a->in;
+    if (cli_mods_check_given(&a->mods, &a->job, &in[SLOPES]) != 0)
+        return 2;
     const char *positions = in[POS].path ? "--positions" : in[KPOS].path ? "--k-positions" : NULL;
     if (cli_rope_check_given(&a->rope, "attention", positions) != 0)
         return 2;
@@ -80,7 +94,7 @@ static int check_rope_inputs(const attention_job *a)
         (in[POS].path && cli_check_positions_shape(&in[POS], qs[0], qs[2], "--q's tokens")) ||
         (in[KPOS].path && cli_check_positions_shape(&in[KPOS], ks[0], ks[2], "--k's tokens")))
         return -1;
-    if (!in[POS].path && qs[2] > ks[2]) {
+    if (!in[POS].path && qs[2] > ks[2] && !a->job.causal_top_left) {
         cli_error("--rope-theta: --q has %lld tokens and --k %lld, so Q's default positions "
                   "(row i at i + Tk - Tq) would start below 0: give them with --positions",
                   (long long)qs[2], (long long)ks[2]);
@@ -94,8 +108,13 @@ static int check_rope_inputs(const attention_job *a)
 static int load_inputs(void *user)
 {
     attention_job *a = user;
-    static const uint32_t ranks[N_INPUTS] = {4, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK};
+    static const uint32_t ranks[N_INPUTS] = {
+        4, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK, CLI_HEADS_RANK, CLI_HEADS_RANK};
     if (cli_job_load(&a->job, ranks, PAD) != 0 || check_rope_inputs(a) != 0)
+        return -1;
+    int64_t hq = a->in[Q].array.shape[1];
+    if (cli_mods_check_heads(&a->in[SINKS], hq, "dimension 1 of --q") != 0 ||
+        cli_mods_check_heads(&a->in[SLOPES], hq, "dimension 1 of --q") != 0)
         return -1;
     /* the mask stays f32 on the device (cli_job_upload): not rounded */
     for (int k = 0; k < N_INPUTS; k++)
@@ -106,7 +125,8 @@ static int load_inputs(void *user)
 
 /* With --rope-theta: Q and K rotated out of place into buffers of their own
  * (the inputs stay as given), and args pointed at them. Q's positions
- * default to bottom-right alignment with K's: row i at i + Tk - Tq. */
+ * default to the causal alignment: row i at i + Tk - Tq (bottom-right) or
+ * at i (top-left). */
 static vkattn_result rotate(attention_job *a, vkattn_attention_args *args,
                             const vkattn_tensor *positions)
 {
@@ -114,7 +134,7 @@ static vkattn_result rotate(attention_job *a, vkattn_attention_args *args,
         return VKATTN_SUCCESS;
     vkattn_context *ctx = a->job.ctx;
     vkattn_tensor *x[2] = {&args->q, &args->k};
-    uint32_t offset = (uint32_t)(args->k.shape[2] - args->q.shape[2]);
+    uint32_t offset = a->job.causal_top_left ? 0 : (uint32_t)(args->k.shape[2] - args->q.shape[2]);
     for (int k = 0; k < 2; k++) {
         const npy_array *in = &a->in[k == 0 ? Q : K].array;
         vkattn_buffer_desc d = {.size = (uint64_t)cli_numel(in) * vkattn_dtype_size(a->job.dtype)};
@@ -142,19 +162,21 @@ static int run(void *user)
     cli_job *j = &a->job;
     const int64_t *qs = a->in[Q].array.shape, *ks = a->in[K].array.shape;
     cli_job_shape_outputs(j, 4, qs, qs[1], qs[2], ks[2]);
-    vkattn_attention_args args = {.causal = j->causal, .scale = a->scale};
+    vkattn_attention_args args = {.scale = a->scale};
+    cli_mods_attention(&a->mods, j, &args);
     vkattn_tensor positions[2] = {{0}};
-    vkattn_tensor *slots[N_INPUTS] = {&args.q,           &args.k,       &args.v,      &args.mask,
-                                      &args.key_padding, &positions[0], &positions[1]};
+    vkattn_tensor *slots[N_INPUTS] = {&args.q,       &args.k,           &args.v,
+                                      &args.mask,    &args.key_padding, &positions[0],
+                                      &positions[1], &args.sinks,       &args.alibi_slopes};
     if (cli_job_upload(j, slots, MASK) != 0 ||
-        cli_job_create_outputs(j, &args.out, &args.weights) != 0)
+        cli_job_create_outputs(j, &args.out, &args.weights, &args.lse) != 0)
         return -1;
     vkattn_result r = rotate(a, &args, positions);
     if (j->device.tune && r == VKATTN_SUCCESS)
         r = vkattn_attention_tune(
             j->ctx, &(vkattn_attention_tune_args){(uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
                                                   (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3],
-                                                  j->causal, j->dtype, j->dtype});
+                                                  args.causal, j->dtype, j->dtype});
     if (j->device.tune && r == VKATTN_SUCCESS)
         r = cli_save_tuning(j->ctx, &j->device);
     if (r == VKATTN_SUCCESS)
@@ -173,7 +195,7 @@ static vkattn_result rotate_on_host(attention_job *a, vkattn_ref_attention_args 
     if (a->rope.rope.theta == 0)
         return VKATTN_SUCCESS;
     vkattn_host_tensor *x[2] = {&ra->q, &ra->k};
-    uint32_t offset = (uint32_t)(ra->k.shape[2] - ra->q.shape[2]);
+    uint32_t offset = a->job.causal_top_left ? 0 : (uint32_t)(ra->k.shape[2] - ra->q.shape[2]);
     for (int k = 0; k < 2; k++) {
         const npy_array *in = &a->in[k == 0 ? Q : K].array;
         if (!(a->host_rotated[k] = malloc((size_t)cli_numel(in) * 4))) {
@@ -199,12 +221,14 @@ static vkattn_result rotate_on_host(attention_job *a, vkattn_ref_attention_args 
 static int check(void *user)
 {
     attention_job *a = user;
-    vkattn_ref_attention_args ra = {.causal = a->job.causal, .scale = a->scale};
+    vkattn_ref_attention_args ra = {.scale = a->scale};
+    cli_mods_reference(&a->mods, &a->job, &ra);
     vkattn_host_tensor positions[2] = {{0}};
-    vkattn_host_tensor *slots[N_INPUTS] = {&ra.q,           &ra.k,         &ra.v,        &ra.mask,
-                                           &ra.key_padding, &positions[0], &positions[1]};
+    vkattn_host_tensor *slots[N_INPUTS] = {&ra.q,         &ra.k,           &ra.v,
+                                           &ra.mask,      &ra.key_padding, &positions[0],
+                                           &positions[1], &ra.sinks,       &ra.alibi_slopes};
     cli_job_host_inputs(&a->job, slots);
-    if (cli_job_reference(&a->job, &ra.out, &ra.weights) != 0)
+    if (cli_job_reference(&a->job, &ra.out, &ra.weights, &ra.lse) != 0)
         return -1;
     char err[512];
     if (rotate_on_host(a, &ra, positions, err, sizeof err) != VKATTN_SUCCESS ||
@@ -223,7 +247,9 @@ int cli_attention(int argc, char **argv)
                               {"--mask"},
                               {"--key-padding"},
                               {"--positions"},
-                              {"--k-positions"}}};
+                              {"--k-positions"},
+                              {"--sinks", .keep_f32 = true},
+                              {"--alibi-slopes", .keep_f32 = true}}};
     a.job = (cli_job){.command = "attention",
                       .inputs = a.in,
                       .bufs = a.bufs,

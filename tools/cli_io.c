@@ -128,7 +128,7 @@ static int check_f16_range(const cli_input *in)
 int cli_round_to_dtype(cli_input *in, vkattn_dtype dtype)
 {
     npy_array *a = &in->array;
-    if (dtype != VKATTN_DTYPE_F16 || a->dtype != NPY_F32 || !a->data)
+    if (dtype != VKATTN_DTYPE_F16 || a->dtype != NPY_F32 || !a->data || in->keep_f32)
         return 0;
     if (check_f16_range(in) != 0)
         return -1;
@@ -219,6 +219,16 @@ static const char *const desc_names[][2] = {
     {"desc->rope.factor", "the --rope-linear or --rope-llama3 factor"},
     {"desc->scale", "--scale"},
     {"desc->norm_eps", "--norm-eps"},
+    {"desc->window", "--window"},
+    {"desc->softcap", "--softcap"},
+    {"desc->alibi_max_bias", "--alibi-max-bias"},
+    {"weights->sinks", "--sinks"},
+    {"weights->alibi_slopes", "--alibi-slopes"},
+    {"args->window", "--window"},
+    {"args->softcap", "--softcap"},
+    {"args->alibi_max_bias", "--alibi-max-bias"},
+    {"args->causal_align", "--causal-top-left"},
+    {"args->lse", "--lse-out"},
 };
 
 void cli_report_error(vkattn_context *ctx, vkattn_result r, const cli_input *inputs, int n_inputs)
@@ -302,6 +312,16 @@ int cli_parse_float(const char *flag, const char *text, float *out)
     return 0;
 }
 
+int cli_parse_positive(const char *flag, const char *text, float *out)
+{
+    if (cli_parse_float(flag, text, out) != 0)
+        return -1;
+    if (*out > 0)
+        return 0;
+    cli_error("%s \"%s\": expected a number > 0", flag, text);
+    return -1;
+}
+
 int cli_parse_uint(const char *flag, const char *text, uint32_t *out)
 {
     char *end;
@@ -353,17 +373,18 @@ int cli_check_report(const float *out, const float *ref, int64_t n, const float 
     return 0;
 }
 
-int cli_write_outputs(const char *out_path, uint32_t rank, const int64_t *shape, const float *out,
-                      const char *weights_path, uint32_t weights_rank, const int64_t *weights_shape,
-                      const float *weights)
+int cli_write_outputs(const cli_output_file *files, int n)
 {
-    if (cli_write_f32(out_path, rank, shape, out) != 0)
-        return 1;
-    if (weights && cli_write_f32(weights_path, weights_rank, weights_shape, weights) != 0) {
-        /* only the file just written: never /dev/null or a FIFO */
-        struct stat st;
-        if (lstat(out_path, &st) == 0 && S_ISREG(st.st_mode))
-            unlink(out_path);
+    for (int k = 0; k < n; k++) {
+        if (!files[k].data ||
+            cli_write_f32(files[k].path, files[k].rank, files[k].shape, files[k].data) == 0)
+            continue;
+        /* only the files just written: never /dev/null or a FIFO */
+        for (int w = 0; w < k; w++) {
+            struct stat st;
+            if (files[w].data && lstat(files[w].path, &st) == 0 && S_ISREG(st.st_mode))
+                unlink(files[w].path);
+        }
         return 1;
     }
     return 0;

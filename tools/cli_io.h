@@ -12,6 +12,7 @@ typedef struct cli_input {
     const char *flag;
     const char *path; /* NULL: not given */
     npy_array array;
+    bool keep_f32; /* stored as f32 whatever --dtype (per-head logits and slopes) */
 } cli_input;
 
 /* Loads a float32 input of rank `rank` (0: any 1..4). Prints the error naming
@@ -36,7 +37,8 @@ vkattn_tensor cli_tensor(vkattn_buffer *b, const npy_array *a, vkattn_dtype dtyp
 /* Reads `count` elements of `dtype` from the buffer as f32 (malloc'd). */
 float *cli_download_f32(vkattn_context *ctx, vkattn_buffer *b, int64_t count, vkattn_dtype dtype);
 /* The values the device actually saw: f32 data rounded to f16 and back when
- * dtype is f16 (so the CPU reference gets the same inputs). In place. A
+ * dtype is f16 (so the CPU reference gets the same inputs; not for inputs
+ * that keep f32). In place. A
  * value f16 cannot hold (NaN, inf, |x| > 65504) is refused: -1 after
  * printing the input's flag, file and largest |value|. */
 int cli_round_to_dtype(cli_input *in, vkattn_dtype dtype);
@@ -53,6 +55,8 @@ int cli_parse_dtype(const char *text, vkattn_dtype *dtype);
 /* Parses a float option value: the whole text, finite and, unless 0, a
  * normal float; prints an error naming the option and returns -1 if not. */
 int cli_parse_float(const char *flag, const char *text, float *out);
+/* cli_parse_float, and the value must be > 0 (--scale, --softcap). */
+int cli_parse_positive(const char *flag, const char *text, float *out);
 /* Parses a positive integer option value. */
 int cli_parse_uint(const char *flag, const char *text, uint32_t *out);
 
@@ -63,10 +67,16 @@ double cli_max_rel_error(const float *got, const float *want, int64_t n, bool *n
  * and returns 0, or prints why the check failed and returns 1. */
 int cli_check_report(const float *out, const float *ref, int64_t n, const float *weights,
                      const float *ref_weights, int64_t weights_n, vkattn_dtype dtype);
-/* Writes the output and, when `weights` is not NULL, the weights file; on a
- * failure no output file is left behind. 0 on success. */
-int cli_write_outputs(const char *out_path, uint32_t rank, const int64_t *shape, const float *out,
-                      const char *weights_path, uint32_t weights_rank, const int64_t *weights_shape,
-                      const float *weights);
+/* One float32 output file; data NULL: not asked for. */
+typedef struct cli_output_file {
+    const char *path;
+    uint32_t rank;
+    const int64_t *shape;
+    const float *data;
+} cli_output_file;
+/* Writes the files in order; on a failure the ones already written are
+ * removed (regular files only), so no output file is left behind. 0 on
+ * success. */
+int cli_write_outputs(const cli_output_file *files, int n);
 
 #endif

@@ -1,6 +1,7 @@
 /* The steps attention and mha share, in the order that leaves no output
  * file behind when any of them fails. */
 #include "cli_job.h"
+#include "cli_mods.h"
 #include "cli_rope.h"
 
 #include <stdlib.h>
@@ -12,6 +13,7 @@ int cli_job_load(cli_job *j, const uint32_t *ranks, int pad)
     for (int k = 0; k < j->n_inputs; k++)
         if (in[k].path && (k == pad                         ? cli_load_mask_u8(&in[k])
                            : ranks[k] == CLI_POSITIONS_RANK ? cli_load_positions(&in[k])
+                           : ranks[k] == CLI_HEADS_RANK     ? cli_mods_load_heads(&in[k])
                                                             : cli_load_f32(&in[k], ranks[k])) != 0)
             return -1;
     return 0;
@@ -23,7 +25,7 @@ int cli_job_upload(cli_job *j, vkattn_tensor *const *slots, int mask)
     for (int k = 0; k < j->n_inputs; k++) {
         if (!in[k].path || !slots[k])
             continue;
-        vkattn_dtype dt = k == mask ? VKATTN_DTYPE_F32 : j->dtype;
+        vkattn_dtype dt = k == mask || in[k].keep_f32 ? VKATTN_DTYPE_F32 : j->dtype;
         if (!(j->bufs[k] = cli_upload(j->ctx, &in[k].array, dt)))
             return -1;
         *slots[k] = cli_tensor(j->bufs[k], &in[k].array, dt);
@@ -47,10 +49,11 @@ void cli_job_host_inputs(const cli_job *j, vkattn_host_tensor *const *slots)
 static int parse_job_option(cli_job *j, int argc, char **argv, int *i, const char **value)
 {
     const char *a = argv[*i];
-    bool *flag = strcmp(a, "--causal") == 0     ? &j->causal
-                 : strcmp(a, "--per-head") == 0 ? &j->per_head
-                 : strcmp(a, "--check") == 0    ? &j->check
-                                                : NULL;
+    bool *flag = strcmp(a, "--causal") == 0            ? &j->causal
+                 : strcmp(a, "--causal-top-left") == 0 ? &j->causal_top_left
+                 : strcmp(a, "--per-head") == 0        ? &j->per_head
+                 : strcmp(a, "--check") == 0           ? &j->check
+                                                       : NULL;
     if (flag) {
         *flag = true;
         return 1;
@@ -72,6 +75,8 @@ static int parse_job_option(cli_job *j, int argc, char **argv, int *i, const cha
         j->out_path = val;
     else if (strcmp(a, "--weights-out") == 0)
         j->weights_path = val;
+    else if (strcmp(a, "--lse-out") == 0)
+        j->lse_path = val;
     else if (strcmp(a, "--dtype") == 0)
         return cli_parse_dtype(val, &j->dtype) != 0 ? -1 : 1;
     else {
@@ -116,8 +121,9 @@ static int check_paths(const cli_job *j)
         {"--weights-out", j->weights_path, true},
         {"--pipeline-cache", j->device.pipeline_cache, true},
         {"--tuning", j->device.tuning, true},
+        {"--lse-out", j->lse_path, true},
     };
-    int n = 4;
+    int n = 5;
     for (int k = 0; k < j->n_inputs && n < CLI_MAX_PATH_USES; k++)
         uses[n++] = (cli_path_use){j->inputs[k].flag, j->inputs[k].path, false};
     return cli_check_path_collisions(j->command, uses, n);
@@ -154,6 +160,12 @@ void cli_job_shape_outputs(cli_job *j, uint32_t rank, const int64_t *shape, int6
         r->shape[k] = shape[k];
         r->n *= shape[k];
     }
+    if (j->lse_path) {
+        r->lse_shape[0] = shape[0];
+        r->lse_shape[1] = heads;
+        r->lse_shape[2] = tq;
+        r->lse_n = shape[0] * heads * tq;
+    }
     if (!j->weights_path)
         return;
     int64_t ws[4] = {shape[0], j->per_head ? heads : tq, j->per_head ? tq : tk, tk};
@@ -165,14 +177,18 @@ void cli_job_shape_outputs(cli_job *j, uint32_t rank, const int64_t *shape, int6
     }
 }
 
-int cli_job_create_outputs(cli_job *j, vkattn_tensor *out, vkattn_tensor *weights)
+int cli_job_create_outputs(cli_job *j, vkattn_tensor *out, vkattn_tensor *weights,
+                           vkattn_tensor *lse)
 {
     cli_outputs *r = &j->out;
     vkattn_buffer_desc od = {.size = (uint64_t)r->n * vkattn_dtype_size(r->dtype)};
     vkattn_buffer_desc wd = {.size = (uint64_t)r->weights_n * 4};
+    vkattn_buffer_desc ld = {.size = (uint64_t)r->lse_n * 4};
     vkattn_result res = vkattn_buffer_create(j->ctx, &od, &r->buffer);
     if (res == VKATTN_SUCCESS && r->weights_rank)
         res = vkattn_buffer_create(j->ctx, &wd, &r->weights_buffer);
+    if (res == VKATTN_SUCCESS && r->lse_n && lse)
+        res = vkattn_buffer_create(j->ctx, &ld, &r->lse_buffer);
     if (res != VKATTN_SUCCESS) { /* the library's result as it is: a size past the
                                     device's limit is not out of memory */
         cli_report_error(j->ctx, res, j->inputs, j->n_inputs);
@@ -182,6 +198,8 @@ int cli_job_create_outputs(cli_job *j, vkattn_tensor *out, vkattn_tensor *weight
     if (r->weights_buffer)
         *weights = vkattn_tensor_make(r->weights_buffer, 0, VKATTN_DTYPE_F32, r->weights_rank,
                                       r->weights_shape);
+    if (r->lse_buffer)
+        *lse = vkattn_tensor_make(r->lse_buffer, 0, VKATTN_DTYPE_F32, 3, r->lse_shape);
     return 0;
 }
 
@@ -193,15 +211,20 @@ int cli_job_download(cli_job *j)
     if (r->weights_buffer &&
         !(r->weights = cli_download_f32(j->ctx, r->weights_buffer, r->weights_n, VKATTN_DTYPE_F32)))
         return -1;
+    if (r->lse_buffer &&
+        !(r->lse = cli_download_f32(j->ctx, r->lse_buffer, r->lse_n, VKATTN_DTYPE_F32)))
+        return -1;
     return 0;
 }
 
-int cli_job_reference(cli_job *j, vkattn_host_tensor *out, vkattn_host_tensor *weights)
+int cli_job_reference(cli_job *j, vkattn_host_tensor *out, vkattn_host_tensor *weights,
+                      vkattn_host_tensor *lse)
 {
     cli_outputs *r = &j->out;
     r->ref = malloc((size_t)r->n * 4);
     r->ref_weights = r->weights ? malloc((size_t)r->weights_n * 4) : NULL;
-    if (!r->ref || (r->weights && !r->ref_weights)) {
+    r->ref_lse = r->lse ? malloc((size_t)r->lse_n * 4) : NULL;
+    if (!r->ref || (r->weights && !r->ref_weights) || (r->lse && !r->ref_lse)) {
         cli_error("CPU reference failed: out of memory");
         return -1;
     }
@@ -209,14 +232,20 @@ int cli_job_reference(cli_job *j, vkattn_host_tensor *out, vkattn_host_tensor *w
     if (r->ref_weights)
         *weights = vkattn_host_tensor_make(r->ref_weights, VKATTN_DTYPE_F32, r->weights_rank,
                                            r->weights_shape);
+    if (r->ref_lse)
+        *lse = vkattn_host_tensor_make(r->ref_lse, VKATTN_DTYPE_F32, 3, r->lse_shape);
     return 0;
 }
 
 int cli_job_compare(const cli_job *j)
 {
     const cli_outputs *r = &j->out;
-    return cli_check_report(r->out, r->ref, r->n, r->weights, r->ref_weights, r->weights_n,
-                            r->dtype);
+    if (cli_check_report(r->out, r->ref, r->n, r->weights, r->ref_weights, r->weights_n,
+                         r->dtype) != 0)
+        return 1;
+    return r->lse ? cli_mods_check_lse(r->lse, r->ref_lse, r->lse_n,
+                                       r->dtype == VKATTN_DTYPE_F16 ? 1.5e-2 : 2e-4)
+                  : 0;
 }
 
 int cli_job_run(cli_job *j, cli_job_step load, cli_job_step run, cli_job_step check, void *user)
@@ -230,8 +259,11 @@ int cli_job_run(cli_job *j, cli_job_step load, cli_job_step run, cli_job_step ch
     if (cli_save_pipeline_cache(j->ctx, &j->device) != 0)
         return 1;
     const cli_outputs *r = &j->out;
-    if (cli_write_outputs(j->out_path, r->rank, r->shape, r->out, j->weights_path, r->weights_rank,
-                          r->weights_shape, r->weights) != 0)
+    const cli_output_file files[3] = {
+        {j->out_path, r->rank, r->shape, r->out},
+        {j->weights_path, r->weights_rank, r->weights_shape, r->weights},
+        {j->lse_path, 3, r->lse_shape, r->lse}};
+    if (cli_write_outputs(files, 3) != 0)
         return 1;
     return 0;
 }
@@ -245,10 +277,13 @@ int cli_job_end(cli_job *j, int status)
     cli_outputs *r = &j->out;
     vkattn_buffer_destroy(r->buffer);
     vkattn_buffer_destroy(r->weights_buffer);
+    vkattn_buffer_destroy(r->lse_buffer);
     free(r->out);
     free(r->weights);
+    free(r->lse);
     free(r->ref);
     free(r->ref_weights);
+    free(r->ref_lse);
     if (cli_close(j->ctx, &j->device))
         status = 1;
     return status;

@@ -7,16 +7,18 @@
 #include "cli_io.h"
 
 /* The outputs of attention and mha: the attention result and, with
- * --weights-out, the attention weights; their device buffers, what was read
- * back, and the CPU reference's values for --check. */
+ * --weights-out, the attention weights, with --lse-out (attention) the
+ * log-sum-exp of every row; their device buffers, what was read back, and
+ * the CPU reference's values for --check. */
 typedef struct cli_outputs {
     vkattn_dtype dtype;          /* the result's storage on the device (weights: f32) */
     uint32_t rank, weights_rank; /* weights_rank 0: no --weights-out */
     int64_t shape[4], weights_shape[4];
-    int64_t n, weights_n; /* elements */
-    vkattn_buffer *buffer, *weights_buffer;
-    float *out, *weights;     /* read back */
-    float *ref, *ref_weights; /* --check */
+    int64_t n, weights_n;        /* elements */
+    int64_t lse_shape[3], lse_n; /* lse_n 0: no --lse-out */
+    vkattn_buffer *buffer, *weights_buffer, *lse_buffer;
+    float *out, *weights, *lse;         /* read back */
+    float *ref, *ref_weights, *ref_lse; /* --check */
 } cli_outputs;
 
 /* One run of attention or mha: the options they share and what they hold
@@ -31,8 +33,10 @@ typedef struct cli_job {
     cli_device_options device;
     const char *out_path;     /* --out */
     const char *weights_path; /* --weights-out */
+    const char *lse_path;     /* --lse-out: f32 [B, Hq, Tq] (commands that take it) */
     bool causal, per_head, check;
-    vkattn_dtype dtype; /* --dtype; default f32 */
+    bool causal_top_left; /* --causal-top-left: causal, queries at i (cli_mods.h) */
+    vkattn_dtype dtype;   /* --dtype; default f32 */
     vkattn_context *ctx;
     cli_outputs out;
 } cli_job;
@@ -54,31 +58,38 @@ int cli_job_check_required(const cli_job *j, const int *required, int n_required
                            const char *missing);
 
 /* Loads the inputs that were given, in order: input `pad` as a key-padding
- * mask, those of rank CLI_POSITIONS_RANK as positions (cli_rope.h), the
- * others float32 of rank ranks[k] (0: any 1..4). -1 on failure (printed). */
+ * mask, those of rank CLI_POSITIONS_RANK as positions (cli_rope.h), of rank
+ * CLI_HEADS_RANK as per-head values (cli_mods.h), the others float32 of rank
+ * ranks[k] (0: any 1..4). -1 on failure (printed). */
 int cli_job_load(cli_job *j, const uint32_t *ranks, int pad);
 /* Uploads, in order, the given inputs that have a slot (slots[k] NULL: not
  * on the device) and points the slot at a tensor over the copy: float32 data
  * stored as --dtype, except input `mask`, which stays f32 (it is additive,
- * and -inf must survive). -1 on failure (printed). */
+ * and -inf must survive), and inputs that keep f32. -1 on failure (printed). */
 int cli_job_upload(cli_job *j, vkattn_tensor *const *slots, int mask);
 /* Host tensors over the given inputs that have a slot, for the CPU
  * reference: f32, u8 for a key-padding mask, int32 for positions. */
 void cli_job_host_inputs(const cli_job *j, vkattn_host_tensor *const *slots);
 
-/* The result's shape (its first dimension the batch) and the weights':
- * [B, Tq, Tk] averaged over heads, or with --per-head [B, H, Tq, Tk]. */
+/* The result's shape (its first dimension the batch), the weights':
+ * [B, Tq, Tk] averaged over heads, or with --per-head [B, H, Tq, Tk], and
+ * with --lse-out the LSE's: [B, H, Tq]. */
 void cli_job_shape_outputs(cli_job *j, uint32_t rank, const int64_t *shape, int64_t heads,
                            int64_t tq, int64_t tk);
-/* Device buffers for the outputs, and tensors over them in *out and (with
- * --weights-out) *weights. -1 on failure, reported naming the inputs. */
-int cli_job_create_outputs(cli_job *j, vkattn_tensor *out, vkattn_tensor *weights);
+/* Device buffers for the outputs, and tensors over them in *out, (with
+ * --weights-out) *weights and (with --lse-out) *lse. -1 on failure,
+ * reported naming the inputs. */
+int cli_job_create_outputs(cli_job *j, vkattn_tensor *out, vkattn_tensor *weights,
+                           vkattn_tensor *lse);
 /* Reads the outputs back. -1 on failure (printed). */
 int cli_job_download(cli_job *j);
 /* --check: room for the reference's values, and host tensors over it in
- * *out and (when weights were read back) *weights. -1 on failure (printed). */
-int cli_job_reference(cli_job *j, vkattn_host_tensor *out, vkattn_host_tensor *weights);
-/* --check, once the reference ran: cli_check_report on the outputs. */
+ * *out, (when weights were read back) *weights and (LSE) *lse. -1 on
+ * failure (printed). */
+int cli_job_reference(cli_job *j, vkattn_host_tensor *out, vkattn_host_tensor *weights,
+                      vkattn_host_tensor *lse);
+/* --check, once the reference ran: cli_check_report on the outputs, then
+ * cli_mods_check_lse on the LSE. */
 int cli_job_compare(const cli_job *j);
 
 /* A step of a command, given the `user` of cli_job_run: 0, or nonzero after

@@ -1,6 +1,7 @@
 /* vkattn mha: one multi-head attention layer (torch.nn.MultiheadAttention
  * weights layout) on .npy inputs. */
 #include "cli_job.h"
+#include "cli_mods.h"
 #include "cli_rope.h"
 
 #include <stdio.h>
@@ -18,7 +19,7 @@ static const char help_text[] =
     "                        default: self-attention (C = X)\n"
     "  --kv-heads G          key/value heads (GQA; 1 = MQA; default H)\n"
     "  --bq/--bk/--bv/--bo B.npy   biases [H*Dh], [G*Dh], [G*Dh], [Dm] (missing ones: 0)\n"
-    "  --causal              query i sees key j iff j <= i + Tk - Tq\n"
+    "  --causal              query i sees key j iff j <= i + Tk - Tq (bottom-right)\n"
     "  --mask M.npy          additive float32 mask [Tq,Tk] or [B,H,Tq,Tk]\n"
     "  --key-padding P.npy   uint8/bool [B,Tk]: 1 = token, 0 = padding\n"
     "  --dtype f32|f16       storage of weights and activations on the device (default f32)\n"
@@ -28,20 +29,24 @@ static const char help_text[] =
     "  --prefill N           decode through a KV cache (needs --causal, self-attention):\n"
     "                        the first N tokens of every sequence of X are one prefill\n"
     "                        step, the rest go one token per step through the decode\n"
-    "                        path; Y holds all rows (equal to the full causal forward)\n"
-    "  --paged-block S       with --prefill: a paged cache of S-token blocks\n"
+    "                        path; Y holds all rows (equal to the full causal forward);\n"
+    "                        the steps use the layer's score modifiers\n"
+    "  --paged-block S       with --prefill: a paged cache of S-token blocks (with\n"
+    "                        --window, blocks that fall out of the window are released)\n"
     "  --kv-splits K         with --prefill: split count of decode steps (default auto)\n"
     "  --scale S             attention score scale, finite > 0 (default 1/sqrt(Dh))\n"
     "  --q-norm WQN.npy --k-norm WKN.npy   QK-norm: per-head RMSNorm of Q and K (after\n"
     "                        the projection, before RoPE) with float32 weights [Dh]\n"
-    "  --norm-eps E          the RMSNorm epsilon, finite > 0 (default 1e-6)\n"
+    "  --norm-eps E          the RMSNorm epsilon, finite > 0 (default 1e-6)\n";
+/* after cli_mods_help */
+static const char help_rope[] =
     "Rotary position embeddings of Q and K (self-attention only; V is never rotated):\n";
 /* after cli_rope_help */
 static const char help_positions[] =
     "  --positions P.npy     int32 or int64 [B,Tq]: each token's position (default 0..Tq-1;\n"
     "                        not with --prefill, whose steps are at cache length + t)\n";
 
-enum { X, KV, WQ, WK, WV, WO, BQ, BK, BV, BO, MASK, PAD, POS, QN, KN, N_INPUTS };
+enum { X, KV, WQ, WK, WV, WO, BQ, BK, BV, BO, MASK, PAD, POS, QN, KN, SINKS, SLOPES, N_INPUTS };
 
 /* One run: what mha adds to cli_job. */
 typedef struct mha_job {
@@ -49,6 +54,7 @@ typedef struct mha_job {
     uint32_t heads, kv_heads, prefill, paged_block, kv_splits;
     float scale, norm_eps; /* --scale, --norm-eps; 0: the layer's defaults */
     cli_rope_options rope;
+    cli_mods mods;
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */
@@ -93,6 +99,18 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
                                .max_sequences = batch,
                                .capacity = tq,
                                .block_size = paged_block};
+    if (paged_block && d->window) {
+        /* A windowed layer's paged cache gives back the blocks that fell out
+         * of the window. Its default pool is sized for steps of at most a
+         * block; the prefill step may be longer: a sequence then holds the
+         * W - 1 tokens before the last step, that step and the next, which
+         * span one block more than they fill (kv_cache.h). */
+        uint64_t step = prefill > paged_block ? prefill : paged_block;
+        uint64_t per = ((uint64_t)d->window - 1 + 2 * step + paged_block - 1) / paged_block + 1;
+        uint64_t width = ((uint64_t)tq + paged_block - 1) / paged_block;
+        cd.window = d->window;
+        cd.num_blocks = (uint32_t)((per < width ? per : width) * batch);
+    }
     vkattn_kv_cache *cache = NULL;
     vkattn_result r = vkattn_kv_cache_create(ctx, &cd, &cache);
     uint32_t *seqs = calloc(batch, sizeof *seqs);
@@ -133,28 +151,20 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
     return r;
 }
 
-/* --scale and --norm-eps: finite and > 0. */
-static int parse_positive(const char *flag, const char *value, float *out)
-{
-    if (cli_parse_float(flag, value, out) != 0)
-        return -1;
-    if (*out > 0)
-        return 0;
-    cli_error("%s \"%s\": expected a number > 0", flag, value);
-    return -1;
-}
-
 static int own_option(void *user, const char *flag, const char *value)
 {
     mha_job *m = user;
     int rope = cli_rope_option(&m->rope, flag, value);
     if (rope != 0)
         return rope;
+    int mod = cli_mods_option(&m->mods, flag, value);
+    if (mod != 0)
+        return mod;
     float *real = strcmp(flag, "--scale") == 0      ? &m->scale
                   : strcmp(flag, "--norm-eps") == 0 ? &m->norm_eps
                                                     : NULL;
     if (real)
-        return parse_positive(flag, value, real) != 0 ? -1 : 1;
+        return cli_parse_positive(flag, value, real) != 0 ? -1 : 1;
     uint32_t *count = strcmp(flag, "--heads") == 0         ? &m->heads
                       : strcmp(flag, "--kv-heads") == 0    ? &m->kv_heads
                       : strcmp(flag, "--prefill") == 0     ? &m->prefill
@@ -192,6 +202,18 @@ static int check_layer_options(const mha_job *m)
                   "the KV cache (cache length + t), so there are none to give");
         return -1;
     }
+    if (m->job.lse_path) {
+        cli_error("mha: --lse-out is for attention only: the layer's output projection mixes "
+                  "the heads, so its rows have no single softmax (use vkattn attention)");
+        return -1;
+    }
+    if (cli_mods_check_given(&m->mods, &m->job, &in[SLOPES]) != 0)
+        return -1;
+    if (m->job.causal_top_left && m->prefill) {
+        cli_error("mha: --causal-top-left with --prefill: a KV cache's queries are its newest "
+                  "tokens, so its steps are causal bottom-right aligned (use --causal)");
+        return -1;
+    }
     return 0;
 }
 
@@ -199,7 +221,8 @@ static int check_layer_options(const mha_job *m)
 static int parse_options(mha_job *m, int argc, char **argv)
 {
     char help[8192];
-    snprintf(help, sizeof help, "%s%s%s", help_text, cli_rope_help, help_positions);
+    snprintf(help, sizeof help, "%s%s%s%s%s", help_text, cli_mods_help, help_rope, cli_rope_help,
+             help_positions);
     int code = cli_job_parse(&m->job, argc, argv, help, own_option, m);
     if (code != CLI_ARGS_OK)
         return code;
@@ -228,8 +251,23 @@ static int parse_options(mha_job *m, int argc, char **argv)
 static int load_inputs(void *user)
 {
     mha_job *m = user;
-    static const uint32_t ranks[N_INPUTS] = {3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 2, CLI_POSITIONS_RANK,
-                                             1, 1};
+    static const uint32_t ranks[N_INPUTS] = {3,
+                                             3,
+                                             2,
+                                             2,
+                                             2,
+                                             2,
+                                             1,
+                                             1,
+                                             1,
+                                             1,
+                                             0,
+                                             2,
+                                             CLI_POSITIONS_RANK,
+                                             1,
+                                             1,
+                                             CLI_HEADS_RANK,
+                                             CLI_HEADS_RANK};
     cli_input *in = m->in;
     if (cli_job_load(&m->job, ranks, PAD) != 0)
         return -1;
@@ -256,7 +294,9 @@ static int load_inputs(void *user)
     if (cli_rope_check_head_dim(&m->rope, dh, "rows of --wq / --heads") != 0 ||
         (in[QN].path && (cli_expect_dim(&in[QN], 0, dh, "head_dim (rows of --wq / --heads)") ||
                          cli_expect_dim(&in[KN], 0, dh, "head_dim (rows of --wq / --heads)"))) ||
-        (in[POS].path && cli_check_positions_shape(&in[POS], xs[0], xs[1], "--x's tokens")))
+        (in[POS].path && cli_check_positions_shape(&in[POS], xs[0], xs[1], "--x's tokens")) ||
+        cli_mods_check_heads(&in[SINKS], hq, "--heads") != 0 ||
+        cli_mods_check_heads(&in[SLOPES], hq, "--heads") != 0)
         return -1;
     m->desc = (vkattn_mha_desc){
         .embed_dim = (uint32_t)dm,
@@ -271,18 +311,23 @@ static int load_inputs(void *user)
         .qk_norm = in[QN].path != NULL,
         .norm_eps = m->norm_eps,
     };
+    cli_mods_desc(&m->mods, &in[SINKS], &in[SLOPES], &m->desc);
     return 0;
 }
 
-/* The weight and bias files' data (biases not given: NULL). */
-static vkattn_mha_weights host_weights(const cli_input *in)
+/* The weight and bias files' data (biases not given: NULL), QK-norm
+ * weights, sinks and ALiBi slopes. */
+static vkattn_mha_weights host_weights(const mha_job *m)
 {
+    const cli_input *in = m->in;
     vkattn_mha_weights w = {0};
     const float **slots[8] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.bo};
     for (int k = 0; k < 8; k++)
         *slots[k] = in[WQ + k].path ? in[WQ + k].array.data : NULL;
     w.q_norm = in[QN].path ? in[QN].array.data : NULL;
     w.k_norm = in[KN].path ? in[KN].array.data : NULL;
+    w.sinks = in[SINKS].path ? in[SINKS].array.data : NULL;
+    w.alibi_slopes = in[SLOPES].path ? in[SLOPES].array.data : NULL;
     return w;
 }
 
@@ -296,7 +341,7 @@ static int64_t kv_len(const mha_job *m)
 static int setup(mha_job *m, vkattn_mha_forward_args *fa)
 {
     cli_job *j = &m->job;
-    vkattn_mha_weights w = host_weights(m->in);
+    vkattn_mha_weights w = host_weights(m);
     vkattn_result r = vkattn_mha_create(j->ctx, &m->desc, &m->layer);
     if (r == VKATTN_SUCCESS)
         r = vkattn_mha_set_weights(m->layer, &w);
@@ -312,7 +357,8 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
                                       [MASK] = &fa->mask,
                                       [PAD] = &fa->key_padding,
                                       [POS] = &fa->positions};
-    if (cli_job_upload(j, slots, MASK) != 0 || cli_job_create_outputs(j, &fa->y, &fa->weights) != 0)
+    if (cli_job_upload(j, slots, MASK) != 0 ||
+        cli_job_create_outputs(j, &fa->y, &fa->weights, NULL) != 0)
         return -1;
     if (m->prefill && m->prefill > tq) {
         cli_error("--prefill %u: --x has only %lld tokens per sequence", m->prefill, (long long)tq);
@@ -328,7 +374,8 @@ static int run(void *user)
 {
     mha_job *m = user;
     cli_job *j = &m->job;
-    vkattn_mha_forward_args fa = {.causal = j->causal};
+    vkattn_mha_forward_args fa = {.causal = j->causal || j->causal_top_left,
+                                  .causal_align = cli_mods_align(j)};
     if (setup(m, &fa) != 0)
         return -1;
     vkattn_result r = VKATTN_SUCCESS;
@@ -354,16 +401,17 @@ static int run(void *user)
 static int check(void *user)
 {
     mha_job *m = user;
-    vkattn_ref_mha_args ra = {.causal = m->job.causal};
+    vkattn_ref_mha_args ra = {.causal = m->job.causal || m->job.causal_top_left,
+                              .causal_align = cli_mods_align(&m->job)};
     vkattn_host_tensor *slots[N_INPUTS] = {[X] = &ra.x,
                                            [KV] = &ra.kv,
                                            [MASK] = &ra.mask,
                                            [PAD] = &ra.key_padding,
                                            [POS] = &ra.positions};
     cli_job_host_inputs(&m->job, slots);
-    if (cli_job_reference(&m->job, &ra.y, &ra.weights) != 0)
+    if (cli_job_reference(&m->job, &ra.y, &ra.weights, NULL) != 0)
         return -1;
-    vkattn_mha_weights w = host_weights(m->in);
+    vkattn_mha_weights w = host_weights(m);
     char err[512];
     if (vkattn_ref_mha(&m->desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS) {
         cli_error("CPU reference failed: %s", err);
@@ -388,7 +436,9 @@ int cli_mha(int argc, char **argv)
                         {"--key-padding"},
                         {"--positions"},
                         {"--q-norm"},
-                        {"--k-norm"}}};
+                        {"--k-norm"},
+                        {"--sinks", .keep_f32 = true},
+                        {"--alibi-slopes", .keep_f32 = true}}};
     m.job = (cli_job){.command = "mha",
                       .inputs = m.in,
                       .bufs = m.bufs,

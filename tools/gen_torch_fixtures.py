@@ -12,7 +12,12 @@ lines) describing how to run it:
                   (torch's outputs).
   attention cases torch's scaled dot-product attention with K/V repeated to
                   the query heads (torch 1.13 has no GQA): q k v [B,H,T,D], mask,
-                  out.
+                  out. With score modifiers (written out in float64, checked
+                  against SDPA with an explicit additive mask where it can
+                  express them): extra keys causal, causal_align
+                  (bottom_right|top_left), window, softcap, alibi_max_bias;
+                  extra files sinks [Hq], alibi_slopes [Hq], lse [B,Hq,Tq]
+                  (-inf for a row with nothing visible).
   decoder cases   kind mha too: modern decoder self-attention layers written
                   with Hugging Face transformers' formulas spelled out in torch
                   (no transformers package): GQA by repeat_kv, QK-norm
@@ -132,6 +137,128 @@ def attention_case(name, seed, B, Hq, Hkv, Tq, Tk, D, causal=False, scale=None, 
         arrays["mask"] = add.numpy().astype(np.float32)
     meta = dict(kind="attention", scale=scale if scale is not None else 0)
     write_case(name, meta, arrays)
+
+
+def bloom_alibi_slopes(n_heads, max_bias):
+    """BLOOM's build_alibi_tensor slopes (closest power of two, then the
+    interleaved extra ones), generalised from max_bias 8 as ggml and
+    FlashAttention do: base 2^(-max_bias/n), extra base 2^(-max_bias/2n)."""
+    closest = 2 ** math.floor(math.log2(n_heads))
+    base = 2.0 ** (-max_bias / closest)
+    slopes = [base ** p for p in range(1, closest + 1)]
+    if closest != n_heads:
+        extra_base = 2.0 ** (-max_bias / (2 * closest))
+        n_extra = min(closest, n_heads - closest)
+        slopes += [extra_base ** p for p in range(1, 1 + 2 * n_extra, 2)]
+    return torch.tensor(slopes, dtype=torch.float64)
+
+
+def mods_attention_case(name, seed, B, Hq, Hkv, Tq, Tk, D, causal=False, top_left=False,
+                        window=0, softcap=0.0, sinks=False, alibi_max_bias=0.0,
+                        alibi_slopes=None, scale=None, with_mask=False, amp=1.0):
+    """Attention with score modifiers, written out in float64: positions
+    i' = i (top-left) or i + Tk - Tq (bottom-right); causal j <= i'; window
+    i' - j < W (and j - i' < W without causal); softcap C tanh(s / C) on the
+    scaled score, then the additive mask and ALiBi -slope |i' - j|; sinks as
+    gpt-oss writes them (a logit column joined to the softmax, then dropped);
+    lse = logsumexp over that row. Rows with nothing visible: zeros and -inf.
+    Without softcap, torch's own SDPA kernel (float64, the rules as one
+    additive mask, a sink as an extra zero key/value masked to its logit)
+    must agree; top-left causal alone is also checked against is_causal."""
+    torch.manual_seed(seed)
+    q = (amp * torch.randn(B, Hq, Tq, D)).float()
+    k = (amp * torch.randn(B, Hkv, Tk, D)).float()
+    v = torch.randn(B, Hkv, Tk, D)
+    add = 0.5 * torch.randn(Tq, Tk) if with_mask else torch.zeros(Tq, Tk)
+    sink = torch.randn(Hq).float() if sinks else None
+    s = f32(scale) if scale is not None else 1.0 / D ** 0.5
+    pos = torch.arange(Tq)[:, None] + (0 if top_left else Tk - Tq)
+    j = torch.arange(Tk)[None, :]
+    visible = torch.ones(Tq, Tk, dtype=torch.bool)
+    if causal:
+        visible &= j <= pos
+    if window:
+        visible &= (pos - j) < window
+        if not causal:
+            visible &= (j - pos) < window
+    bias = torch.zeros(Hq, Tq, Tk, dtype=torch.float64)
+    slopes = None
+    if alibi_slopes is not None:
+        slopes = torch.tensor(alibi_slopes, dtype=torch.float32).double()
+    elif alibi_max_bias:
+        slopes = bloom_alibi_slopes(Hq, alibi_max_bias)
+    if slopes is not None:
+        bias = -slopes[:, None, None] * (pos - j).abs().double()[None]
+    kr = k.double().repeat_interleave(Hq // Hkv, 1)
+    vr = v.double().repeat_interleave(Hq // Hkv, 1)
+    scores = (q.double() @ kr.transpose(-1, -2)) * s
+    if softcap:
+        scores = softcap * torch.tanh(scores / softcap)
+    scores = scores + add.double() + bias
+    scores = scores.masked_fill(~visible, -math.inf)
+    hidden = ~visible.any(-1)  # [Tq]
+    if sinks:  # gpt-oss: cat the sink logit, softmax, drop its column
+        col = sink.double()[None, :, None, None].expand(B, Hq, Tq, 1)
+        combined = torch.cat([scores, col], -1)
+    else:
+        combined = scores
+    safe = combined.masked_fill(hidden[None, None, :, None], 0.0)  # no NaN rows
+    probs = torch.softmax(safe, -1)[..., :Tk]
+    lse = torch.logsumexp(safe, -1)
+    probs = probs.masked_fill(hidden[None, None, :, None], 0.0)
+    lse = lse.masked_fill(hidden[None, None, :], -math.inf)
+    out = probs @ vr
+    f = getattr(F, "_scaled_dot_product_attention")
+    if not softcap:  # torch's kernel with the rules as an additive mask
+        full = (add.double() + bias).masked_fill(~visible, -math.inf).expand(B, Hq, Tq, Tk)
+        qs, ks, vs = q.double() * (s * D ** 0.5), kr, vr
+        if sinks:  # an extra key of zeros (score 0) masked to the sink's logit
+            ks = torch.cat([ks, torch.zeros(B, Hq, 1, D, dtype=torch.float64)], 2)
+            vs = torch.cat([vs, torch.zeros(B, Hq, 1, D, dtype=torch.float64)], 2)
+            full = torch.cat([full, sink.double()[None, :, None, None].expand(B, Hq, Tq, 1)], -1)
+        keep = ~hidden
+        o = f(qs, ks, vs, full, 0.0, False, False)[0]
+        assert torch.allclose(o[:, :, keep], out[:, :, keep], atol=1e-12), name
+    if causal and top_left and not (window or softcap or sinks or slopes is not None or with_mask):
+        o = f(q.double() * (s * D ** 0.5), kr, vr, None, 0.0, False, True)[0]
+        assert torch.allclose(o, out, atol=1e-12), name + ": is_causal is top-left"
+    arrays = {"q": q.numpy(), "k": k.numpy(), "v": v.float().numpy(),
+              "out": out.float().numpy(), "lse": lse.float().numpy()}
+    if with_mask:
+        arrays["mask"] = add.float().numpy()
+    if sinks:
+        arrays["sinks"] = sink.numpy()
+    if alibi_slopes is not None:
+        arrays["alibi_slopes"] = np.asarray(alibi_slopes, np.float32)
+    meta = dict(kind="attention", scale=repr(s) if scale is not None else 0, causal=causal,
+                causal_align="top_left" if top_left else "bottom_right", window=window,
+                softcap=repr(f32(softcap)) if softcap else 0,
+                alibi_max_bias=repr(f32(alibi_max_bias)) if alibi_max_bias else 0)
+    write_case(name, meta, arrays)
+
+
+def mods_attention_cases():
+    # Mistral 7B: GQA 32/8 scaled down, causal sliding window smaller than T.
+    mods_attention_case("attn_mistral_window", 14, B=1, Hq=8, Hkv=2, Tq=24, Tk=24, D=16,
+                        causal=True, window=7)
+    # Gemma 2: logit softcap 50 (scores pushed to about +-60 first) on a local
+    # (windowed) layer, query_pre_attn_scalar-style scale.
+    mods_attention_case("attn_gemma2_softcap_window", 15, B=2, Hq=4, Hkv=2, Tq=16, Tk=16, D=32,
+                        causal=True, window=6, softcap=50.0, scale=0.125, amp=6.0)
+    # gpt-oss: a learned sink logit per head, causal GQA.
+    mods_attention_case("attn_gptoss_sinks", 16, B=1, Hq=8, Hkv=2, Tq=12, Tk=12, D=16,
+                        causal=True, sinks=True)
+    # BLOOM: ALiBi from max_bias 8 with 12 heads (non-power-of-two slopes).
+    mods_attention_case("attn_bloom_alibi", 17, B=2, Hq=12, Hkv=12, Tq=10, Tk=10, D=16,
+                        causal=True, alibi_max_bias=8.0)
+    # PyTorch SDPA's is_causal (top-left) with fewer queries than keys.
+    mods_attention_case("attn_sdpa_top_left", 18, B=1, Hq=4, Hkv=4, Tq=5, Tk=9, D=8,
+                        causal=True, top_left=True)
+    # Everything at once: non-causal top-left window with more queries than
+    # keys (the last row sees nothing), explicit slopes, sinks, a float mask.
+    mods_attention_case("attn_mods_combined", 19, B=2, Hq=4, Hkv=1, Tq=9, Tk=6, D=8,
+                        top_left=True, window=3, sinks=True, alibi_slopes=[0.5, 0.2, 0.05, 1.0],
+                        with_mask=True, softcap=2.0)
 
 
 def f32(v):
@@ -315,4 +442,5 @@ if __name__ == "__main__":
     attention_case("attn_mqa_mask", 8, B=2, Hq=4, Hkv=1, Tq=5, Tk=5, D=32, with_mask=True)
     attention_case("attn_mha_scale", 9, B=1, Hq=3, Hkv=3, Tq=12, Tk=7, D=64, scale=0.3)
     decoder_cases()
+    mods_attention_cases()
     print("fixtures written to", os.path.normpath(ROOT))

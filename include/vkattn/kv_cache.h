@@ -42,12 +42,23 @@ typedef struct vkattn_kv_cache_desc {
     uint32_t max_sequences; /* required */
     uint32_t capacity;      /* the most tokens one sequence can hold, required */
     uint32_t block_size;    /* 0: contiguous; else tokens per block (paged) */
-    uint32_t num_blocks;    /* paged pool; 0: enough for every sequence at capacity */
-    /* A sliding-window layer's cache (paged only; 0: keep everything):
-     * after each append, blocks holding only tokens older than the last
-     * `window` of their sequence go back to the pool, so a sequence holds
-     * about window + block_size tokens of blocks; attention over it must use
-     * a window of at most this. Lengths still count every token. */
+    /* paged pool; 0: enough for every sequence at capacity, or with a
+     * window, for steps of up to block_size tokens: ceil((window - 1 +
+     * 2 block_size) / block_size) + 1 blocks per sequence (at most its
+     * capacity's) */
+    uint32_t num_blocks;
+    /* A sliding-window layer's cache (0: keep everything; paged only: a
+     * contiguous cache with a window is refused, VKATTN_ERROR_INVALID_ARGUMENT):
+     * after each append of T tokens to a sequence of L (steps and
+     * vkattn_cmd_kv_cache_append), the blocks holding only tokens older than
+     * the window of its first new token (before L - window + 1) go back to
+     * the pool, so a sequence holds about window + T tokens of blocks, not
+     * its history. Attention over it needs a window of 1..this (else
+     * VKATTN_ERROR_INVALID_ARGUMENT), and its queries must be the ones of
+     * the last append (or fewer): a call whose windows reach tokens already
+     * given back fails with VKATTN_ERROR_OUT_OF_RANGE, as does a truncate to
+     * a length whose next token's window was given back. Lengths still count
+     * every token. */
     uint32_t window;
 } vkattn_kv_cache_desc;
 

@@ -271,7 +271,10 @@ typedef struct vkattn_attention_args {
     vkattn_tensor weights;     /* optional (buffer NULL) */
     bool causal;
     float scale; /* 0: 1/sqrt(D) */
-    /* Score modifiers (see "attention semantics"); zeros: none. */
+    /* Score modifiers (see "attention semantics"); zeros: none. sinks and
+     * alibi_slopes are contiguous and finite (device values are not
+     * checked; the reference and the CLI refuse NaN/inf by element); lse's
+     * last (query) stride is 1. A window reaching every key is none. */
     vkattn_causal_align causal_align;
     uint32_t window;
     float softcap;              /* 0 or finite > 0 */
@@ -291,8 +294,10 @@ VKATTN_API vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_atte
  *     w_a = exp(lse_a - m), w_b = exp(lse_b - m),
  *     out = (w_a out_a + w_b out_b) / (w_a + w_b),  lse = m + log(w_a + w_b);
  * a row with both lse -inf gives zeros and -inf. out_a, out_b, out
- * [B, Hq, Tq, D] (one dtype, f32 or f16; out may be out_a or out_b); lse_a,
- * lse_b f32 [B, Hq, Tq]; lse optional (buffer NULL), may be lse_a or lse_b. */
+ * [B, Hq, Tq, D] (one dtype, f32 or f16; D a multiple of 4); lse_a, lse_b
+ * f32 [B, Hq, Tq]; lse optional (buffer NULL). out may be exactly out_a or
+ * out_b and lse exactly lse_a or lse_b (same offset and strides: merged in
+ * place); any other overlap is refused. */
 typedef struct vkattn_attention_merge_args {
     vkattn_tensor out_a, lse_a, out_b, lse_b;
     vkattn_tensor out, lse;

@@ -6,6 +6,7 @@
 #define VKA_REFERENCE_H
 
 #include "spec/attention_shapes.h"
+#include "spec/score_mods.h"
 #include "vkattn.h"
 
 #include <stdbool.h>
@@ -85,13 +86,16 @@ void vka_ref_rope_rotate(const vkattn_rope_desc *resolved, int64_t position, dou
 typedef struct vka_ref_attention_plan {
     /* Resolved strides; optional tensors not given have data NULL. */
     vkattn_host_tensor q, k, v, out, mask, key_padding, weights;
+    vkattn_host_tensor sinks, alibi_slopes, lse;
     vka_attention_dims dims;
+    vka_score_mods mods;
     bool causal;
     double scale;
     size_t scratch_doubles; /* what run needs */
 } vka_ref_attention_plan;
 
-/* Checks `args` (names in messages start with `prefix`) and fills `plan`. */
+/* Checks `args` (names in messages start with `prefix`), including that the
+ * sinks and ALiBi slopes given are finite, and fills `plan`. */
 vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, const char *prefix,
                                         vka_ref_attention_plan *plan, char *error,
                                         size_t error_size);

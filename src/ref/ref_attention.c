@@ -1,5 +1,7 @@
 /* CPU reference of attention (see "attention semantics" in vkattn.h):
- * double accumulation, exact softmax over the visible keys, GQA by index. */
+ * double accumulation, exact softmax over the visible keys, GQA by index,
+ * the score modifiers (window, softcap, sinks, ALiBi, causal alignment) and
+ * the LSE output. */
 #include "ref/ref.h"
 
 #include "spec/error_text.h"
@@ -7,6 +9,39 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A finite value at every element of a resolved f32 [n] tensor, else a
+ * named error ("args->sinks[3] is nan"). */
+static vkattn_result check_finite(const vkattn_host_tensor *t, const char *name, char *error,
+                                  size_t error_size)
+{
+    for (int64_t i = 0; i < t->shape[0]; i++) {
+        double x = vka_host_load(t, i * t->strides[0]);
+        if (!isfinite(x)) {
+            vka_error_format(error, error_size, "%s[%lld] is %g: it must be finite", name,
+                             (long long)i, x);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    return VKATTN_SUCCESS;
+}
+
+/* The score modifiers and LSE, checked as the GPU checks them
+ * (spec/score_mods.c). */
+static vkattn_result check_mods(const vkattn_ref_attention_args *args, const char *prefix,
+                                vka_ref_attention_plan *p, char *error, size_t error_size)
+{
+    vka_score_mods_args in;
+    memset(&in, 0, sizeof in);
+    in.causal_align = args->causal_align;
+    in.window = args->window;
+    in.softcap = args->softcap;
+    in.alibi_max_bias = args->alibi_max_bias;
+    in.sinks = vka_host_shape_view(&args->sinks);
+    in.alibi_slopes = vka_host_shape_view(&args->alibi_slopes);
+    in.lse = vka_host_shape_view(&args->lse);
+    return vka_score_mods_check(&in, &p->dims, prefix, false, &p->mods, error, error_size);
+}
 
 vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, const char *prefix,
                                         vka_ref_attention_plan *plan, char *error,
@@ -30,21 +65,26 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
     vka_ref_attention_plan p;
     memset(&p, 0, sizeof p);
     VKA_TRY(vka_attention_check(&s, prefix, &p.dims, error, error_size));
+    VKA_TRY(check_mods(args, prefix, &p, error, error_size));
 
-    /* Strides, one tensor at a time; names as the shape check gives them. */
+    /* Strides, one tensor at a time; names as the shape checks give them.
+     * Sinks and slopes are read here too: their values must be finite. */
     struct {
         const vkattn_host_tensor *in;
         vkattn_host_tensor *out;
         const char *name;
-        bool output;
+        bool output, values;
     } tensors[] = {
-        {&args->q, &p.q, "q", false},
-        {&args->k, &p.k, "k", false},
-        {&args->v, &p.v, "v", false},
-        {&args->out, &p.out, "out", true},
-        {&args->mask, &p.mask, "mask", false},
-        {&args->key_padding, &p.key_padding, "key_padding", false},
-        {&args->weights, &p.weights, "weights", true},
+        {&args->q, &p.q, "q", false, false},
+        {&args->k, &p.k, "k", false, false},
+        {&args->v, &p.v, "v", false, false},
+        {&args->out, &p.out, "out", true, false},
+        {&args->mask, &p.mask, "mask", false, false},
+        {&args->key_padding, &p.key_padding, "key_padding", false, false},
+        {&args->weights, &p.weights, "weights", true, false},
+        {&args->sinks, &p.sinks, "sinks", false, true},
+        {&args->alibi_slopes, &p.alibi_slopes, "alibi_slopes", false, true},
+        {&args->lse, &p.lse, "lse", true, false},
     };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
         if (!tensors[i].in->data)
@@ -53,6 +93,8 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
         vka_error_format(name, sizeof name, "%s%s", prefix, tensors[i].name);
         VKA_TRY(vka_host_tensor_resolve(tensors[i].in, name, tensors[i].output, tensors[i].out,
                                         error, error_size));
+        if (tensors[i].values)
+            VKA_TRY(check_finite(tensors[i].out, name, error, error_size));
     }
 
     p.causal = args->causal;
@@ -94,16 +136,109 @@ static void gather(const vkattn_host_tensor *t, int64_t base, int64_t rows, int6
             dst[r * cols + c] = vka_host_load(t, base + r * row_stride + c * col_stride);
 }
 
+/* Where query i sits for the causal rule, the window and ALiBi. */
+static int64_t aligned_position(const vka_ref_attention_plan *p, int64_t i)
+{
+    return p->mods.top_left ? i : i + (int64_t)p->dims.kv_len - (int64_t)p->dims.q_len;
+}
+
+/* Whether key j is visible to the query at aligned position `at` by the
+ * causal rule and the window (masks and padding are the caller's). */
+static bool in_range(const vka_ref_attention_plan *p, int64_t at, int64_t j)
+{
+    if (p->causal && j > at)
+        return false;
+    const int64_t w = p->mods.window;
+    if (w == 0)
+        return true;
+    return at - j < w && (p->causal || j - at < w);
+}
+
+/* One query row of head h: its scores into prob[0..Tk) (-inf: hidden), then
+ * the probabilities in place, the output row in acc[0..D); returns the LSE
+ * (-inf when nothing is visible, and then prob and acc are all zero). */
+static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, int64_t i,
+                         int64_t mask_base, const double *qrow, const double *kbuf,
+                         const double *vbuf, double *prob, double *acc)
+{
+    const int64_t Tk = p->dims.kv_len, D = p->dims.head_dim;
+    const vkattn_host_tensor *m = &p->mask, *kp = &p->key_padding;
+    const int64_t at = aligned_position(p, i);
+    const double cap = p->mods.softcap;
+    double slope = 0.0;
+    if (p->alibi_slopes.data)
+        slope = vka_host_load(&p->alibi_slopes, h * p->alibi_slopes.strides[0]);
+    else if (p->mods.alibi)
+        slope = vka_alibi_slope(p->dims.num_heads, p->mods.alibi_max_bias, (uint32_t)h);
+    /* Scores of the visible keys; -inf marks hidden ones. A NaN score is
+     * visible and poisons the row, as it should. */
+    double row_max = -INFINITY;
+    bool any = false;
+    for (int64_t j = 0; j < Tk; j++) {
+        double sc = -INFINITY;
+        bool visible =
+            in_range(p, at, j) &&
+            !(kp->data && vka_host_load(kp, b * kp->strides[0] + j * kp->strides[1]) == 0);
+        if (visible) {
+            double dot = 0.0;
+            const double *kr = kbuf + j * D;
+            for (int64_t e = 0; e < D; e++)
+                dot += qrow[e] * kr[e];
+            sc = p->scale * dot;
+            if (cap > 0.0)
+                sc = cap * tanh(sc / cap);
+            if (m->data)
+                sc += vka_host_load(m, mask_base + i * m->strides[m->rank - 2] +
+                                           j * m->strides[m->rank - 1]);
+            if (slope != 0.0)
+                sc -= slope * (double)llabs(at - j);
+        }
+        prob[j] = sc;
+        if (sc != -INFINITY) {
+            any = true;
+            if (!(sc <= row_max))
+                row_max = sc;
+        }
+    }
+    for (int64_t e = 0; e < D; e++)
+        acc[e] = 0.0;
+    if (!any) { /* a row with no visible key: zeros, even with a sink */
+        for (int64_t j = 0; j < Tk; j++)
+            prob[j] = 0.0;
+        return -INFINITY;
+    }
+    /* Softmax; the sink joins the denominator (and the max, for range). */
+    double sink = -INFINITY;
+    if (p->sinks.data) {
+        sink = vka_host_load(&p->sinks, h * p->sinks.strides[0]);
+        if (sink > row_max)
+            row_max = sink;
+    }
+    double sum = p->sinks.data ? exp(sink - row_max) : 0.0;
+    for (int64_t j = 0; j < Tk; j++) {
+        prob[j] = prob[j] != -INFINITY ? exp(prob[j] - row_max) : 0.0;
+        sum += prob[j];
+    }
+    double inv = 1.0 / sum;
+    for (int64_t j = 0; j < Tk; j++) {
+        prob[j] *= inv;
+        if (prob[j] == 0.0)
+            continue;
+        const double *vr = vbuf + j * D;
+        for (int64_t e = 0; e < D; e++)
+            acc[e] += prob[j] * vr[e];
+    }
+    return row_max + log(sum);
+}
+
 void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
 {
     const vka_attention_dims *dm = &p->dims;
     const int64_t B = dm->batch, Hq = dm->num_heads, Hkv = dm->num_kv_heads;
     const int64_t Tq = dm->q_len, Tk = dm->kv_len, D = dm->head_dim;
     const int64_t group = Hq / Hkv;
-    /* Bottom-right causal alignment: query i sees keys j <= i + (Tk - Tq). */
-    const int64_t causal_shift = Tk - Tq;
     const vkattn_host_tensor *q = &p->q, *k = &p->k, *v = &p->v, *o = &p->out;
-    const vkattn_host_tensor *m = &p->mask, *kp = &p->key_padding, *w = &p->weights;
+    const vkattn_host_tensor *m = &p->mask, *w = &p->weights, *l = &p->lse;
 
     double *kbuf = scratch;
     double *vbuf = kbuf + Tk * D;
@@ -129,56 +264,13 @@ void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
                 for (int64_t i = 0; i < Tq; i++) {
                     gather(q, b * q->strides[0] + h * q->strides[1] + i * q->strides[2], 1, 0, D,
                            q->strides[3], qrow);
-                    int64_t last = Tk - 1; /* last key this row may see */
-                    if (p->causal && i + causal_shift < last)
-                        last = i + causal_shift;
-                    /* Scores of the visible keys; -inf marks hidden ones. A NaN
-                     * score is visible and poisons the row, as it should. */
-                    double row_max = -INFINITY;
-                    bool any = false;
-                    for (int64_t j = 0; j < Tk; j++) {
-                        double sc = -INFINITY;
-                        bool visible =
-                            j <= last &&
-                            !(kp->data &&
-                              vka_host_load(kp, b * kp->strides[0] + j * kp->strides[1]) == 0);
-                        if (visible) {
-                            double dot = 0.0;
-                            const double *kr = kbuf + j * D;
-                            for (int64_t e = 0; e < D; e++)
-                                dot += qrow[e] * kr[e];
-                            sc = p->scale * dot;
-                            if (m->data)
-                                sc += vka_host_load(m, mask_base + i * m->strides[m->rank - 2] +
-                                                           j * m->strides[m->rank - 1]);
-                        }
-                        prob[j] = sc;
-                        if (sc != -INFINITY) {
-                            any = true;
-                            if (!(sc <= row_max))
-                                row_max = sc;
-                        }
-                    }
-                    /* Softmax; a row with no visible key stays all zero. */
-                    double sum = 0.0;
-                    for (int64_t j = 0; j < Tk; j++) {
-                        prob[j] = (any && prob[j] != -INFINITY) ? exp(prob[j] - row_max) : 0.0;
-                        sum += prob[j];
-                    }
-                    double inv = any ? 1.0 / sum : 0.0;
-                    for (int64_t e = 0; e < D; e++)
-                        acc[e] = 0.0;
-                    for (int64_t j = 0; j < Tk; j++) {
-                        prob[j] *= inv;
-                        if (prob[j] == 0.0)
-                            continue;
-                        const double *vr = vbuf + j * D;
-                        for (int64_t e = 0; e < D; e++)
-                            acc[e] += prob[j] * vr[e];
-                    }
+                    double lse = attend_row(p, b, h, i, mask_base, qrow, kbuf, vbuf, prob, acc);
                     int64_t obase = b * o->strides[0] + h * o->strides[1] + i * o->strides[2];
                     for (int64_t e = 0; e < D; e++)
                         vka_host_store(o, obase + e * o->strides[3], acc[e]);
+                    if (l->data)
+                        vka_host_store(l, b * l->strides[0] + h * l->strides[1] + i * l->strides[2],
+                                       lse);
                     if (dm->weights_rank == 4) {
                         int64_t wbase = b * w->strides[0] + h * w->strides[1] + i * w->strides[2];
                         for (int64_t j = 0; j < Tk; j++)

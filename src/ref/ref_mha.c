@@ -1,6 +1,7 @@
 /* CPU reference of a whole MHA layer (see "MHA layer" in vkattn.h):
- * projections, head split, QK-norm and RoPE of Q and K, attention, merge,
- * output projection.
+ * projections, head split, QK-norm and RoPE of Q and K, attention (with
+ * the desc's score modifiers and args->causal_align), merge, output
+ * projection.
  *
  * Q, K, V and O are kept in f32 between the steps, as the GPU layer stores
  * them; every step accumulates in double. The norm and the rotation are one
@@ -182,6 +183,19 @@ static vkattn_result check_modern(const vkattn_mha_desc *d, const vkattn_ref_mha
     return VKATTN_SUCCESS;
 }
 
+/* Every one of the n values of weights-><name> (NULL: not given) finite. */
+static vkattn_result check_finite(const float *w, const char *name, uint32_t n, char *error,
+                                  size_t error_size)
+{
+    for (uint32_t i = 0; w && i < n; i++)
+        if (!isfinite(w[i])) {
+            vka_error_format(error, error_size, "weights->%s[%u] is %g: it must be finite", name, i,
+                             (double)w[i]);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+    return VKATTN_SUCCESS;
+}
+
 /* The layer as four linear steps (Q, K, V, output projection), the QK-norm
  * and RoPE step of Q and K, and one attention step, all checked. */
 typedef struct layer_plan {
@@ -236,6 +250,17 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     aa.weights = args->weights;
     aa.causal = args->causal;
     aa.scale = d->scale;
+    aa.causal_align = args->causal_align;
+    aa.window = d->window;
+    aa.softcap = d->softcap;
+    int64_t heads = d->num_heads;
+    if (wv->sinks)
+        aa.sinks = vkattn_host_tensor_make((void *)wv->sinks, VKATTN_DTYPE_F32, 1, &heads);
+    if (wv->alibi_slopes)
+        aa.alibi_slopes =
+            vkattn_host_tensor_make((void *)wv->alibi_slopes, VKATTN_DTYPE_F32, 1, &heads);
+    else
+        aa.alibi_max_bias = d->alibi_max_bias; /* resolved: 0 without desc->alibi */
     VKA_TRY(vka_ref_attention_prepare(&aa, "args->", &plan->ap, error, error_size));
     bool ok = vka_size_mul((size_t)B, (size_t)Tq, &plan->nq) &&
               vka_size_mul(plan->nq, (size_t)QW, &plan->nq) &&
@@ -334,6 +359,8 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     vka_mha_weight_views wv;
     VKA_TRY(vka_mha_resolve(desc, &d, error, error_size));
     VKA_TRY(vka_mha_weights_check(&d, weights, &wv, error, error_size));
+    VKA_TRY(check_finite(wv.sinks, "sinks", d.num_heads, error, error_size));
+    VKA_TRY(check_finite(wv.alibi_slopes, "alibi_slopes", d.num_heads, error, error_size));
     if (!args) {
         vka_error_format(error, error_size, "args is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;

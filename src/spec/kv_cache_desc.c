@@ -78,11 +78,30 @@ vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_k
                          UINT32_MAX - 1);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    if (!paged)
+    /* A contiguous cache holds every token in place: there is nothing a
+     * window could give back, so a window there is refused, not ignored. */
+    if (d->window && !paged) {
+        vka_error_format(error, error_size,
+                         "desc->window is %u but desc->block_size is 0: a windowed cache must be "
+                         "paged (a contiguous one cannot give blocks back)",
+                         d->window);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (!paged) {
         d->num_blocks = d->max_sequences;
-    else if (!d->num_blocks)
+    } else if (!d->num_blocks && d->window) {
+        /* a sequence holds the W - 1 tokens before its last step's first
+         * token, that step's tokens and the next step's before the release:
+         * W - 1 + 2 block_size tokens for steps of up to block_size tokens,
+         * spanning one block more than they fill */
+        uint64_t tokens = (uint64_t)d->window - 1 + 2ull * d->block_size;
+        uint64_t per = vka_ceil_div_u64(tokens, d->block_size) + 1;
+        if (per > width)
+            per = width;
+        d->num_blocks = (uint32_t)(per * d->max_sequences); /* <= entries */
+    } else if (!d->num_blocks) {
         d->num_blocks = (uint32_t)entries;
-    else if (d->num_blocks == UINT32_MAX) {
+    } else if (d->num_blocks == UINT32_MAX) {
         vka_error_format(error, error_size, "desc->num_blocks %u is too many", d->num_blocks);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }

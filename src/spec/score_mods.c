@@ -20,8 +20,8 @@ static vkattn_result check_tensor(const vka_shape_view *t, const char *prefix, c
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     if (t->rank != rank) {
-        vka_error_format(error, error_size, "%s%s.rank is %u: it must be %s", prefix, name,
-                         t->rank, layout);
+        vka_error_format(error, error_size, "%s%s.rank is %u: it must be %s", prefix, name, t->rank,
+                         layout);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     for (uint32_t i = 0; i < rank; i++)
@@ -57,8 +57,8 @@ vkattn_result vka_score_mods_check(const vka_score_mods_args *in, const vka_atte
     m.top_left = in->causal_align == VKATTN_CAUSAL_TOP_LEFT;
     m.window = in->window;
     if (!isfinite(in->softcap) || in->softcap < 0.0f) {
-        vka_error_format(error, error_size, "%ssoftcap is %g: it must be 0 (none) or finite > 0",
-                         p, (double)in->softcap);
+        vka_error_format(error, error_size, "%ssoftcap is %g: it must be 0 (none) or finite > 0", p,
+                         (double)in->softcap);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     m.softcap = in->softcap;

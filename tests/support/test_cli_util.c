@@ -1,5 +1,7 @@
 #include "test_cli_util.h"
+#include "test_util.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,4 +59,36 @@ int cli_teardown(void **state)
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", cli_tmp);
     return system(cmd) == 0 ? 0 : -1;
+}
+
+void cli_expect_success(const char *args)
+{
+    char err[4096];
+    if (cli_run_with("", args, err, sizeof err) != 0)
+        fail_msg("vkattn %s failed:\n%s", args, err);
+}
+
+npy_array cli_read_npy(const char *name)
+{
+    npy_array a;
+    char err[512];
+    if (npy_read(cli_path_of(name), &a, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    return a;
+}
+
+void cli_compare_outputs(const char *a_name, const char *b_name, double tol, bool differ,
+                         const char *what)
+{
+    npy_array a = cli_read_npy(a_name), b = cli_read_npy(b_name);
+    assert_int_equal(a.nbytes, b.nbytes);
+    size_t n = a.nbytes / 4;
+    const float *x = a.data, *y = b.data;
+    double max = 0;
+    for (size_t i = 0; i < n; i++)
+        max = fmax(max, fabs((double)x[i] - y[i]));
+    if (differ ? max <= 1e-3 : max > tol)
+        fail_msg("%s: %s and %s differ by %g", what, a_name, b_name, max);
+    npy_free(&a);
+    npy_free(&b);
 }

@@ -72,6 +72,18 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
     vkattn_result r = vka_attention_check(&s, "args->", &p->dims, error, sizeof error);
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", error);
+    vka_score_mods_args mods = {
+        .causal_align = args->causal_align,
+        .window = args->window,
+        .softcap = args->softcap,
+        .alibi_max_bias = args->alibi_max_bias,
+        .sinks = view_of(&args->sinks),
+        .alibi_slopes = view_of(&args->alibi_slopes),
+        .lse = view_of(&args->lse),
+    };
+    r = vka_score_mods_check(&mods, &p->dims, "args->", false, &p->mods, error, sizeof error);
+    if (r != VKATTN_SUCCESS)
+        return vka_fail(ctx, r, "%s", error);
 
     named tensors[] = {
         {&args->q, &p->q, "args->q"},
@@ -81,6 +93,9 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
         {&args->mask, &p->mask, "args->mask"},
         {&args->key_padding, &p->key_padding, "args->key_padding"},
         {&args->weights, &p->weights, "args->weights"},
+        {&args->sinks, &p->sinks, "args->sinks"},
+        {&args->alibi_slopes, &p->alibi_slopes, "args->alibi_slopes"},
+        {&args->lse, &p->lse, "args->lse"},
     };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
         if (!tensors[i].in->buffer)
@@ -96,15 +111,36 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
     VKA_TRY(vka_tensor_check_output(ctx, &p->out, "args->out"));
     if (p->weights.buffer)
         VKA_TRY(vka_tensor_check_output(ctx, &p->weights, "args->weights"));
-    const vkattn_tensor *inputs[] = {&p->q, &p->k, &p->v, &p->mask, &p->key_padding};
-    static const char *const input_names[] = {"args->q", "args->k", "args->v", "args->mask",
-                                              "args->key_padding"};
-    for (size_t i = 0; i < 5; i++) {
+    const vkattn_tensor *heads[2] = {&p->sinks, &p->alibi_slopes};
+    static const char *const head_names[2] = {"args->sinks", "args->alibi_slopes"};
+    for (size_t i = 0; i < 2; i++)
+        if (heads[i]->buffer && p->dims.num_heads > 1 && heads[i]->strides[0] != 1)
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                            "%s.strides[0] is %lld: it must be contiguous (stride 1)",
+                            head_names[i], (long long)heads[i]->strides[0]);
+    if (p->lse.buffer) {
+        VKA_TRY(vka_tensor_check_output(ctx, &p->lse, "args->lse"));
+        /* the kernels' push constants hold no query stride for it */
+        if (p->dims.q_len > 1 && p->lse.strides[2] != 1)
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                            "args->lse.strides[2] is %lld: the LSE's query dimension must be "
+                            "contiguous (stride 1)",
+                            (long long)p->lse.strides[2]);
+    }
+    const vkattn_tensor *inputs[] = {&p->q,           &p->k,     &p->v,           &p->mask,
+                                     &p->key_padding, &p->sinks, &p->alibi_slopes};
+    static const char *const input_names[] = {
+        "args->q",           "args->k",     "args->v",           "args->mask",
+        "args->key_padding", "args->sinks", "args->alibi_slopes"};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
         VKA_TRY(vka_tensor_check_disjoint(ctx, &p->out, "args->out", inputs[i], input_names[i]));
         VKA_TRY(vka_tensor_check_disjoint(ctx, &p->weights, "args->weights", inputs[i],
                                           input_names[i]));
+        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, "args->lse", inputs[i], input_names[i]));
     }
     VKA_TRY(vka_tensor_check_disjoint(ctx, &p->weights, "args->weights", &p->out, "args->out"));
+    VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, "args->lse", &p->out, "args->out"));
+    VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, "args->lse", &p->weights, "args->weights"));
 
     double scale;
     r = vka_attention_scale(args->scale, p->dims.head_dim, "args->scale", &scale, error,
@@ -113,6 +149,10 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
         return vka_fail(ctx, r, "%s", error);
     p->scale_log2 = (float)(scale * 1.4426950408889634);
     p->causal = args->causal;
+    /* A window reaching every key of every query (|i' - j| < Tq + Tk)
+     * changes nothing: the kernels run without one. */
+    uint64_t reach = (uint64_t)p->dims.q_len + p->dims.kv_len;
+    p->window = p->mods.window >= reach ? 0 : p->mods.window;
     return check_windows(ctx, p);
 }
 

@@ -49,55 +49,88 @@ vkattn_result vkattn_attention_chunk(const vkattn_attention_args *args, uint32_t
     if (q_begin >= q_end || (int64_t)q_end > tq)
         FAIL("vkattn_attention_chunk: queries [%u, %u) are not a non-empty part of 0..%lld",
              q_begin, q_end, (long long)tq);
-    /* Bottom-right causality: rows up to q_end - 1 see keys up to this one. */
-    int64_t keys = tk;
-    if (args->causal) {
-        if (args->weights.buffer)
-            FAIL("vkattn_attention_chunk: a causal call's weights cannot be chunked (a chunk does "
-                 "not "
-                 "write the weights of keys past its last visible one); compute them unchunked");
-        keys = (int64_t)q_end + tk - tq;
-        if (keys <
-            1) /* a call needs a key; the whole-call rule is kept by any chunk reaching one */
+    /* Keys [lo, hi) are all the chunk's rows can see; query i sits at
+     * i + shift. The chunk keeps every i' - j: bottom-right aligned with K
+     * ending at key q_end + shift (any start), or top-left with K starting
+     * at key q_begin + shift (any end). */
+    const int64_t shift = args->causal_align == VKATTN_CAUSAL_TOP_LEFT ? 0 : tk - tq;
+    const int64_t w = args->window, qb = q_begin, qe = q_end;
+    const bool alibi = args->alibi_slopes.buffer || args->alibi_max_bias > 0.0f;
+    int64_t lo = w ? qb + shift - w + 1 : 0, hi = tk;
+    lo = lo < 0 ? 0 : lo;
+    if (args->causal)
+        hi = qe + shift;
+    else if (w)
+        hi = qe - 1 + shift + w;
+    hi = hi > tk ? tk : hi;
+    vkattn_causal_align align = args->causal_align;
+    bool causal = args->causal;
+    int64_t k0 = 0, k1 = tk;
+    if (!causal && !w && !alibi) {
+        /* positions do not matter: every key, as the whole call */
+    } else if (causal && !w && !alibi && qb + shift >= tk - 1) {
+        causal = false; /* every row sees every key */
+    } else if (qe + shift <= tk && qe + shift >= hi) {
+        align = VKATTN_CAUSAL_BOTTOM_RIGHT, k0 = lo, k1 = qe + shift;
+        if (k1 < 1) /* a call needs a key; the whole-call rule is kept by any chunk reaching one */
             FAIL("vkattn_attention_chunk: queries [%u, %u) see no key (the call has %lld more "
-                 "queries "
-                 "than keys): let the chunk end after query %lld",
+                 "queries than keys): let the chunk end after query %lld",
                  q_begin, q_end, (long long)(tq - tk), (long long)(tq - tk));
+    } else if (qb + shift >= 0 && qb + shift <= lo && hi > qb + shift) {
+        align = VKATTN_CAUSAL_TOP_LEFT, k0 = qb + shift, k1 = hi;
+    } else {
+        FAIL("vkattn_attention_chunk: queries [%u, %u) cannot be a call of their own: a "
+             "narrowed call cannot place them at their positions (%lld..%lld) and still reach "
+             "keys %lld..%lld (a non-causal window or ALiBi); chunk causal calls, or compute "
+             "this one whole",
+             q_begin, q_end, (long long)(qb + shift), (long long)(qe - 1 + shift), (long long)lo,
+             (long long)hi - 1);
     }
+    const bool cut = k0 > 0 || k1 < tk;
+    if (args->weights.buffer && (args->causal || cut))
+        FAIL("vkattn_attention_chunk: a %s call's weights cannot be chunked (a chunk does not "
+             "write the weights of the keys it does not see); compute them unchunked",
+             args->causal ? "causal" : "windowed");
     *chunk = *args;
-    int64_t rows = (int64_t)q_end - q_begin;
+    chunk->causal = causal;
+    chunk->causal_align = align;
+    int64_t rows = (int64_t)q_end - q_begin, keys = k1 - k0;
     chunk->q = with_strides(&args->q);
     narrow(&chunk->q, 2, q_begin, rows);
     chunk->out = with_strides(&args->out);
     narrow(&chunk->out, 2, q_begin, rows);
     chunk->k = with_strides(&args->k);
-    narrow(&chunk->k, 2, 0, keys);
+    narrow(&chunk->k, 2, k0, keys);
     chunk->v = with_strides(&args->v);
-    narrow(&chunk->v, 2, 0, keys);
+    narrow(&chunk->v, 2, k0, keys);
     if (args->mask.buffer) {
         uint32_t r = args->mask.rank;
         if (r != 2 && r != 4)
             FAIL("vkattn_attention_chunk: args->mask.rank %u is not 2 or 4", r);
         chunk->mask = with_strides(&args->mask);
         narrow(&chunk->mask, r - 2, q_begin, rows);
-        narrow(&chunk->mask, r - 1, 0, keys);
+        narrow(&chunk->mask, r - 1, k0, keys);
     }
     if (args->key_padding.buffer) {
         if (args->key_padding.rank != 2)
             FAIL("vkattn_attention_chunk: args->key_padding.rank %u is not 2",
                  args->key_padding.rank);
         chunk->key_padding = with_strides(&args->key_padding);
-        narrow(&chunk->key_padding, 1, 0, keys);
+        narrow(&chunk->key_padding, 1, k0, keys);
     }
-    if (args->weights.buffer) { /* not causal: whole rows */
+    if (args->weights.buffer) { /* whole rows */
         uint32_t r = args->weights.rank;
         if (r != 3 && r != 4)
             FAIL("vkattn_attention_chunk: args->weights.rank %u is not 3 or 4", r);
         chunk->weights = with_strides(&args->weights);
         narrow(&chunk->weights, r - 2, q_begin, rows);
     }
-    /* The chunk's own bottom-right rule now equals the whole call's:
-     * row i' (query q_begin + i') sees j <= i' + keys - rows = q_begin + i' + tk - tq. */
+    if (args->lse.buffer) { /* sinks and slopes are per head: whole */
+        if (args->lse.rank != 3)
+            FAIL("vkattn_attention_chunk: args->lse.rank %u is not 3", args->lse.rank);
+        chunk->lse = with_strides(&args->lse);
+        narrow(&chunk->lse, 2, q_begin, rows);
+    }
     return VKATTN_SUCCESS;
 #undef FAIL
 }
@@ -109,10 +142,18 @@ double vkattn_attention_flops(const vkattn_attention_args *args, uint32_t q_begi
     double b = (double)args->q.shape[0], hq = (double)args->q.shape[1],
            d = (double)args->q.shape[3];
     int64_t tq = args->q.shape[2], tk = args->k.shape[2];
+    const int64_t shift = args->causal_align == VKATTN_CAUSAL_TOP_LEFT ? 0 : tk - tq;
+    const int64_t w = args->window;
     double pairs = 0;
     for (int64_t i = q_begin; i < (int64_t)q_end && i < tq; i++) {
-        int64_t seen = args->causal ? i + tk - tq + 1 : tk;
-        pairs += seen < 0 ? 0 : (double)(seen > tk ? tk : seen);
+        int64_t pos = i + shift, lo = w ? pos - w + 1 : 0, hi = tk;
+        if (args->causal)
+            hi = pos + 1;
+        else if (w)
+            hi = pos + w;
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > tk ? tk : hi;
+        pairs += hi > lo ? (double)(hi - lo) : 0.0;
     }
     return 4.0 * b * hq * d * pairs;
 }

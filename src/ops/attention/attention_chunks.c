@@ -52,6 +52,10 @@ vka_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uin
     case 'p':
         box.start[0] = b0, box.count[0] = nb, box.start[1] = 0, box.count[1] = d->kv_len;
         break;
+    case 'l':
+        box.start[0] = b0, box.count[0] = nb, box.start[1] = h0, box.count[1] = nh;
+        box.start[2] = i0, box.count[2] = nq;
+        break;
     case 'w':
         if (p->weights.rank == 4) {
             BOX4(b0, nb, h0, nh, i0, nq, 0, d->kv_len);
@@ -79,6 +83,7 @@ static bool chunk_fits(const vkattn_context *ctx, const vka_att_problem *p, cons
                                  : *w == 'o' ? &p->out
                                  : *w == 'm' ? &p->mask
                                  : *w == 'p' ? &p->key_padding
+                                 : *w == 'l' ? &p->lse
                                              : &p->weights;
         if (!t->buffer)
             continue;
@@ -144,7 +149,7 @@ vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p,
         {1, 1, group, d->q_len, false},
         {1, 1, 1, d->q_len, false},
     };
-    const char *tensors = "qkvomp";
+    const char *tensors = "qkvompl";
     /* Texel inputs where asked for (and the kernel can read the rows that
      * way), as long as GQA packing survives. */
     if (octets && !(vka_att_octet_aligned(&p->q) && vka_att_octet_aligned(&p->k) &&

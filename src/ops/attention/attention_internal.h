@@ -19,6 +19,7 @@
 #include "core/windows.h"
 #include "spec/dtype.h"
 #include "spec/error_text.h"
+#include "spec/score_mods.h"
 #include "spec/size_math.h"
 
 /* Flags of both push-constant blocks (mirrors shaders/attention_io.glsl). */
@@ -28,16 +29,38 @@ enum {
     ATT_FLAG_MASK_F16 = 4u,
     ATT_FLAG_KEY_PADDING = 8u,
     ATT_FLAG_WEIGHTS_ACCUMULATE = 16u,
+    ATT_FLAG_ONE_HEAD = 32u, /* main kernels: one query head of each group */
 };
+
+/* Score modifier bits of the MODS specialization constant (mirrors
+ * shaders/attention_main.glsl and attention_weights.comp). */
+enum {
+    ATT_MOD_WINDOW = 1u,
+    ATT_MOD_SOFTCAP = 2u,
+    ATT_MOD_SINKS = 4u,
+    ATT_MOD_ALIBI = 8u,
+    ATT_MOD_LSE = 16u,
+};
+/* The modifiers' specialization constants follow the kernels' own at this
+ * id (MODS, WINDOW, SOFTCAP). */
+#define ATT_SPEC_MODS_ID 8u
 
 /* A validated call: tensors with resolved strides (absent optional ones have
  * buffer NULL) and the sizes. */
 typedef struct vka_att_problem {
     vkattn_tensor q, k, v, out, mask, key_padding, weights;
+    vkattn_tensor sinks, alibi_slopes, lse; /* optional (buffer NULL) */
     vka_attention_dims dims;
     bool causal;
     float scale_log2; /* softmax scale * log2(e) */
+    vka_score_mods mods;
+    /* The window the kernels apply: 0 where args->window is 0 or reaches
+     * every key of every query (W >= Tq + Tk). */
+    uint32_t window;
 } vka_att_problem;
+
+/* The MODS bits of a problem. */
+uint32_t vka_att_mod_bits(const vka_att_problem *p);
 
 /* Checks everything about `args` (shapes, dtypes, strides, offsets, bounds,
  * overlaps, what the device's binding windows can hold) and fills `p`.
@@ -123,7 +146,7 @@ vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p
 /* The box of one tensor for a chunk starting at batch b0, query head h0 (KV
  * head h0 / group), query i0 with the chunk's counts. `which` names the
  * tensor: 'q', 'k', 'v', 'o' (out), 'm' (mask), 'p' (key padding), 'w'
- * (weights). */
+ * (weights), 'l' (LSE). */
 vka_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uint32_t nb,
                           uint32_t h0, uint32_t nh, uint32_t i0, uint32_t nq);
 

@@ -4,7 +4,10 @@
  * and dispatches. The checks are attention_api.c's; the cut into dispatches
  * whose windows fit, attention_chunks.c's. */
 #include "ops/attention/attention_internal.h"
+#include "core/const_buffers.h"
 #include "vka_spirv.h"
+
+#include <math.h>
 
 #include <string.h>
 
@@ -22,17 +25,20 @@ typedef struct padding_push {
     uint32_t off, sb, sk;
 } padding_push;
 
-/* Push constants of attention_main.glsl (124 bytes). */
+/* Push constants of attention_main.glsl (128 bytes, the guaranteed most).
+ * `flags` holds the flags in bits 0-7 and the first elements of the sinks,
+ * slopes and LSE windows in bits 8-15, 16-23 and 24-31. */
 typedef struct main_push {
     bhtd_push q, k, v, o;
     mask_push m;
     padding_push p;
-    uint32_t q_len, kv_len, group, heads;
+    uint32_t q_len, kv_len, group;
     int32_t causal_shift;
     uint32_t flags;
     float scale_log2;
+    uint32_t lse_sb, lse_sh;
 } main_push;
-_Static_assert(sizeof(main_push) == 124, "main_push mirrors attention_main.glsl");
+_Static_assert(sizeof(main_push) == 128, "main_push mirrors attention_main.glsl");
 
 /* Push constants of attention_weights.comp (120 bytes). */
 typedef struct weights_push {
@@ -53,13 +59,14 @@ _Static_assert(sizeof(weights_push) == 120, "weights_push mirrors attention_weig
 #define MAIN_KERNEL(fam, variant, in, full)                                                      \
     {                                                                                            \
         .name = "attention_" #fam "_" #variant, .spirv = &vka_spirv_attention_##fam##_##variant, \
-        .binding_count = 6, .bindings = {in, in, in, STO, STO, STO},                             \
+        .binding_count = 9, .bindings = {in, in, in, STO, STO, STO, STO, STO, STO},              \
         .push_size = sizeof(main_push), .full_subgroups = full                                   \
     }
-#define WEIGHTS_KERNEL(variant, in)                                                                \
-    {                                                                                              \
-        .name = "attention_weights_" #variant, .spirv = &vka_spirv_attention_weights_##variant,    \
-        .binding_count = 5, .bindings = {in, in, STO, STO, STO}, .push_size = sizeof(weights_push) \
+#define WEIGHTS_KERNEL(variant, in)                                                             \
+    {                                                                                           \
+        .name = "attention_weights_" #variant, .spirv = &vka_spirv_attention_weights_##variant, \
+        .binding_count = 7, .bindings = {in, in, STO, STO, STO, STO, STO},                      \
+        .push_size = sizeof(weights_push)                                                       \
     }
 /* Storage-input variants by [q/out storage][k/v storage]. */
 #define SG_STORAGE(v, unused) MAIN_KERNEL(sg, v, STO, true)
@@ -91,12 +98,15 @@ static const vka_kernel weights_texel[2][2] = {
 
 /* ------------------------------------------------------------ tile sizes */
 
+/* Specialization constants at most: the kernels' own, then the modifiers'. */
+#define SPEC_ALL (ATT_SPEC_MODS_ID + 3)
+
 #define WEIGHTS_WORKGROUP 64u
 
 /* The kernel, its specialization constants and tile rows of a config. */
 typedef struct main_config {
     const vka_kernel *kernel;
-    uint32_t spec[ATT_SPEC_MAX];
+    uint32_t spec[SPEC_ALL];
     uint32_t spec_count;
     uint32_t rows_per_group; /* tile rows per workgroup */
 } main_config;
@@ -140,9 +150,11 @@ static uint32_t stride_of(const vkattn_tensor *t, const vka_box *box, uint32_t d
     return t->buffer && box->count[dim] > 1 ? (uint32_t)(t->strides[dim] / unit) : 0;
 }
 
+/* Local query i of a chunk starting at query i0 sits at i + causal_shift:
+ * bottom-right i0 + i + Tk - Tq, top-left i0 + i. */
 static int32_t causal_shift(const vka_att_problem *p, uint32_t i0)
 {
-    int64_t shift = (int64_t)p->dims.kv_len - (int64_t)p->dims.q_len + i0;
+    int64_t shift = (p->mods.top_left ? 0 : (int64_t)p->dims.kv_len - (int64_t)p->dims.q_len) + i0;
     return shift > INT32_MAX ? INT32_MAX : shift < -INT32_MAX ? -INT32_MAX : (int32_t)shift;
 }
 
@@ -180,6 +192,87 @@ static vkattn_result bind_masks(vkattn_context *ctx, const vka_att_problem *p, u
     return VKATTN_SUCCESS;
 }
 
+/* ------------------------------------------------------ score modifiers */
+
+uint32_t vka_att_mod_bits(const vka_att_problem *p)
+{
+    uint32_t bits = p->window ? ATT_MOD_WINDOW : 0;
+    if (p->mods.softcap > 0.0f)
+        bits |= ATT_MOD_SOFTCAP;
+    if (p->mods.sinks)
+        bits |= ATT_MOD_SINKS;
+    if (p->mods.alibi)
+        bits |= ATT_MOD_ALIBI;
+    if (p->mods.lse)
+        bits |= ATT_MOD_LSE;
+    return bits;
+}
+
+/* Appends the modifiers' specialization constants (MODS, WINDOW, SOFTCAP at
+ * ATT_SPEC_MODS_ID; the ids between, which the kernels do not use, get
+ * zeros) to `count` constants; a plain call keeps its constants as they
+ * were, and so its pipeline. Returns the new count. */
+static uint32_t mod_spec(const vka_att_problem *p, uint32_t bits, uint32_t *spec, uint32_t count)
+{
+    if (!bits)
+        return count;
+    for (uint32_t i = count; i < ATT_SPEC_MODS_ID; i++)
+        spec[i] = 0;
+    float cap = (bits & ATT_MOD_SOFTCAP) ? p->mods.softcap : 0.0f;
+    spec[ATT_SPEC_MODS_ID] = bits;
+    spec[ATT_SPEC_MODS_ID + 1] = p->window;
+    memcpy(&spec[ATT_SPEC_MODS_ID + 2], &cap, sizeof cap);
+    return ATT_SPEC_MODS_ID + 3;
+}
+
+/* The standard ALiBi slopes of (Hq, max_bias), computed in double, kept in
+ * a constant table of the context (the key: tag, Hq, max_bias bits). */
+static void fill_slopes(void *dst, uint64_t bytes, const void *user)
+{
+    const uint32_t *key = user;
+    float max_bias, *out = dst;
+    memcpy(&max_bias, &key[2], sizeof max_bias);
+    for (uint32_t h = 0; h < key[1] && (h + 1) * sizeof *out <= bytes; h++)
+        out[h] = (float)vka_alibi_slope(key[1], max_bias, h);
+}
+
+/* The slopes the kernels read: the caller's, or the standard ones. */
+static vkattn_result slopes_tensor(vkattn_context *ctx, const vka_att_problem *p,
+                                   vkattn_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!p->mods.alibi)
+        return VKATTN_SUCCESS;
+    if (p->mods.alibi_slopes) {
+        *out = p->alibi_slopes;
+        return VKATTN_SUCCESS;
+    }
+    uint32_t key[3] = {0x42494c41u /* "ALIB" */, p->dims.num_heads, 0};
+    memcpy(&key[2], &p->mods.alibi_max_bias, sizeof(float));
+    vkattn_buffer *table;
+    VKA_TRY(vka_const_buffer_get(ctx, key, sizeof key, 4ull * p->dims.num_heads, fill_slopes, key,
+                                 &table));
+    int64_t shape[1] = {p->dims.num_heads};
+    *out = vkattn_tensor_make(table, 0, VKATTN_DTYPE_F32, 1, shape);
+    return VKATTN_SUCCESS;
+}
+
+/* Binds heads [h0, h0 + nh) of a contiguous f32 [Hq] tensor (a dummy when
+ * absent) and ORs its first element, shifted by `shift`, into `*flags`. */
+static vkattn_result bind_heads(vkattn_context *ctx, const vkattn_tensor *t, uint32_t h0,
+                                uint32_t nh, uint32_t shift, vka_binding *b, uint32_t *flags)
+{
+    if (!t->buffer)
+        return vka_bind_dummy(ctx, VK_FORMAT_UNDEFINED, b);
+    uint32_t first;
+    VKA_TRY(vka_bind_window(ctx, t->buffer, t->offset + 4ull * h0, 4ull * nh, 4, b, &first));
+    if (first > 0xff)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "a binding offset alignment above 1 KiB is not supported");
+    *flags |= first << shift;
+    return VKATTN_SUCCESS;
+}
+
 /* Binds a [B, H, T, D] tensor's box and fills offset + 3 strides (vec4s). */
 static vkattn_result bind_bhtd(vkattn_context *ctx, const vkattn_tensor *t, const vka_box *box,
                                bool texel, vka_binding *b, bhtd_push *out)
@@ -189,6 +282,28 @@ static vkattn_result bind_bhtd(vkattn_context *ctx, const vkattn_tensor *t, cons
     out->sh = stride_of(t, box, 1, 4);
     out->st = stride_of(t, box, 2, 4);
     return r;
+}
+
+/* The LSE window of a chunk (a dummy without LSE, which the caller replaces
+ * by the output's window): its first element into
+ * bits 24-31 of the flags, its batch and head strides. */
+static vkattn_result bind_lse(vkattn_context *ctx, const vka_att_problem *p, uint32_t b0,
+                              uint32_t nb, uint32_t h0, uint32_t nh, uint32_t i0, uint32_t nq,
+                              vka_binding *b, main_push *push)
+{
+    push->lse_sb = push->lse_sh = 0;
+    if (!p->lse.buffer)
+        return vka_bind_dummy(ctx, VK_FORMAT_UNDEFINED, b);
+    vka_box box = vka_att_chunk_box(p, 'l', b0, nb, h0, nh, i0, nq);
+    uint32_t first;
+    VKA_TRY(bind_box(ctx, &p->lse, &box, false, false, b, &first));
+    if (first > 0xff)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "a binding offset alignment above 1 KiB is not supported");
+    push->flags |= first << 24;
+    push->lse_sb = stride_of(&p->lse, &box, 0, 1);
+    push->lse_sh = stride_of(&p->lse, &box, 1, 1);
+    return VKATTN_SUCCESS;
 }
 
 /* ------------------------------------------------------------ recording */
@@ -212,6 +327,7 @@ static vkattn_result dispatch(recorder *rec, vka_pipeline *pipeline, const vka_b
 
 /* What recording needs, all obtained before the first command is recorded. */
 typedef struct prepared {
+    vkattn_tensor slopes; /* the caller's or the standard ones (buffer NULL: no ALiBi) */
     main_config cfg;
     vka_att_chunks main_chunks;
     vka_pipeline *main_pipeline;
@@ -224,7 +340,10 @@ static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
                              const vka_att_config *cfg, prepared *pr)
 {
     const vka_attention_dims *d = &p->dims;
+    VKA_TRY(slopes_tensor(ctx, p, &pr->slopes));
+    const uint32_t bits = vka_att_mod_bits(p);
     pr->cfg.spec_count = vka_att_config_spec(ctx, p, cfg, pr->cfg.spec, &pr->cfg.rows_per_group);
+    pr->cfg.spec_count = mod_spec(p, bits, pr->cfg.spec, pr->cfg.spec_count);
     vkattn_result r = vka_att_plan_main(ctx, p, pr->cfg.rows_per_group, cfg->texel,
                                         cfg->family == ATT_FAMILY_SUBGROUP, &pr->main_chunks);
     if (r != VKATTN_SUCCESS)
@@ -243,8 +362,9 @@ static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
         pr->weights_chunks.texel
             ? &weights_texel[d->q_dtype == VKATTN_DTYPE_F16][d->kv_dtype == VKATTN_DTYPE_F16]
             : &weights_storage[qs][ks];
-    uint32_t spec[2] = {pr->weights_workgroup, d->head_dim};
-    return vka_pipeline_get(ctx, kernel, spec, 2, &pr->weights_pipeline);
+    uint32_t spec[SPEC_ALL] = {pr->weights_workgroup, d->head_dim};
+    uint32_t count = mod_spec(p, bits & ~(uint32_t)ATT_MOD_LSE, spec, 2);
+    return vka_pipeline_get(ctx, kernel, spec, count, &pr->weights_pipeline);
 }
 
 static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const prepared *pr)
@@ -257,8 +377,7 @@ static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const 
     vka_pipeline *pipeline = pr->main_pipeline;
     vkattn_result r;
 
-    main_push push = {
-        .kv_len = d->kv_len, .group = group, .flags = base_flags(p), .scale_log2 = p->scale_log2};
+    main_push push = {.kv_len = d->kv_len, .group = group, .scale_log2 = p->scale_log2};
     for (uint32_t b0 = 0; b0 < d->batch; b0 += c.nb)
         for (uint32_t g0 = 0; g0 < d->num_kv_heads; g0 += c.ng)
             for (uint32_t hg0 = 0; hg0 < group; hg0 += c.nh)
@@ -269,7 +388,7 @@ static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const 
                     uint32_t h0 = g0 * group + hg0, nh = ng * c.nh; /* c.nh < group: ng 1 */
                     vka_box qb = vka_att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
                     vka_box kb = vka_att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
-                    vka_binding b[6];
+                    vka_binding b[9];
                     r = bind_bhtd(ctx, &p->q, &qb, c.texel, &b[0], &push.q);
                     if (r == VKATTN_SUCCESS)
                         r = bind_bhtd(ctx, &p->k, &kb, c.texel, &b[1], &push.k);
@@ -279,10 +398,22 @@ static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const 
                         r = bind_bhtd(ctx, &p->out, &qb, false, &b[3], &push.o);
                     if (r == VKATTN_SUCCESS)
                         r = bind_masks(ctx, p, b0, nb, h0, nh, i0, nq, &b[4], &push.m, &push.p);
+                    push.flags = base_flags(p) | (c.nh == 1 ? ATT_FLAG_ONE_HEAD : 0);
+                    if (r == VKATTN_SUCCESS)
+                        r = bind_heads(ctx, &p->sinks, h0, nh, 8, &b[6], &push.flags);
+                    if (r == VKATTN_SUCCESS)
+                        r = bind_heads(ctx, &pr->slopes, h0, nh, 16, &b[7], &push.flags);
+                    if (r == VKATTN_SUCCESS)
+                        r = bind_lse(ctx, p, b0, nb, h0, nh, i0, nq, &b[8], &push);
                     if (r != VKATTN_SUCCESS)
                         return r;
+                    /* Without LSE its writable binding takes the output's
+                     * window (written here anyway), never the shared dummy:
+                     * that would make unrelated dispatches that read the
+                     * dummy (sinks, slopes) look like readers after a write. */
+                    if (!p->lse.buffer)
+                        b[8] = b[3];
                     push.q_len = nq;
-                    push.heads = c.nh;
                     push.causal_shift = causal_shift(p, i0);
                     uint32_t tiles = vka_div_up((nq * c.nh), cfg.rows_per_group);
                     r = dispatch(rec, pipeline, b, &push, tiles, ng, nb);
@@ -315,7 +446,7 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                 vka_box qb = vka_att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
                 vka_box kb = vka_att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
                 vka_box wb = vka_att_chunk_box(p, 'w', b0, nb, h0, nh, i0, nq);
-                vka_binding b[5];
+                vka_binding b[7];
                 uint32_t w_first = 0;
                 r = bind_bhtd(ctx, &p->q, &qb, c.texel, &b[0], &push.q);
                 if (r == VKATTN_SUCCESS)
@@ -324,6 +455,12 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                     r = bind_masks(ctx, p, b0, nb, h0, nh, i0, nq, &b[2], &push.m, &push.p);
                 if (r == VKATTN_SUCCESS)
                     r = bind_box(ctx, &p->weights, &wb, false, false, &b[4], &w_first);
+                push.flags =
+                    base_flags(p) | (!per_head && h0 > 0 ? ATT_FLAG_WEIGHTS_ACCUMULATE : 0);
+                if (r == VKATTN_SUCCESS)
+                    r = bind_heads(ctx, &p->sinks, h0, nh, 8, &b[5], &push.flags);
+                if (r == VKATTN_SUCCESS)
+                    r = bind_heads(ctx, &pr->slopes, h0, nh, 16, &b[6], &push.flags);
                 if (r != VKATTN_SUCCESS)
                     return r;
                 push.w.off = w_first;
@@ -335,8 +472,6 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                 push.heads = nh;
                 push.head_first = h0 % group;
                 push.causal_shift = causal_shift(p, i0);
-                push.flags =
-                    base_flags(p) | (!per_head && h0 > 0 ? ATT_FLAG_WEIGHTS_ACCUMULATE : 0);
                 r = dispatch(rec, pipeline, b, &push, nq, nh, nb);
                 if (r != VKATTN_SUCCESS)
                     return r;

@@ -115,6 +115,83 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
     return VKATTN_SUCCESS;
 }
 
+static vka_shape_view view_of(const vkattn_tensor *t)
+{
+    vka_shape_view v = {t->buffer != NULL, t->dtype, t->rank, t->shape};
+    return v;
+}
+
+/* An optional f32 tensor of the modifiers, resolved (`out` zeroed when
+ * absent); its elements are read or written one float at a time. */
+static vkattn_result resolve_mod_tensor(vkattn_context *ctx, const vkattn_tensor *in,
+                                        const char *prefix, const char *name, vkattn_tensor *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!in->buffer)
+        return VKATTN_SUCCESS;
+    char what[96];
+    snprintf(what, sizeof what, "%s%s", prefix, name);
+    VKA_TRY(vka_tensor_resolve(ctx, in, what, out));
+    uint64_t last = 0;
+    bool fits = true;
+    for (uint32_t d = 0; d < out->rank; d++) {
+        last += (uint64_t)(out->shape[d] - 1) * (uint64_t)out->strides[d];
+        fits = fits && out->strides[d] <= UINT32_MAX;
+    }
+    if (!fits || (last + 1) * 4 > vka_storage_window_limit(ctx) / 2)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "%s spans %llu floats, more than one binding of this device holds", what,
+                        (unsigned long long)(last + 1));
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vka_kv_attention_check_mods(vkattn_kv_cache *c, const vka_kv_mods_args *in,
+                                          const char *prefix, vka_kv_attention_problem *p)
+{
+    vkattn_context *ctx = c->ctx;
+    vka_score_mods_args sa = {
+        .causal_align = VKATTN_CAUSAL_BOTTOM_RIGHT,
+        .window = in->window,
+        .softcap = in->softcap,
+        .alibi_max_bias = in->alibi_max_bias,
+        .sinks = view_of(&in->sinks),
+        .alibi_slopes = view_of(&in->alibi_slopes),
+        .lse = view_of(&in->lse),
+    };
+    vka_attention_dims dims = {.batch = p->batch,
+                               .num_heads = p->num_heads,
+                               .num_kv_heads = c->d.num_kv_heads,
+                               .q_len = p->new_tokens,
+                               .head_dim = c->d.head_dim};
+    char error[VKA_ERROR_MAX];
+    vkattn_result r = vka_score_mods_check(&sa, &dims, prefix, true, &p->mods, error, sizeof error);
+    if (r != VKATTN_SUCCESS)
+        return vka_fail(ctx, r, "%s", error);
+    /* a windowed cache gave back what lies before its window */
+    if (c->d.window && (!in->window || in->window > c->d.window))
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%swindow is %u but the cache's window is %u: it gives back the blocks "
+                        "before its window, so attention over it needs a window of 1..%u",
+                        prefix, in->window, c->d.window, c->d.window);
+    VKA_TRY(resolve_mod_tensor(ctx, &in->sinks, prefix, "sinks", &p->sinks));
+    VKA_TRY(resolve_mod_tensor(ctx, &in->alibi_slopes, prefix, "alibi_slopes", &p->slopes));
+    VKA_TRY(resolve_mod_tensor(ctx, &in->lse, prefix, "lse", &p->lse));
+    if (p->lse.buffer) {
+        char lse_name[96], other[96];
+        snprintf(lse_name, sizeof lse_name, "%slse", prefix);
+        VKA_TRY(vka_tensor_check_output(ctx, &p->lse, lse_name));
+        const vkattn_tensor *inputs[4] = {&p->q, &p->out, &p->sinks, &p->slopes};
+        const char *names[4] = {"q", "out", "sinks", "alibi_slopes"};
+        for (int i = 0; i < 4; i++) {
+            if (!inputs[i]->buffer)
+                continue;
+            snprintf(other, sizeof other, "%s%s", prefix, names[i]);
+            VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, lse_name, inputs[i], other));
+        }
+    }
+    return VKATTN_SUCCESS;
+}
+
 /* ----------------------------------------------------------------- API */
 
 /* A call checked and prepared: its step is checked, not applied yet. */
@@ -137,6 +214,15 @@ static vkattn_result check_call(vkattn_context *ctx, const void *args, void *che
     if (p.batch != a->batch)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                         "args->q.shape[0] is %u but args->batch is %u", p.batch, a->batch);
+    vka_kv_mods_args mods = {
+        .window = a->window,
+        .softcap = a->softcap,
+        .alibi_max_bias = a->alibi_max_bias,
+        .sinks = a->sinks,
+        .alibi_slopes = a->alibi_slopes,
+        .lse = a->lse,
+    };
+    VKA_TRY(vka_kv_attention_check_mods(a->cache, &mods, "args->", &p));
     VKA_TRY(vka_kv_step_check(a->cache, a->batch, a->sequences, 0, "args->", &call->step));
     return vka_kv_attention_prepare(ctx, a->cache, &call->step, &p, &call->plan);
 }

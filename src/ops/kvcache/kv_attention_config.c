@@ -108,6 +108,15 @@ static void sm_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, vka_
     cfg->block_keys = t.bc;
 }
 
+/* The most keys one row tile reads: the longest sequence, or with a window
+ * W the W + T - 1 keys from its first query's window on (the split-KV work
+ * covers only those: keys before the window are never read). */
+static uint32_t read_length(const vka_kv_step *step, const vka_kv_attention_problem *p)
+{
+    uint64_t span = (uint64_t)p->mods.window + p->new_tokens - 1;
+    return p->mods.window && span < step->max_length ? (uint32_t)span : step->max_length;
+}
+
 /* Splits of the decode path: enough workgroups to fill the device, none
  * shorter than a minimum, within the split scratch's rows. */
 static uint32_t auto_splits(const vkattn_context *ctx, const vka_kv_step *step,
@@ -117,7 +126,8 @@ static uint32_t auto_splits(const vkattn_context *ctx, const vka_kv_step *step,
     uint64_t groups = (uint64_t)p->batch * hkv * tiles;
     uint64_t target = cpu ? CPU_TARGET_GROUPS : GPU_TARGET_GROUPS;
     uint64_t splits = groups >= target ? 1 : vka_div_up64(target, groups);
-    uint64_t by_len = vka_div_up64(step->max_length, cpu ? CPU_MIN_SPLIT_KEYS : GPU_MIN_SPLIT_KEYS);
+    uint64_t by_len =
+        vka_div_up64(read_length(step, p), cpu ? CPU_MIN_SPLIT_KEYS : GPU_MIN_SPLIT_KEYS);
     if (splits > by_len)
         splits = by_len;
     if (splits > VKATTN_KV_MAX_SPLIT_ROWS / p->new_tokens)
@@ -195,11 +205,11 @@ static void choose_kernel(vkattn_context *ctx, const vkattn_kv_cache *c, const v
      * invocation, whatever the split count); longer ones take the subgroup
      * kernel (SG * C keys a trip). */
     if (decode && cfg->texel && dec_config(ctx, d, rows, cfg) &&
-        step->max_length / ctx->info.subgroup_size < DEC_MAX_TRIPS) {
+        read_length(step, p) / ctx->info.subgroup_size < DEC_MAX_TRIPS) {
         cfg->kernel = VKA_KV_KERNEL_DECODE;
         return;
     }
-    bool large = !decode && rows >= SG_LARGE_ROWS && step->max_length >= SG_LARGE_KEYS;
+    bool large = !decode && rows >= SG_LARGE_ROWS && read_length(step, p) >= SG_LARGE_KEYS;
     cfg->kernel = VKA_KV_KERNEL_SUBGROUP;
     sg_config(ctx, d, rows, large, cfg);
 }
@@ -224,7 +234,7 @@ vkattn_result vka_kv_config_choose(vkattn_context *ctx, const vkattn_kv_cache *c
         splits = p->kv_splits;
     } else if (decode && scratch_fits) {
         /* automatic: the tuned count of this shape class, else the device's */
-        splits = tuned_splits(ctx, c, p->q.dtype, p->batch, tokens, step->max_length);
+        splits = tuned_splits(ctx, c, p->q.dtype, p->batch, tokens, read_length(step, p));
         if (!splits)
             splits = auto_splits(ctx, step, p, cfg->tiles, hkv);
     }

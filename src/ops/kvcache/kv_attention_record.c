@@ -3,30 +3,31 @@
  * (kv_attention_config.c), and its dispatches. */
 #include "ops/kvcache/kvcache_internal.h"
 
+#include "core/const_buffers.h"
 #include "vka_spirv.h"
 
 #include <string.h>
 
 #define TEX VKA_BINDING_TEXEL
 #define STO VKA_BINDING_STORAGE
-#define KV_KERNEL(fam, variant, in, full)                                               \
-    {                                                                                   \
-        .name = "kv_attention_" #fam "_" #variant,                                      \
-        .spirv = &vka_spirv_kv_attention_##fam##_##variant, .binding_count = 6,         \
-        .bindings = {STO, in, in, in, STO, STO}, .push_size = sizeof(vka_kv_main_push), \
-        .full_subgroups = full                                                          \
-    }
-#define COMBINE_KERNEL(variant)                                                 \
+#define KV_KERNEL(fam, variant, in, full)                                       \
     {                                                                           \
-        .name = "kv_attention_combine_" #variant,                               \
-        .spirv = &vka_spirv_kv_attention_combine_##variant, .binding_count = 2, \
-        .bindings = {STO, STO}, .push_size = sizeof(vka_kv_combine_push)        \
+        .name = "kv_attention_" #fam "_" #variant,                              \
+        .spirv = &vka_spirv_kv_attention_##fam##_##variant, .binding_count = 9, \
+        .bindings = {STO, in, in, in, STO, STO, STO, STO, STO},                 \
+        .push_size = sizeof(vka_kv_main_push), .full_subgroups = full           \
+    }
+#define COMBINE_KERNEL(variant)                                                    \
+    {                                                                              \
+        .name = "kv_attention_combine_" #variant,                                  \
+        .spirv = &vka_spirv_kv_attention_combine_##variant, .binding_count = 4,    \
+        .bindings = {STO, STO, STO, STO}, .push_size = sizeof(vka_kv_combine_push) \
     }
 /* Storage-input variants by [q/out storage][cache storage]. */
 #define KV_STORAGE(v, fam, full) KV_KERNEL(fam, v, STO, full)
 
-_Static_assert(sizeof(vka_kv_main_push) == 72, "mirrors kv_attention_main.glsl");
-_Static_assert(sizeof(vka_kv_combine_push) == 36, "mirrors kv_attention_combine.comp");
+_Static_assert(sizeof(vka_kv_main_push) == 104, "mirrors kv_attention_main.glsl");
+_Static_assert(sizeof(vka_kv_combine_push) == 56, "mirrors kv_attention_combine.comp");
 
 static const vka_kernel sg_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sg, true);
 static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sm, false);
@@ -45,11 +46,11 @@ static const vka_kernel sg_texel[3][2] = KV_TEXEL_TABLE(sg, true);
 static const vka_kernel sm_texel[3][2] = KV_TEXEL_TABLE(sm, false);
 /* The subgroup family's decode kernel (kv_decode_sg.comp), texel inputs
  * only, by [q/out storage][cache dtype is f16]. */
-#define DEC_KERNEL(variant)                                                           \
-    {                                                                                 \
-        .name = "kv_decode_sg_" #variant, .spirv = &vka_spirv_kv_decode_sg_##variant, \
-        .binding_count = 6, .bindings = {STO, TEX, TEX, TEX, STO, STO},               \
-        .push_size = sizeof(vka_kv_main_push), .full_subgroups = true                 \
+#define DEC_KERNEL(variant)                                                            \
+    {                                                                                  \
+        .name = "kv_decode_sg_" #variant, .spirv = &vka_spirv_kv_decode_sg_##variant,  \
+        .binding_count = 9, .bindings = {STO, TEX, TEX, TEX, STO, STO, STO, STO, STO}, \
+        .push_size = sizeof(vka_kv_main_push), .full_subgroups = true                  \
     }
 static const vka_kernel dec_texel[3][2] = {
     [VKA_STORAGE_F32] = {DEC_KERNEL(tex_f32_f32), DEC_KERNEL(tex_f32_f16)},
@@ -104,6 +105,109 @@ static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_kv_con
     }
 }
 
+/* ---- score modifiers */
+
+/* The standard ALiBi slopes of a call by max bias (f32 [Hq]), kept by the
+ * context: keyed by head count and max bias. */
+typedef struct alibi_key {
+    char tag[8]; /* "kvalibi": no other table has this key */
+    uint32_t heads;
+    float max_bias;
+} alibi_key;
+
+static void fill_slopes(void *dst, uint64_t bytes, const void *user)
+{
+    const alibi_key *k = user;
+    float *f = dst;
+    for (uint32_t h = 0; h < k->heads && (h + 1) * 4ull <= bytes; h++)
+        f[h] = (float)vka_alibi_slope(k->heads, k->max_bias, h);
+}
+
+/* A [B, Hq, T] (or [Hq]) f32 tensor bound whole as floats: its first
+ * element and strides (0 where a dimension has one element). */
+static vkattn_result bind_floats(vkattn_context *ctx, const vkattn_tensor *t, vka_binding *b,
+                                 uint32_t *off, uint32_t strides[3])
+{
+    uint64_t last = 0;
+    for (uint32_t d = 0; d < t->rank; d++) {
+        last += (uint64_t)(t->shape[d] - 1) * (uint64_t)t->strides[d];
+        if (strides)
+            strides[d] = t->shape[d] > 1 ? (uint32_t)t->strides[d] : 0;
+    }
+    return vka_bind_window(ctx, t->buffer, t->offset, (last + 1) * 4, 4, b, off);
+}
+
+/* Bindings 6-8 (slopes, sinks, LSE; the split scratch's binding stands in
+ * for absent ones, never read), their push constants and the MODS word. */
+static vkattn_result prepare_mods(vkattn_context *ctx, const vka_kv_attention_problem *p,
+                                  vka_kv_attention_plan *plan, uint32_t *mods)
+{
+    const vka_score_mods *m = &p->mods;
+    vka_kv_main_push *push = &plan->push;
+    vka_binding *b = plan->bindings;
+    b[6] = b[7] = b[8] = b[5];
+    *mods = 0;
+    if (m->window) {
+        *mods |= VKA_KV_MOD_WINDOW;
+        push->window = m->window;
+    }
+    if (m->softcap > 0.0f) {
+        *mods |= VKA_KV_MOD_SOFTCAP;
+        push->softcap_log2 = (float)((double)m->softcap * 1.4426950408889634);
+    }
+    if (m->alibi) {
+        *mods |= VKA_KV_MOD_ALIBI;
+        if (p->slopes.buffer) {
+            VKA_TRY(bind_floats(ctx, &p->slopes, &b[6], &push->slopes_off, NULL));
+        } else {
+            alibi_key key;
+            memset(&key, 0, sizeof key);
+            memcpy(key.tag, "kvalibi", 8);
+            key.heads = p->num_heads;
+            key.max_bias = m->alibi_max_bias;
+            vkattn_buffer *table;
+            VKA_TRY(vka_const_buffer_get(ctx, &key, sizeof key, 4ull * p->num_heads, fill_slopes,
+                                         &key, &table));
+            VKA_TRY(
+                vka_bind_window(ctx, table, 0, 4ull * p->num_heads, 4, &b[6], &push->slopes_off));
+        }
+    }
+    if (m->sinks) {
+        *mods |= VKA_KV_MOD_SINKS;
+        VKA_TRY(bind_floats(ctx, &p->sinks, &b[7], &push->sinks_off, NULL));
+    }
+    if (m->lse) {
+        *mods |= VKA_KV_MOD_LSE;
+        uint32_t st[3];
+        VKA_TRY(bind_floats(ctx, &p->lse, &b[8], &push->lse_off, st));
+        push->lse_sb = st[0], push->lse_sh = st[1], push->lse_st = st[2];
+    }
+    return VKATTN_SUCCESS;
+}
+
+/* A windowed cache: every sequence must still hold the blocks from the
+ * first key this call reads (its sequences' lengths after the step). */
+static vkattn_result check_held(vkattn_context *ctx, const vkattn_kv_cache *c,
+                                const vka_kv_step *step, const vka_kv_attention_problem *p)
+{
+    if (!c->d.window)
+        return VKATTN_SUCCESS;
+    for (uint32_t b = 0; b < step->batch; b++) {
+        uint32_t s = step->sequences[b], before = c->lengths[s];
+        uint32_t len = before + step->new_tokens;
+        uint32_t first = vka_kv_first_key(len, p->new_tokens, p->mods.window);
+        if (first < before &&
+            c->tables[(size_t)s * c->table_width + first / c->d.block_size] == UINT32_MAX)
+            return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                            "kv attention: sequences[%u] (sequence %u) no longer holds key %u, "
+                            "which its first query's window of %u needs: the cache (window %u) "
+                            "gave back the blocks before the window of its last append's first "
+                            "token; attend right after each append",
+                            b, s, first, p->mods.window, c->d.window);
+    }
+    return VKATTN_SUCCESS;
+}
+
 /* The combine pass: one invocation per output vec4. */
 static vkattn_result prepare_combine(vkattn_context *ctx, const vkattn_kv_cache *c,
                                      const vka_kv_attention_problem *p, vka_kv_attention_plan *plan)
@@ -119,13 +223,20 @@ static vkattn_result prepare_combine(vkattn_context *ctx, const vkattn_kv_cache 
     plan->combine_grid[0] = gx, plan->combine_grid[1] = gy;
     plan->combine_bindings[0] = plan->bindings[5];
     plan->combine_bindings[1] = plan->bindings[4];
+    plan->combine_bindings[2] = plan->bindings[7]; /* sinks (or the dummy) */
+    plan->combine_bindings[3] = plan->bindings[8]; /* LSE (or the dummy) */
     const vka_kv_main_push *push = &plan->push;
     vka_kv_combine_push *cp = &plan->combine_push;
     cp->o_off = push->o_off, cp->o_sb = push->o_sb, cp->o_sh = push->o_sh, cp->o_st = push->o_st;
     cp->batch = p->batch, cp->heads = p->num_heads, cp->tokens = p->new_tokens;
     cp->s_heads = c->d.num_heads, cp->splits = plan->config.splits;
-    uint32_t spec[2] = {wg, c->d.head_dim};
-    return vka_pipeline_get(ctx, &combine_kernels[vka_storage_kind(ctx, p->q.dtype)], spec, 2,
+    cp->sinks_off = push->sinks_off;
+    cp->lse_off = push->lse_off, cp->lse_sb = push->lse_sb, cp->lse_sh = push->lse_sh;
+    cp->lse_st = push->lse_st;
+    /* the sinks and the LSE belong to the merged rows */
+    uint32_t spec[3] = {wg, c->d.head_dim,
+                        plan->config.spec[5] & (VKA_KV_MOD_SINKS | VKA_KV_MOD_LSE)};
+    return vka_pipeline_get(ctx, &combine_kernels[vka_storage_kind(ctx, p->q.dtype)], spec, 3,
                             &plan->combine);
 }
 
@@ -138,6 +249,7 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                         "kv attention: the step has %u sequences but q has batch %u", step->batch,
                         p->batch);
+    VKA_TRY(check_held(ctx, c, step, p));
     vka_kv_config *cfg = &plan->config;
     VKA_TRY(vka_kv_config_choose(ctx, c, step, p, cfg));
     const uint32_t hkv = c->d.num_kv_heads;
@@ -167,15 +279,25 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
     push->split_align = cfg->block_keys;
     push->s_heads = c->d.num_heads;
     push->scale_log2 = (float)((double)p->scale * 1.4426950408889634);
-    VKA_TRY(vka_pipeline_get(ctx, main_kernel(ctx, cfg, p->q.dtype, c->d.dtype), cfg->spec, 5,
-                             &plan->main));
+    uint32_t mods;
+    VKA_TRY(prepare_mods(ctx, p, plan, &mods));
+    /* with several splits the main pass leaves the sinks and the LSE to
+     * the combine pass */
+    cfg->spec[5] = mods;
+    uint32_t main_mods =
+        cfg->splits > 1 ? mods & ~(uint32_t)(VKA_KV_MOD_SINKS | VKA_KV_MOD_LSE) : mods;
+    uint32_t spec[6];
+    memcpy(spec, cfg->spec, sizeof spec);
+    spec[5] = main_mods;
+    VKA_TRY(
+        vka_pipeline_get(ctx, main_kernel(ctx, cfg, p->q.dtype, c->d.dtype), spec, 6, &plan->main));
     return cfg->splits == 1 ? VKATTN_SUCCESS : prepare_combine(ctx, c, p, plan);
 }
 
 vkattn_result vka_kv_attention_record(vkattn_context *ctx, VkCommandBuffer cmd,
                                       const vka_kv_attention_plan *plan, const vka_binding *meta)
 {
-    vka_binding b[6];
+    vka_binding b[9];
     memcpy(b, plan->bindings, sizeof b);
     b[0] = *meta;
     /* The split scratch is the cache's, reused by every call (the caller's

@@ -68,6 +68,7 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx,
     d.max_sequences = batch;
     d.capacity = length;
     d.num_blocks = 0;
+    d.window = 0; /* the key's length is the keys a step reads (window or not) */
     vkattn_kv_cache *scratch = NULL;
     vkattn_buffer *bq = NULL, *bo = NULL;
     vkattn_kv_attention_args call;

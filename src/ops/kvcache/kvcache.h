@@ -29,6 +29,7 @@
 #include "core/context.h"
 #include "core/kernel.h"
 #include "core/pipeline.h"
+#include "spec/score_mods.h"
 
 struct vkattn_kv_cache {
     vkattn_context *ctx;
@@ -70,6 +71,23 @@ vkattn_result vka_kv_step_check(vkattn_kv_cache *cache, uint32_t batch, const ui
  * -> transfer write -> compute reads. `*meta` is the binding kernels read. */
 vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd, vka_binding *meta);
 
+/* A windowed cache (desc.window W): once a step that appended T > 0 tokens
+ * is wholly recorded, gives back the blocks of its sequences that hold only
+ * tokens older than the window of the step's first new token (position
+ * len - T: tokens before len - T - W + 1), which no later step can read:
+ * the step's own attention needs exactly from there on. Called after the
+ * step's commands are recorded, so a step that fails and is rolled back
+ * (vkattn_kv_cache_truncate) has released nothing. No-op otherwise. */
+void vka_kv_step_release(const vka_kv_step *step);
+
+/* The first key that attention with window `window` (0: none) of `tokens`
+ * queries reads from a sequence of `length` tokens. */
+static inline uint32_t vka_kv_first_key(uint32_t length, uint32_t tokens, uint32_t window)
+{
+    uint64_t need = (uint64_t)tokens + window - 1;
+    return window && length > need ? length - (uint32_t)need : 0;
+}
+
 /* Blocks that `tokens` tokens occupy (without the tokens + block_size - 1
  * that wraps near 2^32). */
 static inline uint32_t vka_blocks_for(const vkattn_kv_cache *c, uint32_t tokens)
@@ -96,7 +114,21 @@ typedef struct vka_kv_attention_problem {
     uint32_t batch, num_heads, new_tokens;
     float scale;        /* resolved: 1/sqrt(Dh) when 0 was given */
     uint32_t kv_splits; /* 0: automatic; ignored when new_tokens > 16 */
+    /* Score modifiers (vka_kv_attention_check_mods; zeros: none) and their
+     * tensors, resolved (buffer NULL when absent): sinks and slopes f32
+     * [Hq], LSE f32 [B, Hq, T]. ALiBi by max bias has no slopes tensor:
+     * the standard slopes come from a constant table at prepare time. */
+    vka_score_mods mods;
+    vkattn_tensor sinks, slopes, lse;
 } vka_kv_attention_problem;
+
+/* The score modifiers of a call, as the API's args give them. */
+typedef struct vka_kv_mods_args {
+    uint32_t window;
+    float softcap;
+    float alibi_max_bias;
+    vkattn_tensor sinks, alibi_slopes, lse; /* buffer NULL: absent */
+} vka_kv_mods_args;
 
 /* Checks q/out against the cache and the device (dtypes f32/f16 and equal,
  * Hq == the cache's num_heads and a multiple of its Hkv, Dh, layout, q/out
@@ -107,12 +139,19 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *cache, const vkattn_tensor
                                      const vkattn_tensor *out, float scale, uint32_t kv_splits,
                                      const char *prefix, vka_kv_attention_problem *p);
 
+/* Checks the score modifiers of a problem that passed vka_kv_attention_check
+ * (vka_score_mods_check over the KV path, tensors resolved; lse an output
+ * disjoint from q; a windowed cache needs a window of at most its own) and
+ * stores them in `p`. (kv_attention_api.c) */
+vkattn_result vka_kv_attention_check_mods(vkattn_kv_cache *cache, const vka_kv_mods_args *in,
+                                          const char *prefix, vka_kv_attention_problem *p);
+
 /* What a call runs (kv_attention_config.c). */
 enum { VKA_KV_KERNEL_DECODE, VKA_KV_KERNEL_SUBGROUP, VKA_KV_KERNEL_SHARED };
 typedef struct vka_kv_config {
     uint32_t kernel;         /* VKA_KV_KERNEL_* */
     bool texel;              /* q and the pools through texel views */
-    uint32_t spec[5];        /* the kernel's specialization constants */
+    uint32_t spec[6];        /* the kernel's specialization constants (5: MODS) */
     uint32_t rows_per_group; /* tile rows per workgroup */
     uint32_t block_keys;     /* keys per block: split lengths are multiples of it */
     uint32_t tiles;          /* row tiles per (sequence, KV head) */
@@ -128,20 +167,35 @@ typedef struct vka_kv_main_push {
     uint32_t block_size, table_width, splits, split_align;
     uint32_t s_heads;
     float scale_log2;
+    uint32_t window;
+    float softcap_log2;
+    uint32_t slopes_off, sinks_off;
+    uint32_t lse_off, lse_sb, lse_sh, lse_st;
 } vka_kv_main_push;
 
 typedef struct vka_kv_combine_push {
     uint32_t o_off, o_sb, o_sh, o_st;
     uint32_t batch, heads, tokens, s_heads, splits;
+    uint32_t sinks_off;
+    uint32_t lse_off, lse_sb, lse_sh, lse_st;
 } vka_kv_combine_push;
+
+/* MODS bits of kv_attention_main.glsl and kv_attention_combine.comp. */
+enum {
+    VKA_KV_MOD_WINDOW = 1,
+    VKA_KV_MOD_SOFTCAP = 2,
+    VKA_KV_MOD_ALIBI = 4,
+    VKA_KV_MOD_SINKS = 8,
+    VKA_KV_MOD_LSE = 16,
+};
 
 /* Everything recording needs, obtained before anything is recorded. */
 typedef struct vka_kv_attention_plan {
     vka_kv_config config;
     vka_pipeline *main;
     vka_pipeline *combine;   /* NULL with one split */
-    vka_binding bindings[6]; /* meta (slot 0) is filled in at record time */
-    vka_binding combine_bindings[2];
+    vka_binding bindings[9]; /* meta (slot 0) is filled in at record time */
+    vka_binding combine_bindings[4];
     vka_kv_main_push push;
     vka_kv_combine_push combine_push;
     uint32_t grid[3], combine_grid[2];

@@ -157,10 +157,22 @@ vkattn_result vkattn_kv_cache_truncate(vkattn_kv_cache *c, uint32_t sequence, ui
         return vka_fail(c->ctx, VKATTN_ERROR_OUT_OF_RANGE,
                         "vkattn_kv_cache_truncate: length %u is more than sequence %u holds (%u)",
                         length, sequence, c->lengths[sequence]);
+    /* a windowed cache must still hold the window of the next token */
+    uint32_t first = vka_kv_first_key(length + 1, 1, c->d.window);
+    if (c->paged && c->d.window && first < length &&
+        c->tables[(size_t)sequence * c->table_width + first / c->d.block_size] == UINT32_MAX)
+        return vka_fail(c->ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "vkattn_kv_cache_truncate: length %u of sequence %u needs its tokens "
+                        "from %u on (the window %u of the next token), which the windowed cache "
+                        "already gave back",
+                        length, sequence, first, c->d.window);
     if (c->paged) {
         uint32_t keep = vka_blocks_for(c, length);
         uint32_t *row = c->tables + (size_t)sequence * c->table_width;
-        for (uint32_t i = keep; i < c->table_width && row[i] != UINT32_MAX; i++) {
+        /* (a windowed cache's released blocks are UINT32_MAX already) */
+        for (uint32_t i = keep; i < vka_blocks_for(c, c->lengths[sequence]); i++) {
+            if (row[i] == UINT32_MAX)
+                continue;
             c->free_blocks[c->free_count++] = row[i];
             row[i] = UINT32_MAX;
         }

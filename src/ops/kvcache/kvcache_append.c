@@ -133,5 +133,8 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
         .block_size = c->d.block_size,
         .table_width = c->table_width,
     };
-    return vka_cmd_dispatch(ctx, cmd, p, b, &push, gx, gy, 1);
+    r = vka_cmd_dispatch(ctx, cmd, p, b, &push, gx, gy, 1);
+    if (r == VKATTN_SUCCESS)
+        vka_kv_step_release(&step);
+    return r;
 }

@@ -101,3 +101,23 @@ vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd, v
     meta->format = VK_FORMAT_UNDEFINED;
     return VKATTN_SUCCESS;
 }
+
+void vka_kv_step_release(const vka_kv_step *step)
+{
+    vkattn_kv_cache *c = step->cache;
+    if (!c->paged || !c->d.window || !step->new_tokens)
+        return;
+    for (uint32_t b = 0; b < step->batch; b++) {
+        uint32_t s = step->sequences[b];
+        uint32_t before = c->lengths[s] - step->new_tokens;
+        /* the window of token `before` starts at before - W + 1 */
+        uint32_t keep = vka_kv_first_key(before + 1, 1, c->d.window);
+        uint32_t *row = c->tables + (size_t)s * c->table_width;
+        for (uint32_t i = keep / c->d.block_size; i-- > 0;) {
+            if (row[i] == UINT32_MAX)
+                break; /* released by an earlier step, and all before it */
+            c->free_blocks[c->free_count++] = row[i];
+            row[i] = UINT32_MAX;
+        }
+    }
+}

@@ -4,7 +4,9 @@
 #include "ops/mha/mha_internal.h"
 #include "spec/mha_desc.h"
 #include "spec/rope.h"
+#include "spec/score_mods.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,42 @@ static vkattn_result create_heads_params(vkattn_mha *m)
         r = vkattn_buffer_upload(m->heads_params, 0, host, floats * 4);
     vka_free(m->ctx, host);
     return r;
+}
+
+/* Sinks (zeros until set) and ALiBi slopes (the standard ones of
+ * desc.alibi_max_bias until weights give others), f32. */
+static vkattn_result create_mods_params(vkattn_mha *m)
+{
+    const vkattn_mha_desc *d = &m->d;
+    if (!d->sinks && !d->alibi)
+        return VKATTN_SUCCESS;
+    m->off_slopes = vka_align_up(4ull * d->num_heads, VKA_MHA_PLACEMENT);
+    uint64_t bytes = m->off_slopes + 4ull * d->num_heads;
+    float *host = vka_alloc(m->ctx, bytes);
+    if (!host)
+        return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    memset(host, 0, bytes);
+    float *slopes = host + m->off_slopes / 4;
+    for (uint32_t h = 0; d->alibi && h < d->num_heads; h++)
+        slopes[h] = (float)vka_alibi_slope(d->num_heads, d->alibi_max_bias, h);
+    vkattn_buffer_desc bd = {.size = bytes};
+    vkattn_result r = vkattn_buffer_create(m->ctx, &bd, &m->mods_params);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_buffer_upload(m->mods_params, 0, host, bytes);
+    vka_free(m->ctx, host);
+    return r;
+}
+
+void vka_mha_mods(const vkattn_mha *m, vkattn_tensor *sinks, vkattn_tensor *slopes)
+{
+    const vkattn_mha_desc *d = &m->d;
+    int64_t heads[1] = {d->num_heads};
+    memset(sinks, 0, sizeof *sinks);
+    memset(slopes, 0, sizeof *slopes);
+    if (d->sinks)
+        *sinks = vkattn_tensor_make(m->mods_params, 0, VKATTN_DTYPE_F32, 1, heads);
+    if (d->alibi)
+        *slopes = vkattn_tensor_make(m->mods_params, m->off_slopes, VKATTN_DTYPE_F32, 1, heads);
 }
 
 bool vka_mha_heads(const vkattn_mha *m, vka_linear_positions source, const vkattn_tensor *positions,
@@ -109,6 +147,8 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
     r = vkattn_buffer_create(ctx, &bd, &m->weights);
     if (r == VKATTN_SUCCESS)
         r = create_heads_params(m);
+    if (r == VKATTN_SUCCESS)
+        r = create_mods_params(m);
     if (r != VKATTN_SUCCESS) {
         vkattn_mha_destroy(m);
         return r;
@@ -124,6 +164,7 @@ void vkattn_mha_destroy(vkattn_mha *m)
     vkattn_buffer_destroy(m->weights);
     vkattn_buffer_destroy(m->scratch);
     vkattn_buffer_destroy(m->heads_params);
+    vkattn_buffer_destroy(m->mods_params);
     vka_free(m->ctx, m);
 }
 
@@ -158,6 +199,16 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", why);
     const vkattn_mha_desc *d = &m->d;
+    /* sinks and slopes are logits and factors: a NaN or infinity would
+     * poison every row of its head */
+    const float *per_head[2] = {v.sinks, v.alibi_slopes};
+    const char *per_head_name[2] = {"sinks", "alibi_slopes"};
+    for (int t = 0; t < 2; t++)
+        for (uint32_t h = 0; per_head[t] && h < d->num_heads; h++)
+            if (!isfinite(per_head[t][h]))
+                return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                                "weights->%s[%u] is %g: it must be finite", per_head_name[t], h,
+                                (double)per_head[t][h]);
     uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_kv_width(d);
     uint64_t largest = qw * d->embed_dim;
     if (kvw * d->kv_dim > largest)
@@ -192,6 +243,19 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
         if (r == VKATTN_SUCCESS)
             r = vkattn_buffer_upload(m->heads_params, d->head_dim * 4ull, v.k_norm,
                                      d->head_dim * 4ull);
+    }
+    if (r == VKATTN_SUCCESS && v.sinks)
+        r = vkattn_buffer_upload(m->mods_params, 0, v.sinks, 4ull * d->num_heads);
+    if (r == VKATTN_SUCCESS && d->alibi) { /* given slopes, or back to the standard ones */
+        float *slopes = vka_alloc(ctx, 4ull * d->num_heads);
+        if (!slopes)
+            r = vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        for (uint32_t h = 0; slopes && h < d->num_heads; h++)
+            slopes[h] = v.alibi_slopes ? v.alibi_slopes[h]
+                                       : (float)vka_alibi_slope(d->num_heads, d->alibi_max_bias, h);
+        if (slopes)
+            r = vkattn_buffer_upload(m->mods_params, m->off_slopes, slopes, 4ull * d->num_heads);
+        vka_free(ctx, slopes);
     }
     m->weights_set = r == VKATTN_SUCCESS;
     return r;

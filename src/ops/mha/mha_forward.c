@@ -6,6 +6,7 @@
 #include "ops/mha/mha_internal.h"
 #include "ops/linear/linear.h"
 #include "spec/attention_shapes.h"
+#include "spec/score_mods.h"
 
 #include <string.h>
 
@@ -154,7 +155,20 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
         .handle_name = "buffer",
     };
     char why[VKA_ERROR_MAX];
-    vkattn_result r = vka_attention_check(&s, "args->", NULL, why, sizeof why);
+    vka_attention_dims dims;
+    vkattn_result r = vka_attention_check(&s, "args->", &dims, why, sizeof why);
+    if (r == VKATTN_SUCCESS) { /* the layer's modifiers and the call's alignment */
+        int64_t heads[1] = {d->num_heads};
+        vka_shape_view per_head = {true, VKATTN_DTYPE_F32, 1, heads}, none = {0};
+        vka_score_mods_args mods = {
+            .causal_align = a->causal_align,
+            .window = d->window,
+            .softcap = d->softcap,
+            .sinks = d->sinks ? per_head : none,
+            .alibi_slopes = d->alibi ? per_head : none,
+        };
+        r = vka_score_mods_check(&mods, &dims, "args->", false, NULL, why, sizeof why);
+    }
     /* q, k, v and out in the message are the layer's own projections */
     return r == VKATTN_SUCCESS ? r
                                : vka_fail(m->ctx, r,
@@ -249,7 +263,11 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         .weights = a->weights,
         .causal = a->causal,
         .scale = d->scale,
+        .causal_align = a->causal_align,
+        .window = d->window,
+        .softcap = d->softcap,
     };
+    vka_mha_mods(m, &at.sinks, &at.alibi_slopes);
     r = vkattn_cmd_attention(ctx, cmd, &at);
     if (r != VKATTN_SUCCESS)
         return r;

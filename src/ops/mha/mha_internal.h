@@ -32,7 +32,17 @@ struct vkattn_mha {
     /* QK-norm and RoPE (NULL without either): f32 norm weights of Q and K
      * [Dh] each, then the RoPE angle table (spec/rope.h) */
     vkattn_buffer *heads_params;
+    /* Sinks and ALiBi (NULL without either): f32 sinks [Hq] at 0, slopes
+     * [Hq] at off_slopes (the standard ones of alibi_max_bias until
+     * weights give others) */
+    vkattn_buffer *mods_params;
+    uint64_t off_slopes;
 };
+
+/* The layer's score modifiers as the attention ops take them: sinks and
+ * ALiBi slopes as tensors over mods_params (buffer NULL when the layer has
+ * none). */
+void vka_mha_mods(const vkattn_mha *m, vkattn_tensor *sinks, vkattn_tensor *slopes);
 
 /* The projection epilogue of a layer with QK-norm or RoPE (segments 0 = Q,
  * 1 = K); false when the layer has neither. */

@@ -180,6 +180,11 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
         splits = VKATTN_KV_MAX_SPLIT_ROWS / tokens;
     vka_kv_attention_problem problem;
     r = vka_kv_attention_check(c, &q, &o_heads, d->scale, splits, "args->", &problem);
+    if (r == VKATTN_SUCCESS) { /* the layer's modifiers ("args->window": the layer's) */
+        vka_kv_mods_args mods = {.window = d->window, .softcap = d->softcap};
+        vka_mha_mods(m, &mods.sinks, &mods.alibi_slopes);
+        r = vka_kv_attention_check_mods(c, &mods, "the layer's ", &problem);
+    }
     if (r != VKATTN_SUCCESS)
         return r;
     vka_linear_cache_dst dst = {.cache = c, .meta = NULL, .batch = a->batch, .new_tokens = tokens};
@@ -223,6 +228,8 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     if (r != VKATTN_SUCCESS)
         for (uint32_t i = 0; i < a->batch; i++)
             vkattn_kv_cache_truncate(c, a->sequences[i], saved[i]);
+    else
+        vka_kv_step_release(&step); /* a windowed cache's old blocks */
     if (saved != old_lengths)
         vka_free(ctx, saved);
     return r;
@@ -260,8 +267,12 @@ double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new
     double t = (double)batch * new_tokens, dm = d->embed_dim, dh = d->head_dim;
     double proj = 2.0 * t * dm * (d->num_heads + 2.0 * d->num_kv_heads) * dh +
                   2.0 * t * d->num_heads * dh * dm;
-    /* query i of the step sees length - new_tokens + i + 1 keys */
-    double pairs =
-        (double)new_tokens * (length - new_tokens) + new_tokens * (new_tokens + 1.0) / 2.0;
+    /* query i of the step sees length - new_tokens + i + 1 keys, at most
+     * the window's W */
+    double pairs = 0;
+    for (uint32_t i = 0; i < new_tokens; i++) {
+        double seen = (double)length - new_tokens + i + 1;
+        pairs += d->window && seen > d->window ? d->window : seen;
+    }
     return proj + 4.0 * batch * d->num_heads * dh * pairs;
 }
