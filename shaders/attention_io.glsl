@@ -116,8 +116,11 @@ const float LOG2E = 1.4426950408889634;
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
 // ---- score modifiers (window, softcap, sinks, ALiBi; see "attention
-// semantics" in include/vkattn/ops.h), on scores in the log2 domain (the
-// softmax scale and log2(e) folded in), for any kernel that applies them.
+// semantics" in include/vkattn/ops.h), for any kernel that applies them. The
+// helpers work in either domain: the attention kernels keep scores in the
+// natural domain (exp(s - m) as exp2((s - m) * log2(e)), accurate near the
+// max whatever |s|), the weights and KV kernels in the log2 domain (the
+// softmax scale and log2(e) folded in).
 const float LN2 = 0.6931471805599453;
 
 // tanh without inf / inf: e = exp(-2|x|) only shrinks, so a large |x| gives
@@ -127,29 +130,29 @@ float tanh_safe(float x) {
     return sign(x) * ((1.0 - e) / (1.0 + e));
 }
 
-// Softcap of a log2-domain score s: the natural score x = s / log2(e) becomes
-// c * tanh(x / c); cap2 is c * log2(e).
+// Softcap of a score s: the natural score x becomes c * tanh(x / c); in the
+// log2 domain (s = x * log2(e)) cap2 is c * log2(e), in the natural one c.
 float softcap_log2(float s, float cap2) { return cap2 * tanh_safe(s / cap2); }
 
 // ALiBi bias of key j for a query at aligned position pos, in the log2
-// domain (slope2 = slope * log2(e)).
+// domain with slope2 = slope * log2(e), in the natural one with the slope.
 float alibi_log2(float slope2, int pos, uint j) { return -slope2 * abs(float(pos - int(j))); }
 
 // The end of a row: m its running max and l its denominator relative to m
-// (log2 domain; l = 0: nothing visible), sink2 the row's sink logit in the
-// log2 domain (-inf: none). Returns what the unnormalised output is
-// multiplied by (0 for an empty row) and sets lse to the natural log of the
-// whole denominator (-inf for an empty row). The max is rescaled to
-// max(m, sink2) first, so a large sink never overflows.
-float attention_finish(float m, float l, float sink2, out float lse) {
+// (natural domain; l = 0: nothing visible), sink the row's sink logit
+// (-inf: none). Returns what the unnormalised output is multiplied by (0 for
+// an empty row) and sets lse to the natural log of the whole denominator
+// (-inf for an empty row). The max is rescaled to max(m, sink) first, so a
+// large sink never overflows.
+float attention_finish(float m, float l, float sink, out float lse) {
     if (!(l > 0.0)) {
         lse = NEG_INF;
         return 0.0;
     }
-    float mm = max(m, sink2);
-    float f = exp2(m - mm);
-    float denom = l * f + exp2(sink2 - mm);
-    lse = (mm + log2(denom)) * LN2;
+    float mm = max(m, sink);
+    float f = exp2((m - mm) * LOG2E);
+    float denom = l * f + exp2((sink - mm) * LOG2E);
+    lse = mm + log2(denom) * LN2;
     return f / denom;
 }
 
@@ -169,13 +172,5 @@ float attention_finish(float m, float l, float sink2, out float lse) {
     };
 #define KV_DECLARE_MODS(slopes_, sinks_, lse_)                                         \
     KV_DECLARE_SLOPES(slopes_) KV_DECLARE_SINKS(sinks_) KV_DECLARE_LSE(lse_)
-
-const float KV_LN2 = 0.6931471805599453;
-
-// tanh without overflow for any |x| (exp(-2|x|) stays in (0, 1]).
-float kv_tanh(float x) {
-    float e = exp(-2.0 * abs(x));
-    return sign(x) * ((1.0 - e) / (1.0 + e));
-}
 
 #endif

@@ -32,7 +32,7 @@ layout(push_constant) uniform Push {
     // element of the sinks, slopes and LSE windows (below 64: the binding
     // offset alignment is at most 256 bytes)
     uint flags;
-    float scale_log2; // scale * log2(e): scores live in the log2 domain
+    float scale; // the softmax scale: scores live in the natural domain
     uint lse_sb, lse_sh; // LSE batch and head strides (its query stride is 1)
 } pc;
 
@@ -69,8 +69,8 @@ struct Row {
     int last;     // last visible key (before padding and the mask)
     int first;    // first visible key (window; else 0)
     int pos;      // the query's aligned position i'
-    float slope2; // ALiBi slope * log2(e)
-    float sink2;  // sink logit * log2(e); -inf without sinks
+    float slope;  // ALiBi slope
+    float sink;   // sink logit; -inf without sinks
     uint lse;     // element index of the row's LSE
 };
 
@@ -88,12 +88,12 @@ Row row_info(uint row, uint batch, uint kv_head) {
              : HAS_WINDOW                   ? min(r.pos + int(WINDOW) - 1, int(pc.kv_len) - 1)
                                             : int(pc.kv_len) - 1;
     r.first = HAS_WINDOW ? r.pos - int(WINDOW) + 1 : 0;
-    r.slope2 = 0.0; // ifs, not ?:, so the loads stay off the dummy bindings
-    r.sink2 = NEG_INF;
+    r.slope = 0.0; // ifs, not ?:, so the loads stay off the dummy bindings
+    r.sink = NEG_INF;
     if (HAS_ALIBI)
-        r.slope2 = slopes_data[((pc.flags >> 16u) & 0xffu) + h] * LOG2E;
+        r.slope = slopes_data[((pc.flags >> 16u) & 0xffu) + h];
     if (HAS_SINKS)
-        r.sink2 = sinks_data[((pc.flags >> 8u) & 0xffu) + h] * LOG2E;
+        r.sink = sinks_data[((pc.flags >> 8u) & 0xffu) + h];
     r.lse = (pc.flags >> 24u) + batch * pc.lse_sb + h * pc.lse_sh + i;
     return r;
 }
@@ -125,7 +125,7 @@ bool key_hidden(Row r, uint j) {
     return hidden;
 }
 
-// Score of key `j` for a row, in the log2 domain: -inf when hidden.
+// Score of key `j` for a row (natural domain): -inf when hidden.
 float masked_score(float s, Row r, uint batch, uint j) {
     bool visible = !key_hidden(r, j);
     if ((pc.flags & FLAG_KEY_PADDING) != 0u)
@@ -133,21 +133,21 @@ float masked_score(float s, Row r, uint batch, uint j) {
     if (!visible)
         return NEG_INF;
     if ((pc.flags & FLAG_MASK) != 0u)
-        s += mask_load(r.mask + j * pc.m_sk, (pc.flags & FLAG_MASK_F16) != 0u) * LOG2E;
+        s += mask_load(r.mask + j * pc.m_sk, (pc.flags & FLAG_MASK_F16) != 0u);
     return s;
 }
 
-// The final score of key j from its scaled dot product s (log2 domain):
+// The final score of key j from its scaled dot product s (natural domain):
 // softcap, then hiding (and the additive mask with `masks`), then ALiBi.
 float final_score(float s, Row r, uint batch, uint j, bool masks) {
     if (HAS_SOFTCAP)
-        s = softcap_log2(s, SOFTCAP * LOG2E);
+        s = softcap_log2(s, SOFTCAP);
     if (masks)
         s = masked_score(s, r, batch, j);
     else if (key_hidden(r, j))
         s = NEG_INF;
     if (HAS_ALIBI)
-        s += alibi_log2(r.slope2, r.pos, j);
+        s += alibi_log2(r.slope, r.pos, j);
     return s;
 }
 
@@ -157,7 +157,7 @@ float row_finish(Row r, float m, float l, bool store) {
     if (!HAS_SINKS && !HAS_LSE)
         return l > 0.0 ? 1.0 / l : 0.0;
     float lse;
-    float f = attention_finish(m, l, r.sink2, lse);
+    float f = attention_finish(m, l, r.sink, lse);
     if (HAS_LSE && store)
         lse_data[r.lse] = lse;
     return f;

@@ -13,8 +13,13 @@
 //          l, l + SG, ... of every row, kept in registers across the keys;
 //          each key's probabilities are shuffled in from the lane that
 //          scored it.
-// Running max and sum are fp32, in the log2 domain (exp2 with the softmax
-// scale and log2(e) folded into the scores). Key blocks hidden by causality
+// Running max and sum are fp32; scores and the max stay in the natural
+// domain and exp(s - m) is exp2((s - m) * log2(e)). With large scores the
+// scores' last rounding (not exp2's) bounds the accuracy: folded into the
+// log2 domain they were rounded at 1.44 times their magnitude, up to twice
+// as coarse (scores near +-70 fared up to 14x worse than PyTorch's f32 on
+// some inputs; tests/test_attention_accuracy.c). The dot products are one
+// fma chain in element order, as PyTorch's f32 math sums. Key blocks hidden by causality
 // or outside the sliding window of every row are never visited; the score
 // modifiers (attention_main.glsl) are specialization constants, so a plain
 // call compiles none of them.
@@ -90,16 +95,15 @@ void main() {
         m[r] = NEG_INF;
         l[r] = 0.0;
     }
-    // This lane's octets of every query row, read once, scaled into the
-    // log2 domain.
+    // This lane's octets of every query row, read once, scaled.
     vec4 q[R][OPL][2];
     [[unroll]] for (uint r = 0u; r < R; r++)
         [[unroll]] for (uint t = 0u; t < OPL; t++) {
             q[r][t][0] = q[r][t][1] = vec4(0.0);
             if (EVEN || lane + SG * t < DO) // ifs, not ?:, so loads stay in bounds
                 q_load8(rw[r].q + 2u * (lane + SG * t), q[r][t][0], q[r][t][1]);
-            q[r][t][0] *= pc.scale_log2;
-            q[r][t][1] *= pc.scale_log2;
+            q[r][t][0] *= pc.scale;
+            q[r][t][1] *= pc.scale;
         }
 
     uint key_begin, key_end, key_full;
@@ -181,11 +185,11 @@ void main() {
             }
             float m_new = max(m[r], mx);
             float m_safe = m_new == NEG_INF ? 0.0 : m_new;
-            float alpha = exp2(m[r] - m_safe);
+            float alpha = exp2((m[r] - m_safe) * LOG2E);
             m[r] = m_new;
             float sum = 0.0;
             [[unroll]] for (uint ci = 0u; ci < C; ci++) {
-                s[r][ci] = exp2(s[r][ci] - m_safe);
+                s[r][ci] = exp2((s[r][ci] - m_safe) * LOG2E);
                 sum += s[r][ci];
             }
             l[r] = l[r] * alpha + sum; // per-lane partial sums, added up at the end

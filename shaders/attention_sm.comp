@@ -9,11 +9,11 @@
 //   3. the row's max goes through shared memory, the probabilities too;
 //   4. invocation t accumulates output chunks t, t + TPR, ... of the row in
 //      registers (O never leaves them until the end).
-// Running max and sum are fp32, in the log2 domain; key blocks hidden by
-// causality or outside every row's sliding window are never loaded (the loop
-// bounds stop before them). Inner loops
-// advance several steps per iteration: lavapipe stops all the loops of an
-// invocation after 65535 iterations in total.
+// Running max and sum are fp32, scores in the natural domain (see
+// attention_sg.comp); key blocks hidden by causality or outside every row's
+// sliding window are never loaded (the loop bounds stop before them). Inner
+// loops advance several steps per iteration: lavapipe stops all the loops of
+// an invocation after 65535 iterations in total.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -49,7 +49,7 @@ void main() {
 
     for (uint idx = lid; idx < BR * DC; idx += WORKGROUP_SIZE) {
         Row qr = row_info(min(row0 + idx / DC, last_row), batch, kv_head);
-        q_s[idx] = q_load4(qr.q + idx % DC) * pc.scale_log2;
+        q_s[idx] = q_load4(qr.q + idx % DC) * pc.scale;
     }
 
     uint key_begin, key_end, key_full;
@@ -83,13 +83,20 @@ void main() {
             if (j < BC) {
                 float acc = 0.0;
                 for (uint c = 0u; c < DC; c += STEP)
-                    [[unroll]] for (uint u = 0u; u < STEP; u++)
-                        acc += dot(q_s[r * DC + c + u], k_s[j * DC + c + u]);
+                    [[unroll]] for (uint u = 0u; u < STEP; u++) {
+                        // one chain of fmas in element order, as the
+                        // subgroup kernel (and PyTorch's f32 math) sums
+                        vec4 qv = q_s[r * DC + c + u], kv = k_s[j * DC + c + u];
+                        acc = fma(qv.x, kv.x, acc);
+                        acc = fma(qv.y, kv.y, acc);
+                        acc = fma(qv.z, kv.z, acc);
+                        acc = fma(qv.w, kv.w, acc);
+                    }
                 if (HAS_SOFTCAP)
-                    acc = softcap_log2(acc, SOFTCAP * LOG2E);
+                    acc = softcap_log2(acc, SOFTCAP);
                 s[kk] = edge ? masked_score(acc, rw, batch, j0 + j) : acc;
                 if (HAS_ALIBI)
-                    s[kk] += alibi_log2(rw.slope2, rw.pos, j0 + j);
+                    s[kk] += alibi_log2(rw.slope, rw.pos, j0 + j);
             }
             mx = max(mx, s[kk]);
         }
@@ -100,12 +107,12 @@ void main() {
             mx = max(mx, red_s[r * TPR + u]);
         float m_new = max(m, mx);
         float m_safe = m_new == NEG_INF ? 0.0 : m_new;
-        float alpha = exp2(m - m_safe);
+        float alpha = exp2((m - m_safe) * LOG2E);
         m = m_new;
         float sum = 0.0;
         [[unroll]] for (uint kk = 0u; kk < KPT; kk++) {
             uint j = t + TPR * kk;
-            float p = exp2(s[kk] - m_safe);
+            float p = exp2((s[kk] - m_safe) * LOG2E);
             if (j < BC)
                 p_s[r * BC + j] = p;
             sum += p;

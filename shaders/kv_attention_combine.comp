@@ -72,6 +72,6 @@ void main() {
     }
     if (M_LSE && c == 0u)
         kv_lse[pc.lse_off + b * pc.lse_sb + h * pc.lse_sh + i * pc.lse_st] =
-            lse == NEG_INF ? NEG_INF : lse * KV_LN2;
+            lse == NEG_INF ? NEG_INF : lse * LN2;
     o_store4(pc.o_off + b * pc.o_sb + h * pc.o_sh + i * pc.o_st + c, acc * inv);
 }

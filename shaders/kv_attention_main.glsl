@@ -143,7 +143,7 @@ KvRow kv_row_info(uint row, uint b, uint kv_head, int shift, uint d) {
 // and ALiBi applied; masking is the caller's.
 float kv_modify(float s, KvRow rw, uint j) {
     if (M_SOFTCAP)
-        s = pc.softcap_log2 * kv_tanh(s / pc.softcap_log2);
+        s = pc.softcap_log2 * tanh_safe(s / pc.softcap_log2);
     if (M_ALIBI)
         s -= rw.slope * abs(float(rw.last - int(j)));
     return s;
@@ -174,7 +174,7 @@ float kv_finish(KvRow rw, uint b, float m, float total, bool writer) {
     }
     if (M_LSE && writer) {
         kv_lse[pc.lse_off + b * pc.lse_sb + rw.head * pc.lse_sh + rw.query * pc.lse_st] =
-            lse == NEG_INF ? NEG_INF : lse * KV_LN2;
+            lse == NEG_INF ? NEG_INF : lse * LN2;
     }
     return inv;
 }

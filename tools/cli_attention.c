@@ -24,7 +24,8 @@ static const char help_text[] =
     "                        (natural log of the softmax denominator, sinks included;\n"
     "                        -inf for a row with nothing visible)\n"
     "  --check               compare with the CPU reference (double accumulation), print\n"
-    "                        the max relative error; exit 1 above 2e-4 (f32) / 1.5e-2 (f16)\n";
+    "                        the max elementwise error |got-exp|/(1+|exp|); exit 1 above\n"
+    "                        2e-4 (f32) / 1.5e-2 (f16)\n";
 /* after cli_mods_help */
 static const char help_rope[] =
     "Rotary position embeddings, applied to Q and K (not V) before the attention:\n";

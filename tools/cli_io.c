@@ -337,20 +337,20 @@ int cli_parse_uint(const char *flag, const char *text, uint32_t *out)
 
 double cli_max_rel_error(const float *got, const float *want, int64_t n, bool *nonfinite)
 {
-    double max_err = 0, max_want = 0;
+    double worst = 0;
     *nonfinite = false;
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(got[i])) {
             *nonfinite = true;
             continue;
         }
-        double e = fabs((double)got[i] - want[i]);
-        if (e > max_err)
-            max_err = e;
-        if (fabs(want[i]) > max_want)
-            max_want = fabs(want[i]);
+        /* each element against its own magnitude: a bad small element next
+         * to large ones is not hidden */
+        double e = fabs((double)got[i] - want[i]) / (1.0 + fabs((double)want[i]));
+        if (e > worst)
+            worst = e;
     }
-    return max_err / (max_want > 1e-30 ? max_want : 1e-30);
+    return worst;
 }
 
 int cli_check_report(const float *out, const float *ref, int64_t n, const float *weights,
@@ -361,7 +361,7 @@ int cli_check_report(const float *out, const float *ref, int64_t n, const float 
     if (weights)
         ew = cli_max_rel_error(weights, ref_weights, weights_n, &bad_w);
     double tol = dtype == VKATTN_DTYPE_F16 ? 1.5e-2 : 2e-4;
-    printf("check: max relative error %.3g%s (tolerance %.3g)", e,
+    printf("check: max elementwise error |got-exp|/(1+|exp|) %.3g%s (tolerance %.3g)", e,
            bad_o ? " and non-finite values" : "", tol);
     if (weights)
         printf(", weights %.3g%s", ew, bad_w ? " and non-finite values" : "");

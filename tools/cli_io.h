@@ -60,9 +60,10 @@ int cli_parse_positive(const char *flag, const char *text, float *out);
 /* Parses a positive integer option value. */
 int cli_parse_uint(const char *flag, const char *text, uint32_t *out);
 
-/* Max |a - b| / max |b| and whether anything is not finite (for --check). */
+/* Max over elements of |got - want| / (1 + |want|) and whether anything is
+ * not finite (for --check). */
 double cli_max_rel_error(const float *got, const float *want, int64_t n, bool *nonfinite);
-/* --check: prints the max relative errors of the output (and of the
+/* --check: prints the max elementwise errors of the output (and of the
  * attention weights when `weights` is not NULL) against the CPU reference
  * and returns 0, or prints why the check failed and returns 1. */
 int cli_check_report(const float *out, const float *ref, int64_t n, const float *weights,

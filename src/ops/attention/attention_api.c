@@ -147,6 +147,7 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
                             sizeof error);
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", error);
+    p->scale = (float)scale;
     p->scale_log2 = (float)(scale * 1.4426950408889634);
     p->causal = args->causal;
     /* A window reaching every key of every query (|i' - j| < Tq + Tk)

@@ -52,7 +52,8 @@ typedef struct vka_att_problem {
     vkattn_tensor sinks, alibi_slopes, lse; /* optional (buffer NULL) */
     vka_attention_dims dims;
     bool causal;
-    float scale_log2; /* softmax scale * log2(e) */
+    float scale;      /* softmax scale (the main kernels' scores: natural domain) */
+    float scale_log2; /* softmax scale * log2(e) (the weights kernel's: log2 domain) */
     vka_score_mods mods;
     /* The window the kernels apply: 0 where args->window is 0 or reaches
      * every key of every query (W >= Tq + Tk). */

@@ -35,7 +35,7 @@ typedef struct main_push {
     uint32_t q_len, kv_len, group;
     int32_t causal_shift;
     uint32_t flags;
-    float scale_log2;
+    float scale; /* natural domain (attention_main.glsl) */
     uint32_t lse_sb, lse_sh;
 } main_push;
 _Static_assert(sizeof(main_push) == 128, "main_push mirrors attention_main.glsl");
@@ -377,7 +377,7 @@ static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const 
     vka_pipeline *pipeline = pr->main_pipeline;
     vkattn_result r;
 
-    main_push push = {.kv_len = d->kv_len, .group = group, .scale_log2 = p->scale_log2};
+    main_push push = {.kv_len = d->kv_len, .group = group, .scale = p->scale};
     for (uint32_t b0 = 0; b0 < d->batch; b0 += c.nb)
         for (uint32_t g0 = 0; g0 < d->num_kv_heads; g0 += c.ng)
             for (uint32_t hg0 = 0; hg0 < group; hg0 += c.nh)
