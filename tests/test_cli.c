@@ -16,12 +16,6 @@
 #error "VKATTN_CLI_PATH must name the vkattn executable"
 #endif
 
-static bool exists(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
 static void write_f32(const char *name, uint32_t rank, const int64_t *shape, uint64_t seed)
 {
     int64_t n = 1;
@@ -54,7 +48,7 @@ static void expect_failure_saying(const char *args, const char *needle, const ch
     if (!strstr(err, needle) || (also && !strstr(err, also)))
         fail_msg("vkattn %s: stderr does not mention \"%s\"%s%s%s:\n%s", args, needle,
                  also ? " and \"" : "", also ? also : "", also ? "\"" : "", err);
-    if (exists(cli_path_of("O.npy")) || exists(cli_path_of("O.npy.tmp")))
+    if (cli_exists(cli_path_of("O.npy")) || cli_exists(cli_path_of("O.npy.tmp")))
         fail_msg("vkattn %s: failed but wrote the output file", args);
 }
 
@@ -106,7 +100,7 @@ static void expect_state_file_guarded(const char *opts, const char *option,
     expect_failure_saying(args, cannot_write, named);
     char tmp_tmp[600];
     snprintf(tmp_tmp, sizeof tmp_tmp, "%s.tmp", cli_tmp); /* nothing left beside it either */
-    assert_false(exists(tmp_tmp));
+    assert_false(cli_exists(tmp_tmp));
     char k_path[512]; /* a copy: path_of's buffers are reused */
     int64_t other[2] = {3, 5};
     write_f32("Other.npy", 2, other, 9);
@@ -213,8 +207,8 @@ static void test_pipeline_cache_file(void **state)
         snprintf(opts, sizeof opts, "-v --validate --pipeline-cache %s --check", cache);
         attention_on_standard_inputs(args, sizeof args, opts);
         expect_success(args, err, sizeof err);
-        assert_true(exists(cache));
-        assert_true(exists(cli_path_of("O.npy")));
+        assert_true(cli_exists(cache));
+        assert_true(cli_exists(cli_path_of("O.npy")));
         /* the second run takes the first one's cache */
         if (pass == 1 && (strstr(err, "not read") || strstr(err, "could not be read") ||
                           strstr(err, "another device")))

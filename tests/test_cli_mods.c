@@ -24,63 +24,36 @@
  * attention: q [2, 4, 5, 16] over k, v [2, 2, 7, 16]. */
 enum { B = 2, T = 6, TC = 9, DM = 64, HEADS = 4, KV_HEADS = 2, DH = 16, TQ = 5, TK = 7 };
 
-static bool exists(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
-static void write_npy(const char *name, npy_dtype dtype, uint32_t rank, const int64_t *shape,
-                      const void *data)
-{
-    char err[512];
-    if (npy_write(cli_path_of(name), dtype, rank, shape, data, err, sizeof err) != 0)
-        fail_msg("%s", err);
-}
-
-static void write_f32(const char *name, uint32_t rank, const int64_t *shape, uint64_t seed,
-                      float lo, float hi)
-{
-    int64_t n = 1;
-    for (uint32_t i = 0; i < rank; i++)
-        n *= shape[i];
-    float *data = malloc((size_t)n * 4);
-    test_rng r = test_rng_seed(seed);
-    test_fill_uniform(&r, data, (size_t)n, lo, hi);
-    write_npy(name, NPY_F32, rank, shape, data);
-    free(data);
-}
-
 static int group_setup(void **state)
 {
     if (cli_setup(state) != 0)
         return -1;
     int64_t x[3] = {B, T, DM}, c[3] = {B, TC, DM}, wq[2] = {HEADS * DH, DM},
             wkv[2] = {KV_HEADS * DH, DM}, wo[2] = {DM, HEADS * DH};
-    write_f32("X.npy", 3, x, 10, -1, 1);
-    write_f32("C.npy", 3, c, 17, -1, 1);
-    write_f32("WQ.npy", 2, wq, 11, -0.3f, 0.3f);
-    write_f32("WK.npy", 2, wkv, 12, -0.3f, 0.3f);
-    write_f32("WV.npy", 2, wkv, 13, -0.3f, 0.3f);
-    write_f32("WO.npy", 2, wo, 14, -0.3f, 0.3f);
+    cli_write_f32("X.npy", 3, x, 10, -1, 1);
+    cli_write_f32("C.npy", 3, c, 17, -1, 1);
+    cli_write_f32("WQ.npy", 2, wq, 11, -0.3f, 0.3f);
+    cli_write_f32("WK.npy", 2, wkv, 12, -0.3f, 0.3f);
+    cli_write_f32("WV.npy", 2, wkv, 13, -0.3f, 0.3f);
+    cli_write_f32("WO.npy", 2, wo, 14, -0.3f, 0.3f);
     /* scores up to about +-8 (scale 1/4): a softcap of 1 changes them */
     int64_t q[4] = {B, HEADS, TQ, DH}, kv[4] = {B, KV_HEADS, TK, DH};
-    write_f32("Q.npy", 4, q, 20, -2, 2);
-    write_f32("K.npy", 4, kv, 21, -1, 1);
-    write_f32("V.npy", 4, kv, 22, -1, 1);
+    cli_write_f32("Q.npy", 4, q, 20, -2, 2);
+    cli_write_f32("K.npy", 4, kv, 21, -1, 1);
+    cli_write_f32("V.npy", 4, kv, 22, -1, 1);
     int64_t h[1] = {HEADS};
-    write_npy("S.npy", NPY_F32, 1, h, (float[HEADS]){0.5f, -1.0f, 2.0f, 0.0f});
-    write_npy("A.npy", NPY_F32, 1, h, (float[HEADS]){0.5f, 0.25f, 1.0f, 0.0625f});
+    cli_write_npy("S.npy", NPY_F32, 1, h, (float[HEADS]){0.5f, -1.0f, 2.0f, 0.0f});
+    cli_write_npy("A.npy", NPY_F32, 1, h, (float[HEADS]){0.5f, 0.25f, 1.0f, 0.0625f});
     /* key padding: sequence 1 has no token at all, so its rows see nothing */
     uint8_t pad[B * TK] = {1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
-    write_npy("PAD.npy", NPY_U8, 2, (int64_t[2]){B, TK}, pad);
+    cli_write_npy("PAD.npy", NPY_U8, 2, (int64_t[2]){B, TK}, pad);
     /* bad per-head files */
-    write_npy("S3.npy", NPY_F32, 1, (int64_t[1]){3}, (float[3]){0});
-    write_npy("S2D.npy", NPY_F32, 2, (int64_t[2]){1, HEADS}, (float[HEADS]){0});
-    write_npy("SI.npy", NPY_I32, 1, h, (int32_t[HEADS]){0});
-    write_npy("SH.npy", NPY_F16, 1, h, (uint16_t[HEADS]){0});
-    write_npy("ANAN.npy", NPY_F32, 1, h, (float[HEADS]){0.5f, 0.25f, NAN, 0.1f});
-    write_npy("AINF.npy", NPY_F32, 1, h, (float[HEADS]){INFINITY, 0.25f, 0.5f, 0.1f});
+    cli_write_npy("S3.npy", NPY_F32, 1, (int64_t[1]){3}, (float[3]){0});
+    cli_write_npy("S2D.npy", NPY_F32, 2, (int64_t[2]){1, HEADS}, (float[HEADS]){0});
+    cli_write_npy("SI.npy", NPY_I32, 1, h, (int32_t[HEADS]){0});
+    cli_write_npy("SH.npy", NPY_F16, 1, h, (uint16_t[HEADS]){0});
+    cli_write_npy("ANAN.npy", NPY_F32, 1, h, (float[HEADS]){0.5f, 0.25f, NAN, 0.1f});
+    cli_write_npy("AINF.npy", NPY_F32, 1, h, (float[HEADS]){INFINITY, 0.25f, 0.5f, 0.1f});
     return 0;
 }
 
@@ -133,7 +106,7 @@ static void expect_failure(const char *args, const char *needle, const char *als
     if (!strstr(err, needle) || (also && !strstr(err, also)))
         fail_msg("vkattn %s: stderr does not mention \"%s\"%s%s:\n%s", args, needle,
                  also ? " and " : "", also ? also : "", err);
-    if (exists(out) || exists(lse))
+    if (cli_exists(out) || cli_exists(lse))
         fail_msg("vkattn %s: failed but wrote an output file", args);
 }
 

@@ -20,33 +20,6 @@
 /* The layer: x [2, 6, 64], 4 query heads and 2 key/value heads of 16. */
 enum { B = 2, T = 6, DM = 64, HEADS = 4, KV_HEADS = 2, DH = 16 };
 
-static bool exists(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
-static void write_npy(const char *name, npy_dtype dtype, uint32_t rank, const int64_t *shape,
-                      const void *data)
-{
-    char err[512];
-    if (npy_write(cli_path_of(name), dtype, rank, shape, data, err, sizeof err) != 0)
-        fail_msg("%s", err);
-}
-
-static void write_f32(const char *name, uint32_t rank, const int64_t *shape, uint64_t seed,
-                      float lo, float hi)
-{
-    int64_t n = 1;
-    for (uint32_t i = 0; i < rank; i++)
-        n *= shape[i];
-    float *data = malloc((size_t)n * 4);
-    test_rng r = test_rng_seed(seed);
-    test_fill_uniform(&r, data, (size_t)n, lo, hi);
-    write_npy(name, NPY_F32, rank, shape, data);
-    free(data);
-}
-
 /* Positions [rows, cols]: first + 3t (+ 1000 * row), as int32 and int64 files:
  * spaced 3 apart, so the output differs from the default 0..T-1 (a uniform
  * shift would not change it: RoPE scores depend on distances only). */
@@ -58,9 +31,9 @@ static void write_positions(const char *name32, const char *name64, int64_t rows
     assert_true(rows * cols <= 64);
     for (int64_t i = 0; i < rows * cols; i++)
         p32[i] = (int32_t)(p64[i] = first + 3 * (i % cols) + 1000 * (i / cols));
-    write_npy(name32, NPY_I32, 2, shape, p32);
+    cli_write_npy(name32, NPY_I32, 2, shape, p32);
     if (name64)
-        write_npy(name64, NPY_I64, 2, shape, p64);
+        cli_write_npy(name64, NPY_I64, 2, shape, p64);
 }
 
 static int group_setup(void **state)
@@ -69,30 +42,30 @@ static int group_setup(void **state)
         return -1;
     int64_t x[3] = {B, T, DM}, wq[2] = {HEADS * DH, DM}, wkv[2] = {KV_HEADS * DH, DM},
             wo[2] = {DM, HEADS * DH}, norm[1] = {DH};
-    write_f32("X.npy", 3, x, 10, -1, 1);
-    write_f32("WQ.npy", 2, wq, 11, -0.3f, 0.3f);
-    write_f32("WK.npy", 2, wkv, 12, -0.3f, 0.3f);
-    write_f32("WV.npy", 2, wkv, 13, -0.3f, 0.3f);
-    write_f32("WO.npy", 2, wo, 14, -0.3f, 0.3f);
-    write_f32("QN.npy", 1, norm, 15, 0.5f, 1.5f);
-    write_f32("KN.npy", 1, norm, 16, 0.5f, 1.5f);
+    cli_write_f32("X.npy", 3, x, 10, -1, 1);
+    cli_write_f32("WQ.npy", 2, wq, 11, -0.3f, 0.3f);
+    cli_write_f32("WK.npy", 2, wkv, 12, -0.3f, 0.3f);
+    cli_write_f32("WV.npy", 2, wkv, 13, -0.3f, 0.3f);
+    cli_write_f32("WO.npy", 2, wo, 14, -0.3f, 0.3f);
+    cli_write_f32("QN.npy", 1, norm, 15, 0.5f, 1.5f);
+    cli_write_f32("KN.npy", 1, norm, 16, 0.5f, 1.5f);
     int64_t q[4] = {2, 4, 5, 16}, kv[4] = {2, 2, 7, 16};
-    write_f32("Q.npy", 4, q, 20, -1, 1);
-    write_f32("K.npy", 4, kv, 21, -1, 1);
-    write_f32("V.npy", 4, kv, 22, -1, 1);
+    cli_write_f32("Q.npy", 4, q, 20, -1, 1);
+    cli_write_f32("K.npy", 4, kv, 21, -1, 1);
+    cli_write_f32("V.npy", 4, kv, 22, -1, 1);
     write_positions("P32.npy", "P64.npy", B, T, 5000);
     write_positions("PMAX.npy", NULL, B, T, 16777215 - 1000 * (B - 1) - 3 * (T - 1));
     int32_t p0[B * T], qp[10], kp[14];
     for (int i = 0; i < B * T; i++)
         p0[i] = i % T;
-    write_npy("P0.npy", NPY_I32, 2, (int64_t[2]){B, T}, p0);
+    cli_write_npy("P0.npy", NPY_I32, 2, (int64_t[2]){B, T}, p0);
     /* attention: Q bottom-right aligned with K, rows at 2..6 of K's 0..6 */
     for (int i = 0; i < 10; i++)
         qp[i] = 2 + i % 5;
     for (int i = 0; i < 14; i++)
         kp[i] = i % 7;
-    write_npy("QP.npy", NPY_I32, 2, (int64_t[2]){2, 5}, qp);
-    write_npy("KP.npy", NPY_I32, 2, (int64_t[2]){2, 7}, kp);
+    cli_write_npy("QP.npy", NPY_I32, 2, (int64_t[2]){2, 5}, qp);
+    cli_write_npy("KP.npy", NPY_I32, 2, (int64_t[2]){2, 7}, kp);
     write_positions("QP2.npy", "QP2_64.npy", 2, 5, 300);
     write_positions("KP2.npy", NULL, 2, 7, 290);
     return 0;
@@ -126,7 +99,7 @@ static void expect_failure(const char *args, const char *needle, const char *als
     if (!strstr(err, needle) || (also && !strstr(err, also)))
         fail_msg("vkattn %s: stderr does not mention \"%s\"%s%s:\n%s", args, needle,
                  also ? " and " : "", also ? also : "", err);
-    if (exists(out))
+    if (cli_exists(out))
         fail_msg("vkattn %s: failed but wrote the output file", args);
 }
 
@@ -300,14 +273,14 @@ static void test_bad_options(void **state)
      * with --prefill */
     int64_t s3[1] = {B * T}, s2t[2] = {B, T};
     write_positions("PSHAPE.npy", NULL, 2, 3, 0);
-    write_npy("PRANK.npy", NPY_I32, 1, s3, (int32_t[B * T]){0});
-    write_f32("PF.npy", 2, s2t, 3, 0, 5);
+    cli_write_npy("PRANK.npy", NPY_I32, 1, s3, (int32_t[B * T]){0});
+    cli_write_f32("PF.npy", 2, s2t, 3, 0, 5);
     int64_t neg[B * T] = {0, 1, 2, 3, 4, 5, 0, 1, -1, 3, 4, 5}, big[B * T] = {0};
     big[7] = 16777216;
-    write_npy("PNEG.npy", NPY_I64, 2, s2t, neg);
-    write_npy("PBIG.npy", NPY_I64, 2, s2t, big);
+    cli_write_npy("PNEG.npy", NPY_I64, 2, s2t, neg);
+    cli_write_npy("PBIG.npy", NPY_I64, 2, s2t, big);
     int32_t neg32[B * T] = {0, -7};
-    write_npy("PNEG32.npy", NPY_I32, 2, s2t, neg32);
+    cli_write_npy("PNEG32.npy", NPY_I32, 2, s2t, neg32);
     static const struct {
         const char *file, *extra, *needle, *also;
     } pos[] = {
@@ -342,9 +315,9 @@ static void test_bad_options(void **state)
 
     /* QK-norm weights: shape, dtype, pairing; layer options need self-attention */
     int64_t n8[1] = {8}, n2[2] = {1, DH};
-    write_f32("QN8.npy", 1, n8, 4, 0.5f, 1.5f);
-    write_f32("QN2.npy", 2, n2, 5, 0.5f, 1.5f);
-    write_npy("QNI.npy", NPY_I32, 1, (int64_t[1]){DH}, (int32_t[DH]){0});
+    cli_write_f32("QN8.npy", 1, n8, 4, 0.5f, 1.5f);
+    cli_write_f32("QN2.npy", 2, n2, 5, 0.5f, 1.5f);
+    cli_write_npy("QNI.npy", NPY_I32, 1, (int64_t[1]){DH}, (int32_t[DH]){0});
     static const struct {
         const char *qn, *kn, *needle, *also;
     } norms[] = {

@@ -70,7 +70,7 @@ typedef enum vkattn_rope_scaling {
 
 typedef struct vkattn_rope_desc {
     /* The base. 0: no rotary embedding (the layer's default); otherwise a
-     * finite value > 1 (Llama 2: 10000, Llama 3: 500000). */
+     * finite value > 0 (Llama 2: 10000, Llama 3: 500000). */
     float theta;
     uint32_t dims;                   /* R, even, <= head_dim; 0: head_dim */
     vkattn_rope_style style;         /* NEOX (default) or GPTJ */

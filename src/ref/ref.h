@@ -75,6 +75,12 @@ static inline bool vka_size_mul(size_t a, size_t b, size_t *out)
  * reason in `error`) when it cannot be had. (ref_host.c) */
 double *vka_ref_scratch(size_t doubles, char *error, size_t error_size);
 
+/* Checks a RoPE positions tensor named args->positions: int32, rank 2
+ * [batch, tokens], every value in [0, VKATTN_ROPE_MAX_POSITION]; `out` gets
+ * it with resolved strides. (ref_host.c) */
+vkattn_result vka_host_positions_resolve(const vkattn_host_tensor *p, int64_t batch, int64_t tokens,
+                                         vkattn_host_tensor *out, char *error, size_t error_size);
+
 /* ---- rotary positions (ref_rope.c) */
 
 /* Rotates one head's D values x[0..D) in place by RoPE at `position` (a

@@ -1,6 +1,7 @@
 /* Host tensors of the CPU reference: construction and stride resolution. */
 #include "ref/ref.h"
 
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 #include "spec/size_math.h"
 
@@ -109,4 +110,44 @@ double *vka_ref_scratch(size_t doubles, char *error, size_t error_size)
                          "cannot allocate %zu doubles of scratch memory for the reference",
                          doubles);
     return scratch;
+}
+
+vkattn_result vka_host_positions_resolve(const vkattn_host_tensor *p, int64_t batch, int64_t tokens,
+                                         vkattn_host_tensor *out, char *error, size_t error_size)
+{
+    if (p->dtype != VKATTN_DTYPE_I32) {
+        char b[VKA_DTYPE_TEXT];
+        vka_error_format(error, error_size, "args->positions.dtype %s is not supported: int32",
+                         vka_dtype_text(p->dtype, b));
+        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+    }
+    if (p->rank != 2) {
+        vka_error_format(error, error_size,
+                         "args->positions.rank is %u: positions are rank 2 [B, T]", p->rank);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    const int64_t want[2] = {batch, tokens};
+    static const char *const what[2] = {"the batch", "the tokens per batch row"};
+    for (uint32_t i = 0; i < 2; i++)
+        if (p->shape[i] != want[i]) {
+            vka_error_format(error, error_size,
+                             "args->positions.shape[%u] %lld differs from %s %lld", i,
+                             (long long)p->shape[i], what[i], (long long)want[i]);
+            return VKATTN_ERROR_SHAPE_MISMATCH;
+        }
+    VKA_TRY(vka_host_tensor_resolve(p, "args->positions", false, out, error, error_size));
+    const int32_t *v = out->data;
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t t = 0; t < tokens; t++) {
+            int32_t at = v[b * out->strides[0] + t * out->strides[1]];
+            if (at < 0 || at > VKATTN_ROPE_MAX_POSITION) {
+                vka_error_format(error, error_size,
+                                 "args->positions[%lld, %lld] is %ld: positions must be in "
+                                 "[0, %ld] (VKATTN_ROPE_MAX_POSITION)",
+                                 (long long)b, (long long)t, (long)at,
+                                 (long)VKATTN_ROPE_MAX_POSITION);
+                return VKATTN_ERROR_INVALID_ARGUMENT;
+            }
+        }
+    return VKATTN_SUCCESS;
 }

@@ -151,36 +151,8 @@ static vkattn_result check_modern(const vkattn_mha_desc *d, const vkattn_ref_mha
                          "for RoPE layers only");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    if (p->dtype != VKATTN_DTYPE_I32) {
-        const char *dn = vkattn_dtype_name(p->dtype);
-        vka_error_format(error, error_size, "args->positions.dtype %s is not supported: int32",
-                         dn ? dn : "(not a vkattn_dtype)");
-        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
-    }
-    if (p->rank != 2) {
-        vka_error_format(error, error_size,
-                         "args->positions.rank is %u: positions are rank 2 [B, Tq]", p->rank);
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    }
-    VKA_TRY(check_size(p, "positions", 0, args->x.shape[0], "args->x.shape[0] (batch)", error,
-                       error_size));
-    VKA_TRY(check_size(p, "positions", 1, args->x.shape[1], "args->x.shape[1] (Tq)", error,
-                       error_size));
-    VKA_TRY(vka_host_tensor_resolve(p, "args->positions", false, pos, error, error_size));
-    const int32_t *v = pos->data;
-    for (int64_t b = 0; b < pos->shape[0]; b++)
-        for (int64_t t = 0; t < pos->shape[1]; t++) {
-            int32_t at = v[b * pos->strides[0] + t * pos->strides[1]];
-            if (at < 0 || at > VKATTN_ROPE_MAX_POSITION) {
-                vka_error_format(error, error_size,
-                                 "args->positions[%lld, %lld] is %ld: positions must be in "
-                                 "[0, %ld] (VKATTN_ROPE_MAX_POSITION)",
-                                 (long long)b, (long long)t, (long)at,
-                                 (long)VKATTN_ROPE_MAX_POSITION);
-                return VKATTN_ERROR_INVALID_ARGUMENT;
-            }
-        }
-    return VKATTN_SUCCESS;
+    return vka_host_positions_resolve(p, args->x.shape[0], args->x.shape[1], pos, error,
+                                      error_size);
 }
 
 /* Every one of the n values of weights-><name> (NULL: not given) finite. */

@@ -115,38 +115,7 @@ static vkattn_result check_positions(const vkattn_ref_rope_args *args, vkattn_ho
         }
         return VKATTN_SUCCESS;
     }
-    if (p->dtype != VKATTN_DTYPE_I32) {
-        char b[VKA_DTYPE_TEXT];
-        vka_error_format(error, error_size, "args->positions.dtype %s is not supported: int32",
-                         vka_dtype_text(p->dtype, b));
-        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
-    }
-    if (p->rank != 2) {
-        vka_error_format(error, error_size,
-                         "args->positions.rank is %u: positions are rank 2 [B, T]", p->rank);
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    }
-    if (p->shape[0] != B || p->shape[1] != T) {
-        vka_error_format(
-            error, error_size, "args->positions.shape is [%lld, %lld]: it must be [B %lld, T %lld]",
-            (long long)p->shape[0], (long long)p->shape[1], (long long)B, (long long)T);
-        return VKATTN_ERROR_SHAPE_MISMATCH;
-    }
-    VKA_TRY(vka_host_tensor_resolve(p, "args->positions", false, pos, error, error_size));
-    const int32_t *v = pos->data;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) {
-            int32_t at = v[b * pos->strides[0] + t * pos->strides[1]];
-            if (at < 0 || at > VKATTN_ROPE_MAX_POSITION) {
-                vka_error_format(error, error_size,
-                                 "args->positions[%lld, %lld] is %ld: positions must be in "
-                                 "0..%ld (VKATTN_ROPE_MAX_POSITION)",
-                                 (long long)b, (long long)t, (long)at,
-                                 (long)VKATTN_ROPE_MAX_POSITION);
-                return VKATTN_ERROR_INVALID_ARGUMENT;
-            }
-        }
-    return VKATTN_SUCCESS;
+    return vka_host_positions_resolve(p, B, T, pos, error, error_size);
 }
 
 vkattn_result vkattn_ref_rope(const vkattn_ref_rope_args *args, char *error, size_t error_size)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #ifndef VKATTN_CLI_PATH
@@ -91,4 +92,31 @@ void cli_compare_outputs(const char *a_name, const char *b_name, double tol, boo
         fail_msg("%s: %s and %s differ by %g", what, a_name, b_name, max);
     npy_free(&a);
     npy_free(&b);
+}
+
+bool cli_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+void cli_write_npy(const char *name, npy_dtype dtype, uint32_t rank, const int64_t *shape,
+                   const void *data)
+{
+    char err[512];
+    if (npy_write(cli_path_of(name), dtype, rank, shape, data, err, sizeof err) != 0)
+        fail_msg("%s", err);
+}
+
+void cli_write_f32(const char *name, uint32_t rank, const int64_t *shape, uint64_t seed, float lo,
+                   float hi)
+{
+    int64_t n = 1;
+    for (uint32_t i = 0; i < rank; i++)
+        n *= shape[i];
+    float *data = malloc((size_t)(n ? n : 1) * 4);
+    test_rng r = test_rng_seed(seed);
+    test_fill_uniform(&r, data, (size_t)n, lo, hi);
+    cli_write_npy(name, NPY_F32, rank, shape, data);
+    free(data);
 }

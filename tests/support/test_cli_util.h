@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The suite's scratch directory (made by cli_setup). */
 extern char cli_tmp[256];
@@ -18,6 +19,14 @@ size_t cli_read_text(const char *path, char *buf, size_t size);
 /* Runs `prefix vkattn args` (prefix: "" or e.g. "timeout 20"); returns the
  * exit status (128 when killed), its stderr in `err`. */
 int cli_run_with(const char *prefix, const char *args, char *err, size_t size);
+/* Whether a file exists at `path`. */
+bool cli_exists(const char *path);
+/* Writes `name` in cli_tmp as a .npy file (fails the test on error). */
+void cli_write_npy(const char *name, npy_dtype dtype, uint32_t rank, const int64_t *shape,
+                   const void *data);
+/* ... float32 values uniform in [lo, hi) from `seed`. */
+void cli_write_f32(const char *name, uint32_t rank, const int64_t *shape, uint64_t seed, float lo,
+                   float hi);
 /* The .npy file `name` in cli_tmp (fails the test when it cannot be read). */
 npy_array cli_read_npy(const char *name);
 /* Runs `vkattn args` and fails the test (with its stderr) unless it exits 0. */
