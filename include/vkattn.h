@@ -444,7 +444,7 @@ VKATTN_API vkattn_result vkattn_buffer_download(vkattn_buffer *buffer, uint64_t 
 typedef enum vkattn_dtype {
     VKATTN_DTYPE_F32 = 0,
     VKATTN_DTYPE_F16 = 1, /* IEEE binary16 */
-    VKATTN_DTYPE_U8 = 2,  /* masks (key padding): 0 or 1 */
+    VKATTN_DTYPE_U8 = 2,  /* masks (key padding, boolean masks): 0 or nonzero */
     VKATTN_DTYPE_I32 = 3, /* positions (rotary embeddings) */
 } vkattn_dtype;
 

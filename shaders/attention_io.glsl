@@ -93,10 +93,15 @@ const uint FLAG_MASK = 2u;
 const uint FLAG_MASK_F16 = 4u;
 const uint FLAG_KEY_PADDING = 8u;
 const uint FLAG_WEIGHTS_ACCUMULATE = 16u; // weights kernel: add to what is there
+const uint FLAG_MASK_BOOL = 64u;   // the mask is u8 (boolean): nonzero visible
+const uint FLAG_MASK_BLOCKS = 128u; // with FLAG_MASK_BOOL: nonzero hidden
 
-// The additive mask and the key padding are read as 32-bit words whatever
-// their dtype (f32, f16 or u8), so they need neither 16-bit storage nor a
-// variant of their own; their element offsets and strides are free.
+// The mask and the key padding are read as 32-bit words whatever their
+// dtype (f32, f16 or u8), so they need neither 16-bit or 8-bit storage nor
+// a variant of their own; their element offsets and strides are free (0 for
+// a broadcast dimension). mask_load gives the additive value of element e:
+// a float mask's own, a boolean one's 0 (visible) or -inf (hidden), by the
+// push constant flags.
 #define DECLARE_MASKS(mask_binding_, padding_binding_)                               \
     layout(set = 0, binding = mask_binding_, std430) readonly buffer mask_buffer {   \
         uint mask_words[];                                                             \
@@ -104,9 +109,13 @@ const uint FLAG_WEIGHTS_ACCUMULATE = 16u; // weights kernel: add to what is ther
     layout(set = 0, binding = padding_binding_, std430) readonly buffer padding_buffer { \
         uint padding_words[];                                                          \
     };                                                                                 \
-    float mask_load(uint e, bool f16) {                                                \
-        return f16 ? unpackHalf2x16(mask_words[e >> 1u])[e & 1u]                       \
-                   : uintBitsToFloat(mask_words[e]);                                   \
+    float mask_load(uint e, uint flags) {                                              \
+        if ((flags & FLAG_MASK_BOOL) != 0u) {                                          \
+            bool set = ((mask_words[e >> 2u] >> ((e & 3u) * 8u)) & 0xffu) != 0u;        \
+            return set != ((flags & FLAG_MASK_BLOCKS) != 0u) ? 0.0 : NEG_INF;          \
+        }                                                                              \
+        return (flags & FLAG_MASK_F16) != 0u ? unpackHalf2x16(mask_words[e >> 1u])[e & 1u] \
+                                             : uintBitsToFloat(mask_words[e]);         \
     }                                                                                  \
     bool padding_visible(uint e) {                                                     \
         return ((padding_words[e >> 2u] >> ((e & 3u) * 8u)) & 0xffu) != 0u;            \

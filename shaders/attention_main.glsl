@@ -133,7 +133,7 @@ float masked_score(float s, Row r, uint batch, uint j) {
     if (!visible)
         return NEG_INF;
     if ((pc.flags & FLAG_MASK) != 0u)
-        s += mask_load(r.mask + j * pc.m_sk, (pc.flags & FLAG_MASK_F16) != 0u);
+        s += mask_load(r.mask + j * pc.m_sk, pc.flags);
     return s;
 }
 

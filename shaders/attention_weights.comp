@@ -78,7 +78,7 @@ float score(uint q_row, uint k_row, uint mask_row, uint batch, int first, int la
     if (HAS_SOFTCAP)
         acc = softcap_log2(acc, SOFTCAP * LOG2E);
     if ((pc.flags & FLAG_MASK) != 0u)
-        acc += mask_load(mask_row + j * pc.m_sk, (pc.flags & FLAG_MASK_F16) != 0u) * LOG2E;
+        acc += mask_load(mask_row + j * pc.m_sk, pc.flags) * LOG2E;
     if (HAS_ALIBI)
         acc += alibi_log2(slope2, pos, j);
     return acc;

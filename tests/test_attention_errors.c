@@ -118,7 +118,7 @@ static void test_shapes(void **state)
     FAILS_WITH(f, SHAPE, "args->k.shape[0] (batch) 1", a.k.shape[0] = 1);
     FAILS_WITH(f, SHAPE, "args->v.shape[2] (kv_len) 4", a.v.shape[2] = 4);
     FAILS_WITH(f, SHAPE, "args->out.shape[2] (q_len) 2", a.out.shape[2] = 2);
-    FAILS_WITH(f, INVALID, "args->mask.rank is 3", a.mask.rank = 3);
+    FAILS_WITH(f, INVALID, "args->mask.rank is 1", a.mask.rank = 1);
     FAILS_WITH(f, SHAPE, "args->mask.shape[1] (kv_len) 4", a.mask.shape[1] = 4);
     int64_t m4[4] = {3, 1, TQ, TK};
     FAILS_WITH(f, SHAPE, "args->mask.shape[0] (batch) 3 is neither 1 nor",
@@ -136,7 +136,8 @@ static void test_dtypes(void **state)
                a.out.dtype = VKATTN_DTYPE_F16);
     FAILS_WITH(f, DTYPE, "args->v.dtype f16 differs from args->k.dtype f32",
                a.v.dtype = VKATTN_DTYPE_F16);
-    FAILS_WITH(f, DTYPE, "args->mask.dtype u8", a.mask.dtype = VKATTN_DTYPE_U8);
+    FAILS_WITH(f, DTYPE, "args->mask.dtype i32", a.mask.dtype = VKATTN_DTYPE_I32);
+    FAILS_WITH(f, INVALID, "args->bool_mask is 5", a.bool_mask = (vkattn_bool_mask)5);
     FAILS_WITH(f, DTYPE, "args->key_padding.dtype f32", a.key_padding.dtype = VKATTN_DTYPE_F32);
     FAILS_WITH(f, DTYPE, "args->weights.dtype f16", a.weights.dtype = VKATTN_DTYPE_F16);
     FAILS_WITH(f, DTYPE, "args->k.dtype 7",

@@ -1,5 +1,7 @@
 /* The tool's score modifier options (issue 14: --window, --softcap,
- * --sinks, --alibi-slopes, --alibi-max-bias, --causal-top-left, --lse-out),
+ * --sinks, --alibi-slopes, --alibi-max-bias, --causal-top-left, --lse-out)
+ * and mask forms (bool/uint8 or float --mask in broadcast shapes,
+ * --mask-true-blocks),
  * run as a user would: every option checked against the CPU reference
  * (--check) in attention and mha, decode through the KV cache equal to the
  * full forward, --lse-out against LSE values computed here from the
@@ -424,14 +426,84 @@ static void test_bad_options(void **state)
     expect_failure(args, "nonexistent-vkattn-dir", NULL);
 }
 
+/* Masks as PyTorch users save them: bool [B, 1, 1, Tk] (True = attend),
+ * uint8 [B*H, Tq, Tk] with --mask-true-blocks (nn.MultiheadAttention's),
+ * float [1, Tk]; each --check'ed, and the boolean one bit for bit equal to
+ * the same mask written out as a dense additive float32 file. */
+static void test_mask_forms(void **state)
+{
+    (void)state;
+    bool b11k[B * TK];
+    uint8_t m3[B * HEADS * TQ * TK], m3_mha[B * HEADS * T * T];
+    float dense[B * HEADS * TQ * TK], row[TK];
+    test_rng rng = test_rng_seed(5);
+    for (int i = 0; i < B * TK; i++)
+        b11k[i] = i % TK == 0 || test_rng_below(&rng, 3) != 0;
+    for (int i = 0; i < B * HEADS * TQ * TK; i++) {
+        m3[i] = (uint8_t)(test_rng_below(&rng, 3) == 0 ? 1 + test_rng_below(&rng, 200) : 0);
+        dense[i] = m3[i] ? -INFINITY : 0.0f;
+    }
+    for (int i = 0; i < B * HEADS * T * T; i++)
+        m3_mha[i] = test_rng_below(&rng, 4) == 0 && i % T != 0;
+    for (int j = 0; j < TK; j++)
+        row[j] = j == 3 ? -INFINITY : test_rng_uniform(&rng, -1.0f, 1.0f);
+    cli_write_npy("MB.npy", NPY_BOOL, 4, (int64_t[4]){B, 1, 1, TK}, b11k);
+    cli_write_npy("M3.npy", NPY_U8, 3, (int64_t[3]){B * HEADS, TQ, TK}, m3);
+    cli_write_npy("MD.npy", NPY_F32, 4, (int64_t[4]){B, HEADS, TQ, TK}, dense);
+    cli_write_npy("M3T.npy", NPY_U8, 3, (int64_t[3]){B * HEADS, T, T}, m3_mha);
+    cli_write_npy("MF.npy", NPY_F32, 2, (int64_t[2]){1, TK}, row);
+    cli_write_npy("MI.npy", NPY_I32, 2, (int64_t[2]){1, TK}, (int32_t[TK]){0});
+    cli_write_npy("MBAD.npy", NPY_BOOL, 3, (int64_t[3]){3, TQ, TK}, m3);
+    char args[8192], opts[4096];
+    static const char *const ok[] = {
+        "--check --mask @MB.npy --weights-out @W.npy --per-head",
+        "--check --causal --mask @MB.npy --dtype f16",
+        "--check --mask @M3.npy --mask-true-blocks --weights-out @W.npy",
+        "--check --mask @MF.npy --window 3",
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        with_paths(opts, sizeof opts, ok[i]);
+        attention_args(args, sizeof args, opts, "O.npy");
+        cli_expect_success(args);
+    }
+    with_paths(opts, sizeof opts, "--mask @M3.npy --mask-true-blocks");
+    attention_args(args, sizeof args, opts, "O1.npy");
+    cli_expect_success(args);
+    with_paths(opts, sizeof opts, "--mask @MD.npy");
+    attention_args(args, sizeof args, opts, "O2.npy");
+    cli_expect_success(args);
+    cli_compare_outputs("O1.npy", "O2.npy", 0, false, "boolean [B*H,Tq,Tk] vs dense float");
+    with_paths(opts, sizeof opts,
+               "--check --mask @M3T.npy --mask-true-blocks --weights-out @W.npy");
+    mha_args(args, sizeof args, opts, "O.npy");
+    cli_expect_success(args);
+    with_paths(opts, sizeof opts, "--check --causal --mask @MB.npy");
+    /* (the layer's keys are its own T tokens: MB's Tk is TK) */
+    mha_args(args, sizeof args, opts, "O.npy");
+    expect_failure(args, "--mask", "kv_len");
+    static const struct {
+        const char *opts, *needle, *also;
+    } bad[] = {
+        {"--mask @MF.npy --mask-true-blocks", "--mask-true-blocks is for a boolean", "MF.npy"},
+        {"--mask-true-blocks", "--mask-true-blocks needs --mask", NULL},
+        {"--mask @MI.npy", "MI.npy", "int32"},
+        {"--mask @MBAD.npy", "(batch * num_heads) 3 is neither 1 nor 8", "MBAD.npy"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        with_paths(opts, sizeof opts, bad[i].opts);
+        attention_args(args, sizeof args, opts, "O.npy");
+        expect_failure(args, bad[i].needle, bad[i].also);
+    }
+}
+
 static void test_help_lists_options(void **state)
 {
     (void)state;
     char err[4096], out[16384];
     static const char *const commands[] = {"mha --help", "attention --help"};
-    static const char *const flags[] = {
-        "--window",         "--softcap",         "--sinks",   "--alibi-slopes",
-        "--alibi-max-bias", "--causal-top-left", "--lse-out", NULL};
+    static const char *const flags[] = {"--window",       "--softcap",          "--sinks",
+                                        "--alibi-slopes", "--alibi-max-bias",   "--causal-top-left",
+                                        "--lse-out",      "--mask-true-blocks", NULL};
     for (int c = 0; c < 2; c++) {
         assert_int_equal(cli_run_with("", commands[c], err, sizeof err), 0);
         cli_read_text(cli_path_of("stdout.txt"), out, sizeof out);
@@ -447,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_help_lists_options),   cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_attention_mods_check), cmocka_unit_test(test_attention_lse),
         cmocka_unit_test(test_mha_mods_check),       cmocka_unit_test(test_mha_decode),
+        cmocka_unit_test(test_mask_forms),
     };
     return cmocka_run_group_tests(tests, group_setup, cli_teardown);
 }

@@ -91,8 +91,9 @@ static void test_attention_errors(void **state)
          a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 12);
     CASE(INVALID, "args->q.shape[3] (head_dim) 264",
          a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 264);
-    CASE(INVALID, "args->mask.rank is 3", a.mask.rank = 3);
-    CASE(DTYPE, "args->mask.dtype u8", a.mask.dtype = VKATTN_DTYPE_U8);
+    CASE(INVALID, "args->mask.rank is 1", a.mask.rank = 1);
+    CASE(DTYPE, "args->mask.dtype i32", a.mask.dtype = VKATTN_DTYPE_I32);
+    CASE(INVALID, "args->bool_mask is 5", a.bool_mask = (vkattn_bool_mask)5);
     CASE(SHAPE, "args->mask.shape[1] (kv_len) 5", a.mask.shape[1] = 5);
     CASE(SHAPE, "args->mask.shape[0] (q_len) 4", a.mask.shape[0] = 4);
     int64_t m4[4] = {1, 3, 3, 4};

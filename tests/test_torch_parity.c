@@ -29,6 +29,7 @@ typedef struct fixture {
     char kind[64];
     int heads, kv_heads, head_dim, bias, causal, cross, per_head, qk_norm;
     int window, top_left;
+    int mask_true_blocks; /* a bool mask's True hides (nn.MultiheadAttention) */
     double scale, norm_eps;
     float softcap, alibi_max_bias;
     vkattn_rope_desc rope; /* theta 0: none */
@@ -57,9 +58,11 @@ static void load_fixture(fixture *f, const char *dir)
     const struct {
         const char *key;
         int *value;
-    } ints[] = {{"heads", &f->heads},       {"kv_heads", &f->kv_heads}, {"head_dim", &f->head_dim},
-                {"bias", &f->bias},         {"causal", &f->causal},     {"cross", &f->cross},
-                {"per_head", &f->per_head}, {"qk_norm", &f->qk_norm},   {"window", &f->window}};
+    } ints[] = {{"heads", &f->heads},       {"kv_heads", &f->kv_heads},
+                {"head_dim", &f->head_dim}, {"bias", &f->bias},
+                {"causal", &f->causal},     {"cross", &f->cross},
+                {"per_head", &f->per_head}, {"qk_norm", &f->qk_norm},
+                {"window", &f->window},     {"mask_true_blocks", &f->mask_true_blocks}};
     vkattn_rope_desc *r = &f->rope;
     const struct {
         const char *key;
@@ -153,6 +156,18 @@ static vkattn_buffer *upload(vkattn_context *ctx, const npy_array *a, vkattn_dty
     return b;
 }
 
+/* A mask: float32 (additive), or bool/uint8 as u8. */
+static vkattn_host_tensor host_mask(npy_array *a)
+{
+    vkattn_dtype dt = a && a->dtype != NPY_F32 ? VKATTN_DTYPE_U8 : VKATTN_DTYPE_F32;
+    return vkattn_host_tensor_make(a ? a->data : NULL, dt, a ? a->rank : 0, a ? a->shape : NULL);
+}
+
+static vkattn_bool_mask bool_mask(const fixture *f)
+{
+    return f->mask_true_blocks ? VKATTN_BOOL_MASK_TRUE_BLOCKS : VKATTN_BOOL_MASK_TRUE_ATTENDS;
+}
+
 static float *download(vkattn_context *ctx, vkattn_buffer *b, int64_t n, vkattn_dtype dt)
 {
     float *out = malloc((size_t)n * 4);
@@ -204,14 +219,14 @@ static void ref_mha(fixture *f)
     mha_layer(f, VKATTN_DTYPE_F32, &desc, &w);
     char what[1024];
     float *ref_y = malloc(y->nbytes), *ref_w = malloc(wts->nbytes);
-    vkattn_ref_mha_args ra = {.causal = f->causal};
+    vkattn_ref_mha_args ra = {.causal = f->causal, .bool_mask = bool_mask(f)};
     ra.x = vkattn_host_tensor_make(x->data, VKATTN_DTYPE_F32, 3, x->shape);
     if (kv)
         ra.kv = vkattn_host_tensor_make(kv->data, VKATTN_DTYPE_F32, 3, kv->shape);
     if (pad)
         ra.key_padding = vkattn_host_tensor_make(pad->data, VKATTN_DTYPE_U8, 2, pad->shape);
     if (mask)
-        ra.mask = vkattn_host_tensor_make(mask->data, VKATTN_DTYPE_F32, mask->rank, mask->shape);
+        ra.mask = host_mask(mask);
     if (pos)
         ra.positions = vkattn_host_tensor_make(pos->data, VKATTN_DTYPE_I32, 2, pos->shape);
     ra.y = vkattn_host_tensor_make(ref_y, VKATTN_DTYPE_F32, 3, y->shape);
@@ -238,7 +253,7 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
 
     /* the device against torch */
     vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
-    vkattn_mha_forward_args fa = {.causal = f->causal};
+    vkattn_mha_forward_args fa = {.causal = f->causal, .bool_mask = bool_mask(f)};
     vkattn_buffer *bx = upload(ctx, x, dt, &fa.x), *bkv = kv ? upload(ctx, kv, dt, &fa.kv) : NULL;
     vkattn_buffer *bpad = pad ? upload(ctx, pad, dt, &fa.key_padding) : NULL;
     vkattn_buffer *bmask = mask ? upload(ctx, mask, VKATTN_DTYPE_F32, &fa.mask) : NULL;
@@ -303,7 +318,8 @@ static void ref_attention(fixture *f)
                                    .softcap = f->softcap,
                                    .alibi_max_bias = f->alibi_max_bias};
     a.q = host_f32(get(f, "q")), a.k = host_f32(get(f, "k")), a.v = host_f32(get(f, "v"));
-    a.mask = host_f32(get(f, "mask"));
+    a.mask = host_mask(get(f, "mask"));
+    a.bool_mask = bool_mask(f);
     a.sinks = host_f32(get(f, "sinks"));
     a.alibi_slopes = host_f32(get(f, "alibi_slopes"));
     float *got = malloc(out->nbytes), *got_lse = lse ? malloc(lse->nbytes) : NULL;
@@ -335,7 +351,8 @@ static void run_attention(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
                                                            : VKATTN_CAUSAL_BOTTOM_RIGHT,
                                .window = (uint32_t)f->window,
                                .softcap = f->softcap,
-                               .alibi_max_bias = f->alibi_max_bias};
+                               .alibi_max_bias = f->alibi_max_bias,
+                               .bool_mask = bool_mask(f)};
     vkattn_buffer *bq = upload(ctx, q, dt, &a.q), *bk = upload(ctx, k, dt, &a.k),
                   *bv = upload(ctx, v, dt, &a.v);
     vkattn_buffer *bm = mask ? upload(ctx, mask, VKATTN_DTYPE_F32, &a.mask) : NULL;
@@ -420,13 +437,13 @@ static void test_reference_fixtures(void **state)
 {
     test_gpu *g = *state;
     /* a lost fixture folder must not pass silently */
-    assert_true(for_each_fixture(reference_case, g->ctx, ALL) >= 19);
+    assert_true(for_each_fixture(reference_case, g->ctx, ALL) >= 22);
 }
 
 static void test_gpu_fixtures(void **state)
 {
     test_gpu *g = *state;
-    assert_true(for_each_fixture(gpu_case, g->ctx, PLAIN) >= 13);
+    assert_true(for_each_fixture(gpu_case, g->ctx, PLAIN) >= 16);
 }
 
 /* Attention with score modifiers and LSE on the device: its own test, so

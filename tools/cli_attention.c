@@ -12,7 +12,10 @@ static const char help_text[] =
     "Attention of float32 .npy tensors on the device: Q [B,Hq,Tq,D], K and V [B,Hkv,Tk,D]\n"
     "(Hq a multiple of Hkv: MHA, GQA or MQA; D a multiple of 8 up to 256); writes O\n"
     "[B,Hq,Tq,D] float32. Nothing is written unless everything succeeds.\n"
-    "  --mask M.npy          additive float32 mask [Tq,Tk] or [B,Hq,Tq,Tk] (-inf hides)\n"
+    "  --mask M.npy          float32 (additive, -inf hides) or bool/uint8 mask, shaped\n"
+    "                        [Tq,Tk], [B*Hq,Tq,Tk] or [B,Hq,Tq,Tk]; any dimension may\n"
+    "                        be 1 (broadcast). Boolean True attends (SDPA's attn_mask)\n"
+    "  --mask-true-blocks    a boolean --mask's True hides (nn.MultiheadAttention's)\n"
     "  --key-padding P.npy   uint8/bool [B,Tk]: 1 = token, 0 = padding\n"
     "  --causal              key j visible to query i iff j <= i + Tk - Tq (bottom-right)\n"
     "  --scale S             score scale (default 1/sqrt(D))\n"
@@ -163,7 +166,7 @@ static int run(void *user)
     cli_job *j = &a->job;
     const int64_t *qs = a->in[Q].array.shape, *ks = a->in[K].array.shape;
     cli_job_shape_outputs(j, 4, qs, qs[1], qs[2], ks[2]);
-    vkattn_attention_args args = {.scale = a->scale};
+    vkattn_attention_args args = {.scale = a->scale, .bool_mask = cli_job_bool_mask(j)};
     cli_mods_attention(&a->mods, j, &args);
     vkattn_tensor positions[2] = {{0}};
     vkattn_tensor *slots[N_INPUTS] = {&args.q,       &args.k,           &args.v,
@@ -222,7 +225,7 @@ static vkattn_result rotate_on_host(attention_job *a, vkattn_ref_attention_args 
 static int check(void *user)
 {
     attention_job *a = user;
-    vkattn_ref_attention_args ra = {.scale = a->scale};
+    vkattn_ref_attention_args ra = {.scale = a->scale, .bool_mask = cli_job_bool_mask(&a->job)};
     cli_mods_reference(&a->mods, &a->job, &ra);
     vkattn_host_tensor positions[2] = {{0}};
     vkattn_host_tensor *slots[N_INPUTS] = {&ra.q,         &ra.k,           &ra.v,
@@ -245,7 +248,7 @@ int cli_attention(int argc, char **argv)
     attention_job a = {.in = {{"--q"},
                               {"--k"},
                               {"--v"},
-                              {"--mask"},
+                              {"--mask", .mask = true},
                               {"--key-padding"},
                               {"--positions"},
                               {"--k-positions"},

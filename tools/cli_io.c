@@ -68,6 +68,26 @@ int cli_load_f32(cli_input *in, uint32_t rank)
     return 0;
 }
 
+int cli_load_mask(cli_input *in)
+{
+    if (load(in) != 0)
+        return -1;
+    npy_dtype dt = in->array.dtype;
+    if (dt != NPY_F32 && dt != NPY_U8 && dt != NPY_BOOL) {
+        cli_error("%s %s: dtype is %s; a mask is float32 (additive, -inf hides) or bool/uint8 "
+                  "(boolean: see --mask-true-blocks)",
+                  in->flag, in->path, npy_dtype_name(dt));
+        return -1;
+    }
+    if (in->array.rank < 2 || in->array.rank > 4) {
+        cli_error("%s %s: has %u dimensions, expected 2 to 4 ([Tq,Tk], [B*H,Tq,Tk] or "
+                  "[B,H,Tq,Tk], any of them 1 to broadcast)",
+                  in->flag, in->path, in->array.rank);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_load_mask_u8(cli_input *in)
 {
     if (load(in) != 0)

@@ -13,11 +13,15 @@ typedef struct cli_input {
     const char *path; /* NULL: not given */
     npy_array array;
     bool keep_f32; /* stored as f32 whatever --dtype (per-head logits and slopes) */
+    bool mask;     /* an attention mask: float32 (additive) or bool/uint8, rank 2-4 */
 } cli_input;
 
 /* Loads a float32 input of rank `rank` (0: any 1..4). Prints the error naming
  * the file and returns -1 on failure. */
 int cli_load_f32(cli_input *in, uint32_t rank);
+/* Loads an attention mask: float32 (additive) or uint8/bool (boolean),
+ * rank 2 to 4 (the library checks the shape). */
+int cli_load_mask(cli_input *in);
 /* Loads a key-padding input: uint8 or bool, rank 2. */
 int cli_load_mask_u8(cli_input *in);
 /* Fails, naming the file, when a dimension is not `want` (skipped when

@@ -12,11 +12,33 @@ int cli_job_load(cli_job *j, const uint32_t *ranks, int pad)
     cli_input *in = j->inputs;
     for (int k = 0; k < j->n_inputs; k++)
         if (in[k].path && (k == pad                         ? cli_load_mask_u8(&in[k])
+                           : in[k].mask                     ? cli_load_mask(&in[k])
                            : ranks[k] == CLI_POSITIONS_RANK ? cli_load_positions(&in[k])
                            : ranks[k] == CLI_HEADS_RANK     ? cli_mods_load_heads(&in[k])
                                                             : cli_load_f32(&in[k], ranks[k])) != 0)
             return -1;
+    for (int k = 0; k < j->n_inputs; k++)
+        if (in[k].path && in[k].mask && j->mask_true_blocks && in[k].array.dtype == NPY_F32) {
+            cli_error("%s %s: --mask-true-blocks is for a boolean (bool or uint8) mask; this one "
+                      "is float32 (additive)",
+                      in[k].flag, in[k].path);
+            return -1;
+        }
     return 0;
+}
+
+/* Whether a mask input is given. */
+static bool mask_given(const cli_job *j)
+{
+    for (int k = 0; k < j->n_inputs; k++)
+        if (j->inputs[k].mask && j->inputs[k].path)
+            return true;
+    return false;
+}
+
+vkattn_bool_mask cli_job_bool_mask(const cli_job *j)
+{
+    return j->mask_true_blocks ? VKATTN_BOOL_MASK_TRUE_BLOCKS : VKATTN_BOOL_MASK_TRUE_ATTENDS;
 }
 
 int cli_job_upload(cli_job *j, vkattn_tensor *const *slots, int mask)
@@ -49,11 +71,12 @@ void cli_job_host_inputs(const cli_job *j, vkattn_host_tensor *const *slots)
 static int parse_job_option(cli_job *j, int argc, char **argv, int *i, const char **value)
 {
     const char *a = argv[*i];
-    bool *flag = strcmp(a, "--causal") == 0            ? &j->causal
-                 : strcmp(a, "--causal-top-left") == 0 ? &j->causal_top_left
-                 : strcmp(a, "--per-head") == 0        ? &j->per_head
-                 : strcmp(a, "--check") == 0           ? &j->check
-                                                       : NULL;
+    bool *flag = strcmp(a, "--causal") == 0             ? &j->causal
+                 : strcmp(a, "--causal-top-left") == 0  ? &j->causal_top_left
+                 : strcmp(a, "--per-head") == 0         ? &j->per_head
+                 : strcmp(a, "--mask-true-blocks") == 0 ? &j->mask_true_blocks
+                 : strcmp(a, "--check") == 0            ? &j->check
+                                                        : NULL;
     if (flag) {
         *flag = true;
         return 1;
@@ -146,6 +169,10 @@ int cli_job_check_required(const cli_job *j, const int *required, int n_required
     }
     if (j->per_head && !j->weights_path) {
         cli_error("%s: --per-head needs --weights-out", j->command);
+        return -1;
+    }
+    if (j->mask_true_blocks && !mask_given(j)) {
+        cli_error("%s: --mask-true-blocks needs --mask", j->command);
         return -1;
     }
     return check_paths(j);

@@ -35,8 +35,9 @@ typedef struct cli_job {
     const char *weights_path; /* --weights-out */
     const char *lse_path;     /* --lse-out: f32 [B, Hq, Tq] (commands that take it) */
     bool causal, per_head, check;
-    bool causal_top_left; /* --causal-top-left: causal, queries at i (cli_mods.h) */
-    vkattn_dtype dtype;   /* --dtype; default f32 */
+    bool causal_top_left;  /* --causal-top-left: causal, queries at i (cli_mods.h) */
+    bool mask_true_blocks; /* --mask-true-blocks: a boolean mask's True hides */
+    vkattn_dtype dtype;    /* --dtype; default f32 */
     vkattn_context *ctx;
     cli_outputs out;
 } cli_job;
@@ -67,6 +68,8 @@ int cli_job_load(cli_job *j, const uint32_t *ranks, int pad);
  * stored as --dtype, except input `mask`, which stays f32 (it is additive,
  * and -inf must survive), and inputs that keep f32. -1 on failure (printed). */
 int cli_job_upload(cli_job *j, vkattn_tensor *const *slots, int mask);
+/* The convention of a boolean mask (--mask-true-blocks). */
+vkattn_bool_mask cli_job_bool_mask(const cli_job *j);
 /* Host tensors over the given inputs that have a slot, for the CPU
  * reference: f32, u8 for a key-padding mask, int32 for positions. */
 void cli_job_host_inputs(const cli_job *j, vkattn_host_tensor *const *slots);

@@ -20,7 +20,10 @@ static const char help_text[] =
     "  --kv-heads G          key/value heads (GQA; 1 = MQA; default H)\n"
     "  --bq/--bk/--bv/--bo B.npy   biases [H*Dh], [G*Dh], [G*Dh], [Dm] (missing ones: 0)\n"
     "  --causal              query i sees key j iff j <= i + Tk - Tq (bottom-right)\n"
-    "  --mask M.npy          additive float32 mask [Tq,Tk] or [B,H,Tq,Tk]\n"
+    "  --mask M.npy          float32 (additive, -inf hides) or bool/uint8 mask, shaped\n"
+    "                        [Tq,Tk], [B*H,Tq,Tk] or [B,H,Tq,Tk]; any dimension may\n"
+    "                        be 1 (broadcast). Boolean True attends (SDPA's attn_mask)\n"
+    "  --mask-true-blocks    a boolean --mask's True hides (nn.MultiheadAttention's)\n"
     "  --key-padding P.npy   uint8/bool [B,Tk]: 1 = token, 0 = padding\n"
     "  --dtype f32|f16       storage of weights and activations on the device (default f32)\n"
     "  --weights-out W.npy   also write attention probabilities [B,Tq,Tk] (head average)\n"
@@ -375,7 +378,8 @@ static int run(void *user)
     mha_job *m = user;
     cli_job *j = &m->job;
     vkattn_mha_forward_args fa = {.causal = j->causal || j->causal_top_left,
-                                  .causal_align = cli_mods_align(j)};
+                                  .causal_align = cli_mods_align(j),
+                                  .bool_mask = cli_job_bool_mask(j)};
     if (setup(m, &fa) != 0)
         return -1;
     vkattn_result r = VKATTN_SUCCESS;
@@ -402,7 +406,8 @@ static int check(void *user)
 {
     mha_job *m = user;
     vkattn_ref_mha_args ra = {.causal = m->job.causal || m->job.causal_top_left,
-                              .causal_align = cli_mods_align(&m->job)};
+                              .causal_align = cli_mods_align(&m->job),
+                              .bool_mask = cli_job_bool_mask(&m->job)};
     vkattn_host_tensor *slots[N_INPUTS] = {[X] = &ra.x,
                                            [KV] = &ra.kv,
                                            [MASK] = &ra.mask,
@@ -432,7 +437,7 @@ int cli_mha(int argc, char **argv)
                         {"--bk"},
                         {"--bv"},
                         {"--bo"},
-                        {"--mask"},
+                        {"--mask", .mask = true},
                         {"--key-padding"},
                         {"--positions"},
                         {"--q-norm"},

@@ -8,10 +8,12 @@ lines) describing how to run it:
   mha cases       nn.MultiheadAttention(batch_first=True) in eval mode: x, kv
                   (cross only), wq wk wv wo, bq bk bv bo (bias only),
                   key_padding (vkattn's convention: 1 = token, 0 = padding;
-                  torch's is the opposite), mask (additive), y and weights
-                  (torch's outputs).
+                  torch's is the opposite), mask (additive float, or bool
+                  [B*H, Tq, Tk] with mask_true_blocks 1: torch's convention),
+                  y and weights (torch's outputs).
   attention cases torch's scaled dot-product attention with K/V repeated to
-                  the query heads (torch 1.13 has no GQA): q k v [B,H,T,D], mask,
+                  the query heads (torch 1.13 has no GQA): q k v [B,H,T,D], mask
+                  (additive float or bool, True = attend; any broadcast shape),
                   out. With score modifiers (written out in float64, checked
                   against SDPA with an explicit additive mask where it can
                   express them): extra keys causal, causal_align
@@ -67,7 +69,7 @@ def causal_mask(tq, tk):
 
 
 def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=False,
-             padding=None, per_head=False):
+             padding=None, per_head=False, bool_mask_3d=False):
     torch.manual_seed(seed)
     cross = Tk is not None
     Tk = Tk if cross else Tq
@@ -79,6 +81,10 @@ def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=Fal
     x = torch.randn(B, Tq, Dm)
     c = torch.randn(B, Tk, kdim or Dm) if cross else x
     mask = torch.from_numpy(causal_mask(Tq, Tk)) if causal else None
+    if bool_mask_3d:  # torch's [B*H, Tq, Tk] boolean attn_mask: True = blocked
+        blocked = torch.rand(B * H, Tq, Tk) < 0.35
+        blocked[:, :, 0] = False  # every row keeps a key (torch gives NaN otherwise)
+        mask = blocked
     kpm = None
     pad = None
     if padding is not None:  # number of padded keys at the end, per sequence
@@ -106,8 +112,12 @@ def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=Fal
         arrays["kv"] = c.numpy()
     if pad is not None:
         arrays["key_padding"] = pad
+    if bool_mask_3d:
+        arrays["mask"] = mask.numpy()
     meta = dict(kind="mha", heads=H, kv_heads=H, bias=bias, causal=causal, cross=cross,
                 per_head=per_head)
+    if bool_mask_3d:  # bool mask [B*H, Tq, Tk], True = blocked
+        meta["mask_true_blocks"] = True
     write_case(name, meta, arrays)
 
 
@@ -137,6 +147,39 @@ def attention_case(name, seed, B, Hq, Hkv, Tq, Tk, D, causal=False, scale=None, 
         arrays["mask"] = add.numpy().astype(np.float32)
     meta = dict(kind="attention", scale=scale if scale is not None else 0)
     write_case(name, meta, arrays)
+
+
+def mask_form_case(name, seed, B, Hq, Hkv, Tq, Tk, D, mask):
+    """SDPA with a mask in a broadcast shape, as PyTorch users pass it: bool
+    (True = attend) or additive float, expanded here only for the formula."""
+    torch.manual_seed(seed)
+    q = torch.randn(B, Hq, Tq, D)
+    k = torch.randn(B, Hkv, Tk, D)
+    v = torch.randn(B, Hkv, Tk, D)
+    m = torch.from_numpy(mask)
+    add = torch.where(m, 0.0, -math.inf) if m.dtype == torch.bool else m
+    add = add.double().expand(B, Hq, Tq, Tk)
+    kr = k.repeat_interleave(Hq // Hkv, 1)
+    vr = v.repeat_interleave(Hq // Hkv, 1)
+    scores = (q.double() @ kr.double().transpose(-1, -2)) / D ** 0.5 + add
+    out = torch.softmax(scores, -1) @ vr.double()
+    f = getattr(F, "_scaled_dot_product_attention")
+    out32 = f(q, kr, vr, add.float(), 0.0, False, False)[0]
+    assert torch.allclose(out32.double(), out, atol=1e-4), name
+    arrays = {"q": q.numpy(), "k": k.numpy(), "v": v.numpy(), "out": out.float().numpy(),
+              "mask": mask}
+    write_case(name, dict(kind="attention", scale=0), arrays)
+
+
+def mask_form_cases():
+    rng = np.random.default_rng(31)
+    # SDPA's key padding form [B, 1, 1, Tk] (True = attend), GQA
+    pad = rng.random((2, 1, 1, 11)) < 0.7
+    pad[:, :, :, 0] = True
+    mask_form_case("attn_sdpa_bool_b11k", 20, B=2, Hq=4, Hkv=2, Tq=7, Tk=11, D=16, mask=pad)
+    # a per-head additive bias [1, Hq, 1, Tk]
+    bias = rng.standard_normal((1, 4, 1, 9)).astype(np.float32)
+    mask_form_case("attn_sdpa_float_1h1k", 21, B=2, Hq=4, Hkv=4, Tq=5, Tk=9, D=8, mask=bias)
 
 
 def bloom_alibi_slopes(n_heads, max_bias):
@@ -443,4 +486,6 @@ if __name__ == "__main__":
     attention_case("attn_mha_scale", 9, B=1, Hq=3, Hkv=3, Tq=12, Tk=7, D=64, scale=0.3)
     decoder_cases()
     mods_attention_cases()
+    mask_form_cases()
+    mha_case("mha_bool_mask_3d", 22, B=2, Tq=6, Dm=16, H=2, bool_mask_3d=True)
     print("fixtures written to", os.path.normpath(ROOT))

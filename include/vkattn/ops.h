@@ -114,6 +114,13 @@ typedef enum vkattn_causal_align {
     VKATTN_CAUSAL_TOP_LEFT = 1,     /* query i at i (PyTorch SDPA's is_causal) */
 } vkattn_causal_align;
 
+/* What a boolean (u8) mask's nonzero values mean (see "attention
+ * semantics"); float masks are additive and ignore it. */
+typedef enum vkattn_bool_mask {
+    VKATTN_BOOL_MASK_TRUE_ATTENDS = 0, /* nonzero: visible (SDPA's attn_mask; the default) */
+    VKATTN_BOOL_MASK_TRUE_BLOCKS = 1,  /* nonzero: hidden (nn.MultiheadAttention's attn_mask) */
+} vkattn_bool_mask;
+
 /* ------------------------------------------------------ attention semantics
  *
  * Shapes: B batch, Hq query heads, Hkv key/value heads, Tq queries, Tk keys,
@@ -133,8 +140,18 @@ typedef enum vkattn_causal_align {
  * Masks, all optional and combinable:
  *   causal       key j is visible to query i iff j <= i + (Tk - Tq)
  *                (bottom-right aligned, as a KV cache needs);
- *   mask         additive float mask, rank 2 [Tq, Tk] (same for every batch and
- *                head) or rank 4 [B or 1, Hq or 1, Tq, Tk]; -inf hides a key;
+ *   mask         f32 or f16: additive (-inf hides a key); u8: boolean, its
+ *                nonzero values visible (bool_mask TRUE_ATTENDS, the
+ *                default, as SDPA's attn_mask) or hidden (TRUE_BLOCKS, as
+ *                nn.MultiheadAttention's attn_mask), an element's zero the
+ *                opposite. Shapes, any dimension 1 to broadcast it (read
+ *                through a stride of 0, never expanded in memory):
+ *                  rank 2 [Tq, Tk]            (every batch and head),
+ *                  rank 3 [B*Hq, Tq, Tk]      (nn.MultiheadAttention's
+ *                                              3-D attn_mask: row b*Hq + h;
+ *                                              not numpy's [Hq, Tq, Tk]),
+ *                  rank 4 [B, Hq, Tq, Tk],
+ *                e.g. [1, Tk], [Tq, 1], [B, 1, 1, Tk] or [1, 1, Tq, Tk];
  *   key_padding  [B, Tk] u8: 1 = real token, 0 = padding (hidden).
  * A query row with no visible key (everything hidden or -inf) gives zeros in
  * out and in the weights, never NaN.
@@ -258,8 +275,8 @@ VKATTN_API vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_
 
 /* Attention on tensors: see "attention semantics" above for shapes, GQA and
  * masks. Tiled (FlashAttention-2): the Tq x Tk score matrix is never stored.
- * q and out share a dtype, k and v share a dtype (f32 or f16 each); mask f32
- * or f16; key_padding u8; weights f32. The last dimension of q, k, v and out
+ * q and out share a dtype, k and v share a dtype (f32 or f16 each); mask f32,
+ * f16 or u8 (boolean); key_padding u8; weights f32. The last dimension of q, k, v and out
  * must be contiguous (stride 1), their other strides multiples of 4, their
  * offsets multiples of 16 bytes. out must not overlap the inputs. Attention
  * weights, when asked for, come from a separate, slower kernel; without them
@@ -270,7 +287,8 @@ typedef struct vkattn_attention_args {
     vkattn_tensor key_padding; /* optional (buffer NULL) */
     vkattn_tensor weights;     /* optional (buffer NULL) */
     bool causal;
-    float scale; /* 0: 1/sqrt(D) */
+    float scale;                /* 0: 1/sqrt(D) */
+    vkattn_bool_mask bool_mask; /* the meaning of a u8 mask's nonzero values */
     /* Score modifiers (see "attention semantics"); zeros: none. sinks and
      * alibi_slopes are contiguous and finite (device values are not
      * checked; the reference and the CLI refuse NaN/inf by element); lse's
@@ -337,6 +355,7 @@ typedef struct vkattn_mha_forward_args {
     vkattn_tensor key_padding; /* optional */
     vkattn_tensor weights;     /* optional, f32 */
     bool causal;
+    vkattn_bool_mask bool_mask; /* the meaning of a u8 mask's nonzero values */
     /* Optional (buffer NULL: 0..Tq-1 for every batch row): the RoPE
      * position of every token, int32 [B, Tq] contiguous (left-padded
      * batches, packed sequences). Only for layers with desc.rope. */

@@ -39,7 +39,8 @@ typedef struct vkattn_ref_attention_args {
     vkattn_host_tensor key_padding; /* optional */
     vkattn_host_tensor weights;     /* optional, f32 */
     bool causal;
-    float scale; /* 0: 1/sqrt(D) */
+    float scale;                /* 0: 1/sqrt(D) */
+    vkattn_bool_mask bool_mask; /* the meaning of a u8 mask's nonzero values */
     /* Score modifiers and LSE, as in vkattn_attention_args */
     vkattn_causal_align causal_align;
     uint32_t window;
@@ -96,6 +97,7 @@ typedef struct vkattn_ref_mha_args {
     vkattn_host_tensor key_padding; /* optional */
     vkattn_host_tensor weights;     /* optional */
     bool causal;
+    vkattn_bool_mask bool_mask;
     vkattn_host_tensor positions; /* optional */
     vkattn_causal_align causal_align;
 } vkattn_ref_mha_args;

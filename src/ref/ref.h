@@ -97,6 +97,10 @@ typedef struct vka_ref_attention_plan {
     vka_score_mods mods;
     bool causal;
     double scale;
+    /* The mask's element strides as [B, Hq, Tq, Tk] (0 where it
+     * broadcasts), and whether a u8 mask's nonzero values hide keys. */
+    int64_t mask_strides[4];
+    bool mask_true_blocks;
     size_t scratch_doubles; /* what run needs */
 } vka_ref_attention_plan;
 

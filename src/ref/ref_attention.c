@@ -97,6 +97,12 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
             VKA_TRY(check_finite(tensors[i].out, name, error, error_size));
     }
 
+    VKA_TRY(vka_bool_mask_check(args->bool_mask, prefix, error, error_size));
+    if (p.mask.data) {
+        int64_t shape4[4];
+        vka_mask_view4(&p.dims, p.mask.rank, p.mask.shape, p.mask.strides, shape4, p.mask_strides);
+    }
+    p.mask_true_blocks = args->bool_mask == VKATTN_BOOL_MASK_TRUE_BLOCKS;
     p.causal = args->causal;
     char scale_name[64];
     vka_error_format(scale_name, sizeof scale_name, "%sscale", prefix);
@@ -172,6 +178,8 @@ static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, 
         slope = vka_alibi_slope(p->dims.num_heads, p->mods.alibi_max_bias, (uint32_t)h);
     /* Scores of the visible keys; -inf marks hidden ones. A NaN score is
      * visible and poisons the row, as it should. */
+    const bool bool_mask = m->data && m->dtype == VKATTN_DTYPE_U8;
+    const int64_t mask_row = mask_base + i * p->mask_strides[2];
     double row_max = -INFINITY;
     bool any = false;
     for (int64_t j = 0; j < Tk; j++) {
@@ -179,6 +187,9 @@ static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, 
         bool visible =
             in_range(p, at, j) &&
             !(kp->data && vka_host_load(kp, b * kp->strides[0] + j * kp->strides[1]) == 0);
+        if (visible && bool_mask)
+            visible =
+                (vka_host_load(m, mask_row + j * p->mask_strides[3]) != 0) != p->mask_true_blocks;
         if (visible) {
             double dot = 0.0;
             const double *kr = kbuf + j * D;
@@ -187,9 +198,8 @@ static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, 
             sc = p->scale * dot;
             if (cap > 0.0)
                 sc = cap * tanh(sc / cap);
-            if (m->data)
-                sc += vka_host_load(m, mask_base + i * m->strides[m->rank - 2] +
-                                           j * m->strides[m->rank - 1]);
+            if (m->data && !bool_mask)
+                sc += vka_host_load(m, mask_row + j * p->mask_strides[3]);
             if (slope != 0.0)
                 sc -= slope * (double)llabs(at - j);
         }
@@ -238,7 +248,7 @@ void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
     const int64_t Tq = dm->q_len, Tk = dm->kv_len, D = dm->head_dim;
     const int64_t group = Hq / Hkv;
     const vkattn_host_tensor *q = &p->q, *k = &p->k, *v = &p->v, *o = &p->out;
-    const vkattn_host_tensor *m = &p->mask, *w = &p->weights, *l = &p->lse;
+    const vkattn_host_tensor *w = &p->weights, *l = &p->lse;
 
     double *kbuf = scratch;
     double *vbuf = kbuf + Tk * D;
@@ -256,11 +266,8 @@ void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
             gather(v, b * v->strides[0] + g * v->strides[1], Tk, v->strides[2], D, v->strides[3],
                    vbuf);
             for (int64_t h = g * group; h < (g + 1) * group; h++) {
-                /* Size-1 mask dimensions broadcast: their index stays 0. */
-                int64_t mask_base = 0;
-                if (m->data && m->rank == 4)
-                    mask_base = (m->shape[0] == 1 ? 0 : b) * m->strides[0] +
-                                (m->shape[1] == 1 ? 0 : h) * m->strides[1];
+                /* (broadcast dimensions have stride 0) */
+                int64_t mask_base = b * p->mask_strides[0] + h * p->mask_strides[1];
                 for (int64_t i = 0; i < Tq; i++) {
                     gather(q, b * q->strides[0] + h * q->strides[1] + i * q->strides[2], 1, 0, D,
                            q->strides[3], qrow);

@@ -221,6 +221,7 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     aa.key_padding = args->key_padding;
     aa.weights = args->weights;
     aa.causal = args->causal;
+    aa.bool_mask = args->bool_mask;
     aa.scale = d->scale;
     aa.causal_align = args->causal_align;
     aa.window = d->window;

@@ -139,22 +139,42 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
     return VKATTN_SUCCESS;
 }
 
+/* A mask of rank 2 [Tq, Tk], 3 [B*Hq, Tq, Tk] or 4 [B, Hq, Tq, Tk], any
+ * dimension 1 (broadcast); f32, f16 or u8. */
+static vkattn_result check_mask(const check_state *st, const vka_attention_shapes *s)
+{
+    const vka_shape_view *m = &s->mask, *q = &s->q, *k = &s->k;
+    VKA_TRY(check_rank(st, m, "mask", m->rank == 3 ? 3 : 2, 4,
+                       "rank 2 [Tq, Tk], 3 [B*Hq, Tq, Tk] or 4 [B, Hq, Tq, Tk] (any "
+                       "dimension may be 1)"));
+    if (m->dtype != VKATTN_DTYPE_U8)
+        VKA_TRY(check_dtype(st, m, "mask", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16,
+                            "f32 or f16 (additive) or u8 (boolean)"));
+    uint32_t r = m->rank;
+    VKA_TRY(check_dim_or_1(st, m, "mask", r - 2, "q_len", q, "q", 2));
+    VKA_TRY(check_dim_or_1(st, m, "mask", r - 1, "kv_len", k, "k", 2));
+    if (r == 4) {
+        VKA_TRY(check_dim_or_1(st, m, "mask", 0, "batch", q, "q", 0));
+        VKA_TRY(check_dim_or_1(st, m, "mask", 1, "num_heads", q, "q", 1));
+    } else if (r == 3) {
+        int64_t rows = q->shape[0] * q->shape[1];
+        if (m->shape[0] != 1 && m->shape[0] != rows) {
+            vka_error_format(st->error, st->error_size,
+                             "%smask.shape[0] (batch * num_heads) %lld is neither 1 nor %lld "
+                             "(%sq.shape[0] %lld * %sq.shape[1] %lld)",
+                             st->prefix, (long long)m->shape[0], (long long)rows, st->prefix,
+                             (long long)q->shape[0], st->prefix, (long long)q->shape[1]);
+            return VKATTN_ERROR_SHAPE_MISMATCH;
+        }
+    }
+    return VKATTN_SUCCESS;
+}
+
 static vkattn_result check_optional(const check_state *st, const vka_attention_shapes *s)
 {
     const vka_shape_view *q = &s->q, *k = &s->k;
-    if (s->mask.present) {
-        const vka_shape_view *m = &s->mask;
-        VKA_TRY(
-            check_rank(st, m, "mask", 2, 4, "rank 2 [Tq, Tk] or rank 4 [B or 1, Hq or 1, Tq, Tk]"));
-        VKA_TRY(check_dtype(st, m, "mask", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
-        uint32_t r = m->rank;
-        VKA_TRY(check_dim(st, m, "mask", r - 2, "q_len", q, "q", 2));
-        VKA_TRY(check_dim(st, m, "mask", r - 1, "kv_len", k, "k", 2));
-        if (r == 4) {
-            VKA_TRY(check_dim_or_1(st, m, "mask", 0, "batch", q, "q", 0));
-            VKA_TRY(check_dim_or_1(st, m, "mask", 1, "num_heads", q, "q", 1));
-        }
-    }
+    if (s->mask.present)
+        VKA_TRY(check_mask(st, s));
     if (s->key_padding.present) {
         const vka_shape_view *p = &s->key_padding;
         VKA_TRY(check_rank(st, p, "key_padding", 2, 2, "rank 2: [B, Tk]"));
@@ -200,19 +220,47 @@ vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *pre
         if (s->mask.present) {
             d.mask_rank = s->mask.rank;
             d.mask_dtype = s->mask.dtype;
-            if (s->mask.rank == 4) {
-                d.mask_batch_broadcast = s->mask.shape[0] == 1 && d.batch > 1;
-                d.mask_head_broadcast = s->mask.shape[1] == 1 && d.num_heads > 1;
-            } else {
-                d.mask_batch_broadcast = d.batch > 1;
-                d.mask_head_broadcast = d.num_heads > 1;
-            }
         }
         d.key_padding = s->key_padding.present;
         d.weights_rank = s->weights.present ? s->weights.rank : 0;
         *dims = d;
     }
     return VKATTN_SUCCESS;
+}
+
+void vka_mask_view4(const vka_attention_dims *dims, uint32_t rank, const int64_t *shape,
+                    const int64_t *strides, int64_t shape4[4], int64_t strides4[4])
+{
+    const int64_t full[4] = {dims->batch, dims->num_heads, dims->q_len, dims->kv_len};
+    for (int d = 0; d < 4; d++)
+        shape4[d] = 1, strides4[d] = 0;
+    uint32_t first = 4 - rank; /* the dimension the mask's own first one maps to */
+    if (rank == 3) {
+        /* row b*Hq + h */
+        first = 2;
+        if (shape[0] != 1) {
+            shape4[0] = full[0], strides4[0] = strides[0] * full[1];
+            shape4[1] = full[1], strides4[1] = strides[0];
+        }
+        shape += 1, strides += 1;
+    }
+    for (uint32_t d = first; d < 4; d++)
+        shape4[d] = shape[d - first], strides4[d] = strides[d - first];
+    for (int d = 0; d < 4; d++)
+        if (shape4[d] == 1)
+            strides4[d] = 0;
+}
+
+vkattn_result vka_bool_mask_check(vkattn_bool_mask value, const char *prefix, char *error,
+                                  size_t error_size)
+{
+    if (value == VKATTN_BOOL_MASK_TRUE_ATTENDS || value == VKATTN_BOOL_MASK_TRUE_BLOCKS)
+        return VKATTN_SUCCESS;
+    vka_error_format(error, error_size,
+                     "%sbool_mask is %d: it is VKATTN_BOOL_MASK_TRUE_ATTENDS (0) or "
+                     "VKATTN_BOOL_MASK_TRUE_BLOCKS (1)",
+                     prefix ? prefix : "", (int)value);
+    return VKATTN_ERROR_INVALID_ARGUMENT;
 }
 
 vkattn_result vka_attention_scale(float scale, uint32_t head_dim, const char *name, double *out,

@@ -35,12 +35,8 @@ typedef struct vka_attention_dims {
     uint32_t batch, num_heads, num_kv_heads, q_len, kv_len, head_dim;
     vkattn_dtype q_dtype;  /* of q and out */
     vkattn_dtype kv_dtype; /* of k and v */
-    uint32_t mask_rank;    /* 0: no mask, else 2 or 4 */
+    uint32_t mask_rank;    /* 0: no mask, else 2, 3 or 4 */
     vkattn_dtype mask_dtype;
-    /* The same mask values serve several batches (heads): a rank-4 mask with
-     * shape[0] == 1 while B > 1 (shape[1] == 1 while Hq > 1), or a rank-2
-     * mask while B > 1 (Hq > 1). */
-    bool mask_batch_broadcast, mask_head_broadcast;
     bool key_padding;
     uint32_t weights_rank; /* 0: no weights, else 3 or 4 */
 } vka_attention_dims;
@@ -59,6 +55,18 @@ typedef struct vka_attention_dims {
  * Strides and memory are not looked at: that is the caller's part. */
 vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *prefix,
                                   vka_attention_dims *dims, char *error, size_t error_size);
+
+/* A checked mask of `rank` 2, 3 or 4 as one rank-4 view [B, Hq, Tq, Tk]:
+ * shape4 holds 1 where it broadcasts, else the full size, and strides4 the
+ * element stride of each dimension from the mask's own `strides` (0 where
+ * it broadcasts), so element (b, h, i, j) is at sum(index * strides4). */
+void vka_mask_view4(const vka_attention_dims *dims, uint32_t rank, const int64_t *shape,
+                    const int64_t *strides, int64_t shape4[4], int64_t strides4[4]);
+
+/* The boolean mask convention must be one of vkattn_bool_mask's values;
+ * else VKATTN_ERROR_INVALID_ARGUMENT naming `prefix`bool_mask. */
+vkattn_result vka_bool_mask_check(vkattn_bool_mask value, const char *prefix, char *error,
+                                  size_t error_size);
 
 /* The softmax scale of a call: `scale`, or 1/sqrt(head_dim) for 0. A NaN or
  * infinite scale is VKATTN_ERROR_INVALID_ARGUMENT (it would make every

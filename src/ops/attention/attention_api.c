@@ -104,6 +104,15 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
         if (r != VKATTN_SUCCESS)
             return r;
     }
+    r = vka_bool_mask_check(args->bool_mask, "args->", error, sizeof error);
+    if (r != VKATTN_SUCCESS)
+        return vka_fail(ctx, r, "%s", error);
+    p->mask_true_blocks = args->bool_mask == VKATTN_BOOL_MASK_TRUE_BLOCKS;
+    if (p->mask.buffer) { /* one rank-4 view, broadcast dimensions at stride 0 */
+        vkattn_tensor m = p->mask;
+        vka_mask_view4(&p->dims, m.rank, m.shape, m.strides, p->mask.shape, p->mask.strides);
+        p->mask.rank = 4;
+    }
     VKA_TRY(vka_tensor_check_rows(ctx, &p->q, "args->q", 4, 16));
     VKA_TRY(vka_tensor_check_rows(ctx, &p->k, "args->k", 4, 16));
     VKA_TRY(vka_tensor_check_rows(ctx, &p->v, "args->v", 4, 16));

@@ -105,11 +105,13 @@ vkattn_result vkattn_attention_chunk(const vkattn_attention_args *args, uint32_t
     narrow(&chunk->v, 2, k0, keys);
     if (args->mask.buffer) {
         uint32_t r = args->mask.rank;
-        if (r != 2 && r != 4)
-            FAIL("vkattn_attention_chunk: args->mask.rank %u is not 2 or 4", r);
+        if (r < 2 || r > 4)
+            FAIL("vkattn_attention_chunk: args->mask.rank %u is not 2, 3 or 4", r);
         chunk->mask = with_strides(&args->mask);
-        narrow(&chunk->mask, r - 2, q_begin, rows);
-        narrow(&chunk->mask, r - 1, k0, keys);
+        if (chunk->mask.shape[r - 2] != 1) /* size 1 broadcasts: kept whole */
+            narrow(&chunk->mask, r - 2, q_begin, rows);
+        if (chunk->mask.shape[r - 1] != 1)
+            narrow(&chunk->mask, r - 1, k0, keys);
     }
     if (args->key_padding.buffer) {
         if (args->key_padding.rank != 2)

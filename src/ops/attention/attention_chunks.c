@@ -40,15 +40,14 @@ vka_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uin
         BOX4(b0, nb, g0, g1 - g0 + 1, 0, d->kv_len, 0, d->head_dim);
         break;
     }
-    case 'm':
-        if (p->mask.rank == 2) {
-            box.start[0] = i0, box.count[0] = nq, box.start[1] = 0, box.count[1] = d->kv_len;
-        } else {
-            /* size-1 dimensions broadcast: their index stays 0 */
-            bool bb = p->mask.shape[0] == 1, hb = p->mask.shape[1] == 1;
-            BOX4(bb ? 0 : b0, bb ? 1 : nb, hb ? 0 : h0, hb ? 1 : nh, i0, nq, 0, d->kv_len);
-        }
+    case 'm': {
+        /* rank 4; size-1 dimensions broadcast: their index stays 0 */
+        const int64_t *ms = p->mask.shape;
+        bool bb = ms[0] == 1, hb = ms[1] == 1, qb = ms[2] == 1, kb = ms[3] == 1;
+        BOX4(bb ? 0 : b0, bb ? 1 : nb, hb ? 0 : h0, hb ? 1 : nh, qb ? 0 : i0, qb ? 1 : nq, 0,
+             kb ? 1 : d->kv_len);
         break;
+    }
     case 'p':
         box.start[0] = b0, box.count[0] = nb, box.start[1] = 0, box.count[1] = d->kv_len;
         break;

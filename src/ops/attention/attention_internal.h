@@ -29,7 +29,9 @@ enum {
     ATT_FLAG_MASK_F16 = 4u,
     ATT_FLAG_KEY_PADDING = 8u,
     ATT_FLAG_WEIGHTS_ACCUMULATE = 16u,
-    ATT_FLAG_ONE_HEAD = 32u, /* main kernels: one query head of each group */
+    ATT_FLAG_ONE_HEAD = 32u,     /* main kernels: one query head of each group */
+    ATT_FLAG_MASK_BOOL = 64u,    /* the mask is u8: nonzero visible */
+    ATT_FLAG_MASK_BLOCKS = 128u, /* with MASK_BOOL: nonzero hidden */
 };
 
 /* Score modifier bits of the MODS specialization constant (mirrors
@@ -48,6 +50,8 @@ enum {
 /* A validated call: tensors with resolved strides (absent optional ones have
  * buffer NULL) and the sizes. */
 typedef struct vka_att_problem {
+    /* mask: always rank 4 [B, Hq, Tq, Tk], size 1 and stride 0 in the
+     * dimensions it broadcasts (vka_mask_view4) */
     vkattn_tensor q, k, v, out, mask, key_padding, weights;
     vkattn_tensor sinks, alibi_slopes, lse; /* optional (buffer NULL) */
     vka_attention_dims dims;
@@ -55,6 +59,7 @@ typedef struct vka_att_problem {
     float scale;      /* softmax scale (the main kernels' scores: natural domain) */
     float scale_log2; /* softmax scale * log2(e) (the weights kernel's: log2 domain) */
     vka_score_mods mods;
+    bool mask_true_blocks; /* a u8 mask's nonzero values hide keys */
     /* The window the kernels apply: 0 where args->window is 0 or reaches
      * every key of every query (W >= Tq + Tk). */
     uint32_t window;

@@ -161,8 +161,13 @@ static int32_t causal_shift(const vka_att_problem *p, uint32_t i0)
 static uint32_t base_flags(const vka_att_problem *p)
 {
     uint32_t f = p->causal ? ATT_FLAG_CAUSAL : 0;
-    if (p->mask.buffer)
-        f |= ATT_FLAG_MASK | (p->mask.dtype == VKATTN_DTYPE_F16 ? ATT_FLAG_MASK_F16 : 0);
+    if (p->mask.buffer) {
+        f |= ATT_FLAG_MASK;
+        if (p->mask.dtype == VKATTN_DTYPE_F16)
+            f |= ATT_FLAG_MASK_F16;
+        else if (p->mask.dtype == VKATTN_DTYPE_U8)
+            f |= ATT_FLAG_MASK_BOOL | (p->mask_true_blocks ? ATT_FLAG_MASK_BLOCKS : 0);
+    }
     if (p->key_padding.buffer)
         f |= ATT_FLAG_KEY_PADDING;
     return f;
@@ -180,13 +185,9 @@ static vkattn_result bind_masks(vkattn_context *ctx, const vka_att_problem *p, u
         r = bind_box(ctx, &p->key_padding, &pb, false, false, &b[1], &pad->off);
     if (r != VKATTN_SUCCESS)
         return r;
-    if (p->mask.buffer && p->mask.rank == 4) {
-        m->sb = stride_of(&p->mask, &mb, 0, 1), m->sh = stride_of(&p->mask, &mb, 1, 1);
-        m->sq = stride_of(&p->mask, &mb, 2, 1), m->sk = stride_of(&p->mask, &mb, 3, 1);
-    } else {
-        m->sb = m->sh = 0;
-        m->sq = stride_of(&p->mask, &mb, 0, 1), m->sk = stride_of(&p->mask, &mb, 1, 1);
-    }
+    /* (rank 4: broadcast dimensions have one index, so stride 0) */
+    m->sb = stride_of(&p->mask, &mb, 0, 1), m->sh = stride_of(&p->mask, &mb, 1, 1);
+    m->sq = stride_of(&p->mask, &mb, 2, 1), m->sk = stride_of(&p->mask, &mb, 3, 1);
     pad->sb = stride_of(&p->key_padding, &pb, 0, 1);
     pad->sk = stride_of(&p->key_padding, &pb, 1, 1);
     return VKATTN_SUCCESS;

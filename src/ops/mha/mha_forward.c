@@ -156,7 +156,10 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
     };
     char why[VKA_ERROR_MAX];
     vka_attention_dims dims;
-    vkattn_result r = vka_attention_check(&s, "args->", &dims, why, sizeof why);
+    vkattn_result r = vka_bool_mask_check(a->bool_mask, "args->", why, sizeof why);
+    if (r != VKATTN_SUCCESS)
+        return vka_fail(m->ctx, r, "%s", why);
+    r = vka_attention_check(&s, "args->", &dims, why, sizeof why);
     if (r == VKATTN_SUCCESS) { /* the layer's modifiers and the call's alignment */
         int64_t heads[1] = {d->num_heads};
         vka_shape_view per_head = {true, VKATTN_DTYPE_F32, 1, heads}, none = {0};
@@ -262,6 +265,7 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         .key_padding = a->key_padding,
         .weights = a->weights,
         .causal = a->causal,
+        .bool_mask = a->bool_mask,
         .scale = d->scale,
         .causal_align = a->causal_align,
         .window = d->window,
