@@ -141,7 +141,15 @@ float tanh_safe(float x) {
 
 // Softcap of a score s: the natural score x becomes c * tanh(x / c); in the
 // log2 domain (s = x * log2(e)) cap2 is c * log2(e), in the natural one c.
-float softcap_log2(float s, float cap2) { return cap2 * tanh_safe(s / cap2); }
+// As c * (1 - e) / (1 + e) with e = exp(-2|s| / c), which only shrinks (a
+// large |s| gives exactly +-c, never inf / inf), and the sign of s: one
+// exp2 and one division per score (the constant factor folds away when cap2
+// is a specialization constant, and is loop-invariant when it is not).
+float softcap_log2(float s, float cap2) {
+    float e = exp2(abs(s) * (-2.0 * LOG2E / cap2));
+    float r = (cap2 - cap2 * e) / (1.0 + e);
+    return uintBitsToFloat(floatBitsToUint(r) | (floatBitsToUint(s) & 0x80000000u));
+}
 
 // ALiBi bias of key j for a query at aligned position pos, in the log2
 // domain with slope2 = slope * log2(e), in the natural one with the slope.
