@@ -24,8 +24,12 @@
 // [Hq] at binding 6), sinks (a logit per query head, f32 [Hq] at binding 7,
 // joined at the final denominator: here with one split, in the combine pass
 // with several) and the LSE output (f32 [B, Hq, T] at binding 8, natural
-// log; -inf for a row with nothing visible). Absent tensors are bound to a
-// dummy and never read.
+// log; -inf for a row with nothing visible), and an additive mask (f32 or
+// f16 [B or 1, T, K] at binding 9, read as 32-bit words whatever its dtype
+// like attention_io.glsl's masks: element b, i, j at mask_off + b mask_sb +
+// i mask_st + j mask_sk; added after the softcap, before ALiBi; only keys
+// j <= the row's position are read). Absent tensors are bound to a dummy
+// and never read.
 #ifndef VKATTN_KV_ATTENTION_MAIN_GLSL
 #define VKATTN_KV_ATTENTION_MAIN_GLSL
 
@@ -50,15 +54,19 @@ layout(push_constant) uniform Push {
     float softcap_log2; // C * log2(e)
     uint slopes_off, sinks_off; // first element of the slopes and sinks
     uint lse_off, lse_sb, lse_sh, lse_st; // LSE: offset, batch, head, token strides
+    uint mask_off, mask_sb, mask_st, mask_sk; // mask: offset, batch, query, key strides (elements)
 } pc;
 
 layout(constant_id = 5) const uint MODS = 0u;
 const uint MOD_WINDOW = 1u, MOD_SOFTCAP = 2u, MOD_ALIBI = 4u, MOD_SINKS = 8u, MOD_LSE = 16u;
+const uint MOD_MASK = 32u, MOD_MASK_F16 = 64u; // the mask; its dtype is f16
 const bool M_WINDOW = (MODS & MOD_WINDOW) != 0u;
 const bool M_SOFTCAP = (MODS & MOD_SOFTCAP) != 0u;
 const bool M_ALIBI = (MODS & MOD_ALIBI) != 0u;
 const bool M_SINKS = (MODS & MOD_SINKS) != 0u;
 const bool M_LSE = (MODS & MOD_LSE) != 0u;
+const bool M_MASK = (MODS & MOD_MASK) != 0u;
+const bool M_MASK_F16 = (MODS & MOD_MASK_F16) != 0u;
 
 layout(set = 0, binding = 0, std430) readonly buffer meta_buffer { uint meta[]; };
 DECLARE_IN4(1, q, Q_DT)
@@ -68,6 +76,13 @@ DECLARE_OUT4(4, o, O_DT)
 // Split partial results, rows of D + 2 floats (see split_base).
 layout(set = 0, binding = 5, std430) writeonly buffer split_buffer { float split_data[]; };
 KV_DECLARE_MODS(6, 7, 8)
+layout(set = 0, binding = 9, std430) readonly buffer kv_mask_buffer { uint kv_mask_words[]; };
+
+// Element e of the mask (words: no 16-bit storage needed for an f16 mask).
+float kv_mask_load(uint e) {
+    return M_MASK_F16 ? unpackHalf2x16(kv_mask_words[e >> 1u])[e & 1u]
+                      : uintBitsToFloat(kv_mask_words[e]);
+}
 
 const uint SPLIT_ROWS = 64u; // VKATTN_KV_MAX_SPLIT_ROWS
 
@@ -121,6 +136,7 @@ struct KvRow {
     uint query; // query index in the step
     uint head;  // query head
     float slope; // ALiBi slope in the log2 domain (0 without ALiBi)
+    uint mask;   // element of the row's mask key 0 (0 without a mask)
 };
 
 // `d` is the head dimension (the kernels' spec constant).
@@ -136,14 +152,20 @@ KvRow kv_row_info(uint row, uint b, uint kv_head, int shift, uint d) {
     r.query = i;
     r.head = h;
     r.slope = M_ALIBI ? kv_slopes[pc.slopes_off + h] * LOG2E : 0.0;
+    r.mask = M_MASK ? pc.mask_off + b * pc.mask_sb + i * pc.mask_st : 0u;
     return r;
 }
 
-// Score `s` (scaled, log2 domain) of key j for row `rw` with the softcap
-// and ALiBi applied; masking is the caller's.
+// Score `s` (scaled, log2 domain) of key j for row `rw` with the softcap,
+// the mask and ALiBi applied; causal, window and range masking is the
+// caller's. Keys past the row's position are hidden by the caller (the
+// tiles that hold one always mask), so the mask column is clamped to it:
+// every read stays within the row's L columns.
 float kv_modify(float s, KvRow rw, uint j) {
     if (M_SOFTCAP)
-        s = pc.softcap_log2 * tanh_safe(s / pc.softcap_log2);
+        s = softcap_log2(s, pc.softcap_log2);
+    if (M_MASK)
+        s += kv_mask_load(rw.mask + uint(clamp(int(j), 0, max(rw.last, 0))) * pc.mask_sk) * LOG2E;
     if (M_ALIBI)
         s -= rw.slope * abs(float(rw.last - int(j)));
     return s;

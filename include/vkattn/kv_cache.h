@@ -124,6 +124,28 @@ typedef struct vkattn_kv_attention_args {
     vkattn_tensor alibi_slopes; /* optional: f32 [Hq] */
     float alibi_max_bias;
     vkattn_tensor lse; /* optional output: f32 [B, Hq, T] */
+    /* Optional (buffer NULL) additive mask, f32 or f16: rank 3 [B, T, K]
+     * (row b for sequences[b]) or rank 2 [T, K] (the same for every
+     * sequence), K at least the longest length L of the call's sequences.
+     * Query i of batch row b adds mask[b, i, j] to its score of key j, for
+     * j < L_b (columns from L_b on are never read), as vkattn_attention's
+     * mask: score = softcap(scale q.k) + mask + alibi. -inf hides a key; the
+     * mask never un-hides what causality or the window hide; a row with
+     * nothing visible gives zeros (and lse -inf), never NaN. Strides are
+     * free, in elements (0 broadcasts; the last one need not be 1), the
+     * offset any multiple of the element size; it is read as 32-bit words
+     * (no 16-bit storage needed): strides below 2^31 and a span of at most
+     * half of min(maxStorageBufferRange, 2 GiB) (else
+     * VKATTN_ERROR_UNSUPPORTED); it must not overlap out or lse. A wrong
+     * rank is VKATTN_ERROR_INVALID_ARGUMENT, a wrong dtype
+     * VKATTN_ERROR_UNSUPPORTED_DTYPE, a B, T or K that does not fit the call
+     * VKATTN_ERROR_SHAPE_MISMATCH, each before anything is recorded.
+     * Read by every kernel of the path (split-KV included); without it the
+     * kernels compile no mask code. Use: tree-style speculative decoding -
+     * T draft tokens of a tree appended at once, each seeing the prefix and
+     * its ancestors (the causal order of the T plus -inf on the columns
+     * L - T + k of its non-ancestors k). */
+    vkattn_tensor mask;
 } vkattn_kv_attention_args;
 
 VKATTN_API vkattn_result vkattn_cmd_kv_attention(vkattn_context *ctx, VkCommandBuffer cmd,
@@ -151,6 +173,10 @@ typedef struct vkattn_mha_step_args {
     /* As in vkattn_mha_forward_args (vkattn_mha_step_scratch_size). */
     vkattn_buffer *scratch;
     uint64_t scratch_offset;
+    /* Optional additive mask of the step's attention, as in
+     * vkattn_kv_attention_args (T the step's tokens, K at least the longest
+     * sequence's length after the step, which counts the T new tokens). */
+    vkattn_tensor mask;
 } vkattn_mha_step_args;
 
 VKATTN_API vkattn_result vkattn_mha_step_scratch_size(vkattn_mha *mha, uint32_t batch,

@@ -192,6 +192,61 @@ vkattn_result vka_kv_attention_check_mods(vkattn_kv_cache *c, const vka_kv_mods_
     return VKATTN_SUCCESS;
 }
 
+vkattn_result vka_kv_attention_check_mask(vkattn_kv_cache *c, const vkattn_tensor *in,
+                                          const char *prefix, vka_kv_attention_problem *p)
+{
+    vkattn_context *ctx = c->ctx;
+    memset(&p->mask, 0, sizeof p->mask);
+    if (!in->buffer)
+        return VKATTN_SUCCESS;
+    char what[96], b[VKA_DTYPE_TEXT];
+    snprintf(what, sizeof what, "%smask", prefix);
+    if (in->rank != 2 && in->rank != 3)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s.rank is %u: expected 3 ([B, T, K]) or 2 ([T, K])", what, in->rank);
+    if (in->dtype != VKATTN_DTYPE_F32 && in->dtype != VKATTN_DTYPE_F16)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "%s.dtype is %s: an additive mask is f32 or f16", what,
+                        vka_dtype_text(in->dtype, b));
+    vkattn_tensor m;
+    VKA_TRY(vka_tensor_resolve(ctx, in, what, &m));
+    uint32_t r = m.rank;
+    if (r == 3 && m.shape[0] != p->batch)
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                        "%s.shape[0] (batch) %lld differs from the call's batch %u", what,
+                        (long long)m.shape[0], p->batch);
+    if (m.shape[r - 2] != p->new_tokens)
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                        "%s.shape[%u] (queries) %lld differs from the call's %u queries per "
+                        "sequence",
+                        what, r - 2, (long long)m.shape[r - 2], p->new_tokens);
+    /* element indices of one binding, within 31 bits */
+    uint64_t last = 0;
+    bool fits = true;
+    for (uint32_t d = 0; d < r; d++) {
+        last += (uint64_t)(m.shape[d] - 1) * (uint64_t)m.strides[d];
+        fits = fits && m.strides[d] <= INT32_MAX;
+    }
+    uint64_t bytes = (last + 1) * vkattn_dtype_size(m.dtype);
+    if (!fits || bytes > vka_storage_window_limit(ctx) / 2)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "%s spans %llu bytes, more than one binding of this device holds "
+                        "(maxStorageBufferRange %llu)",
+                        what, (unsigned long long)bytes,
+                        (unsigned long long)ctx->info.max_storage_buffer_range);
+    const vkattn_tensor *outputs[2] = {&p->out, &p->lse};
+    const char *names[2] = {"out", "lse"};
+    for (int i = 0; i < 2; i++) {
+        if (!outputs[i]->buffer)
+            continue;
+        char other[96];
+        snprintf(other, sizeof other, "%s%s", prefix, names[i]);
+        VKA_TRY(vka_tensor_check_disjoint(ctx, outputs[i], other, &m, what));
+    }
+    p->mask = m;
+    return VKATTN_SUCCESS;
+}
+
 /* ----------------------------------------------------------------- API */
 
 /* A call checked and prepared: its step is checked, not applied yet. */
@@ -223,6 +278,7 @@ static vkattn_result check_call(vkattn_context *ctx, const void *args, void *che
         .lse = a->lse,
     };
     VKA_TRY(vka_kv_attention_check_mods(a->cache, &mods, "args->", &p));
+    VKA_TRY(vka_kv_attention_check_mask(a->cache, &a->mask, "args->", &p));
     VKA_TRY(vka_kv_step_check(a->cache, a->batch, a->sequences, 0, "args->", &call->step));
     return vka_kv_attention_prepare(ctx, a->cache, &call->step, &p, &call->plan);
 }

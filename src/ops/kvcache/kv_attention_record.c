@@ -10,12 +10,12 @@
 
 #define TEX VKA_BINDING_TEXEL
 #define STO VKA_BINDING_STORAGE
-#define KV_KERNEL(fam, variant, in, full)                                       \
-    {                                                                           \
-        .name = "kv_attention_" #fam "_" #variant,                              \
-        .spirv = &vka_spirv_kv_attention_##fam##_##variant, .binding_count = 9, \
-        .bindings = {STO, in, in, in, STO, STO, STO, STO, STO},                 \
-        .push_size = sizeof(vka_kv_main_push), .full_subgroups = full           \
+#define KV_KERNEL(fam, variant, in, full)                                        \
+    {                                                                            \
+        .name = "kv_attention_" #fam "_" #variant,                               \
+        .spirv = &vka_spirv_kv_attention_##fam##_##variant, .binding_count = 10, \
+        .bindings = {STO, in, in, in, STO, STO, STO, STO, STO, STO},             \
+        .push_size = sizeof(vka_kv_main_push), .full_subgroups = full            \
     }
 #define COMBINE_KERNEL(variant)                                                    \
     {                                                                              \
@@ -26,8 +26,9 @@
 /* Storage-input variants by [q/out storage][cache storage]. */
 #define KV_STORAGE(v, fam, full) KV_KERNEL(fam, v, STO, full)
 
-_Static_assert(sizeof(vka_kv_main_push) == 104, "mirrors kv_attention_main.glsl");
+_Static_assert(sizeof(vka_kv_main_push) == 120, "mirrors kv_attention_main.glsl");
 _Static_assert(sizeof(vka_kv_combine_push) == 56, "mirrors kv_attention_combine.comp");
+_Static_assert(sizeof(vka_kv_main_push) <= 128, "the push constant limit every device has");
 
 static const vka_kernel sg_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sg, true);
 static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sm, false);
@@ -46,11 +47,11 @@ static const vka_kernel sg_texel[3][2] = KV_TEXEL_TABLE(sg, true);
 static const vka_kernel sm_texel[3][2] = KV_TEXEL_TABLE(sm, false);
 /* The subgroup family's decode kernel (kv_decode_sg.comp), texel inputs
  * only, by [q/out storage][cache dtype is f16]. */
-#define DEC_KERNEL(variant)                                                            \
-    {                                                                                  \
-        .name = "kv_decode_sg_" #variant, .spirv = &vka_spirv_kv_decode_sg_##variant,  \
-        .binding_count = 9, .bindings = {STO, TEX, TEX, TEX, STO, STO, STO, STO, STO}, \
-        .push_size = sizeof(vka_kv_main_push), .full_subgroups = true                  \
+#define DEC_KERNEL(variant)                                                                  \
+    {                                                                                        \
+        .name = "kv_decode_sg_" #variant, .spirv = &vka_spirv_kv_decode_sg_##variant,        \
+        .binding_count = 10, .bindings = {STO, TEX, TEX, TEX, STO, STO, STO, STO, STO, STO}, \
+        .push_size = sizeof(vka_kv_main_push), .full_subgroups = true                        \
     }
 static const vka_kernel dec_texel[3][2] = {
     [VKA_STORAGE_F32] = {DEC_KERNEL(tex_f32_f32), DEC_KERNEL(tex_f32_f16)},
@@ -137,15 +138,16 @@ static vkattn_result bind_floats(vkattn_context *ctx, const vkattn_tensor *t, vk
     return vka_bind_window(ctx, t->buffer, t->offset, (last + 1) * 4, 4, b, off);
 }
 
-/* Bindings 6-8 (slopes, sinks, LSE; the split scratch's binding stands in
- * for absent ones, never read), their push constants and the MODS word. */
+/* Bindings 6-9 (slopes, sinks, LSE, mask; the split scratch's binding
+ * stands in for absent ones, never read), their push constants and the
+ * MODS word. */
 static vkattn_result prepare_mods(vkattn_context *ctx, const vka_kv_attention_problem *p,
                                   vka_kv_attention_plan *plan, uint32_t *mods)
 {
     const vka_score_mods *m = &p->mods;
     vka_kv_main_push *push = &plan->push;
     vka_binding *b = plan->bindings;
-    b[6] = b[7] = b[8] = b[5];
+    b[6] = b[7] = b[8] = b[9] = b[5];
     *mods = 0;
     if (m->window) {
         *mods |= VKA_KV_MOD_WINDOW;
@@ -182,6 +184,22 @@ static vkattn_result prepare_mods(vkattn_context *ctx, const vka_kv_attention_pr
         VKA_TRY(bind_floats(ctx, &p->lse, &b[8], &push->lse_off, st));
         push->lse_sb = st[0], push->lse_sh = st[1], push->lse_st = st[2];
     }
+    if (p->mask.buffer) {
+        /* [B or 1, T, K], read as words: the window starts on an aligned
+         * offset, the first element counted in the mask's own elements */
+        const vkattn_tensor *t = &p->mask;
+        uint32_t r = t->rank;
+        uint64_t last = 0;
+        for (uint32_t d = 0; d < r; d++)
+            last += (uint64_t)(t->shape[d] - 1) * (uint64_t)t->strides[d];
+        size_t es = vkattn_dtype_size(t->dtype);
+        *mods |= VKA_KV_MOD_MASK | (t->dtype == VKATTN_DTYPE_F16 ? VKA_KV_MOD_MASK_F16 : 0);
+        VKA_TRY(vka_bind_window(ctx, t->buffer, t->offset, (last + 1) * es, es, &b[9],
+                                &push->mask_off));
+        push->mask_sb = r == 3 && t->shape[0] > 1 ? (uint32_t)t->strides[0] : 0;
+        push->mask_st = t->shape[r - 2] > 1 ? (uint32_t)t->strides[r - 2] : 0;
+        push->mask_sk = t->shape[r - 1] > 1 ? (uint32_t)t->strides[r - 1] : 0;
+    }
     return VKATTN_SUCCESS;
 }
 
@@ -204,6 +222,27 @@ static vkattn_result check_held(vkattn_context *ctx, const vkattn_kv_cache *c,
                             "gave back the blocks before the window of its last append's first "
                             "token; attend right after each append",
                             b, s, first, p->mods.window, c->d.window);
+    }
+    return VKATTN_SUCCESS;
+}
+
+/* The mask's keys (its last dimension) must cover every sequence of the
+ * call at its length after the step. */
+static vkattn_result check_mask_keys(vkattn_context *ctx, const vkattn_kv_cache *c,
+                                     const vka_kv_step *step, const vka_kv_attention_problem *p)
+{
+    if (!p->mask.buffer)
+        return VKATTN_SUCCESS;
+    uint32_t r = p->mask.rank;
+    int64_t keys = p->mask.shape[r - 1];
+    for (uint32_t b = 0; b < step->batch; b++) {
+        uint32_t s = step->sequences[b];
+        uint64_t len = (uint64_t)c->lengths[s] + step->new_tokens;
+        if ((uint64_t)keys < len)
+            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                            "args->mask.shape[%u] (keys) %lld is less than sequence %u's length "
+                            "%llu (sequences[%u]): the mask needs a column per key",
+                            r - 1, (long long)keys, s, (unsigned long long)len, b);
     }
     return VKATTN_SUCCESS;
 }
@@ -250,6 +289,7 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
                         "kv attention: the step has %u sequences but q has batch %u", step->batch,
                         p->batch);
     VKA_TRY(check_held(ctx, c, step, p));
+    VKA_TRY(check_mask_keys(ctx, c, step, p));
     vka_kv_config *cfg = &plan->config;
     VKA_TRY(vka_kv_config_choose(ctx, c, step, p, cfg));
     const uint32_t hkv = c->d.num_kv_heads;
@@ -297,7 +337,7 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
 vkattn_result vka_kv_attention_record(vkattn_context *ctx, VkCommandBuffer cmd,
                                       const vka_kv_attention_plan *plan, const vka_binding *meta)
 {
-    vka_binding b[9];
+    vka_binding b[10];
     memcpy(b, plan->bindings, sizeof b);
     b[0] = *meta;
     /* The split scratch is the cache's, reused by every call (the caller's

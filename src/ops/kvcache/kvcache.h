@@ -120,6 +120,9 @@ typedef struct vka_kv_attention_problem {
      * the standard slopes come from a constant table at prepare time. */
     vka_score_mods mods;
     vkattn_tensor sinks, slopes, lse;
+    /* The additive mask (vka_kv_attention_check_mask), resolved: f32 or f16
+     * [B, T, K] or [T, K] (buffer NULL: none). */
+    vkattn_tensor mask;
 } vka_kv_attention_problem;
 
 /* The score modifiers of a call, as the API's args give them. */
@@ -144,6 +147,15 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *cache, const vkattn_tensor
  * disjoint from q; a windowed cache needs a window of at most its own) and
  * stores them in `p`. (kv_attention_api.c) */
 vkattn_result vka_kv_attention_check_mods(vkattn_kv_cache *cache, const vka_kv_mods_args *in,
+                                          const char *prefix, vka_kv_attention_problem *p);
+
+/* Checks the optional additive mask `in` (buffer NULL: none) of a problem
+ * that passed vka_kv_attention_check_mods: rank 2 [T, K] or 3 [B, T, K],
+ * f32 or f16, T and B the problem's, element indices within 31 bits and one
+ * binding, disjoint from out and lse; stores it in `p`. K against the
+ * sequences' lengths is checked by vka_kv_attention_prepare, which knows
+ * them. `prefix` names it ("args->"). (kv_attention_api.c) */
+vkattn_result vka_kv_attention_check_mask(vkattn_kv_cache *cache, const vkattn_tensor *in,
                                           const char *prefix, vka_kv_attention_problem *p);
 
 /* What a call runs (kv_attention_config.c). */
@@ -171,6 +183,7 @@ typedef struct vka_kv_main_push {
     float softcap_log2;
     uint32_t slopes_off, sinks_off;
     uint32_t lse_off, lse_sb, lse_sh, lse_st;
+    uint32_t mask_off, mask_sb, mask_st, mask_sk; /* elements */
 } vka_kv_main_push;
 
 typedef struct vka_kv_combine_push {
@@ -187,14 +200,16 @@ enum {
     VKA_KV_MOD_ALIBI = 4,
     VKA_KV_MOD_SINKS = 8,
     VKA_KV_MOD_LSE = 16,
+    VKA_KV_MOD_MASK = 32,     /* main pass only */
+    VKA_KV_MOD_MASK_F16 = 64, /* with VKA_KV_MOD_MASK: the mask is f16 */
 };
 
 /* Everything recording needs, obtained before anything is recorded. */
 typedef struct vka_kv_attention_plan {
     vka_kv_config config;
     vka_pipeline *main;
-    vka_pipeline *combine;   /* NULL with one split */
-    vka_binding bindings[9]; /* meta (slot 0) is filled in at record time */
+    vka_pipeline *combine;    /* NULL with one split */
+    vka_binding bindings[10]; /* meta (slot 0) is filled in at record time */
     vka_binding combine_bindings[4];
     vka_kv_main_push push;
     vka_kv_combine_push combine_push;

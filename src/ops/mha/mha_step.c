@@ -185,6 +185,8 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
         vka_mha_mods(m, &mods.sinks, &mods.alibi_slopes);
         r = vka_kv_attention_check_mods(c, &mods, "the layer's ", &problem);
     }
+    if (r == VKATTN_SUCCESS)
+        r = vka_kv_attention_check_mask(c, &a->mask, "args->", &problem);
     if (r != VKATTN_SUCCESS)
         return r;
     vka_linear_cache_dst dst = {.cache = c, .meta = NULL, .batch = a->batch, .new_tokens = tokens};
