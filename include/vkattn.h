@@ -443,9 +443,10 @@ VKATTN_API vkattn_result vkattn_buffer_download(vkattn_buffer *buffer, uint64_t 
 
 typedef enum vkattn_dtype {
     VKATTN_DTYPE_F32 = 0,
-    VKATTN_DTYPE_F16 = 1, /* IEEE binary16 */
-    VKATTN_DTYPE_U8 = 2,  /* masks (key padding, boolean masks): 0 or nonzero */
-    VKATTN_DTYPE_I32 = 3, /* positions (rotary embeddings) */
+    VKATTN_DTYPE_F16 = 1,  /* IEEE binary16 */
+    VKATTN_DTYPE_U8 = 2,   /* masks (key padding, boolean masks): 0 or nonzero */
+    VKATTN_DTYPE_I32 = 3,  /* positions (rotary embeddings) */
+    VKATTN_DTYPE_BF16 = 4, /* bfloat16: the top half of an f32 (see vkattn_f32_to_bf16) */
 } vkattn_dtype;
 
 #define VKATTN_MAX_RANK 4
@@ -483,6 +484,12 @@ VKATTN_API int64_t vkattn_tensor_numel(const vkattn_tensor *t);
 /* IEEE binary16 <-> binary32 with round-to-nearest-even, on the host. */
 VKATTN_API uint16_t vkattn_f32_to_f16(float value);
 VKATTN_API float vkattn_f16_to_f32(uint16_t value);
+/* bfloat16 (the sign, 8 exponent and 7 fraction bits of an f32) <->
+ * binary32, on the host: rounding to nearest even (finite values too large
+ * become inf, subnormals are kept), NaN stays a quiet NaN of the same sign.
+ * The kernels convert exactly the same way. */
+VKATTN_API uint16_t vkattn_f32_to_bf16(float value);
+VKATTN_API float vkattn_bf16_to_f32(uint16_t value);
 
 /* ----------------------------------------------------------------- timers */
 

@@ -6,8 +6,8 @@
 // are multiples of 16 bytes, so every row starts on a 4-element boundary and
 // indices in these helpers count vec4s ("quads") from the binding's start.
 // Input storage, chosen per variant by -D Q_DT=... KV_DT=... O_DT=...
-// (the storage types of tensor_io.glsl): tex32, tex16, f32, f16 or f16p
-// for inputs, f32, f16 or f16p for the output. A tex16 view starts on a
+// (the storage types of tensor_io.glsl): tex32, tex16, f32, f16, f16p or
+// bf16 for inputs, f32, f16, f16p or bf16 for the output. A tex16 view starts on a
 // 16-byte texel, so quad i is half of texel i / 2 (one fetch brings eight
 // halves: the format is chosen for lavapipe, figures: docs/kernels.md).
 // load8(i) reads quads i and i + 1 (the subgroup kernels' unit); with tex16
@@ -66,6 +66,14 @@
         hi = name_##_load4(i + 1u);                                                  \
     }
 
+#define DECLARE_IN4_bf16(binding_, name_)                                           \
+    DECLARE_QUADS(binding_, readonly, bf16, name_, name_##_data)                    \
+    vec4 name_##_load4(uint i) { return UNPACK_BF16x4(name_##_data[i]); }          \
+    void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
+        lo = name_##_load4(i);                                                       \
+        hi = name_##_load4(i + 1u);                                                  \
+    }
+
 // ---- outputs: name_store4(i, v). One invocation writes all four elements of
 // a quad, so packed halves never need a read-modify-write.
 #define DECLARE_OUT4_f32(binding_, name_)                                           \
@@ -75,6 +83,10 @@
 #define DECLARE_OUT4_f16(binding_, name_)                                           \
     DECLARE_QUADS(binding_, writeonly, f16, name_, name_##_data)                    \
     void name_##_store4(uint i, vec4 v) { name_##_data[i] = f16vec4(v); }
+
+#define DECLARE_OUT4_bf16(binding_, name_)                                          \
+    DECLARE_QUADS(binding_, writeonly, bf16, name_, name_##_data)                   \
+    void name_##_store4(uint i, vec4 v) { name_##_data[i] = BF16_PACK4(v); }
 
 #define DECLARE_OUT4_f16p(binding_, name_)                                          \
     DECLARE_QUADS(binding_, writeonly, f16p, name_, name_##_data)                   \
@@ -95,6 +107,9 @@ const uint FLAG_KEY_PADDING = 8u;
 const uint FLAG_WEIGHTS_ACCUMULATE = 16u; // weights kernel: add to what is there
 const uint FLAG_MASK_BOOL = 64u;   // the mask is u8 (boolean): nonzero visible
 const uint FLAG_MASK_BLOCKS = 128u; // with FLAG_MASK_BOOL: nonzero hidden
+// The mask's dtype is the pair (FLAG_MASK_F16, FLAG_MASK_BOOL): neither f32,
+// F16 f16, BOOL u8, both bf16.
+const uint MASK_DTYPE_BITS = FLAG_MASK_F16 | FLAG_MASK_BOOL;
 
 // The mask and the key padding are read as 32-bit words whatever their
 // dtype (f32, f16 or u8), so they need neither 16-bit or 8-bit storage nor
@@ -110,12 +125,15 @@ const uint FLAG_MASK_BLOCKS = 128u; // with FLAG_MASK_BOOL: nonzero hidden
         uint padding_words[];                                                          \
     };                                                                                 \
     float mask_load(uint e, uint flags) {                                              \
-        if ((flags & FLAG_MASK_BOOL) != 0u) {                                          \
+        uint dt = flags & MASK_DTYPE_BITS;                                             \
+        if (dt == FLAG_MASK_BOOL) {                                                    \
             bool set = ((mask_words[e >> 2u] >> ((e & 3u) * 8u)) & 0xffu) != 0u;        \
             return set != ((flags & FLAG_MASK_BLOCKS) != 0u) ? 0.0 : NEG_INF;          \
         }                                                                              \
-        return (flags & FLAG_MASK_F16) != 0u ? unpackHalf2x16(mask_words[e >> 1u])[e & 1u] \
-                                             : uintBitsToFloat(mask_words[e]);         \
+        if (dt == MASK_DTYPE_BITS)                                                     \
+            return BF16_PAIR(mask_words[e >> 1u])[e & 1u];                             \
+        return dt == FLAG_MASK_F16 ? unpackHalf2x16(mask_words[e >> 1u])[e & 1u]       \
+                                   : uintBitsToFloat(mask_words[e]);                   \
     }                                                                                  \
     bool padding_visible(uint e) {                                                     \
         return ((padding_words[e >> 2u] >> ((e & 3u) * 8u)) & 0xffu) != 0u;            \
@@ -131,13 +149,6 @@ const float LOG2E = 1.4426950408889634;
 // max whatever |s|), the weights and KV kernels in the log2 domain (the
 // softmax scale and log2(e) folded in).
 const float LN2 = 0.6931471805599453;
-
-// tanh without inf / inf: e = exp(-2|x|) only shrinks, so a large |x| gives
-// exactly +-1.
-float tanh_safe(float x) {
-    float e = exp(-2.0 * abs(x));
-    return sign(x) * ((1.0 - e) / (1.0 + e));
-}
 
 // Softcap of a score s: the natural score x becomes c * tanh(x / c); in the
 // log2 domain (s = x * log2(e)) cap2 is c * log2(e), in the natural one c.

@@ -6,6 +6,9 @@
 //          NEEDS_16BIT_STORAGE)
 //   f16p   storage buffer of uint, two halves per word (every device; the
 //          bytes are the same as f16: little-endian halves, low half first)
+//   bf16   storage buffer of uint, two bfloat16 per word, low one first
+//          (every device: a bf16 is the top half of an f32, so no 16-bit
+//          storage is ever needed)
 //   tex32  uniform texel buffer read as floats: an rgba32f view of f32 data,
 //          four elements per texel (linear_io.glsl's mode 0 reads rgba16f
 //          views of f16 data the same way)
@@ -32,9 +35,11 @@
 #define ELEM_f32 float
 #define ELEM_f16 float16_t
 #define ELEM_f16p uint  // elements 2i and 2i + 1
+#define ELEM_bf16 uint  // elements 2i and 2i + 1
 #define QUAD_f32 vec4
 #define QUAD_f16 f16vec4
 #define QUAD_f16p uvec2 // elements 4i .. 4i + 3
+#define QUAD_bf16 uvec2 // elements 4i .. 4i + 3
 #define SAMPLER_tex32 samplerBuffer
 #define SAMPLER_tex16 usamplerBuffer
 
@@ -60,6 +65,19 @@
 #define UNPACK_HALVES8(w_, lo_, hi_)                                                     \
     lo_ = HALVES4((w_).x, (w_).y);                                                       \
     hi_ = HALVES4((w_).z, (w_).w)
+
+// ---- bfloat16 in 32-bit words, low one first. BF16_PAIR: the two values
+// of a word; BF16_BITS(x): x rounded to nearest even (NaN stays a quiet NaN
+// of its sign), exactly as vkattn_f32_to_bf16 on the host; BF16_PACK4 /
+// UNPACK_BF16x4: a quad to and from a uvec2.
+#define BF16_PAIR(w_) vec2(uintBitsToFloat((w_) << 16), uintBitsToFloat((w_) & 0xffff0000u))
+#define UNPACK_BF16x4(w_) vec4(BF16_PAIR((w_).x), BF16_PAIR((w_).y))
+uint BF16_BITS(float x) {
+    uint u = floatBitsToUint(x);
+    return isnan(x) ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+#define BF16_PACK2(a_, b_) (BF16_BITS(a_) | (BF16_BITS(b_) << 16))
+#define BF16_PACK4(v_) uvec2(BF16_PACK2((v_).x, (v_).y), BF16_PACK2((v_).z, (v_).w))
 
 // ---- element access (storage buffers). Element indices are relative to the
 // start of the binding.

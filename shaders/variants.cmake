@@ -1,6 +1,7 @@
 # Every SPIR-V variant the library embeds (see cmake/shaders.cmake), named
 # after its kernel and the storage types of its operands (tensor_io.glsl):
-#   f32, f16 (16-bit storage), f16p (halves packed in 32-bit words): storage
+#   f32, f16 (16-bit storage), f16p (halves packed in 32-bit words), bf16
+#   (bfloat16 pairs in 32-bit words; attention only so far): storage
 #   buffers; tex32 / tex16: uniform texel buffers, rgba32f views of f32 data /
 #   rgba32ui views of f16 data (eight halves per texel).
 # Two rules hold for every kernel, and are written once, below:
@@ -143,6 +144,23 @@ endforeach()
 # probabilities, when asked for.
 vkattn_attention_variants(attention sg sm)
 vkattn_attention_variants(attention weights NO_OUTPUT)
+# bfloat16 operands of vkattn_attention: storage buffers only (bf16 is read
+# and written as 32-bit words, so it needs no 16-bit storage and has no
+# texel view), every q/out and k/v pair with a bf16 in it.
+foreach(q f32 f16 f16p bf16)
+  foreach(kv f32 f16 f16p bf16)
+    if(NOT (q STREQUAL "bf16" OR kv STREQUAL "bf16"))
+      continue()
+    endif()
+    vkattn_storage_defines(ok extra ${q} ${kv})
+    foreach(family sg sm)
+      vkattn_shader(attention_${family}_${q}_${kv} attention_${family}.comp
+                    DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
+    endforeach()
+    vkattn_shader(attention_weights_${q}_${kv} attention_weights.comp
+                  DEFINES Q_DT=${q} KV_DT=${kv} ${extra})
+  endforeach()
+endforeach()
 # attention_merge.comp: two results merged by their LSE (by out storage).
 foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
   vkattn_storage_defines(ok extra ${dt})

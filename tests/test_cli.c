@@ -409,8 +409,8 @@ static void test_bad_inputs(void **state)
     ATT("--key-padding %s", cli_path_of("PF.npy"));
     expect_failure(args, "uint8 or bool");
     /* unknown dtype, bad scale, unknown option, missing --out */
-    ATT("--dtype %s", "bf16");
-    expect_failure(args, "bf16");
+    ATT("--dtype %s", "f8");
+    expect_failure(args, "f8");
     ATT("--scale %s", "abc");
     expect_failure(args, "abc");
     ATT("--frobnicate %s", "1");

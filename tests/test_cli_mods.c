@@ -460,6 +460,8 @@ static void test_mask_forms(void **state)
         "--check --causal --mask @MB.npy --dtype f16",
         "--check --mask @M3.npy --mask-true-blocks --weights-out @W.npy",
         "--check --mask @MF.npy --window 3",
+        "--check --causal --mask @MB.npy --dtype bf16 --weights-out @W.npy",
+        "--check --mask @MD.npy --softcap 2 --dtype bf16 --lse-out @L.npy",
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         with_paths(opts, sizeof opts, ok[i]);
@@ -481,6 +483,8 @@ static void test_mask_forms(void **state)
     /* (the layer's keys are its own T tokens: MB's Tk is TK) */
     mha_args(args, sizeof args, opts, "O.npy");
     expect_failure(args, "--mask", "kv_len");
+    mha_args(args, sizeof args, "--dtype bf16", "O.npy");
+    expect_failure(args, "--dtype bf16", "f32 or f16");
     static const struct {
         const char *opts, *needle, *also;
     } bad[] = {

@@ -19,7 +19,7 @@ static const char help_text[] =
     "  --key-padding P.npy   uint8/bool [B,Tk]: 1 = token, 0 = padding\n"
     "  --causal              key j visible to query i iff j <= i + Tk - Tq (bottom-right)\n"
     "  --scale S             score scale (default 1/sqrt(D))\n"
-    "  --dtype f32|f16       storage type on the device (default f32; math is fp32)\n"
+    "  --dtype f32|f16|bf16  storage type on the device (default f32; math is fp32)\n"
     "  --weights-out W.npy   also write the attention probabilities, float32\n"
     "                        [B,Tq,Tk] averaged over heads, or with --per-head [B,Hq,Tq,Tk]\n"
     "  --per-head            see --weights-out\n"

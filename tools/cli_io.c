@@ -148,11 +148,16 @@ static int check_f16_range(const cli_input *in)
 int cli_round_to_dtype(cli_input *in, vkattn_dtype dtype)
 {
     npy_array *a = &in->array;
-    if (dtype != VKATTN_DTYPE_F16 || a->dtype != NPY_F32 || !a->data || in->keep_f32)
+    if (dtype == VKATTN_DTYPE_F32 || a->dtype != NPY_F32 || !a->data || in->keep_f32)
         return 0;
+    float *f = a->data;
+    if (dtype == VKATTN_DTYPE_BF16) { /* the f32 range: nothing overflows but its edge */
+        for (int64_t i = 0; i < cli_numel(a); i++)
+            f[i] = vkattn_bf16_to_f32(vkattn_f32_to_bf16(f[i]));
+        return 0;
+    }
     if (check_f16_range(in) != 0)
         return -1;
-    float *f = a->data;
     for (int64_t i = 0; i < cli_numel(a); i++)
         f[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(f[i]));
     return 0;
@@ -163,14 +168,15 @@ vkattn_buffer *cli_upload(vkattn_context *ctx, const npy_array *a, vkattn_dtype 
     int64_t n = cli_numel(a);
     size_t es = vkattn_dtype_size(cli_array_dtype(a, dtype));
     void *host = a->data, *converted = NULL;
-    if (a->dtype == NPY_F32 && dtype == VKATTN_DTYPE_F16) {
+    if (a->dtype == NPY_F32 && (dtype == VKATTN_DTYPE_F16 || dtype == VKATTN_DTYPE_BF16)) {
         uint16_t *h = converted = malloc((size_t)n * 2);
         if (!h) {
             cli_error("out of memory");
             return NULL;
         }
+        const float *f = a->data;
         for (int64_t i = 0; i < n; i++)
-            h[i] = vkattn_f32_to_f16(((const float *)a->data)[i]);
+            h[i] = dtype == VKATTN_DTYPE_F16 ? vkattn_f32_to_f16(f[i]) : vkattn_f32_to_bf16(f[i]);
         host = h;
     }
     vkattn_buffer *b = NULL;
@@ -209,9 +215,10 @@ float *cli_download_f32(vkattn_context *ctx, vkattn_buffer *b, int64_t count, vk
         free(raw);
         return NULL;
     }
-    if (dtype == VKATTN_DTYPE_F16) {
+    if (dtype == VKATTN_DTYPE_F16 || dtype == VKATTN_DTYPE_BF16) {
+        const uint16_t *h = raw;
         for (int64_t i = 0; i < count; i++)
-            out[i] = vkattn_f16_to_f32(((const uint16_t *)raw)[i]);
+            out[i] = dtype == VKATTN_DTYPE_F16 ? vkattn_f16_to_f32(h[i]) : vkattn_bf16_to_f32(h[i]);
         free(raw);
     }
     return out;
@@ -294,14 +301,18 @@ void cli_report_error(vkattn_context *ctx, vkattn_result r, const cli_input *inp
     cli_error("%s [%s]", out, vkattn_result_name(r));
 }
 
+double cli_tolerance(vkattn_dtype dtype) { return dtype == VKATTN_DTYPE_F32 ? 2e-4 : 1.5e-2; }
+
 int cli_parse_dtype(const char *text, vkattn_dtype *dtype)
 {
     if (strcmp(text, "f32") == 0)
         *dtype = VKATTN_DTYPE_F32;
     else if (strcmp(text, "f16") == 0)
         *dtype = VKATTN_DTYPE_F16;
+    else if (strcmp(text, "bf16") == 0)
+        *dtype = VKATTN_DTYPE_BF16;
     else {
-        cli_error("--dtype \"%s\": expected f32 or f16", text);
+        cli_error("--dtype \"%s\": expected f32, f16 or bf16", text);
         return -1;
     }
     return 0;
@@ -380,7 +391,7 @@ int cli_check_report(const float *out, const float *ref, int64_t n, const float 
     double e = cli_max_rel_error(out, ref, n, &bad_o), ew = 0;
     if (weights)
         ew = cli_max_rel_error(weights, ref_weights, weights_n, &bad_w);
-    double tol = dtype == VKATTN_DTYPE_F16 ? 1.5e-2 : 2e-4;
+    double tol = cli_tolerance(dtype);
     printf("check: max elementwise error |got-exp|/(1+|exp|) %.3g%s (tolerance %.3g)", e,
            bad_o ? " and non-finite values" : "", tol);
     if (weights)

@@ -54,7 +54,11 @@ int cli_write_f32(const char *path, uint32_t rank, const int64_t *shape, const f
  * the user gave, then printed. */
 void cli_report_error(vkattn_context *ctx, vkattn_result r, const cli_input *inputs, int n_inputs);
 
-/* Parses "f32" / "f16" into *dtype; prints an error and returns -1 otherwise. */
+/* --check's tolerance on the elementwise error for a device dtype: 2e-4
+ * for f32, 1.5e-2 for f16 and bf16 (fp32 accumulation either way). */
+double cli_tolerance(vkattn_dtype dtype);
+/* Parses "f32" / "f16" / "bf16" into *dtype; prints an error and returns -1
+ * otherwise. */
 int cli_parse_dtype(const char *text, vkattn_dtype *dtype);
 /* Parses a float option value: the whole text, finite and, unless 0, a
  * normal float; prints an error naming the option and returns -1 if not. */

@@ -270,9 +270,7 @@ int cli_job_compare(const cli_job *j)
     if (cli_check_report(r->out, r->ref, r->n, r->weights, r->ref_weights, r->weights_n,
                          r->dtype) != 0)
         return 1;
-    return r->lse ? cli_mods_check_lse(r->lse, r->ref_lse, r->lse_n,
-                                       r->dtype == VKATTN_DTYPE_F16 ? 1.5e-2 : 2e-4)
-                  : 0;
+    return r->lse ? cli_mods_check_lse(r->lse, r->ref_lse, r->lse_n, cli_tolerance(r->dtype)) : 0;
 }
 
 int cli_job_run(cli_job *j, cli_job_step load, cli_job_step run, cli_job_step check, void *user)

@@ -140,7 +140,7 @@ typedef enum vkattn_bool_mask {
  * Masks, all optional and combinable:
  *   causal       key j is visible to query i iff j <= i + (Tk - Tq)
  *                (bottom-right aligned, as a KV cache needs);
- *   mask         f32 or f16: additive (-inf hides a key); u8: boolean, its
+ *   mask         f32, f16 or bf16: additive (-inf hides a key); u8: boolean, its
  *                nonzero values visible (bool_mask TRUE_ATTENDS, the
  *                default, as SDPA's attn_mask) or hidden (TRUE_BLOCKS, as
  *                nn.MultiheadAttention's attn_mask), an element's zero the
@@ -275,8 +275,10 @@ VKATTN_API vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_
 
 /* Attention on tensors: see "attention semantics" above for shapes, GQA and
  * masks. Tiled (FlashAttention-2): the Tq x Tk score matrix is never stored.
- * q and out share a dtype, k and v share a dtype (f32 or f16 each); mask f32,
- * f16 or u8 (boolean); key_padding u8; weights f32. The last dimension of q, k, v and out
+ * q and out share a dtype, k and v share a dtype (f32, f16 or bf16 each;
+ * bf16 is read and written as 32-bit words on every device, storage-buffer
+ * kernels only, and the output rounds to nearest even as vkattn_f32_to_bf16
+ * does); mask f32, f16, bf16 or u8 (boolean); key_padding u8; weights f32. The last dimension of q, k, v and out
  * must be contiguous (stride 1), their other strides multiples of 4, their
  * offsets multiples of 16 bytes. out must not overlap the inputs. Attention
  * weights, when asked for, come from a separate, slower kernel; without them

@@ -36,6 +36,8 @@ vkattn_result vka_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd, vka_pip
 
 uint32_t vka_storage_kind(const vkattn_context *ctx, vkattn_dtype dtype)
 {
+    if (dtype == VKATTN_DTYPE_BF16)
+        return VKA_STORAGE_BF16;
     if (dtype != VKATTN_DTYPE_F16)
         return VKA_STORAGE_F32;
     return ctx->info.f16_path == VKATTN_F16_NATIVE ? VKA_STORAGE_F16 : VKA_STORAGE_F16P;

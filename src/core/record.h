@@ -16,8 +16,10 @@ vkattn_result vka_cmd_dispatch(vkattn_context *ctx, VkCommandBuffer cmd, vka_pip
  * (`format` VK_FORMAT_UNDEFINED for a storage binding). */
 vkattn_result vka_bind_dummy(vkattn_context *ctx, VkFormat format, vka_binding *out);
 
-/* How a dtype is stored for the kernels on this device (the variant to pick). */
-enum { VKA_STORAGE_F32 = 0, VKA_STORAGE_F16 = 1, VKA_STORAGE_F16P = 2 };
+/* How a dtype is stored for the kernels on this device (the variant to pick).
+ * BF16 (pairs in 32-bit words) only for ops that accept bf16: the 3 x 3
+ * tables below never see it. */
+enum { VKA_STORAGE_F32 = 0, VKA_STORAGE_F16 = 1, VKA_STORAGE_F16P = 2, VKA_STORAGE_BF16 = 3 };
 uint32_t vka_storage_kind(const vkattn_context *ctx, vkattn_dtype dtype);
 
 /* Kernel tables indexed [storage of one operand][storage of the other]: the

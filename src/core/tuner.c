@@ -107,8 +107,8 @@ vkattn_result vka_tuner_random_buffer(vkattn_context *ctx, uint64_t count, vkatt
         for (uint64_t i = 0; i < n; i++) {
             s = s * 1664525u + 1013904223u;
             float v = (float)(s >> 8) / 8388608.0f - 1.0f;
-            if (dt == VKATTN_DTYPE_F16) {
-                uint16_t h = vkattn_f32_to_f16(v);
+            if (dt == VKATTN_DTYPE_F16 || dt == VKATTN_DTYPE_BF16) {
+                uint16_t h = dt == VKATTN_DTYPE_F16 ? vkattn_f32_to_f16(v) : vkattn_f32_to_bf16(v);
                 memcpy(host + i * 2, &h, 2);
             } else {
                 memcpy(host + i * 4, &v, 4);

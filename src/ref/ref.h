@@ -38,12 +38,14 @@ static inline double vka_host_load(const vkattn_host_tensor *t, int64_t i)
         return ((const uint8_t *)t->data)[i];
     case VKATTN_DTYPE_I32:
         return ((const int32_t *)t->data)[i];
+    case VKATTN_DTYPE_BF16:
+        return vkattn_bf16_to_f32(((const uint16_t *)t->data)[i]);
     }
     return 0.0;
 }
 
 /* Stores `value` at element offset `i`, rounding to the tensor's dtype
- * (nearest even; f16 through f32). */
+ * (nearest even; f16 and bf16 through f32). */
 static inline void vka_host_store(const vkattn_host_tensor *t, int64_t i, double value)
 {
     switch (t->dtype) {
@@ -58,6 +60,9 @@ static inline void vka_host_store(const vkattn_host_tensor *t, int64_t i, double
         break;
     case VKATTN_DTYPE_I32:
         ((int32_t *)t->data)[i] = (int32_t)value;
+        break;
+    case VKATTN_DTYPE_BF16:
+        ((uint16_t *)t->data)[i] = vkattn_f32_to_bf16((float)value);
         break;
     }
 }

@@ -46,6 +46,14 @@ static vkattn_result check_dtype(const check_state *st, const vka_shape_view *t,
     return VKATTN_ERROR_UNSUPPORTED_DTYPE;
 }
 
+/* `t` must be f32, f16 or bf16. */
+static vkattn_result check_float(const check_state *st, const vka_shape_view *t, const char *name)
+{
+    if (t->dtype == VKATTN_DTYPE_BF16)
+        return VKATTN_SUCCESS;
+    return check_dtype(st, t, name, VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32, f16 or bf16");
+}
+
 /* `t` must have the dtype of `ref` (they share one). */
 static vkattn_result check_same_dtype(const check_state *st, const vka_shape_view *t,
                                       const char *name, const vka_shape_view *ref,
@@ -104,8 +112,8 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
         }
         VKA_TRY(check_rank(st, views[i], names[i], 4, 4, qkv_layout));
     }
-    VKA_TRY(check_dtype(st, &s->q, "q", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
-    VKA_TRY(check_dtype(st, &s->k, "k", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32 or f16"));
+    VKA_TRY(check_float(st, &s->q, "q"));
+    VKA_TRY(check_float(st, &s->k, "k"));
     VKA_TRY(check_same_dtype(st, &s->out, "out", &s->q, "q"));
     VKA_TRY(check_same_dtype(st, &s->v, "v", &s->k, "k"));
 
@@ -147,9 +155,9 @@ static vkattn_result check_mask(const check_state *st, const vka_attention_shape
     VKA_TRY(check_rank(st, m, "mask", m->rank == 3 ? 3 : 2, 4,
                        "rank 2 [Tq, Tk], 3 [B*Hq, Tq, Tk] or 4 [B, Hq, Tq, Tk] (any "
                        "dimension may be 1)"));
-    if (m->dtype != VKATTN_DTYPE_U8)
+    if (m->dtype != VKATTN_DTYPE_U8 && m->dtype != VKATTN_DTYPE_BF16)
         VKA_TRY(check_dtype(st, m, "mask", VKATTN_DTYPE_F32, VKATTN_DTYPE_F16,
-                            "f32 or f16 (additive) or u8 (boolean)"));
+                            "f32, f16 or bf16 (additive) or u8 (boolean)"));
     uint32_t r = m->rank;
     VKA_TRY(check_dim_or_1(st, m, "mask", r - 2, "q_len", q, "q", 2));
     VKA_TRY(check_dim_or_1(st, m, "mask", r - 1, "kv_len", k, "k", 2));

@@ -1,5 +1,5 @@
 /* Data types: sizes and names (public), names for messages, and IEEE
- * binary16 <-> binary32 on the host. No context: the CPU reference uses
+ * binary16 and bfloat16 <-> binary32 on the host. No context: the CPU reference uses
  * them as the GPU ops do. */
 #include "spec/dtype.h"
 
@@ -17,6 +17,8 @@ size_t vkattn_dtype_size(vkattn_dtype dtype)
         return 1;
     case VKATTN_DTYPE_I32:
         return 4;
+    case VKATTN_DTYPE_BF16:
+        return 2;
     }
     return 0;
 }
@@ -32,6 +34,8 @@ const char *vkattn_dtype_name(vkattn_dtype dtype)
         return "u8";
     case VKATTN_DTYPE_I32:
         return "i32";
+    case VKATTN_DTYPE_BF16:
+        return "bf16";
     }
     return NULL;
 }
@@ -100,6 +104,27 @@ float vkattn_f16_to_f32(uint16_t h)
     } else {
         x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
     }
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* ------------------------------------------------------------ host bf16 */
+
+uint16_t vkattn_f32_to_bf16(float value)
+{
+    uint32_t x;
+    memcpy(&x, &value, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: quiet, sign kept */
+        return (uint16_t)((x >> 16) | 0x40u);
+    /* round to nearest even on the 16 dropped bits; a carry out of the
+     * fraction steps the exponent, up to inf: correct */
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+float vkattn_bf16_to_f32(uint16_t value)
+{
+    uint32_t x = (uint32_t)value << 16;
     float f;
     memcpy(&f, &x, 4);
     return f;

@@ -142,10 +142,10 @@ float test_load(const void *bytes, vkattn_dtype dt, size_t i)
         memcpy(&v, b + 4 * i, 4);
         return v;
     }
-    if (dt == VKATTN_DTYPE_F16) {
+    if (dt == VKATTN_DTYPE_F16 || dt == VKATTN_DTYPE_BF16) {
         uint16_t h;
         memcpy(&h, b + 2 * i, 2);
-        return vkattn_f16_to_f32(h);
+        return dt == VKATTN_DTYPE_F16 ? vkattn_f16_to_f32(h) : vkattn_bf16_to_f32(h);
     }
     return b[i];
 }
@@ -155,8 +155,8 @@ void test_store(void *bytes, vkattn_dtype dt, size_t i, float v)
     uint8_t *b = bytes;
     if (dt == VKATTN_DTYPE_F32) {
         memcpy(b + 4 * i, &v, 4);
-    } else if (dt == VKATTN_DTYPE_F16) {
-        uint16_t h = vkattn_f32_to_f16(v);
+    } else if (dt == VKATTN_DTYPE_F16 || dt == VKATTN_DTYPE_BF16) {
+        uint16_t h = dt == VKATTN_DTYPE_F16 ? vkattn_f32_to_f16(v) : vkattn_f32_to_bf16(v);
         memcpy(b + 2 * i, &h, 2);
     } else {
         b[i] = (uint8_t)v;
@@ -187,6 +187,9 @@ void test_round_to(vkattn_dtype dt, float *x, size_t n)
     if (dt == VKATTN_DTYPE_F16)
         for (size_t i = 0; i < n; i++)
             x[i] = vkattn_f16_to_f32(vkattn_f32_to_f16(x[i]));
+    if (dt == VKATTN_DTYPE_BF16)
+        for (size_t i = 0; i < n; i++)
+            x[i] = vkattn_bf16_to_f32(vkattn_f32_to_bf16(x[i]));
 }
 
 void test_upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, const float *src,
@@ -199,7 +202,7 @@ void test_upload_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, cons
     uint16_t *h = malloc(n * 2 + 2);
     assert_non_null(h);
     for (size_t i = 0; i < n; i++)
-        h[i] = vkattn_f32_to_f16(src[i]);
+        h[i] = dt == VKATTN_DTYPE_BF16 ? vkattn_f32_to_bf16(src[i]) : vkattn_f32_to_f16(src[i]);
     TEST_OK(ctx, vkattn_buffer_upload(b, 0, h, n * 2));
     free(h);
 }
@@ -214,7 +217,7 @@ void test_download_as(vkattn_context *ctx, vkattn_buffer *b, vkattn_dtype dt, fl
     assert_non_null(h);
     TEST_OK(ctx, vkattn_buffer_download(b, 0, h, n * 2));
     for (size_t i = 0; i < n; i++)
-        dst[i] = vkattn_f16_to_f32(h[i]);
+        dst[i] = dt == VKATTN_DTYPE_BF16 ? vkattn_bf16_to_f32(h[i]) : vkattn_f16_to_f32(h[i]);
     free(h);
 }
 

@@ -65,6 +65,8 @@ test_error test_compare(const float *got, const float *want, size_t n);
 /* Tolerances on max_rel per storage dtype (fp32 accumulation always). */
 #define TEST_TOL_F32 2e-4
 #define TEST_TOL_F16 1.5e-2
+/* bf16 keeps 8 significant bits: rounding an output costs up to 2^-9 */
+#define TEST_TOL_BF16 1.5e-2
 /* Fails the test with `what` and the figures when max_rel > tol or any
  * value is not finite. */
 void test_assert_close(const float *got, const float *want, size_t n, double tol, const char *what);

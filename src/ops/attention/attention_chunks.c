@@ -8,6 +8,11 @@
  * cut further. */
 #include "ops/attention/attention_internal.h"
 
+bool vka_att_texel_ok(const vka_att_problem *p)
+{
+    return p->dims.q_dtype != VKATTN_DTYPE_BF16 && p->dims.kv_dtype != VKATTN_DTYPE_BF16;
+}
+
 bool vka_att_octet_aligned(const vkattn_tensor *t)
 {
     if (t->dtype != VKATTN_DTYPE_F16)
@@ -149,6 +154,7 @@ vkattn_result vka_att_plan_main(vkattn_context *ctx, const vka_att_problem *p,
         {1, 1, 1, d->q_len, false},
     };
     const char *tensors = "qkvompl";
+    texel = texel && vka_att_texel_ok(p);
     /* Texel inputs where asked for (and the kernel can read the rows that
      * way), as long as GQA packing survives. */
     if (octets && !(vka_att_octet_aligned(&p->q) && vka_att_octet_aligned(&p->k) &&
@@ -182,7 +188,7 @@ vkattn_result vka_att_plan_weights(vkattn_context *ctx, const vka_att_problem *p
         {1, 0, 1, d->q_len, false},
     };
     const char *tensors = "qkmpw";
-    for (int pass = ctx->info.texel_inputs ? 0 : 1; pass < 2; pass++) {
+    for (int pass = ctx->info.texel_inputs && vka_att_texel_ok(p) ? 0 : 1; pass < 2; pass++) {
         bool texel = pass == 0;
         for (int l = 0; l < 3; l++) {
             vka_att_chunks c = levels[l];

@@ -80,7 +80,8 @@ void vka_att_tuning_key(const vka_att_problem *p, uint32_t key[7])
     key[2] = vka_tuning_bucket(d->q_len, lens, 5);
     key[3] = vka_tuning_bucket(d->kv_len, lens, 5);
     key[4] = p->causal;
-    key[5] = (d->q_dtype == VKATTN_DTYPE_F16) + 2u * (d->kv_dtype == VKATTN_DTYPE_F16);
+    key[5] = (d->q_dtype == VKATTN_DTYPE_F16) + 2u * (d->kv_dtype == VKATTN_DTYPE_F16) +
+             4u * (d->q_dtype == VKATTN_DTYPE_BF16) + 8u * (d->kv_dtype == VKATTN_DTYPE_BF16);
     key[6] = vka_tuning_bucket((uint64_t)d->batch * d->num_kv_heads, work, 3);
 }
 

@@ -126,6 +126,8 @@ vkattn_result vka_att_record_with(vkattn_context *ctx, VkCommandBuffer cmd,
  * subgroup kernels need to read f16 through texel views a texel at a time
  * (f32: always true). */
 bool vka_att_octet_aligned(const vkattn_tensor *t);
+/* Whether the call's dtypes have texel views (bf16 has none: storage only). */
+bool vka_att_texel_ok(const vka_att_problem *p);
 
 /* How one call is cut into dispatches: each covers nb batches x ng KV heads x
  * nh query heads per KV head (the whole group or 1) x nq queries. */

@@ -77,6 +77,22 @@ _Static_assert(sizeof(weights_push) == 120, "weights_push mirrors attention_weig
 static const vka_kernel sg_storage[3][3] = VKA_STORAGE_PAIRS(SG_STORAGE, 0);
 static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(SM_STORAGE, 0);
 static const vka_kernel weights_storage[3][3] = VKA_STORAGE_PAIRS(W_STORAGE, 0);
+/* Variants with a bf16 operand (storage buffers only), by [q/out storage
+ * kind][k/v storage kind] where one of them is VKA_STORAGE_BF16. */
+#define BF16_PAIRS(M)                                                \
+    {                                                                \
+        [VKA_STORAGE_F32] = {[VKA_STORAGE_BF16] = M(f32_bf16, 0)},   \
+        [VKA_STORAGE_F16] = {[VKA_STORAGE_BF16] = M(f16_bf16, 0)},   \
+        [VKA_STORAGE_F16P] = {[VKA_STORAGE_BF16] = M(f16p_bf16, 0)}, \
+        [VKA_STORAGE_BF16] = {[VKA_STORAGE_F32] = M(bf16_f32, 0),    \
+                              [VKA_STORAGE_F16] = M(bf16_f16, 0),    \
+                              [VKA_STORAGE_F16P] = M(bf16_f16p, 0),  \
+                              [VKA_STORAGE_BF16] = M(bf16_bf16, 0)}, \
+    }
+static const vka_kernel sg_bf16[4][4] = BF16_PAIRS(SG_STORAGE);
+static const vka_kernel sm_bf16[4][4] = BF16_PAIRS(SM_STORAGE);
+static const vka_kernel weights_bf16[4][4] = BF16_PAIRS(W_STORAGE);
+
 /* Texel-buffer inputs (rgba32f views of f32 data, rgba32ui views of f16),
  * by [q/out storage kind][k/v dtype is f16]. */
 #define TEXEL_TABLE(fam, full)                                            \
@@ -119,6 +135,8 @@ static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_att_pr
     uint32_t qs = vka_storage_kind(ctx, p->dims.q_dtype);
     uint32_t ks = vka_storage_kind(ctx, p->dims.kv_dtype);
     bool kv16 = p->dims.kv_dtype == VKATTN_DTYPE_F16;
+    if (qs == VKA_STORAGE_BF16 || ks == VKA_STORAGE_BF16) /* (never texel: vka_att_texel_ok) */
+        return cfg->family == ATT_FAMILY_SUBGROUP ? &sg_bf16[qs][ks] : &sm_bf16[qs][ks];
     if (cfg->family == ATT_FAMILY_SUBGROUP)
         return texel ? &sg_texel[qs][kv16] : &sg_storage[qs][ks];
     return texel ? &sm_texel[qs][kv16] : &sm_storage[qs][ks];
@@ -161,10 +179,12 @@ static int32_t causal_shift(const vka_att_problem *p, uint32_t i0)
 static uint32_t base_flags(const vka_att_problem *p)
 {
     uint32_t f = p->causal ? ATT_FLAG_CAUSAL : 0;
-    if (p->mask.buffer) {
+    if (p->mask.buffer) { /* the dtype in (MASK_F16, MASK_BOOL): f32, f16, u8, bf16 */
         f |= ATT_FLAG_MASK;
         if (p->mask.dtype == VKATTN_DTYPE_F16)
             f |= ATT_FLAG_MASK_F16;
+        else if (p->mask.dtype == VKATTN_DTYPE_BF16)
+            f |= ATT_FLAG_MASK_F16 | ATT_FLAG_MASK_BOOL;
         else if (p->mask.dtype == VKATTN_DTYPE_U8)
             f |= ATT_FLAG_MASK_BOOL | (p->mask_true_blocks ? ATT_FLAG_MASK_BLOCKS : 0);
     }
@@ -360,7 +380,8 @@ static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
         return r;
     uint32_t qs = vka_storage_kind(ctx, d->q_dtype), ks = vka_storage_kind(ctx, d->kv_dtype);
     const vka_kernel *kernel =
-        pr->weights_chunks.texel
+        qs == VKA_STORAGE_BF16 || ks == VKA_STORAGE_BF16 ? &weights_bf16[qs][ks]
+        : pr->weights_chunks.texel
             ? &weights_texel[d->q_dtype == VKATTN_DTYPE_F16][d->kv_dtype == VKATTN_DTYPE_F16]
             : &weights_storage[qs][ks];
     uint32_t spec[SPEC_ALL] = {pr->weights_workgroup, d->head_dim};

@@ -30,10 +30,12 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
                         "q_len %u, kv_len %u and head_dim %u must all be >= 1",
                         batch, num_heads, num_kv_heads, q_len, kv_len, head_dim);
     char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
-    if (!vka_dtype_is_float(q_dtype) || !vka_dtype_is_float(kv_dtype))
+    bool q_ok = vka_dtype_is_float(q_dtype) || q_dtype == VKATTN_DTYPE_BF16;
+    bool kv_ok = vka_dtype_is_float(kv_dtype) || kv_dtype == VKATTN_DTYPE_BF16;
+    if (!q_ok || !kv_ok)
         return vka_fail(
             ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-            "vkattn_attention_tune: args->q_dtype %s and kv_dtype %s must be f32 or f16",
+            "vkattn_attention_tune: args->q_dtype %s and kv_dtype %s must be f32, f16 or bf16",
             vka_dtype_text(q_dtype, b1), vka_dtype_text(kv_dtype, b2));
     /* shapes beyond what vka_att_validate accepts are reported by it, by name */
     int64_t qs[4] = {batch, num_heads, q_len, head_dim};
