@@ -3,7 +3,8 @@
  * with bf16 q/out, k/v and masks in every pairing with f32 and f16, on all
  * four kernel policies, against the CPU reference on the same rounded
  * inputs; the kernels' rounding of the output bit for bit equal to the
- * host's; ops without bf16 refusing it by name. */
+ * host's; MHA weights given on the host in f16 or bf16; ops without bf16
+ * refusing it by name. */
 #include "test_policy.h"
 #include "test_util.h"
 
@@ -182,6 +183,107 @@ static void test_attention_bf16(void **state)
         test_for_each_policy(0, run_case, &cases[i]);
 }
 
+/* Host weights in f16 and bf16 (vkattn_mha_weights.dtype), packed and
+ * split, into f32 and f16 layers: the same output, bit for bit, as the
+ * same values given as f32; the reference likewise. */
+static void run_weight_dtypes(test_gpu *g, uint32_t policy, const void *arg)
+{
+    (void)policy;
+    const vkattn_dtype *layer_dt = arg;
+    vkattn_context *ctx = g->ctx;
+    enum { B = 2, T = 7, DM = 32, H = 4, HKV = 2, DH = 8 };
+    const size_t nqkv = (size_t)(H + 2 * HKV) * DH * DM, nwo = (size_t)DM * H * DH;
+    const size_t nb = (size_t)(H + 2 * HKV) * DH;
+    test_rng rng = test_rng_seed(31u + *layer_dt);
+    float *x = test_random_array(&rng, (size_t)B * T * DM, 1.0f, *layer_dt);
+    for (int src = 0; src < 2; src++) {
+        vkattn_dtype sdt = src ? BF16 : F16;
+        /* values exact in the host dtype (and, for an f16 layer, in f16) */
+        float *wqkv = test_random_array(&rng, nqkv, 0.3f, sdt),
+              *wo = test_random_array(&rng, nwo, 0.3f, sdt);
+        float *bqkv = test_random_array(&rng, nb, 0.1f, sdt),
+              *bo = test_random_array(&rng, DM, 0.1f, sdt);
+        test_round_to(*layer_dt, wqkv, nqkv), test_round_to(*layer_dt, wo, nwo);
+        test_round_to(*layer_dt, bqkv, nb), test_round_to(*layer_dt, bo, DM);
+        uint16_t *h[4];
+        const float *f[4] = {wqkv, wo, bqkv, bo};
+        const size_t n[4] = {nqkv, nwo, nb, DM};
+        for (int i = 0; i < 4; i++) {
+            h[i] = malloc(n[i] * 2);
+            assert_non_null(h[i]);
+            for (size_t e = 0; e < n[i]; e++)
+                h[i][e] = sdt == F16 ? vkattn_f32_to_f16(f[i][e]) : vkattn_f32_to_bf16(f[i][e]);
+        }
+        vkattn_mha_desc d = {
+            .embed_dim = DM, .num_heads = H, .num_kv_heads = HKV, .bias = true, .dtype = *layer_dt};
+        vkattn_mha_weights w32 = {.wqkv = wqkv, .wo = wo, .bqkv = bqkv, .bo = bo};
+        vkattn_mha_weights w16 = {.wqkv = (const float *)h[0],
+                                  .wo = (const float *)h[1],
+                                  .bqkv = (const float *)h[2],
+                                  .bo = (const float *)h[3],
+                                  .dtype = sdt};
+        int64_t xs[3] = {B, T, DM};
+        size_t nx = (size_t)B * T * DM, es = vkattn_dtype_size(*layer_dt);
+        vkattn_buffer *bx = test_buffer_of(ctx, *layer_dt, x, nx);
+        vkattn_buffer *by[2] = {test_buffer_with(ctx, NULL, nx * es),
+                                test_buffer_with(ctx, NULL, nx * es)};
+        const vkattn_mha_weights *ws[2] = {&w32, &w16};
+        for (int i = 0; i < 2; i++) {
+            vkattn_mha *layer = test_mha_create(ctx, &d, ws[i]);
+            vkattn_mha_forward_args fa = {.x = vkattn_tensor_make(bx, 0, *layer_dt, 3, xs),
+                                          .y = vkattn_tensor_make(by[i], 0, *layer_dt, 3, xs),
+                                          .causal = true};
+            TEST_OK(ctx, vkattn_mha_forward(layer, &fa));
+            vkattn_mha_destroy(layer);
+        }
+        void *y0 = malloc(nx * es), *y1 = malloc(nx * es);
+        assert_true(y0 && y1);
+        TEST_OK(ctx, vkattn_buffer_download(by[0], 0, y0, nx * es));
+        TEST_OK(ctx, vkattn_buffer_download(by[1], 0, y1, nx * es));
+        if (memcmp(y0, y1, nx * es) != 0)
+            fail_msg("%s layer: %s host weights give another output than the same values in f32",
+                     vkattn_dtype_name(*layer_dt), vkattn_dtype_name(sdt));
+        /* the reference reads the host dtype too (f32 layer: same values) */
+        float *r0 = malloc(nx * 4), *r1 = malloc(nx * 4);
+        assert_true(r0 && r1);
+        d.dtype = F32;
+        vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(x, F32, 3, xs), .causal = true};
+        char err[512];
+        ra.y = vkattn_host_tensor_make(r0, F32, 3, xs);
+        assert_int_equal(vkattn_ref_mha(&d, &w32, &ra, err, sizeof err), VKATTN_SUCCESS);
+        ra.y = vkattn_host_tensor_make(r1, F32, 3, xs);
+        if (vkattn_ref_mha(&d, &w16, &ra, err, sizeof err) != VKATTN_SUCCESS)
+            fail_msg("reference with %s weights: %s", vkattn_dtype_name(sdt), err);
+        assert_memory_equal(r0, r1, nx * 4);
+        /* a dtype the host weights cannot have */
+        vkattn_mha_weights bad = w16;
+        bad.dtype = VKATTN_DTYPE_I32;
+        assert_int_equal(vkattn_ref_mha(&d, &bad, &ra, err, sizeof err),
+                         VKATTN_ERROR_UNSUPPORTED_DTYPE);
+        assert_non_null(strstr(err, "weights->dtype i32"));
+        d.dtype = *layer_dt;
+        vkattn_mha *layer = NULL;
+        TEST_OK(ctx, vkattn_mha_create(ctx, &d, &layer));
+        assert_int_equal(vkattn_mha_set_weights(layer, &bad), VKATTN_ERROR_UNSUPPORTED_DTYPE);
+        assert_non_null(strstr(vkattn_context_last_error(ctx), "weights->dtype i32"));
+        vkattn_mha_destroy(layer);
+        TEST_DESTROY_BUFFERS(bx, by[0], by[1]);
+        free(y0), free(y1), free(r0), free(r1);
+        for (int i = 0; i < 4; i++)
+            free(h[i]);
+        free(wqkv), free(wo), free(bqkv), free(bo);
+    }
+    free(x);
+}
+
+static void test_host_weight_dtypes(void **state)
+{
+    (void)state;
+    static const vkattn_dtype layers[2] = {VKATTN_DTYPE_F32, VKATTN_DTYPE_F16};
+    for (int i = 0; i < 2; i++)
+        test_for_each_policy(TEST_POLICY_COUNT - 1, run_weight_dtypes, &layers[i]);
+}
+
 /* What has no bf16 path yet says so by name. */
 static void test_refused_elsewhere(void **state)
 {
@@ -213,6 +315,7 @@ int main(void)
     };
     const struct CMUnitTest gpu[] = {
         cmocka_unit_test(test_attention_bf16),
+        cmocka_unit_test(test_host_weight_dtypes),
         cmocka_unit_test(test_refused_elsewhere),
     };
     int failed = cmocka_run_group_tests_name("bf16_host", cpu, NULL, NULL);

@@ -238,9 +238,14 @@ typedef struct vkattn_mha_desc {
     float alibi_max_bias;
 } vkattn_mha_desc;
 
-/* Weights on the host, f32, torch.nn.Linear layout (see above). Give either
+/* Weights on the host, torch.nn.Linear layout (see above). Give either
  * wq, wk and wv, or wqkv; wo always. Biases (when desc.bias): bq, bk, bv or
- * bqkv, and bo; NULL biases are zeros. */
+ * bqkv, and bo; NULL biases are zeros. `dtype` is the element type behind
+ * the projection weights and biases (wq .. bo) of this call: f32 (the
+ * default), or f16 or bf16 as they come from a checkpoint (uint16_t bits;
+ * cast the pointers to const float *), converted straight to the layer's
+ * dtype (f16 into an f16 layer is copied as is). The norm weights, sinks
+ * and slopes are always f32. */
 typedef struct vkattn_mha_weights {
     const float *wq, *wk, *wv; /* [Hq*Dh, Dm], [Hkv*Dh, Dkv], [Hkv*Dh, Dkv] */
     const float *wqkv;         /* [(Hq + 2*Hkv)*Dh, Dm] */
@@ -253,6 +258,7 @@ typedef struct vkattn_mha_weights {
     /* [Hq] each: attention sinks (required when desc.sinks), ALiBi slopes
      * (optional with desc.alibi; NULL: the standard slopes) */
     const float *sinks, *alibi_slopes;
+    vkattn_dtype dtype; /* of wq .. bo: f32 (0), f16 or bf16 */
 } vkattn_mha_weights;
 
 /* ------------------------------------------------------------------ linear */
@@ -341,7 +347,8 @@ VKATTN_API vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha
 VKATTN_API void vkattn_mha_destroy(vkattn_mha *mha);
 /* The resolved configuration (defaults filled in). */
 VKATTN_API const vkattn_mha_desc *vkattn_mha_config(const vkattn_mha *mha);
-/* Uploads the weights (host f32, converted to the layer's dtype).
+/* Uploads the weights (host f32, f16 or bf16: weights->dtype, converted to
+ * the layer's dtype).
  * Synchronous; must not run while a recorded forward of this layer is pending. */
 VKATTN_API vkattn_result vkattn_mha_set_weights(vkattn_mha *mha, const vkattn_mha_weights *w);
 

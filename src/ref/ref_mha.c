@@ -60,16 +60,17 @@ static vkattn_result check_size(const vkattn_host_tensor *t, const char *name, u
 }
 
 /* A [rows, cols] f32 host weight. */
-static vkattn_host_tensor weight_tensor(const float *data, int64_t rows, int64_t cols)
+static vkattn_host_tensor weight_tensor(const void *data, vkattn_dtype dt, int64_t rows,
+                                        int64_t cols)
 {
     int64_t shape[2] = {rows, cols};
-    return vkattn_host_tensor_make((void *)data, VKATTN_DTYPE_F32, 2, shape);
+    return vkattn_host_tensor_make((void *)data, dt, 2, shape);
 }
 
-/* A [n] f32 bias; NULL data means no bias (zeros). */
-static vkattn_host_tensor bias_tensor(const float *data, int64_t n)
+/* A [n] bias; NULL data means no bias (zeros). */
+static vkattn_host_tensor bias_tensor(const void *data, vkattn_dtype dt, int64_t n)
 {
-    return vkattn_host_tensor_make((void *)data, VKATTN_DTYPE_F32, 1, &n);
+    return vkattn_host_tensor_make((void *)data, dt, 1, &n);
 }
 
 /* A [B, T, H*Dh] f32 activation seen as heads [B, H, T, Dh]. */
@@ -193,20 +194,20 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     vkattn_ref_linear_args la[4];
     memset(la, 0, sizeof la);
     la[0].x = *x;
-    la[0].w = weight_tensor(wv->wq, QW, Dm);
-    la[0].b = bias_tensor(wv->bq, QW);
+    la[0].w = weight_tensor(wv->wq, wv->dtype, QW, Dm);
+    la[0].b = bias_tensor(wv->bq, wv->dtype, QW);
     la[0].y = activation(placeholder, B, Tq, QW);
     la[1].x = *kv;
-    la[1].w = weight_tensor(wv->wk, KVW, Dkv);
-    la[1].b = bias_tensor(wv->bk, KVW);
+    la[1].w = weight_tensor(wv->wk, wv->dtype, KVW, Dkv);
+    la[1].b = bias_tensor(wv->bk, wv->dtype, KVW);
     la[1].y = activation(placeholder, B, Tk, KVW);
     la[2].x = *kv;
-    la[2].w = weight_tensor(wv->wv, KVW, Dkv);
-    la[2].b = bias_tensor(wv->bv, KVW);
+    la[2].w = weight_tensor(wv->wv, wv->dtype, KVW, Dkv);
+    la[2].b = bias_tensor(wv->bv, wv->dtype, KVW);
     la[2].y = activation(placeholder, B, Tk, KVW);
     la[3].x = activation(placeholder, B, Tq, QW);
-    la[3].w = weight_tensor(wv->wo, Dm, QW);
-    la[3].b = bias_tensor(wv->bo, Dm);
+    la[3].w = weight_tensor(wv->wo, wv->dtype, Dm, QW);
+    la[3].b = bias_tensor(wv->bo, wv->dtype, Dm);
     la[3].y = *y;
     for (int i = 0; i < 4; i++)
         VKA_TRY(vka_ref_linear_prepare(&la[i], "args->", &plan->lp[i], error, error_size));

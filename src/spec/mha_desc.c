@@ -154,6 +154,17 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
     const vkattn_mha_weights *w = weights;
     size_t qw = vka_mha_q_width(resolved), kvw = vka_mha_kv_width(resolved);
     vka_mha_weight_views v = {0};
+    if (w->dtype != VKATTN_DTYPE_F32 && w->dtype != VKATTN_DTYPE_F16 &&
+        w->dtype != VKATTN_DTYPE_BF16) {
+        char b[VKA_DTYPE_TEXT];
+        vka_error_format(error, error_size,
+                         "weights->dtype %s is not supported: the host weights are f32, f16 or "
+                         "bf16",
+                         vka_dtype_text(w->dtype, b));
+        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+    }
+    v.dtype = w->dtype;
+    const size_t es = vkattn_dtype_size(w->dtype);
     if (w->wqkv) {
         if (w->wq || w->wk || w->wv)
             return packed_and_split(error, error_size, "w", w->wq ? "wq" : w->wk ? "wk" : "wv");
@@ -166,8 +177,8 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
         }
         v.packed = true;
         v.wq = w->wqkv;
-        v.wk = v.wq + qw * resolved->embed_dim;
-        v.wv = v.wk + kvw * resolved->embed_dim;
+        v.wk = (const char *)v.wq + qw * resolved->embed_dim * es;
+        v.wv = (const char *)v.wk + kvw * resolved->embed_dim * es;
     } else {
         const char *missing = !w->wq ? "wq" : !w->wk ? "wk" : !w->wv ? "wv" : NULL;
         if (missing) {
@@ -190,8 +201,8 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
             if (w->bq || w->bk || w->bv)
                 return packed_and_split(error, error_size, "b", w->bq ? "bq" : w->bk ? "bk" : "bv");
             v.bq = w->bqkv;
-            v.bk = v.bq + qw;
-            v.bv = v.bk + kvw;
+            v.bk = (const char *)v.bq + qw * es;
+            v.bv = (const char *)v.bk + kvw * es;
         } else {
             v.bq = w->bq;
             v.bk = w->bk;

@@ -38,8 +38,10 @@ static inline uint32_t vka_mha_kv_width(const vkattn_mha_desc *d)
  * and likewise bq, bk, bv into bqkv. Biases are NULL when desc.bias is false
  * or the bias was not given (zeros). */
 typedef struct vka_mha_weight_views {
-    const float *wq, *wk, *wv, *wo;
-    const float *bq, *bk, *bv, *bo;
+    /* elements of `dtype` (weights->dtype: f32, f16 or bf16) */
+    const void *wq, *wk, *wv, *wo;
+    const void *bq, *bk, *bv, *bo;
+    vkattn_dtype dtype;
     const float *q_norm, *k_norm; /* desc.qk_norm only, else NULL */
     const float *sinks;           /* desc.sinks only, else NULL */
     const float *alibi_slopes;    /* desc.alibi with custom slopes, else NULL */
@@ -48,8 +50,10 @@ typedef struct vka_mha_weight_views {
 
 /* Checks `weights` against a desc that went through vka_mha_resolve:
  * either wq, wk and wv, or wqkv (only when kv_dim == embed_dim), and wo;
- * when desc.bias, not both bqkv and any of bq/bk/bv. Fills `views` (may be
- * NULL) on success. Code on failure: VKATTN_ERROR_INVALID_ARGUMENT. */
+ * when desc.bias, not both bqkv and any of bq/bk/bv; weights->dtype f32,
+ * f16 or bf16. Fills `views` (may be NULL) on success. Code on failure:
+ * VKATTN_ERROR_INVALID_ARGUMENT (VKATTN_ERROR_UNSUPPORTED_DTYPE for the
+ * dtype). */
 vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
                                     const vkattn_mha_weights *weights, vka_mha_weight_views *views,
                                     char *error, size_t error_size);

@@ -170,18 +170,28 @@ void vkattn_mha_destroy(vkattn_mha *m)
 
 const vkattn_mha_desc *vkattn_mha_config(const vkattn_mha *m) { return m ? &m->d : NULL; }
 
-/* Uploads `count` host floats (zeros when src is NULL) in the layer's dtype. */
-static vkattn_result upload(vkattn_mha *m, uint64_t offset, const float *src, uint64_t count,
-                            void *staging)
+/* Uploads `count` host values of `dt` (f32, f16 or bf16; zeros when src
+ * is NULL) in the layer's dtype: copied when the dtypes agree, else each
+ * value converted once (bf16 and f16 widen to f32 exactly first). */
+static vkattn_result upload(vkattn_mha *m, uint64_t offset, const void *src, vkattn_dtype dt,
+                            uint64_t count, void *staging)
 {
-    if (m->d.dtype == VKATTN_DTYPE_F16) {
-        uint16_t *h = staging;
-        for (uint64_t i = 0; i < count; i++)
-            h[i] = src ? vkattn_f32_to_f16(src[i]) : 0;
-    } else if (src) {
-        memcpy(staging, src, count * 4);
+    if (!src) {
+        memset(staging, 0, count * m->esize);
+    } else if (dt == m->d.dtype) {
+        memcpy(staging, src, count * m->esize);
     } else {
-        memset(staging, 0, count * 4);
+        const float *f = src;
+        const uint16_t *h = src;
+        for (uint64_t i = 0; i < count; i++) {
+            float x = dt == VKATTN_DTYPE_F32   ? f[i]
+                      : dt == VKATTN_DTYPE_F16 ? vkattn_f16_to_f32(h[i])
+                                               : vkattn_bf16_to_f32(h[i]);
+            if (m->d.dtype == VKATTN_DTYPE_F16)
+                ((uint16_t *)staging)[i] = vkattn_f32_to_f16(x);
+            else
+                ((float *)staging)[i] = x;
+        }
     }
     return vkattn_buffer_upload(m->weights, offset, staging, count * m->esize);
 }
@@ -221,21 +231,21 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
                         (unsigned long long)(largest * m->esize));
     uint64_t es = m->esize;
     uint64_t off_wk = m->off_wkv, off_wv = m->off_wkv + kvw * d->kv_dim * es;
-    r = upload(m, m->off_wq, v.wq, qw * d->embed_dim, staging);
+    r = upload(m, m->off_wq, v.wq, v.dtype, qw * d->embed_dim, staging);
     if (r == VKATTN_SUCCESS)
-        r = upload(m, off_wk, v.wk, kvw * d->kv_dim, staging);
+        r = upload(m, off_wk, v.wk, v.dtype, kvw * d->kv_dim, staging);
     if (r == VKATTN_SUCCESS)
-        r = upload(m, off_wv, v.wv, kvw * d->kv_dim, staging);
+        r = upload(m, off_wv, v.wv, v.dtype, kvw * d->kv_dim, staging);
     if (r == VKATTN_SUCCESS)
-        r = upload(m, m->off_wo, v.wo, (uint64_t)d->embed_dim * qw, staging);
+        r = upload(m, m->off_wo, v.wo, v.dtype, (uint64_t)d->embed_dim * qw, staging);
     if (r == VKATTN_SUCCESS && d->bias) {
-        r = upload(m, m->off_bq, v.bq, qw, staging);
+        r = upload(m, m->off_bq, v.bq, v.dtype, qw, staging);
         if (r == VKATTN_SUCCESS)
-            r = upload(m, m->off_bkv, v.bk, kvw, staging);
+            r = upload(m, m->off_bkv, v.bk, v.dtype, kvw, staging);
         if (r == VKATTN_SUCCESS)
-            r = upload(m, m->off_bkv + kvw * es, v.bv, kvw, staging);
+            r = upload(m, m->off_bkv + kvw * es, v.bv, v.dtype, kvw, staging);
         if (r == VKATTN_SUCCESS)
-            r = upload(m, m->off_bo, v.bo, d->embed_dim, staging);
+            r = upload(m, m->off_bo, v.bo, v.dtype, d->embed_dim, staging);
     }
     vka_free(ctx, staging);
     if (r == VKATTN_SUCCESS && d->qk_norm) { /* f32 whatever the layer's dtype */
