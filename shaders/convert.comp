@@ -1,5 +1,6 @@
-// dst = scale * src with dtype conversion (f32 <-> f16, either storage path).
-// Variants: SRC_DT and DST_DT are f32 / f16 / f16p (tensor_io.glsl).
+// dst = scale * src with dtype conversion (f32, f16 and bf16, either f16
+// storage path). Variants: SRC_DT and DST_DT are f32 / f16 / f16p / bf16
+// (tensor_io.glsl).
 // Work is split in pairs of destination elements aligned to 32-bit words, so
 // packed-f16 stores never race: each word has exactly one writer.
 #version 450

@@ -21,7 +21,8 @@
 // and unpacks halves; it also gives element access (DECLARE_RO / DECLARE_WO,
 // below). attention_io.glsl and linear_io.glsl build their quad access on
 // the same declarations. Helpers here are macros, not functions, so using
-// them adds no call to a kernel.
+// them adds no call to a kernel (but BF16_BITS, which needs a local: a
+// function glslang inlines).
 #ifndef VKATTN_TENSOR_IO_GLSL
 #define VKATTN_TENSOR_IO_GLSL
 
@@ -94,6 +95,9 @@ uint BF16_BITS(float x) {
     DECLARE_ELEMS(binding_, readonly, f16p, name_)                                 \
     float name_##_load(uint i) { return unpackHalf2x16(name_[i >> 1])[i & 1u]; }
 
+#define DECLARE_RO_bf16(binding_, name_)                                           \
+    DECLARE_ELEMS(binding_, readonly, bf16, name_)                                 \
+    float name_##_load(uint i) { return BF16_PAIR(name_[i >> 1])[i & 1u]; }
 // Written tensors (declared read-write): name_store_pair(p, v, keep) writes
 // elements 2p and 2p+1; keep.x / keep.y false leaves that element untouched
 // (a tensor that starts or ends inside a 32-bit word shares it with its
@@ -124,7 +128,18 @@ uint BF16_BITS(float x) {
         if (any(write)) name_[p] = packed;                                    \
     }
 
-// DECLARE_RO(binding, name, f32|f16|f16p) picks the macro above by storage type.
+#define DECLARE_WO_bf16(binding_, name_)                                   \
+    DECLARE_ELEMS(binding_, , bf16, name_)                                 \
+    void name_##_store_pair(uint p, vec2 v, bvec2 write) {                    \
+        uint packed = BF16_PACK2(v.x, v.y);                                   \
+        if (!all(write)) {                                                    \
+            uint old = name_[p];                                              \
+            if (!write.x) packed = (packed & 0xffff0000u) | (old & 0xffffu);  \
+            if (!write.y) packed = (packed & 0xffffu) | (old & 0xffff0000u);  \
+        }                                                                     \
+        if (any(write)) name_[p] = packed;                                    \
+    }
+// DECLARE_RO(binding, name, f32|f16|f16p|bf16) picks the macro above by storage type.
 #define DECLARE_RO_(binding_, name_, dt_) DECLARE_RO_##dt_(binding_, name_)
 #define DECLARE_RO(binding_, name_, dt_) DECLARE_RO_(binding_, name_, dt_)
 #define DECLARE_WO_(binding_, name_, dt_) DECLARE_WO_##dt_(binding_, name_)

@@ -85,9 +85,9 @@ function(vkattn_attention_variants prefix)
   endforeach()
 endfunction()
 
-# convert.comp: dst = scale * src
-foreach(src IN LISTS VKATTN_STORAGE_TYPES)
-  foreach(dst IN LISTS VKATTN_STORAGE_TYPES)
+# convert.comp: dst = scale * src (bf16 too, either side)
+foreach(src IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+  foreach(dst IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
     vkattn_storage_defines(ok extra ${src} ${dst})
     if(ok)
       vkattn_shader(convert_${src}_${dst} convert.comp DEFINES SRC_DT=${src} DST_DT=${dst} ${extra})

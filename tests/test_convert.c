@@ -1,5 +1,5 @@
 /* The convert kernel (workgroup size and work per invocation are
- * specialization constants) against the host: every dtype pair, odd sizes and
+ * specialization constants) against the host: every dtype pair (bf16 too), odd sizes and
  * offsets (packed-f16 words shared with neighbours), recording into a command
  * buffer of our own with timestamps, and tensors larger than one binding. */
 #include "test_util.h"
@@ -33,8 +33,10 @@ static void check_convert(vkattn_context *ctx, vkattn_dtype s, vkattn_dtype d, i
     float sc = scale == 0.0f ? 1.0f : scale;
     for (int64_t i = 0; i < n; i++) {
         float want = test_load(src, s, (size_t)(so + i)) * sc;
-        if (d == VKATTN_DTYPE_F16) {
-            uint16_t got = ((uint16_t *)dst)[do_ + i], exp = vkattn_f32_to_f16(want);
+        if (d == VKATTN_DTYPE_F16 || d == VKATTN_DTYPE_BF16) {
+            uint16_t got = ((uint16_t *)dst)[do_ + i];
+            uint16_t exp =
+                d == VKATTN_DTYPE_F16 ? vkattn_f32_to_f16(want) : vkattn_f32_to_bf16(want);
             if (got != exp)
                 fail_msg("%s->%s n=%lld offsets %lld/%lld: element %lld = 0x%04x, expected 0x%04x",
                          vkattn_dtype_name(s), vkattn_dtype_name(d), (long long)n, (long long)so,
@@ -88,6 +90,18 @@ static void test_f16_copy_sizes_offsets(void **state)
 }
 
 /* The same tensor as source and destination. */
+/* bf16 against every other dtype, both ways, and onto itself: rounded to
+ * nearest even bit for bit as vkattn_f32_to_bf16 does. */
+static void test_bf16_sizes_offsets(void **state)
+{
+    const vkattn_dtype f32 = VKATTN_DTYPE_F32, f16 = VKATTN_DTYPE_F16, bf16 = VKATTN_DTYPE_BF16;
+    check_sizes_offsets(*state, f32, bf16);
+    check_sizes_offsets(*state, bf16, f32);
+    check_sizes_offsets(*state, f16, bf16);
+    check_sizes_offsets(*state, bf16, f16);
+    check_sizes_offsets(*state, bf16, bf16);
+}
+
 static void test_in_place(void **state)
 {
     test_gpu *g = *state;
@@ -234,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_f32_to_f16_sizes_offsets),
         cmocka_unit_test(test_f16_to_f32_sizes_offsets),
         cmocka_unit_test(test_f16_copy_sizes_offsets),
+        cmocka_unit_test(test_bf16_sizes_offsets),
         cmocka_unit_test(test_in_place),
         cmocka_unit_test(test_record_into_own_command_buffer),
         cmocka_unit_test(test_larger_than_one_binding),

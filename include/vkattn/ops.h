@@ -10,8 +10,9 @@
 /* ---------------------------------------------------------------- convert */
 
 /* dst = scale * src, element-wise over contiguous tensors with the same number
- * of elements, converting between f32 and f16 (either direction, or the same
- * dtype). Rounds to nearest even when storing f16. scale 0 means 1. Tensors
+ * of elements, converting between f32, f16 and bf16 (any direction, or the
+ * same dtype). Rounds to nearest even when storing f16 or bf16 (as
+ * vkattn_f32_to_f16 / vkattn_f32_to_bf16 do). scale 0 means 1. Tensors
  * larger than the device's binding range are processed in windows. */
 typedef struct vkattn_convert_args {
     vkattn_tensor src;

@@ -36,6 +36,20 @@ uint32_t vka_storage_kind(const vkattn_context *ctx, vkattn_dtype dtype);
                               [VKA_STORAGE_F16P] = M(f16p_f16p, __VA_ARGS__)}, \
     }
 
+/* The same for ops with bf16 variants: [4][4] tables of the seven pairs
+ * with a VKA_STORAGE_BF16 in them (the others stay zero: use
+ * VKA_STORAGE_PAIRS's table for those). */
+#define VKA_STORAGE_PAIRS_BF16(M, ...)                                         \
+    {                                                                          \
+        [VKA_STORAGE_F32] = {[VKA_STORAGE_BF16] = M(f32_bf16, __VA_ARGS__)},   \
+        [VKA_STORAGE_F16] = {[VKA_STORAGE_BF16] = M(f16_bf16, __VA_ARGS__)},   \
+        [VKA_STORAGE_F16P] = {[VKA_STORAGE_BF16] = M(f16p_bf16, __VA_ARGS__)}, \
+        [VKA_STORAGE_BF16] = {[VKA_STORAGE_F32] = M(bf16_f32, __VA_ARGS__),    \
+                              [VKA_STORAGE_F16] = M(bf16_f16, __VA_ARGS__),    \
+                              [VKA_STORAGE_F16P] = M(bf16_f16p, __VA_ARGS__),  \
+                              [VKA_STORAGE_BF16] = M(bf16_bf16, __VA_ARGS__)}, \
+    }
+
 /* Global barrier: compute-shader writes -> compute-shader reads/writes. */
 void vka_cmd_compute_barrier(vkattn_context *ctx, VkCommandBuffer cmd);
 

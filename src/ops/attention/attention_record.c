@@ -77,21 +77,10 @@ _Static_assert(sizeof(weights_push) == 120, "weights_push mirrors attention_weig
 static const vka_kernel sg_storage[3][3] = VKA_STORAGE_PAIRS(SG_STORAGE, 0);
 static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(SM_STORAGE, 0);
 static const vka_kernel weights_storage[3][3] = VKA_STORAGE_PAIRS(W_STORAGE, 0);
-/* Variants with a bf16 operand (storage buffers only), by [q/out storage
- * kind][k/v storage kind] where one of them is VKA_STORAGE_BF16. */
-#define BF16_PAIRS(M)                                                \
-    {                                                                \
-        [VKA_STORAGE_F32] = {[VKA_STORAGE_BF16] = M(f32_bf16, 0)},   \
-        [VKA_STORAGE_F16] = {[VKA_STORAGE_BF16] = M(f16_bf16, 0)},   \
-        [VKA_STORAGE_F16P] = {[VKA_STORAGE_BF16] = M(f16p_bf16, 0)}, \
-        [VKA_STORAGE_BF16] = {[VKA_STORAGE_F32] = M(bf16_f32, 0),    \
-                              [VKA_STORAGE_F16] = M(bf16_f16, 0),    \
-                              [VKA_STORAGE_F16P] = M(bf16_f16p, 0),  \
-                              [VKA_STORAGE_BF16] = M(bf16_bf16, 0)}, \
-    }
-static const vka_kernel sg_bf16[4][4] = BF16_PAIRS(SG_STORAGE);
-static const vka_kernel sm_bf16[4][4] = BF16_PAIRS(SM_STORAGE);
-static const vka_kernel weights_bf16[4][4] = BF16_PAIRS(W_STORAGE);
+/* Variants with a bf16 operand (storage buffers only). */
+static const vka_kernel sg_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(SG_STORAGE, 0);
+static const vka_kernel sm_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(SM_STORAGE, 0);
+static const vka_kernel weights_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(W_STORAGE, 0);
 
 /* Texel-buffer inputs (rgba32f views of f32 data, rgba32ui views of f16),
  * by [q/out storage kind][k/v dtype is f16]. */

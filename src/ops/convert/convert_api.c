@@ -1,4 +1,4 @@
-/* vkattn_convert: dst = scale * src with f32/f16 conversion - the entry
+/* vkattn_convert: dst = scale * src with f32/f16/bf16 conversion - the entry
  * points and the checks (recording: convert_record.c). */
 #include "ops/convert/convert_internal.h"
 #include "core/host.h"
@@ -11,7 +11,8 @@
 
 static vkattn_result check_dtype(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
 {
-    VKA_TRY(vka_tensor_check_float(ctx, t, what, "vkattn_convert"));
+    if (t->dtype != VKATTN_DTYPE_BF16)
+        VKA_TRY(vka_tensor_check_float(ctx, t, what, "vkattn_convert"));
     if (!vka_tensor_is_contiguous(t))
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "%s is not contiguous: vkattn_convert takes contiguous tensors", what);

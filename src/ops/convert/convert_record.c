@@ -18,8 +18,9 @@
         .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, .push_size = 16     \
     }
 
-/* [source storage][destination storage] */
+/* [source storage][destination storage]; pairs with a bf16 in the second */
 static const vka_kernel convert_kernels[3][3] = VKA_STORAGE_PAIRS(CONVERT_KERNEL, 0);
+static const vka_kernel convert_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(CONVERT_KERNEL, 0);
 
 typedef struct convert_push {
     uint32_t src_offset;
@@ -35,8 +36,10 @@ vkattn_result vka_convert_record(vkattn_context *ctx, VkCommandBuffer cmd,
     const vkattn_tensor src = *src_in, dst = *dst_in;
     size_t ss = vkattn_dtype_size(src.dtype), ds = vkattn_dtype_size(dst.dtype);
     int64_t n = vkattn_tensor_numel(&src);
-    const vka_kernel *kernel =
-        &convert_kernels[vka_storage_kind(ctx, src.dtype)][vka_storage_kind(ctx, dst.dtype)];
+    uint32_t sk = vka_storage_kind(ctx, src.dtype), dk = vka_storage_kind(ctx, dst.dtype);
+    const vka_kernel *kernel = sk == VKA_STORAGE_BF16 || dk == VKA_STORAGE_BF16
+                                   ? &convert_bf16[sk][dk]
+                                   : &convert_kernels[sk][dk];
     uint32_t wg = vka_workgroup_size(ctx, WORKGROUP);
     uint32_t spec[2] = {wg, PAIRS_PER_INVOCATION};
     vka_pipeline *pipeline;
