@@ -9,7 +9,8 @@
 //                  (rgba32ui, 8 halves per fetch, tensor_io.glsl): CPU
 //                  drivers pay per fetch, not per byte, so this halves
 //                  the fetches of f16 operands (rows and K multiples of 8)
-//   X_DT, W_DT  storage of x (and y) / of w (and b): f32, f16 or f16p
+//   X_DT, W_DT  storage of x (and y) / of w (and b): f32, f16, f16p or bf16
+//               (bf16: modes 1 and 2 only; Y_BF16 with Y_PACKED when y is)
 // Kernels read operands as quads (x_fetch4: elements k..k+3 of a row) and,
 // in their unrolled main loops, as pairs of quads (x_fetch8: k..k+7, one
 // fetch in mode 3).
@@ -94,6 +95,12 @@ layout(set = 0, binding = 6) readonly buffer meta_buffer { uint meta[]; };
         uvec2 v = name_[e >> 2];                                                      \
         return UNPACK_HALVES4(v);                                                     \
     }
+#define DECLARE_FETCH_bf16(binding_, name_)                                           \
+    DECLARE_QUADS(binding_, readonly, bf16, name_, name_)                             \
+    vec4 name_##_fetch4(uint e, uint k) {                                             \
+        uvec2 v = name_[e >> 2];                                                      \
+        return UNPACK_BF16x4(v);                                                      \
+    }
 #define DECLARE_FETCH_(binding_, name_, dt_) DECLARE_FETCH_##dt_(binding_, name_)
 #define DECLARE_FETCH(binding_, name_, dt_) DECLARE_FETCH_(binding_, name_, dt_)
 
@@ -154,6 +161,7 @@ uint w_row(uint n) { return pc.w_base + n * pc.w_sn; }
 #define DECLARE_Y_f32(binding_, name_) DECLARE_ELEMS(binding_, writeonly, f32, name_)
 #define DECLARE_Y_f16(binding_, name_) DECLARE_ELEMS(binding_, writeonly, f16, name_)
 #define DECLARE_Y_f16p(binding_, name_) DECLARE_ELEMS(binding_, , f16p, name_)
+#define DECLARE_Y_bf16(binding_, name_) DECLARE_ELEMS(binding_, , bf16, name_)
 #define DECLARE_Y_(binding_, name_, dt_) DECLARE_Y_##dt_(binding_, name_)
 #define DECLARE_Y(binding_, name_, dt_) DECLARE_Y_(binding_, name_, dt_)
 DECLARE_Y(3, y0, X_DT)
@@ -171,6 +179,19 @@ DECLARE_Y(5, y2, X_DT)
         atomicAnd(name_[a >> 1], ~(0xffffu << sh_));                 \
         atomicOr(name_[a >> 1], bits_);                              \
     } while (false)
+#define Y_STORE_bf16(name_, a, v)                                    \
+    do {                                                             \
+        uint sh_ = (a & 1u) * 16u;                                   \
+        uint bits_ = BF16_BITS(v) << sh_;                            \
+        atomicAnd(name_[a >> 1], ~(0xffffu << sh_));                 \
+        atomicOr(name_[a >> 1], bits_);                              \
+    } while (false)
+// Two values of a packed output word (Y_PACKED), low one first.
+#if defined(Y_BF16)
+#define Y_PACK2(v_) BF16_PACK2((v_).x, (v_).y)
+#else
+#define Y_PACK2(v_) packHalf2x16(v_)
+#endif
 #define Y_STORE_(name_, a, v, dt_) Y_STORE_##dt_(name_, a, v)
 #define Y_STORE(name_, a, v, dt_) Y_STORE_(name_, a, v, dt_)
 
@@ -224,7 +245,7 @@ void y_store_pair_at(uint m, Column c0, Column c1, vec2 v, bool has1) {
     uint a1 = c1.addr + (c1.s == c0.s ? r0 : row_addr(c1.s, b, t));
 #if defined(Y_PACKED)
     if (c1.s == c0.s && a1 == a0 + 1u && (a0 & 1u) == 0u) {
-        uint word = packHalf2x16(v);
+        uint word = Y_PACK2(v);
         if (c0.s == 0u) y0[a0 >> 1] = word;
         else if (c0.s == 1u) y1[a0 >> 1] = word;
         else y2[a0 >> 1] = word;
@@ -363,7 +384,7 @@ void epi_flush(uint m_base, uint m_step, uint n_tile, uint lid, uint wgs) {
         uint a1 = a0 + (d1 - d0);
 #if defined(Y_PACKED)
         if (d1 == d0 + 1u && (a0 & 1u) == 0u) {
-            uint word = packHalf2x16(vec2(x, y));
+            uint word = Y_PACK2(vec2(x, y));
             if (s == 0u) y0[a0 >> 1] = word;
             else if (s == 1u) y1[a0 >> 1] = word;
             else y2[a0 >> 1] = word;

@@ -159,11 +159,14 @@ static void run_case(vkattn_context *ctx, const lin_case *c, uint64_t seed)
 }
 
 static const vkattn_dtype dtypes[2] = {VKATTN_DTYPE_F32, VKATTN_DTYPE_F16};
+/* The bf16 grid: bf16 against f32 (x and w take each), and against f16. */
+static const vkattn_dtype dtypes_bf16[2] = {VKATTN_DTYPE_BF16, VKATTN_DTYPE_F32};
+static const vkattn_dtype dtypes_bf16_f16[2] = {VKATTN_DTYPE_F16, VKATTN_DTYPE_BF16};
 
 /* Case i of a seeded grid over odd shapes: every M, N and K of the lists
  * appears with every dtype pair, rank 2 and 3, bias on and off, padded rows
  * and offsets. */
-static lin_case grid_case(int i, test_rng *rng)
+static lin_case grid_case(int i, test_rng *rng, const vkattn_dtype set[2])
 {
     static const int64_t Ms[] = {1, 2, 3, 5, 8, 17, 64, 130};
     static const int64_t NKs[] = {1, 3, 8, 24, 100, 257};
@@ -175,8 +178,8 @@ static lin_case grid_case(int i, test_rng *rng)
     c.B = c.rank3 ? 2 : 1;
     c.T = M / c.B;
     c.bias = i % 2 == 1;
-    c.xdt = dtypes[(i / 2) % 2];
-    c.wdt = dtypes[(i / 4) % 2];
+    c.xdt = set[(i / 2) % 2];
+    c.wdt = set[(i / 4) % 2];
     c.xpad = (int64_t)test_rng_below(rng, 3) * 4 * (i % 4 == 1);
     c.wpad = i % 5 == 2 ? 8 : 0;
     c.ypad = i % 5 == 0 ? 3 : 0;
@@ -201,14 +204,26 @@ static lin_case grid_case(int i, test_rng *rng)
  * below, which together run the whole grid. */
 typedef enum grid_form { GRID_MATRIX, GRID_BATCHED, GRID_SEGMENTS } grid_form;
 
-static void run_grid(test_gpu *g, grid_form form)
+static void run_grid_of(test_gpu *g, grid_form form, const vkattn_dtype set[2])
 {
     test_rng rng = test_rng_seed(2024);
     for (int i = 0; i < 48; i++) {
-        lin_case c = grid_case(i, &rng);
+        lin_case c = grid_case(i, &rng, set);
         grid_form f = c.internal ? GRID_SEGMENTS : c.rank3 ? GRID_BATCHED : GRID_MATRIX;
         if (f == form)
             run_case(g->ctx, &c, (uint64_t)i + 1);
+    }
+}
+
+static void run_grid(test_gpu *g, grid_form form) { run_grid_of(g, form, dtypes); }
+
+/* The whole grid with bf16 operands: storage paths only (bf16 has no texel
+ * view, so the texel policies would run the very same kernels again). */
+static void test_grid_bf16(void **state)
+{
+    for (int form = GRID_MATRIX; form <= GRID_SEGMENTS; form++) {
+        run_grid_of(*state, (grid_form)form, dtypes_bf16);
+        run_grid_of(*state, (grid_form)form, dtypes_bf16_f16);
     }
 }
 
@@ -474,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_grid_segments_any_offset),
         cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_segments),
+        cmocka_unit_test(test_grid_bf16),
         cmocka_unit_test(test_larger_than_one_binding),
     };
     const struct CMUnitTest once[] = {

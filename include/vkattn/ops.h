@@ -266,7 +266,8 @@ typedef struct vkattn_mha_weights {
 
 /* y = x W^T + b (torch.nn.Linear). x [M, K] or [B, T, K]; w [N, K];
  * b [N] (optional: buffer NULL); y [M, N] or [B, T, N] (x's leading shape).
- * dtypes: x and y f32 or f16 (the same); w and b f32 or f16 (the same);
+ * dtypes: x and y f32, f16 or bf16 (the same); w and b f32, f16 or bf16
+ * (the same; bf16 operands are read from storage buffers, never texel views);
  * accumulation is fp32. The last dimension of every tensor must be contiguous
  * (stride 1); other strides are free. Offsets: multiples of 16 bytes. */
 typedef struct vkattn_linear_args {

@@ -29,7 +29,10 @@ void linear_check_written(const uint8_t *got, const uint8_t *before, size_t byte
         vals[i] = test_load(got, dt, idx[i]);
         memset(written + idx[i] * es, 1, es);
     }
-    test_assert_close(vals, want, n, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
+    double tol = dt == VKATTN_DTYPE_F16    ? TEST_TOL_F16
+                 : dt == VKATTN_DTYPE_BF16 ? TEST_TOL_BF16
+                                           : TEST_TOL_F32;
+    test_assert_close(vals, want, n, tol, what);
     for (size_t i = 0; i < bytes; i++)
         if (!written[i] && got[i] != before[i])
             fail_msg("%s: byte %zu outside the elements written changed (0x%02x -> 0x%02x)", what,

@@ -251,8 +251,10 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
         if (!is_pool(&a->segments[i]))
             VKA_TRY(vka_tensor_resolve(ctx, &a->segments[i].dst, dst_names[i], &p->dst[i]));
 
-    VKA_TRY(vka_tensor_check_float(ctx, &p->x, "args->x", "the linear op"));
-    VKA_TRY(vka_tensor_check_float(ctx, &p->w, "args->w", "the linear op"));
+    if (p->x.dtype != VKATTN_DTYPE_BF16) /* f32, f16 or bf16 */
+        VKA_TRY(vka_tensor_check_float(ctx, &p->x, "args->x", "the linear op (or bf16)"));
+    if (p->w.dtype != VKATTN_DTYPE_BF16)
+        VKA_TRY(vka_tensor_check_float(ctx, &p->w, "args->w", "the linear op (or bf16)"));
     if (p->b.buffer)
         VKA_TRY(check_same_dtype(ctx, &p->b, "args->b", &p->w, "args->w"));
     for (uint32_t i = 0; i < a->segment_count; i++)

@@ -212,8 +212,8 @@ void vka_linear_tuning_key(const vka_linear_problem *p, uint32_t key[7])
     key[0] = vka_tuning_bucket(p->M, rows, 12);
     key[1] = vka_tuning_bucket(p->N, cols, 4);
     key[2] = vka_tuning_bucket(p->K, cols, 4);
-    key[3] = p->x.dtype == VKATTN_DTYPE_F16;
-    key[4] = p->w.dtype == VKATTN_DTYPE_F16;
+    key[3] = (p->x.dtype == VKATTN_DTYPE_F16) + 2u * (p->x.dtype == VKATTN_DTYPE_BF16);
+    key[4] = (p->w.dtype == VKATTN_DTYPE_F16) + 2u * (p->w.dtype == VKATTN_DTYPE_BF16);
     key[5] = 0;
     key[6] = 0;
 }

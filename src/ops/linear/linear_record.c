@@ -18,6 +18,7 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
 #define KIND_f32 VKA_STORAGE_F32
 #define KIND_f16 VKA_STORAGE_F16
 #define KIND_f16p VKA_STORAGE_F16P
+#define KIND_bf16 VKA_STORAGE_BF16
 #define IN_tex VKA_BINDING_TEXEL
 #define IN_texp VKA_BINDING_TEXEL
 #define IN_vec VKA_BINDING_STORAGE
@@ -42,24 +43,38 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
     LINEAR_KERNEL(fam, mode, full, f32, f16), LINEAR_KERNEL(fam, mode, full, f32, f16p),    \
         LINEAR_KERNEL(fam, mode, full, f16, f32), LINEAR_KERNEL(fam, mode, full, f16, f16), \
         LINEAR_KERNEL(fam, mode, full, f16p, f32), LINEAR_KERNEL(fam, mode, full, f16p, f16p)
+/* The pairs with a bf16 (storage modes only: bf16 has no texel view). */
+#define LINEAR_KERNELS_BF16(fam, mode, full)                                                   \
+    LINEAR_KERNEL(fam, mode, full, f32, bf16), LINEAR_KERNEL(fam, mode, full, f16, bf16),      \
+        LINEAR_KERNEL(fam, mode, full, f16p, bf16), LINEAR_KERNEL(fam, mode, full, bf16, f32), \
+        LINEAR_KERNEL(fam, mode, full, bf16, f16), LINEAR_KERNEL(fam, mode, full, bf16, f16p), \
+        LINEAR_KERNEL(fam, mode, full, bf16, bf16)
 #define LINEAR_KERNELS(fam, mode, full)                                               \
     {                                                                                 \
         LINEAR_KERNEL(fam, mode, full, f32, f32), LINEAR_KERNELS_F16(fam, mode, full) \
+    }
+#define LINEAR_KERNELS_STORAGE(fam, mode, full)                                        \
+    {                                                                                  \
+        LINEAR_KERNEL(fam, mode, full, f32, f32), LINEAR_KERNELS_F16(fam, mode, full), \
+            LINEAR_KERNELS_BF16(fam, mode, full)                                       \
     }
 /* texp exists where an operand is f16 (f32 x f32 reads like tex). */
 #define LINEAR_KERNELS_TEXP(fam, full)      \
     {                                       \
         LINEAR_KERNELS_F16(fam, texp, full) \
     }
-#define LINEAR_FAMILY(fam, full)                                                                  \
-    {                                                                                             \
-        [MODE_TEX] = LINEAR_KERNELS(fam, tex, full), [MODE_VEC] = LINEAR_KERNELS(fam, vec, full), \
-        [MODE_SCA] = LINEAR_KERNELS(fam, sca, full), [MODE_TEXP] = LINEAR_KERNELS_TEXP(fam, full) \
+#define LINEAR_FAMILY(fam, full)                             \
+    {                                                        \
+        [MODE_TEX] = LINEAR_KERNELS(fam, tex, full),         \
+        [MODE_VEC] = LINEAR_KERNELS_STORAGE(fam, vec, full), \
+        [MODE_SCA] = LINEAR_KERNELS_STORAGE(fam, sca, full), \
+        [MODE_TEXP] = LINEAR_KERNELS_TEXP(fam, full)         \
     }
-#define LINEAR_FAMILY_NO_TEXP(fam, full)                                                          \
-    {                                                                                             \
-        [MODE_TEX] = LINEAR_KERNELS(fam, tex, full), [MODE_VEC] = LINEAR_KERNELS(fam, vec, full), \
-        [MODE_SCA] = LINEAR_KERNELS(fam, sca, full)                                               \
+#define LINEAR_FAMILY_NO_TEXP(fam, full)                     \
+    {                                                        \
+        [MODE_TEX] = LINEAR_KERNELS(fam, tex, full),         \
+        [MODE_VEC] = LINEAR_KERNELS_STORAGE(fam, vec, full), \
+        [MODE_SCA] = LINEAR_KERNELS_STORAGE(fam, sca, full)  \
     }
 
 /* Mirrors the push constants of shaders/linear_io.glsl (128 bytes: the
@@ -87,8 +102,9 @@ typedef struct linear_push {
 _Static_assert(sizeof(linear_push) == 128, "linear push constants must fit 128 bytes");
 
 /* [family][mode][x storage][w storage]; entries without SPIR-V (texp of the
- * shared-memory GEMM, texp of f32 x f32) are never chosen. */
-static const vka_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][3][3] = {
+ * shared-memory GEMM, texp of f32 x f32, texel modes with a bf16) are never
+ * chosen. */
+static const vka_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][4][4] = {
     [LINEAR_FAM_SG] = LINEAR_FAMILY(sg, true),
     [LINEAR_FAM_SH] = LINEAR_FAMILY_NO_TEXP(sh, false),
     [LINEAR_FAM_GEMV_SG] = LINEAR_FAMILY(gemvsg, true),

@@ -25,9 +25,12 @@ vkattn_result vkattn_linear_tune(vkattn_context *ctx, const vkattn_linear_tune_a
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "vkattn_linear_tune: args->m %u, n %u and k %u must all be >= 1", m, n, k);
     char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
-    if (!vka_dtype_is_float(x_dtype) || !vka_dtype_is_float(w_dtype))
+    bool x_ok = vka_dtype_is_float(x_dtype) || x_dtype == VKATTN_DTYPE_BF16;
+    bool w_ok = vka_dtype_is_float(w_dtype) || w_dtype == VKATTN_DTYPE_BF16;
+    if (!x_ok || !w_ok)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        "vkattn_linear_tune: args->x_dtype %s and w_dtype %s must be f32 or f16",
+                        "vkattn_linear_tune: args->x_dtype %s and w_dtype %s must be f32, f16 or "
+                        "bf16",
                         vka_dtype_text(x_dtype, b1), vka_dtype_text(w_dtype, b2));
     vkattn_buffer *bx = NULL, *bw = NULL, *by = NULL;
     vka_linear_problem p;
