@@ -187,7 +187,7 @@ foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
 endforeach()
 
 # kv_append.comp: K and V of a step copied into a KV cache's block pools.
-foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
+foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_storage_defines(ok extra ${dt})
   vkattn_shader(kv_append_${dt} kv_append.comp DEFINES DT=${dt} ${extra})
 endforeach()
@@ -197,7 +197,21 @@ endforeach()
 # cache's storage), writing either the output (one split) or split-KV partial
 # results, which kv_attention_combine.comp merges (by out storage).
 vkattn_attention_variants(kv_attention sg sm)
-foreach(q IN LISTS VKATTN_STORAGE_TYPES)
+# bf16 caches or queries: storage buffers only (no texel view; so never the
+# decode kernel below, which reads texels), every pair with a bf16.
+foreach(q f32 f16 f16p bf16)
+  foreach(kv f32 f16 f16p bf16)
+    if(NOT (q STREQUAL "bf16" OR kv STREQUAL "bf16"))
+      continue()
+    endif()
+    vkattn_storage_defines(ok extra ${q} ${kv})
+    foreach(family sg sm)
+      vkattn_shader(kv_attention_${family}_${q}_${kv} kv_attention_${family}.comp
+                    DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
+    endforeach()
+  endforeach()
+endforeach()
+foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_storage_defines(ok extra ${q})
   vkattn_shader(kv_attention_combine_${q} kv_attention_combine.comp DEFINES O_DT=${q} ${extra})
 endforeach()

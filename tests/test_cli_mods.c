@@ -483,8 +483,12 @@ static void test_mask_forms(void **state)
     /* (the layer's keys are its own T tokens: MB's Tk is TK) */
     mha_args(args, sizeof args, opts, "O.npy");
     expect_failure(args, "--mask", "kv_len");
-    mha_args(args, sizeof args, "--dtype bf16", "O.npy");
-    expect_failure(args, "--dtype bf16", "f32 or f16");
+    /* a bf16 layer, forward and through a paged bf16 KV cache */
+    mha_args(args, sizeof args, "--dtype bf16 --causal --window 4 --check", "O.npy");
+    cli_expect_success(args);
+    mha_args(args, sizeof args, "--dtype bf16 --causal --prefill 3 --paged-block 4 --check",
+             "O.npy");
+    cli_expect_success(args);
     static const struct {
         const char *opts, *needle, *also;
     } bad[] = {

@@ -97,7 +97,7 @@ void test_kv_errors(void **state)
                     vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
     a.q.dtype = VKATTN_DTYPE_U8;
-    FAILS_UNCHANGED(VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->q.dtype is u8: f32 or f16",
+    FAILS_UNCHANGED(VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->q.dtype is u8: f32, f16 or bf16",
                     vkattn_kv_attention(ctx, &a));
     a = att_args(&h, &io1, &one, 0.0f, 0);
     a.q.offset = 8;

@@ -212,10 +212,6 @@ static int check_layer_options(const mha_job *m)
     }
     if (cli_mods_check_given(&m->mods, &m->job, &in[SLOPES]) != 0)
         return -1;
-    if (m->job.dtype == VKATTN_DTYPE_BF16) {
-        cli_error("mha: --dtype bf16: the layer stores f32 or f16 (bf16 is attention's so far)");
-        return -1;
-    }
     if (m->job.causal_top_left && m->prefill) {
         cli_error("mha: --causal-top-left with --prefill: a KV cache's queries are its newest "
                   "tokens, so its steps are causal bottom-right aligned (use --causal)");

@@ -38,7 +38,7 @@ typedef struct vkattn_kv_cache_desc {
     uint32_t num_kv_heads;  /* Hkv, required */
     uint32_t num_heads;     /* Hq of the queries that attend to it; 0: num_kv_heads */
     uint32_t head_dim;      /* Dh, required: a multiple of 8 from 8 to 256 */
-    vkattn_dtype dtype;     /* f32 (default) or f16 */
+    vkattn_dtype dtype;     /* f32 (default), f16 or bf16 */
     uint32_t max_sequences; /* required */
     uint32_t capacity;      /* the most tokens one sequence can hold, required */
     uint32_t block_size;    /* 0: contiguous; else tokens per block (paged) */

@@ -105,9 +105,9 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
     }
     if (d.kv_dim == 0)
         d.kv_dim = d.embed_dim;
-    if (!vka_dtype_is_float(d.dtype)) {
+    if (!vka_dtype_is_float(d.dtype) && d.dtype != VKATTN_DTYPE_BF16) {
         char b[VKA_DTYPE_TEXT];
-        vka_error_format(error, error_size, "desc->dtype %s is not supported: f32 or f16",
+        vka_error_format(error, error_size, "desc->dtype %s is not supported: f32, f16 or bf16",
                          vka_dtype_text(d.dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }

@@ -23,9 +23,9 @@ static vkattn_result check_tensor(vkattn_kv_cache *c, const vkattn_tensor *in, c
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "%s.rank is %u: expected 4 ([B, Hq, T, Dh])", what, t->rank);
     char b[VKA_DTYPE_TEXT];
-    if (!vka_dtype_is_float(t->dtype))
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s: f32 or f16", what,
-                        vka_dtype_text(t->dtype, b));
+    if (!vka_dtype_is_float(t->dtype) && t->dtype != VKATTN_DTYPE_BF16)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s: f32, f16 or bf16",
+                        what, vka_dtype_text(t->dtype, b));
     if (t->shape[1] % c->d.num_kv_heads)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                         "%s.shape[1] (num_heads) %lld is not a multiple of the cache's "

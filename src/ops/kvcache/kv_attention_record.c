@@ -32,6 +32,10 @@ _Static_assert(sizeof(vka_kv_main_push) <= 128, "the push constant limit every d
 
 static const vka_kernel sg_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sg, true);
 static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sm, false);
+/* ... and the pairs with a bf16 (storage only: the config never picks
+ * texel inputs or the decode kernel for bf16, see kv_attention_config.c) */
+static const vka_kernel sg_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(KV_STORAGE, sg, true);
+static const vka_kernel sm_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(KV_STORAGE, sm, false);
 /* Texel inputs (rgba32f views of f32 data, rgba32ui views of f16 data), by
  * [q/out storage][cache dtype is f16]. */
 #define KV_TEXEL_TABLE(fam, full)                                       \
@@ -58,8 +62,8 @@ static const vka_kernel dec_texel[3][2] = {
     [VKA_STORAGE_F16] = {DEC_KERNEL(tex_f16_f32), DEC_KERNEL(tex_f16_f16)},
     [VKA_STORAGE_F16P] = {DEC_KERNEL(tex_f16p_f32), DEC_KERNEL(tex_f16p_f16)},
 };
-static const vka_kernel combine_kernels[3] = {COMBINE_KERNEL(f32), COMBINE_KERNEL(f16),
-                                              COMBINE_KERNEL(f16p)};
+static const vka_kernel combine_kernels[4] = {COMBINE_KERNEL(f32), COMBINE_KERNEL(f16),
+                                              COMBINE_KERNEL(f16p), COMBINE_KERNEL(bf16)};
 
 #define COMBINE_WORKGROUP 64u
 
@@ -96,6 +100,8 @@ static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_kv_con
 {
     uint32_t qs = vka_storage_kind(ctx, q), ks = vka_storage_kind(ctx, kv);
     bool f16 = kv == VKATTN_DTYPE_F16;
+    if (qs == VKA_STORAGE_BF16 || ks == VKA_STORAGE_BF16)
+        return cfg->kernel == VKA_KV_KERNEL_SUBGROUP ? &sg_bf16[qs][ks] : &sm_bf16[qs][ks];
     switch (cfg->kernel) {
     case VKA_KV_KERNEL_DECODE:
         return &dec_texel[qs][f16];

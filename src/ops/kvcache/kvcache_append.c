@@ -16,10 +16,11 @@
         .push_size = 11 * 4                                                             \
     }
 
-static const vka_kernel append_kernels[3] = {
+static const vka_kernel append_kernels[4] = {
     [VKA_STORAGE_F32] = APPEND_KERNEL(f32),
     [VKA_STORAGE_F16] = APPEND_KERNEL(f16),
     [VKA_STORAGE_F16P] = APPEND_KERNEL(f16p),
+    [VKA_STORAGE_BF16] = APPEND_KERNEL(bf16),
 };
 
 typedef struct append_push {

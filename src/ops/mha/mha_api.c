@@ -189,6 +189,8 @@ static vkattn_result upload(vkattn_mha *m, uint64_t offset, const void *src, vka
                                                : vkattn_bf16_to_f32(h[i]);
             if (m->d.dtype == VKATTN_DTYPE_F16)
                 ((uint16_t *)staging)[i] = vkattn_f32_to_f16(x);
+            else if (m->d.dtype == VKATTN_DTYPE_BF16)
+                ((uint16_t *)staging)[i] = vkattn_f32_to_bf16(x);
             else
                 ((float *)staging)[i] = x;
         }
