@@ -19,6 +19,11 @@ packages=(
   clang-format           # tools/format.sh --check (the tests run it)
   clang                  # libFuzzer harnesses (tools/fuzz.sh, tests/fuzz; tools/test.sh)
   libclang-rt-14-dev     # clang's libFuzzer and sanitizer runtimes for those
+  python3-numpy          # the Python package (python/vkattn): arrays in and out
+  python3-pytest         # its tests (tests/python), run by ctest on the shared build
+  python3-venv           # ... which install it with pip into a venv
+  python3-setuptools     # (pip install --no-build-isolation uses Debian's setuptools
+  python3-wheel          #  and wheel, as python/README.md documents)
 )
 
 missing=()

@@ -33,7 +33,7 @@ run_ctest build
 if [[ "${1:-}" != "--quick" ]]; then
   bash "$root/tools/build.sh" build-shared -DBUILD_SHARED_LIBS=ON -DVKATTN_BUILD_BENCH=OFF
   echo "== shared library (build-shared/)"
-  run_ctest build-shared -R 'packaging|example|test_context|test_mha|test_embedding|test_decode'
+  run_ctest build-shared -R 'packaging|example|test_context|test_mha|test_embedding|test_decode|test_python'
 
   bash "$root/tools/build.sh" build-asan -DVKATTN_SANITIZE=ON -DVKATTN_BUILD_BENCH=OFF
   echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"

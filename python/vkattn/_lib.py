@@ -1,0 +1,352 @@
+"""ctypes mirror of the C API (include/vkattn.h and its parts) and the loader.
+
+Every Structure below mirrors a C struct field by field, in order, with the
+same types (enums are int, bool is c_bool). tests/python/test_layout.py
+compiles a C program against the header and compares sizes and offsets, so a
+change of the header that is not made here fails a test.
+"""
+import ctypes
+import ctypes.util
+import os
+import sys
+
+# ------------------------------------------------------------------ constants
+SUCCESS = 0
+ERROR_INVALID_ARGUMENT = -1
+ERROR_OUT_OF_RANGE = -10
+ERROR_SHAPE_MISMATCH = -11
+ERROR_UNSUPPORTED_DTYPE = -12
+
+DTYPE_F32, DTYPE_F16, DTYPE_U8, DTYPE_I32, DTYPE_BF16 = 0, 1, 2, 3, 4
+CONTEXT_VALIDATION = 1 << 0
+CAUSAL_BOTTOM_RIGHT, CAUSAL_TOP_LEFT = 0, 1
+BOOL_MASK_TRUE_ATTENDS, BOOL_MASK_TRUE_BLOCKS = 0, 1
+LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERROR = 0, 1, 2, 3
+MAX_RANK = 4
+
+_u32, _u64, _i64, _f32, _bool, _int = (ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64,
+                                       ctypes.c_float, ctypes.c_bool, ctypes.c_int)
+_ptr = ctypes.c_void_p
+
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+
+
+class DeviceInfo(ctypes.Structure):
+    _fields_ = [
+        ("index", _u32),
+        ("name", ctypes.c_char * 256),
+        ("driver_name", ctypes.c_char * 256),
+        ("driver_info", ctypes.c_char * 256),
+        ("type", _int),
+        ("vendor_id", _u32), ("device_id", _u32),
+        ("api_version", _u32),
+        ("subgroup_size", _u32), ("subgroup_size_min", _u32), ("subgroup_size_max", _u32),
+        ("subgroup_shuffle", _bool), ("subgroup_arithmetic", _bool),
+        ("subgroup_size_control", _bool),
+        ("max_shared_memory", _u32),
+        ("max_workgroup_invocations", _u32),
+        ("max_workgroup_size", _u32 * 3),
+        ("max_workgroup_count", _u32 * 3),
+        ("fp16_arithmetic", _bool), ("storage_16bit", _bool),
+        ("f16_path", _int),
+        ("max_storage_buffer_range", _u64),
+        ("max_texel_buffer_elements", _u64),
+        ("min_storage_buffer_offset_alignment", _u64),
+        ("min_texel_buffer_offset_alignment", _u64),
+        ("max_allocation_size", _u64),
+        ("device_local_bytes", _u64),
+        ("unified_memory", _bool), ("timestamps", _bool),
+        ("timestamp_period_ns", _f32),
+        ("push_constant_bytes", _u32),
+        ("texel_inputs", _bool), ("subgroup_kernels", _bool),
+        ("supported", _bool),
+        ("unsupported_reason", ctypes.c_char * 128),
+    ]
+
+
+class ContextDesc(ctypes.Structure):
+    _fields_ = [
+        ("device", ctypes.c_char_p),
+        ("flags", _u32),
+        ("log", LOG_FN),
+        ("log_user", _ptr),
+        ("allocator", _ptr),
+        ("borrow", _ptr),
+        ("vulkan_allocator", _ptr),
+        ("pipeline_cache_path", ctypes.c_char_p),
+        ("pipeline_cache_data", _ptr),
+        ("pipeline_cache_size", ctypes.c_size_t),
+        ("tuning_path", ctypes.c_char_p),
+        ("tuning_data", _ptr),
+        ("tuning_size", ctypes.c_size_t),
+        ("get_instance_proc_addr", _ptr),
+    ]
+
+
+class BufferDesc(ctypes.Structure):
+    _fields_ = [("size", _u64), ("extra_usage", _u32)]
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [
+        ("buffer", _ptr),
+        ("offset", _u64),
+        ("dtype", _int),
+        ("rank", _u32),
+        ("shape", _i64 * MAX_RANK),
+        ("strides", _i64 * MAX_RANK),
+    ]
+
+
+class HostTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", _ptr),
+        ("dtype", _int),
+        ("rank", _u32),
+        ("shape", _i64 * MAX_RANK),
+        ("strides", _i64 * MAX_RANK),
+    ]
+
+
+class AttentionArgs(ctypes.Structure):
+    _fields_ = [
+        ("q", Tensor), ("k", Tensor), ("v", Tensor), ("out", Tensor),
+        ("mask", Tensor), ("key_padding", Tensor), ("weights", Tensor),
+        ("causal", _bool),
+        ("scale", _f32),
+        ("bool_mask", _int),
+        ("causal_align", _int),
+        ("window", _u32),
+        ("softcap", _f32),
+        ("sinks", Tensor),
+        ("alibi_slopes", Tensor),
+        ("alibi_max_bias", _f32),
+        ("lse", Tensor),
+    ]
+
+
+class RefAttentionArgs(ctypes.Structure):
+    _fields_ = [
+        ("q", HostTensor), ("k", HostTensor), ("v", HostTensor), ("out", HostTensor),
+        ("mask", HostTensor), ("key_padding", HostTensor), ("weights", HostTensor),
+        ("causal", _bool),
+        ("scale", _f32),
+        ("bool_mask", _int),
+        ("causal_align", _int),
+        ("window", _u32),
+        ("softcap", _f32),
+        ("sinks", HostTensor),
+        ("alibi_slopes", HostTensor),
+        ("alibi_max_bias", _f32),
+        ("lse", HostTensor),
+    ]
+
+
+class RopeDesc(ctypes.Structure):
+    _fields_ = [
+        ("theta", _f32),
+        ("dims", _u32),
+        ("style", _int),
+        ("scaling", _int),
+        ("factor", _f32),
+        ("low_freq_factor", _f32),
+        ("high_freq_factor", _f32),
+        ("original_max_positions", _u32),
+        ("reserved", _f32 * 8),
+    ]
+
+
+class MhaDesc(ctypes.Structure):
+    _fields_ = [
+        ("embed_dim", _u32), ("num_heads", _u32), ("num_kv_heads", _u32),
+        ("head_dim", _u32), ("kv_dim", _u32),
+        ("bias", _bool),
+        ("dtype", _int),
+        ("scale", _f32),
+        ("rope", RopeDesc),
+        ("qk_norm", _bool),
+        ("norm_eps", _f32),
+        ("window", _u32),
+        ("softcap", _f32),
+        ("sinks", _bool),
+        ("alibi", _bool),
+        ("alibi_max_bias", _f32),
+    ]
+
+
+class MhaWeights(ctypes.Structure):
+    _fields_ = [(n, _ptr) for n in ("wq", "wk", "wv", "wqkv", "wo", "bq", "bk", "bv", "bqkv",
+                                    "bo", "q_norm", "k_norm", "sinks", "alibi_slopes")]
+    _fields_ = _fields_ + [("dtype", _int)]
+
+
+class MhaForwardArgs(ctypes.Structure):
+    _fields_ = [
+        ("x", Tensor), ("kv", Tensor), ("y", Tensor),
+        ("mask", Tensor), ("key_padding", Tensor), ("weights", Tensor),
+        ("causal", _bool),
+        ("bool_mask", _int),
+        ("positions", Tensor),
+        ("causal_align", _int),
+        ("scratch", _ptr),
+        ("scratch_offset", _u64),
+    ]
+
+
+class RefMhaArgs(ctypes.Structure):
+    _fields_ = [
+        ("x", HostTensor), ("kv", HostTensor), ("y", HostTensor),
+        ("mask", HostTensor), ("key_padding", HostTensor), ("weights", HostTensor),
+        ("causal", _bool),
+        ("bool_mask", _int),
+        ("positions", HostTensor),
+        ("causal_align", _int),
+    ]
+
+
+class KvCacheDesc(ctypes.Structure):
+    _fields_ = [
+        ("num_kv_heads", _u32), ("num_heads", _u32), ("head_dim", _u32),
+        ("dtype", _int),
+        ("max_sequences", _u32), ("capacity", _u32), ("block_size", _u32),
+        ("num_blocks", _u32), ("window", _u32),
+    ]
+
+
+class MhaStepArgs(ctypes.Structure):
+    _fields_ = [
+        ("cache", _ptr),
+        ("batch", _u32),
+        ("sequences", ctypes.POINTER(_u32)),
+        ("x", Tensor), ("y", Tensor),
+        ("kv_splits", _u32),
+        ("scratch", _ptr),
+        ("scratch_offset", _u64),
+        ("mask", Tensor),
+    ]
+
+
+class KvAttentionArgs(ctypes.Structure):
+    _fields_ = [
+        ("cache", _ptr),
+        ("batch", _u32),
+        ("sequences", ctypes.POINTER(_u32)),
+        ("q", Tensor), ("out", Tensor),
+        ("scale", _f32),
+        ("kv_splits", _u32),
+        ("window", _u32),
+        ("softcap", _f32),
+        ("sinks", Tensor),
+        ("alibi_slopes", Tensor),
+        ("alibi_max_bias", _f32),
+        ("lse", Tensor),
+        ("mask", Tensor),
+    ]
+
+
+# The structs the layout test checks against the C compiler.
+STRUCTS = {
+    "vkattn_device_info": DeviceInfo,
+    "vkattn_context_desc": ContextDesc,
+    "vkattn_buffer_desc": BufferDesc,
+    "vkattn_tensor": Tensor,
+    "vkattn_host_tensor": HostTensor,
+    "vkattn_attention_args": AttentionArgs,
+    "vkattn_ref_attention_args": RefAttentionArgs,
+    "vkattn_rope_desc": RopeDesc,
+    "vkattn_mha_desc": MhaDesc,
+    "vkattn_mha_weights": MhaWeights,
+    "vkattn_mha_forward_args": MhaForwardArgs,
+    "vkattn_ref_mha_args": RefMhaArgs,
+    "vkattn_kv_cache_desc": KvCacheDesc,
+    "vkattn_mha_step_args": MhaStepArgs,
+    "vkattn_kv_attention_args": KvAttentionArgs,
+}
+
+# ------------------------------------------------------------------ functions
+_R = ctypes.c_int
+_P = ctypes.POINTER
+_FUNCS = {
+    "vkattn_version": (_u32, []),
+    "vkattn_version_string": (ctypes.c_char_p, []),
+    "vkattn_result_name": (ctypes.c_char_p, [_int]),
+    "vkattn_result_message": (ctypes.c_char_p, [_int]),
+    "vkattn_list_devices": (_R, [ctypes.c_char_p, _P(DeviceInfo), _u32, _P(_u32), _P(_u32),
+                                 LOG_FN, _ptr]),
+    "vkattn_device_type_name": (ctypes.c_char_p, [_int]),
+    "vkattn_context_create": (_R, [_P(ContextDesc), _P(_ptr)]),
+    "vkattn_context_destroy": (None, [_ptr]),
+    "vkattn_context_last_error": (ctypes.c_char_p, [_ptr]),
+    "vkattn_context_device_info": (_P(DeviceInfo), [_ptr]),
+    "vkattn_context_validation_counts": (None, [_ptr, _P(_u32), _P(_u32)]),
+    "vkattn_buffer_create": (_R, [_ptr, _P(BufferDesc), _P(_ptr)]),
+    "vkattn_buffer_destroy": (None, [_ptr]),
+    "vkattn_buffer_upload": (_R, [_ptr, _u64, _ptr, _u64]),
+    "vkattn_buffer_download": (_R, [_ptr, _u64, _ptr, _u64]),
+    "vkattn_attention": (_R, [_ptr, _P(AttentionArgs)]),
+    "vkattn_ref_attention": (_R, [_P(RefAttentionArgs), ctypes.c_char_p, ctypes.c_size_t]),
+    "vkattn_ref_mha": (_R, [_P(MhaDesc), _P(MhaWeights), _P(RefMhaArgs), ctypes.c_char_p,
+                            ctypes.c_size_t]),
+    "vkattn_mha_create": (_R, [_ptr, _P(MhaDesc), _P(_ptr)]),
+    "vkattn_mha_destroy": (None, [_ptr]),
+    "vkattn_mha_config": (_P(MhaDesc), [_ptr]),
+    "vkattn_mha_set_weights": (_R, [_ptr, _P(MhaWeights)]),
+    "vkattn_mha_forward": (_R, [_ptr, _P(MhaForwardArgs)]),
+    "vkattn_kv_cache_create": (_R, [_ptr, _P(KvCacheDesc), _P(_ptr)]),
+    "vkattn_kv_cache_destroy": (None, [_ptr]),
+    "vkattn_kv_cache_config": (_P(KvCacheDesc), [_ptr]),
+    "vkattn_kv_cache_length": (_R, [_ptr, _u32, _P(_u32)]),
+    "vkattn_kv_cache_truncate": (_R, [_ptr, _u32, _u32]),
+    "vkattn_mha_step": (_R, [_ptr, _P(MhaStepArgs)]),
+}
+
+
+def _candidates():
+    """Where the shared library may be, in order (see python/README.md)."""
+    env = os.environ.get("VKATTN_LIBRARY")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:  # written by CMake: the build tree's library, or the install's libdir
+        from . import _location
+        if getattr(_location, "LIBRARY", None):
+            yield _location.LIBRARY
+        if getattr(_location, "LIBDIR_FROM_PACKAGE", None):
+            yield os.path.normpath(os.path.join(here, _location.LIBDIR_FROM_PACKAGE,
+                                                "libvkattn.so.0"))
+    except ImportError:
+        pass
+    yield os.path.join(here, "libvkattn.so.0")
+    # pip-installed without the location file: the usual install prefixes
+    # (a venv's own prefix first, for `cmake --install --prefix $VIRTUAL_ENV`)
+    for prefix in (sys.prefix, "/usr/local", "/usr"):
+        for lib in ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu"):
+            yield os.path.join(prefix, lib, "libvkattn.so.0")
+    found = ctypes.util.find_library("vkattn")
+    if found:
+        yield found
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append(path)
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+            continue
+        for name, (restype, argtypes) in _FUNCS.items():
+            f = getattr(lib, name)
+            f.restype = restype
+            f.argtypes = argtypes
+        lib.path = path
+        return lib
+    raise ImportError("vkattn: cannot find libvkattn.so (set VKATTN_LIBRARY to its path); tried: "
+                      + "; ".join(tried))
+
+
+lib = _load()

@@ -1,0 +1,416 @@
+"""vkattn.MultiheadAttention (vkattn_mha) and its KV cache (vkattn_kv_cache)."""
+import ctypes
+
+import numpy as np
+
+from . import _arrays as A
+from . import _lib
+from ._context import Tensor
+from ._errors import Error, bad
+
+L = _lib.lib
+
+# state-dict names -> the weight they are (HF names and PyTorch's; both may
+# appear with or without a prefix)
+_NAMES = {
+    "q_proj.weight": "wq", "k_proj.weight": "wk", "v_proj.weight": "wv",
+    "q_proj.bias": "bq", "k_proj.bias": "bk", "v_proj.bias": "bv",
+    "o_proj.weight": "wo", "o_proj.bias": "bo",
+    "out_proj.weight": "wo", "out_proj.bias": "bo",
+    "q_proj_weight": "wq", "k_proj_weight": "wk", "v_proj_weight": "wv",
+    "in_proj_weight": "wqkv", "in_proj_bias": "bqkv",
+    "q_norm.weight": "q_norm", "k_norm.weight": "k_norm",
+    "sinks": "sinks", "alibi_slopes": "alibi_slopes",
+}
+_ROPE_STYLES = {"neox": 0, "gptj": 1}
+_ROPE_SCALINGS = {None: 0, "default": 0, "linear": 1, "llama3": 2}
+
+
+class LayerSpec:
+    """The layer's configuration (a vkattn_mha_desc) and its state-dict rules."""
+
+    def __init__(self, embed_dim, num_heads, num_kv_heads=None, head_dim=None, kdim=None,
+                 bias=True, dtype="f32", scale=None, window=0, softcap=0.0, rope_theta=0.0,
+                 rope_dims=0, rope_style="neox", rope_scaling=None, qk_norm=False, norm_eps=0.0,
+                 sinks=False, alibi=False, alibi_max_bias=0.0):
+        for name, val in (("embed_dim", embed_dim), ("num_heads", num_heads)):
+            if int(val) <= 0:
+                raise bad("%s %d: must be > 0" % (name, int(val)))
+        Hq = A.u32("num_heads", num_heads)
+        Hkv = Hq if num_kv_heads is None else A.u32("num_kv_heads", num_kv_heads)
+        if Hkv <= 0 or Hq % Hkv:
+            raise bad("num_kv_heads %d does not divide num_heads %d" % (Hkv, Hq))
+        Dm = A.u32("embed_dim", embed_dim)
+        if head_dim is None:
+            if Dm % Hq:
+                raise bad("embed_dim %d is not a multiple of num_heads %d (give head_dim)"
+                          % (Dm, Hq))
+            Dh = Dm // Hq
+        else:
+            Dh = A.u32("head_dim", head_dim)
+        d = _lib.MhaDesc()
+        d.embed_dim, d.num_heads, d.num_kv_heads, d.head_dim = Dm, Hq, Hkv, Dh
+        d.kv_dim = Dm if kdim is None else A.u32("kdim", kdim)
+        d.bias = bool(bias)
+        d.dtype = A.dtype_code(dtype)
+        d.scale = 0.0 if scale is None else float(scale)
+        d.window = A.u32("window", window)
+        d.softcap = float(softcap)
+        d.rope.theta = float(rope_theta)
+        d.rope.dims = A.u32("rope_dims", rope_dims)
+        if rope_style not in _ROPE_STYLES:
+            raise bad("rope_style %r: use 'neox' (rotate_half) or 'gptj' (interleaved)"
+                      % (rope_style,))
+        d.rope.style = _ROPE_STYLES[rope_style]
+        if rope_scaling is not None:  # Hugging Face's rope_scaling dict
+            kind = rope_scaling.get("rope_type", rope_scaling.get("type"))
+            if kind not in _ROPE_SCALINGS:
+                raise bad("rope_scaling type %r: use 'linear' or 'llama3'" % (kind,))
+            d.rope.scaling = _ROPE_SCALINGS[kind]
+            d.rope.factor = float(rope_scaling.get("factor", 0.0))
+            d.rope.low_freq_factor = float(rope_scaling.get("low_freq_factor", 0.0))
+            d.rope.high_freq_factor = float(rope_scaling.get("high_freq_factor", 0.0))
+            d.rope.original_max_positions = A.u32("original_max_position_embeddings",
+                                                  rope_scaling.get(
+                                                      "original_max_position_embeddings", 0))
+        d.qk_norm = bool(qk_norm)
+        d.norm_eps = float(norm_eps)
+        d.sinks = bool(sinks)
+        d.alibi = bool(alibi or alibi_max_bias)
+        d.alibi_max_bias = float(alibi_max_bias)
+        self.desc = d
+
+    def sizes(self):
+        d = self.desc
+        q, kv = d.num_heads * d.head_dim, d.num_kv_heads * d.head_dim
+        return {"wq": (q, d.embed_dim), "wk": (kv, d.kv_dim), "wv": (kv, d.kv_dim),
+                "wo": (d.embed_dim, q), "bq": (q,), "bk": (kv,), "bv": (kv,),
+                "bo": (d.embed_dim,), "q_norm": (d.head_dim,), "k_norm": (d.head_dim,),
+                "sinks": (d.num_heads,), "alibi_slopes": (d.num_heads,)}
+
+    def parse_state_dict(self, state, prefix=""):
+        """{wq, wk, wv, wo, [bq, bk, bv, bo]}: float32 arrays of checked shapes."""
+        if not hasattr(state, "items"):
+            raise bad("state_dict: a mapping of names to arrays")
+        found, unknown = {}, []
+        for key, val in state.items():
+            if not key.startswith(prefix):
+                continue
+            name = key[len(prefix):]
+            if name in ("bias_k", "bias_v"):
+                raise bad("state_dict: %s (add_bias_kv) is not supported" % key)
+            if name not in _NAMES:
+                unknown.append(key)
+                continue
+            found[_NAMES[name]] = (key, A.as_numpy(val, key).astype(np.float32))
+        if unknown:
+            raise bad("state_dict: unknown names %s (known: %s)"
+                      % (", ".join(sorted(unknown)), ", ".join(sorted(_NAMES))))
+        d, sizes = self.desc, self.sizes()
+        q, kv = d.num_heads * d.head_dim, d.num_kv_heads * d.head_dim
+        # the packed projection (torch's in_proj_*) is split by rows
+        for packed, parts in (("wqkv", ("wq", "wk", "wv")), ("bqkv", ("bq", "bk", "bv"))):
+            if packed not in found:
+                continue
+            key, a = found.pop(packed)
+            if any(p in found for p in parts):
+                raise bad("state_dict: %s together with separate q/k/v projections" % key)
+            if a.shape[0] != q + 2 * kv:
+                raise bad("state_dict: %s has %d rows; (num_heads + 2 num_kv_heads) * head_dim "
+                          "is %d" % (key, a.shape[0], q + 2 * kv))
+            for p, lo, hi in zip(parts, (0, q, q + kv), (q, q + kv, q + 2 * kv)):
+                found[p] = (key, a[lo:hi])
+        weights = {}
+        for name in ("wq", "wk", "wv", "wo"):
+            if name not in found:
+                raise bad("state_dict: no %s weight (names: %s)" % (
+                    name[1], ", ".join(k for k, v in _NAMES.items() if v in (name, "wqkv"))))
+        needed = {"q_norm": d.qk_norm, "k_norm": d.qk_norm, "sinks": d.sinks}
+        for name, need in needed.items():
+            if need and name not in found:
+                raise bad("state_dict: no %s (the layer has %s)"
+                          % (name, "qk_norm" if "norm" in name else "sinks"))
+        for name, (key, a) in found.items():
+            if name.startswith("b") and not d.bias:
+                raise bad("state_dict: %s, but the layer has bias=False" % key)
+            if name in needed and not needed[name] or name == "alibi_slopes" and not d.alibi:
+                raise bad("state_dict: %s, but the layer was made without %s" % (key, name))
+            if tuple(a.shape) != sizes[name]:
+                raise bad("state_dict: %s has shape %s; the layer needs %s"
+                          % (key, tuple(a.shape), sizes[name]))
+            weights[name] = np.ascontiguousarray(a, dtype=np.float32)
+        return weights
+
+    def c_weights(self, weights, dtype):
+        w = _lib.MhaWeights()
+        for name, a in weights.items():
+            setattr(w, name, a.ctypes.data)
+        w.dtype = dtype
+        w._keep = weights  # the arrays outlive the struct's use
+        return w
+
+    def ref_desc(self):
+        d = _lib.MhaDesc()
+        ctypes.pointer(d)[0] = self.desc
+        d.dtype = _lib.DTYPE_F32
+        return d
+
+
+class MultiheadAttention:
+    """An attention layer on the device (vkattn_mha): Q/K/V projections,
+    attention, output projection, with its weights in device memory.
+
+    MultiheadAttention(ctx, embed_dim, num_heads, num_kv_heads=None, bias=True,
+    kdim=None, dtype="f32", head_dim=None, window=0, softcap=0.0, scale=None,
+    rope_theta=0.0, rope_dims=0, rope_style="neox", rope_scaling=None (HF's dict),
+    qk_norm=False, norm_eps=0.0, sinks=False, alibi=False, alibi_max_bias=0.0):
+    modern decoder layers (see include/vkattn/ops.h "MHA layer"); their weights
+    come as q_norm.weight, k_norm.weight, sinks, alibi_slopes.
+    Weights use torch.nn.Linear's layout; load them with load_state_dict,
+    which takes nn.MultiheadAttention's names (in_proj_weight, in_proj_bias,
+    q/k/v_proj_weight, out_proj.weight, out_proj.bias) or Hugging Face's
+    (q_proj, k_proj, v_proj, o_proj with .weight / .bias).
+    Inputs are batch-first, x [B, T, embed_dim] (nn.MultiheadAttention's
+    batch_first=True)."""
+
+    def __init__(self, ctx, embed_dim, num_heads, num_kv_heads=None, bias=True, kdim=None,
+                 dtype="f32", head_dim=None, window=0, softcap=0.0, scale=None, **options):
+        self.ctx = ctx
+        self._handle = None
+        self.spec = LayerSpec(embed_dim, num_heads, num_kv_heads, head_dim, kdim, bias, dtype,
+                              scale, window, softcap, **options)
+        self.host_weights = None
+        h = ctypes.c_void_p()
+        ctx._check(L.vkattn_mha_create(ctx._h(), ctypes.byref(self.spec.desc), ctypes.byref(h)))
+        self._handle = h.value
+        ctx._register(self)
+
+    @property
+    def embed_dim(self):
+        return self.spec.desc.embed_dim
+
+    @property
+    def dtype(self):
+        return A.DTYPE_NAMES[self.spec.desc.dtype]
+
+    def _h(self):
+        if not self._handle or self.ctx.closed:
+            raise Error("the layer is closed")
+        return self._handle
+
+    def close(self):
+        if self._handle and not self.ctx.closed:
+            L.vkattn_mha_destroy(self._handle)
+        self._handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def load_state_dict(self, state_dict, prefix=""):
+        """Uploads the weights of a state dict (arrays or torch tensors);
+        keys outside `prefix` are ignored, unknown keys inside it refused."""
+        weights = self.spec.parse_state_dict(state_dict, prefix)
+        cw = self.spec.c_weights(weights, _lib.DTYPE_F32)
+        self.ctx._check(L.vkattn_mha_set_weights(self._h(), ctypes.byref(cw)))
+        self.host_weights = weights
+        return self
+
+    def state_dict(self):
+        """The loaded weights under Hugging Face's names (host copies, float32)."""
+        names = {"wq": "q_proj.weight", "wk": "k_proj.weight", "wv": "v_proj.weight",
+                 "wo": "o_proj.weight", "bq": "q_proj.bias", "bk": "k_proj.bias",
+                 "bv": "v_proj.bias", "bo": "o_proj.bias", "q_norm": "q_norm.weight",
+                 "k_norm": "k_norm.weight", "sinks": "sinks", "alibi_slopes": "alibi_slopes"}
+        return {names[k]: v.copy() for k, v in (self.host_weights or {}).items()}
+
+    # -------------------------------------------------------------- calls
+    def _input(self, name, x, keep, ranks=(3,), code=None):
+        if isinstance(x, Tensor):
+            A.check_rank(x.shape, name, ranks)
+            return x._vk(), x.shape
+        a = A.as_numpy(x, name)
+        A.check_rank(a.shape, name, ranks)
+        if code is None:
+            code = A.mask_code(a, name) if name == "mask" else self.spec.desc.dtype
+            if a.dtype == np.bool_:
+                a = a.astype(np.uint8)
+        s = A.to_storage(a, code, name)
+        buf = self.ctx._buffer(s.nbytes)
+        keep.append(buf)
+        buf.upload(s)
+        t = _lib.Tensor()
+        t.buffer = buf.handle
+        A.fill(t, s.shape, A.element_strides(s), code)
+        return t, s.shape
+
+    def _loaded(self):
+        if self.host_weights is None:
+            raise Error("load_state_dict first: the layer has no weights")
+
+    def forward(self, x, kv=None, causal=False, key_padding_mask=None, need_weights=False,
+                mask=None, key_padding=None, mask_true_blocks=True, causal_top_left=False,
+                positions=None):
+        """y = the layer on x [B, Tq, embed_dim] (kv [B, Tk, kdim]: cross-attention).
+        Returns y [B, Tq, embed_dim], or (y, weights [B, Tq, Tk] averaged over
+        heads) with need_weights.
+        key_padding_mask: torch's convention, True = ignore; key_padding:
+        vkattn's, 1 = token. mask: as Context.attention, but a boolean mask
+        means True = hidden by default, as nn.MultiheadAttention's attn_mask
+        (mask_true_blocks=False: True = attend, as SDPA). positions: int32
+        [B, Tq], the RoPE position of each token (default 0..Tq-1)."""
+        self._loaded()
+        keep, outs = [], []
+        try:
+            args = _lib.MhaForwardArgs()
+            args.x, xs = self._input("x", x, keep)
+            B, Tq = xs[0], xs[1]
+            Tk = Tq
+            if kv is not None:
+                args.kv, ks = self._input("kv", kv, keep)
+                Tk = ks[1]
+            y = Tensor(self.ctx, (B, Tq, self.embed_dim), self.spec.desc.dtype)
+            outs.append(y)
+            args.y = y._vk()
+            if mask is not None:
+                args.mask, _ = self._input("mask", mask, keep, ranks=(2, 3, 4))
+            if isinstance(key_padding, Tensor):
+                args.key_padding, _ = self._input("key_padding", key_padding, keep, (2,))
+            else:
+                pad = A.padding_u8(key_padding, key_padding_mask)
+                if pad is not None:
+                    args.key_padding, _ = self._input("key_padding", pad, keep, (2,),
+                                                      _lib.DTYPE_U8)
+            w = None
+            if need_weights:
+                w = Tensor(self.ctx, (B, Tq, Tk), _lib.DTYPE_F32)
+                outs.append(w)
+                args.weights = w._vk()
+            if positions is not None:
+                args.positions, _ = self._input("positions", positions, keep, (2,),
+                                                _lib.DTYPE_I32)
+            args.causal = bool(causal)
+            args.bool_mask = _lib.BOOL_MASK_TRUE_BLOCKS if mask_true_blocks else \
+                _lib.BOOL_MASK_TRUE_ATTENDS
+            args.causal_align = _lib.CAUSAL_TOP_LEFT if causal_top_left else \
+                _lib.CAUSAL_BOTTOM_RIGHT
+            self.ctx._check(L.vkattn_mha_forward(self._h(), ctypes.byref(args)))
+            res = [t.numpy() for t in outs]
+            return tuple(res) if need_weights else res[0]
+        finally:
+            for b in keep + outs:
+                b.close()
+
+    __call__ = forward
+
+    def reference(self, x, kv=None, causal=False, key_padding_mask=None, need_weights=False,
+                  mask=None, key_padding=None, mask_true_blocks=True, causal_top_left=False,
+                  positions=None):
+        """The same forward on the CPU reference (vkattn_ref_mha), in f32."""
+        from .reference import ref_layer
+        self._loaded()
+        return ref_layer(self.spec, self.host_weights, x, kv, causal, mask, key_padding,
+                         key_padding_mask, need_weights, mask_true_blocks, causal_top_left,
+                         positions)
+
+    def kv_cache(self, max_tokens, batch=1, paged_block=0, num_blocks=0):
+        """A KV cache for this layer: `batch` sequences of up to max_tokens
+        each; paged_block > 0 makes it paged with blocks of that many tokens."""
+        return KVCache(self, max_tokens, batch, paged_block, num_blocks)
+
+    def step(self, x_new, cache, sequences=None, mask=None):
+        """One step over a KV cache: the T new tokens x_new [batch, T, embed_dim]
+        of each sequence (sequences: their numbers, default 0..batch-1) are
+        projected, appended to the cache and attend causally to it. Returns
+        y [batch, T, embed_dim]. A prefill is a step with the whole prompt;
+        prefill then decode steps equal one causal forward. mask: optional
+        additive float mask [batch, T, K] or [T, K], K >= the sequence length."""
+        self._loaded()
+        if not isinstance(cache, KVCache) or cache.layer is not self:
+            raise bad("cache: a KV cache made by this layer's kv_cache()")
+        keep, outs = [], []
+        try:
+            args = _lib.MhaStepArgs()
+            args.x, xs = self._input("x_new", x_new, keep)
+            batch, T = xs[0], xs[1]
+            seqs = list(range(batch)) if sequences is None else [int(s) for s in sequences]
+            if len(seqs) != batch:
+                raise bad("sequences: %d numbers for a batch of %d" % (len(seqs), batch))
+            if any(s < 0 or s >= cache.max_sequences for s in seqs):
+                raise bad("sequences %s: the cache holds sequences 0..%d"
+                          % (seqs, cache.max_sequences - 1))
+            seq_arr = A.u32_array(seqs)
+            args.cache = cache._h()
+            args.batch = batch
+            args.sequences = seq_arr
+            y = Tensor(self.ctx, (batch, T, self.embed_dim), self.spec.desc.dtype)
+            outs.append(y)
+            args.y = y._vk()
+            if mask is not None:
+                args.mask, _ = self._input("mask", mask, keep, ranks=(2, 3))
+            self.ctx._check(L.vkattn_mha_step(self._h(), ctypes.byref(args)))
+            return y.numpy()
+        finally:
+            for b in keep + outs:
+                b.close()
+
+
+class KVCache:
+    """The keys and values of one layer for `max_sequences` sequences
+    (vkattn_kv_cache); made by MultiheadAttention.kv_cache."""
+
+    def __init__(self, layer, max_tokens, batch=1, paged_block=0, num_blocks=0):
+        self.layer = layer
+        self.ctx = layer.ctx
+        self._handle = None
+        d = layer.spec.desc
+        desc = _lib.KvCacheDesc()
+        desc.num_kv_heads, desc.num_heads, desc.head_dim = d.num_kv_heads, d.num_heads, d.head_dim
+        desc.dtype = d.dtype
+        desc.max_sequences = A.u32("batch", batch)
+        desc.capacity = A.u32("max_tokens", max_tokens)
+        desc.block_size = A.u32("paged_block", paged_block)
+        desc.num_blocks = A.u32("num_blocks", num_blocks)
+        desc.window = d.window if paged_block else 0
+        h = ctypes.c_void_p()
+        self.ctx._check(L.vkattn_kv_cache_create(self.ctx._h(), ctypes.byref(desc),
+                                                 ctypes.byref(h)))
+        self._handle = h.value
+        self.max_sequences = int(batch)
+        self.capacity = int(max_tokens)
+        self.ctx._register(self)
+
+    def _h(self):
+        if not self._handle or self.ctx.closed:
+            raise Error("the KV cache is closed")
+        return self._handle
+
+    def length(self, sequence=0):
+        """Tokens sequence `sequence` holds."""
+        n = ctypes.c_uint32()
+        self.ctx._check(L.vkattn_kv_cache_length(self._h(), A.u32("sequence", sequence),
+                                                    ctypes.byref(n)))
+        return n.value
+
+    def truncate(self, sequence, length):
+        """Forgets the tokens of a sequence from `length` on."""
+        self.ctx._check(L.vkattn_kv_cache_truncate(self._h(), A.u32("sequence", sequence),
+                                                      A.u32("length", length)))
+
+    def reset(self):
+        """Empties every sequence."""
+        for s in range(self.max_sequences):
+            self.truncate(s, 0)
+
+    def close(self):
+        if self._handle and not self.ctx.closed:
+            L.vkattn_kv_cache_destroy(self._handle)
+        self._handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
