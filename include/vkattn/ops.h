@@ -218,7 +218,7 @@ typedef struct vkattn_mha_desc {
     uint32_t head_dim;     /* Dh; 0: embed_dim / num_heads, which must divide exactly */
     uint32_t kv_dim;       /* Dkv, the width of C; 0: embed_dim */
     bool bias;             /* the four projections have biases */
-    vkattn_dtype dtype;    /* device storage of weights and activations: f32 (default), f16 or bf16 */
+    vkattn_dtype dtype;    /* storage of weights and activations: f32 (default), f16 or bf16 */
     /* Attention scale; 0: 1/sqrt(head_dim). Finite and > 0 otherwise. */
     float scale;
     /* Rotary position embeddings of Q and K; theta 0 (default): none.
