@@ -40,13 +40,31 @@ endfunction()
 # operands kv (k and v share a storage type) and write an output in q's
 # storage type (O_DT; NO_OUTPUT: none):
 #   <prefix>_<family>_<q>_<kv>      storage-buffer inputs, q and kv in
-#                                   f32 | f16 | f16p
+#                                   f32 | f16 | f16p | bf16
 #   <prefix>_<family>_tex_<q>_<kv>  texel-buffer inputs (views by dtype,
 #                                   see attention_io.glsl), kv in f32 | f16;
 #                                   q names the output's storage type, or
 #                                   with NO_OUTPUT q's dtype (f32 | f16)
 function(vkattn_attention_variants prefix)
   cmake_parse_arguments(ARG "NO_OUTPUT" "" "" ${ARGN})
+  # bf16 (pairs in 32-bit words, no texel view): storage inputs only, every
+  # q and kv pair with a bf16 in it
+  foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+    set(out O_DT=${q})
+    if(ARG_NO_OUTPUT)
+      set(out "")
+    endif()
+    foreach(kv IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+      if(NOT (q STREQUAL "bf16" OR kv STREQUAL "bf16"))
+        continue()
+      endif()
+      vkattn_storage_defines(ok extra ${q} ${kv})
+      foreach(family IN LISTS ARG_UNPARSED_ARGUMENTS)
+        vkattn_shader(${prefix}_${family}_${q}_${kv} ${prefix}_${family}.comp
+                      DEFINES Q_DT=${q} KV_DT=${kv} ${out} ${extra})
+      endforeach()
+    endforeach()
+  endforeach()
   foreach(q IN LISTS VKATTN_STORAGE_TYPES)
     set(out O_DT=${q})
     if(ARG_NO_OUTPUT)
@@ -163,23 +181,6 @@ endforeach()
 # probabilities, when asked for.
 vkattn_attention_variants(attention sg sm)
 vkattn_attention_variants(attention weights NO_OUTPUT)
-# bfloat16 operands of vkattn_attention: storage buffers only (bf16 is read
-# and written as 32-bit words, so it needs no 16-bit storage and has no
-# texel view), every q/out and k/v pair with a bf16 in it.
-foreach(q f32 f16 f16p bf16)
-  foreach(kv f32 f16 f16p bf16)
-    if(NOT (q STREQUAL "bf16" OR kv STREQUAL "bf16"))
-      continue()
-    endif()
-    vkattn_storage_defines(ok extra ${q} ${kv})
-    foreach(family sg sm)
-      vkattn_shader(attention_${family}_${q}_${kv} attention_${family}.comp
-                    DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
-    endforeach()
-    vkattn_shader(attention_weights_${q}_${kv} attention_weights.comp
-                  DEFINES Q_DT=${q} KV_DT=${kv} ${extra})
-  endforeach()
-endforeach()
 # attention_merge.comp: two results merged by their LSE (by out storage).
 foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
   vkattn_storage_defines(ok extra ${dt})
@@ -197,20 +198,6 @@ endforeach()
 # cache's storage), writing either the output (one split) or split-KV partial
 # results, which kv_attention_combine.comp merges (by out storage).
 vkattn_attention_variants(kv_attention sg sm)
-# bf16 caches or queries: storage buffers only (no texel view; so never the
-# decode kernel below, which reads texels), every pair with a bf16.
-foreach(q f32 f16 f16p bf16)
-  foreach(kv f32 f16 f16p bf16)
-    if(NOT (q STREQUAL "bf16" OR kv STREQUAL "bf16"))
-      continue()
-    endif()
-    vkattn_storage_defines(ok extra ${q} ${kv})
-    foreach(family sg sm)
-      vkattn_shader(kv_attention_${family}_${q}_${kv} kv_attention_${family}.comp
-                    DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
-    endforeach()
-  endforeach()
-endforeach()
 foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_storage_defines(ok extra ${q})
   vkattn_shader(kv_attention_combine_${q} kv_attention_combine.comp DEFINES O_DT=${q} ${extra})
