@@ -14,6 +14,7 @@ typedef struct cli_input {
     npy_array array;
     bool keep_f32; /* stored as f32 whatever --dtype (per-head logits and slopes) */
     bool mask;     /* an attention mask: float32 (additive) or bool/uint8, rank 2-4 */
+    bool external; /* a file the command reads itself (--weights), not one array */
 } cli_input;
 
 /* Loads a float32 input of rank `rank` (0: any 1..4). Prints the error naming

@@ -11,11 +11,12 @@ int cli_job_load(cli_job *j, const uint32_t *ranks, int pad)
 {
     cli_input *in = j->inputs;
     for (int k = 0; k < j->n_inputs; k++)
-        if (in[k].path && (k == pad                         ? cli_load_mask_u8(&in[k])
-                           : in[k].mask                     ? cli_load_mask(&in[k])
-                           : ranks[k] == CLI_POSITIONS_RANK ? cli_load_positions(&in[k])
-                           : ranks[k] == CLI_HEADS_RANK     ? cli_mods_load_heads(&in[k])
-                                                            : cli_load_f32(&in[k], ranks[k])) != 0)
+        if (in[k].path && !in[k].external && !in[k].array.data &&
+            (k == pad                         ? cli_load_mask_u8(&in[k])
+             : in[k].mask                     ? cli_load_mask(&in[k])
+             : ranks[k] == CLI_POSITIONS_RANK ? cli_load_positions(&in[k])
+             : ranks[k] == CLI_HEADS_RANK     ? cli_mods_load_heads(&in[k])
+                                              : cli_load_f32(&in[k], ranks[k])) != 0)
             return -1;
     for (int k = 0; k < j->n_inputs; k++)
         if (in[k].path && in[k].mask && j->mask_true_blocks && in[k].array.dtype == NPY_F32) {

@@ -3,6 +3,7 @@
 #include "cli_job.h"
 #include "cli_mods.h"
 #include "cli_rope.h"
+#include "cli_weights.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,14 @@ static const char help_text[] =
     "                        default: self-attention (C = X)\n"
     "  --kv-heads G          key/value heads (GQA; 1 = MQA; default H)\n"
     "  --bq/--bk/--bv/--bo B.npy   biases [H*Dh], [G*Dh], [G*Dh], [Dm] (missing ones: 0)\n"
+    "  --weights F.safetensors  the weights and biases by name from a .safetensors file\n"
+    "                        (F32, F16 or BF16 tensors), instead of --wq..--bo\n"
+    "  --prefix P            ... each name starting with P (\"layers.0.self_attn.\")\n"
+    "  --names torch|hf      ... as nn.MultiheadAttention names them (in_proj_weight\n"
+    "                        [3E,E] or q/k/v_proj_weight, in_proj_bias, out_proj.weight,\n"
+    "                        out_proj.bias) or as Hugging Face models do (q_proj, k_proj,\n"
+    "                        v_proj, o_proj with .weight/.bias); default: hf when\n"
+    "                        <P>q_proj.weight exists, else torch\n"
     "  --causal              query i sees key j iff j <= i + Tk - Tq (bottom-right)\n"
     "  --mask M.npy          float32 (additive, -inf hides) or bool/uint8 mask, shaped\n"
     "                        [Tq,Tk], [B*H,Tq,Tk] or [B,H,Tq,Tk]; any dimension may\n"
@@ -49,7 +58,27 @@ static const char help_positions[] =
     "  --positions P.npy     int32 or int64 [B,Tq]: each token's position (default 0..Tq-1;\n"
     "                        not with --prefill, whose steps are at cache length + t)\n";
 
-enum { X, KV, WQ, WK, WV, WO, BQ, BK, BV, BO, MASK, PAD, POS, QN, KN, SINKS, SLOPES, N_INPUTS };
+enum {
+    X,
+    KV,
+    WQ,
+    WK,
+    WV,
+    WO,
+    BQ,
+    BK,
+    BV,
+    BO,
+    MASK,
+    PAD,
+    POS,
+    QN,
+    KN,
+    SINKS,
+    SLOPES,
+    WEIGHTS,
+    N_INPUTS
+};
 
 /* One run: what mha adds to cli_job. */
 typedef struct mha_job {
@@ -58,6 +87,9 @@ typedef struct mha_job {
     float scale, norm_eps; /* --scale, --norm-eps; 0: the layer's defaults */
     cli_rope_options rope;
     cli_mods mods;
+    const char *prefix;     /* --prefix */
+    cli_weight_names names; /* --names */
+    char *weight_labels[8]; /* "<file>:<name>" of the tensors from --weights */
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */
@@ -163,6 +195,12 @@ static int own_option(void *user, const char *flag, const char *value)
     int mod = cli_mods_option(&m->mods, flag, value);
     if (mod != 0)
         return mod;
+    if (strcmp(flag, "--prefix") == 0) {
+        m->prefix = value;
+        return 1;
+    }
+    if (strcmp(flag, "--names") == 0)
+        return cli_parse_weight_names(value, &m->names) != 0 ? -1 : 1;
     float *real = strcmp(flag, "--scale") == 0      ? &m->scale
                   : strcmp(flag, "--norm-eps") == 0 ? &m->norm_eps
                                                     : NULL;
@@ -220,6 +258,27 @@ static int check_layer_options(const mha_job *m)
     return 0;
 }
 
+/* The weights come from --weights or from --wq..--bo, not both; --prefix
+ * and --names only with --weights. 0, or -1 after printing. */
+static int check_weight_source(const mha_job *m)
+{
+    const cli_input *in = m->in;
+    if (!in[WEIGHTS].path) {
+        if (m->prefix || m->names != CLI_NAMES_AUTO) {
+            cli_error("mha: %s needs --weights", m->prefix ? "--prefix" : "--names");
+            return -1;
+        }
+        return 0;
+    }
+    for (int k = WQ; k <= BO; k++)
+        if (in[k].path) {
+            cli_error("mha: --weights %s takes the weights and biases from the file: drop %s %s",
+                      in[WEIGHTS].path, in[k].flag, in[k].path);
+            return -1;
+        }
+    return 0;
+}
+
 /* CLI_ARGS_OK, or the exit status. */
 static int parse_options(mha_job *m, int argc, char **argv)
 {
@@ -231,8 +290,11 @@ static int parse_options(mha_job *m, int argc, char **argv)
         return code;
     if (check_layer_options(m) != 0)
         return 2;
+    if (check_weight_source(m) != 0)
+        return 2;
     static const int required[] = {X, WQ, WK, WV, WO};
-    if (cli_job_check_required(&m->job, required, 5, !m->heads ? "--heads" : NULL) != 0)
+    int n_required = m->in[WEIGHTS].path ? 1 : 5;
+    if (cli_job_check_required(&m->job, required, n_required, !m->heads ? "--heads" : NULL) != 0)
         return 2;
     if ((m->paged_block || m->kv_splits) && !m->prefill) {
         cli_error("mha: %s needs --prefill", m->paged_block ? "--paged-block" : "--kv-splits");
@@ -270,8 +332,12 @@ static int load_inputs(void *user)
                                              1,
                                              1,
                                              CLI_HEADS_RANK,
-                                             CLI_HEADS_RANK};
+                                             CLI_HEADS_RANK,
+                                             0};
     cli_input *in = m->in;
+    if (in[WEIGHTS].path &&
+        cli_load_weight_file(in[WEIGHTS].path, m->prefix, m->names, &in[WQ], m->weight_labels))
+        return -1;
     if (cli_job_load(&m->job, ranks, PAD) != 0)
         return -1;
     for (int k = 0; k < N_INPUTS; k++)
@@ -443,7 +509,8 @@ int cli_mha(int argc, char **argv)
                         {"--q-norm"},
                         {"--k-norm"},
                         {"--sinks", .keep_f32 = true},
-                        {"--alibi-slopes", .keep_f32 = true}}};
+                        {"--alibi-slopes", .keep_f32 = true},
+                        {"--weights", .external = true}}};
     m.job = (cli_job){.command = "mha",
                       .inputs = m.in,
                       .bufs = m.bufs,
@@ -454,5 +521,8 @@ int cli_mha(int argc, char **argv)
         return code;
     int status = cli_job_run(&m.job, load_inputs, run, check, &m);
     vkattn_mha_destroy(m.layer); /* before cli_job_end closes its context */
-    return cli_job_end(&m.job, status);
+    status = cli_job_end(&m.job, status);
+    for (int k = 0; k < 8; k++)
+        free(m.weight_labels[k]);
+    return status;
 }

@@ -5,6 +5,7 @@ fuzzes. Rerun after changing a harness's fixed values (the tuning device
 line, the pipeline cache device) and commit the result:
     python3 tests/fuzz/make_corpus.py
 """
+import json
 import os
 import shutil
 import struct
@@ -96,6 +97,43 @@ def pipeline_cache_corpus():
     }
 
 
+def safetensors(tensors, metadata=None, pad=8, raw_header=None):
+    """A .safetensors file: tensors is a list of (name, dtype, shape, bytes),
+    laid out in order; the header padded with spaces to `pad` bytes."""
+    header, data = {}, b""
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = raw_header if raw_header is not None else json.dumps(header).encode()
+    text += b" " * ((-len(text)) % pad)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def safetensors_corpus():
+    f32 = struct.pack("<6f", 1.0, -2.5, 0.0, float("inf"), 3.25, -0.0)
+    f16 = struct.pack("<4H", 0x3C00, 0xC100, 0x0001, 0x7E00)
+    bf16 = struct.pack("<4H", 0x3F80, 0xC020, 0x0001, 0x7FC0)
+    return {
+        "one.safetensors": safetensors([("w", "F32", (2, 3), f32)]),
+        "layer.safetensors": safetensors(
+            [("q_proj.weight", "BF16", (2, 2), bf16), ("k_proj.weight", "F16", (2, 2), f16),
+             ("v_proj.bias", "F32", (6,), f32), ("scalar", "F32", (), f32[:4]),
+             ("empty", "I8", (0, 3), b""), ("ids", "I64", (1,), struct.pack("<q", 7))],
+            metadata={"format": "pt"}),
+        "meta_only.safetensors": safetensors([], metadata={"a": "b"}),
+        "overlap.safetensors": struct.pack("<Q", 96) + json.dumps(
+            {"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]},
+             "b": {"dtype": "U8", "shape": [2], "data_offsets": [1, 3]}}).encode().ljust(96)
+            + b"abc",
+        "bad_dtype.safetensors": safetensors([("x", "F4", (2,), b"ab")]),
+        "truncated.safetensors": safetensors([("w", "F32", (2, 3), f32)])[:-5],
+        "not_object.safetensors": safetensors([], raw_header=b"[1, 2]"),
+    }
+
+
 def cli_corpus():
     def args(*a):
         return "\0".join(a).encode()
@@ -141,7 +179,8 @@ def cli_corpus():
 
 def main():
     for name, files in [("npy", npy_corpus()), ("tuning", {k: v.encode() for k, v in tuning_corpus().items()}),
-                        ("pipeline_cache", pipeline_cache_corpus()), ("cli", cli_corpus())]:
+                        ("pipeline_cache", pipeline_cache_corpus()), ("cli", cli_corpus()),
+                        ("safetensors", safetensors_corpus())]:
         d = os.path.join(HERE, "corpus", name)
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
