@@ -284,7 +284,7 @@ int st_parse(const void *bytes, size_t size, const char *path, st_file *out, cha
     int status = parse_entries(&c, root, b + 8 + n, out);
     cJSON_Delete(root);
     if (status != 0)
-        st_close(out);
+        st_free_index(out);
     return status;
 }
 
