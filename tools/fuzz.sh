@@ -4,7 +4,7 @@
 #   tools/fuzz.sh [--seconds S] [target...]   run each target (default: all)
 #                                             for S seconds (default 600)
 #   tools/fuzz.sh --build-only                build only (tools/test.sh)
-# Targets: npy tuning pipeline_cache cli (fuzz_ prefix optional). Each keeps
+# Targets: npy tuning pipeline_cache safetensors cli (fuzz_ prefix optional). Each keeps
 # the corpus it grows in build-fuzz/corpus/<target>, starting from the
 # committed seeds in tests/fuzz/corpus/<target> (only read). Prints each
 # target's final stats; after a crash prints the reproducer's path
@@ -12,7 +12,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dir=build-fuzz
-all_targets=(npy tuning pipeline_cache cli)
+all_targets=(npy tuning pipeline_cache safetensors cli)
 seconds=600
 build_only=0
 targets=()

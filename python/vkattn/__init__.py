@@ -12,9 +12,10 @@ from ._errors import Error, InvalidInput
 from ._context import Context, Tensor, devices
 from ._mha import KVCache, MultiheadAttention
 from . import reference
+from . import safetensors
 
 __all__ = ["Context", "Tensor", "devices", "MultiheadAttention", "KVCache", "Error",
-           "InvalidInput", "reference", "version", "library_path"]
+           "InvalidInput", "reference", "safetensors", "version", "library_path"]
 
 
 def version():

@@ -218,6 +218,14 @@ class MultiheadAttention:
         self.host_weights = weights
         return self
 
+    def load_safetensors(self, path, prefix=""):
+        """load_state_dict on the tensors of a .safetensors file whose names
+        start with `prefix` (e.g. "model.layers.0.self_attn."): torch's or
+        Hugging Face's names as for load_state_dict; F32, F16 and BF16
+        tensors. The file is checked as vkattn.safetensors.load says."""
+        from . import safetensors
+        return self.load_state_dict(safetensors.load(path, prefix), prefix)
+
     def state_dict(self):
         """The loaded weights under Hugging Face's names (host copies, float32)."""
         names = {"wq": "q_proj.weight", "wk": "k_proj.weight", "wv": "v_proj.weight",
