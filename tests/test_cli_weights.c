@@ -60,8 +60,7 @@ static int group_setup(void **state)
         return -1;
     int64_t x[3] = {B, T, DM}, c[3] = {B, TC, DM}, cx[3] = {B, TC, DKV}, wq[2] = {HEADS * DH, DM},
             wkv[2] = {KV_HEADS * DH, DM}, wkv4[2] = {HEADS * DH, DM}, wx[2] = {HEADS * DH, DKV},
-            wo[2] = {DM, HEADS * DH}, bq[1] = {HEADS * DH}, bkv[1] = {KV_HEADS * DH},
-            bo[1] = {DM};
+            wo[2] = {DM, HEADS * DH}, bq[1] = {HEADS * DH}, bkv[1] = {KV_HEADS * DH}, bo[1] = {DM};
     cli_write_f32("X.npy", 3, x, 10, -1, 1);
     cli_write_f32("C.npy", 3, c, 17, -1, 1);
     cli_write_f32("CX.npy", 3, cx, 18, -1, 1);

@@ -77,7 +77,8 @@ static void test_refusals(void **state)
     expect_refused("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":1}}", 1,
                    "unknown field \"x\"");
     expect_refused("{\"a\":[1]}", 0, "tensor \"a\": not an object");
-    expect_refused("{\"__metadata__\":{\"k\":1}}", 0, "\"__metadata__\" entry \"k\" is not a string");
+    expect_refused("{\"__metadata__\":{\"k\":1}}", 0,
+                   "\"__metadata__\" entry \"k\" is not a string");
     expect_refused("{\"__metadata__\":[]}", 0, "\"__metadata__\" is not an object");
     expect_refused("[]", 0, "not a JSON object");
     expect_refused("{\"a\":", 0, "not valid JSON");
@@ -103,7 +104,7 @@ static void test_good_file(void **state)
     static const struct {
         const char *name;
         size_t size;
-    } sizes[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
+    } sizes[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},     {"I32", 4},
                  {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
     char json[4096];
     size_t o = 0, at = 0;
@@ -115,10 +116,11 @@ static void test_good_file(void **state)
                               i, sizes[i].name, at, at + 3 * sizes[i].size);
         at += 3 * sizes[i].size;
     }
-    o += (size_t)snprintf(json + o, sizeof json - o,
-                          ",\"s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[%zu,%zu]},"
-                          "\"e\":{\"dtype\":\"F32\",\"shape\":[0,5],\"data_offsets\":[%zu,%zu]}}   ",
-                          at, at + 4, at + 4, at + 4);
+    o +=
+        (size_t)snprintf(json + o, sizeof json - o,
+                         ",\"s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[%zu,%zu]},"
+                         "\"e\":{\"dtype\":\"F32\",\"shape\":[0,5],\"data_offsets\":[%zu,%zu]}}   ",
+                         at, at + 4, at + 4, at + 4);
     at += 4;
     unsigned char data[256];
     for (size_t i = 0; i < at; i++)

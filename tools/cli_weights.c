@@ -109,8 +109,8 @@ static int take_thirds(const weight_search *s, const st_tensor *t, uint32_t rank
                        char **labels)
 {
     if (t->rank >= 1 && t->shape[0] % 3 != 0) {
-        cli_error("--weights %s: tensor \"%s\" has %lld rows, not 3 equal parts (q, k, v)",
-                  s->file, t->name, (long long)t->shape[0]);
+        cli_error("--weights %s: tensor \"%s\" has %lld rows, not 3 equal parts (q, k, v)", s->file,
+                  t->name, (long long)t->shape[0]);
         return -1;
     }
     int64_t third = t->rank >= 1 ? t->shape[0] / 3 : 0;
@@ -178,8 +178,8 @@ static void report_no_layer(const weight_search *s)
                   s->file, s->prefix, seen, matching > shown ? ", ..." : "");
 }
 
-int cli_load_weight_file(const char *file, const char *prefix, cli_weight_names names,
-                         cli_input *w, char **labels)
+int cli_load_weight_file(const char *file, const char *prefix, cli_weight_names names, cli_input *w,
+                         char **labels)
 {
     st_file st;
     char err[512];

@@ -24,7 +24,7 @@ int cli_parse_weight_names(const char *text, cli_weight_names *out);
  * their sizes are the caller's to check. -1 on failure, printed naming the
  * file and tensor (and, when no name set fits, the file's first tensor
  * names under the prefix). */
-int cli_load_weight_file(const char *file, const char *prefix, cli_weight_names names,
-                         cli_input *w, char **labels);
+int cli_load_weight_file(const char *file, const char *prefix, cli_weight_names names, cli_input *w,
+                         char **labels);
 
 #endif

@@ -13,11 +13,10 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[ST_DTYPE_COUNT] = {
-    [ST_F64] = {"F64", 8},     [ST_F32] = {"F32", 4},  [ST_F16] = {"F16", 2},
-    [ST_BF16] = {"BF16", 2},   [ST_I64] = {"I64", 8},  [ST_I32] = {"I32", 4},
-    [ST_I16] = {"I16", 2},     [ST_I8] = {"I8", 1},    [ST_U8] = {"U8", 1},
-    [ST_BOOL] = {"BOOL", 1},   [ST_F8_E4M3] = {"F8_E4M3", 1},
-    [ST_F8_E5M2] = {"F8_E5M2", 1},
+    [ST_F64] = {"F64", 8},   [ST_F32] = {"F32", 4},         [ST_F16] = {"F16", 2},
+    [ST_BF16] = {"BF16", 2}, [ST_I64] = {"I64", 8},         [ST_I32] = {"I32", 4},
+    [ST_I16] = {"I16", 2},   [ST_I8] = {"I8", 1},           [ST_U8] = {"U8", 1},
+    [ST_BOOL] = {"BOOL", 1}, [ST_F8_E4M3] = {"F8_E4M3", 1}, [ST_F8_E5M2] = {"F8_E5M2", 1},
 };
 
 const char *st_dtype_name(st_dtype dtype)
@@ -126,8 +125,9 @@ static int parse_tensor(const checker *c, const cJSON *entry, st_tensor *t, uint
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(entry, "data_offsets");
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_uint(offs->child, begin) ||
         !json_uint(offs->child->next, end))
-        return FAIL(c, "tensor \"%s\": \"data_offsets\" is not [begin, end] of two non-negative "
-                       "integers",
+        return FAIL(c,
+                    "tensor \"%s\": \"data_offsets\" is not [begin, end] of two non-negative "
+                    "integers",
                     name);
     if (*begin > *end || *end > c->data_size)
         return FAIL(c,
