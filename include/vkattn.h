@@ -447,6 +447,16 @@ typedef enum vkattn_dtype {
     VKATTN_DTYPE_U8 = 2,   /* masks (key padding, boolean masks): 0 or nonzero */
     VKATTN_DTYPE_I32 = 3,  /* positions (rotary embeddings) */
     VKATTN_DTYPE_BF16 = 4, /* bfloat16: the top half of an f32 (see vkattn_f32_to_bf16) */
+    /* Quantized (KV caches: vkattn_kv_cache_desc.dtype), ggml's formats:
+     * blocks of 32 consecutive values along the last dimension (a multiple
+     * of 32), packed back to back without padding. They have no element
+     * size (vkattn_dtype_size gives 0): see vkattn_dtype_row_bytes. */
+    /* block_q8_0, 34 bytes: uint16 d (IEEE half, little endian), int8
+     * qs[32]; value i = d * qs[i] */
+    VKATTN_DTYPE_Q8_0 = 5,
+    /* block_q4_0, 18 bytes: uint16 d, uint8 qs[16]; value i (i < 16) =
+     * d * ((qs[i] & 0xF) - 8), value i + 16 = d * ((qs[i] >> 4) - 8) */
+    VKATTN_DTYPE_Q4_0 = 6,
 } vkattn_dtype;
 
 #define VKATTN_MAX_RANK 4
@@ -473,9 +483,17 @@ typedef struct vkattn_tensor {
 VKATTN_API vkattn_tensor vkattn_tensor_make(vkattn_buffer *buffer, uint64_t offset,
                                             vkattn_dtype dtype, uint32_t rank,
                                             const int64_t *shape);
-/* Bytes per element of a dtype (0 for unknown values). */
+/* Bytes per element of a dtype (0 for quantized and unknown values). */
 VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype);
-/* "f32", "f16", "u8", "i32"; NULL for unknown values. */
+/* Values per block: 32 for q8_0 and q4_0, 1 for the others, 0 for unknown
+ * values. */
+VKATTN_API uint32_t vkattn_dtype_block_size(vkattn_dtype dtype);
+/* Bytes of `elements` consecutive values: elements * size, or for a
+ * quantized dtype elements / 32 blocks of 34 (q8_0) or 18 (q4_0) bytes; 0
+ * when `elements` is not a whole number of blocks, the dtype is unknown or
+ * the size does not fit 64 bits. */
+VKATTN_API uint64_t vkattn_dtype_row_bytes(vkattn_dtype dtype, uint64_t elements);
+/* "f32", "f16", "u8", "i32", "bf16", "q8_0", "q4_0"; NULL for unknown values. */
 VKATTN_API const char *vkattn_dtype_name(vkattn_dtype dtype);
 /* Number of elements (product of the shape); -1 when a dimension is negative
  * or the product does not fit int64_t. */

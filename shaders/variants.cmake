@@ -193,11 +193,31 @@ foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_shader(kv_append_${dt} kv_append.comp DEFINES DT=${dt} ${extra})
 endforeach()
 
+# kv_append_quant.comp: the same into a quantized cache (q8_0 / q4_0, QT = 8
+# / 4), from K and V in any storage.
+foreach(qt 8 4)
+  foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+    vkattn_storage_defines(ok extra ${dt})
+    vkattn_shader(kv_append_q${qt}_0_${dt} kv_append_quant.comp DEFINES DT=${dt} QT=${qt} ${extra})
+  endforeach()
+endforeach()
+
 # kv_attention_sg.comp (subgroup family) / kv_attention_sm.comp (shared-memory
 # family): attention over a KV cache through its block tables (kv: the
 # cache's storage), writing either the output (one split) or split-KV partial
 # results, which kv_attention_combine.comp merges (by out storage).
 vkattn_attention_variants(kv_attention sg sm)
+# ... over a quantized cache (kv: q8_0 / q4_0, read as words and dequantized
+# in the kernel; storage inputs only), q and out in any storage
+foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+  vkattn_storage_defines(ok extra ${q})
+  foreach(kv q8_0 q4_0)
+    foreach(family sg sm)
+      vkattn_shader(kv_attention_${family}_${q}_${kv} kv_attention_${family}.comp
+                    DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
+    endforeach()
+  endforeach()
+endforeach()
 foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_storage_defines(ok extra ${q})
   vkattn_shader(kv_attention_combine_${q} kv_attention_combine.comp DEFINES O_DT=${q} ${extra})

@@ -461,6 +461,29 @@ static void test_info_without_any_device(void **state)
     assert_non_null(strstr(err, "mesa-vulkan-drivers"));
 }
 
+/* `vkattn info` says which storage types the device holds natively and
+ * which the kernels emulate: f16 follows the device's 16-bit storage (text
+ * and JSON agree), the others are fixed. */
+static void test_info_types(void **state)
+{
+    (void)state;
+    char err[2048], out[8192];
+    assert_int_equal(cli_run_with("", "info --json", err, sizeof err), 0);
+    cli_read_text(cli_path_of("stdout.txt"), out, sizeof out);
+    const char *impl = getenv("VKATTN_TEST_IMPL");
+    const char *want = impl && strcmp(impl, "lavapipe") == 0      ? "\"f16\": \"native\""
+                       : impl && strcmp(impl, "swiftshader") == 0 ? "\"f16\": \"emulated\""
+                                                                  : "\"f16\": \"";
+    if (!strstr(out, "\"types\": {\"f32\": \"native\", ") || !strstr(out, want) ||
+        !strstr(out, "\"bf16\": \"emulated\", \"q8_0\": \"emulated\", \"q4_0\": \"emulated\"}"))
+        fail_msg("info --json (%s) does not list the types as expected (%s):\n%s",
+                 impl ? impl : "?", want, out);
+    assert_int_equal(cli_run_with("", "info", err, sizeof err), 0);
+    cli_read_text(cli_path_of("stdout.txt"), out, sizeof out);
+    if (!strstr(out, "types: f32 native; f16 ") || !strstr(out, "q8_0, q4_0 emulated"))
+        fail_msg("info does not list the types:\n%s", out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_help_lists_flags),
         cmocka_unit_test(test_info_without_any_device),
+        cmocka_unit_test(test_info_types),
     };
     return cmocka_run_group_tests(tests, cli_setup, cli_teardown);
 }

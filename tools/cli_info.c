@@ -20,6 +20,14 @@ static const char *f16_path_name(const vkattn_device_info *d)
                                             : "packed (pairs of halves in 32-bit words)";
 }
 
+/* How the device holds each storage type: "native" when its own loads and
+ * stores read and write it, "emulated" when the kernels unpack it from
+ * 32-bit words (arithmetic is f32 for every type). */
+static const char *f16_storage(const vkattn_device_info *d)
+{
+    return d->f16_path == VKATTN_F16_NATIVE ? "native" : "emulated";
+}
+
 static void print_text(const vkattn_device_info *d, bool chosen)
 {
     printf("%s %u: %s%s\n", chosen ? "*" : " ", d->index, d->name, chosen ? "   (chosen)" : "");
@@ -38,6 +46,11 @@ static void print_text(const vkattn_device_info *d, bool chosen)
            d->max_workgroup_invocations);
     printf("    fp16 arithmetic %s, 16-bit storage %s -> f16 tensors: %s\n", yn(d->fp16_arithmetic),
            yn(d->storage_16bit), f16_path_name(d));
+    printf("    types: f32 native; f16 %s; bf16 emulated (pairs in 32-bit words); q8_0, q4_0 "
+           "emulated (KV caches: blocks read as 32-bit words, dequantized in the kernels); "
+           "arithmetic f32\n",
+           d->f16_path == VKATTN_F16_NATIVE ? "native (16-bit storage)"
+                                            : "emulated (pairs in 32-bit words)");
     printf("    kernels: %s, inputs through %s\n",
            d->subgroup_kernels ? "subgroup (shuffles, no shared memory)" : "shared-memory tiles",
            d->texel_inputs ? "uniform texel buffers" : "storage buffers");
@@ -78,7 +91,9 @@ static void print_json(const vkattn_device_info *d, bool chosen)
            "\"shared_memory\": %u, \"fp16_arithmetic\": %s, \"storage_16bit\": %s, "
            "\"f16_path\": \"%s\", \"kernels\": \"%s\", \"inputs\": \"%s\", "
            "\"max_storage_buffer_range\": %llu, "
-           "\"max_texel_buffer_elements\": %llu, \"timestamps\": %s}\n",
+           "\"max_texel_buffer_elements\": %llu, \"timestamps\": %s, \"types\": {\"f32\": "
+           "\"native\", \"f16\": \"%s\", \"bf16\": \"emulated\", \"q8_0\": \"emulated\", "
+           "\"q4_0\": \"emulated\"}}\n",
            VK_API_VERSION_MAJOR(d->api_version), VK_API_VERSION_MINOR(d->api_version),
            VK_API_VERSION_PATCH(d->api_version), d->subgroup_size,
            d->subgroup_shuffle ? "true" : "false", d->max_shared_memory,
@@ -86,7 +101,8 @@ static void print_json(const vkattn_device_info *d, bool chosen)
            d->f16_path == VKATTN_F16_NATIVE ? "native" : "packed",
            d->subgroup_kernels ? "subgroup" : "shared", d->texel_inputs ? "texel" : "storage",
            (unsigned long long)d->max_storage_buffer_range,
-           (unsigned long long)d->max_texel_buffer_elements, d->timestamps ? "true" : "false");
+           (unsigned long long)d->max_texel_buffer_elements, d->timestamps ? "true" : "false",
+           f16_storage(d));
 }
 
 static void on_log(void *user, vkattn_log_level level, const char *message)

@@ -35,10 +35,20 @@ typedef struct vkattn_kv_cache vkattn_kv_cache;
 #define VKATTN_KV_MAX_SPLIT_ROWS 64
 
 typedef struct vkattn_kv_cache_desc {
-    uint32_t num_kv_heads;  /* Hkv, required */
-    uint32_t num_heads;     /* Hq of the queries that attend to it; 0: num_kv_heads */
-    uint32_t head_dim;      /* Dh, required: a multiple of 8 from 8 to 256 */
-    vkattn_dtype dtype;     /* f32 (default), f16 or bf16 */
+    uint32_t num_kv_heads; /* Hkv, required */
+    uint32_t num_heads;    /* Hq of the queries that attend to it; 0: num_kv_heads */
+    uint32_t head_dim;     /* Dh, required: a multiple of 8 from 8 to 256 (q8_0, q4_0: of 64) */
+    /* f32 (default), f16, bf16, or quantized: q8_0 or q4_0, ggml's blocks
+     * of 32 values along Dh (layouts: vkattn_dtype). A quantized cache is
+     * filled by vkattn_cmd_kv_cache_append, which quantizes f32, f16 or
+     * bf16 K/V as it writes them (exactly as vkattn_ref_quantize, on devices
+     * whose f32 division is correctly rounded, as CPU drivers' is; others
+     * may put a value lying within an f32 rounding of a step boundary one
+     * step away), and read by vkattn_cmd_kv_attention, whose kernels
+     * dequantize the blocks they read: no dequantized copy exists. It reads
+     * through storage buffers (no texel views). The MHA layer's steps do
+     * not write quantized caches yet (VKATTN_ERROR_UNSUPPORTED_DTYPE). */
+    vkattn_dtype dtype;
     uint32_t max_sequences; /* required */
     uint32_t capacity;      /* the most tokens one sequence can hold, required */
     uint32_t block_size;    /* 0: contiguous; else tokens per block (paged) */
@@ -63,7 +73,9 @@ typedef struct vkattn_kv_cache_desc {
 } vkattn_kv_cache_desc;
 
 /* What a cache needs, before creating it: bytes of K and V per token of one
- * layer (2 * Hkv * Dh * dtype size) and the device memory it would allocate. */
+ * layer (2 * Hkv * the bytes of Dh values: Dh * dtype size, or Dh / 32
+ * blocks of 34 (q8_0) or 18 (q4_0) bytes) and the device memory it would
+ * allocate. */
 VKATTN_API vkattn_result vkattn_kv_cache_memory(const vkattn_kv_cache_desc *desc,
                                                 uint64_t *bytes_per_token, uint64_t *total_bytes,
                                                 char *error, size_t error_size);
@@ -85,7 +97,8 @@ VKATTN_API vkattn_result vkattn_kv_cache_truncate(vkattn_kv_cache *cache, uint32
 VKATTN_API uint32_t vkattn_kv_cache_free_blocks(const vkattn_kv_cache *cache);
 
 /* Appends T new keys and values per sequence, from tensors of your own:
- * k and v [B, Hkv, T, Dh] (B = batch), in the cache's dtype, last dimension
+ * k and v [B, Hkv, T, Dh] (B = batch), in the cache's dtype (a quantized
+ * cache: f32, f16 or bf16, quantized as they are written), last dimension
  * contiguous. (The MHA layer's steps append without this copy: their
  * projection writes into the cache directly.) */
 typedef struct vkattn_kv_append_args {

@@ -78,6 +78,32 @@ typedef struct vkattn_ref_rope_args {
 VKATTN_API vkattn_result vkattn_ref_rope(const vkattn_ref_rope_args *args, char *error,
                                          size_t error_size);
 
+/* Quantization to ggml's q8_0 / q4_0 blocks (layouts: vkattn_dtype), in
+ * f32 arithmetic exactly as ggml's reference quantizers
+ * (quantize_row_q8_0_ref, quantize_row_q4_0_ref), so a cache the GPU
+ * fills is compared with this bit for bit:
+ *   q8_0: amax = max |x|; d = amax / 127; id = d ? 1 / d : 0;
+ *         q[i] = roundf(x[i] * id) (halves away from zero)
+ *   q4_0: m = the value of largest magnitude (the first on ties);
+ *         d = m / -8; id = d ? 1 / d : 0;
+ *         q[i] = min(15, (int)(x[i] * id + 8.5)) (truncated; no fused
+ *         multiply-add)
+ * and d stored as f16 (vkattn_f32_to_f16: to nearest even). n values from
+ * x into n / 32 blocks at `out` (vkattn_dtype_row_bytes(dtype, n) bytes).
+ * Refused, with nothing written: a dtype other than q8_0 / q4_0, n not a
+ * multiple of 32 (VKATTN_ERROR_INVALID_ARGUMENT), a NaN or infinite value,
+ * and a block whose scale f16 cannot hold (|x| over 65504 * 127 for q8_0,
+ * 65504 * 8 for q4_0), each naming the element. */
+VKATTN_API vkattn_result vkattn_ref_quantize(vkattn_dtype dtype, const float *x, uint64_t n,
+                                             void *out, char *error, size_t error_size);
+VKATTN_API vkattn_result vkattn_ref_quantize_q8_0(const float *x, uint64_t n, void *out,
+                                                  char *error, size_t error_size);
+VKATTN_API vkattn_result vkattn_ref_quantize_q4_0(const float *x, uint64_t n, void *out,
+                                                  char *error, size_t error_size);
+/* The values of n / 32 blocks: d * q in f32, as the kernels read them. */
+VKATTN_API vkattn_result vkattn_ref_dequantize(vkattn_dtype dtype, const void *in, uint64_t n,
+                                               float *out, char *error, size_t error_size);
+
 /* y = x W^T + b: x [M, K] or [B, T, K]; w [N, K]; b [N] (optional);
  * y [M, N] or [B, T, N]. */
 typedef struct vkattn_ref_linear_args {

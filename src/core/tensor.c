@@ -73,6 +73,11 @@ vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, co
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer belongs to another context",
                         what);
     size_t esize = vkattn_dtype_size(t->dtype);
+    if (!esize && vka_dtype_is_quantized(t->dtype))
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "%s.dtype is %s: quantized data has no element size; it is taken as a KV "
+                        "cache's dtype only (vkattn_kv_cache_desc.dtype)",
+                        what, vkattn_dtype_name(t->dtype));
     if (!esize)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype %d is not a vkattn_dtype",
                         what, (int)t->dtype);

@@ -19,8 +19,28 @@ size_t vkattn_dtype_size(vkattn_dtype dtype)
         return 4;
     case VKATTN_DTYPE_BF16:
         return 2;
+    case VKATTN_DTYPE_Q8_0:
+    case VKATTN_DTYPE_Q4_0:
+        return 0; /* no per-element size: vkattn_dtype_row_bytes */
     }
     return 0;
+}
+
+uint32_t vkattn_dtype_block_size(vkattn_dtype dtype)
+{
+    if (vka_dtype_is_quantized(dtype))
+        return VKA_QUANT_BLOCK;
+    return vkattn_dtype_size(dtype) ? 1 : 0;
+}
+
+uint64_t vkattn_dtype_row_bytes(vkattn_dtype dtype, uint64_t elements)
+{
+    uint64_t unit =
+        vka_dtype_is_quantized(dtype) ? vka_quant_block_bytes(dtype) : vkattn_dtype_size(dtype);
+    uint32_t per = vkattn_dtype_block_size(dtype);
+    if (!unit || elements % per || elements / per > UINT64_MAX / unit)
+        return 0;
+    return elements / per * unit;
 }
 
 const char *vkattn_dtype_name(vkattn_dtype dtype)
@@ -36,6 +56,10 @@ const char *vkattn_dtype_name(vkattn_dtype dtype)
         return "i32";
     case VKATTN_DTYPE_BF16:
         return "bf16";
+    case VKATTN_DTYPE_Q8_0:
+        return "q8_0";
+    case VKATTN_DTYPE_Q4_0:
+        return "q4_0";
     }
     return NULL;
 }

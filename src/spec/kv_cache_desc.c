@@ -14,8 +14,9 @@ static bool compute_sizes(const vkattn_kv_cache_desc *d, vka_kv_cache_sizes *z)
     z->block_tokens = d->block_size;
     z->table_width = (uint32_t)vka_ceil_div_u64(d->capacity, d->block_size);
     z->table_entries = (uint64_t)d->max_sequences * z->table_width;
-    const uint64_t block[] = {d->num_kv_heads, d->block_size, d->head_dim,
-                              vkattn_dtype_size(d->dtype)};
+    /* a token row of Dh values: Dh * size, or Dh / 32 quantized blocks */
+    const uint64_t block[] = {d->num_kv_heads, d->block_size, 1,
+                              vkattn_dtype_row_bytes(d->dtype, d->head_dim)};
     const uint64_t scratch[] = {d->max_sequences, d->num_heads, VKATTN_KV_MAX_SPLIT_ROWS,
                                 (uint64_t)d->head_dim + 2, 4};
     bool ok = vka_product_u64(block, 4, &z->block_bytes) &&
@@ -58,11 +59,22 @@ vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_k
             d->head_dim);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    if (!vka_dtype_is_float(d->dtype) && d->dtype != VKATTN_DTYPE_BF16) {
+    if (!vka_dtype_is_float(d->dtype) && d->dtype != VKATTN_DTYPE_BF16 &&
+        !vka_dtype_is_quantized(d->dtype)) {
         char b[VKA_DTYPE_TEXT];
-        vka_error_format(error, error_size, "desc->dtype %s is not supported: f32, f16 or bf16",
+        vka_error_format(error, error_size,
+                         "desc->dtype %s is not supported: f32, f16, bf16, q8_0 or q4_0",
                          vka_dtype_text(d->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+    }
+    /* quantized rows are written a pair of 32-value blocks at a time (whole
+     * 32-bit words, no word shared between two writers) */
+    if (vka_dtype_is_quantized(d->dtype) && d->head_dim % 64) {
+        vka_error_format(error, error_size,
+                         "desc->head_dim %u does not suit a %s cache: it must be a multiple of 64 "
+                         "(pairs of ggml's 32-value blocks)",
+                         d->head_dim, vkattn_dtype_name(d->dtype));
+        return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     /* A contiguous cache is one block of `capacity` tokens per sequence. */
     bool paged = d->block_size != 0;
@@ -136,7 +148,7 @@ vkattn_result vkattn_kv_cache_memory(const vkattn_kv_cache_desc *desc, uint64_t 
         return VKATTN_ERROR_OUT_OF_RANGE;
     }
     if (bytes_per_token) /* < 2^64: Hkv < 2^32, Dh <= 256 */
-        *bytes_per_token = 2ull * d.num_kv_heads * d.head_dim * vkattn_dtype_size(d.dtype);
+        *bytes_per_token = 2ull * d.num_kv_heads * vkattn_dtype_row_bytes(d.dtype, d.head_dim);
     if (total_bytes)
         *total_bytes = total;
     return VKATTN_SUCCESS;

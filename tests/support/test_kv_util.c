@@ -20,6 +20,24 @@ void kv_host_create(test_gpu *g, const vkattn_kv_cache_desc *d, kv_host *h)
     h->k = calloc(n, sizeof *h->k);
     h->v = calloc(n, sizeof *h->v);
     assert_true(h->k && h->v);
+    if (kv_quantized(d->dtype)) {
+        h->k0 = calloc(n, sizeof *h->k0);
+        h->v0 = calloc(n, sizeof *h->v0);
+        assert_true(h->k0 && h->v0);
+    }
+}
+
+bool kv_quantized(vkattn_dtype dt) { return dt == VKATTN_DTYPE_Q8_0 || dt == VKATTN_DTYPE_Q4_0; }
+
+/* x quantized to the cache's blocks and dequantized, by the reference. */
+static void quantize_round_trip(vkattn_dtype dt, float *x, size_t n)
+{
+    void *blocks = test_alloc(vkattn_dtype_row_bytes(dt, n));
+    char err[256] = "";
+    if (vkattn_ref_quantize(dt, x, n, blocks, err, sizeof err) != VKATTN_SUCCESS ||
+        vkattn_ref_dequantize(dt, blocks, n, x, err, sizeof err) != VKATTN_SUCCESS)
+        fail_msg("reference quantizer: %s", err);
+    free(blocks);
 }
 
 void kv_host_destroy(kv_host *h)
@@ -27,6 +45,8 @@ void kv_host_destroy(kv_host *h)
     vkattn_kv_cache_destroy(h->cache);
     free(h->k);
     free(h->v);
+    free(h->k0);
+    free(h->v0);
 }
 
 vkattn_buffer *kv_buffer_of(vkattn_context *ctx, const float *vals, size_t n, vkattn_dtype dt)
@@ -51,8 +71,25 @@ void prepare_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint3
         k[i] = test_rng_uniform(rng, -1.0f, 1.0f);
         v[i] = test_rng_uniform(rng, -1.0f, 1.0f);
     }
-    test_round_to(h->d.dtype, k, n);
-    test_round_to(h->d.dtype, v, n);
+    bool quant = kv_quantized(h->d.dtype);
+    vkattn_dtype in = quant ? h->src : h->d.dtype; /* what the append reads */
+    test_round_to(in, k, n);
+    test_round_to(in, v, n);
+    memcpy(p->seqs, seqs, batch * sizeof *seqs);
+    p->k = kv_buffer_of(ctx, k, n, in);
+    p->v = kv_buffer_of(ctx, v, n, in);
+    for (uint32_t b = 0; b < batch && quant; b++)
+        for (uint32_t g = 0; g < hkv; g++)
+            for (uint32_t t = 0; t < T; t++) {
+                size_t i = (((size_t)b * hkv + g) * T + t) * D;
+                size_t at = kv_index(h, seqs[b], g, h->len[seqs[b]] + t, 0);
+                memcpy(h->k0 + at, k + i, D * sizeof *k);
+                memcpy(h->v0 + at, v + i, D * sizeof *v);
+            }
+    if (quant) { /* rows of D: whole blocks */
+        quantize_round_trip(h->d.dtype, k, n);
+        quantize_round_trip(h->d.dtype, v, n);
+    }
     for (uint32_t b = 0; b < batch; b++)
         for (uint32_t g = 0; g < hkv; g++)
             for (uint32_t t = 0; t < T; t++)
@@ -62,13 +99,10 @@ void prepare_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint3
                     h->k[at] = k[i];
                     h->v[at] = v[i];
                 }
-    memcpy(p->seqs, seqs, batch * sizeof *seqs);
-    p->k = kv_buffer_of(ctx, k, n, h->d.dtype);
-    p->v = kv_buffer_of(ctx, v, n, h->d.dtype);
     int64_t shape[4] = {batch, hkv, T, D};
     vkattn_kv_append_args a = {.cache = h->cache, .batch = batch, .sequences = p->seqs};
-    a.k = vkattn_tensor_make(p->k, 0, h->d.dtype, 4, shape);
-    a.v = vkattn_tensor_make(p->v, 0, h->d.dtype, 4, shape);
+    a.k = vkattn_tensor_make(p->k, 0, in, 4, shape);
+    a.v = vkattn_tensor_make(p->v, 0, in, 4, shape);
     p->a = a;
     for (uint32_t b = 0; b < batch; b++)
         h->len[seqs[b]] += T;

@@ -17,7 +17,15 @@ typedef struct kv_host {
     vkattn_kv_cache_desc d;
     float *k, *v; /* [max_sequences][Hkv][capacity][D], values as stored (rounded) */
     uint32_t len[MAX_SEQ];
+    /* a quantized cache: the dtype appends give it (set after create; 0:
+     * f32), and the values before quantization (k, v hold them quantized
+     * and dequantized by the reference, as the kernels read them) */
+    vkattn_dtype src;
+    float *k0, *v0;
 } kv_host;
+
+/* Whether `dt` is a quantized dtype (q8_0, q4_0). */
+bool kv_quantized(vkattn_dtype dt);
 
 void kv_host_create(test_gpu *g, const vkattn_kv_cache_desc *d, kv_host *h);
 void kv_host_destroy(kv_host *h);

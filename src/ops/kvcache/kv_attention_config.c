@@ -140,7 +140,8 @@ static bool use_texel(vkattn_context *ctx, const vkattn_kv_cache *c,
                       const vka_kv_attention_problem *p)
 {
     if (!ctx->info.texel_inputs || c->d.dtype == VKATTN_DTYPE_BF16 ||
-        p->q.dtype == VKATTN_DTYPE_BF16) /* bf16 has no texel view */
+        p->q.dtype == VKATTN_DTYPE_BF16 ||  /* bf16 has no texel view */
+        vka_dtype_is_quantized(c->d.dtype)) /* blocks are read as words */
         return false;
     vkattn_tensor pool = vkattn_tensor_make(c->k, 0, c->d.dtype, 1, NULL);
     pool.shape[0] = (int64_t)(c->block_bytes * c->d.num_blocks / vkattn_dtype_size(c->d.dtype));
@@ -166,7 +167,9 @@ void vka_kv_tuning_key(const vkattn_kv_cache *c, vkattn_dtype q_dtype, uint32_t 
     key->values[3] = vka_tuning_bucket(length, lens, 4);
     key->values[4] = vka_tuning_bucket((uint64_t)batch * c->d.num_kv_heads, work, 4);
     key->values[5] = (q_dtype == VKATTN_DTYPE_F16) + 2u * (c->d.dtype == VKATTN_DTYPE_F16) +
-                     4u * (q_dtype == VKATTN_DTYPE_BF16) + 8u * (c->d.dtype == VKATTN_DTYPE_BF16);
+                     4u * (q_dtype == VKATTN_DTYPE_BF16) + 8u * (c->d.dtype == VKATTN_DTYPE_BF16) +
+                     16u * (c->d.dtype == VKATTN_DTYPE_Q8_0) +
+                     32u * (c->d.dtype == VKATTN_DTYPE_Q4_0);
     key->values[6] = c->paged;
 }
 

@@ -36,6 +36,21 @@ static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sm, fal
  * texel inputs or the decode kernel for bf16, see kv_attention_config.c) */
 static const vka_kernel sg_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(KV_STORAGE, sg, true);
 static const vka_kernel sm_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(KV_STORAGE, sm, false);
+/* ... over a quantized cache (storage only), by [family is sm][q/out
+ * storage][cache is q4_0] */
+#define KV_QUANT(fam, full, q)                                                   \
+    {                                                                            \
+        KV_KERNEL(fam, q##_q8_0, STO, full), KV_KERNEL(fam, q##_q4_0, STO, full) \
+    }
+#define KV_QUANT_TABLE(fam, full)                       \
+    {                                                   \
+        [VKA_STORAGE_F32] = KV_QUANT(fam, full, f32),   \
+        [VKA_STORAGE_F16] = KV_QUANT(fam, full, f16),   \
+        [VKA_STORAGE_F16P] = KV_QUANT(fam, full, f16p), \
+        [VKA_STORAGE_BF16] = KV_QUANT(fam, full, bf16), \
+    }
+static const vka_kernel quant_kernels[2][4][2] = {KV_QUANT_TABLE(sg, true),
+                                                  KV_QUANT_TABLE(sm, false)};
 /* Texel inputs (rgba32f views of f32 data, rgba32ui views of f16 data), by
  * [q/out storage][cache dtype is f16]. */
 #define KV_TEXEL_TABLE(fam, full)                                       \
@@ -88,6 +103,8 @@ static vkattn_result bind_pool(vkattn_context *ctx, const vkattn_kv_cache *c,
 {
     uint64_t bytes = c->block_bytes * c->d.num_blocks;
     uint32_t first;
+    if (vka_dtype_is_quantized(c->d.dtype)) /* whole, as 32-bit words */
+        return vka_bind_window(ctx, pool, 0, bytes, 4, b, &first);
     if (texel)
         return vka_bind_texel_quads(ctx, pool, 0, bytes, c->d.dtype, b, &first);
     return vka_bind_window(ctx, pool, 0, bytes, 4 * vkattn_dtype_size(c->d.dtype), b, &first);
@@ -98,7 +115,10 @@ static vkattn_result bind_pool(vkattn_context *ctx, const vkattn_kv_cache *c,
 static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_kv_config *cfg,
                                      vkattn_dtype q, vkattn_dtype kv)
 {
-    uint32_t qs = vka_storage_kind(ctx, q), ks = vka_storage_kind(ctx, kv);
+    uint32_t qs = vka_storage_kind(ctx, q);
+    if (vka_dtype_is_quantized(kv))
+        return &quant_kernels[cfg->kernel != VKA_KV_KERNEL_SUBGROUP][qs][kv == VKATTN_DTYPE_Q4_0];
+    uint32_t ks = vka_storage_kind(ctx, kv);
     bool f16 = kv == VKATTN_DTYPE_F16;
     if (qs == VKA_STORAGE_BF16 || ks == VKA_STORAGE_BF16)
         return cfg->kernel == VKA_KV_KERNEL_SUBGROUP ? &sg_bf16[qs][ks] : &sm_bf16[qs][ks];

@@ -31,13 +31,14 @@ static vkattn_result fill(vkattn_context *ctx, vkattn_kv_cache *scratch, uint32_
     uint64_t n; /* saturates past 2^64: the buffers then refuse it */
     vka_product_u64((const uint64_t[]){batch, d->num_kv_heads, length, d->head_dim}, 4, &n);
     vkattn_buffer *bk = NULL, *bv = NULL;
-    vkattn_result r = vka_tuner_random_buffer(ctx, n, d->dtype, 4, &bk);
+    vkattn_dtype dt = vka_kv_activation_dtype(d->dtype); /* a quantized cache quantizes f32 */
+    vkattn_result r = vka_tuner_random_buffer(ctx, n, dt, 4, &bk);
     if (r == VKATTN_SUCCESS)
-        r = vka_tuner_random_buffer(ctx, n, d->dtype, 5, &bv);
+        r = vka_tuner_random_buffer(ctx, n, dt, 5, &bv);
     if (r == VKATTN_SUCCESS) {
         vkattn_kv_append_args a = {scratch, batch, sequences,
-                                   vkattn_tensor_make(bk, 0, d->dtype, 4, shape),
-                                   vkattn_tensor_make(bv, 0, d->dtype, 4, shape)};
+                                   vkattn_tensor_make(bk, 0, dt, 4, shape),
+                                   vkattn_tensor_make(bv, 0, dt, 4, shape)};
         r = vka_submit_and_wait(ctx, record_append, &a);
     }
     vkattn_buffer_destroy(bk);
@@ -83,13 +84,15 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx,
         r = vkattn_kv_cache_create(ctx, &d, &scratch);
     if (r == VKATTN_SUCCESS)
         r = fill(ctx, scratch, batch, sequences, length);
-    /* q and out in the cache's dtype, as the MHA layer's steps have them */
+    /* q and out in the cache's dtype, as the MHA layer's steps have them
+     * (f32 over a quantized cache) */
+    vkattn_dtype qdt = vka_kv_activation_dtype(d.dtype);
     int64_t qs[4] = {batch, d.num_heads, new_tokens, d.head_dim};
     uint64_t nq, out_bytes; /* saturating, as above */
     vka_product_u64((const uint64_t[]){batch, d.num_heads, new_tokens, d.head_dim}, 4, &nq);
-    vka_mul_u64(nq, vkattn_dtype_size(d.dtype), &out_bytes);
+    vka_mul_u64(nq, vkattn_dtype_size(qdt), &out_bytes);
     if (r == VKATTN_SUCCESS)
-        r = vka_tuner_random_buffer(ctx, nq, d.dtype, 6, &bq);
+        r = vka_tuner_random_buffer(ctx, nq, qdt, 6, &bq);
     if (r == VKATTN_SUCCESS) {
         vkattn_buffer_desc bd = {.size = out_bytes};
         r = vkattn_buffer_create(ctx, &bd, &bo);
@@ -99,8 +102,8 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx,
             .cache = scratch,
             .batch = batch,
             .sequences = sequences,
-            .q = vkattn_tensor_make(bq, 0, d.dtype, 4, qs),
-            .out = vkattn_tensor_make(bo, 0, d.dtype, 4, qs),
+            .q = vkattn_tensor_make(bq, 0, qdt, 4, qs),
+            .out = vkattn_tensor_make(bo, 0, qdt, 4, qs),
         };
         /* powers of two the step can take (the automatic choice, which a
          * stored entry would steer, is not a candidate of its own) */
@@ -115,7 +118,7 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx,
                               &best, &best_ms);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key;
-            vka_kv_tuning_key(cache, d.dtype, batch, new_tokens, length, &key);
+            vka_kv_tuning_key(cache, qdt, batch, new_tokens, length, &key);
             vka_tuning_config cfg = {{splits[best]}};
             r = vka_tuning_set(ctx, &key, VKA_KV_CONFIG_VERSION, &cfg, best_ms);
         }

@@ -29,6 +29,7 @@
 #include "core/context.h"
 #include "core/kernel.h"
 #include "core/pipeline.h"
+#include "spec/dtype.h"
 #include "spec/score_mods.h"
 
 struct vkattn_kv_cache {
@@ -86,6 +87,13 @@ static inline uint32_t vka_kv_first_key(uint32_t length, uint32_t tokens, uint32
 {
     uint64_t need = (uint64_t)tokens + window - 1;
     return window && length > need ? length - (uint32_t)need : 0;
+}
+
+/* The dtype of what a cache of `dtype` is filled from and read with by
+ * default (the tuners' operands): its own, or f32 for a quantized cache. */
+static inline vkattn_dtype vka_kv_activation_dtype(vkattn_dtype dtype)
+{
+    return vka_dtype_is_quantized(dtype) ? VKATTN_DTYPE_F32 : dtype;
 }
 
 /* Blocks that `tokens` tokens occupy (without the tokens + block_size - 1

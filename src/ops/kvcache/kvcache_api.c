@@ -59,12 +59,13 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
     if (z.pool_bytes > most)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                         "desc: the K and V pools are %llu bytes each (%s %u x %s %u tokens x "
-                        "desc->num_kv_heads %u x desc->head_dim %u x %zu bytes), more than one "
+                        "desc->num_kv_heads %u x %llu bytes per head_dim %u row), more than one "
                         "allocation of this device holds (maxMemoryAllocationSize %llu)",
                         (unsigned long long)z.pool_bytes,
                         d.block_size ? "desc->num_blocks" : "desc->max_sequences", d.num_blocks,
                         d.block_size ? "desc->block_size" : "desc->capacity", z.block_tokens,
-                        d.num_kv_heads, d.head_dim, vkattn_dtype_size(d.dtype),
+                        d.num_kv_heads,
+                        (unsigned long long)vkattn_dtype_row_bytes(d.dtype, d.head_dim), d.head_dim,
                         (unsigned long long)most);
     if (z.split_scratch_bytes > most)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,

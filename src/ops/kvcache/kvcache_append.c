@@ -1,6 +1,7 @@
 /* vkattn_cmd_kv_cache_append: copies K and V of your own into a KV cache
- * (kv_append.comp). The MHA layer's steps do not use it: their projection
- * writes into the cache itself. */
+ * (kv_append.comp), or quantizes them into a q8_0 / q4_0 one
+ * (kv_append_quant.comp). The MHA layer's steps do not use it for the
+ * others: their projection writes into the cache itself. */
 #include "ops/kvcache/kvcache_internal.h"
 #include "vka_spirv.h"
 
@@ -23,6 +24,25 @@ static const vka_kernel append_kernels[4] = {
     [VKA_STORAGE_BF16] = APPEND_KERNEL(bf16),
 };
 
+#define QUANT_KERNEL(q, s)                                                          \
+    {                                                                               \
+        .name = "kv_append_" #q "_" #s, .spirv = &vka_spirv_kv_append_##q##_##s,    \
+        .binding_count = 5,                                                         \
+        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, \
+                     VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},                     \
+        .push_size = 11 * 4                                                         \
+    }
+#define QUANT_KERNELS(q)                                                                        \
+    {                                                                                           \
+        [VKA_STORAGE_F32] = QUANT_KERNEL(q, f32), [VKA_STORAGE_F16] = QUANT_KERNEL(q, f16),     \
+        [VKA_STORAGE_F16P] = QUANT_KERNEL(q, f16p), [VKA_STORAGE_BF16] = QUANT_KERNEL(q, bf16), \
+    }
+/* by [cache is q4_0][storage of k and v] */
+static const vka_kernel quant_kernels[2][4] = {QUANT_KERNELS(q8_0), QUANT_KERNELS(q4_0)};
+
+/* Both kernels' push constants: for kv_append.comp head dims, offsets and
+ * strides in vec4s (dh4 = Dh / 4), for kv_append_quant.comp in elements
+ * with dh4 = Dh / 64 (pairs of blocks). */
 typedef struct append_push {
     uint32_t batch, heads, tokens, dh4;
     uint32_t k_first, v_first;
@@ -30,8 +50,8 @@ typedef struct append_push {
     uint32_t block_size, table_width;
 } append_push;
 
-/* Checks k or v: [B, Hkv, T, Dh] in the cache's dtype, rows on 4-element
- * boundaries. */
+/* Checks k or v: [B, Hkv, T, Dh] in the cache's dtype (a quantized
+ * cache: f32, f16 or bf16), rows on 4-element boundaries. */
 static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, const char *name,
                                  uint32_t batch, vkattn_tensor *out)
 {
@@ -42,10 +62,17 @@ static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, con
     if (out->rank != 4)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "%s.rank is %u: expected 4 ([B, Hkv, T, Dh])", name, out->rank);
-    if (out->dtype != c->d.dtype)
+    char b[VKA_DTYPE_TEXT];
+    if (vka_dtype_is_quantized(c->d.dtype)) {
+        if (!vka_dtype_is_float(out->dtype) && out->dtype != VKATTN_DTYPE_BF16)
+            return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                            "%s.dtype is %s: a %s cache quantizes f32, f16 or bf16 values", name,
+                            vka_dtype_text(out->dtype, b), vkattn_dtype_name(c->d.dtype));
+    } else if (out->dtype != c->d.dtype) {
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                         "%s.dtype is %s but the cache holds %s", name,
-                        vkattn_dtype_name(out->dtype), vkattn_dtype_name(c->d.dtype));
+                        vka_dtype_text(out->dtype, b), vkattn_dtype_name(c->d.dtype));
+    }
     const int64_t want[4] = {batch, c->d.num_kv_heads, out->shape[2], c->d.head_dim};
     const char *dim[4] = {"batch", "the cache's num_kv_heads", "", "the cache's head_dim"};
     for (int i = 0; i < 4; i++)
@@ -95,10 +122,15 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
     r = vka_bind_window(ctx, k.buffer, k.offset, span, 4 * es, &b[1], &k_first);
     if (r == VKATTN_SUCCESS)
         r = vka_bind_window(ctx, v.buffer, v.offset, span, 4 * es, &b[2], &v_first);
+    /* the pools whole: quads of the cache's dtype, or a quantized one's words */
+    bool quant = vka_dtype_is_quantized(c->d.dtype);
+    uint32_t pool_unit = quant ? 4 : (uint32_t)(4 * es);
     if (r == VKATTN_SUCCESS)
-        r = vka_bind_window(ctx, c->k, 0, c->block_bytes * c->d.num_blocks, 4 * es, &b[3], &unused);
+        r = vka_bind_window(ctx, c->k, 0, c->block_bytes * c->d.num_blocks, pool_unit, &b[3],
+                            &unused);
     if (r == VKATTN_SUCCESS)
-        r = vka_bind_window(ctx, c->v, 0, c->block_bytes * c->d.num_blocks, 4 * es, &b[4], &unused);
+        r = vka_bind_window(ctx, c->v, 0, c->block_bytes * c->d.num_blocks, pool_unit, &b[4],
+                            &unused);
     if (r != VKATTN_SUCCESS)
         return r;
     vka_kv_step step;
@@ -107,11 +139,17 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
         return r;
     vka_pipeline *p;
     uint32_t spec[1] = {vka_workgroup_size(ctx, WORKGROUP)};
-    r = vka_pipeline_get(ctx, &append_kernels[vka_storage_kind(ctx, c->d.dtype)], spec, 1, &p);
+    const vka_kernel *kernel =
+        quant ? &quant_kernels[c->d.dtype == VKATTN_DTYPE_Q4_0][vka_storage_kind(ctx, k.dtype)]
+              : &append_kernels[vka_storage_kind(ctx, c->d.dtype)];
+    r = vka_pipeline_get(ctx, kernel, spec, 1, &p);
     if (r != VKATTN_SUCCESS)
         return r;
+    /* one invocation per quad, or per pair of quantized blocks */
+    uint32_t per_row = quant ? c->d.head_dim / 64 : c->d.head_dim / 4;
+    uint32_t unit = quant ? 1 : 4; /* offsets and strides in elements, or in quads */
     /* nothing can fail from here on but the dispatch's grid check */
-    uint64_t units = (uint64_t)a->batch * c->d.num_kv_heads * tokens * (c->d.head_dim / 4);
+    uint64_t units = (uint64_t)a->batch * c->d.num_kv_heads * tokens * per_row;
     uint32_t gx, gy;
     vka_grid_2d(ctx, vka_div_up64(units, spec[0]), &gx, &gy);
     if (gy > ctx->info.max_workgroup_count[1] || units > UINT32_MAX)
@@ -125,12 +163,12 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
         .batch = a->batch,
         .heads = c->d.num_kv_heads,
         .tokens = tokens,
-        .dh4 = c->d.head_dim / 4,
-        .k_first = k_first,
-        .v_first = v_first,
-        .stride_b = (uint32_t)(k.strides[0] / 4),
-        .stride_h = (uint32_t)(k.strides[1] / 4),
-        .stride_t = (uint32_t)(k.strides[2] / 4),
+        .dh4 = per_row,
+        .k_first = k_first * (4 / unit),
+        .v_first = v_first * (4 / unit),
+        .stride_b = (uint32_t)(k.strides[0] / unit),
+        .stride_h = (uint32_t)(k.strides[1] / unit),
+        .stride_t = (uint32_t)(k.strides[2] / unit),
         .block_size = c->d.block_size,
         .table_width = c->table_width,
     };

@@ -62,6 +62,12 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
                         "%u x %u for %u",
                         name, c->d.num_kv_heads, c->d.head_dim, c->d.num_heads, d->num_kv_heads,
                         d->head_dim, d->num_heads);
+    if (vka_dtype_is_quantized(c->d.dtype))
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "%s holds %s: the layer's steps do not write quantized caches yet (fill "
+                        "one with vkattn_cmd_kv_cache_append, read it with "
+                        "vkattn_cmd_kv_attention)",
+                        name, vkattn_dtype_name(c->d.dtype));
     if (c->d.dtype != d->dtype)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                         "%s holds %s but the layer's dtype is %s", name,

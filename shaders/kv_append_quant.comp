@@ -1,0 +1,147 @@
+// Appends K and V [B, Hkv, T, Dh] of a step to a quantized KV cache's block
+// pools (layout: src/ops/kvcache/kvcache.h), quantizing as it writes:
+// ggml's q8_0 or q4_0 blocks of 32 values along the head dim (QT = 8 or 4;
+// the layouts: attention_io.glsl). One invocation quantizes a pair of
+// blocks (64 values) of one token row of K and the same pair of V: a pair is
+// 68 or 36 bytes, whole 32-bit words, so no two invocations share a word
+// (the head dim is a multiple of 64). The arithmetic is the CPU reference's
+// (vkattn_ref_quantize) step by step in f32, `precise` so that nothing is
+// fused; the scale is rounded to f16 to nearest even by hand. Variant: DT =
+// f32 / f16 / f16p / bf16 (the storage of k and v).
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "tensor_io.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u;
+
+#if QT == 8
+const uint BLOCK_BYTES = 34u;
+#else
+const uint BLOCK_BYTES = 18u;
+#endif
+const uint PAIR_WORDS = BLOCK_BYTES / 2u; // 2 blocks = BLOCK_BYTES / 2 words
+
+layout(push_constant) uniform Push {
+    uint batch, heads, tokens, pairs; // pairs: head_dim / 64
+    uint k_first, v_first;            // element index of k[0,0,0,0] / v[...] in their bindings
+    uint stride_b, stride_h, stride_t; // of k and v, in elements
+    uint block_size, table_width;
+} pc;
+
+layout(set = 0, binding = 0, std430) readonly buffer meta_buffer { uint meta[]; };
+DECLARE_RO(1, k_src, DT)
+DECLARE_RO(2, v_src, DT)
+layout(set = 0, binding = 3, std430) writeonly buffer k_pool_buffer { uint k_pool[]; };
+layout(set = 0, binding = 4, std430) writeonly buffer v_pool_buffer { uint v_pool[]; };
+
+// IEEE binary16 bits of x, rounded to nearest even (vkattn_f32_to_f16's
+// rounding; packHalf2x16 leaves the rounding mode to the implementation).
+// x is a finite block scale, so no NaN or infinity arrives here.
+uint f16_bits(float x) {
+    uint u = floatBitsToUint(x);
+    uint sign = (u >> 16u) & 0x8000u;
+    uint a = u & 0x7fffffffu;
+    if (a >= 0x477ff000u) // rounds to 65536 or more: infinity
+        return sign | 0x7c00u;
+    if (a >= 0x38800000u) { // a normal half
+        uint r = a - 0x38000000u; // rebias the exponent (127 - 15 = 112 << 23)
+        return sign | ((r + 0xfffu + ((r >> 13u) & 1u)) >> 13u);
+    }
+    // a subnormal half (or zero): the value in units of 2^-24, to nearest even
+    uint e = a >> 23u;
+    if (e < 102u) // below half of the smallest subnormal: zero
+        return sign;
+    uint m = (a & 0x7fffffu) | 0x800000u;
+    uint shift = 126u - e; // 14 .. 24
+    uint q = m >> shift, rest = m & ((1u << shift) - 1u), half_ = 1u << (shift - 1u);
+    if (rest > half_ || (rest == half_ && (q & 1u) != 0u))
+        q++;
+    return sign | q;
+}
+
+// C's roundf: to nearest, halves away from zero (GLSL's round leaves halves
+// to the implementation). |x| <= 127 here, so x - trunc(x) is exact.
+float round_away(float x) {
+    float t = trunc(x);
+    return abs(x - t) >= 0.5 ? t + sign(x) : t;
+}
+
+uint words[PAIR_WORDS];
+
+void put_byte(uint at, uint value) {
+    uint w = at >> 2u, shift = (at & 3u) * 8u;
+    words[w] = (words[w] & ~(0xffu << shift)) | ((value & 0xffu) << shift);
+}
+
+// Block `blk` (0 or 1) of the pair: x its 32 values.
+void quantize_block(uint blk, float x[32]) {
+    uint base = blk * BLOCK_BYTES;
+#if QT == 8
+    float amax = 0.0;
+    for (uint j = 0u; j < 32u; j++)
+        amax = max(amax, abs(x[j]));
+    precise float d = amax / 127.0;
+    precise float id = d != 0.0 ? 1.0 / d : 0.0;
+    for (uint j = 0u; j < 32u; j++) {
+        precise float v = x[j] * id;
+        put_byte(base + 2u + j, uint(int(round_away(v))));
+    }
+#else
+    float amax = 0.0, mx = 0.0;
+    for (uint j = 0u; j < 32u; j++)
+        if (amax < abs(x[j])) {
+            amax = abs(x[j]);
+            mx = x[j];
+        }
+    precise float d = mx / -8.0;
+    precise float id = d != 0.0 ? 1.0 / d : 0.0;
+    for (uint j = 0u; j < 16u; j++) {
+        precise float v0 = x[j] * id;
+        precise float v1 = x[j + 16u] * id;
+        precise float s0 = v0 + 8.5;
+        precise float s1 = v1 + 8.5;
+        uint q0 = min(15u, uint(int(s0))), q1 = min(15u, uint(int(s1)));
+        put_byte(base + 2u + j, q0 | (q1 << 4u));
+    }
+#endif
+    uint h = f16_bits(d);
+    put_byte(base, h);
+    put_byte(base + 1u, h >> 8u);
+}
+
+void main() {
+    uint id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WORKGROUP_SIZE +
+              gl_LocalInvocationID.x;
+    uint p = id % pc.pairs;
+    uint rest = id / pc.pairs;
+    uint t = rest % pc.tokens;
+    rest /= pc.tokens;
+    uint h = rest % pc.heads;
+    uint b = rest / pc.heads;
+    if (b >= pc.batch)
+        return;
+    uint token = meta[b] + t; // position in the sequence
+    uint block = meta[2u * pc.batch + b * pc.table_width + token / pc.block_size];
+    uint row = (block * pc.heads + h) * pc.block_size + token % pc.block_size;
+    uint dst = (row * pc.pairs + p) * PAIR_WORDS;
+    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t + p * 64u;
+    float x[32];
+    for (uint kv = 0u; kv < 2u; kv++) {
+        for (uint w = 0u; w < PAIR_WORDS; w++)
+            words[w] = 0u;
+        for (uint blk = 0u; blk < 2u; blk++) {
+            for (uint j = 0u; j < 32u; j++) {
+                uint e = src + blk * 32u + j;
+                x[j] = kv == 0u ? k_src_load(pc.k_first + e) : v_src_load(pc.v_first + e);
+            }
+            quantize_block(blk, x);
+        }
+        for (uint w = 0u; w < PAIR_WORDS; w++) {
+            if (kv == 0u)
+                k_pool[dst + w] = words[w];
+            else
+                v_pool[dst + w] = words[w];
+        }
+    }
+}
