@@ -14,6 +14,9 @@
 
 #define F32 VKATTN_DTYPE_F32
 #define F16 VKATTN_DTYPE_F16
+#define BF16 VKATTN_DTYPE_BF16
+#define Q8 VKATTN_DTYPE_Q8_0
+#define Q4 VKATTN_DTYPE_Q4_0
 #define FMA BENCH_LIMIT_FMA
 #define READ BENCH_LIMIT_READ
 
@@ -45,6 +48,14 @@ const bench_case bench_cases[] = {
     {"attn_decode_gqa_d128_kv4096", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16, F16},
     {"attn_decode_gqa_d128_kv1024_b8", BENCH_DECODE, READ, 8, 32, 8, 1, 1024, 128, 0, 0, 0, true, false, F16,
      F16},
+    /* The B = 1, 4096-token decode over a bf16 cache (q bf16) and over
+     * quantized ones (q8_0, q4_0: 53% and 28% of f16's bytes; q f16). */
+    {"attn_decode_gqa_d128_kv4096_bf16", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, BF16,
+     BF16},
+    {"attn_decode_gqa_d128_kv4096_q8_0", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
+     Q8},
+    {"attn_decode_gqa_d128_kv4096_q4_0", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
+     Q4},
     {"attn_decode_gqa_d128_kv4096_b8", BENCH_DECODE, READ, 8, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
      F16},
     /* The B = 1, 4096-token decode over a paged cache (blocks of 16 tokens,
@@ -145,6 +156,8 @@ static vkattn_buffer *random_buffer(bench_runner *r, uint64_t n, vkattn_dtype dt
         float v = (float)(seed >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
         if (dt == F16)
             ((uint16_t *)host)[i] = vkattn_f32_to_f16(v);
+        else if (dt == BF16)
+            ((uint16_t *)host)[i] = vkattn_f32_to_bf16(v);
         else
             ((float *)host)[i] = v;
     }
@@ -195,14 +208,16 @@ static void fill_cache(bench_runner *r, uint32_t tokens)
     const bench_case *c = r->c;
     const uint32_t chunk = 256, dh = c->kind == BENCH_LAYER_STEP ? c->d / c->hq : c->d;
     int64_t ks[4] = {c->b, c->hkv, chunk, dh};
-    vkattn_buffer *kv = random_buffer(r, (uint64_t)c->b * c->hkv * chunk * dh, c->data, 11);
+    /* a quantized cache (no element size) quantizes the activations' dtype */
+    vkattn_dtype src = vkattn_dtype_size(c->data) ? c->data : c->act;
+    vkattn_buffer *kv = random_buffer(r, (uint64_t)c->b * c->hkv * chunk * dh, src, 11);
     for (uint32_t done = 0; done < tokens; done += chunk) {
         ks[2] = tokens - done < chunk ? tokens - done : chunk;
         vkattn_kv_append_args a = {.cache = r->cache,
                                    .batch = c->b,
                                    .sequences = r->sequences,
-                                   .k = vkattn_tensor_make(kv, 0, c->data, 4, ks),
-                                   .v = vkattn_tensor_make(kv, 0, c->data, 4, ks)};
+                                   .k = vkattn_tensor_make(kv, 0, src, 4, ks),
+                                   .v = vkattn_tensor_make(kv, 0, src, 4, ks)};
         VkCommandBuffer cmd;
         BENCH_CHECK(r->ctx, vkattn_commands_begin(r->ctx, &cmd), "filling the KV cache");
         bench_cmd_barrier(r->ctx, cmd);
@@ -357,7 +372,7 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
         r->decode.sinks = sinks_tensor(r);
         double keys = c->window && c->window < c->tk ? c->window : c->tk; /* read */
         r->flops = 4.0 * c->b * c->hq * c->d * keys;
-        r->bytes = 2.0 * c->b * c->hkv * keys * c->d * ds;
+        r->bytes = 2.0 * c->b * c->hkv * keys * (double)vkattn_dtype_row_bytes(c->data, c->d);
     } else {
         make_layer(r);
     }
