@@ -461,6 +461,54 @@ static void test_info_without_any_device(void **state)
     assert_non_null(strstr(err, "mesa-vulkan-drivers"));
 }
 
+/* mha --prefill --kv-dtype q8_0 / q4_0: decode through a quantized cache,
+ * --check against the reference that quantizes K and V the same way; the
+ * output differs from the f32 cache's by the quantization, more for q4_0;
+ * bad values and pairings are refused without an output. */
+static void test_mha_kv_dtype(void **state)
+{
+    (void)state;
+    int64_t xs[3] = {2, 7, 128}, ws[2] = {128, 128};
+    cli_write_f32("kx.npy", 3, xs, 61, -1, 1);
+    const char *w[4] = {"kwq.npy", "kwk.npy", "kwv.npy", "kwo.npy"};
+    for (int i = 0; i < 4; i++)
+        cli_write_f32(w[i], 2, ws, 62 + (uint64_t)i, -0.1f, 0.1f);
+    char base[2048], args[4096], err[2048];
+    snprintf(base, sizeof base,
+             "mha --x %s --heads 2 --wq %s --wk %s --wv %s --wo %s --causal --prefill 3",
+             cli_path_of("kx.npy"), cli_path_of(w[0]), cli_path_of(w[1]), cli_path_of(w[2]),
+             cli_path_of(w[3]));
+    const char *kinds[3] = {"f32", "q8_0", "q4_0"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "%s --kv-dtype %s --check --out %s", base, kinds[i],
+                 cli_path_of(i == 0   ? "ky_f32.npy"
+                             : i == 1 ? "ky_q8.npy"
+                                      : "ky_q4.npy"));
+        cli_expect_success(args);
+    }
+    cli_compare_outputs("ky_f32.npy", "ky_q8.npy", 0.05, false, "q8_0 cache vs f32 cache");
+    cli_compare_outputs("ky_f32.npy", "ky_q4.npy", 1e-3, true, "q4_0 cache vs f32 cache");
+    static const struct {
+        const char *opts, *says;
+    } bad[] = {
+        {"--kv-dtype q5_1", "--kv-dtype \"q5_1\": expected f32, f16, bf16, q8_0 or q4_0"},
+        {"--kv-dtype f16", "--kv-dtype f16 differs from --dtype f32"},
+    };
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "%s %s --out %s", base, bad[i].opts, cli_path_of("kbad.npy"));
+        assert_int_equal(cli_run_with("", args, err, sizeof err), 2);
+        if (!strstr(err, bad[i].says))
+            fail_msg("%s: %s", bad[i].opts, err);
+        assert_false(cli_exists(cli_path_of("kbad.npy")));
+    }
+    snprintf(args, sizeof args,
+             "mha --x %s --heads 2 --wq %s --wk %s --wv %s --wo %s --kv-dtype q8_0 --out %s",
+             cli_path_of("kx.npy"), cli_path_of(w[0]), cli_path_of(w[1]), cli_path_of(w[2]),
+             cli_path_of(w[3]), cli_path_of("kbad.npy"));
+    assert_int_equal(cli_run_with("", args, err, sizeof err), 2);
+    assert_non_null(strstr(err, "--kv-dtype needs --prefill"));
+}
+
 /* `vkattn info` says which storage types the device holds natively and
  * which the kernels emulate: f16 follows the device's 16-bit storage (text
  * and JSON agree), the others are fixed. */
@@ -495,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_help_lists_flags),
         cmocka_unit_test(test_info_without_any_device),
         cmocka_unit_test(test_info_types),
+        cmocka_unit_test(test_mha_kv_dtype),
     };
     return cmocka_run_group_tests(tests, cli_setup, cli_teardown);
 }

@@ -9,7 +9,7 @@
  * dtype), and, reported, against the unquantized values. Plus the sizes
  * (vkattn_kv_cache_memory), the tuner over a quantized cache, and the
  * refusals: head dims that are not whole pairs of blocks, inputs that are
- * not floats, the layer's steps. Every case on every kernel policy (the
+ * not floats. And the MHA layer's steps writing such a cache. Every case on every kernel policy (the
  * texel ones fall back to storage inputs: blocks are read as words). */
 #include "test_kv_util.h"
 
@@ -197,6 +197,99 @@ static void test_quantized_bytes(void **state)
         }
 }
 
+/* The layer's steps over quantized caches: a prefill of 5 tokens, then 3
+ * decode steps (projection to scratch, quantizing append, attention over
+ * the cache), with bias and RoPE, against vkattn_ref_mha over the whole
+ * sequence with kv_cache_dtype set (K and V through the reference
+ * quantizer). The GPU's K and V come from an f32 GEMM, the reference's
+ * from double sums: a value within a rounding of a quantization boundary
+ * may land one step apart, hence the tolerances (q8_0 2e-3, q4_0 2e-2;
+ * these seeds meet them on both drivers). */
+static void test_layer_steps(void **state)
+{
+    test_policy_suite *s = *state;
+    enum { DM = 256, HQ = 4, HKV = 2, DH = 64, T = 8, PREFILL = 5 };
+    test_rng rng = test_rng_seed(5);
+    float *w = malloc(sizeof(float) * (size_t)(HQ + 2 * HKV) * DH * DM),
+          *wo = malloc(sizeof(float) * (size_t)DM * HQ * DH), bias[(HQ + 2 * HKV) * DH], bo[DM],
+          x[T * DM];
+    assert_true(w && wo);
+    for (size_t i = 0; i < (size_t)(HQ + 2 * HKV) * DH * DM; i++)
+        w[i] = test_rng_uniform(&rng, -0.1f, 0.1f);
+    for (size_t i = 0; i < (size_t)DM * HQ * DH; i++)
+        wo[i] = test_rng_uniform(&rng, -0.1f, 0.1f);
+    for (int i = 0; i < (HQ + 2 * HKV) * DH; i++)
+        bias[i] = test_rng_uniform(&rng, -0.5f, 0.5f);
+    for (int i = 0; i < DM; i++)
+        bo[i] = test_rng_uniform(&rng, -0.5f, 0.5f);
+    for (int i = 0; i < T * DM; i++)
+        x[i] = test_rng_uniform(&rng, -1.0f, 1.0f);
+    vkattn_mha_desc md = {.embed_dim = DM,
+                          .num_heads = HQ,
+                          .num_kv_heads = HKV,
+                          .bias = true,
+                          .rope = {.theta = 10000.0f}};
+    vkattn_mha_weights mw = {.wqkv = w, .wo = wo, .bqkv = bias, .bo = bo};
+    for (int q = 0; q < 2; q++)
+        for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy += 3) {
+            vkattn_context *ctx = s->gpu[policy]->ctx;
+            const vkattn_dtype dt = q ? Q4 : Q8;
+            vkattn_mha *m;
+            TEST_OK(ctx, vkattn_mha_create(ctx, &md, &m));
+            TEST_OK(ctx, vkattn_mha_set_weights(m, &mw));
+            vkattn_kv_cache_desc cd = {.num_kv_heads = HKV,
+                                       .num_heads = HQ,
+                                       .head_dim = DH,
+                                       .dtype = dt,
+                                       .max_sequences = 1,
+                                       .capacity = T,
+                                       .block_size = q ? 4 : 0};
+            vkattn_kv_cache *c;
+            TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &c));
+            vkattn_buffer *xb = test_buffer_with(ctx, x, sizeof x);
+            vkattn_buffer *yb = test_buffer_with(ctx, NULL, sizeof x);
+            uint32_t seq = 0;
+            for (uint32_t t = 0; t < T; t = t ? t + 1 : PREFILL) {
+                int64_t n = t ? 1 : PREFILL, shape[3] = {1, n, DM};
+                vkattn_mha_step_args sa = {
+                    .cache = c,
+                    .batch = 1,
+                    .sequences = &seq,
+                    .x = vkattn_tensor_make(xb, (uint64_t)t * DM * 4, F32, 3, shape),
+                    .y = vkattn_tensor_make(yb, (uint64_t)t * DM * 4, F32, 3, shape)};
+                TEST_OK(ctx, vkattn_mha_step(m, &sa));
+            }
+            float got[T * DM], want[T * DM], exact[T * DM];
+            TEST_OK(ctx, vkattn_buffer_download(yb, 0, got, sizeof got));
+            int64_t shape[3] = {1, T, DM};
+            vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(x, F32, 3, shape),
+                                      .y = vkattn_host_tensor_make(want, F32, 3, shape),
+                                      .causal = true,
+                                      .kv_cache_dtype = dt};
+            char err[256] = "";
+            if (vkattn_ref_mha(&md, &mw, &ra, err, sizeof err) != VKATTN_SUCCESS)
+                fail_msg("%s", err);
+            ra.kv_cache_dtype = F32;
+            ra.y = vkattn_host_tensor_make(exact, F32, 3, shape);
+            if (vkattn_ref_mha(&md, &mw, &ra, err, sizeof err) != VKATTN_SUCCESS)
+                fail_msg("%s", err);
+            char what[120];
+            snprintf(what, sizeof what, "%s layer steps over a %s cache",
+                     test_policies[policy].name, vkattn_dtype_name(dt));
+            test_assert_close(got, want, T * DM, q ? 2e-2 : 2e-3, what);
+            print_message("    %s: max |error| %.3g against the reference with the cache's "
+                          "quantization, %.3g against none\n",
+                          what, max_abs_diff(got, want, T * DM), max_abs_diff(got, exact, T * DM));
+            vkattn_buffer_destroy(xb);
+            vkattn_buffer_destroy(yb);
+            vkattn_kv_cache_destroy(c);
+            vkattn_mha_destroy(m);
+            test_assert_no_validation_messages(ctx);
+        }
+    free(w);
+    free(wo);
+}
+
 /* Per token: 2 (K and V) x Hkv x the bytes of a row of Dh values. */
 static void test_memory(void **state)
 {
@@ -271,13 +364,18 @@ static void test_errors(void **state)
     uint32_t len = 1;
     TEST_OK(ctx, vkattn_kv_cache_length(c, 0, &len));
     assert_int_equal(len, 0);
-    /* the layer's steps do not write quantized caches yet */
-    vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 1, .num_kv_heads = 1};
-    vkattn_mha *m;
-    TEST_OK(ctx, vkattn_mha_create(ctx, &md, &m));
-    TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "do not write quantized caches yet",
-               vkattn_mha_step_tune(m, &(vkattn_mha_step_tune_args){c, 1, 1, 1}));
-    vkattn_mha_destroy(m);
+    /* the reference's cache option takes q8_0 / q4_0 (or none) only */
+    vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 1};
+    float w[64 * 64] = {0}, xs[64] = {0}, ys[64];
+    vkattn_mha_weights mw = {.wq = w, .wk = w, .wv = w, .wo = w};
+    int64_t shape3[3] = {1, 1, 64};
+    vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(xs, F32, 3, shape3),
+                              .y = vkattn_host_tensor_make(ys, F32, 3, shape3),
+                              .kv_cache_dtype = VKATTN_DTYPE_F16};
+    char err[256] = "";
+    assert_int_equal(vkattn_ref_mha(&md, &mw, &ra, err, sizeof err),
+                     VKATTN_ERROR_UNSUPPORTED_DTYPE);
+    assert_non_null(strstr(err, "args->kv_cache_dtype f16 is not supported"));
     vkattn_buffer_destroy(b);
     vkattn_kv_cache_destroy(c);
     test_assert_no_validation_messages(ctx);
@@ -291,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_quantized_bytes),
         cmocka_unit_test(test_cases_match_reference),
         cmocka_unit_test(test_tune),
+        cmocka_unit_test(test_layer_steps),
     };
     return cmocka_run_group_tests(tests, test_policy_suite_setup, test_policy_suite_teardown);
 }

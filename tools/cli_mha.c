@@ -46,6 +46,10 @@ static const char help_text[] =
     "  --paged-block S       with --prefill: a paged cache of S-token blocks (with\n"
     "                        --window, blocks that fall out of the window are released)\n"
     "  --kv-splits K         with --prefill: split count of decode steps (default auto)\n"
+    "  --kv-dtype T          with --prefill: the cache's dtype, --dtype's (default) or\n"
+    "                        q8_0 / q4_0 (ggml's blocks, quantized as K and V are\n"
+    "                        appended; head dim a multiple of 64; --check then quantizes\n"
+    "                        the reference's K and V the same way)\n"
     "  --scale S             attention score scale, finite > 0 (default 1/sqrt(Dh))\n"
     "  --q-norm WQN.npy --k-norm WKN.npy   QK-norm: per-head RMSNorm of Q and K (after\n"
     "                        the projection, before RoPE) with float32 weights [Dh]\n"
@@ -88,6 +92,7 @@ typedef struct mha_job {
     cli_rope_options rope;
     cli_mods mods;
     const char *prefix;     /* --prefix */
+    const char *kv_dtype;   /* --kv-dtype (NULL: the layer's dtype) */
     cli_weight_names names; /* --names */
     char *weight_labels[8]; /* "<file>:<name>" of the tensors from --weights */
     cli_input in[N_INPUTS];
@@ -122,15 +127,15 @@ static int check_weight_shapes(cli_input *in, int64_t dm, int64_t dkv, int64_t h
  * step and the decode steps at the full length) and the tuning saved. */
 static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
                                const vkattn_mha_forward_args *fa, vkattn_dtype dtype,
-                               uint32_t prefill, uint32_t paged_block, uint32_t kv_splits,
-                               const cli_device_options *o)
+                               vkattn_dtype kv_dtype, uint32_t prefill, uint32_t paged_block,
+                               uint32_t kv_splits, const cli_device_options *o)
 {
     const vkattn_mha_desc *d = vkattn_mha_config(layer);
     uint32_t batch = (uint32_t)fa->x.shape[0], tq = (uint32_t)fa->x.shape[1];
     vkattn_kv_cache_desc cd = {.num_kv_heads = d->num_kv_heads,
                                .num_heads = d->num_heads,
                                .head_dim = d->head_dim,
-                               .dtype = dtype,
+                               .dtype = kv_dtype,
                                .max_sequences = batch,
                                .capacity = tq,
                                .block_size = paged_block};
@@ -195,8 +200,8 @@ static int own_option(void *user, const char *flag, const char *value)
     int mod = cli_mods_option(&m->mods, flag, value);
     if (mod != 0)
         return mod;
-    if (strcmp(flag, "--prefix") == 0) {
-        m->prefix = value;
+    if (strcmp(flag, "--prefix") == 0 || strcmp(flag, "--kv-dtype") == 0) {
+        *(strcmp(flag, "--prefix") == 0 ? &m->prefix : &m->kv_dtype) = value;
         return 1;
     }
     if (strcmp(flag, "--names") == 0)
@@ -279,6 +284,23 @@ static int check_weight_source(const mha_job *m)
     return 0;
 }
 
+/* The cache's dtype: --kv-dtype (checked when parsed), else --dtype's. */
+static vkattn_dtype kv_dtype_of(const mha_job *m)
+{
+    static const struct {
+        const char *name;
+        vkattn_dtype dtype;
+    } names[] = {{"f32", VKATTN_DTYPE_F32},
+                 {"f16", VKATTN_DTYPE_F16},
+                 {"bf16", VKATTN_DTYPE_BF16},
+                 {"q8_0", VKATTN_DTYPE_Q8_0},
+                 {"q4_0", VKATTN_DTYPE_Q4_0}};
+    for (size_t i = 0; m->kv_dtype && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(m->kv_dtype, names[i].name) == 0)
+            return names[i].dtype;
+    return m->job.dtype;
+}
+
 /* CLI_ARGS_OK, or the exit status. */
 static int parse_options(mha_job *m, int argc, char **argv)
 {
@@ -296,8 +318,22 @@ static int parse_options(mha_job *m, int argc, char **argv)
     int n_required = m->in[WEIGHTS].path ? 1 : 5;
     if (cli_job_check_required(&m->job, required, n_required, !m->heads ? "--heads" : NULL) != 0)
         return 2;
-    if ((m->paged_block || m->kv_splits) && !m->prefill) {
-        cli_error("mha: %s needs --prefill", m->paged_block ? "--paged-block" : "--kv-splits");
+    if ((m->paged_block || m->kv_splits || m->kv_dtype) && !m->prefill) {
+        cli_error("mha: %s needs --prefill", m->paged_block ? "--paged-block"
+                                             : m->kv_splits ? "--kv-splits"
+                                                            : "--kv-dtype");
+        return 2;
+    }
+    if (m->kv_dtype && strcmp(m->kv_dtype, "q8_0") && strcmp(m->kv_dtype, "q4_0") &&
+        strcmp(m->kv_dtype, "f32") && strcmp(m->kv_dtype, "f16") && strcmp(m->kv_dtype, "bf16")) {
+        cli_error("mha: --kv-dtype \"%s\": expected f32, f16, bf16, q8_0 or q4_0", m->kv_dtype);
+        return 2;
+    }
+    vkattn_dtype kv = kv_dtype_of(m);
+    if (kv != m->job.dtype && kv != VKATTN_DTYPE_Q8_0 && kv != VKATTN_DTYPE_Q4_0) {
+        cli_error("mha: --kv-dtype %s differs from --dtype %s: a float cache holds the layer's "
+                  "dtype (q8_0 and q4_0 quantize any)",
+                  m->kv_dtype, vkattn_dtype_name(m->job.dtype));
         return 2;
     }
     const cli_input *in = m->in;
@@ -457,8 +493,8 @@ static int run(void *user)
             r = cli_save_tuning(j->ctx, &j->device);
     }
     if (r == VKATTN_SUCCESS)
-        r = m->prefill ? run_steps(j->ctx, m->layer, &fa, j->dtype, m->prefill, m->paged_block,
-                                   m->kv_splits, &j->device)
+        r = m->prefill ? run_steps(j->ctx, m->layer, &fa, j->dtype, kv_dtype_of(m), m->prefill,
+                                   m->paged_block, m->kv_splits, &j->device)
                        : vkattn_mha_forward(m->layer, &fa);
     if (r != VKATTN_SUCCESS) {
         cli_report_error(j->ctx, r, m->in, N_INPUTS);
@@ -467,13 +503,17 @@ static int run(void *user)
     return cli_job_download(j);
 }
 
-/* --check: the CPU reference on the same inputs and weights. */
+/* --check: the CPU reference on the same inputs and weights (K and V
+ * through the cache's quantization with a quantized --kv-dtype). */
 static int check(void *user)
 {
     mha_job *m = user;
     vkattn_ref_mha_args ra = {.causal = m->job.causal || m->job.causal_top_left,
                               .causal_align = cli_mods_align(&m->job),
                               .bool_mask = cli_job_bool_mask(&m->job)};
+    vkattn_dtype kv = kv_dtype_of(m);
+    if (kv == VKATTN_DTYPE_Q8_0 || kv == VKATTN_DTYPE_Q4_0)
+        ra.kv_cache_dtype = kv;
     vkattn_host_tensor *slots[N_INPUTS] = {[X] = &ra.x,
                                            [KV] = &ra.kv,
                                            [MASK] = &ra.mask,

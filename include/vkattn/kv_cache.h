@@ -46,8 +46,9 @@ typedef struct vkattn_kv_cache_desc {
      * may put a value lying within an f32 rounding of a step boundary one
      * step away), and read by vkattn_cmd_kv_attention, whose kernels
      * dequantize the blocks they read: no dequantized copy exists. It reads
-     * through storage buffers (no texel views). The MHA layer's steps do
-     * not write quantized caches yet (VKATTN_ERROR_UNSUPPORTED_DTYPE). */
+     * through storage buffers (no texel views). The MHA layer's steps take
+     * one too (any layer dtype): their projection writes K and V to the
+     * step's scratch and the same quantizing append stores them. */
     vkattn_dtype dtype;
     uint32_t max_sequences; /* required */
     uint32_t capacity;      /* the most tokens one sequence can hold, required */
@@ -175,7 +176,9 @@ VKATTN_API vkattn_result vkattn_kv_attention(vkattn_context *ctx,
  * one step each); decoding is steps with T = 1. Prefill then decode steps
  * give the same y as one causal forward over the whole sequence. */
 typedef struct vkattn_mha_step_args {
-    vkattn_kv_cache *cache; /* Hkv, Dh and dtype must match the layer */
+    /* Hkv, Dh and dtype must match the layer; or the cache is q8_0 / q4_0
+     * (K and V staged in the scratch, then quantized into it) */
+    vkattn_kv_cache *cache;
     uint32_t batch;
     const uint32_t *sequences; /* [batch], distinct */
     vkattn_tensor x;           /* [batch, T, Dm] */
@@ -192,6 +195,9 @@ typedef struct vkattn_mha_step_args {
     vkattn_tensor mask;
 } vkattn_mha_step_args;
 
+/* Scratch bytes of a step of `batch` x `new_tokens`: Q and the merged
+ * heads [B, T, Hq*Dh], and K and V [B, Hkv, T, Dh] (used with a quantized
+ * cache; always counted), in the layer's dtype. */
 VKATTN_API vkattn_result vkattn_mha_step_scratch_size(vkattn_mha *mha, uint32_t batch,
                                                       uint32_t new_tokens, uint64_t *bytes);
 VKATTN_API vkattn_result vkattn_cmd_mha_step(vkattn_mha *mha, VkCommandBuffer cmd,

@@ -127,6 +127,12 @@ typedef struct vkattn_ref_mha_args {
     vkattn_bool_mask bool_mask;
     vkattn_host_tensor positions; /* optional */
     vkattn_causal_align causal_align;
+    /* The cache the layer's steps would keep K and V in: 0 (f32) for none;
+     * q8_0 or q4_0 round K (after QK-norm and RoPE) and V through
+     * vkattn_ref_quantize and back, as a quantized cache holds them (its
+     * desc's head_dim rule applies: a multiple of 64). Other values are
+     * refused. */
+    vkattn_dtype kv_cache_dtype;
 } vkattn_ref_mha_args;
 
 VKATTN_API vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc,

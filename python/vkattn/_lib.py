@@ -201,6 +201,7 @@ class RefMhaArgs(ctypes.Structure):
         ("bool_mask", _int),
         ("positions", HostTensor),
         ("causal_align", _int),
+        ("kv_cache_dtype", _int),
     ]
 
 

@@ -12,6 +12,7 @@
 #include "spec/mha_desc.h"
 #include "ref/ref.h"
 
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 
 #include <math.h>
@@ -176,6 +177,7 @@ typedef struct layer_plan {
     vka_ref_attention_plan ap;
     vkattn_mha_desc desc;         /* resolved */
     const float *q_norm, *k_norm; /* desc.qk_norm only, else NULL */
+    vkattn_dtype kv_cache_dtype;  /* q8_0 / q4_0: K and V rounded through it */
     vkattn_host_tensor positions; /* resolved; data NULL: 0..Tq-1 */
     size_t nq, nkv;               /* floats of Q (and O), of K (and V) */
 } layer_plan;
@@ -319,6 +321,25 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
         vka_ref_linear_run(&plan->lp[i], scratch);
     norm_rope_heads(plan, q, plan->ap.dims.q_len, plan->desc.num_heads, plan->q_norm);
     norm_rope_heads(plan, k, plan->ap.dims.kv_len, plan->desc.num_kv_heads, plan->k_norm);
+    vkattn_result r = VKATTN_SUCCESS;
+    if (vka_dtype_is_quantized(plan->kv_cache_dtype)) { /* rows of Dh: whole blocks */
+        void *blocks = malloc(vkattn_dtype_row_bytes(plan->kv_cache_dtype, nkv) + 1);
+        r = blocks ? VKATTN_SUCCESS : VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+        if (!blocks)
+            vka_error_format(error, error_size, "cannot allocate the quantized K and V");
+        for (int i = 0; i < 2 && r == VKATTN_SUCCESS; i++) {
+            float *t = i ? v : k;
+            r = vkattn_ref_quantize(plan->kv_cache_dtype, t, nkv, blocks, error, error_size);
+            if (r == VKATTN_SUCCESS)
+                r = vkattn_ref_dequantize(plan->kv_cache_dtype, blocks, nkv, t, error, error_size);
+        }
+        free(blocks);
+    }
+    if (r != VKATTN_SUCCESS) {
+        free(scratch);
+        free(act);
+        return r;
+    }
     vka_ref_attention_run(&plan->ap, scratch);
     vka_ref_linear_run(&plan->lp[3], scratch);
     free(scratch);
@@ -348,5 +369,20 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     plan.desc = d;
     plan.q_norm = wv.q_norm;
     plan.k_norm = wv.k_norm;
+    plan.kv_cache_dtype = args->kv_cache_dtype;
+    if (args->kv_cache_dtype != VKATTN_DTYPE_F32 && !vka_dtype_is_quantized(args->kv_cache_dtype)) {
+        char b[VKA_DTYPE_TEXT];
+        vka_error_format(error, error_size,
+                         "args->kv_cache_dtype %s is not supported: 0 (f32: none), q8_0 or q4_0",
+                         vka_dtype_text(args->kv_cache_dtype, b));
+        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+    }
+    if (vka_dtype_is_quantized(args->kv_cache_dtype) && d.head_dim % 64) {
+        vka_error_format(error, error_size,
+                         "args->kv_cache_dtype %s needs a head_dim that is a multiple of 64; the "
+                         "layer's is %u",
+                         vkattn_dtype_name(args->kv_cache_dtype), d.head_dim);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
     return run_layer(&plan, error, error_size);
 }

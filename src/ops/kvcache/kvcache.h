@@ -96,6 +96,28 @@ static inline vkattn_dtype vka_kv_activation_dtype(vkattn_dtype dtype)
     return vka_dtype_is_quantized(dtype) ? VKATTN_DTYPE_F32 : dtype;
 }
 
+/* An append of K and V into a cache's pools (kvcache_append.c), in two
+ * parts around the recording of the step's metadata: prepare (bindings,
+ * kernel, grid: all that can fail on the arguments) before it, dispatch
+ * (with the metadata's binding) after. vka_kv_append_check checks k and v
+ * ([B, Hkv, T, Dh] in the cache's dtype, or a float dtype for a quantized
+ * cache, T fitting 32 bits) naming them as given. The MHA layer's steps
+ * use it for quantized caches, whose K and V it projects to scratch. */
+typedef struct vka_kv_append_plan {
+    vka_binding bindings[5];
+    vka_pipeline *pipeline;
+    uint32_t push[12];
+    uint32_t gx, gy;
+} vka_kv_append_plan;
+vkattn_result vka_kv_append_check(vkattn_kv_cache *cache, const vkattn_tensor *k,
+                                  const vkattn_tensor *v, uint32_t batch, const char *k_name,
+                                  const char *v_name, vkattn_tensor *k_out, vkattn_tensor *v_out);
+vkattn_result vka_kv_append_prepare(vkattn_context *ctx, vkattn_kv_cache *cache,
+                                    const vkattn_tensor *k, const vkattn_tensor *v, uint32_t batch,
+                                    vka_kv_append_plan *plan);
+vkattn_result vka_kv_append_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
+                                     vka_kv_append_plan *plan, const vka_binding *meta);
+
 /* Blocks that `tokens` tokens occupy (without the tokens + block_size - 1
  * that wraps near 2^32). */
 static inline uint32_t vka_blocks_for(const vkattn_kv_cache *c, uint32_t tokens)

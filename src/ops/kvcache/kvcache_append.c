@@ -84,6 +84,92 @@ static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, con
     return VKATTN_SUCCESS;
 }
 
+/* Binds k, v and the pools and gets the kernel of an append of checked k
+ * and v (tokens per sequence): everything that can fail, before the step's
+ * metadata is recorded (which moves the cache). */
+vkattn_result vka_kv_append_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
+                                    const vkattn_tensor *kt, const vkattn_tensor *vt,
+                                    uint32_t batch, vka_kv_append_plan *plan)
+{
+    const vkattn_tensor k = *kt, v = *vt;
+    uint32_t tokens = (uint32_t)k.shape[2];
+    size_t es = vkattn_dtype_size(k.dtype);
+    uint64_t span = (uint64_t)((batch - 1) * k.strides[0] + (c->d.num_kv_heads - 1) * k.strides[1] +
+                               (tokens - 1) * k.strides[2] + c->d.head_dim) *
+                    es;
+    vka_binding *b = plan->bindings;
+    uint32_t k_first, v_first, unused;
+    vkattn_result r = vka_bind_window(ctx, k.buffer, k.offset, span, 4 * es, &b[1], &k_first);
+    if (r == VKATTN_SUCCESS)
+        r = vka_bind_window(ctx, v.buffer, v.offset, span, 4 * es, &b[2], &v_first);
+    /* the pools whole: quads of the cache's dtype, or a quantized one's words */
+    bool quant = vka_dtype_is_quantized(c->d.dtype);
+    uint32_t pool_unit = quant ? 4 : (uint32_t)(4 * es);
+    if (r == VKATTN_SUCCESS)
+        r = vka_bind_window(ctx, c->k, 0, c->block_bytes * c->d.num_blocks, pool_unit, &b[3],
+                            &unused);
+    if (r == VKATTN_SUCCESS)
+        r = vka_bind_window(ctx, c->v, 0, c->block_bytes * c->d.num_blocks, pool_unit, &b[4],
+                            &unused);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    uint32_t spec[1] = {vka_workgroup_size(ctx, WORKGROUP)};
+    const vka_kernel *kernel =
+        quant ? &quant_kernels[c->d.dtype == VKATTN_DTYPE_Q4_0][vka_storage_kind(ctx, k.dtype)]
+              : &append_kernels[vka_storage_kind(ctx, c->d.dtype)];
+    VKA_TRY(vka_pipeline_get(ctx, kernel, spec, 1, &plan->pipeline));
+    /* one invocation per quad, or per pair of quantized blocks */
+    uint32_t per_row = quant ? c->d.head_dim / 64 : c->d.head_dim / 4;
+    uint32_t unit = quant ? 1 : 4; /* offsets and strides in elements, or in quads */
+    uint64_t units = (uint64_t)batch * c->d.num_kv_heads * tokens * per_row;
+    vka_grid_2d(ctx, vka_div_up64(units, spec[0]), &plan->gx, &plan->gy);
+    if (plan->gy > ctx->info.max_workgroup_count[1] || units > UINT32_MAX)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "append of %llu units is too large for one dispatch",
+                        (unsigned long long)units);
+    append_push *push = (append_push *)plan->push;
+    _Static_assert(sizeof plan->push >= sizeof *push, "vka_kv_append_plan.push holds it");
+    *push = (append_push){
+        .batch = batch,
+        .heads = c->d.num_kv_heads,
+        .tokens = tokens,
+        .dh4 = per_row,
+        .k_first = k_first * (4 / unit),
+        .v_first = v_first * (4 / unit),
+        .stride_b = (uint32_t)(k.strides[0] / unit),
+        .stride_h = (uint32_t)(k.strides[1] / unit),
+        .stride_t = (uint32_t)(k.strides[2] / unit),
+        .block_size = c->d.block_size,
+        .table_width = c->table_width,
+    };
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vka_kv_append_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
+                                     vka_kv_append_plan *plan, const vka_binding *meta)
+{
+    plan->bindings[0] = *meta;
+    return vka_cmd_dispatch(ctx, cmd, plan->pipeline, plan->bindings, plan->push, plan->gx,
+                            plan->gy, 1);
+}
+
+vkattn_result vka_kv_append_check(vkattn_kv_cache *c, const vkattn_tensor *k,
+                                  const vkattn_tensor *v, uint32_t batch, const char *k_name,
+                                  const char *v_name, vkattn_tensor *k_out, vkattn_tensor *v_out)
+{
+    vkattn_context *ctx = c->ctx;
+    VKA_TRY(check_input(c, k, k_name, batch, k_out));
+    VKA_TRY(check_input(c, v, v_name, batch, v_out));
+    if (v_out->shape[2] != k_out->shape[2] ||
+        memcmp(k_out->strides, v_out->strides, sizeof k_out->strides) != 0)
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                        "%s must have %s's shape and strides (tokens %lld vs %lld)", v_name, k_name,
+                        (long long)v_out->shape[2], (long long)k_out->shape[2]);
+    if (k_out->shape[2] > UINT32_MAX)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "%s.shape[2] is too large", k_name);
+    return VKATTN_SUCCESS;
+}
+
 vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cmd,
                                          const vkattn_kv_append_args *a)
 {
@@ -100,79 +186,16 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "args->cache belongs to another context");
     vkattn_tensor k, v;
-    vkattn_result r = check_input(c, &a->k, "args->k", a->batch, &k);
-    if (r == VKATTN_SUCCESS)
-        r = check_input(c, &a->v, "args->v", a->batch, &v);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    if (v.shape[2] != k.shape[2] || memcmp(k.strides, v.strides, sizeof k.strides) != 0)
-        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                        "args->v must have args->k's shape and strides (tokens %lld vs %lld)",
-                        (long long)v.shape[2], (long long)k.shape[2]);
-    if (k.shape[2] > UINT32_MAX)
-        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "args->k.shape[2] is too large");
-    uint32_t tokens = (uint32_t)k.shape[2];
-    size_t es = vkattn_dtype_size(k.dtype);
-    uint64_t span =
-        (uint64_t)((a->batch - 1) * k.strides[0] + (c->d.num_kv_heads - 1) * k.strides[1] +
-                   (tokens - 1) * k.strides[2] + c->d.head_dim) *
-        es;
-    vka_binding b[5];
-    uint32_t k_first, v_first, unused;
-    r = vka_bind_window(ctx, k.buffer, k.offset, span, 4 * es, &b[1], &k_first);
-    if (r == VKATTN_SUCCESS)
-        r = vka_bind_window(ctx, v.buffer, v.offset, span, 4 * es, &b[2], &v_first);
-    /* the pools whole: quads of the cache's dtype, or a quantized one's words */
-    bool quant = vka_dtype_is_quantized(c->d.dtype);
-    uint32_t pool_unit = quant ? 4 : (uint32_t)(4 * es);
-    if (r == VKATTN_SUCCESS)
-        r = vka_bind_window(ctx, c->k, 0, c->block_bytes * c->d.num_blocks, pool_unit, &b[3],
-                            &unused);
-    if (r == VKATTN_SUCCESS)
-        r = vka_bind_window(ctx, c->v, 0, c->block_bytes * c->d.num_blocks, pool_unit, &b[4],
-                            &unused);
-    if (r != VKATTN_SUCCESS)
-        return r;
+    VKA_TRY(vka_kv_append_check(c, &a->k, &a->v, a->batch, "args->k", "args->v", &k, &v));
+    vka_kv_append_plan plan;
+    VKA_TRY(vka_kv_append_prepare(ctx, c, &k, &v, a->batch, &plan));
     vka_kv_step step;
-    r = vka_kv_step_check(c, a->batch, a->sequences, tokens, "args->", &step);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    vka_pipeline *p;
-    uint32_t spec[1] = {vka_workgroup_size(ctx, WORKGROUP)};
-    const vka_kernel *kernel =
-        quant ? &quant_kernels[c->d.dtype == VKATTN_DTYPE_Q4_0][vka_storage_kind(ctx, k.dtype)]
-              : &append_kernels[vka_storage_kind(ctx, c->d.dtype)];
-    r = vka_pipeline_get(ctx, kernel, spec, 1, &p);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    /* one invocation per quad, or per pair of quantized blocks */
-    uint32_t per_row = quant ? c->d.head_dim / 64 : c->d.head_dim / 4;
-    uint32_t unit = quant ? 1 : 4; /* offsets and strides in elements, or in quads */
-    /* nothing can fail from here on but the dispatch's grid check */
-    uint64_t units = (uint64_t)a->batch * c->d.num_kv_heads * tokens * per_row;
-    uint32_t gx, gy;
-    vka_grid_2d(ctx, vka_div_up64(units, spec[0]), &gx, &gy);
-    if (gy > ctx->info.max_workgroup_count[1] || units > UINT32_MAX)
-        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                        "append of %llu vec4s is too large for one dispatch",
-                        (unsigned long long)units);
-    r = vka_kv_step_record(&step, cmd, &b[0]);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    append_push push = {
-        .batch = a->batch,
-        .heads = c->d.num_kv_heads,
-        .tokens = tokens,
-        .dh4 = per_row,
-        .k_first = k_first * (4 / unit),
-        .v_first = v_first * (4 / unit),
-        .stride_b = (uint32_t)(k.strides[0] / unit),
-        .stride_h = (uint32_t)(k.strides[1] / unit),
-        .stride_t = (uint32_t)(k.strides[2] / unit),
-        .block_size = c->d.block_size,
-        .table_width = c->table_width,
-    };
-    r = vka_cmd_dispatch(ctx, cmd, p, b, &push, gx, gy, 1);
+    VKA_TRY(vka_kv_step_check(c, a->batch, a->sequences, (uint32_t)k.shape[2], "args->", &step));
+    /* nothing can fail from here on but the recording itself */
+    vka_binding meta;
+    vkattn_result r = vka_kv_step_record(&step, cmd, &meta);
+    if (r == VKATTN_SUCCESS)
+        r = vka_kv_append_dispatch(ctx, cmd, &plan, &meta);
     if (r == VKATTN_SUCCESS)
         vka_kv_step_release(&step);
     return r;

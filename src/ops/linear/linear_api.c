@@ -78,7 +78,10 @@ static vkattn_result check_pool_targets(vkattn_context *ctx, const vka_linear_se
     }
     if (!a->cache)
         return VKATTN_SUCCESS;
-    if (!p->pool_segments)
+    /* a step whose K and V go to scratch (a quantized cache appends them
+     * after the projection) still takes its RoPE positions from the cache */
+    bool cache_positions = a->heads && a->heads->position_source == VKA_POSITIONS_CACHE;
+    if (!p->pool_segments && !cache_positions)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "args->cache is set but no segment targets the K or V pool");
     const vkattn_kv_cache *c = a->cache->cache;

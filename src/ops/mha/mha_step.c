@@ -13,17 +13,23 @@
 
 #include <string.h>
 
-/* Q [B, Hq, T, Dh] and O [B, T, Hq*Dh] in the layer's dtype. */
+/* Q [B, Hq, T, Dh] and O [B, T, Hq*Dh] in the layer's dtype, and K and V
+ * [B, Hkv, T, Dh] (staged there on their way into a quantized cache, which
+ * the append quantizes; room for them is always part of the size, which
+ * does not know the cache). */
 typedef struct step_scratch {
-    uint64_t q, o, bytes;
+    uint64_t q, o, k, v, bytes;
 } step_scratch;
 
 static step_scratch plan(const vkattn_mha *m, uint64_t batch, uint64_t tokens)
 {
     step_scratch s;
     uint64_t rows = vka_mha_bytes(m, batch, tokens, m->d.num_heads, m->d.head_dim), cursor = 0;
+    uint64_t kv_rows = vka_mha_bytes(m, batch, tokens, m->d.num_kv_heads, m->d.head_dim);
     s.q = vka_mha_place(&cursor, rows);
     s.o = vka_mha_place(&cursor, rows);
+    s.k = vka_mha_place(&cursor, kv_rows);
+    s.v = vka_mha_place(&cursor, kv_rows);
     s.bytes = cursor;
     return s;
 }
@@ -62,13 +68,7 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
                         "%u x %u for %u",
                         name, c->d.num_kv_heads, c->d.head_dim, c->d.num_heads, d->num_kv_heads,
                         d->head_dim, d->num_heads);
-    if (vka_dtype_is_quantized(c->d.dtype))
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        "%s holds %s: the layer's steps do not write quantized caches yet (fill "
-                        "one with vkattn_cmd_kv_cache_append, read it with "
-                        "vkattn_cmd_kv_attention)",
-                        name, vkattn_dtype_name(c->d.dtype));
-    if (c->d.dtype != d->dtype)
+    if (c->d.dtype != d->dtype && !vka_dtype_is_quantized(c->d.dtype))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                         "%s holds %s but the layer's dtype is %s", name,
                         vkattn_dtype_name(c->d.dtype), vkattn_dtype_name(d->dtype));
@@ -86,7 +86,8 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
  * has QK-norm or RoPE). With meta NULL the arguments are only checked. */
 static vka_linear_segments_args projection(vkattn_mha *m, const vkattn_tensor *x,
                                            const vkattn_tensor *q, const vka_linear_cache_dst *dst,
-                                           const vka_linear_heads *heads)
+                                           const vka_linear_heads *heads,
+                                           const vkattn_tensor *kv_stage)
 {
     const vkattn_mha_desc *d = &m->d;
     uint64_t qw = (uint64_t)d->num_heads * d->head_dim,
@@ -110,6 +111,14 @@ static vka_linear_segments_args projection(vkattn_mha *m, const vkattn_tensor *x
         .cache = dst,
         .heads = heads->segments ? heads : NULL,
     };
+    if (kv_stage) /* a quantized cache: K and V to scratch, appended after */
+        for (int i = 0; i < 2; i++) {
+            p.segments[1 + i].dst = kv_stage[i];
+            p.segments[1 + i].target = VKA_LINEAR_TO_DST;
+        }
+    /* without RoPE positions from the cache nothing else needs it */
+    if (kv_stage && !(p.heads && p.heads->position_source == VKA_POSITIONS_CACHE))
+        p.cache = NULL;
     return p;
 }
 
@@ -199,10 +208,29 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     /* QK-norm and RoPE at each token's place in its sequence (cache length + t) */
     vka_linear_heads heads;
     vka_mha_heads(m, VKA_POSITIONS_CACHE, NULL, &heads);
-    vka_linear_segments_args proj = projection(m, &a->x, &q, &dst, &heads);
+    const bool quant = vka_dtype_is_quantized(c->d.dtype);
+    vkattn_tensor kv_stage[2];
+    for (int i = 0; i < 2; i++)
+        kv_stage[i] = (vkattn_tensor){.buffer = sbuf,
+                                      .offset = base + (i ? sp.v : sp.k),
+                                      .dtype = d->dtype,
+                                      .rank = 4,
+                                      .shape = {b, d->num_kv_heads, t, dh},
+                                      .strides = {d->num_kv_heads * t * dh, t * dh, dh, 1}};
+    vka_linear_segments_args proj = projection(m, &a->x, &q, &dst, &heads, quant ? kv_stage : NULL);
     r = vka_linear_segments_check(ctx, &proj);
     if (r != VKATTN_SUCCESS)
         return r;
+    vka_kv_append_plan append;
+    if (quant) {
+        vkattn_tensor kr, vr;
+        r = vka_kv_append_check(c, &kv_stage[0], &kv_stage[1], a->batch, "the step's K",
+                                "the step's V", &kr, &vr);
+        if (r == VKATTN_SUCCESS)
+            r = vka_kv_append_prepare(ctx, c, &kr, &vr, a->batch, &append);
+        if (r != VKATTN_SUCCESS)
+            return r;
+    }
     vka_kv_step step;
     r = vka_kv_step_check(c, a->batch, a->sequences, tokens, "args->", &step);
     vka_kv_attention_plan attention;
@@ -222,6 +250,10 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     if (r == VKATTN_SUCCESS) {
         dst.meta = &meta;
         r = vka_cmd_linear_segments(ctx, cmd, &proj);
+    }
+    if (r == VKATTN_SUCCESS && quant) {
+        vka_cmd_compute_barrier(ctx, cmd);
+        r = vka_kv_append_dispatch(ctx, cmd, &append, &meta);
     }
     if (r == VKATTN_SUCCESS) {
         vka_cmd_compute_barrier(ctx, cmd);
