@@ -1,6 +1,6 @@
 // Rotary position embeddings (src/ops/rope/): out = RoPE(x) for one box of
 // (batch, head, token) rows of [B, H, T, D] tensors with free strides.
-// Variant: DT = f32 / f16 / f16p, the storage of x and out (tensor_io.glsl).
+// Variant: DT = f32 / f16 / f16p / bf16, the storage of x and out (tensor_io.glsl).
 // One invocation owns one item of one row: item j < R/2 rotates pair j and
 // writes exactly the two elements it read; the items past it copy the
 // pass-through dims R..D-1 two at a time (out of place only). So in place
@@ -42,6 +42,7 @@ layout(set = 0, binding = 3, std430) readonly buffer positions_buffer { int posi
 #define LOAD_f32(buf_, i_) buf_[i_]
 #define LOAD_f16(buf_, i_) float(buf_[i_])
 #define LOAD_f16p(buf_, i_) unpackHalf2x16(buf_[(i_) >> 1])[(i_) & 1u]
+#define LOAD_bf16(buf_, i_) BF16_PAIR(buf_[(i_) >> 1])[(i_) & 1u]
 #define LOAD_(buf_, i_, dt_) LOAD_##dt_(buf_, i_)
 #define LOAD(buf_, i_, dt_) LOAD_(buf_, i_, dt_)
 
@@ -53,6 +54,14 @@ layout(set = 0, binding = 3, std430) readonly buffer positions_buffer { int posi
     do {                                                               \
         uint sh_ = ((i_) & 1u) * 16u;                                  \
         uint bits_ = (packHalf2x16(vec2(v_, 0.0)) & 0xffffu) << sh_;   \
+        atomicAnd(o[(i_) >> 1], ~(0xffffu << sh_));                    \
+        atomicOr(o[(i_) >> 1], bits_);                                 \
+    } while (false)
+// bf16 halves of a word likewise (rounded to nearest even: BF16_BITS).
+#define STORE_bf16(i_, v_)                                             \
+    do {                                                               \
+        uint sh_ = ((i_) & 1u) * 16u;                                  \
+        uint bits_ = BF16_BITS(v_) << sh_;                             \
         atomicAnd(o[(i_) >> 1], ~(0xffffu << sh_));                    \
         atomicOr(o[(i_) >> 1], bits_);                                 \
     } while (false)

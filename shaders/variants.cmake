@@ -186,6 +186,9 @@ foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
   vkattn_storage_defines(ok extra ${dt})
   vkattn_shader(attention_merge_${dt} attention_merge.comp DEFINES O_DT=${dt} ${extra})
 endforeach()
+foreach(dt bf16) # pairs in 32-bit words: no 16-bit storage
+  vkattn_shader(attention_merge_${dt} attention_merge.comp DEFINES O_DT=${dt})
+endforeach()
 
 # kv_append.comp: K and V of a step copied into a KV cache's block pools.
 foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
@@ -245,4 +248,7 @@ endforeach()
 foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
   vkattn_storage_defines(ok extra ${dt})
   vkattn_shader(rope_${dt} rope.comp DEFINES DT=${dt} ${extra})
+endforeach()
+foreach(dt bf16)
+  vkattn_shader(rope_${dt} rope.comp DEFINES DT=${dt})
 endforeach()

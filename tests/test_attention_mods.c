@@ -477,7 +477,7 @@ static void test_weights_with_modifiers(void **state)
 }
 
 /* ---- merge: attention over keys [0, h) and [h, Tk) merged by LSE equals
- * the call over all keys (and its LSE), f32 and f16, out-of-place and in
+ * the call over all keys (and its LSE), f32, f16 and bf16, out-of-place and in
  * place. */
 
 typedef struct merge_case {
@@ -560,7 +560,9 @@ static void run_merge(test_gpu *g, uint32_t policy, const void *arg)
     snprintf(what, sizeof what, "merge of halves, %s %s%s softcap %g mask %d",
              test_policies[policy].name, vkattn_dtype_name(dt), mc->in_place ? " in place" : "",
              (double)mc->softcap, mc->mask);
-    double tol = dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32;
+    double tol = dt == VKATTN_DTYPE_F16    ? TEST_TOL_F16
+                 : dt == VKATTN_DTYPE_BF16 ? TEST_TOL_BF16
+                                           : TEST_TOL_F32;
     assert_no_nan(got, d.nq, what);
     test_assert_close(got, want, d.nq, tol, what);
     check_lse(got_lse, want_lse, d.nl, tol, what);
@@ -577,6 +579,8 @@ static void test_merge_halves_equal_whole(void **state)
         {F32, true, 3.0f, true},
         {F16, false, 0.0f, true},
         {F16, true, 0.0f, false},
+        {VKATTN_DTYPE_BF16, false, 2.0f, true},
+        {VKATTN_DTYPE_BF16, true, 0.0f, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         test_for_each_policy(0, run_merge, &cases[i]);

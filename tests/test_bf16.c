@@ -4,8 +4,8 @@
  * four kernel policies, against the CPU reference on the same rounded
  * inputs; the kernels' rounding of the output bit for bit equal to the
  * host's; MHA weights given on the host in f16 or bf16; a whole bf16 layer
- * (forward, and steps through a bf16 KV cache); ops without bf16 refusing
- * it by name. */
+ * (forward, and steps through a bf16 KV cache). (The merge and RoPE ops'
+ * bf16: test_attention_mods.c, test_rope.c.) */
 #include "test_policy.h"
 #include "test_util.h"
 
@@ -362,25 +362,6 @@ static void test_layer_bf16(void **state)
     test_for_each_policy(0, run_layer_bf16, NULL);
 }
 
-/* What has no bf16 path yet says so by name. */
-static void test_refused_elsewhere(void **state)
-{
-    test_gpu *g = *state;
-    vkattn_context *ctx = g->ctx;
-    vkattn_buffer *b = test_buffer_with(ctx, NULL, 8192);
-    int64_t os[4] = {1, 2, 3, 8}, ls[3] = {1, 2, 3};
-    vkattn_attention_merge_args m = {
-        .out_a = vkattn_tensor_make(b, 0, BF16, 4, os),
-        .lse_a = vkattn_tensor_make(b, 1024, F32, 3, ls),
-        .out_b = vkattn_tensor_make(b, 2048, BF16, 4, os),
-        .lse_b = vkattn_tensor_make(b, 3072, F32, 3, ls),
-        .out = vkattn_tensor_make(b, 4096, BF16, 4, os),
-    };
-    assert_int_equal(vkattn_attention_merge(ctx, &m), VKATTN_ERROR_UNSUPPORTED_DTYPE);
-    assert_non_null(strstr(vkattn_context_last_error(ctx), "bf16"));
-    TEST_DESTROY_BUFFERS(b);
-}
-
 int main(void)
 {
     const struct CMUnitTest cpu[] = {
@@ -390,7 +371,6 @@ int main(void)
         cmocka_unit_test(test_attention_bf16),
         cmocka_unit_test(test_host_weight_dtypes),
         cmocka_unit_test(test_layer_bf16),
-        cmocka_unit_test(test_refused_elsewhere),
     };
     int failed = cmocka_run_group_tests_name("bf16_host", cpu, NULL, NULL);
     return failed + cmocka_run_group_tests_name("bf16_gpu", gpu, test_gpu_setup, test_gpu_teardown);

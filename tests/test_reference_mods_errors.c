@@ -166,7 +166,8 @@ static void test_merge_errors(void **state)
     CASE(INVALID, "args->out_a.rank is 3", a.out_a.rank = 3);
     CASE(INVALID, "args->out_a.shape[0] is 0", a.out_a.shape[0] = 0);
     CASE(DTYPE, "args->lse_b.dtype is f16", a.lse_b.dtype = VKATTN_DTYPE_F16);
-    CASE(DTYPE, "args->out_a.dtype is u8: it must be f32 or f16", a.out_a.dtype = VKATTN_DTYPE_U8);
+    CASE(DTYPE, "args->out_a.dtype is u8: it must be f32, f16 or bf16",
+         a.out_a.dtype = VKATTN_DTYPE_U8);
     CASE(DTYPE, "args->out.dtype f16 differs from args->out_a.dtype f32",
          a.out.dtype = VKATTN_DTYPE_F16);
     CASE(SHAPE, "args->out_b.shape[3] (head_dim) 16 differs from args->out_a.shape[3] 8",

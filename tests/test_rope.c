@@ -85,7 +85,10 @@ static void compare(const rope_case *c, const void *got, const void *want, size_
 {
     for (size_t i = 0; i < n; i++) {
         float g = test_load(got, c->dtype, i), w = test_load(want, c->dtype, i);
-        double tol = c->dtype == VKATTN_DTYPE_F32 ? 1e-5 * (1.0 + fabs(w)) : 1e-3 * fabs(w) + 1e-5;
+        /* f32: a few ulps; f16 and bf16: one unit in their last place */
+        double tol = c->dtype == VKATTN_DTYPE_F32    ? 1e-5 * (1.0 + fabs(w))
+                     : c->dtype == VKATTN_DTYPE_BF16 ? 8e-3 * fabs(w) + 1e-5
+                                                     : 1e-3 * fabs(w) + 1e-5;
         if (!(fabs((double)g - w) <= tol))
             fail_msg("%s (B %lld H %lld T %lld D %lld R %u %s%s%s): element %zu is %.8g, "
                      "expected %.8g",
@@ -166,8 +169,8 @@ static void run_case(vkattn_context *ctx, const rope_case *c, const char *what)
 static void test_styles_and_scalings(void **state)
 {
     test_gpu *g = *state;
-    const vkattn_dtype dts[2] = {VKATTN_DTYPE_F32, VKATTN_DTYPE_F16};
-    for (int d = 0; d < 2; d++) {
+    const vkattn_dtype dts[3] = {VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, VKATTN_DTYPE_BF16};
+    for (int d = 0; d < 3; d++) {
         rope_case c = {.B = 2, .H = 4, .T = 9, .D = 64, .dtype = dts[d], .rope = neox(10000.0f)};
         run_case(g->ctx, &c, "NEOX");
         c.rope.style = VKATTN_ROPE_GPTJ;

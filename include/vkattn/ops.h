@@ -88,7 +88,8 @@ typedef struct vkattn_rope_desc {
 /* RoPE on tensors you hold: x [B, H, T, D] (strides free, last one 1, so
  * [B, T, H, D] storage is shape [B, H, T, D] with strides {T*H*D, D, H*D,
  * 1}); out the same shape and dtype, or buffer NULL to rotate x in place
- * (out may also be x itself). f32 or f16. Positions: `positions` int32
+ * (out may also be x itself). f32, f16 or bf16 (rounded to nearest even).
+ * Positions: `positions` int32
  * [B, T] (contiguous; values in [0, VKATTN_ROPE_MAX_POSITION]: the kernel
  * clamps others), or when its buffer is NULL, position_offset + t
  * (position_offset + T - 1 must not pass VKATTN_ROPE_MAX_POSITION). out
@@ -322,7 +323,7 @@ VKATTN_API vkattn_result vkattn_attention(vkattn_context *ctx, const vkattn_atte
  *     w_a = exp(lse_a - m), w_b = exp(lse_b - m),
  *     out = (w_a out_a + w_b out_b) / (w_a + w_b),  lse = m + log(w_a + w_b);
  * a row with both lse -inf gives zeros and -inf. out_a, out_b, out
- * [B, Hq, Tq, D] (one dtype, f32 or f16; D a multiple of 4); lse_a, lse_b
+ * [B, Hq, Tq, D] (one dtype, f32, f16 or bf16; D a multiple of 4); lse_a, lse_b
  * f32 [B, Hq, Tq]; lse optional (buffer NULL). out may be exactly out_a or
  * out_b and lse exactly lse_a or lse_b (same offset and strides: merged in
  * place); any other overlap is refused. */

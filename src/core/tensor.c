@@ -214,8 +214,9 @@ vkattn_result vka_tensor_check_float(vkattn_context *ctx, const vkattn_tensor *t
                                      const char *op)
 {
     char b[VKA_DTYPE_TEXT];
-    if (!vka_dtype_is_float(t->dtype))
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s: %s takes f32 or f16",
-                        name, vka_dtype_text(t->dtype, b), op);
+    if (!vka_dtype_is_float(t->dtype) && t->dtype != VKATTN_DTYPE_BF16)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "%s.dtype is %s: %s takes f32, f16 or bf16", name,
+                        vka_dtype_text(t->dtype, b), op);
     return VKATTN_SUCCESS;
 }

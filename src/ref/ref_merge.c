@@ -39,8 +39,9 @@ static vkattn_result check_one(const vkattn_host_tensor *t, int which, vkattn_dt
                          vka_dtype_text(t->dtype, b), layout);
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
-    if (which == OUT_A && t->dtype != VKATTN_DTYPE_F32 && t->dtype != VKATTN_DTYPE_F16) {
-        vka_error_format(error, error_size, "args->out_a.dtype is %s: it must be f32 or f16",
+    if (which == OUT_A && t->dtype != VKATTN_DTYPE_F32 && t->dtype != VKATTN_DTYPE_F16 &&
+        t->dtype != VKATTN_DTYPE_BF16) {
+        vka_error_format(error, error_size, "args->out_a.dtype is %s: it must be f32, f16 or bf16",
                          vka_dtype_text(t->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }

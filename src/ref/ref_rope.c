@@ -37,10 +37,10 @@ static vkattn_result check_operand(const vkattn_host_tensor *t, const char *name
                          t->rank, name);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    if (!vka_dtype_is_float(t->dtype)) {
+    if (!vka_dtype_is_float(t->dtype) && t->dtype != VKATTN_DTYPE_BF16) {
         char b[VKA_DTYPE_TEXT];
-        vka_error_format(error, error_size, "args->%s.dtype %s is not supported: f32 or f16", name,
-                         vka_dtype_text(t->dtype, b));
+        vka_error_format(error, error_size, "args->%s.dtype %s is not supported: f32, f16 or bf16",
+                         name, vka_dtype_text(t->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
     for (uint32_t i = 0; i < 4; i++)

@@ -25,10 +25,11 @@ enum { MERGE_FLAG_LSE_OUT = 1u };
                      VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, \
         .push_size = sizeof(merge_push)                                              \
     }
-static const vka_kernel merge_kernels[3] = {
+static const vka_kernel merge_kernels[4] = {
     [VKA_STORAGE_F32] = MERGE_KERNEL(f32),
     [VKA_STORAGE_F16] = MERGE_KERNEL(f16),
     [VKA_STORAGE_F16P] = MERGE_KERNEL(f16p),
+    [VKA_STORAGE_BF16] = MERGE_KERNEL(bf16),
 };
 
 /* A checked call: resolved tensors (lse buffer NULL when absent). */
@@ -83,9 +84,10 @@ static vkattn_result check_merge(vkattn_context *ctx, const void *in, void *out)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "args->out_a.rank is %u: it must be 4 ([B, Hq, Tq, D])", a->rank);
     char b[VKA_DTYPE_TEXT];
-    if (a->dtype != VKATTN_DTYPE_F32 && a->dtype != VKATTN_DTYPE_F16)
+    if (a->dtype != VKATTN_DTYPE_F32 && a->dtype != VKATTN_DTYPE_F16 &&
+        a->dtype != VKATTN_DTYPE_BF16)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        "args->out_a.dtype is %s: it must be f32 or f16",
+                        "args->out_a.dtype is %s: it must be f32, f16 or bf16",
                         vka_dtype_text(a->dtype, b));
     for (uint32_t d = 0; d < 4; d++)
         if (a->shape[d] < 1 || a->shape[d] > UINT32_MAX)

@@ -38,10 +38,11 @@ typedef struct rope_push {
 enum { FLAG_GPTJ = 1u, FLAG_POSITIONS = 2u, FLAG_IN_PLACE = 4u };
 
 /* [storage of x and out] */
-static const vka_kernel rope_kernels[3] = {
+static const vka_kernel rope_kernels[4] = {
     [VKA_STORAGE_F32] = ROPE_KERNEL(f32),
     [VKA_STORAGE_F16] = ROPE_KERNEL(f16),
     [VKA_STORAGE_F16P] = ROPE_KERNEL(f16p),
+    [VKA_STORAGE_BF16] = ROPE_KERNEL(bf16),
 };
 
 /* ---- the angle table */
