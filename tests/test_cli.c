@@ -509,6 +509,67 @@ static void test_mha_kv_dtype(void **state)
     assert_non_null(strstr(err, "--kv-dtype needs --prefill"));
 }
 
+/* float16 .npy inputs are taken wherever float32 ones are, widened
+ * exactly: attention (q, k, v and an additive mask) and mha (x and the
+ * weights) give, bit for bit, what the same values as float32 give, with
+ * --dtype f32 and f16. */
+static void test_float16_inputs(void **state)
+{
+    (void)state;
+    test_rng rng = test_rng_seed(404);
+    const char *names[7] = {"hq", "hk", "hv", "hm", "hx", "hw", "hwo"};
+    const int64_t shapes[7][4] = {{1, 2, 5, 16}, {1, 2, 7, 16}, {1, 2, 7, 16}, {5, 7},
+                                  {2, 5, 32},    {32, 32},      {32, 32}};
+    const uint32_t ranks[7] = {4, 4, 4, 2, 3, 2, 2};
+    for (int i = 0; i < 7; i++) {
+        size_t n = 1;
+        for (uint32_t d = 0; d < ranks[i]; d++)
+            n *= (size_t)shapes[i][d];
+        uint16_t *h = malloc(n * 2);
+        float *f = malloc(n * 4);
+        assert_true(h && f);
+        for (size_t e = 0; e < n; e++) {
+            h[e] = vkattn_f32_to_f16(test_rng_uniform(&rng, -1.0f, 1.0f) * (i >= 5 ? 0.2f : 1.0f));
+            f[e] = vkattn_f16_to_f32(h[e]);
+        }
+        char name[32];
+        snprintf(name, sizeof name, "%s16.npy", names[i]);
+        cli_write_npy(name, NPY_F16, ranks[i], shapes[i], h);
+        snprintf(name, sizeof name, "%s32.npy", names[i]);
+        cli_write_npy(name, NPY_F32, ranks[i], shapes[i], f);
+        free(h);
+        free(f);
+    }
+    const char *dt[2] = {"f32", "f16"};
+    for (int d = 0; d < 2; d++)
+        for (int w = 0; w < 2; w++) {
+            const char *bits = w ? "32" : "16";
+            char args[4096], a[64], b[64], c[64], m[64], out[32];
+            snprintf(a, sizeof a, "hq%s.npy", bits), snprintf(b, sizeof b, "hk%s.npy", bits);
+            snprintf(c, sizeof c, "hv%s.npy", bits), snprintf(m, sizeof m, "hm%s.npy", bits);
+            snprintf(out, sizeof out, "ho%s.npy", bits);
+            snprintf(args, sizeof args,
+                     "attention --q %s --k %s --v %s --mask %s --dtype %s --check --out %s",
+                     cli_path_of(a), cli_path_of(b), cli_path_of(c), cli_path_of(m), dt[d],
+                     cli_path_of(out));
+            cli_expect_success(args);
+            snprintf(a, sizeof a, "hx%s.npy", bits), snprintf(b, sizeof b, "hw%s.npy", bits);
+            snprintf(c, sizeof c, "hwo%s.npy", bits), snprintf(out, sizeof out, "hy%s.npy", bits);
+            snprintf(args, sizeof args,
+                     "mha --x %s --heads 2 --wq %s --wk %s --wv %s --wo %s --dtype %s --check "
+                     "--out %s",
+                     cli_path_of(a), cli_path_of(b), cli_path_of(b), cli_path_of(b), cli_path_of(c),
+                     dt[d], cli_path_of(out));
+            cli_expect_success(args);
+            if (w == 1) {
+                cli_compare_outputs("ho16.npy", "ho32.npy", 0, false,
+                                    "attention: float16 vs float32 inputs");
+                cli_compare_outputs("hy16.npy", "hy32.npy", 0, false,
+                                    "mha: float16 vs float32 inputs");
+            }
+        }
+}
+
 /* `vkattn info` says which storage types the device holds natively and
  * which the kernels emulate: f16 follows the device's 16-bit storage (text
  * and JSON agree), the others are fixed. */
@@ -544,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_info_without_any_device),
         cmocka_unit_test(test_info_types),
         cmocka_unit_test(test_mha_kv_dtype),
+        cmocka_unit_test(test_float16_inputs),
     };
     return cmocka_run_group_tests(tests, cli_setup, cli_teardown);
 }

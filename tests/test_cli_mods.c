@@ -53,7 +53,7 @@ static int group_setup(void **state)
     cli_write_npy("S3.npy", NPY_F32, 1, (int64_t[1]){3}, (float[3]){0});
     cli_write_npy("S2D.npy", NPY_F32, 2, (int64_t[2]){1, HEADS}, (float[HEADS]){0});
     cli_write_npy("SI.npy", NPY_I32, 1, h, (int32_t[HEADS]){0});
-    cli_write_npy("SH.npy", NPY_F16, 1, h, (uint16_t[HEADS]){0});
+    cli_write_npy("SU.npy", NPY_U8, 1, h, (uint8_t[HEADS]){0});
     cli_write_npy("ANAN.npy", NPY_F32, 1, h, (float[HEADS]){0.5f, 0.25f, NAN, 0.1f});
     cli_write_npy("AINF.npy", NPY_F32, 1, h, (float[HEADS]){INFINITY, 0.25f, 0.5f, 0.1f});
     return 0;
@@ -375,7 +375,7 @@ static void test_bad_options(void **state)
         {"--sinks @S3.npy", "--sinks", "S3.npy"},
         {"--sinks @S2D.npy", "--sinks", "S2D.npy"},
         {"--sinks @SI.npy", "SI.npy", "int32"},
-        {"--sinks @SH.npy", "SH.npy", "float16"},
+        {"--sinks @SU.npy", "SU.npy", "uint8"},
         {"--alibi-slopes @S3.npy", "--alibi-slopes", "S3.npy"},
         {"--alibi-slopes @SI.npy", "SI.npy", "int32"},
         {"--alibi-slopes @ANAN.npy", "ANAN.npy: element 2", "NaN"},

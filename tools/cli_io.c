@@ -44,14 +44,35 @@ static int load(cli_input *in)
     return 0;
 }
 
+int cli_widen_f16(cli_input *in)
+{
+    npy_array *a = &in->array;
+    size_t n = a->nbytes / 2;
+    float *f = malloc(n ? n * sizeof *f : 1);
+    if (!f) {
+        cli_error("%s %s: out of memory", in->flag, in->path);
+        return -1;
+    }
+    const uint16_t *h = a->data;
+    for (size_t i = 0; i < n; i++)
+        f[i] = vkattn_f16_to_f32(h[i]);
+    free(a->data);
+    a->data = f;
+    a->nbytes = n * sizeof *f;
+    a->dtype = NPY_F32;
+    return 0;
+}
+
 int cli_load_f32(cli_input *in, uint32_t rank)
 {
     if (load(in) != 0)
         return -1;
+    if (in->array.dtype == NPY_F16 && cli_widen_f16(in) != 0)
+        return -1;
     if (in->array.dtype != NPY_F32) {
-        cli_error(
-            "%s %s: dtype is %s; inputs must be float32 (use --dtype f16 for f16 on the device)",
-            in->flag, in->path, npy_dtype_name(in->array.dtype));
+        cli_error("%s %s: dtype is %s; inputs must be float32 or float16 (--dtype sets the "
+                  "device's storage)",
+                  in->flag, in->path, npy_dtype_name(in->array.dtype));
         return -1;
     }
     if ((rank && in->array.rank != rank) || in->array.rank == 0 || in->array.rank > 4) {
@@ -72,10 +93,12 @@ int cli_load_mask(cli_input *in)
 {
     if (load(in) != 0)
         return -1;
+    if (in->array.dtype == NPY_F16 && cli_widen_f16(in) != 0)
+        return -1;
     npy_dtype dt = in->array.dtype;
     if (dt != NPY_F32 && dt != NPY_U8 && dt != NPY_BOOL) {
-        cli_error("%s %s: dtype is %s; a mask is float32 (additive, -inf hides) or bool/uint8 "
-                  "(boolean: see --mask-true-blocks)",
+        cli_error("%s %s: dtype is %s; a mask is float32 or float16 (additive, -inf hides) or "
+                  "bool/uint8 (boolean: see --mask-true-blocks)",
                   in->flag, in->path, npy_dtype_name(dt));
         return -1;
     }

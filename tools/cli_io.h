@@ -17,10 +17,13 @@ typedef struct cli_input {
     bool external; /* a file the command reads itself (--weights), not one array */
 } cli_input;
 
-/* Loads a float32 input of rank `rank` (0: any 1..4). Prints the error naming
- * the file and returns -1 on failure. */
+/* Loads a float32 (or float16, widened exactly) input of rank `rank` (0:
+ * any 1..4). Prints the error naming the file and returns -1 on failure. */
 int cli_load_f32(cli_input *in, uint32_t rank);
-/* Loads an attention mask: float32 (additive) or uint8/bool (boolean),
+/* A loaded float16 array widened to float32 in its place (exact); -1 after
+ * printing when out of memory. */
+int cli_widen_f16(cli_input *in);
+/* Loads an attention mask: float32 or float16 (additive) or uint8/bool (boolean),
  * rank 2 to 4 (the library checks the shape). */
 int cli_load_mask(cli_input *in);
 /* Loads a key-padding input: uint8 or bool, rank 2. */

@@ -75,9 +75,12 @@ int cli_mods_load_heads(cli_input *in)
         cli_error("%s: %s", in->flag, err);
         return -1;
     }
+    if (a->dtype == NPY_F16 && cli_widen_f16(in) != 0)
+        return -1;
     if (a->dtype != NPY_F32) {
-        cli_error("%s %s: dtype is %s; expected float32 [Hq], one value per query head", in->flag,
-                  in->path, npy_dtype_name(a->dtype));
+        cli_error("%s %s: dtype is %s; expected float32 or float16 [Hq], one value per query "
+                  "head",
+                  in->flag, in->path, npy_dtype_name(a->dtype));
         return -1;
     }
     if (a->rank != 1 || a->shape[0] == 0) {
