@@ -570,6 +570,129 @@ static void test_float16_inputs(void **state)
         }
 }
 
+/* Dims 1 and 2 (`swap12`) or 0 and 1 of a rank-3/4 float array swapped
+ * into a new file `name`; returns nothing, fails the test on error. */
+static void write_transposed(const char *from, const char *name, bool swap12)
+{
+    npy_array a = cli_read_npy(from);
+    int64_t s[4] = {a.shape[0], a.shape[1], a.shape[2], a.rank == 4 ? a.shape[3] : 1};
+    int64_t t[4] = {s[0], s[1], s[2], s[3]};
+    int i0 = swap12 ? 1 : 0, i1 = swap12 ? 2 : 1;
+    t[i0] = s[i1], t[i1] = s[i0];
+    float *out = malloc(a.nbytes), *in = a.data;
+    assert_non_null(out);
+    for (int64_t a0 = 0; a0 < s[0]; a0++)
+        for (int64_t a1 = 0; a1 < s[1]; a1++)
+            for (int64_t a2 = 0; a2 < s[2]; a2++)
+                for (int64_t a3 = 0; a3 < s[3]; a3++) {
+                    int64_t idx[4] = {a0, a1, a2, a3};
+                    int64_t j = idx[i0];
+                    idx[i0] = idx[i1], idx[i1] = j;
+                    out[((idx[0] * t[1] + idx[1]) * t[2] + idx[2]) * t[3] + idx[3]] =
+                        in[((a0 * s[1] + a1) * s[2] + a2) * s[3] + a3];
+                }
+    cli_write_npy(name, NPY_F32, a.rank, t, out);
+    free(out);
+    npy_free(&a);
+}
+
+/* attention --layout bthd ([B,T,H,D] files) and mha --seq-first ([T,B,E]
+ * files) read and write through strides: their outputs are the default
+ * layout's transposed, bit for bit (GQA, causal, LSE, weights, RoPE;
+ * self- and cross-attention, and decoding with --prefill); bad values are
+ * refused by name without an output. */
+static void test_layouts(void **state)
+{
+    (void)state;
+    int64_t qs[4] = {2, 4, 5, 16}, ks[4] = {2, 2, 7, 16}, xs[3] = {2, 6, 64}, cs[3] = {2, 9, 64},
+            ws[2] = {64, 64};
+    cli_write_f32("lq.npy", 4, qs, 71, -1, 1);
+    cli_write_f32("lk.npy", 4, ks, 72, -1, 1);
+    cli_write_f32("lv.npy", 4, ks, 73, -1, 1);
+    cli_write_f32("lx.npy", 3, xs, 74, -1, 1);
+    cli_write_f32("lc.npy", 3, cs, 75, -1, 1);
+    cli_write_f32("lw.npy", 2, ws, 76, -0.2f, 0.2f);
+    const char *four[3] = {"lq", "lk", "lv"};
+    for (int i = 0; i < 3; i++) {
+        char a[32], b[32];
+        snprintf(a, sizeof a, "%s.npy", four[i]), snprintf(b, sizeof b, "%st.npy", four[i]);
+        write_transposed(a, b, true);
+    }
+    write_transposed("lx.npy", "lxt.npy", false);
+    write_transposed("lc.npy", "lct.npy", false);
+    char args[4096], err[2048];
+    for (int e = 0; e < 2; e++) /* causal with LSE and weights; RoPE */
+        for (int t = 0; t < 2; t++) {
+            const char *lq = t ? "lqt.npy" : "lq.npy", *lk = t ? "lkt.npy" : "lk.npy",
+                       *lv = t ? "lvt.npy" : "lv.npy", *lo = t ? "lot.npy" : "lo.npy";
+            char extra[1024];
+            if (e == 0)
+                snprintf(extra, sizeof extra, "--causal --lse-out %s --weights-out %s",
+                         cli_path_of(t ? "lL1.npy" : "lL0.npy"),
+                         cli_path_of(t ? "lW1.npy" : "lW0.npy"));
+            else
+                snprintf(extra, sizeof extra, "--rope-theta 10000");
+            snprintf(args, sizeof args, "attention --q %s --k %s --v %s %s%s --check --out %s",
+                     cli_path_of(lq), cli_path_of(lk), cli_path_of(lv), extra,
+                     t ? " --layout bthd" : "", cli_path_of(lo));
+            cli_expect_success(args);
+            if (!t)
+                continue;
+            write_transposed("lo.npy", "lo_t.npy", true);
+            cli_compare_outputs("lo_t.npy", "lot.npy", 0, false, "--layout bthd");
+            if (e == 0) {
+                cli_compare_outputs("lL0.npy", "lL1.npy", 0, false, "--layout bthd LSE");
+                cli_compare_outputs("lW0.npy", "lW1.npy", 0, false, "--layout bthd weights");
+            }
+        }
+    /* one head of 64 (q4_0 caches need head dims that are multiples of 64) */
+    const char *mha_extra[3] = {"--causal", "--kv", "--causal --prefill 2 --kv-dtype q4_0"};
+    for (int e = 0; e < 3; e++)
+        for (int t = 0; t < 2; t++) {
+            snprintf(args, sizeof args,
+                     "mha --x %s --heads 1 --wq %s --wk %s --wv %s --wo %s --check --out %s %s%s%s",
+                     cli_path_of(t ? "lxt.npy" : "lx.npy"), cli_path_of("lw.npy"),
+                     cli_path_of("lw.npy"), cli_path_of("lw.npy"), cli_path_of("lw.npy"),
+                     cli_path_of(t ? "lyt.npy" : "ly.npy"), mha_extra[e], e == 1 ? " " : "",
+                     e == 1 ? cli_path_of(t ? "lct.npy" : "lc.npy") : "");
+            if (t)
+                strcat(args, " --seq-first");
+            cli_expect_success(args);
+            if (t) {
+                write_transposed("ly.npy", "ly_t.npy", false);
+                cli_compare_outputs("ly_t.npy", "lyt.npy", 0, false, mha_extra[e]);
+            }
+        }
+    static const struct {
+        const char *args, *says;
+    } bad[] = {
+        {"attention --q @lqt.npy --k @lkt.npy --v @lvt.npy --layout bhdt --out @lbad.npy",
+         "--layout \"bhdt\": expected bhtd ([B,H,T,D]) or bthd ([B,T,H,D])"},
+        {"attention --q @lq.npy --k @lk.npy --v @lv.npy --seq-first --out @lbad.npy",
+         "--seq-first is for mha"},
+    };
+    for (int i = 0; i < 2; i++) {
+        char buf[2048];
+        size_t o = 0;
+        for (const char *p = bad[i].args; *p && o + 300 < sizeof buf;) {
+            if (*p == '@') {
+                size_t n = strcspn(p + 1, " ");
+                char name[64];
+                snprintf(name, sizeof name, "%.*s", (int)n, p + 1);
+                o += (size_t)snprintf(buf + o, sizeof buf - o, "%s", cli_path_of(name));
+                p += 1 + n;
+            } else {
+                buf[o++] = *p++;
+            }
+        }
+        buf[o] = '\0';
+        assert_int_equal(cli_run_with("", buf, err, sizeof err), 2);
+        if (!strstr(err, bad[i].says))
+            fail_msg("%s: %s", bad[i].args, err);
+        assert_false(cli_exists(cli_path_of("lbad.npy")));
+    }
+}
+
 /* `vkattn info` says which storage types the device holds natively and
  * which the kernels emulate: f16 follows the device's 16-bit storage (text
  * and JSON agree), the others are fixed. */
@@ -606,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_info_types),
         cmocka_unit_test(test_mha_kv_dtype),
         cmocka_unit_test(test_float16_inputs),
+        cmocka_unit_test(test_layouts),
     };
     return cmocka_run_group_tests(tests, cli_setup, cli_teardown);
 }

@@ -26,6 +26,10 @@ static const char help_text[] =
     "  --lse-out L.npy       also write the log-sum-exp of every row, float32 [B,Hq,Tq]\n"
     "                        (natural log of the softmax denominator, sinks included;\n"
     "                        -inf for a row with nothing visible)\n"
+    "  --layout bhtd|bthd    how Q, K, V and O are laid out: [B,H,T,D] (default) or\n"
+    "                        [B,T,H,D] (most model code's); read and written through\n"
+    "                        strides, never transposed (--weights-out, --lse-out keep\n"
+    "                        their shapes)\n"
     "  --check               compare with the CPU reference (double accumulation), print\n"
     "                        the max elementwise error |got-exp|/(1+|exp|); exit 1 above\n"
     "                        2e-4 (f32) / 1.5e-2 (f16)\n";
@@ -45,6 +49,7 @@ enum { Q, K, V, MASK, PAD, POS, KPOS, SINKS, SLOPES, N_INPUTS };
 typedef struct attention_job {
     cli_job job;
     float scale; /* --scale; 0: 1/sqrt(D) */
+    bool bthd;   /* --layout bthd: Q, K, V, O stored [B, T, H, D] */
     cli_rope_options rope;
     cli_mods mods;
     cli_input in[N_INPUTS];
@@ -64,7 +69,35 @@ static int own_option(void *user, const char *flag, const char *value)
         return mod;
     if (strcmp(flag, "--scale") == 0)
         return cli_parse_float(flag, value, &a->scale) != 0 ? -1 : 1;
+    if (strcmp(flag, "--layout") == 0) {
+        if (strcmp(value, "bhtd") && strcmp(value, "bthd")) {
+            cli_error("attention: --layout \"%s\": expected bhtd ([B,H,T,D]) or bthd ([B,T,H,D])",
+                      value);
+            return -1;
+        }
+        a->bthd = strcmp(value, "bthd") == 0;
+        return 1;
+    }
     return 0;
+}
+
+/* --layout bthd: a tensor of logical shape [B, H, T, D] over [B, T, H, D]
+ * storage (strides in elements, no copy). */
+static void bthd_strides(const int64_t *shape, int64_t *strides)
+{
+    strides[0] = shape[2] * shape[1] * shape[3];
+    strides[1] = shape[3];
+    strides[2] = shape[1] * shape[3];
+    strides[3] = 1;
+}
+
+/* A [B, T, H, D] array's dims 1 and 2 swapped: the logical [B, H, T, D]
+ * the rest of the command works with (the data stays as it is). */
+static void swap_dims(int64_t *shape)
+{
+    int64_t t = shape[1];
+    shape[1] = shape[2];
+    shape[2] = t;
 }
 
 /* CLI_ARGS_OK, or the exit status. */
@@ -77,6 +110,11 @@ static int parse_options(attention_job *a, int argc, char **argv)
     if (code != CLI_ARGS_OK)
         return code;
     const cli_input *in = a->in;
+    if (a->job.seq_first) {
+        cli_error("attention: --seq-first is for mha's [T,B,E] activations; attention takes "
+                  "--layout bthd for [B,T,H,D] tensors");
+        return 2;
+    }
     if (cli_mods_check_given(&a->mods, &a->job, &in[SLOPES]) != 0)
         return 2;
     const char *positions = in[POS].path ? "--positions" : in[KPOS].path ? "--k-positions" : NULL;
@@ -114,7 +152,11 @@ static int load_inputs(void *user)
     attention_job *a = user;
     static const uint32_t ranks[N_INPUTS] = {
         4, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK, CLI_HEADS_RANK, CLI_HEADS_RANK};
-    if (cli_job_load(&a->job, ranks, PAD) != 0 || check_rope_inputs(a) != 0)
+    if (cli_job_load(&a->job, ranks, PAD) != 0)
+        return -1;
+    for (int k = Q; a->bthd && k <= V; k++)
+        swap_dims(a->in[k].array.shape);
+    if (check_rope_inputs(a) != 0)
         return -1;
     int64_t hq = a->in[Q].array.shape[1];
     if (cli_mods_check_heads(&a->in[SINKS], hq, "dimension 1 of --q") != 0 ||
@@ -166,6 +208,8 @@ static int run(void *user)
     cli_job *j = &a->job;
     const int64_t *qs = a->in[Q].array.shape, *ks = a->in[K].array.shape;
     cli_job_shape_outputs(j, 4, qs, qs[1], qs[2], ks[2]);
+    if (a->bthd) /* O is written as stored: [B, Tq, Hq, D] */
+        swap_dims(j->out.shape);
     vkattn_attention_args args = {.scale = a->scale, .bool_mask = cli_job_bool_mask(j)};
     cli_mods_attention(&a->mods, j, &args);
     vkattn_tensor positions[2] = {{0}};
@@ -175,6 +219,12 @@ static int run(void *user)
     if (cli_job_upload(j, slots, MASK) != 0 ||
         cli_job_create_outputs(j, &args.out, &args.weights, &args.lse) != 0)
         return -1;
+    if (a->bthd) {
+        vkattn_tensor *t[4] = {&args.q, &args.k, &args.v, &args.out};
+        memcpy(args.out.shape, qs, sizeof args.out.shape);
+        for (int k = 0; k < 4; k++)
+            bthd_strides(t[k]->shape, t[k]->strides);
+    }
     vkattn_result r = rotate(a, &args, positions);
     if (j->device.tune && r == VKATTN_SUCCESS)
         r = vkattn_attention_tune(
@@ -234,6 +284,12 @@ static int check(void *user)
     cli_job_host_inputs(&a->job, slots);
     if (cli_job_reference(&a->job, &ra.out, &ra.weights, &ra.lse) != 0)
         return -1;
+    if (a->bthd) {
+        vkattn_host_tensor *t[4] = {&ra.q, &ra.k, &ra.v, &ra.out};
+        memcpy(ra.out.shape, ra.q.shape, sizeof ra.out.shape);
+        for (int k = 0; k < 4; k++)
+            bthd_strides(t[k]->shape, t[k]->strides);
+    }
     char err[512];
     if (rotate_on_host(a, &ra, positions, err, sizeof err) != VKATTN_SUCCESS ||
         vkattn_ref_attention(&ra, err, sizeof err) != VKATTN_SUCCESS) {

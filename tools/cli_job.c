@@ -76,6 +76,7 @@ static int parse_job_option(cli_job *j, int argc, char **argv, int *i, const cha
                  : strcmp(a, "--causal-top-left") == 0  ? &j->causal_top_left
                  : strcmp(a, "--per-head") == 0         ? &j->per_head
                  : strcmp(a, "--mask-true-blocks") == 0 ? &j->mask_true_blocks
+                 : strcmp(a, "--seq-first") == 0        ? &j->seq_first
                  : strcmp(a, "--check") == 0            ? &j->check
                                                         : NULL;
     if (flag) {

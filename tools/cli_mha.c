@@ -16,6 +16,9 @@ static const char help_text[] =
     "layout (y = x W^T + b): X [B,Tq,Dm]; WQ [H*Dh,Dm]; WK, WV [G*Dh,Dkv]; WO [Dm,H*Dh];\n"
     "Y [B,Tq,Dm]. Dh is WQ's rows / H (usually Dm / H). Nothing is written unless\n"
     "everything succeeds.\n"
+    "  --seq-first           X, C and Y are [T,B,E] (nn.MultiheadAttention's default\n"
+    "                        batch_first=False), read and written through strides;\n"
+    "                        masks, padding and weights keep their batch-first shapes\n"
     "  --kv C.npy            keys/values come from C [B,Tk,Dkv] (cross-attention);\n"
     "                        default: self-attention (C = X)\n"
     "  --kv-heads G          key/value heads (GQA; 1 = MQA; default H)\n"
@@ -175,20 +178,37 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
                                    .x = fa->x,
                                    .y = fa->y,
                                    .kv_splits = kv_splits};
-        /* [B, n, Dm] views of the full [B, Tq, Dm] tensors at token t */
+        /* [B, n, Dm] views of the full [B, Tq, Dm] tensors at token t
+         * (batch-first, or with --seq-first [Tq, B, Dm] storage) */
         for (int k = 0; k < 2; k++) {
             vkattn_tensor *v = k ? &sa.y : &sa.x;
-            v->strides[0] = (int64_t)tq * d->embed_dim;
-            v->strides[1] = d->embed_dim;
+            bool seq_first = v->strides[1] > v->strides[0] && v->strides[0];
+            v->strides[0] = seq_first ? d->embed_dim : (int64_t)tq * d->embed_dim;
+            v->strides[1] = seq_first ? (int64_t)batch * d->embed_dim : d->embed_dim;
             v->strides[2] = 1;
             v->shape[1] = n;
-            v->offset += (uint64_t)t * d->embed_dim * es;
+            v->offset += (uint64_t)t * v->strides[1] * es;
         }
         r = vkattn_mha_step(layer, &sa);
     }
     free(seqs);
     vkattn_kv_cache_destroy(cache);
     return r;
+}
+
+/* --seq-first: the logical [B, T, E] of [T, B, E] storage. */
+static void seq_first_strides(const int64_t *shape, int64_t *strides)
+{
+    strides[0] = shape[2];
+    strides[1] = shape[0] * shape[2];
+    strides[2] = 1;
+}
+
+static void swap01(int64_t *shape)
+{
+    int64_t t = shape[0];
+    shape[0] = shape[1];
+    shape[1] = t;
 }
 
 static int own_option(void *user, const char *flag, const char *value)
@@ -376,6 +396,11 @@ static int load_inputs(void *user)
         return -1;
     if (cli_job_load(&m->job, ranks, PAD) != 0)
         return -1;
+    if (m->job.seq_first) { /* [T, B, E] files: work with [B, T, E] views */
+        swap01(in[X].array.shape);
+        if (in[KV].path)
+            swap01(in[KV].array.shape);
+    }
     for (int k = 0; k < N_INPUTS; k++)
         if (k != PAD && k != MASK && cli_round_to_dtype(&in[k], m->job.dtype) != 0)
             return -1;
@@ -457,6 +482,8 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
     const int64_t *xs = m->in[X].array.shape;
     int64_t tq = xs[1];
     cli_job_shape_outputs(j, 3, xs, m->heads, tq, kv_len(m));
+    if (m->job.seq_first) /* Y is written as stored: [T, B, E] */
+        swap01(j->out.shape);
     vkattn_tensor *slots[N_INPUTS] = {[X] = &fa->x,
                                       [KV] = &fa->kv,
                                       [MASK] = &fa->mask,
@@ -465,6 +492,13 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
     if (cli_job_upload(j, slots, MASK) != 0 ||
         cli_job_create_outputs(j, &fa->y, &fa->weights, NULL) != 0)
         return -1;
+    if (m->job.seq_first) {
+        vkattn_tensor *t[3] = {&fa->x, &fa->kv, &fa->y};
+        memcpy(fa->y.shape, xs, sizeof(int64_t) * 3);
+        for (int k = 0; k < 3; k++)
+            if (t[k]->buffer)
+                seq_first_strides(t[k]->shape, t[k]->strides);
+    }
     if (m->prefill && m->prefill > tq) {
         cli_error("--prefill %u: --x has only %lld tokens per sequence", m->prefill, (long long)tq);
         return -1;
@@ -522,6 +556,13 @@ static int check(void *user)
     cli_job_host_inputs(&m->job, slots);
     if (cli_job_reference(&m->job, &ra.y, &ra.weights, NULL) != 0)
         return -1;
+    if (m->job.seq_first) {
+        vkattn_host_tensor *t[3] = {&ra.x, &ra.kv, &ra.y};
+        memcpy(ra.y.shape, ra.x.shape, sizeof ra.y.shape);
+        for (int k = 0; k < 3; k++)
+            if (t[k]->data)
+                seq_first_strides(t[k]->shape, t[k]->strides);
+    }
     vkattn_mha_weights w = host_weights(m);
     char err[512];
     if (vkattn_ref_mha(&m->desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS) {
