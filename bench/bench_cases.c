@@ -478,25 +478,25 @@ void bench_case_print_shape(const bench_case *c, FILE *f)
         fprintf(f, ", \"qk_norm\": true");
 }
 
-vkattn_result bench_runner_tune(bench_runner *r)
+vkattn_result bench_runner_tune(bench_runner *r, vkattn_tune_progress_fn progress)
 {
     const bench_case *c = r->c;
     switch (c->kind) {
     case BENCH_LINEAR:
-        return vkattn_linear_tune(r->ctx,
-                                  &(vkattn_linear_tune_args){c->m, c->n, c->k, c->act, c->data});
+        return vkattn_linear_tune(
+            r->ctx, &(vkattn_linear_tune_args){c->m, c->n, c->k, c->act, c->data, progress});
     case BENCH_ATTENTION:
         return vkattn_attention_tune(
             r->ctx, &(vkattn_attention_tune_args){c->b, c->hq, c->hkv, c->tq, c->tk, c->d,
-                                                  c->causal, c->act, c->data});
+                                                  c->causal, c->act, c->data, progress});
     case BENCH_LAYER:
-        return vkattn_mha_tune(r->layer, &(vkattn_mha_tune_args){c->b, c->tq, c->tk});
+        return vkattn_mha_tune(r->layer, &(vkattn_mha_tune_args){c->b, c->tq, c->tk, progress});
     case BENCH_DECODE:
-        return vkattn_kv_attention_tune(r->ctx,
-                                        &(vkattn_kv_attention_tune_args){r->cache, c->b, 1, c->tk});
+        return vkattn_kv_attention_tune(
+            r->ctx, &(vkattn_kv_attention_tune_args){r->cache, c->b, 1, c->tk, progress});
     case BENCH_LAYER_STEP:
-        return vkattn_mha_step_tune(r->layer,
-                                    &(vkattn_mha_step_tune_args){r->cache, c->b, c->tq, c->tk});
+        return vkattn_mha_step_tune(
+            r->layer, &(vkattn_mha_step_tune_args){r->cache, c->b, c->tq, c->tk, progress});
     }
     return VKATTN_ERROR_INVALID_ARGUMENT;
 }

@@ -72,7 +72,9 @@ void bench_runner_record(bench_runner *r, VkCommandBuffer cmd);
 void bench_runner_after(bench_runner *r);
 /* Runs the library's tuner for the case's ops and shape (vkattn_<op>_tune),
  * so the timed reps use the measured winners. */
-vkattn_result bench_runner_tune(bench_runner *r);
+/* The library's tuner for the case's shapes; progress: its callback or
+ * NULL. */
+vkattn_result bench_runner_tune(bench_runner *r, vkattn_tune_progress_fn progress);
 /* Useful FLOPs and the bytes the op must move at least once, per rep. */
 double bench_runner_flops(const bench_runner *r);
 double bench_runner_bytes(const bench_runner *r);

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 _Noreturn void bench_die(const vkattn_context *ctx, const char *what)
 {
@@ -40,4 +41,21 @@ void bench_cmd_barrier(vkattn_context *ctx, VkCommandBuffer cmd)
     VkPipelineStageFlags stages =
         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
     barrier(cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+void bench_tune_progress(const vkattn_tune_progress *p, void *user)
+{
+    (void)user;
+    if (isatty(STDERR_FILENO)) { /* \r and erase-to-end: redrawn in place */
+        if (p->done)
+            fprintf(stderr, "\r\033[Kvkattn-bench: tuned %s %s: %u candidates, best %.3f ms\n",
+                    p->op, p->shape, p->count, (double)p->best_ms);
+        else
+            fprintf(stderr, "\r\033[Kvkattn-bench: tuning %s %s: candidate %u/%u", p->op, p->shape,
+                    p->candidate, p->count);
+        fflush(stderr);
+    } else if (p->done) {
+        fprintf(stderr, "vkattn-bench: tuned %s %s: %u candidates, best %.3f ms\n", p->op, p->shape,
+                p->count, (double)p->best_ms);
+    }
 }

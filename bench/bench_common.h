@@ -21,6 +21,10 @@ _Noreturn void bench_die(const vkattn_context *ctx, const char *what);
  * synchronization contract of vkattn.h asks of the caller. */
 void bench_cmd_barrier(vkattn_context *ctx, VkCommandBuffer cmd);
 
+/* The tuners' progress on stderr (--tune): a line redrawn per candidate on
+ * a terminal, else one line per op measured. */
+void bench_tune_progress(const vkattn_tune_progress *p, void *user);
+
 /* Median of n values (sorts them); n > 0. */
 double bench_median(double *v, int n);
 

@@ -24,7 +24,7 @@ typedef struct options {
     int nselected;
     int reps, warmup;
     uint64_t read_mb;
-    bool peak, validate, tune;
+    bool peak, validate, tune, quiet;
     const char *tuning; /* tuning data file: loaded, and saved after --tune */
 } options;
 
@@ -135,7 +135,8 @@ static void run_case(bench *b, const bench_case *c)
     bool fma = c->limit == BENCH_LIMIT_FMA;
     bench_runner *r = bench_runner_create(b->ctx, c);
     if (b->opt->tune)
-        BENCH_CHECK(b->ctx, bench_runner_tune(r), "tuning");
+        BENCH_CHECK(b->ctx, bench_runner_tune(r, b->opt->quiet ? NULL : bench_tune_progress),
+                    "tuning");
     limit_samples *s = calloc(1, sizeof *s);
     double *ms = calloc(MAX_REPS, sizeof *ms);
     if (!s || !ms)
@@ -183,7 +184,7 @@ static int usage(FILE *f, int status)
     fprintf(
         f,
         "usage: vkattn-bench [--list] [--peak] [--case NAME[,NAME...]]... [--reps N] [--warmup N]\n"
-        "                    [--read-mb N] [--validate] [--tune] [--tuning FILE]\n"
+        "                    [--read-mb N] [--validate] [--tune] [--tuning FILE] [--quiet]\n"
         "  --list       print the case names and exit\n"
         "  --peak       print the limit kernels' rates alone (with --case: then the cases)\n"
         "  --case       run these cases (repeatable; default: every case)\n"
@@ -192,7 +193,9 @@ static int usage(FILE *f, int status)
         "  --read-mb    size of the streaming-read buffer (default 64 on CPU drivers, 256 "
         "otherwise)\n"
         "  --validate   Khronos validation layer on; fail on any message (slow)\n"
-        "  --tune       run the library's tuner for each case before timing it\n"
+        "  --tune       run the library's tuner for each case before timing it (progress on\n"
+        "               stderr: a line redrawn per candidate on a terminal, else one per op)\n"
+        "  --quiet      no progress lines\n"
         "  --tuning F   start from the tuning data in file F (if it exists); with --tune, save to "
         "F\n"
         "One JSON line per case on stdout. Device: $VKATTN_DEVICE (index or name part) or "
@@ -228,6 +231,8 @@ static int parse(int argc, char **argv, options *o)
             o->validate = true;
         } else if (strcmp(a, "--tune") == 0) {
             o->tune = true;
+        } else if (strcmp(a, "--quiet") == 0) {
+            o->quiet = true;
         } else if (strcmp(a, "--tuning") == 0 && v) {
             o->tuning = v;
             i++;

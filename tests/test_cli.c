@@ -693,6 +693,27 @@ static void test_layouts(void **state)
     }
 }
 
+/* --tune reports progress on stderr - not a terminal here: one line per op
+ * measured - and nothing with --quiet; the output is the same. */
+static void test_tune_progress_lines(void **state)
+{
+    (void)state;
+    int64_t qs[4] = {1, 2, 6, 16};
+    cli_write_f32("pq.npy", 4, qs, 81, -1, 1);
+    char args[2048], err[4096];
+    for (int quiet = 0; quiet < 2; quiet++) {
+        snprintf(args, sizeof args, "attention --q %s --k %s --v %s --causal --tune%s --out %s",
+                 cli_path_of("pq.npy"), cli_path_of("pq.npy"), cli_path_of("pq.npy"),
+                 quiet ? " --quiet" : "", cli_path_of(quiet ? "po1.npy" : "po0.npy"));
+        assert_int_equal(cli_run_with("", args, err, sizeof err), 0);
+        const char *line = strstr(err, "vkattn: tuned attention b=1 hq=2 hkv=2 tq=6 tk=6 d=16 "
+                                       "causal f32/f32: ");
+        if (quiet ? strstr(err, "tuned") != NULL : !line || !strstr(line, " candidates, best "))
+            fail_msg("--tune%s: stderr:\n%s", quiet ? " --quiet" : "", err);
+    }
+    cli_compare_outputs("po0.npy", "po1.npy", 0, false, "--quiet");
+}
+
 /* `vkattn info` says which storage types the device holds natively and
  * which the kernels emulate: f16 follows the device's 16-bit storage (text
  * and JSON agree), the others are fixed. */
@@ -730,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_mha_kv_dtype),
         cmocka_unit_test(test_float16_inputs),
         cmocka_unit_test(test_layouts),
+        cmocka_unit_test(test_tune_progress_lines),
     };
     return cmocka_run_group_tests(tests, cli_setup, cli_teardown);
 }

@@ -15,6 +15,7 @@ typedef struct cli_device_options {
     const char *tuning;         /* --tuning PATH: loaded; saved back after --tune */
     bool tune;                  /* --tune: run the tuner for this command's shapes first */
     bool tunable;               /* set by a command before parsing: it takes --tune/--tuning */
+    bool quiet;                 /* --quiet: no progress lines (--tune) */
     bool pipeline_cache_saved;  /* set by cli_save_pipeline_cache: cli_close saves no more */
 } cli_device_options;
 
@@ -31,6 +32,9 @@ vkattn_result cli_save_tuning(vkattn_context *ctx, const cli_device_options *o);
  * be written; cli_close then leaves it alone. Nonzero on failure (the logger
  * printed why). */
 int cli_save_pipeline_cache(vkattn_context *ctx, cli_device_options *o);
+/* The tuners' progress callback for these options: lines on stderr
+ * (cli_progress.c), or NULL with --quiet. */
+vkattn_tune_progress_fn cli_tune_progress(const cli_device_options *o);
 /* Help text for the options above. */
 extern const char cli_device_options_help[];
 

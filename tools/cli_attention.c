@@ -230,7 +230,8 @@ static int run(void *user)
         r = vkattn_attention_tune(
             j->ctx, &(vkattn_attention_tune_args){(uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
                                                   (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3],
-                                                  args.causal, j->dtype, j->dtype});
+                                                  args.causal, j->dtype, j->dtype,
+                                                  cli_tune_progress(&j->device), NULL});
     if (j->device.tune && r == VKATTN_SUCCESS)
         r = cli_save_tuning(j->ctx, &j->device);
     if (r == VKATTN_SUCCESS)

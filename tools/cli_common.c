@@ -20,7 +20,10 @@ const char cli_device_options_help[] =
     "                        a file that is not tuning data is refused, never overwritten)\n"
     "  --tune                attention, mha: first measure the kernel choices for this\n"
     "                        command's shapes (seconds; mha --prefill: its prefill and\n"
-    "                        decode steps); with --tuning, save them to PATH for next time\n"
+    "                        decode steps); with --tuning, save them to PATH for next time.\n"
+    "                        Progress on stderr: on a terminal a line redrawn per\n"
+    "                        candidate, else one line per op measured\n"
+    "  --quiet               no progress lines\n"
     "  -v, --verbose         print informational messages\n";
 
 void cli_error(const char *fmt, ...)
@@ -46,6 +49,10 @@ int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o
     }
     if (strcmp(a, "--tune") == 0) {
         o->tune = true;
+        return 1;
+    }
+    if (strcmp(a, "--quiet") == 0) {
+        o->quiet = true;
         return 1;
     }
     if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {

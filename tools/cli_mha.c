@@ -162,10 +162,12 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
     for (uint32_t b = 0; seqs && b < batch; b++)
         seqs[b] = b;
     if (r == VKATTN_SUCCESS && o->tune) {
-        r = vkattn_mha_step_tune(layer,
-                                 &(vkattn_mha_step_tune_args){cache, batch, prefill, prefill});
+        vkattn_tune_progress_fn progress = cli_tune_progress(o);
+        r = vkattn_mha_step_tune(
+            layer, &(vkattn_mha_step_tune_args){cache, batch, prefill, prefill, progress});
         if (r == VKATTN_SUCCESS && tq > prefill)
-            r = vkattn_mha_step_tune(layer, &(vkattn_mha_step_tune_args){cache, batch, 1, tq});
+            r = vkattn_mha_step_tune(layer,
+                                     &(vkattn_mha_step_tune_args){cache, batch, 1, tq, progress});
         if (r == VKATTN_SUCCESS)
             r = cli_save_tuning(ctx, o);
     }
@@ -522,7 +524,8 @@ static int run(void *user)
     if (j->device.tune && !m->prefill) {
         const int64_t *xs = m->in[X].array.shape;
         r = vkattn_mha_tune(m->layer, &(vkattn_mha_tune_args){(uint32_t)xs[0], (uint32_t)xs[1],
-                                                              (uint32_t)kv_len(m)});
+                                                              (uint32_t)kv_len(m),
+                                                              cli_tune_progress(&j->device)});
         if (r == VKATTN_SUCCESS)
             r = cli_save_tuning(j->ctx, &j->device);
     }

@@ -24,12 +24,32 @@
  * shapes. */
 /* Every tuner is vkattn_<op>_tune(<what the op's call takes>, args) with an
  * args struct of the shapes to tune for (zero dtypes are f32); none of them
- * needs buffers of yours. */
+ * needs buffers of yours.
+ *
+ * Progress: every args struct ends with an optional callback (NULL: none)
+ * and its user pointer. It is called synchronously, on the caller's thread,
+ * from inside the tuner: once before each candidate is timed (candidate 1..
+ * count, done false, best_ms the fastest median so far or 0), and once when
+ * an op's measurement ends (candidate == count, done true, best_ms the
+ * winner's). A layer tuner (vkattn_mha_tune, vkattn_mha_step_tune) measures
+ * several ops in turn; each reports under its own op name and shape. The
+ * strings live only during the call. The callback must not call vkattn on
+ * the same context; it cannot stop the tuner. */
+typedef struct vkattn_tune_progress {
+    const char *op;    /* "linear", "attention" or "kv_attention" */
+    const char *shape; /* the measured shape, e.g. "m=512 n=3072 k=1024 f32/f32" */
+    uint32_t candidate, count;
+    bool done;
+    float best_ms;
+} vkattn_tune_progress;
+typedef void (*vkattn_tune_progress_fn)(const vkattn_tune_progress *progress, void *user);
 
 /* y [m, n] = x [m, k] W^T: x and y in x_dtype, W in w_dtype. */
 typedef struct vkattn_linear_tune_args {
     uint32_t m, n, k;
     vkattn_dtype x_dtype, w_dtype;
+    vkattn_tune_progress_fn progress; /* optional (see above) */
+    void *progress_user;
 } vkattn_linear_tune_args;
 VKATTN_API vkattn_result vkattn_linear_tune(vkattn_context *ctx,
                                             const vkattn_linear_tune_args *args);
@@ -41,6 +61,8 @@ typedef struct vkattn_attention_tune_args {
     uint32_t batch, num_heads, num_kv_heads, q_len, kv_len, head_dim;
     bool causal;
     vkattn_dtype q_dtype, kv_dtype;
+    vkattn_tune_progress_fn progress; /* optional */
+    void *progress_user;
 } vkattn_attention_tune_args;
 VKATTN_API vkattn_result vkattn_attention_tune(vkattn_context *ctx,
                                                const vkattn_attention_tune_args *args);
@@ -56,6 +78,8 @@ VKATTN_API vkattn_result vkattn_attention_tune(vkattn_context *ctx,
 typedef struct vkattn_kv_attention_tune_args {
     vkattn_kv_cache *cache;
     uint32_t batch, new_tokens, length;
+    vkattn_tune_progress_fn progress; /* optional */
+    void *progress_user;
 } vkattn_kv_attention_tune_args;
 VKATTN_API vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx,
                                                   const vkattn_kv_attention_tune_args *args);
@@ -67,6 +91,8 @@ VKATTN_API vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx,
  * projections. batch x q_len and batch x kv_len must fit 32 bits. */
 typedef struct vkattn_mha_tune_args {
     uint32_t batch, q_len, kv_len;
+    vkattn_tune_progress_fn progress; /* optional: each op it measures reports */
+    void *progress_user;
 } vkattn_mha_tune_args;
 VKATTN_API vkattn_result vkattn_mha_tune(vkattn_mha *mha, const vkattn_mha_tune_args *args);
 

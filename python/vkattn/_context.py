@@ -116,6 +116,21 @@ class Context:
         if code != _lib.SUCCESS:
             check(code, self.last_error())
 
+    def tune_linear(self, m, n, k, x_dtype="f32", w_dtype="f32", progress=None):
+        """Measures the kernel choices of y [m, n] = x [m, k] W^T (vkattn_linear_tune)
+        and keeps the fastest in this context. progress: see vkattn._tuning."""
+        from . import _tuning
+        _tuning.tune_linear(self, m, n, k, x_dtype, w_dtype, progress)
+
+    def tune_attention(self, batch, num_heads, num_kv_heads, q_len, kv_len, head_dim,
+                       causal=False, q_dtype="f32", kv_dtype=None, progress=None):
+        """The same for attention of these shapes (vkattn_attention_tune);
+        progress(p) gets a TuneProgress(op, shape, candidate, count, done,
+        best_ms) before each candidate and when the op is measured."""
+        from . import _tuning
+        _tuning.tune_attention(self, batch, num_heads, num_kv_heads, q_len, kv_len, head_dim,
+                               causal, q_dtype, kv_dtype, progress)
+
     def validation_counts(self):
         """(errors, warnings) the validation layer reported so far."""
         e, w = ctypes.c_uint32(), ctypes.c_uint32()

@@ -267,7 +267,48 @@ STRUCTS = {
 # ------------------------------------------------------------------ functions
 _R = ctypes.c_int
 _P = ctypes.POINTER
+class TuneProgress(ctypes.Structure):
+    _fields_ = [("op", ctypes.c_char_p), ("shape", ctypes.c_char_p), ("candidate", _u32),
+                ("count", _u32), ("done", _bool), ("best_ms", _f32)]
+
+
+TUNE_PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(TuneProgress), ctypes.c_void_p)
+
+
+class LinearTuneArgs(ctypes.Structure):
+    _fields_ = [("m", _u32), ("n", _u32), ("k", _u32), ("x_dtype", _int), ("w_dtype", _int),
+                ("progress", TUNE_PROGRESS_FN), ("progress_user", _ptr)]
+
+
+class AttentionTuneArgs(ctypes.Structure):
+    _fields_ = [("batch", _u32), ("num_heads", _u32), ("num_kv_heads", _u32), ("q_len", _u32),
+                ("kv_len", _u32), ("head_dim", _u32), ("causal", _bool), ("q_dtype", _int),
+                ("kv_dtype", _int), ("progress", TUNE_PROGRESS_FN), ("progress_user", _ptr)]
+
+
+class MhaTuneArgs(ctypes.Structure):
+    _fields_ = [("batch", _u32), ("q_len", _u32), ("kv_len", _u32),
+                ("progress", TUNE_PROGRESS_FN), ("progress_user", _ptr)]
+
+
+class KvAttentionTuneArgs(ctypes.Structure):
+    _fields_ = [("cache", _ptr), ("batch", _u32), ("new_tokens", _u32), ("length", _u32),
+                ("progress", TUNE_PROGRESS_FN), ("progress_user", _ptr)]
+
+
+STRUCTS.update({
+    "vkattn_tune_progress": TuneProgress,
+    "vkattn_linear_tune_args": LinearTuneArgs,
+    "vkattn_attention_tune_args": AttentionTuneArgs,
+    "vkattn_mha_tune_args": MhaTuneArgs,
+    "vkattn_kv_attention_tune_args": KvAttentionTuneArgs,
+})
+
 _FUNCS = {
+    "vkattn_linear_tune": (_R, [_ptr, _P(LinearTuneArgs)]),
+    "vkattn_attention_tune": (_R, [_ptr, _P(AttentionTuneArgs)]),
+    "vkattn_mha_tune": (_R, [_ptr, _P(MhaTuneArgs)]),
+    "vkattn_mha_step_tune": (_R, [_ptr, _P(KvAttentionTuneArgs)]),
     "vkattn_version": (_u32, []),
     "vkattn_version_string": (ctypes.c_char_p, []),
     "vkattn_result_name": (ctypes.c_char_p, [_int]),

@@ -226,6 +226,18 @@ class MultiheadAttention:
         from . import safetensors
         return self.load_state_dict(safetensors.load(path, prefix), prefix)
 
+    def tune(self, batch, q_len, kv_len=None, progress=None):
+        """Measures the kernel choices of this layer's forward at these sizes
+        (vkattn_mha_tune: its GEMMs and attention, causal and not); progress:
+        an optional callable, as Context.tune_attention's."""
+        from . import _tuning
+        _tuning.tune_layer(self, batch, q_len, kv_len, progress)
+
+    def tune_step(self, cache, batch, new_tokens, length, progress=None):
+        """The same for steps over `cache` (vkattn_mha_step_tune)."""
+        from . import _tuning
+        _tuning.tune_layer_step(self, cache, batch, new_tokens, length, progress)
+
     def state_dict(self):
         """The loaded weights under Hugging Face's names (host copies, float32)."""
         names = {"wq": "q_proj.weight", "wk": "k_proj.weight", "wv": "v_proj.weight",

@@ -36,8 +36,10 @@ static vkattn_result record_timed(vkattn_context *ctx, VkCommandBuffer cmd, cons
 vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t reps,
                                 vka_tuner_record_fn record, const void *problem,
                                 const void *candidates, size_t candidate_size, uint32_t *best,
-                                float *best_ms)
+                                float *best_ms, const vka_tune_report *report)
 {
+    vkattn_tune_progress progress = {
+        report ? report->op : "", report ? report->shape : "", 0, count, false, 0.0f};
     if (reps < 1 || reps > 32)
         reps = 5;
     vkattn_timer *timer = NULL;
@@ -48,6 +50,11 @@ vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t re
     *best = UINT32_MAX;
     *best_ms = 0;
     for (uint32_t c = 0; c < count; c++) {
+        if (report && report->fn) {
+            progress.candidate = c + 1;
+            progress.best_ms = *best == UINT32_MAX ? 0.0f : *best_ms;
+            report->fn(&progress, report->user);
+        }
         uint32_t ok = 0;
         for (uint32_t i = 0; i <= reps; i++) { /* i == 0: warm-up */
             timed_run run = {timer, record, problem,
@@ -74,6 +81,12 @@ vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t re
         }
     }
     vkattn_timer_destroy(timer);
+    if (report && report->fn && *best != UINT32_MAX) {
+        progress.candidate = count;
+        progress.done = true;
+        progress.best_ms = *best_ms;
+        report->fn(&progress, report->user);
+    }
     if (*best == UINT32_MAX)
         return r != VKATTN_SUCCESS
                    ? r

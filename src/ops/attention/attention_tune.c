@@ -8,6 +8,8 @@
 #include "core/tuner.h"
 #include "core/tuning_table.h"
 
+#include <stdio.h>
+
 #define MAX_CANDIDATES 12
 
 static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem,
@@ -73,8 +75,12 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
         double pairs = (double)batch * num_heads * q_len * (double)kv_len * (causal ? 0.5 : 1.0);
         uint32_t best = 0;
         float best_ms = 0;
+        vka_tune_report report = {args->progress, args->progress_user, "attention", ""};
+        snprintf(report.shape, sizeof report.shape, "b=%u hq=%u hkv=%u tq=%u tk=%u d=%u%s %s/%s",
+                 batch, num_heads, num_kv_heads, q_len, kv_len, head_dim, causal ? " causal" : "",
+                 vkattn_dtype_name(q_dtype), vkattn_dtype_name(kv_dtype));
         r = vka_tuner_measure(ctx, count, 4.0 * pairs * head_dim > 2e10 ? 3 : 5, record_candidate,
-                              &p, candidates, sizeof candidates[0], &best, &best_ms);
+                              &p, candidates, sizeof candidates[0], &best, &best_ms, &report);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key = {.op = VKA_TUNE_ATTENTION};
             vka_att_tuning_key(&p, key.values);

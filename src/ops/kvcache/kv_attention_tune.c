@@ -5,6 +5,7 @@
 #include "core/tuner.h"
 #include "core/tuning_table.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define MAX_CANDIDATES 8
@@ -114,8 +115,12 @@ vkattn_result vkattn_kv_attention_tune(vkattn_context *ctx,
             splits[count++] = s;
         uint32_t best = 0;
         float best_ms = 0;
+        vka_tune_report report = {args->progress, args->progress_user, "kv_attention", ""};
+        snprintf(report.shape, sizeof report.shape, "b=%u hq=%u hkv=%u t=%u length=%u d=%u %s",
+                 batch, d.num_heads, d.num_kv_heads, new_tokens, length, d.head_dim,
+                 vkattn_dtype_name(d.dtype));
         r = vka_tuner_measure(ctx, count, 5, record_candidate, &call, splits, sizeof splits[0],
-                              &best, &best_ms);
+                              &best, &best_ms, &report);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key;
             vka_kv_tuning_key(cache, qdt, batch, new_tokens, length, &key);

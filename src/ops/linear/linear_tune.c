@@ -8,6 +8,8 @@
 #include "core/tuner.h"
 #include "core/tuning_table.h"
 
+#include <stdio.h>
+
 #define MAX_CANDIDATES 12
 
 static vkattn_result record_candidate(vkattn_context *ctx, VkCommandBuffer cmd, const void *problem,
@@ -59,8 +61,11 @@ vkattn_result vkattn_linear_tune(vkattn_context *ctx, const vkattn_linear_tune_a
         double flops = 2.0 * m * n * (double)k;
         uint32_t best = 0;
         float best_ms = 0;
+        vka_tune_report report = {args->progress, args->progress_user, "linear", ""};
+        snprintf(report.shape, sizeof report.shape, "m=%u n=%u k=%u %s/%s", m, n, k,
+                 vkattn_dtype_name(x_dtype), vkattn_dtype_name(w_dtype));
         r = vka_tuner_measure(ctx, count, flops > 2e10 ? 3 : 5, record_candidate, &p, candidates,
-                              sizeof candidates[0], &best, &best_ms);
+                              sizeof candidates[0], &best, &best_ms, &report);
         if (r == VKATTN_SUCCESS) {
             vka_tuning_key key = {.op = VKA_TUNE_LINEAR};
             vka_linear_tuning_key(&p, key.values);

@@ -17,25 +17,32 @@ static vkattn_result row_count(vkattn_context *ctx, const char *fn, const char *
     return VKATTN_SUCCESS;
 }
 
+/* The caller's progress callback, passed on to each op's tuner. */
+typedef struct progress_sink {
+    vkattn_tune_progress_fn fn;
+    void *user;
+} progress_sink;
+
 /* A projection of `rows` rows: y [rows, n] = x [rows, k] W^T in the layer's dtype. */
-static vkattn_result tune_projection(vkattn_mha *m, uint32_t rows, uint32_t n, uint32_t k)
+static vkattn_result tune_projection(vkattn_mha *m, uint32_t rows, uint32_t n, uint32_t k,
+                                     progress_sink p)
 {
-    vkattn_linear_tune_args a = {rows, n, k, m->d.dtype, m->d.dtype};
+    vkattn_linear_tune_args a = {rows, n, k, m->d.dtype, m->d.dtype, p.fn, p.user};
     return vkattn_linear_tune(m->ctx, &a);
 }
 
 /* The packed Q/K/V projection of self-attention (one GEMM) over `rows`. */
-static vkattn_result tune_packed_projection(vkattn_mha *m, uint32_t rows)
+static vkattn_result tune_packed_projection(vkattn_mha *m, uint32_t rows, progress_sink p)
 {
     const vkattn_mha_desc *d = &m->d;
-    return tune_projection(m, rows, vka_mha_q_width(d) + 2 * vka_mha_kv_width(d), d->embed_dim);
+    return tune_projection(m, rows, vka_mha_q_width(d) + 2 * vka_mha_kv_width(d), d->embed_dim, p);
 }
 
 /* The output projection over `rows`. */
-static vkattn_result tune_output_projection(vkattn_mha *m, uint32_t rows)
+static vkattn_result tune_output_projection(vkattn_mha *m, uint32_t rows, progress_sink p)
 {
     const vkattn_mha_desc *d = &m->d;
-    return tune_projection(m, rows, d->embed_dim, vka_mha_q_width(d));
+    return tune_projection(m, rows, d->embed_dim, vka_mha_q_width(d), p);
 }
 
 static vkattn_result tune_attention(vkattn_mha *m, const vkattn_mha_tune_args *a, bool causal)
@@ -51,6 +58,8 @@ static vkattn_result tune_attention(vkattn_mha *m, const vkattn_mha_tune_args *a
         .causal = causal,
         .q_dtype = d->dtype,
         .kv_dtype = d->dtype,
+        .progress = a->progress,
+        .progress_user = a->progress_user,
     };
     return vkattn_attention_tune(m->ctx, &at);
 }
@@ -73,18 +82,19 @@ vkattn_result vkattn_mha_tune(vkattn_mha *m, const vkattn_mha_tune_args *args)
     VKA_TRY(row_count(ctx, "vkattn_mha_tune", "q_len", args->batch, args->q_len, &rows));
     VKA_TRY(row_count(ctx, "vkattn_mha_tune", "kv_len", args->batch, args->kv_len, &kv_rows));
     bool self = args->q_len == args->kv_len;
+    progress_sink p = {args->progress, args->progress_user};
     if (self && d->kv_dim == d->embed_dim) {
-        VKA_TRY(tune_packed_projection(m, rows));
+        VKA_TRY(tune_packed_projection(m, rows, p));
     } else {
-        VKA_TRY(tune_projection(m, rows, vka_mha_q_width(d), d->embed_dim));
-        VKA_TRY(tune_projection(m, kv_rows, 2 * vka_mha_kv_width(d), d->kv_dim));
+        VKA_TRY(tune_projection(m, rows, vka_mha_q_width(d), d->embed_dim, p));
+        VKA_TRY(tune_projection(m, kv_rows, 2 * vka_mha_kv_width(d), d->kv_dim, p));
     }
     /* both mask kinds of self-attention (decoders and encoders); cross-
      * attention is rarely causal */
     if (self)
         VKA_TRY(tune_attention(m, args, true));
     VKA_TRY(tune_attention(m, args, false));
-    return tune_output_projection(m, rows);
+    return tune_output_projection(m, rows, p);
 }
 
 vkattn_result vkattn_mha_step_tune(vkattn_mha *m, const vkattn_mha_step_tune_args *args)
@@ -109,9 +119,11 @@ vkattn_result vkattn_mha_step_tune(vkattn_mha *m, const vkattn_mha_step_tune_arg
      * projection (its K/V segments append to the cache: they take the plain
      * GEMM's entry) and the output projection */
     if (new_tokens <= VKA_KV_DECODE_MAX_TOKENS) {
-        vkattn_kv_attention_tune_args kv = {args->cache, batch, new_tokens, length};
+        vkattn_kv_attention_tune_args kv = {args->cache, batch,          new_tokens,
+                                            length,      args->progress, args->progress_user};
         VKA_TRY(vkattn_kv_attention_tune(ctx, &kv));
     }
-    VKA_TRY(tune_packed_projection(m, rows));
-    return tune_output_projection(m, rows);
+    progress_sink p = {args->progress, args->progress_user};
+    VKA_TRY(tune_packed_projection(m, rows, p));
+    return tune_output_projection(m, rows, p);
 }
