@@ -694,7 +694,9 @@ static void test_layouts(void **state)
 }
 
 /* --tune reports progress on stderr - not a terminal here: one line per op
- * measured - and nothing with --quiet; the output is the same. */
+ * measured - and nothing with --quiet. The two runs tune separately on a
+ * shared machine and may pick different tilings, which sum in another
+ * order: their outputs agree within the f32 tolerance, not bit for bit. */
 static void test_tune_progress_lines(void **state)
 {
     (void)state;
@@ -711,7 +713,7 @@ static void test_tune_progress_lines(void **state)
         if (quiet ? strstr(err, "tuned") != NULL : !line || !strstr(line, " candidates, best "))
             fail_msg("--tune%s: stderr:\n%s", quiet ? " --quiet" : "", err);
     }
-    cli_compare_outputs("po0.npy", "po1.npy", 0, false, "--quiet");
+    cli_compare_outputs("po0.npy", "po1.npy", TEST_TOL_F32, false, "--quiet");
 }
 
 /* `vkattn info` says which storage types the device holds natively and
