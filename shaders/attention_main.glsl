@@ -7,11 +7,14 @@
 // K/V element a tile loads serves all the heads of its group, and a tile's
 // rows span as few queries as possible, which keeps causal bounds tight).
 // All offsets are relative to the dispatch's bindings; the host shifts the
-// windows so that index 0 of every dimension is the chunk's first.
+// windows so that index 0 of every dimension is the chunk's first. q, k, v
+// and out offsets and strides count quads, or elements when a head dim is
+// not a multiple of 8 (the kernels' ELEM, attention_elem.glsl).
 #ifndef VKATTN_ATTENTION_MAIN_GLSL
 #define VKATTN_ATTENTION_MAIN_GLSL
 
 #include "attention_io.glsl"
+#include "attention_elem.glsl"
 
 layout(push_constant) uniform Push {
     // q, k, v, out: offset, batch, head and token strides, in vec4s
@@ -53,6 +56,10 @@ DECLARE_IN4(0, q, Q_DT)
 DECLARE_IN4(1, k, KV_DT)
 DECLARE_IN4(2, v, KV_DT)
 DECLARE_OUT4(3, o, O_DT)
+DECLARE_ELEM_IN(0, q, Q_DT)
+DECLARE_ELEM_IN(1, k, KV_DT)
+DECLARE_ELEM_IN(2, v, KV_DT)
+DECLARE_ELEM_OUT(3, o, O_DT)
 DECLARE_MASKS(4, 5)
 layout(set = 0, binding = 6, std430) readonly buffer sinks_buffer { float sinks_data[]; };
 layout(set = 0, binding = 7, std430) readonly buffer slopes_buffer { float slopes_data[]; };

@@ -31,7 +31,7 @@
 // costs a select per iteration, so only the key block loop is a loop (the
 // key groups inside a block are unrolled). Lavapipe stops all the loops of
 // an invocation after 65535 iterations in total (LP_MAX_TGSI_LOOP_ITERATIONS):
-// a block costs one of them (D / (8 SG) + 2 C + 1 should a compiler leave the
+// a block costs one of them (DK / (8 SG) + 2 C + 1 should a compiler leave the
 // inner loops rolled: one row tile can still walk about 150K keys at D 128).
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -44,16 +44,27 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 32u;
 layout(constant_id = 1) const uint SG = 8u;   // subgroup size (pipeline requires it)
-layout(constant_id = 2) const uint D = 128u;  // head dimension, a multiple of 8
+layout(constant_id = 2) const uint DK = 128u; // q/k head dimension
 layout(constant_id = 3) const uint R = 16u;   // rows per subgroup
 layout(constant_id = 4) const uint C = 2u;    // keys per lane per block
 layout(constant_id = 5) const uint RB = 2u;   // rows per P.V register block (divides R)
 layout(constant_id = 6) const bool MASKS = false; // additive mask / key padding may be set
+layout(constant_id = 7) const uint DV = 128u; // v/out head dimension
 
-const uint DO = D / 8u;               // octets per row
-const uint OPL = (DO + SG - 1u) / SG; // output octets per lane
-const uint BC = SG * C;               // keys per block
-const bool EVEN = DO % SG == 0u;      // every lane owns OPL whole octets
+// Q.K^T runs over the DK octets, P.V and the output over the DV octets. A
+// head dim that is not a multiple of 8 is padded to one with zeros inside
+// the kernel, and every row is then read and written element by element
+// (ELEM, attention_elem.glsl: offsets and strides count elements).
+const uint DKP = (DK + 7u) / 8u * 8u;
+const uint DVP = (DV + 7u) / 8u * 8u;
+const bool ELEM = DKP != DK || DVP != DV;
+const uint DO = DKP / 8u;                // q/k octets per row
+const uint OPL = (DO + SG - 1u) / SG;    // q/k octets per lane
+const bool EVEN = DO % SG == 0u;         // every lane owns OPL whole q/k octets
+const uint VO = DVP / 8u;                // v/out octets per row
+const uint VPL = (VO + SG - 1u) / SG;    // output octets per lane
+const bool VEVEN = VO % SG == 0u;        // every lane owns VPL whole output octets
+const uint BC = SG * C;                  // keys per block
 
 // The octet lane `lane` reads as its t-th, clamped into the row when D
 // leaves some lanes without one: they read a real octet for nothing (their
@@ -65,9 +76,44 @@ const bool EVEN = DO % SG == 0u;      // every lane owns OPL whole octets
 uint octet(uint lane, uint t) {
     return EVEN ? lane + SG * t : min(lane + SG * t, DO - 1u);
 }
+uint v_octet(uint lane, uint t) {
+    return VEVEN ? lane + SG * t : min(lane + SG * t, VO - 1u);
+}
 vec4 spare_k(vec4 k, uint lane, uint t) {
     // all(), not &&: glslang turns a short-circuit && into a branch
     return mix(k, vec4(0.0), bvec4(all(bvec2(!EVEN, lane + SG * t >= DO))));
+}
+
+// Octet `oct` of the row that starts at `row` (a quad or, with ELEM, an
+// element index), and the store of output quad `quad` of a row.
+void q_oct(uint row, uint oct, out vec4 lo, out vec4 hi) {
+    if (ELEM)
+        q_elem8(row, oct, DK, lo, hi);
+    else
+        q_load8(row + 2u * oct, lo, hi);
+}
+void k_oct(uint row, uint oct, out vec4 lo, out vec4 hi) {
+    if (ELEM)
+        k_elem8(row, oct, DK, lo, hi);
+    else
+        k_load8(row + 2u * oct, lo, hi);
+}
+void v_oct(uint row, uint oct, out vec4 lo, out vec4 hi) {
+    if (ELEM)
+        v_elem8(row, oct, DV, lo, hi);
+    else
+        v_load8(row + 2u * oct, lo, hi);
+}
+void o_quad(uint row, uint quad, vec4 x) {
+    if (!ELEM) {
+        o_store4(row + quad, x);
+    } else if (DV % 8u == 0u) { // out keeps whole aligned quads (the host checks)
+        o_store4(row / 4u + quad, x);
+    } else {
+        [[unroll]] for (uint u = 0u; u < 4u; u++)
+            if (4u * quad + u < DV)
+                o_store1(row + 4u * quad + u, x[u]);
+    }
 }
 
 void main() {
@@ -86,11 +132,11 @@ void main() {
     const uint last_row = min(row0 + R, rows) - 1u;
 
     Row rw[R];
-    vec4 o[R][OPL][2];
+    vec4 o[R][VPL][2];
     float m[R], l[R];
     [[unroll]] for (uint r = 0u; r < R; r++) {
         rw[r] = row_info(min(row0 + r, last_row), batch, kv_head);
-        [[unroll]] for (uint t = 0u; t < OPL; t++)
+        [[unroll]] for (uint t = 0u; t < VPL; t++)
             o[r][t][0] = o[r][t][1] = vec4(0.0);
         m[r] = NEG_INF;
         l[r] = 0.0;
@@ -101,7 +147,7 @@ void main() {
         [[unroll]] for (uint t = 0u; t < OPL; t++) {
             q[r][t][0] = q[r][t][1] = vec4(0.0);
             if (EVEN || lane + SG * t < DO) // ifs, not ?:, so loads stay in bounds
-                q_load8(rw[r].q + 2u * (lane + SG * t), q[r][t][0], q[r][t][1]);
+                q_oct(rw[r].q, lane + SG * t, q[r][t][0], q[r][t][1]);
             q[r][t][0] *= pc.scale;
             q[r][t][1] *= pc.scale;
         }
@@ -125,7 +171,7 @@ void main() {
             [[unroll]] for (uint kk = 0u; kk < SG; kk++) {
                 const uint k_row = k_base + min(j0 + SG * ci + kk, pc.kv_len - 1u) * pc.k_st;
                 [[unroll]] for (uint t = 0u; t < OPL; t++) {
-                    k_load8(k_row + 2u * octet(lane, t), k[kk][t][0], k[kk][t][1]);
+                    k_oct(k_row, octet(lane, t), k[kk][t][0], k[kk][t][1]);
                     k[kk][t][0] = spare_k(k[kk][t][0], lane, t);
                     k[kk][t][1] = spare_k(k[kk][t][1], lane, t);
                 }
@@ -193,7 +239,7 @@ void main() {
                 sum += s[r][ci];
             }
             l[r] = l[r] * alpha + sum; // per-lane partial sums, added up at the end
-            [[unroll]] for (uint t = 0u; t < OPL; t++) {
+            [[unroll]] for (uint t = 0u; t < VPL; t++) {
                 o[r][t][0] *= alpha;
                 o[r][t][1] *= alpha;
             }
@@ -205,11 +251,11 @@ void main() {
         // lavapipe anyway). (As in any tiled kernel, a hidden key whose V
         // row holds inf or NaN still poisons its block's rows: 0 * inf.)
         [[unroll]] for (uint ci = 0u; ci < C; ci++) {
-            vec4 v[SG][OPL][2];
+            vec4 v[SG][VPL][2];
             [[unroll]] for (uint src = 0u; src < SG; src++) {
                 const uint v_row = v_base + min(j0 + SG * ci + src, pc.kv_len - 1u) * pc.v_st;
-                [[unroll]] for (uint t = 0u; t < OPL; t++)
-                    v_load8(v_row + 2u * octet(lane, t), v[src][t][0], v[src][t][1]);
+                [[unroll]] for (uint t = 0u; t < VPL; t++)
+                    v_oct(v_row, v_octet(lane, t), v[src][t][0], v[src][t][1]);
             }
             [[unroll]] for (uint r0 = 0u; r0 < R; r0 += RB) {
                 float p[RB][SG];
@@ -221,7 +267,7 @@ void main() {
                     [[unroll]] for (uint src = 0u; src < SG; src++)
                         p[rr][src] = subgroupShuffle(pl, src);
                 }
-                [[unroll]] for (uint t = 0u; t < OPL; t++)
+                [[unroll]] for (uint t = 0u; t < VPL; t++)
                     [[unroll]] for (uint h = 0u; h < 2u; h++)
                         [[unroll]] for (uint src = 0u; src < SG; src++)
                             [[unroll]] for (uint rr = 0u; rr < RB; rr++)
@@ -236,11 +282,11 @@ void main() {
         float total = subgroupAdd(l[r]);
         float inv = row_finish(rw[r], m[r], total, lane == 0u && row0 + r <= last_row);
         if (row0 + r <= last_row) {
-            [[unroll]] for (uint t = 0u; t < OPL; t++) {
+            [[unroll]] for (uint t = 0u; t < VPL; t++) {
                 uint c = lane + SG * t;
-                if (c < DO) {
-                    o_store4(rw[r].o + 2u * c, o[r][t][0] * inv);
-                    o_store4(rw[r].o + 2u * c + 1u, o[r][t][1] * inv);
+                if (c < VO) {
+                    o_quad(rw[r].o, 2u * c, o[r][t][0] * inv);
+                    o_quad(rw[r].o, 2u * c + 1u, o[r][t][1] * inv);
                 }
             }
         }

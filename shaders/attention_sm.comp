@@ -21,21 +21,58 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u; // BR * TPR
-layout(constant_id = 1) const uint D = 128u; // head dimension, a multiple of 8
+layout(constant_id = 1) const uint DK = 128u; // q/k head dimension
 layout(constant_id = 2) const uint BR = 8u;  // rows per workgroup
 layout(constant_id = 3) const uint BC = 16u; // keys per block
 layout(constant_id = 4) const uint TPR = 8u; // invocations per row
+layout(constant_id = 5) const uint DV = 128u; // v/out head dimension
 
-const uint DC = D / 4u;                  // vec4 chunks per row
-const uint CPT = (DC + TPR - 1u) / TPR;  // output chunks per invocation
+// Head dims that are not multiples of 8: padded with zeros inside the
+// kernel, rows read and written element by element (see attention_sg.comp).
+const uint DKP = (DK + 7u) / 8u * 8u;
+const uint DVP = (DV + 7u) / 8u * 8u;
+const bool ELEM = DKP != DK || DVP != DV;
+const uint DC = DKP / 4u;                // q/k vec4 chunks per row
+const uint VC = DVP / 4u;                // v/out vec4 chunks per row
+const uint CPT = (VC + TPR - 1u) / TPR;  // output chunks per invocation
 const uint KPT = (BC + TPR - 1u) / TPR;  // keys scored per invocation
 const uint STEP = DC % 8u == 0u ? 8u : 2u; // chunks per dot-product iteration (DC is even)
 
 shared vec4 q_s[BR * DC];
 shared vec4 k_s[BC * DC];
-shared vec4 v_s[BC * DC];
+shared vec4 v_s[BC * VC];
 shared float p_s[BR * BC];
 shared float red_s[BR * TPR];
+
+// Quad `quad` of the row that starts at `row` (a quad or, with ELEM, an
+// element index), and its store for the output (ifs, not ?:, so that only
+// the loads of the kernel's own mode are ever made).
+vec4 q_quad(uint row, uint quad) {
+    if (ELEM)
+        return q_elem4(row, quad, DK);
+    return q_load4(row + quad);
+}
+vec4 k_quad(uint row, uint quad) {
+    if (ELEM)
+        return k_elem4(row, quad, DK);
+    return k_load4(row + quad);
+}
+vec4 v_quad(uint row, uint quad) {
+    if (ELEM)
+        return v_elem4(row, quad, DV);
+    return v_load4(row + quad);
+}
+void o_quad(uint row, uint quad, vec4 x) {
+    if (!ELEM) {
+        o_store4(row + quad, x);
+    } else if (DV % 8u == 0u) { // out keeps whole aligned quads (the host checks)
+        o_store4(row / 4u + quad, x);
+    } else {
+        [[unroll]] for (uint u = 0u; u < 4u; u++)
+            if (4u * quad + u < DV)
+                o_store1(row + 4u * quad + u, x[u]);
+    }
+}
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
@@ -49,7 +86,7 @@ void main() {
 
     for (uint idx = lid; idx < BR * DC; idx += WORKGROUP_SIZE) {
         Row qr = row_info(min(row0 + idx / DC, last_row), batch, kv_head);
-        q_s[idx] = q_load4(qr.q + idx % DC) * pc.scale;
+        q_s[idx] = q_quad(qr.q, idx % DC) * pc.scale;
     }
 
     uint key_begin, key_end, key_full;
@@ -69,8 +106,11 @@ void main() {
         barrier(); // the previous block's readers are done (and q_s is written)
         for (uint idx = lid; idx < BC * DC; idx += WORKGROUP_SIZE) {
             uint key = min(j0 + idx / DC, pc.kv_len - 1u);
-            k_s[idx] = k_load4(k_base + key * pc.k_st + idx % DC);
-            v_s[idx] = v_load4(v_base + key * pc.v_st + idx % DC);
+            k_s[idx] = k_quad(k_base + key * pc.k_st, idx % DC);
+        }
+        for (uint idx = lid; idx < BC * VC; idx += WORKGROUP_SIZE) {
+            uint key = min(j0 + idx / VC, pc.kv_len - 1u);
+            v_s[idx] = v_quad(v_base + key * pc.v_st, idx % VC);
         }
         barrier();
         // ---- scores of keys t, t + TPR, ...
@@ -130,8 +170,8 @@ void main() {
                     float p = p_s[r * BC + j];
                     [[unroll]] for (uint u = 0u; u < CPT; u++) {
                         uint c = t + TPR * u;
-                        if (c < DC)
-                            o[u] += p * v_s[j * DC + c];
+                        if (c < VC)
+                            o[u] += p * v_s[j * VC + c];
                     }
                 }
             }
@@ -149,8 +189,8 @@ void main() {
     if (row0 + r <= last_row) {
         [[unroll]] for (uint u = 0u; u < CPT; u++) {
             uint c = t + TPR * u;
-            if (c < DC)
-                o_store4(rw.o + c, o[u] * inv);
+            if (c < VC)
+                o_quad(rw.o, c, o[u] * inv);
         }
     }
 }

@@ -17,12 +17,17 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "attention_io.glsl"
+#include "attention_elem.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u;
-layout(constant_id = 1) const uint D = 128u;
-const uint DC = D / 4u;
-const uint STEP = DC % 8u == 0u ? 8u : 2u; // DC is even (D is a multiple of 8)
+layout(constant_id = 1) const uint D = 128u; // q/k head dimension
+// not a multiple of 8: zero-padded, rows read element by element (offsets
+// and strides then count elements; attention_elem.glsl)
+const uint DP = (D + 7u) / 8u * 8u;
+const bool ELEM = DP != D;
+const uint DC = DP / 4u;
+const uint STEP = DC % 8u == 0u ? 8u : 2u; // DC is even
 
 layout(push_constant) uniform Push {
     uint q_off, q_sb, q_sh, q_st; // vec4s
@@ -53,6 +58,8 @@ const bool HAS_ALIBI = (MODS & 8u) != 0u;
 
 DECLARE_IN4(0, q, Q_DT)
 DECLARE_IN4(1, k, KV_DT)
+DECLARE_ELEM_IN(0, q, Q_DT)
+DECLARE_ELEM_IN(1, k, KV_DT)
 DECLARE_MASKS(2, 3)
 layout(set = 0, binding = 4, std430) buffer weights_buffer { float w_data[]; };
 layout(set = 0, binding = 5, std430) readonly buffer sinks_buffer { float sinks_data[]; };
@@ -73,7 +80,10 @@ float score(uint q_row, uint k_row, uint mask_row, uint batch, int first, int la
     uint kr = k_row + j * pc.k_st;
     for (uint c = 0u; c < DC; c += STEP)
         [[unroll]] for (uint u = 0u; u < STEP; u++)
-            acc += dot(q_load4(q_row + c + u), k_load4(kr + c + u));
+            if (ELEM) // (an if, not ?:, so that only one kind of load is made)
+                acc += dot(q_elem4(q_row, c + u, D), k_elem4(kr, c + u, D));
+            else
+                acc += dot(q_load4(q_row + c + u), k_load4(kr + c + u));
     acc *= pc.scale_log2;
     if (HAS_SOFTCAP)
         acc = softcap_log2(acc, SOFTCAP * LOG2E);

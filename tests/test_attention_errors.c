@@ -110,10 +110,10 @@ static void test_shapes(void **state)
     fixture *f = *state;
     FAILS_WITH(f, INVALID, "args->q.rank is 3", a.q.rank = 3);
     FAILS_WITH(f, INVALID, "args->k.shape[2] is 0", a.k.shape[2] = 0);
-    FAILS_WITH(f, INVALID, "(head_dim) 12 is not supported",
-               a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 12);
-    FAILS_WITH(f, INVALID, "(head_dim) 264",
-               a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 264);
+    FAILS_WITH(f, INVALID, "(head_dim) 577 is not supported",
+               a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 577);
+    FAILS_WITH(f, INVALID, "(head_dim) 584",
+               a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 584);
     FAILS_WITH(f, SHAPE, "(num_kv_heads) 2 does not divide", a.q.shape[1] = a.out.shape[1] = 3);
     FAILS_WITH(f, SHAPE, "args->k.shape[0] (batch) 1", a.k.shape[0] = 1);
     FAILS_WITH(f, SHAPE, "args->v.shape[2] (kv_len) 4", a.v.shape[2] = 4);

@@ -380,18 +380,18 @@ static void test_bad_inputs(void **state)
     snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", cli_path_of("Q3.npy"), k,
              v, o);
     expect_failure(args, "does not divide");
-    /* head dim 12 and 264 */
-    int64_t d12q[4] = {1, 2, 3, 12}, d12k[4] = {1, 2, 3, 12};
+    /* head dims above 576 (580 and 584) */
+    int64_t d12q[4] = {1, 2, 3, 580}, d12k[4] = {1, 2, 3, 580};
     write_f32("Q12.npy", 4, d12q, 7);
     write_f32("K12.npy", 4, d12k, 8);
     snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", cli_path_of("Q12.npy"),
              cli_path_of("K12.npy"), cli_path_of("K12.npy"), o);
-    expect_failure(args, "12");
-    int64_t d264[4] = {1, 1, 2, 264};
+    expect_failure(args, "580");
+    int64_t d264[4] = {1, 1, 2, 584};
     write_f32("Q264.npy", 4, d264, 9);
     snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s", cli_path_of("Q264.npy"),
              cli_path_of("Q264.npy"), cli_path_of("Q264.npy"), o);
-    expect_failure(args, "264");
+    expect_failure(args, "584");
     /* batch mismatch */
     int64_t kb[4] = {3, 2, 7, 16};
     write_f32("KB.npy", 4, kb, 10);

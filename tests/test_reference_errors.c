@@ -87,10 +87,10 @@ static void test_attention_errors(void **state)
     CASE(SHAPE, "args->k.shape[3] (head_dim) 16 differs from args->q.shape[3] (head_dim) 8",
          a.k.shape[3] = 16);
     CASE(SHAPE, "args->out.shape[2] (q_len) 2", a.out.shape[2] = 2);
-    CASE(INVALID, "args->q.shape[3] (head_dim) 12",
-         a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 12);
-    CASE(INVALID, "args->q.shape[3] (head_dim) 264",
-         a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 264);
+    CASE(INVALID, "args->q.shape[3] (head_dim) 577",
+         a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 577);
+    CASE(INVALID, "args->q.shape[3] (head_dim) 584",
+         a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 584);
     CASE(INVALID, "args->mask.rank is 1", a.mask.rank = 1);
     CASE(DTYPE, "args->mask.dtype i32", a.mask.dtype = VKATTN_DTYPE_I32);
     CASE(INVALID, "args->bool_mask is 5", a.bool_mask = (vkattn_bool_mask)5);

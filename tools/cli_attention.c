@@ -9,16 +9,17 @@
 
 static const char help_text[] =
     "usage: vkattn attention --q Q.npy --k K.npy --v V.npy --out O.npy [options]\n"
-    "Attention of float32 .npy tensors on the device: Q [B,Hq,Tq,D], K and V [B,Hkv,Tk,D]\n"
-    "(Hq a multiple of Hkv: MHA, GQA or MQA; D a multiple of 8 up to 256); writes O\n"
-    "[B,Hq,Tq,D] float32. Nothing is written unless everything succeeds.\n"
+    "Attention of float32 .npy tensors on the device: Q [B,Hq,Tq,Dk], K [B,Hkv,Tk,Dk],\n"
+    "V [B,Hkv,Tk,Dv] (Hq a multiple of Hkv: MHA, GQA or MQA; Dk and Dv up to 576, Dv\n"
+    "may differ from Dk; multiples of 8 up to 256 are fastest); writes O [B,Hq,Tq,Dv]\n"
+    "float32. Nothing is written unless everything succeeds.\n"
     "  --mask M.npy          float32 (additive, -inf hides) or bool/uint8 mask, shaped\n"
     "                        [Tq,Tk], [B*Hq,Tq,Tk] or [B,Hq,Tq,Tk]; any dimension may\n"
     "                        be 1 (broadcast). Boolean True attends (SDPA's attn_mask)\n"
     "  --mask-true-blocks    a boolean --mask's True hides (nn.MultiheadAttention's)\n"
     "  --key-padding P.npy   uint8/bool [B,Tk]: 1 = token, 0 = padding\n"
     "  --causal              key j visible to query i iff j <= i + Tk - Tq (bottom-right)\n"
-    "  --scale S             score scale (default 1/sqrt(D))\n"
+    "  --scale S             score scale (default 1/sqrt(Dk))\n"
     "  --dtype f32|f16|bf16  storage type on the device (default f32; math is fp32)\n"
     "  --weights-out W.npy   also write the attention probabilities, float32\n"
     "                        [B,Tq,Tk] averaged over heads, or with --per-head [B,Hq,Tq,Tk]\n"
@@ -48,7 +49,7 @@ enum { Q, K, V, MASK, PAD, POS, KPOS, SINKS, SLOPES, N_INPUTS };
 /* One run: what attention adds to cli_job. */
 typedef struct attention_job {
     cli_job job;
-    float scale; /* --scale; 0: 1/sqrt(D) */
+    float scale; /* --scale; 0: 1/sqrt(Dk) */
     bool bthd;   /* --layout bthd: Q, K, V, O stored [B, T, H, D] */
     cli_rope_options rope;
     cli_mods mods;
@@ -207,8 +208,10 @@ static int run(void *user)
     attention_job *a = user;
     cli_job *j = &a->job;
     const int64_t *qs = a->in[Q].array.shape, *ks = a->in[K].array.shape;
-    cli_job_shape_outputs(j, 4, qs, qs[1], qs[2], ks[2]);
-    if (a->bthd) /* O is written as stored: [B, Tq, Hq, D] */
+    /* out [B, Hq, Tq, Dv]: v's head dim may differ from q's and k's */
+    const int64_t os[4] = {qs[0], qs[1], qs[2], a->in[V].array.shape[3]};
+    cli_job_shape_outputs(j, 4, os, qs[1], qs[2], ks[2]);
+    if (a->bthd) /* O is written as stored: [B, Tq, Hq, Dv] */
         swap_dims(j->out.shape);
     vkattn_attention_args args = {.scale = a->scale, .bool_mask = cli_job_bool_mask(j)};
     cli_mods_attention(&a->mods, j, &args);
@@ -221,7 +224,7 @@ static int run(void *user)
         return -1;
     if (a->bthd) {
         vkattn_tensor *t[4] = {&args.q, &args.k, &args.v, &args.out};
-        memcpy(args.out.shape, qs, sizeof args.out.shape);
+        memcpy(args.out.shape, os, sizeof args.out.shape);
         for (int k = 0; k < 4; k++)
             bthd_strides(t[k]->shape, t[k]->strides);
     }

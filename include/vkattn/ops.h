@@ -126,18 +126,39 @@ typedef enum vkattn_bool_mask {
 /* ------------------------------------------------------ attention semantics
  *
  * Shapes: B batch, Hq query heads, Hkv key/value heads, Tq queries, Tk keys,
- * D head dimension.
- *     q   [B, Hq,  Tq, D]
- *     k   [B, Hkv, Tk, D]
- *     v   [B, Hkv, Tk, D]
- *     out [B, Hq,  Tq, D]
+ * Dk head dimension of q and k, Dv head dimension of v and out (D where
+ * they are equal).
+ *     q   [B, Hq,  Tq, Dk]
+ *     k   [B, Hkv, Tk, Dk]
+ *     v   [B, Hkv, Tk, Dv]
+ *     out [B, Hq,  Tq, Dv]
  * Strides are free, so [B, T, H, D] storage is passed as shape [B, H, T, D]
  * with strides {T*H*D, D, H*D, 1} - no copies either way.
  * GQA: Hq % Hkv == 0 and query head h reads key/value head h / (Hq / Hkv):
  * Hkv == Hq is MHA, Hkv == 1 is MQA. K and V are never repeated.
- * D is a multiple of 8 from 8 to 256.
+ * Head dims (vkattn_attention and vkattn_ref_attention): Dk and Dv are each
+ * any size from 1 to 576 and may differ (out's last dimension is v's;
+ * DeepSeek MLA's absorbed attention is Dk 576, Dv 512, Hkv 1).
+ *   - Both multiples of 8 up to 256: the fast kernels.
+ *   - Multiples of 8 above 256 (either): a slower path - the subgroup
+ *     kernels keep a quarter of the rows per subgroup and one key group per
+ *     block, the shared-memory kernels the largest tile the device's shared
+ *     memory holds (with 32 KiB, 1 row x 4 keys at Dk 576 / Dv 512), so K
+ *     and V are read more often.
+ *   - Either not a multiple of 8 (PyTorch's 2, 5, 15, 21, 203, ...): the
+ *     slowest path - the same small tiles, storage buffers only (no texel
+ *     views), rows of q, k, v and out read and written one element at a
+ *     time and zero-padded to a multiple of 8 inside the kernel (the
+ *     caller's tensors are never copied). An out of bf16, or of f16 on a
+ *     device without 16-bit storage, is kept as pairs in 32-bit words and
+ *     cannot be written per element, so a Dv that is not a multiple of 8 is
+ *     VKATTN_ERROR_UNSUPPORTED there (such a Dk with Dv a multiple of 8
+ *     runs).
+ * vkattn_cmd_attention_merge takes out's D (Dv; a multiple of 4). The MHA
+ * layer and the KV cache still need Dk == Dv, a multiple of 8 from 8 to
+ * 256.
  *
- * score(i, j) = scale * dot(q_i, k_j) + mask(i, j); scale 0 means 1/sqrt(D).
+ * score(i, j) = scale * dot(q_i, k_j) + mask(i, j); scale 0 means 1/sqrt(Dk).
  * out_i = sum_j softmax_j(score(i, .)) v_j over the visible keys j.
  * Masks, all optional and combinable:
  *   causal       key j is visible to query i iff j <= i + (Tk - Tq)
@@ -289,7 +310,10 @@ VKATTN_API vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_
  * kernels only, and the output rounds to nearest even as vkattn_f32_to_bf16
  * does); mask f32, f16, bf16 or u8 (boolean); key_padding u8; weights f32. The last dimension of q, k, v and out
  * must be contiguous (stride 1), their other strides multiples of 4, their
- * offsets multiples of 16 bytes. out must not overlap the inputs. Attention
+ * offsets multiples of 16 bytes - except where the head dim is not a
+ * multiple of 8 (Dk for q and k, Dv for v and out): there the other strides
+ * are free and the offsets multiples of the element size. out must not
+ * overlap the inputs. Attention
  * weights, when asked for, come from a separate, slower kernel; without them
  * the fast path runs alone. */
 typedef struct vkattn_attention_args {
@@ -298,7 +322,7 @@ typedef struct vkattn_attention_args {
     vkattn_tensor key_padding; /* optional (buffer NULL) */
     vkattn_tensor weights;     /* optional (buffer NULL) */
     bool causal;
-    float scale;                /* 0: 1/sqrt(D) */
+    float scale;                /* 0: 1/sqrt(Dk) */
     vkattn_bool_mask bool_mask; /* the meaning of a u8 mask's nonzero values */
     /* Score modifiers (see "attention semantics"); zeros: none. sinks and
      * alibi_slopes are contiguous and finite (device values are not

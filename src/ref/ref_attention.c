@@ -111,10 +111,10 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
 
     /* Scratch: K and V of one kv head, a query row, an output row, a score
      * row, and for rank-3 weights the per-batch sum over heads. */
-    size_t tk = p.dims.kv_len, d = p.dims.head_dim, kv = 0, total = 0;
-    bool ok = vka_size_mul(tk, d, &kv) && vka_size_mul(kv, 2, &kv) && kv <= SIZE_MAX - 2 * d - tk;
+    size_t tk = p.dims.kv_len, d = (size_t)p.dims.head_dim + p.dims.v_head_dim, kv = 0, total = 0;
+    bool ok = vka_size_mul(tk, d, &kv) && kv <= SIZE_MAX - d - tk;
     if (ok)
-        total = kv + 2 * d + tk;
+        total = kv + d + tk;
     if (ok && p.dims.weights_rank == 3) {
         size_t sum;
         ok = vka_size_mul(p.dims.q_len, tk, &sum) && total <= SIZE_MAX - sum;
@@ -161,13 +161,13 @@ static bool in_range(const vka_ref_attention_plan *p, int64_t at, int64_t j)
 }
 
 /* One query row of head h: its scores into prob[0..Tk) (-inf: hidden), then
- * the probabilities in place, the output row in acc[0..D); returns the LSE
+ * the probabilities in place, the output row in acc[0..Dv); returns the LSE
  * (-inf when nothing is visible, and then prob and acc are all zero). */
 static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, int64_t i,
                          int64_t mask_base, const double *qrow, const double *kbuf,
                          const double *vbuf, double *prob, double *acc)
 {
-    const int64_t Tk = p->dims.kv_len, D = p->dims.head_dim;
+    const int64_t Tk = p->dims.kv_len, Dk = p->dims.head_dim, Dv = p->dims.v_head_dim;
     const vkattn_host_tensor *m = &p->mask, *kp = &p->key_padding;
     const int64_t at = aligned_position(p, i);
     const double cap = p->mods.softcap;
@@ -192,8 +192,8 @@ static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, 
                 (vka_host_load(m, mask_row + j * p->mask_strides[3]) != 0) != p->mask_true_blocks;
         if (visible) {
             double dot = 0.0;
-            const double *kr = kbuf + j * D;
-            for (int64_t e = 0; e < D; e++)
+            const double *kr = kbuf + j * Dk;
+            for (int64_t e = 0; e < Dk; e++)
                 dot += qrow[e] * kr[e];
             sc = p->scale * dot;
             if (cap > 0.0)
@@ -210,7 +210,7 @@ static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, 
                 row_max = sc;
         }
     }
-    for (int64_t e = 0; e < D; e++)
+    for (int64_t e = 0; e < Dv; e++)
         acc[e] = 0.0;
     if (!any) { /* a row with no visible key: zeros, even with a sink */
         for (int64_t j = 0; j < Tk; j++)
@@ -234,8 +234,8 @@ static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, 
         prob[j] *= inv;
         if (prob[j] == 0.0)
             continue;
-        const double *vr = vbuf + j * D;
-        for (int64_t e = 0; e < D; e++)
+        const double *vr = vbuf + j * Dv;
+        for (int64_t e = 0; e < Dv; e++)
             acc[e] += prob[j] * vr[e];
     }
     return row_max + log(sum);
@@ -245,35 +245,35 @@ void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
 {
     const vka_attention_dims *dm = &p->dims;
     const int64_t B = dm->batch, Hq = dm->num_heads, Hkv = dm->num_kv_heads;
-    const int64_t Tq = dm->q_len, Tk = dm->kv_len, D = dm->head_dim;
+    const int64_t Tq = dm->q_len, Tk = dm->kv_len, Dk = dm->head_dim, Dv = dm->v_head_dim;
     const int64_t group = Hq / Hkv;
     const vkattn_host_tensor *q = &p->q, *k = &p->k, *v = &p->v, *o = &p->out;
     const vkattn_host_tensor *w = &p->weights, *l = &p->lse;
 
     double *kbuf = scratch;
-    double *vbuf = kbuf + Tk * D;
-    double *qrow = vbuf + Tk * D;
-    double *acc = qrow + D;
-    double *prob = acc + D;
+    double *vbuf = kbuf + Tk * Dk;
+    double *qrow = vbuf + Tk * Dv;
+    double *acc = qrow + Dk;
+    double *prob = acc + Dv;
     double *wsum = prob + Tk; /* only with rank-3 weights */
 
     for (int64_t b = 0; b < B; b++) {
         if (dm->weights_rank == 3)
             memset(wsum, 0, (size_t)(Tq * Tk) * sizeof *wsum);
         for (int64_t g = 0; g < Hkv; g++) {
-            gather(k, b * k->strides[0] + g * k->strides[1], Tk, k->strides[2], D, k->strides[3],
+            gather(k, b * k->strides[0] + g * k->strides[1], Tk, k->strides[2], Dk, k->strides[3],
                    kbuf);
-            gather(v, b * v->strides[0] + g * v->strides[1], Tk, v->strides[2], D, v->strides[3],
+            gather(v, b * v->strides[0] + g * v->strides[1], Tk, v->strides[2], Dv, v->strides[3],
                    vbuf);
             for (int64_t h = g * group; h < (g + 1) * group; h++) {
                 /* (broadcast dimensions have stride 0) */
                 int64_t mask_base = b * p->mask_strides[0] + h * p->mask_strides[1];
                 for (int64_t i = 0; i < Tq; i++) {
-                    gather(q, b * q->strides[0] + h * q->strides[1] + i * q->strides[2], 1, 0, D,
+                    gather(q, b * q->strides[0] + h * q->strides[1] + i * q->strides[2], 1, 0, Dk,
                            q->strides[3], qrow);
                     double lse = attend_row(p, b, h, i, mask_base, qrow, kbuf, vbuf, prob, acc);
                     int64_t obase = b * o->strides[0] + h * o->strides[1] + i * o->strides[2];
-                    for (int64_t e = 0; e < D; e++)
+                    for (int64_t e = 0; e < Dv; e++)
                         vka_host_store(o, obase + e * o->strides[3], acc[e]);
                     if (l->data)
                         vka_host_store(l, b * l->strides[0] + h * l->strides[1] + i * l->strides[2],

@@ -97,6 +97,19 @@ static vkattn_result check_dim_or_1(const check_state *st, const vka_shape_view 
     return VKATTN_ERROR_SHAPE_MISMATCH;
 }
 
+/* A head dim (t.shape[3]) the attention kernels take. */
+static vkattn_result check_head_dim(const check_state *st, const vka_shape_view *t,
+                                    const char *name, const char *what)
+{
+    int64_t d = t->shape[3]; /* (>= 1: check_rank) */
+    if (d <= VKA_ATTENTION_HEAD_DIM_MAX)
+        return VKATTN_SUCCESS;
+    vka_error_format(st->error, st->error_size,
+                     "%s%s.shape[3] (%s) %lld is not supported: it must be from 1 to %u",
+                     st->prefix, name, what, (long long)d, VKA_ATTENTION_HEAD_DIM_MAX);
+    return VKATTN_ERROR_INVALID_ARGUMENT;
+}
+
 static const char qkv_layout[] = "rank 4: [B, H, T, D]";
 
 static vkattn_result check_required(const check_state *st, const vka_attention_shapes *s)
@@ -131,19 +144,13 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
     }
     VKA_TRY(check_dim(st, &s->v, "v", 2, "kv_len", &s->k, "k", 2));
     VKA_TRY(check_dim(st, &s->k, "k", 3, "head_dim", &s->q, "q", 3));
-    VKA_TRY(check_dim(st, &s->v, "v", 3, "head_dim", &s->q, "q", 3));
-    static const char *const out_what[4] = {"batch", "num_heads", "q_len", "head_dim"};
-    for (uint32_t i = 0; i < 4; i++)
+    static const char *const out_what[3] = {"batch", "num_heads", "q_len"};
+    for (uint32_t i = 0; i < 3; i++)
         VKA_TRY(check_dim(st, &s->out, "out", i, out_what[i], &s->q, "q", i));
-    int64_t d = s->q.shape[3];
-    if (d % VKA_HEAD_DIM_MULTIPLE != 0 || d > VKA_HEAD_DIM_MAX) {
-        vka_error_format(st->error, st->error_size,
-                         "%sq.shape[3] (head_dim) %lld is not supported: it must be a "
-                         "multiple of %u from %u to %u",
-                         st->prefix, (long long)d, VKA_HEAD_DIM_MULTIPLE, VKA_HEAD_DIM_MULTIPLE,
-                         VKA_HEAD_DIM_MAX);
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    }
+    /* v's head dim (Dv) may differ from q's and k's (Dk); out's is Dv. */
+    VKA_TRY(check_dim(st, &s->out, "out", 3, "v_head_dim", &s->v, "v", 3));
+    VKA_TRY(check_head_dim(st, &s->q, "q", "head_dim"));
+    VKA_TRY(check_head_dim(st, &s->v, "v", "v_head_dim"));
     return VKATTN_SUCCESS;
 }
 
@@ -223,6 +230,7 @@ vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *pre
         d.q_len = (uint32_t)s->q.shape[2];
         d.kv_len = (uint32_t)s->k.shape[2];
         d.head_dim = (uint32_t)s->q.shape[3];
+        d.v_head_dim = (uint32_t)s->v.shape[3];
         d.q_dtype = s->q.dtype;
         d.kv_dtype = s->k.dtype;
         if (s->mask.present) {

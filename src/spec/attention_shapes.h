@@ -33,6 +33,7 @@ typedef struct vka_attention_shapes {
 /* The sizes of one attention call, all >= 1 when the check succeeds. */
 typedef struct vka_attention_dims {
     uint32_t batch, num_heads, num_kv_heads, q_len, kv_len, head_dim;
+    uint32_t v_head_dim;   /* of v and out (head_dim: of q and k) */
     vkattn_dtype q_dtype;  /* of q and out */
     vkattn_dtype kv_dtype; /* of k and v */
     uint32_t mask_rank;    /* 0: no mask, else 2, 3 or 4 */
@@ -47,8 +48,9 @@ typedef struct vka_attention_dims {
  * and leaves `error` alone; on failure writes the message to `error` (may be
  * NULL) and returns
  *   VKATTN_ERROR_INVALID_ARGUMENT  missing tensor, wrong rank, a dimension
- *                                  < 1 or > UINT32_MAX, head_dim not a
- *                                  multiple of 8 in 8..256;
+ *                                  < 1 or > UINT32_MAX, head_dim (q, k) or
+ *                                  v_head_dim (v, out) above
+ *                                  VKA_ATTENTION_HEAD_DIM_MAX;
  *   VKATTN_ERROR_SHAPE_MISMATCH    dimensions that disagree between tensors,
  *                                  num_kv_heads not dividing num_heads;
  *   VKATTN_ERROR_UNSUPPORTED_DTYPE a dtype the tensor cannot have.
@@ -74,8 +76,12 @@ vkattn_result vka_bool_mask_check(vkattn_bool_mask value, const char *prefix, ch
 vkattn_result vka_attention_scale(float scale, uint32_t head_dim, const char *name, double *out,
                                   char *error, size_t error_size);
 
-/* Head-dimension limits of every attention path. */
+/* Head-dimension limits: a multiple of VKA_HEAD_DIM_MULTIPLE up to
+ * VKA_HEAD_DIM_MAX for the KV cache and the MHA layer (which also need
+ * Dk == Dv); any size up to VKA_ATTENTION_HEAD_DIM_MAX for vkattn_attention
+ * and its reference (Dk and Dv each; multiples of 8 take the fast path). */
 #define VKA_HEAD_DIM_MULTIPLE 8u
 #define VKA_HEAD_DIM_MAX 256u
+#define VKA_ATTENTION_HEAD_DIM_MAX 576u
 
 #endif

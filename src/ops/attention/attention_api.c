@@ -44,13 +44,14 @@ static vkattn_result check_windows(vkattn_context *ctx, const vka_att_problem *p
             continue;
         vka_box box = vka_att_chunk_box(p, pieces[i].which, 0, 1, 0, 1, 0, 1);
         if (!vka_box_fits_storage(ctx, pieces[i].t, &box))
-            return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                            "args->%s: %s spans %llu bytes (kv_len %u, head_dim %u), more "
-                            "than one binding of this device can hold (maxStorageBufferRange "
-                            "%llu)",
-                            pieces[i].name, pieces[i].piece,
-                            (unsigned long long)vka_box_bytes(pieces[i].t, &box), d->kv_len,
-                            d->head_dim, (unsigned long long)ctx->info.max_storage_buffer_range);
+            return vka_fail(
+                ctx, VKATTN_ERROR_UNSUPPORTED,
+                "args->%s: %s spans %llu bytes (kv_len %u, head_dim %u, v_head_dim %u), more "
+                "than one binding of this device can hold (maxStorageBufferRange "
+                "%llu)",
+                pieces[i].name, pieces[i].piece,
+                (unsigned long long)vka_box_bytes(pieces[i].t, &box), d->kv_len, d->head_dim,
+                d->v_head_dim, (unsigned long long)ctx->info.max_storage_buffer_range);
     }
     return VKATTN_SUCCESS;
 }
@@ -113,10 +114,28 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
         vka_mask_view4(&p->dims, m.rank, m.shape, m.strides, p->mask.shape, p->mask.strides);
         p->mask.rank = 4;
     }
-    VKA_TRY(vka_tensor_check_rows(ctx, &p->q, "args->q", 4, 16));
-    VKA_TRY(vka_tensor_check_rows(ctx, &p->k, "args->k", 4, 16));
-    VKA_TRY(vka_tensor_check_rows(ctx, &p->v, "args->v", 4, 16));
-    VKA_TRY(vka_tensor_check_rows(ctx, &p->out, "args->out", 4, 16));
+    /* Rows read as quads need strides that are multiples of 4 and 16-byte
+     * offsets; a head dim that is not a multiple of 8 is read (and written)
+     * element by element, so its tensors' strides are free and their offsets
+     * multiples of the element size. */
+    const bool k_odd = p->dims.head_dim % 8 != 0, v_odd = p->dims.v_head_dim % 8 != 0;
+    const uint32_t qs = (uint32_t)vkattn_dtype_size(p->dims.q_dtype);
+    const uint32_t ks = (uint32_t)vkattn_dtype_size(p->dims.kv_dtype);
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->q, "args->q", k_odd ? 1 : 4, k_odd ? qs : 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->k, "args->k", k_odd ? 1 : 4, k_odd ? ks : 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->v, "args->v", v_odd ? 1 : 4, v_odd ? ks : 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->out, "args->out", v_odd ? 1 : 4, v_odd ? qs : 16));
+    uint32_t out_kind = vka_storage_kind(ctx, p->dims.q_dtype);
+    if (v_odd && (out_kind == VKA_STORAGE_F16P || out_kind == VKA_STORAGE_BF16)) {
+        char b[VKA_DTYPE_TEXT];
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "args->v.shape[3] (v_head_dim) %u is not a multiple of 8, which needs "
+                        "out written element by element: a %s out is stored as pairs in 32-bit "
+                        "words on this device (%s), so it cannot be",
+                        p->dims.v_head_dim, vka_dtype_text(p->dims.q_dtype, b),
+                        out_kind == VKA_STORAGE_BF16 ? "bf16 always is"
+                                                     : "no 16-bit storage buffer access");
+    }
     VKA_TRY(vka_tensor_check_output(ctx, &p->out, "args->out"));
     if (p->weights.buffer)
         VKA_TRY(vka_tensor_check_output(ctx, &p->weights, "args->weights"));

@@ -141,8 +141,10 @@ double vkattn_attention_flops(const vkattn_attention_args *args, uint32_t q_begi
 {
     if (!args || args->q.rank != 4 || args->k.rank != 4 || q_begin >= q_end)
         return 0;
+    /* Q.K^T: 2 Dk per pair, P.V: 2 Dv (v's head dim may differ) */
     double b = (double)args->q.shape[0], hq = (double)args->q.shape[1],
-           d = (double)args->q.shape[3];
+           d = 2.0 * (double)args->q.shape[3] +
+               2.0 * (double)(args->v.rank == 4 ? args->v.shape[3] : args->q.shape[3]);
     int64_t tq = args->q.shape[2], tk = args->k.shape[2];
     const int64_t shift = args->causal_align == VKATTN_CAUSAL_TOP_LEFT ? 0 : tk - tq;
     const int64_t w = args->window;
@@ -157,5 +159,5 @@ double vkattn_attention_flops(const vkattn_attention_args *args, uint32_t q_begi
         hi = hi > tk ? tk : hi;
         pairs += hi > lo ? (double)(hi - lo) : 0.0;
     }
-    return 4.0 * b * hq * d * pairs;
+    return b * hq * d * pairs;
 }

@@ -10,7 +10,9 @@
 
 bool vka_att_texel_ok(const vka_att_problem *p)
 {
-    return p->dims.q_dtype != VKATTN_DTYPE_BF16 && p->dims.kv_dtype != VKATTN_DTYPE_BF16;
+    /* element-wise rows (head dims not multiples of 8) use storage buffers */
+    return p->dims.q_dtype != VKATTN_DTYPE_BF16 && p->dims.kv_dtype != VKATTN_DTYPE_BF16 &&
+           !vka_att_elem(p);
 }
 
 bool vka_att_octet_aligned(const vkattn_tensor *t)
@@ -37,12 +39,12 @@ vka_box vka_att_chunk_box(const vka_att_problem *p, char which, uint32_t b0, uin
     switch (which) {
     case 'q':
     case 'o':
-        BOX4(b0, nb, h0, nh, i0, nq, 0, d->head_dim);
+        BOX4(b0, nb, h0, nh, i0, nq, 0, which == 'o' ? d->v_head_dim : d->head_dim);
         break;
     case 'k':
     case 'v': {
         uint32_t g0 = h0 / group, g1 = (h0 + nh - 1) / group;
-        BOX4(b0, nb, g0, g1 - g0 + 1, 0, d->kv_len, 0, d->head_dim);
+        BOX4(b0, nb, g0, g1 - g0 + 1, 0, d->kv_len, 0, which == 'v' ? d->v_head_dim : d->head_dim);
         break;
     }
     case 'm': {

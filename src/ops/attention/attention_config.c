@@ -3,7 +3,8 @@
  * the specialization constants that realise it.
  *
  * Tuning key (VKA_TUNE_ATTENTION), values:
- *   0 head dim (exact: it is a specialization constant anyway)
+ *   0 head dim (exact: it is a specialization constant anyway); where v's
+ *     head dim differs, + v_head_dim << 16
  *   1 query heads per KV head, bucketed 1, 2, <=4, <=8, more
  *   2 queries per head (Tq), bucketed 1, <=16, <=64, <=256, <=1024, more
  *   3 keys (Tk), bucketed the same way
@@ -20,7 +21,8 @@
 /* Subgroup family presets: rows per subgroup (R), keys per lane per key
  * block (C) and rows per P.V register block (RB). Code size, and a CPU
  * driver's compile time, grow with R x C; R halves above head dim 128 (live
- * outputs). Why these three: docs/tuning.md. */
+ * outputs), and above 256 R is a quarter and C 1 (vka_att_config_spec). Why
+ * these three: docs/tuning.md. */
 typedef struct sg_preset {
     uint32_t rows, keys, row_block;
 } sg_preset;
@@ -75,7 +77,8 @@ void vka_att_tuning_key(const vka_att_problem *p, uint32_t key[7])
     static const uint32_t lens[] = {1, 16, 64, 256, 1024};
     static const uint32_t work[] = {1, 4, 16};
     const vka_attention_dims *d = &p->dims;
-    key[0] = d->head_dim;
+    /* Dv joins only where it differs, so keys of Dk == Dv calls stay valid */
+    key[0] = d->head_dim + (d->v_head_dim != d->head_dim ? d->v_head_dim << 16 : 0);
     key[1] = vka_tuning_bucket(d->num_heads / d->num_kv_heads, groups, 4);
     key[2] = vka_tuning_bucket(d->q_len, lens, 5);
     key[3] = vka_tuning_bucket(d->kv_len, lens, 5);
@@ -127,8 +130,17 @@ uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_prob
 vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim, uint32_t max_rows,
                                     bool half_rows, bool half_keys, uint32_t key_extra_bytes)
 {
-    uint32_t dc = head_dim / 4, tpr = 8;
-    while (tpr * 4 < dc)
+    return vka_att_sm_tile_fit2(ctx, head_dim, head_dim, max_rows, half_rows, half_keys,
+                                key_extra_bytes);
+}
+
+vka_att_sm_tile vka_att_sm_tile_fit2(const vkattn_context *ctx, uint32_t head_dim,
+                                     uint32_t v_head_dim, uint32_t max_rows, bool half_rows,
+                                     bool half_keys, uint32_t key_extra_bytes)
+{
+    /* q and k rows are dc vec4s, v and out rows vc; TPR serves the output */
+    uint32_t dc = head_dim / 4, vc = v_head_dim / 4, tpr = 8;
+    while (tpr * 4 < vc)
         tpr *= 2;
     uint32_t wg = vka_workgroup_size(ctx, 128);
     if (tpr > wg)
@@ -141,7 +153,7 @@ vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim
     if (half_keys && t.bc > 8)
         t.bc /= 2;
     for (;;) {
-        uint64_t bytes = 16ull * (t.br * dc + 2ull * t.bc * dc) +
+        uint64_t bytes = 16ull * (t.br * dc + (uint64_t)t.bc * (dc + vc)) +
                          4ull * (t.br * t.bc + t.br * tpr) + (uint64_t)key_extra_bytes * t.bc;
         if (bytes <= ctx->info.max_shared_memory)
             break;
@@ -152,7 +164,7 @@ vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim
         else if (t.bc > 1)
             t.bc /= 2;
         else
-            break; /* 1 row x 1 key of D <= 256 is 3 KiB: every device has it */
+            break; /* 1 row x 1 key of D <= 576 is 7 KiB: every device has 16 KiB */
     }
     return t;
 }
@@ -160,31 +172,41 @@ vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim
 /* Shared-memory family: the tile of vka_att_sm_tile_fit; preset 1 halves the
  * rows (more workgroups for small problems), preset 2 the keys (less shared
  * memory per workgroup, more resident workgroups). */
-static uint32_t sm_spec(const vkattn_context *ctx, uint32_t d, uint32_t preset,
+static uint32_t sm_spec(const vkattn_context *ctx, uint32_t d, uint32_t dv, uint32_t preset,
                         uint32_t spec[ATT_SPEC_MAX], uint32_t *rows_per_group)
 {
-    vka_att_sm_tile t = vka_att_sm_tile_fit(ctx, d, UINT32_MAX, preset == 1, preset == 2, 0);
-    const uint32_t s[5] = {t.br * t.tpr, d, t.br, t.bc, t.tpr};
+    /* the tiles hold rows padded to multiples of 8 (attention_sm.comp) */
+    vka_att_sm_tile t = vka_att_sm_tile_fit2(ctx, (d + 7) / 8 * 8, (dv + 7) / 8 * 8, UINT32_MAX,
+                                             preset == 1, preset == 2, 0);
+    const uint32_t s[6] = {t.br * t.tpr, d, t.br, t.bc, t.tpr, dv};
     memcpy(spec, s, sizeof s);
     *rows_per_group = t.br;
-    return 5;
+    return 6;
 }
 
 uint32_t vka_att_config_spec(const vkattn_context *ctx, const vka_att_problem *p,
                              const vka_att_config *cfg, uint32_t spec[ATT_SPEC_MAX],
                              uint32_t *rows_per_group)
 {
-    uint32_t d = p->dims.head_dim;
+    uint32_t d = p->dims.head_dim, dv = p->dims.v_head_dim;
     if (cfg->family != ATT_FAMILY_SUBGROUP)
-        return sm_spec(ctx, d, cfg->preset, spec, rows_per_group);
+        return sm_spec(ctx, d, dv, cfg->preset, spec, rows_per_group);
     uint32_t sg = ctx->info.subgroup_size;
     uint32_t wg = vka_workgroup_size(ctx, SG_WORKGROUP < sg ? sg : SG_WORKGROUP);
     const sg_preset *ps = &sg_presets[cfg->preset < SG_PRESETS ? cfg->preset : 0];
-    uint32_t rows = d > 128 ? ps->rows / 2 : ps->rows;
+    /* Live registers grow with the head dims: above 128 half the rows, above
+     * 256 (up to 576: MLA) a quarter of them and one key group per block.
+     * Rows read element by element (head dims not multiples of 8) take the
+     * small tiles too: their unrolled loads are what a CPU driver's compile
+     * time grows with. */
+    uint32_t dmax = ((d > dv ? d : dv) + 7) / 8 * 8; /* (rows padded to 8) */
+    bool small = dmax > 256 || vka_att_elem(p);
+    uint32_t rows = small ? ps->rows / 4 : dmax > 128 ? ps->rows / 2 : ps->rows;
+    uint32_t keys = small ? 1 : ps->keys;
     uint32_t rb = ps->row_block < rows ? ps->row_block : rows;
     bool masks = p->mask.buffer || p->key_padding.buffer;
-    const uint32_t s[7] = {wg, sg, d, rows, ps->keys, rb, masks};
+    const uint32_t s[8] = {wg, sg, d, rows, keys, rb, masks, dv};
     memcpy(spec, s, sizeof s);
     *rows_per_group = rows * (wg / sg);
-    return 7;
+    return 8;
 }

@@ -65,6 +65,18 @@ typedef struct vka_att_problem {
     uint32_t window;
 } vka_att_problem;
 
+/* Whether the main kernels read and write rows element by element (a head
+ * dim that is not a multiple of 8; their ELEM), and whether the weights
+ * kernel does (Dk only). */
+static inline bool vka_att_elem(const vka_att_problem *p)
+{
+    return p->dims.head_dim % 8 != 0 || p->dims.v_head_dim % 8 != 0;
+}
+static inline bool vka_att_weights_elem(const vka_att_problem *p)
+{
+    return p->dims.head_dim % 8 != 0;
+}
+
 /* The MODS bits of a problem. */
 uint32_t vka_att_mod_bits(const vka_att_problem *p);
 
@@ -75,6 +87,12 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
                                vka_att_problem *p);
 
 /* ---- kernel configuration (attention_config.c) */
+
+/* vka_att_sm_tile_fit for q/k rows of head_dim and v/out rows of v_head_dim
+ * (TPR serves the output row). */
+vka_att_sm_tile vka_att_sm_tile_fit2(const vkattn_context *ctx, uint32_t head_dim,
+                                     uint32_t v_head_dim, uint32_t max_rows, bool half_rows,
+                                     bool half_keys, uint32_t key_extra_bytes);
 
 /* Kernel families (values are stored in tuning data: never renumber). */
 enum { ATT_FAMILY_SUBGROUP = 1, ATT_FAMILY_SHARED = 2 };

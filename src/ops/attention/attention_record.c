@@ -283,14 +283,16 @@ static vkattn_result bind_heads(vkattn_context *ctx, const vkattn_tensor *t, uin
     return VKATTN_SUCCESS;
 }
 
-/* Binds a [B, H, T, D] tensor's box and fills offset + 3 strides (vec4s). */
+/* Binds a [B, H, T, D] tensor's box and fills offset + 3 strides: in vec4s,
+ * or in elements with `elem` (the kernels' ELEM). */
 static vkattn_result bind_bhtd(vkattn_context *ctx, const vkattn_tensor *t, const vka_box *box,
-                               bool texel, vka_binding *b, bhtd_push *out)
+                               bool texel, bool elem, vka_binding *b, bhtd_push *out)
 {
-    vkattn_result r = bind_box(ctx, t, box, texel, true, b, &out->off);
-    out->sb = stride_of(t, box, 0, 4);
-    out->sh = stride_of(t, box, 1, 4);
-    out->st = stride_of(t, box, 2, 4);
+    uint32_t unit = elem ? 1 : 4;
+    vkattn_result r = bind_box(ctx, t, box, texel, !elem, b, &out->off);
+    out->sb = stride_of(t, box, 0, unit);
+    out->sh = stride_of(t, box, 1, unit);
+    out->st = stride_of(t, box, 2, unit);
     return r;
 }
 
@@ -399,14 +401,17 @@ static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const 
                     uint32_t h0 = g0 * group + hg0, nh = ng * c.nh; /* c.nh < group: ng 1 */
                     vka_box qb = vka_att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
                     vka_box kb = vka_att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
+                    vka_box vb = vka_att_chunk_box(p, 'v', b0, nb, h0, nh, i0, nq);
+                    vka_box ob = vka_att_chunk_box(p, 'o', b0, nb, h0, nh, i0, nq);
                     vka_binding b[9];
-                    r = bind_bhtd(ctx, &p->q, &qb, c.texel, &b[0], &push.q);
+                    const bool elem = vka_att_elem(p);
+                    r = bind_bhtd(ctx, &p->q, &qb, c.texel, elem, &b[0], &push.q);
                     if (r == VKATTN_SUCCESS)
-                        r = bind_bhtd(ctx, &p->k, &kb, c.texel, &b[1], &push.k);
+                        r = bind_bhtd(ctx, &p->k, &kb, c.texel, elem, &b[1], &push.k);
                     if (r == VKATTN_SUCCESS)
-                        r = bind_bhtd(ctx, &p->v, &kb, c.texel, &b[2], &push.v);
+                        r = bind_bhtd(ctx, &p->v, &vb, c.texel, elem, &b[2], &push.v);
                     if (r == VKATTN_SUCCESS)
-                        r = bind_bhtd(ctx, &p->out, &qb, false, &b[3], &push.o);
+                        r = bind_bhtd(ctx, &p->out, &ob, false, elem, &b[3], &push.o);
                     if (r == VKATTN_SUCCESS)
                         r = bind_masks(ctx, p, b0, nb, h0, nh, i0, nq, &b[4], &push.m, &push.p);
                     push.flags = base_flags(p) | (c.nh == 1 ? ATT_FLAG_ONE_HEAD : 0);
@@ -459,9 +464,10 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                 vka_box wb = vka_att_chunk_box(p, 'w', b0, nb, h0, nh, i0, nq);
                 vka_binding b[7];
                 uint32_t w_first = 0;
-                r = bind_bhtd(ctx, &p->q, &qb, c.texel, &b[0], &push.q);
+                const bool elem = vka_att_weights_elem(p);
+                r = bind_bhtd(ctx, &p->q, &qb, c.texel, elem, &b[0], &push.q);
                 if (r == VKATTN_SUCCESS)
-                    r = bind_bhtd(ctx, &p->k, &kb, c.texel, &b[1], &push.k);
+                    r = bind_bhtd(ctx, &p->k, &kb, c.texel, elem, &b[1], &push.k);
                 if (r == VKATTN_SUCCESS)
                     r = bind_masks(ctx, p, b0, nb, h0, nh, i0, nq, &b[2], &push.m, &push.p);
                 if (r == VKATTN_SUCCESS)
