@@ -163,11 +163,10 @@ class Context:
     def attention(self, q, k, v, **kw):
         """Attention on the device: softmax(scale q k^T + mask) v per head.
 
-        q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, D], D a multiple
-        of 8 up to 256 (layout="bthd": [B, T, H, D], read through strides,
-        output likewise); Hq % Hkv == 0 (GQA: head h reads KV head
-        h // (Hq // Hkv)).
-        Returns out [B, Hq, Tq, D] (numpy, dtype float32 / float16; bf16 as
+        q [B, Hq, Tq, Dk], k [B, Hkv, Tk, Dk], v [B, Hkv, Tk, Dv]
+        (layout="bthd": [B, T, H, D], read through strides, output likewise);
+        Hq % Hkv == 0 (GQA: head h reads KV head h // (Hq // Hkv)).
+        Returns out [B, Hq, Tq, Dv] (numpy, dtype float32 / float16; bf16 as
         float32), or a tuple (out, weights?, lse?) with need_weights /
         return_lse. Arrays or device tensors (ctx.tensor) everywhere.
 

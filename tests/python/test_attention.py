@@ -20,6 +20,17 @@ def test_gqa_causal(ctx, rng, Hkv, causal):
     close(out, vkattn.reference.attention(q, k, v, causal=causal), 2e-5)
 
 
+@pytest.mark.parametrize("dk,dv", [(16, 40), (5, 21), (576, 512)])
+def test_head_dims(ctx, rng, dk, dv):
+    """v's head dim may differ from q/k's, up to 576, any size (MLA's 576/512)."""
+    q, k = randn(rng, 1, 2, 3, dk), randn(rng, 1, 1, 6, dk)
+    v = randn(rng, 1, 1, 6, dv)
+    out = ctx.attention(q, k, v, causal=True)
+    assert out.shape == (1, 2, 3, dv)
+    close(out, np_attention(q, k, v, causal=True), 2e-5)
+    close(out, vkattn.reference.attention(q, k, v, causal=True), 2e-5)
+
+
 @pytest.mark.parametrize("shape", [(5, 9), (1, 9), (5, 1), (2, 1, 1, 9), (1, 1, 5, 9),
                                    (8, 5, 9), (1, 5, 9)])
 def test_float_mask_broadcast(ctx, rng, shape):
