@@ -10,7 +10,8 @@
 //                  drivers pay per fetch, not per byte, so this halves
 //                  the fetches of f16 operands (rows and K multiples of 8)
 //   X_DT, W_DT  storage of x (and y) / of w (and b): f32, f16, f16p or bf16
-//               (bf16: modes 1 and 2 only; Y_BF16 with Y_PACKED when y is)
+//               (bf16: modes 1 and 2 only; Y_BF16 with Y_PACKED when y is);
+//               W_DT q8_0 (mode 1 only) with B_DT, the bias's storage (f32)
 // Kernels read operands as quads (x_fetch4: elements k..k+3 of a row) and,
 // in their unrolled main loops, as pairs of quads (x_fetch8: k..k+7, one
 // fetch in mode 3).
@@ -101,6 +102,11 @@ layout(set = 0, binding = 6) readonly buffer meta_buffer { uint meta[]; };
         uvec2 v = name_[e >> 2];                                                      \
         return UNPACK_BF16x4(v);                                                      \
     }
+// q8_0 (w only, mode 1): ggml's blocks of 32 along K (tensor_io.glsl); rows
+// are whole pairs of blocks, so e (a multiple of 4) is quad e / 4.
+#define DECLARE_FETCH_q8_0(binding_, name_)                                          \
+    DECLARE_Q8_0_QUADS(binding_, name_)                                              \
+    vec4 name_##_fetch4(uint e, uint k) { return name_##_quad(e >> 2); }
 #define DECLARE_FETCH_(binding_, name_, dt_) DECLARE_FETCH_##dt_(binding_, name_)
 #define DECLARE_FETCH(binding_, name_, dt_) DECLARE_FETCH_(binding_, name_, dt_)
 
@@ -140,8 +146,12 @@ void x_fetch8(uint e, uint k, out vec4 a, out vec4 b) { a = x_fetch4(e, k); b = 
 void w_fetch8(uint e, uint k, out vec4 a, out vec4 b) { a = w_fetch4(e, k); b = w_fetch4(e + 4u, k + 4u); }
 #endif
 
-// ---- bias (binding 2, storage in w's dtype)
+// ---- bias (binding 2, storage in w's dtype; f32 with q8_0 weights)
+#if defined(B_DT)
+DECLARE_RO(2, bias, B_DT)
+#else
 DECLARE_RO(2, bias, W_DT)
+#endif
 
 // Columns past the end (clamped callers aside) read no bias: it is outside the window.
 float bias_at(uint n) {

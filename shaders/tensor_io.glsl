@@ -145,6 +145,46 @@ uint BF16_BITS(float x) {
 #define DECLARE_WO_(binding_, name_, dt_) DECLARE_WO_##dt_(binding_, name_)
 #define DECLARE_WO(binding_, name_, dt_) DECLARE_WO_(binding_, name_, dt_)
 
+// ---- quantized tensors: ggml's q8_0 and q4_0 blocks of 32 values packed
+// back to back with no padding (34 and 18 bytes: an f16 scale d, then 32
+// int8 q / 16 bytes of nibbles, value i in the low nibble of byte i and value
+// i + 16 in its high nibble; value = d * q, d * (nibble - 8)), read as 32-bit
+// words, so neither 8- nor 16-bit storage is needed. name_##_quad(i) is
+// values 4i..4i+3 of the binding: quad i & 7 of block i >> 3. A block starts
+// on an even byte, so every field starts on one: name_##_bytes4 reads the
+// four bytes at an even offset (a second word only when it straddles one).
+// Bindings hold an even number of blocks, so the last block ends on a word
+// and nothing past it is read.
+#define Q_DECLARE_WORDS(binding_, name_)                                             \
+    layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {    \
+        uint name_##_words[];                                                        \
+    };                                                                               \
+    uint name_##_bytes4(uint b) {                                                    \
+        uint w = name_##_words[b >> 2u];                                             \
+        return (b & 2u) == 0u ? w : (w >> 16u) | (name_##_words[(b >> 2u) + 1u] << 16u); \
+    }                                                                                \
+    float name_##_scale(uint b) {                                                    \
+        return unpackHalf2x16(name_##_words[b >> 2u] >> ((b & 2u) * 8u)).x;          \
+    }
+
+#define DECLARE_Q8_0_QUADS(binding_, name_)                                         \
+    Q_DECLARE_WORDS(binding_, name_)                                                 \
+    vec4 name_##_quad(uint i) {                                                      \
+        uint b = (i >> 3u) * 34u;                                                    \
+        uint w = name_##_bytes4(b + 2u + (i & 7u) * 4u);                             \
+        ivec4 q = ivec4(int(w << 24u), int(w << 16u), int(w << 8u), int(w)) >> 24;   \
+        return name_##_scale(b) * vec4(q);                                           \
+    }
+
+#define DECLARE_Q4_0_QUADS(binding_, name_)                                         \
+    Q_DECLARE_WORDS(binding_, name_)                                                 \
+    vec4 name_##_quad(uint i) {                                                      \
+        uint b = (i >> 3u) * 18u;                                                    \
+        uint w = name_##_bytes4(b + 2u + (i & 3u) * 4u) >> ((i & 4u) != 0u ? 4u : 0u); \
+        uvec4 q = uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xfu;                      \
+        return name_##_scale(b) * (vec4(q) - 8.0);                                   \
+    }
+
 // Linear invocation index over a 2D grid of 1D workgroups of `wg_size`
 // invocations (x is capped by maxComputeWorkGroupCount[0], so large launches
 // spill into y). The size is passed in rather than read from

@@ -174,6 +174,19 @@ foreach(fam sg sh gemvsg gemvsh)
       endforeach()
     endforeach()
   endforeach()
+  # q8_0 weights (ggml's blocks along K, f32 bias): mode vec only, any x
+  list(FIND linear_modes vec mode_index)
+  foreach(xdt f32 f16 f16p bf16)
+    vkattn_storage_defines(ok extra ${xdt})
+    if(xdt STREQUAL "f16p")
+      list(APPEND extra Y_PACKED=1)
+    elseif(xdt STREQUAL "bf16")
+      list(APPEND extra Y_PACKED=1 Y_BF16=1)
+    endif()
+    vkattn_shader(linear_${fam}_vec_${xdt}_q8_0 ${src}
+                  DEFINES ${famdefs} INPUT_MODE=${mode_index} X_DT=${xdt} W_DT=q8_0 B_DT=f32
+                          ${extra})
+  endforeach()
 endforeach()
 
 # attention_sg.comp (subgroup family) and attention_sm.comp (shared-memory

@@ -289,8 +289,17 @@ typedef struct vkattn_mha_weights {
 /* y = x W^T + b (torch.nn.Linear). x [M, K] or [B, T, K]; w [N, K];
  * b [N] (optional: buffer NULL); y [M, N] or [B, T, N] (x's leading shape).
  * dtypes: x and y f32, f16 or bf16 (the same); w and b f32, f16 or bf16
- * (the same; bf16 operands are read from storage buffers, never texel views);
- * accumulation is fp32. The last dimension of every tensor must be contiguous
+ * (the same; bf16 operands are read from storage buffers, never texel views),
+ * or w q8_0 with b f32; accumulation is fp32.
+ * q8_0 weights are ggml's layout: each row of w is K / 32 blocks of 34 bytes
+ * (an f16 scale d, then 32 int8 q; value = d * q), rows back to back
+ * (vkattn_dtype_row_bytes(VKATTN_DTYPE_Q8_0, N * K) bytes; vkattn_ref_quantize
+ * makes them). K must be a multiple of 64, w contiguous (default strides or
+ * {K, 1}) at an offset that is a multiple of the device's
+ * minStorageBufferOffsetAlignment (and of 16), x's strides and offset
+ * multiples of 4 elements. They are read from storage buffers, a quad of
+ * values and its block's scale at a time: a quarter of f32's bytes and half
+ * of f16's, dequantized in registers (no dequantized copy exists). The last dimension of every tensor must be contiguous
  * (stride 1); other strides are free. Offsets: multiples of 16 bytes. */
 typedef struct vkattn_linear_args {
     vkattn_tensor x, w, b, y;

@@ -105,7 +105,8 @@ VKATTN_API vkattn_result vkattn_ref_dequantize(vkattn_dtype dtype, const void *i
                                                float *out, char *error, size_t error_size);
 
 /* y = x W^T + b: x [M, K] or [B, T, K]; w [N, K]; b [N] (optional);
- * y [M, N] or [B, T, N]. */
+ * y [M, N] or [B, T, N]. w may be q8_0 (contiguous rows of K / 32 blocks,
+ * K a multiple of 32), each value d * q in f32 as the kernels read it. */
 typedef struct vkattn_ref_linear_args {
     vkattn_host_tensor x, w, b, y;
 } vkattn_ref_linear_args;

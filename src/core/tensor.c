@@ -127,6 +127,62 @@ vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, co
     return VKATTN_SUCCESS;
 }
 
+vkattn_result vka_tensor_resolve_blocks(vkattn_context *ctx, const vkattn_tensor *t,
+                                        const char *what, uint64_t align, vkattn_tensor *out)
+{
+    if (!vka_dtype_is_quantized(t->dtype))
+        return vka_tensor_resolve(ctx, t, what, out);
+    if (!t->buffer)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", what);
+    if (t->buffer->ctx != ctx)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer belongs to another context",
+                        what);
+    if (t->rank == 0 || t->rank > VKATTN_MAX_RANK)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank %u is not in 1..%d", what,
+                        t->rank, VKATTN_MAX_RANK);
+    for (uint32_t i = 0; i < t->rank; i++)
+        if (t->shape[i] <= 0)
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                            "%s.shape[%u] is %lld: every dimension must be >= 1", what, i,
+                            (long long)t->shape[i]);
+    const char *name = vkattn_dtype_name(t->dtype);
+    int64_t last = t->shape[t->rank - 1];
+    if (last % (2 * VKA_QUANT_BLOCK))
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s.shape[%u] is %lld: a %s tensor's last dimension must be a multiple of "
+                        "64 (whole pairs of %u-value blocks, so rows start on 32-bit words)",
+                        what, t->rank - 1, (long long)last, name, VKA_QUANT_BLOCK);
+    *out = *t;
+    uint64_t numel = 1;
+    bool default_strides = true;
+    for (uint32_t i = 0; i < t->rank; i++)
+        default_strides = default_strides && t->strides[i] == 0;
+    if (!contiguous_strides(t->shape, t->rank, out->strides))
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "%s.shape: the number of elements does not fit 64 bits", what);
+    for (uint32_t i = 0; i < t->rank; i++) {
+        if (!default_strides && t->shape[i] > 1 && t->strides[i] != out->strides[i])
+            return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                            "%s.strides[%u] is %lld: %s tensors are contiguous (stride %lld "
+                            "there), blocks packed back to back",
+                            what, i, (long long)t->strides[i], name, (long long)out->strides[i]);
+        numel *= (uint64_t)t->shape[i];
+    }
+    if (t->offset % align)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s.offset %llu is not a multiple of %llu bytes (the device's storage "
+                        "buffer offset alignment, at least 16): %s data is bound from its start",
+                        what, (unsigned long long)t->offset, (unsigned long long)align, name);
+    uint64_t bytes = vkattn_dtype_row_bytes(t->dtype, numel), end;
+    if (!bytes || !vka_add_u64(t->offset, bytes, &end) || end > t->buffer->size)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "%s (%s, %llu values: %llu bytes) from offset %llu does not fit its "
+                        "buffer of %llu bytes",
+                        what, name, (unsigned long long)numel, (unsigned long long)bytes,
+                        (unsigned long long)t->offset, (unsigned long long)t->buffer->size);
+    return VKATTN_SUCCESS;
+}
+
 /* ------------------------------------------------------- shared checks */
 
 void vka_tensor_bytes(const vkattn_tensor *t, uint64_t *begin, uint64_t *end)
@@ -135,7 +191,10 @@ void vka_tensor_bytes(const vkattn_tensor *t, uint64_t *begin, uint64_t *end)
     for (uint32_t i = 0; i < t->rank; i++)
         last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
     *begin = t->offset;
-    *end = t->offset + (last + 1) * vkattn_dtype_size(t->dtype);
+    if (vka_dtype_is_quantized(t->dtype)) /* contiguous: vka_tensor_resolve_blocks */
+        *end = t->offset + vkattn_dtype_row_bytes(t->dtype, last + 1);
+    else
+        *end = t->offset + (last + 1) * vkattn_dtype_size(t->dtype);
 }
 
 vkattn_result vka_tensor_check_rows(vkattn_context *ctx, const vkattn_tensor *t, const char *name,

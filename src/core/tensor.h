@@ -10,6 +10,13 @@
 vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
                                  vkattn_tensor *out);
 bool vka_tensor_is_contiguous(const vkattn_tensor *t);
+/* vka_tensor_resolve for an operand that may also be quantized (q8_0,
+ * q4_0): such a tensor is contiguous rows of whole pairs of blocks (the last
+ * dimension a multiple of 64, strides default or exactly the contiguous
+ * ones) at an offset that is a multiple of `align` bytes, so windows can
+ * start at block boundaries. Other dtypes go to vka_tensor_resolve. */
+vkattn_result vka_tensor_resolve_blocks(vkattn_context *ctx, const vkattn_tensor *t,
+                                        const char *what, uint64_t align, vkattn_tensor *out);
 
 /* The checks the ops share, on resolved tensors; `name` names the tensor in
  * messages ("args->q"). */

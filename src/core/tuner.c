@@ -95,10 +95,53 @@ vkattn_result vka_tuner_measure(vkattn_context *ctx, uint32_t count, uint32_t re
     return VKATTN_SUCCESS;
 }
 
+/* q8_0 blocks of random values in [-1, 1): scale 1/127, random int8. */
+static vkattn_result random_q8_0(vkattn_context *ctx, uint64_t count, uint32_t seed,
+                                 vkattn_buffer **out)
+{
+    uint64_t bytes = vkattn_dtype_row_bytes(VKATTN_DTYPE_Q8_0, count);
+    if (!bytes)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "tuning: %llu q8_0 values are not whole blocks of 32",
+                        (unsigned long long)count);
+    vkattn_buffer_desc d = {.size = bytes};
+    vkattn_buffer *b = NULL;
+    vkattn_result r = vkattn_buffer_create(ctx, &d, &b);
+    if (r != VKATTN_SUCCESS)
+        return r;
+    enum { BLOCKS = 1 << 12, BLOCK_BYTES = 34 };
+    uint8_t *host = vka_alloc(ctx, BLOCKS * BLOCK_BYTES);
+    if (!host)
+        r = vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    uint16_t scale = vkattn_f32_to_f16(1.0f / 127.0f);
+    uint32_t s = seed;
+    uint64_t blocks = count / 32;
+    for (uint64_t at = 0; host && at < blocks && r == VKATTN_SUCCESS; at += BLOCKS) {
+        uint64_t n = blocks - at < BLOCKS ? blocks - at : BLOCKS;
+        for (uint64_t i = 0; i < n; i++) {
+            uint8_t *blk = host + i * BLOCK_BYTES;
+            memcpy(blk, &scale, 2);
+            for (int j = 0; j < 32; j++) {
+                s = s * 1664525u + 1013904223u;
+                blk[2 + j] = (uint8_t)(s >> 24);
+            }
+        }
+        r = vkattn_buffer_upload(b, at * BLOCK_BYTES, host, n * BLOCK_BYTES);
+    }
+    vka_free(ctx, host);
+    if (r == VKATTN_SUCCESS)
+        *out = b;
+    else
+        vkattn_buffer_destroy(b);
+    return r;
+}
+
 vkattn_result vka_tuner_random_buffer(vkattn_context *ctx, uint64_t count, vkattn_dtype dt,
                                       uint32_t seed, vkattn_buffer **out)
 {
     *out = NULL;
+    if (dt == VKATTN_DTYPE_Q8_0)
+        return random_q8_0(ctx, count, seed, out);
     size_t es = vkattn_dtype_size(dt);
     vkattn_buffer_desc d = {.size = 0};
     if (!vka_mul_u64(count, es, &d.size))

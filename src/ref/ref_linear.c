@@ -63,7 +63,11 @@ vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const c
     const vkattn_host_tensor *x = &args->x, *w = &args->w, *b = &args->b, *y = &args->y;
     VKA_TRY(check_operand(x, prefix, "x", 2, 3, "rank 2 [M, K] or rank 3 [B, T, K]", error,
                           error_size));
-    VKA_TRY(check_operand(w, prefix, "w", 2, 2, "rank 2 [N, K]", error, error_size));
+    bool w_q8 = w->dtype == VKATTN_DTYPE_Q8_0;
+    vkattn_host_tensor w_shape = *w; /* q8_0: checked as a float operand, then below */
+    if (w_q8)
+        w_shape.dtype = VKATTN_DTYPE_F32;
+    VKA_TRY(check_operand(&w_shape, prefix, "w", 2, 2, "rank 2 [N, K]", error, error_size));
     if (b->data)
         VKA_TRY(check_operand(b, prefix, "b", 1, 1, "rank 1 [N]", error, error_size));
     VKA_TRY(check_operand(y, prefix, "y", 2, 3, "rank 2 [M, N] or rank 3 [B, T, N]", error,
@@ -87,7 +91,24 @@ vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const c
     vka_error_format(name, sizeof name, "%sx", prefix);
     VKA_TRY(vka_host_tensor_resolve(x, name, false, &p.x, error, error_size));
     vka_error_format(name, sizeof name, "%sw", prefix);
-    VKA_TRY(vka_host_tensor_resolve(w, name, false, &p.w, error, error_size));
+    if (w_q8) {
+        /* ggml's rows of blocks: contiguous, K whole blocks */
+        bool dense = (w->strides[0] == 0 && w->strides[1] == 0) ||
+                     (w->strides[0] == w->shape[1] && w->strides[1] == 1);
+        if (w->shape[1] % 32 || !dense) {
+            vka_error_format(error, error_size,
+                             "%s: q8_0 weights are contiguous rows of 32-value blocks: K %lld must "
+                             "be a multiple of 32 and the strides {K, 1} (given {%lld, %lld})",
+                             name, (long long)w->shape[1], (long long)w->strides[0],
+                             (long long)w->strides[1]);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+        p.w = *w;
+        p.w.strides[0] = w->shape[1];
+        p.w.strides[1] = 1;
+    } else {
+        VKA_TRY(vka_host_tensor_resolve(w, name, false, &p.w, error, error_size));
+    }
     if (b->data) {
         vka_error_format(name, sizeof name, "%sb", prefix);
         VKA_TRY(vka_host_tensor_resolve(b, name, false, &p.b, error, error_size));
@@ -121,6 +142,23 @@ vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const c
     return VKATTN_SUCCESS;
 }
 
+/* Rows [n0, n0 + nb) of q8_0 weights as the kernels read them: d * q in
+ * f32 (d the block's f16 scale). */
+static void load_q8_0_rows(const vkattn_host_tensor *w, int64_t n0, int64_t nb, int64_t K,
+                           double *out)
+{
+    const uint8_t *data = w->data;
+    for (int64_t n = 0; n < nb; n++)
+        for (int64_t c0 = 0; c0 < K; c0 += 32) {
+            const uint8_t *blk = data + ((n0 + n) * K + c0) / 32 * 34;
+            uint16_t bits;
+            memcpy(&bits, blk, 2);
+            float d = vkattn_f16_to_f32(bits);
+            for (int j = 0; j < 32; j++)
+                out[n * K + c0 + j] = (double)(d * (float)(int8_t)blk[2 + j]);
+        }
+}
+
 void vka_ref_linear_run(const vka_ref_linear_plan *p, double *scratch)
 {
     const vkattn_host_tensor *x = &p->x, *w = &p->w, *b = &p->b, *y = &p->y;
@@ -130,9 +168,13 @@ void vka_ref_linear_run(const vka_ref_linear_plan *p, double *scratch)
     double *wblock = scratch + K;
     for (int64_t n0 = 0; n0 < N; n0 += p->block_rows) {
         int64_t nb = N - n0 < p->block_rows ? N - n0 : p->block_rows;
-        for (int64_t n = 0; n < nb; n++)
-            for (int64_t c = 0; c < K; c++)
-                wblock[n * K + c] = vka_host_load(w, (n0 + n) * w->strides[0] + c * w->strides[1]);
+        if (w->dtype == VKATTN_DTYPE_Q8_0)
+            load_q8_0_rows(w, n0, nb, K, wblock);
+        else
+            for (int64_t n = 0; n < nb; n++)
+                for (int64_t c = 0; c < K; c++)
+                    wblock[n * K + c] =
+                        vka_host_load(w, (n0 + n) * w->strides[0] + c * w->strides[1]);
         for (int64_t bo = 0; bo < p->rows_outer; bo++) {
             for (int64_t t = 0; t < p->rows_inner; t++) {
                 int64_t xbase = t * x->strides[r - 2], ybase = t * y->strides[r - 2];

@@ -91,6 +91,11 @@ typedef struct vka_linear_segments_args {
     const vka_linear_heads *heads;
 } vka_linear_segments_args;
 
+/* The byte alignment of a q8_0 weight tensor's offset on this device (its
+ * storage buffer offset alignment, at least 16): q8_0 windows start on
+ * block boundaries at such offsets. */
+uint64_t vka_linear_block_align(const vkattn_context *ctx);
+
 /* Validates everything (args->cache->meta may still be NULL) and records
  * nothing: lets a caller check before it records the step's metadata. */
 vkattn_result vka_linear_segments_check(vkattn_context *ctx, const vka_linear_segments_args *args);

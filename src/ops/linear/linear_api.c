@@ -247,7 +247,7 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
                         VKA_LINEAR_MAX_SEGMENTS);
     VKA_TRY(check_pool_targets(ctx, a, p));
     VKA_TRY(vka_tensor_resolve(ctx, &a->x, "args->x", &p->x));
-    VKA_TRY(vka_tensor_resolve(ctx, &a->w, "args->w", &p->w));
+    VKA_TRY(vka_tensor_resolve_blocks(ctx, &a->w, "args->w", vka_linear_block_align(ctx), &p->w));
     if (a->b.buffer)
         VKA_TRY(vka_tensor_resolve(ctx, &a->b, "args->b", &p->b));
     for (uint32_t i = 0; i < a->segment_count; i++)
@@ -256,9 +256,19 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
 
     if (p->x.dtype != VKATTN_DTYPE_BF16) /* f32, f16 or bf16 */
         VKA_TRY(vka_tensor_check_float(ctx, &p->x, "args->x", "the linear op (or bf16)"));
-    if (p->w.dtype != VKATTN_DTYPE_BF16)
-        VKA_TRY(vka_tensor_check_float(ctx, &p->w, "args->w", "the linear op (or bf16)"));
-    if (p->b.buffer)
+    if (p->w.dtype == VKATTN_DTYPE_Q4_0)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "args->w.dtype is q4_0: quantized weights are q8_0 (q4_0 is a KV cache "
+                        "dtype)");
+    if (p->w.dtype != VKATTN_DTYPE_BF16 && p->w.dtype != VKATTN_DTYPE_Q8_0)
+        VKA_TRY(vka_tensor_check_float(ctx, &p->w, "args->w", "the linear op (or bf16, q8_0)"));
+    if (p->b.buffer && p->w.dtype == VKATTN_DTYPE_Q8_0 && p->b.dtype != VKATTN_DTYPE_F32) {
+        char b1[VKA_DTYPE_TEXT];
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "args->b.dtype is %s: with q8_0 weights the bias is f32",
+                        vka_dtype_text(p->b.dtype, b1));
+    }
+    if (p->b.buffer && p->w.dtype != VKATTN_DTYPE_Q8_0)
         VKA_TRY(check_same_dtype(ctx, &p->b, "args->b", &p->w, "args->w"));
     for (uint32_t i = 0; i < a->segment_count; i++)
         if (!is_pool(&a->segments[i]))
@@ -289,6 +299,14 @@ static vkattn_result validate(vkattn_context *ctx, const vka_linear_segments_arg
     p->x_st = (uint64_t)p->x.strides[r - 2];
     p->w_sn = (uint64_t)p->w.strides[0];
     VKA_TRY(check_dim(ctx, &p->w, "args->w", 1, (int64_t)p->K, "args->x's last dimension (K)"));
+    if (p->w.dtype == VKATTN_DTYPE_Q8_0 &&
+        (p->x.offset / vkattn_dtype_size(p->x.dtype) % 4 || p->x_sb % 4 || p->x_st % 4))
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->x: with q8_0 weights x's rows are read 4 elements at a time: its "
+                        "strides (%llu, %llu) and its offset in elements (%llu) must be "
+                        "multiples of 4",
+                        (unsigned long long)p->x_sb, (unsigned long long)p->x_st,
+                        (unsigned long long)(p->x.offset / vkattn_dtype_size(p->x.dtype)));
     if (p->b.buffer)
         VKA_TRY(check_dim(ctx, &p->b, "args->b", 0, (int64_t)p->N, "args->w.shape[0] (N)"));
     if (p->cache)
@@ -376,7 +394,7 @@ vkattn_result vka_linear_problem_plain(vkattn_context *ctx, const vkattn_linear_
     /* y's own shape checks, then y viewed as [B, 1, T, N] (one head of N). */
     vkattn_tensor x, w, y;
     VKA_TRY(vka_tensor_resolve(ctx, &args->x, "args->x", &x));
-    VKA_TRY(vka_tensor_resolve(ctx, &args->w, "args->w", &w));
+    VKA_TRY(vka_tensor_resolve_blocks(ctx, &args->w, "args->w", vka_linear_block_align(ctx), &w));
     VKA_TRY(vka_tensor_resolve(ctx, &args->y, "args->y", &y));
     VKA_TRY(check_rank(ctx, &x, "args->x", 2, 3, "2 [M, K] or 3 [B, T, K]"));
     VKA_TRY(check_rank(ctx, &w, "args->w", 2, 2, "2 [N, K]"));

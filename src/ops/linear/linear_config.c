@@ -7,8 +7,8 @@
  *   values[0]  rows M, bucketed: 1, 2, 3-4, 5-8, ..., 1025-2048, more
  *   values[1]  columns N, bucketed at 256, 1024, 4096, 16384
  *   values[2]  K, bucketed at 256, 1024, 4096, 16384
- *   values[3]  x is f16 (1) or f32 (0)
- *   values[4]  w is f16 (1) or f32 (0)
+ *   values[3]  x is f32 (0), f16 (1) or bf16 (2)
+ *   values[4]  w is f32 (0), f16 (1), bf16 (2) or q8_0 (3)
  *   values[5]  0
  *   values[6]  0
  * Problems whose segments append to a KV cache pool (the projection of an
@@ -89,7 +89,7 @@ static bool has_f16_operand(const vka_linear_problem *p)
  * form (plain texels); storage buffers without texel inputs. */
 static uint32_t subgroup_input(const vkattn_context *ctx, const vka_linear_problem *p)
 {
-    if (!ctx->info.texel_inputs)
+    if (!ctx->info.texel_inputs || p->w.dtype == VKATTN_DTYPE_Q8_0)
         return LINEAR_INPUT_STORAGE;
     return has_f16_operand(p) ? LINEAR_INPUT_TEXEL_PACKED : LINEAR_INPUT_TEXEL;
 }
@@ -134,6 +134,9 @@ static bool family_valid(const vkattn_context *ctx, const vka_linear_problem *p,
     if (c->input >= LINEAR_INPUT_COUNT)
         return false;
     if (c->input != LINEAR_INPUT_STORAGE && !ctx->info.texel_inputs)
+        return false;
+    /* q8_0 blocks have no texel view */
+    if (c->input != LINEAR_INPUT_STORAGE && p->w.dtype == VKATTN_DTYPE_Q8_0)
         return false;
     /* packed texels carry halves: with f32 operands only, the packed
      * binding would run the plain texel kernel under another name */
@@ -180,7 +183,8 @@ void vka_linear_config_default(const vkattn_context *ctx, const vka_linear_probl
     } else {
         c->family = gemv ? LINEAR_FAM_GEMV_SH : LINEAR_FAM_SH;
         /* GPUs convert rgba16f in the texture unit */
-        c->input = ctx->info.texel_inputs ? LINEAR_INPUT_TEXEL : LINEAR_INPUT_STORAGE;
+        c->input = ctx->info.texel_inputs && p->w.dtype != VKATTN_DTYPE_Q8_0 ? LINEAR_INPUT_TEXEL
+                                                                             : LINEAR_INPUT_STORAGE;
         if (!gemv) {
             /* the big tiles where workgroups of 256 and the shared memory
              * for them are available and subgroups are GPU-sized */
@@ -213,7 +217,8 @@ void vka_linear_tuning_key(const vka_linear_problem *p, uint32_t key[7])
     key[1] = vka_tuning_bucket(p->N, cols, 4);
     key[2] = vka_tuning_bucket(p->K, cols, 4);
     key[3] = (p->x.dtype == VKATTN_DTYPE_F16) + 2u * (p->x.dtype == VKATTN_DTYPE_BF16);
-    key[4] = (p->w.dtype == VKATTN_DTYPE_F16) + 2u * (p->w.dtype == VKATTN_DTYPE_BF16);
+    key[4] = (p->w.dtype == VKATTN_DTYPE_F16) + 2u * (p->w.dtype == VKATTN_DTYPE_BF16) +
+             3u * (p->w.dtype == VKATTN_DTYPE_Q8_0);
     key[5] = 0;
     key[6] = 0;
 }
@@ -259,9 +264,10 @@ uint32_t vka_linear_config_candidates(const vkattn_context *ctx, const vka_linea
                           gemv ? (uint32_t)GEMV_SH_PRESETS : (uint32_t)SH_PRESETS};
     for (int f = 0; f < 2; f++) {
         /* every preset with the family's preferred binding ... */
-        uint32_t in = f == 0                   ? subgroup_input(ctx, p)
-                      : ctx->info.texel_inputs ? LINEAR_INPUT_TEXEL
-                                               : LINEAR_INPUT_STORAGE;
+        uint32_t in = f == 0 ? subgroup_input(ctx, p)
+                      : ctx->info.texel_inputs && p->w.dtype != VKATTN_DTYPE_Q8_0
+                          ? LINEAR_INPUT_TEXEL
+                          : LINEAR_INPUT_STORAGE;
         for (uint32_t preset = 0; preset < counts[f]; preset++)
             add(ctx, p, (vka_linear_config){fams[f], in, preset}, out, &n, max);
         /* ... and the other bindings with its first preset (add() drops

@@ -10,6 +10,7 @@
 #include "ops/linear/linear_internal.h"
 #include "vka_spirv.h"
 
+#include <assert.h>
 #include <string.h>
 
 /* Shader input modes (INPUT_MODE of shaders/linear_io.glsl). */
@@ -19,6 +20,8 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
 #define KIND_f16 VKA_STORAGE_F16
 #define KIND_f16p VKA_STORAGE_F16P
 #define KIND_bf16 VKA_STORAGE_BF16
+#define KIND_q8_0 4 /* weights only */
+#define W_KINDS 5
 #define IN_tex VKA_BINDING_TEXEL
 #define IN_texp VKA_BINDING_TEXEL
 #define IN_vec VKA_BINDING_STORAGE
@@ -58,23 +61,30 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
         LINEAR_KERNEL(fam, mode, full, f32, f32), LINEAR_KERNELS_F16(fam, mode, full), \
             LINEAR_KERNELS_BF16(fam, mode, full)                                       \
     }
+/* q8_0 weights (vec4 storage loads only), with x in any storage. */
+#define LINEAR_KERNELS_Q8_0(fam, full)                                                  \
+    LINEAR_KERNEL(fam, vec, full, f32, q8_0), LINEAR_KERNEL(fam, vec, full, f16, q8_0), \
+        LINEAR_KERNEL(fam, vec, full, f16p, q8_0), LINEAR_KERNEL(fam, vec, full, bf16, q8_0)
+#define LINEAR_KERNELS_VEC(fam, full)                                                \
+    {                                                                                \
+        LINEAR_KERNEL(fam, vec, full, f32, f32), LINEAR_KERNELS_F16(fam, vec, full), \
+            LINEAR_KERNELS_BF16(fam, vec, full), LINEAR_KERNELS_Q8_0(fam, full)      \
+    }
 /* texp exists where an operand is f16 (f32 x f32 reads like tex). */
 #define LINEAR_KERNELS_TEXP(fam, full)      \
     {                                       \
         LINEAR_KERNELS_F16(fam, texp, full) \
     }
-#define LINEAR_FAMILY(fam, full)                             \
-    {                                                        \
-        [MODE_TEX] = LINEAR_KERNELS(fam, tex, full),         \
-        [MODE_VEC] = LINEAR_KERNELS_STORAGE(fam, vec, full), \
-        [MODE_SCA] = LINEAR_KERNELS_STORAGE(fam, sca, full), \
-        [MODE_TEXP] = LINEAR_KERNELS_TEXP(fam, full)         \
+#define LINEAR_FAMILY(fam, full)                                                                 \
+    {                                                                                            \
+        [MODE_TEX] = LINEAR_KERNELS(fam, tex, full), [MODE_VEC] = LINEAR_KERNELS_VEC(fam, full), \
+        [MODE_SCA] = LINEAR_KERNELS_STORAGE(fam, sca, full),                                     \
+        [MODE_TEXP] = LINEAR_KERNELS_TEXP(fam, full)                                             \
     }
-#define LINEAR_FAMILY_NO_TEXP(fam, full)                     \
-    {                                                        \
-        [MODE_TEX] = LINEAR_KERNELS(fam, tex, full),         \
-        [MODE_VEC] = LINEAR_KERNELS_STORAGE(fam, vec, full), \
-        [MODE_SCA] = LINEAR_KERNELS_STORAGE(fam, sca, full)  \
+#define LINEAR_FAMILY_NO_TEXP(fam, full)                                                         \
+    {                                                                                            \
+        [MODE_TEX] = LINEAR_KERNELS(fam, tex, full), [MODE_VEC] = LINEAR_KERNELS_VEC(fam, full), \
+        [MODE_SCA] = LINEAR_KERNELS_STORAGE(fam, sca, full)                                      \
     }
 
 /* Mirrors the push constants of shaders/linear_io.glsl (128 bytes: the
@@ -102,9 +112,9 @@ typedef struct linear_push {
 _Static_assert(sizeof(linear_push) == 128, "linear push constants must fit 128 bytes");
 
 /* [family][mode][x storage][w storage]; entries without SPIR-V (texp of the
- * shared-memory GEMM, texp of f32 x f32, texel modes with a bf16) are never
- * chosen. */
-static const vka_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][4][4] = {
+ * shared-memory GEMM, texp of f32 x f32, texel modes with a bf16, q8_0
+ * outside mode vec) are never chosen. */
+static const vka_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][4][W_KINDS] = {
     [LINEAR_FAM_SG] = LINEAR_FAMILY(sg, true),
     [LINEAR_FAM_SH] = LINEAR_FAMILY_NO_TEXP(sh, false),
     [LINEAR_FAM_GEMV_SG] = LINEAR_FAMILY(gemvsg, true),
@@ -192,8 +202,32 @@ static void chunk_spans(const vka_linear_problem *p, uint64_t m0, uint64_t m1, u
  * its dtype (rgba32f / rgba16f), or a uint view of 8 halves per texel. */
 enum { BIND_STORAGE, BIND_TEXEL, BIND_PACKED };
 
+uint64_t vka_linear_block_align(const vkattn_context *ctx)
+{
+    uint64_t a = ctx->info.min_storage_buffer_offset_alignment;
+    return a < 16 ? 16 : a;
+}
+
+/* q8_0 weights: the window starts at the block-aligned element *lo0 at or
+ * below s.lo whose byte offset is a multiple of the binding alignment A (a
+ * power of two: 16 A values are A / 2 blocks of 34 bytes, 17 A bytes), and
+ * ends where s ends (a row end: an even number of blocks). */
+static void quant_window(const vkattn_context *ctx, const vkattn_tensor *t, span s, uint64_t *lo0,
+                         uint64_t *off, uint64_t *bytes)
+{
+    uint64_t g = 16 * vka_linear_block_align(ctx);
+    *lo0 = s.lo / g * g;
+    *off = t->offset + vkattn_dtype_row_bytes(t->dtype, *lo0);
+    *bytes = vkattn_dtype_row_bytes(t->dtype, s.hi - *lo0);
+}
+
 static bool window_fits(const vkattn_context *ctx, const vkattn_tensor *t, span s, int kind)
 {
+    if (vka_dtype_is_quantized(t->dtype)) {
+        uint64_t lo0, off, bytes;
+        quant_window(ctx, t, s, &lo0, &off, &bytes);
+        return bytes <= vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
+    }
     if (kind != BIND_STORAGE &&
         !t->buffer->texel_ok) /* a host buffer without uniform-texel usage */
         return false;
@@ -295,6 +329,15 @@ static vkattn_result bind(vkattn_context *ctx, const vkattn_tensor *t, span s, i
     size_t es = vkattn_dtype_size(t->dtype);
     uint32_t first = 0;
     vkattn_result r;
+    if (vka_dtype_is_quantized(t->dtype)) {
+        /* the shader's element e is value e of the window (whole blocks) */
+        uint64_t lo0, off, bytes;
+        quant_window(ctx, t, s, &lo0, &off, &bytes);
+        r = vka_bind_window(ctx, t->buffer, off, bytes, 4, b, &first);
+        assert(r != VKATTN_SUCCESS || first == 0); /* off is aligned */
+        *base = (uint32_t)0 - (uint32_t)lo0;
+        return r;
+    }
     if (kind == BIND_PACKED) {
         /* 16-byte texels over the halves: a float view's window, read as uint */
         r = vka_bind_texel_window(ctx, t->buffer, t->offset + s.lo * es, (s.hi - s.lo) * es,
@@ -317,19 +360,26 @@ static vkattn_result bind(vkattn_context *ctx, const vkattn_tensor *t, span s, i
 static bool rows_aligned(const vka_linear_problem *p, uint64_t n)
 {
     uint64_t xe = p->x.offset / vkattn_dtype_size(p->x.dtype);
-    uint64_t we = p->w.offset / vkattn_dtype_size(p->w.dtype);
     uint64_t nx = p->x.dtype == VKATTN_DTYPE_F16 ? n : 4,
              nw = p->w.dtype == VKATTN_DTYPE_F16 ? n : 4;
-    return p->K % n == 0 && xe % nx == 0 && p->x_sb % nx == 0 && p->x_st % nx == 0 &&
-           we % nw == 0 && p->w_sn % nw == 0;
+    bool x_ok = p->K % n == 0 && xe % nx == 0 && p->x_sb % nx == 0 && p->x_st % nx == 0;
+    if (vka_dtype_is_quantized(p->w.dtype)) /* whole blocks: always aligned */
+        return x_ok;
+    uint64_t we = p->w.offset / vkattn_dtype_size(p->w.dtype);
+    return x_ok && we % nw == 0 && p->w_sn % nw == 0;
+}
+
+/* The kernel table's index of w's storage. */
+static uint32_t w_kind(const vkattn_context *ctx, vkattn_dtype dtype)
+{
+    return dtype == VKATTN_DTYPE_Q8_0 ? KIND_q8_0 : vka_storage_kind(ctx, dtype);
 }
 
 static bool has_kernel(const vkattn_context *ctx, const vka_linear_problem *p, uint32_t family,
                        int mode)
 {
-    return linear_kernels[family][mode][vka_storage_kind(ctx, p->x.dtype)]
-                         [vka_storage_kind(ctx, p->w.dtype)]
-                             .spirv != NULL;
+    return linear_kernels[family][mode][vka_storage_kind(ctx, p->x.dtype)][w_kind(ctx, p->w.dtype)]
+               .spirv != NULL;
 }
 
 /* The heads epilogue's positions [B, T] at binding 6 (whole: a dispatch's
@@ -396,8 +446,8 @@ vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
                         (unsigned long long)p->M, (unsigned long long)p->N,
                         (unsigned long long)p->K,
                         (unsigned long long)ctx->info.max_storage_buffer_range);
-    const vka_kernel *kernel = &linear_kernels[c.family][mode][vka_storage_kind(ctx, p->x.dtype)]
-                                              [vka_storage_kind(ctx, p->w.dtype)];
+    const vka_kernel *kernel =
+        &linear_kernels[c.family][mode][vka_storage_kind(ctx, p->x.dtype)][w_kind(ctx, p->w.dtype)];
     vka_pipeline *pipeline;
     if (p->pool_segments) { /* plain GEMMs keep their pipelines (no pool code at all) */
         c.spec[SPEC_POOLS] = p->pool_segments;

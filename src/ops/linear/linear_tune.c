@@ -28,12 +28,16 @@ vkattn_result vkattn_linear_tune(vkattn_context *ctx, const vkattn_linear_tune_a
                         "vkattn_linear_tune: args->m %u, n %u and k %u must all be >= 1", m, n, k);
     char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
     bool x_ok = vka_dtype_is_float(x_dtype) || x_dtype == VKATTN_DTYPE_BF16;
-    bool w_ok = vka_dtype_is_float(w_dtype) || w_dtype == VKATTN_DTYPE_BF16;
+    bool w_ok =
+        vka_dtype_is_float(w_dtype) || w_dtype == VKATTN_DTYPE_BF16 || w_dtype == VKATTN_DTYPE_Q8_0;
     if (!x_ok || !w_ok)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        "vkattn_linear_tune: args->x_dtype %s and w_dtype %s must be f32, f16 or "
-                        "bf16",
+                        "vkattn_linear_tune: args->x_dtype %s and w_dtype %s: x is f32, f16 or "
+                        "bf16, w f32, f16, bf16 or q8_0",
                         vka_dtype_text(x_dtype, b1), vka_dtype_text(w_dtype, b2));
+    if (w_dtype == VKATTN_DTYPE_Q8_0 && k % 64)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "vkattn_linear_tune: args->k %u: q8_0 weights need k a multiple of 64", k);
     vkattn_buffer *bx = NULL, *bw = NULL, *by = NULL;
     vka_linear_problem p;
     vka_linear_config candidates[MAX_CANDIDATES];
