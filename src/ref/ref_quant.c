@@ -1,17 +1,14 @@
-/* ggml's q8_0 and q4_0 block quantizers and their dequantization, step by
- * step in f32 (compiled without floating-point contraction: a fused
- * multiply-add would round x * id + 8.5 once instead of twice). */
+/* The reference's ggml q8_0 and q4_0 quantizers (the block formulas are
+ * spec/quant.c's, shared with the library) and their dequantization. */
 #include "ref/ref.h"
 #include "spec/dtype.h"
+#include "spec/quant.h"
 #include "spec/error_text.h"
 
 #include <math.h>
 #include <string.h>
 
 #define BLOCK 32
-
-/* The f16 maximum: a scale above it would be stored as infinity. */
-#define F16_MAX 65504.0f
 
 /* Checks dtype and n, and every value: finite, with a scale f16 holds. */
 static vkattn_result check(vkattn_dtype dtype, const void *data, uint64_t n, const float *x,
@@ -33,8 +30,7 @@ static vkattn_result check(vkattn_dtype dtype, const void *data, uint64_t n, con
         vka_error_format(error, error_size, "%s: the data pointer is NULL", fn);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    /* q8_0: d = amax / 127; q4_0: d = -max / 8 */
-    const float most = F16_MAX * (dtype == VKATTN_DTYPE_Q8_0 ? 127.0f : 8.0f);
+    const float most = vka_quant_max_abs(dtype);
     for (uint64_t i = 0; x && i < n; i++) {
         if (!isfinite(x[i])) {
             vka_error_format(error, error_size,
@@ -55,53 +51,9 @@ static vkattn_result check(vkattn_dtype dtype, const void *data, uint64_t n, con
     return VKATTN_SUCCESS;
 }
 
-static void put_scale(uint8_t *block, float d)
-{
-    uint16_t h = vkattn_f32_to_f16(d);
-    block[0] = (uint8_t)(h & 0xff);
-    block[1] = (uint8_t)(h >> 8);
-}
-
 static float get_scale(const uint8_t *block)
 {
     return vkattn_f16_to_f32((uint16_t)(block[0] | block[1] << 8));
-}
-
-static void quantize_q8_0(const float *x, uint8_t *out)
-{
-    float amax = 0.0f;
-    for (int j = 0; j < BLOCK; j++)
-        amax = fmaxf(amax, fabsf(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    put_scale(out, d);
-    for (int j = 0; j < BLOCK; j++) {
-        const float v = x[j] * id;
-        out[2 + j] = (uint8_t)(int8_t)roundf(v);
-    }
-}
-
-static void quantize_q4_0(const float *x, uint8_t *out)
-{
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < BLOCK; j++)
-        if (amax < fabsf(x[j])) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    put_scale(out, d);
-    for (int j = 0; j < BLOCK / 2; j++) {
-        const float v0 = x[j] * id;
-        const float v1 = x[BLOCK / 2 + j] * id;
-        const float s0 = v0 + 8.5f;
-        const float s1 = v1 + 8.5f;
-        int q0 = (int8_t)s0, q1 = (int8_t)s1;
-        q0 = q0 < 15 ? q0 : 15;
-        q1 = q1 < 15 ? q1 : 15;
-        out[2 + j] = (uint8_t)(q0 | q1 << 4);
-    }
 }
 
 vkattn_result vkattn_ref_quantize(vkattn_dtype dtype, const float *x, uint64_t n, void *out,
@@ -117,7 +69,7 @@ vkattn_result vkattn_ref_quantize(vkattn_dtype dtype, const float *x, uint64_t n
     const uint32_t bytes = vka_quant_block_bytes(dtype);
     uint8_t *o = out;
     for (uint64_t b = 0; b < n / BLOCK; b++)
-        (dtype == VKATTN_DTYPE_Q8_0 ? quantize_q8_0 : quantize_q4_0)(x + b * BLOCK, o + b * bytes);
+        vka_quantize_block(dtype, x + b * BLOCK, o + b * bytes);
     return VKATTN_SUCCESS;
 }
 

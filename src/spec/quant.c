@@ -1,0 +1,68 @@
+/* ggml's q8_0 and q4_0 block quantizers, step by step in f32 (compiled
+ * without floating-point contraction: a fused multiply-add would round
+ * x * id + 8.5 once instead of twice). The reference and the library both
+ * quantize with these, so their blocks are bit-identical. */
+#include "spec/quant.h"
+
+#include <math.h>
+
+#define BLOCK 32
+
+float vka_quant_max_abs(vkattn_dtype dtype)
+{
+    /* the f16 maximum 65504 times the scale's divisor: q8_0 d = amax / 127,
+     * q4_0 d = -max / 8 */
+    return 65504.0f * (dtype == VKATTN_DTYPE_Q8_0 ? 127.0f : 8.0f);
+}
+
+static void put_scale(uint8_t *block, float d)
+{
+    uint16_t h = vkattn_f32_to_f16(d);
+    block[0] = (uint8_t)(h & 0xff);
+    block[1] = (uint8_t)(h >> 8);
+}
+
+static void quantize_q8_0(const float *x, uint8_t *out)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < BLOCK; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    put_scale(out, d);
+    for (int j = 0; j < BLOCK; j++) {
+        const float v = x[j] * id;
+        out[2 + j] = (uint8_t)(int8_t)roundf(v);
+    }
+}
+
+static void quantize_q4_0(const float *x, uint8_t *out)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < BLOCK; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    put_scale(out, d);
+    for (int j = 0; j < BLOCK / 2; j++) {
+        const float v0 = x[j] * id;
+        const float v1 = x[BLOCK / 2 + j] * id;
+        const float s0 = v0 + 8.5f;
+        const float s1 = v1 + 8.5f;
+        int q0 = (int8_t)s0, q1 = (int8_t)s1;
+        q0 = q0 < 15 ? q0 : 15;
+        q1 = q1 < 15 ? q1 : 15;
+        out[2 + j] = (uint8_t)(q0 | q1 << 4);
+    }
+}
+
+void vka_quantize_block(vkattn_dtype dtype, const float *x, uint8_t *out)
+{
+    if (dtype == VKATTN_DTYPE_Q8_0)
+        quantize_q8_0(x, out);
+    else
+        quantize_q4_0(x, out);
+}
