@@ -259,6 +259,14 @@ typedef struct vkattn_mha_desc {
     bool sinks;
     bool alibi;
     float alibi_max_bias;
+    /* Storage of the projection weights on the device, when it differs
+     * from dtype's: f16, bf16 or q8_0 (0, f32: dtype's; an f16 or bf16
+     * layer cannot keep f32 weights). q8_0 is ggml's blocks of 32 along
+     * in_features (see vkattn_linear), its biases f32: it needs embed_dim,
+     * kv_dim and num_heads * head_dim multiples of 64. Weights given in
+     * another dtype are converted (rounded to nearest even, or quantized as
+     * vkattn_ref_quantize does) once, by vkattn_mha_set_weights. */
+    vkattn_dtype weight_dtype;
 } vkattn_mha_desc;
 
 /* Weights on the host, torch.nn.Linear layout (see above). Give either
@@ -267,8 +275,10 @@ typedef struct vkattn_mha_desc {
  * the projection weights and biases (wq .. bo) of this call: f32 (the
  * default), or f16 or bf16 as they come from a checkpoint (uint16_t bits;
  * cast the pointers to const float *), converted straight to the layer's
- * dtype (f16 into an f16 layer is copied as is). The norm weights, sinks
- * and slopes are always f32. */
+ * weight dtype (f16 into f16 weights is copied as is), or q8_0 blocks for a
+ * layer whose weight_dtype is q8_0 (copied as is; wqkv's rows are those of
+ * wq, wk and wv back to back; the biases are then f32). The norm weights,
+ * sinks and slopes are always f32. */
 typedef struct vkattn_mha_weights {
     const float *wq, *wk, *wv; /* [Hq*Dh, Dm], [Hkv*Dh, Dkv], [Hkv*Dh, Dkv] */
     const float *wqkv;         /* [(Hq + 2*Hkv)*Dh, Dm] */

@@ -171,6 +171,7 @@ class MhaDesc(ctypes.Structure):
         ("sinks", _bool),
         ("alibi", _bool),
         ("alibi_max_bias", _f32),
+        ("weight_dtype", _int),
     ]
 
 

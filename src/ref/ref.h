@@ -6,6 +6,7 @@
 #define VKA_REFERENCE_H
 
 #include "spec/attention_shapes.h"
+#include "spec/mha_desc.h"
 #include "spec/score_mods.h"
 #include "vkattn.h"
 
@@ -137,5 +138,12 @@ typedef struct vka_ref_linear_plan {
 vkattn_result vka_ref_linear_prepare(const vkattn_ref_linear_args *args, const char *prefix,
                                      vka_ref_linear_plan *plan, char *error, size_t error_size);
 void vka_ref_linear_run(const vka_ref_linear_plan *plan, double *scratch);
+
+/* The layer's weights as its device keeps them (ref_mha_weights.c): where
+ * desc->weight_dtype is f16, bf16 or q8_0 and the host's dtype differs, each
+ * array of `wv` is converted into a new one (q8_0: quantized, biases f32),
+ * listed in owned[8] for the caller to free, and `wv` points at them. */
+vkattn_result vka_ref_mha_store_weights(const vkattn_mha_desc *desc, vka_mha_weight_views *wv,
+                                        void *owned[8], char *error, size_t error_size);
 
 #endif

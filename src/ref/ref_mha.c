@@ -71,6 +71,8 @@ static vkattn_host_tensor weight_tensor(const void *data, vkattn_dtype dt, int64
 /* A [n] bias; NULL data means no bias (zeros). */
 static vkattn_host_tensor bias_tensor(const void *data, vkattn_dtype dt, int64_t n)
 {
+    if (dt == VKATTN_DTYPE_Q8_0) /* biases beside q8_0 weights are f32 */
+        dt = VKATTN_DTYPE_F32;
     return vkattn_host_tensor_make((void *)data, dt, 1, &n);
 }
 
@@ -347,6 +349,10 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
     return VKATTN_SUCCESS;
 }
 
+static vkattn_result run_with_weights(const vkattn_mha_desc *d, const vka_mha_weight_views *wv,
+                                      const vkattn_ref_mha_args *args, char *error,
+                                      size_t error_size);
+
 vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weights *weights,
                              const vkattn_ref_mha_args *args, char *error, size_t error_size)
 {
@@ -356,6 +362,21 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     VKA_TRY(vka_mha_weights_check(&d, weights, &wv, error, error_size));
     VKA_TRY(check_finite(wv.sinks, "sinks", d.num_heads, error, error_size));
     VKA_TRY(check_finite(wv.alibi_slopes, "alibi_slopes", d.num_heads, error, error_size));
+    void *owned[8];
+    VKA_TRY(vka_ref_mha_store_weights(&d, &wv, owned, error, error_size));
+    vkattn_result r = run_with_weights(&d, &wv, args, error, error_size);
+    for (int i = 0; i < 8; i++)
+        free(owned[i]);
+    return r;
+}
+
+/* vkattn_ref_mha once the weights are as the device keeps them. */
+static vkattn_result run_with_weights(const vkattn_mha_desc *dp, const vka_mha_weight_views *wvp,
+                                      const vkattn_ref_mha_args *args, char *error,
+                                      size_t error_size)
+{
+    vkattn_mha_desc d = *dp;
+    vka_mha_weight_views wv = *wvp;
     if (!args) {
         vka_error_format(error, error_size, "args is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;

@@ -33,4 +33,13 @@ static inline uint32_t vka_quant_block_bytes(vkattn_dtype dtype)
     return dtype == VKATTN_DTYPE_Q8_0 ? 34u : dtype == VKATTN_DTYPE_Q4_0 ? 18u : 0u;
 }
 
+/* Value i of host data in f32, f16 or bf16 (the bits of the 16-bit ones),
+ * as f32: exact. */
+static inline float vka_widen(const void *src, vkattn_dtype dtype, uint64_t i)
+{
+    return dtype == VKATTN_DTYPE_F32   ? ((const float *)src)[i]
+           : dtype == VKATTN_DTYPE_F16 ? vkattn_f16_to_f32(((const uint16_t *)src)[i])
+                                       : vkattn_bf16_to_f32(((const uint16_t *)src)[i]);
+}
+
 #endif

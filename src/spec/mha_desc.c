@@ -8,6 +8,42 @@
 
 #include <math.h>
 
+/* weight_dtype: 0 (f32) means dtype's; f16, bf16 or q8_0 otherwise, q8_0
+ * with every in_features a multiple of 64 (whole pairs of blocks). */
+static vkattn_result resolve_weight_dtype(vkattn_mha_desc *d, char *error, size_t error_size)
+{
+    if (d->weight_dtype == VKATTN_DTYPE_F32)
+        d->weight_dtype = d->dtype;
+    vkattn_dtype w = d->weight_dtype;
+    if (w != d->dtype && w != VKATTN_DTYPE_F16 && w != VKATTN_DTYPE_BF16 &&
+        w != VKATTN_DTYPE_Q8_0) {
+        char b[VKA_DTYPE_TEXT];
+        vka_error_format(error, error_size,
+                         "desc->weight_dtype %s is not supported: 0 (the dtype's), f16, bf16 or "
+                         "q8_0",
+                         vka_dtype_text(w, b));
+        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+    }
+    if (w != VKATTN_DTYPE_Q8_0)
+        return VKATTN_SUCCESS;
+    const struct {
+        uint64_t n;
+        const char *what;
+    } in[3] = {
+        {d->embed_dim, "desc->embed_dim (Wq's in_features)"},
+        {d->kv_dim, "desc->kv_dim (Wk's and Wv's in_features)"},
+        {(uint64_t)d->num_heads * d->head_dim, "desc->num_heads x head_dim (Wo's in_features)"}};
+    for (int i = 0; i < 3; i++)
+        if (in[i].n % 64) {
+            vka_error_format(error, error_size,
+                             "desc->weight_dtype q8_0 needs in_features that are multiples of "
+                             "64, but %s is %llu",
+                             in[i].what, (unsigned long long)in[i].n);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+    return VKATTN_SUCCESS;
+}
+
 /* The modern decoder options: scale, RoPE, QK-norm (see vkattn_mha_desc). */
 static vkattn_result resolve_modern(vkattn_mha_desc *d, char *error, size_t error_size)
 {
@@ -111,6 +147,7 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
                          vka_dtype_text(d.dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
+    VKA_TRY(resolve_weight_dtype(&d, error, error_size));
     /* The packed projection is the widest; every width must fit the uint32_t
      * sizes the kernels use. */
     uint64_t packed = ((uint64_t)d.num_heads + 2 * (uint64_t)d.num_kv_heads) * d.head_dim;
@@ -154,17 +191,26 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
     const vkattn_mha_weights *w = weights;
     size_t qw = vka_mha_q_width(resolved), kvw = vka_mha_kv_width(resolved);
     vka_mha_weight_views v = {0};
+    bool q8 = w->dtype == VKATTN_DTYPE_Q8_0;
     if (w->dtype != VKATTN_DTYPE_F32 && w->dtype != VKATTN_DTYPE_F16 &&
-        w->dtype != VKATTN_DTYPE_BF16) {
+        w->dtype != VKATTN_DTYPE_BF16 && !q8) {
         char b[VKA_DTYPE_TEXT];
         vka_error_format(error, error_size,
-                         "weights->dtype %s is not supported: the host weights are f32, f16 or "
-                         "bf16",
+                         "weights->dtype %s is not supported: the host weights are f32, f16, bf16 "
+                         "or q8_0",
                          vka_dtype_text(w->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
+    if (q8 && resolved->weight_dtype != VKATTN_DTYPE_Q8_0) {
+        char b[VKA_DTYPE_TEXT];
+        vka_error_format(error, error_size,
+                         "weights->dtype is q8_0 but desc->weight_dtype is %s: q8_0 blocks are "
+                         "taken by a layer that keeps q8_0 weights",
+                         vka_dtype_text(resolved->weight_dtype, b));
+        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+    }
     v.dtype = w->dtype;
-    const size_t es = vkattn_dtype_size(w->dtype);
+    const size_t es = q8 ? 4 : vkattn_dtype_size(w->dtype); /* of a bias value */
     if (w->wqkv) {
         if (w->wq || w->wk || w->wv)
             return packed_and_split(error, error_size, "w", w->wq ? "wq" : w->wk ? "wk" : "wv");
@@ -177,8 +223,9 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
         }
         v.packed = true;
         v.wq = w->wqkv;
-        v.wk = (const char *)v.wq + qw * resolved->embed_dim * es;
-        v.wv = (const char *)v.wk + kvw * resolved->embed_dim * es;
+        /* rows back to back (q8_0: whole blocks) */
+        v.wk = (const char *)v.wq + vkattn_dtype_row_bytes(w->dtype, qw * resolved->embed_dim);
+        v.wv = (const char *)v.wk + vkattn_dtype_row_bytes(w->dtype, kvw * resolved->embed_dim);
     } else {
         const char *missing = !w->wq ? "wq" : !w->wk ? "wk" : !w->wv ? "wv" : NULL;
         if (missing) {

@@ -38,7 +38,8 @@ static inline uint32_t vka_mha_kv_width(const vkattn_mha_desc *d)
  * and likewise bq, bk, bv into bqkv. Biases are NULL when desc.bias is false
  * or the bias was not given (zeros). */
 typedef struct vka_mha_weight_views {
-    /* elements of `dtype` (weights->dtype: f32, f16 or bf16) */
+    /* elements of `dtype` (weights->dtype: f32, f16 or bf16; q8_0: the
+     * weights are blocks, the biases f32) */
     const void *wq, *wk, *wv, *wo;
     const void *bq, *bk, *bv, *bo;
     vkattn_dtype dtype;

@@ -2,6 +2,7 @@
  * the layer's dtype) and its own scratch, which the forward pass
  * (mha_forward.c) and the steps over a KV cache (mha_step.c) share. */
 #include "ops/mha/mha_internal.h"
+#include "spec/quant.h"
 #include "spec/mha_desc.h"
 #include "spec/rope.h"
 #include "spec/score_mods.h"
@@ -115,21 +116,23 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
 
     /* widths and dims are each below 2^32, so a matrix can pass 2^64
      * bytes: the sizes saturate (the offsets are used only when they fit) */
-    uint64_t qw = vka_mha_q_width(&d), kvw = vka_mha_kv_width(&d), es = m->esize;
+    uint64_t qw = vka_mha_q_width(&d), kvw = vka_mha_kv_width(&d);
+    uint64_t bes = vkattn_dtype_size(vka_mha_bias_dtype(&d));
     uint64_t cursor = 0;
     if (d.kv_dim == d.embed_dim) { /* one [(Hq+2Hkv)*Dh, Dm] matrix */
         m->off_wq = vka_mha_place(&cursor, 0);
-        m->off_wkv = m->off_wq + qw * d.embed_dim * es;
-        vka_mha_place(&cursor, vka_mha_bytes(m, qw + 2 * kvw, d.embed_dim, 1, 1));
+        /* q8_0: qw * Dm is a multiple of 64 * 64, so Wk starts on 17 x 256 bytes */
+        m->off_wkv = m->off_wq + vka_mha_weight_bytes(&d, qw, d.embed_dim);
+        vka_mha_place(&cursor, vka_mha_weight_bytes(&d, qw + 2 * kvw, d.embed_dim));
     } else {
-        m->off_wq = vka_mha_place(&cursor, vka_mha_bytes(m, qw, d.embed_dim, 1, 1));
-        m->off_wkv = vka_mha_place(&cursor, vka_mha_bytes(m, 2, kvw, d.kv_dim, 1));
+        m->off_wq = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, qw, d.embed_dim));
+        m->off_wkv = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, 2 * kvw, d.kv_dim));
     }
-    m->off_wo = vka_mha_place(&cursor, vka_mha_bytes(m, d.embed_dim, qw, 1, 1));
+    m->off_wo = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, d.embed_dim, qw));
     m->off_bq = vka_mha_place(&cursor, 0);
-    m->off_bkv = m->off_bq + qw * es;
-    vka_mha_place(&cursor, (qw + 2 * kvw) * es);
-    m->off_bo = vka_mha_place(&cursor, d.embed_dim * es);
+    m->off_bkv = m->off_bq + qw * bes;
+    vka_mha_place(&cursor, (qw + 2 * kvw) * bes);
+    m->off_bo = vka_mha_place(&cursor, d.embed_dim * bes);
     if (cursor > ctx->info.max_allocation_size) {
         vka_free(ctx, m);
         char need[48] = "more than 2^64";
@@ -170,32 +173,59 @@ void vkattn_mha_destroy(vkattn_mha *m)
 
 const vkattn_mha_desc *vkattn_mha_config(const vkattn_mha *m) { return m ? &m->d : NULL; }
 
-/* Uploads `count` host values of `dt` (f32, f16 or bf16; zeros when src
- * is NULL) in the layer's dtype: copied when the dtypes agree, else each
- * value converted once (bf16 and f16 widen to f32 exactly first). */
-static vkattn_result upload(vkattn_mha *m, uint64_t offset, const void *src, vkattn_dtype dt,
-                            uint64_t count, void *staging)
+/* Where set_weights converts: `staging` holds a matrix in the target
+ * dtype, `widened` (q8_0 only) the same matrix in f32 before it is
+ * quantized. */
+typedef struct weight_upload {
+    vkattn_mha *m;
+    vkattn_dtype from;
+    void *staging;
+    float *widened;
+} weight_upload;
+
+/* Uploads `count` values (a matrix of rows of whole blocks for q8_0) from
+ * src (NULL: zeros) at `offset`, stored as `to`: copied when the dtypes
+ * agree, else each value converted once (rounded to nearest even, or
+ * quantized per block as vkattn_ref_quantize does). `name` is the host
+ * array in messages, src its element `first`. */
+static vkattn_result upload(weight_upload *u, uint64_t offset, const void *src, vkattn_dtype to,
+                            uint64_t count, const char *name, uint64_t first)
 {
+    vkattn_mha *m = u->m;
+    uint64_t bytes = vkattn_dtype_row_bytes(to, count);
+    vkattn_dtype from = u->from == VKATTN_DTYPE_Q8_0 && to != VKATTN_DTYPE_Q8_0
+                            ? VKATTN_DTYPE_F32 /* biases beside q8_0 blocks */
+                            : u->from;
     if (!src) {
-        memset(staging, 0, count * m->esize);
-    } else if (dt == m->d.dtype) {
-        memcpy(staging, src, count * m->esize);
-    } else {
-        const float *f = src;
-        const uint16_t *h = src;
+        memset(u->staging, 0, bytes);
+    } else if (from == to) {
+        memcpy(u->staging, src, bytes);
+    } else if (to == VKATTN_DTYPE_Q8_0) {
+        float most = vka_quant_max_abs(to);
         for (uint64_t i = 0; i < count; i++) {
-            float x = dt == VKATTN_DTYPE_F32   ? f[i]
-                      : dt == VKATTN_DTYPE_F16 ? vkattn_f16_to_f32(h[i])
-                                               : vkattn_bf16_to_f32(h[i]);
-            if (m->d.dtype == VKATTN_DTYPE_F16)
-                ((uint16_t *)staging)[i] = vkattn_f32_to_f16(x);
-            else if (m->d.dtype == VKATTN_DTYPE_BF16)
-                ((uint16_t *)staging)[i] = vkattn_f32_to_bf16(x);
+            float x = vka_widen(src, from, i);
+            if (!(fabsf(x) <= most))
+                return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                                "weights->%s[%llu] is %g: q8_0 weights quantize finite values of "
+                                "magnitude at most %g",
+                                name, (unsigned long long)(first + i), (double)x, (double)most);
+            u->widened[i] = x;
+        }
+        for (uint64_t b = 0; b < count / VKA_QUANT_BLOCK; b++)
+            vka_quantize_block(to, u->widened + b * VKA_QUANT_BLOCK,
+                               (uint8_t *)u->staging + b * vka_quant_block_bytes(to));
+    } else {
+        for (uint64_t i = 0; i < count; i++) {
+            float x = vka_widen(src, from, i);
+            if (to == VKATTN_DTYPE_F16)
+                ((uint16_t *)u->staging)[i] = vkattn_f32_to_f16(x);
+            else if (to == VKATTN_DTYPE_BF16)
+                ((uint16_t *)u->staging)[i] = vkattn_f32_to_bf16(x);
             else
-                ((float *)staging)[i] = x;
+                ((float *)u->staging)[i] = x;
         }
     }
-    return vkattn_buffer_upload(m->weights, offset, staging, count * m->esize);
+    return vkattn_buffer_upload(m->weights, offset, u->staging, bytes);
 }
 
 vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
@@ -227,29 +257,41 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
         largest = kvw * d->kv_dim;
     if ((uint64_t)d->embed_dim * qw > largest)
         largest = (uint64_t)d->embed_dim * qw;
-    void *staging = vka_alloc(ctx, largest * m->esize);
-    if (!staging)
+    /* f32 is the widest form a matrix takes on the host (q8_0: before it is
+     * quantized into the staging) */
+    bool q8 = d->weight_dtype == VKATTN_DTYPE_Q8_0;
+    weight_upload u = {m, v.dtype, vka_alloc(ctx, largest * 4), NULL};
+    if (q8 && u.staging)
+        u.widened = vka_alloc(ctx, largest * 4);
+    if (!u.staging || (q8 && !u.widened)) {
+        vka_free(ctx, u.staging);
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory (%llu bytes)",
-                        (unsigned long long)(largest * m->esize));
-    uint64_t es = m->esize;
-    uint64_t off_wk = m->off_wkv, off_wv = m->off_wkv + kvw * d->kv_dim * es;
-    r = upload(m, m->off_wq, v.wq, v.dtype, qw * d->embed_dim, staging);
-    if (r == VKATTN_SUCCESS)
-        r = upload(m, off_wk, v.wk, v.dtype, kvw * d->kv_dim, staging);
-    if (r == VKATTN_SUCCESS)
-        r = upload(m, off_wv, v.wv, v.dtype, kvw * d->kv_dim, staging);
-    if (r == VKATTN_SUCCESS)
-        r = upload(m, m->off_wo, v.wo, v.dtype, (uint64_t)d->embed_dim * qw, staging);
-    if (r == VKATTN_SUCCESS && d->bias) {
-        r = upload(m, m->off_bq, v.bq, v.dtype, qw, staging);
-        if (r == VKATTN_SUCCESS)
-            r = upload(m, m->off_bkv, v.bk, v.dtype, kvw, staging);
-        if (r == VKATTN_SUCCESS)
-            r = upload(m, m->off_bkv + kvw * es, v.bv, v.dtype, kvw, staging);
-        if (r == VKATTN_SUCCESS)
-            r = upload(m, m->off_bo, v.bo, v.dtype, d->embed_dim, staging);
+                        (unsigned long long)(largest * 4 * (q8 ? 2 : 1)));
     }
-    vka_free(ctx, staging);
+    vkattn_dtype wdt = d->weight_dtype, bdt = vka_mha_bias_dtype(d);
+    uint64_t bes = vkattn_dtype_size(bdt);
+    uint64_t off_wk = m->off_wkv, off_wv = m->off_wkv + vka_mha_weight_bytes(d, kvw, d->kv_dim);
+    const char *wn[3] = {v.packed ? "wqkv" : "wq", v.packed ? "wqkv" : "wk",
+                         v.packed ? "wqkv" : "wv"};
+    uint64_t nq = qw * d->embed_dim, nkv = kvw * d->kv_dim;
+    r = upload(&u, m->off_wq, v.wq, wdt, nq, wn[0], 0);
+    if (r == VKATTN_SUCCESS)
+        r = upload(&u, off_wk, v.wk, wdt, nkv, wn[1], v.packed ? nq : 0);
+    if (r == VKATTN_SUCCESS)
+        r = upload(&u, off_wv, v.wv, wdt, nkv, wn[2], v.packed ? nq + nkv : 0);
+    if (r == VKATTN_SUCCESS)
+        r = upload(&u, m->off_wo, v.wo, wdt, (uint64_t)d->embed_dim * qw, "wo", 0);
+    if (r == VKATTN_SUCCESS && d->bias) {
+        r = upload(&u, m->off_bq, v.bq, bdt, qw, "bq", 0);
+        if (r == VKATTN_SUCCESS)
+            r = upload(&u, m->off_bkv, v.bk, bdt, kvw, "bk", 0);
+        if (r == VKATTN_SUCCESS)
+            r = upload(&u, m->off_bkv + kvw * bes, v.bv, bdt, kvw, "bv", 0);
+        if (r == VKATTN_SUCCESS)
+            r = upload(&u, m->off_bo, v.bo, bdt, d->embed_dim, "bo", 0);
+    }
+    vka_free(ctx, u.staging);
+    vka_free(ctx, u.widened);
     if (r == VKATTN_SUCCESS && d->qk_norm) { /* f32 whatever the layer's dtype */
         r = vkattn_buffer_upload(m->heads_params, 0, v.q_norm, d->head_dim * 4ull);
         if (r == VKATTN_SUCCESS)

@@ -212,12 +212,12 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
     uint64_t qw = (uint64_t)hq * dh, kvw = (uint64_t)hkv * dh;
     vkattn_tensor w_all = {.buffer = m->weights,
                            .offset = m->off_wq,
-                           .dtype = d->dtype,
+                           .dtype = d->weight_dtype,
                            .rank = 2,
                            .shape = {(int64_t)(qw + 2 * kvw), d->embed_dim}};
     vkattn_tensor b_all = {.buffer = d->bias ? m->weights : NULL,
                            .offset = m->off_bq,
-                           .dtype = d->dtype,
+                           .dtype = vka_mha_bias_dtype(d),
                            .rank = 1,
                            .shape = {(int64_t)(qw + 2 * kvw)}};
     vka_linear_segment seg_q = {(uint32_t)qw, (uint32_t)dh, q};
@@ -238,12 +238,12 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         bq.shape[0] = (int64_t)qw;
         vkattn_tensor wkv = {.buffer = m->weights,
                              .offset = m->off_wkv,
-                             .dtype = d->dtype,
+                             .dtype = d->weight_dtype,
                              .rank = 2,
                              .shape = {(int64_t)(2 * kvw), d->kv_dim}};
         vkattn_tensor bkv = {.buffer = d->bias ? m->weights : NULL,
                              .offset = m->off_bkv,
-                             .dtype = d->dtype,
+                             .dtype = vka_mha_bias_dtype(d),
                              .rank = 1,
                              .shape = {(int64_t)(2 * kvw)}};
         vka_linear_segments_args pq = {a->x, wq, bq, 1, {seg_q}};
@@ -289,12 +289,12 @@ vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vk
     int64_t b = o->shape[0], tq = o->shape[1], qw = o->shape[2];
     vkattn_tensor wo = {.buffer = m->weights,
                         .offset = m->off_wo,
-                        .dtype = d->dtype,
+                        .dtype = d->weight_dtype,
                         .rank = 2,
                         .shape = {d->embed_dim, qw}};
     vkattn_tensor bo = {.buffer = d->bias ? m->weights : NULL,
                         .offset = m->off_bo,
-                        .dtype = d->dtype,
+                        .dtype = vka_mha_bias_dtype(d),
                         .rank = 1,
                         .shape = {d->embed_dim}};
     vkattn_tensor y = *y_in;

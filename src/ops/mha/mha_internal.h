@@ -23,8 +23,9 @@ struct vkattn_mha {
     vkattn_context *ctx;
     vkattn_mha_desc d; /* resolved */
     size_t esize;      /* bytes per element of d.dtype */
-    /* Weights in d.dtype, one buffer: Wq rows then Wk, Wv rows (one matrix
-     * when kv_dim == embed_dim, else Wkv after Wq), then Wo, then biases. */
+    /* Weights in d.weight_dtype, one buffer: Wq rows then Wk, Wv rows (one
+     * matrix when kv_dim == embed_dim, else Wkv after Wq), then Wo, then
+     * biases (vka_mha_bias_dtype). */
     vkattn_buffer *weights;
     uint64_t off_wq, off_wkv, off_wo, off_bq, off_bkv, off_bo;
     bool weights_set;
@@ -48,6 +49,23 @@ void vka_mha_mods(const vkattn_mha *m, vkattn_tensor *sinks, vkattn_tensor *slop
  * 1 = K); false when the layer has neither. */
 bool vka_mha_heads(const vkattn_mha *m, vka_linear_positions source, const vkattn_tensor *positions,
                    vka_linear_heads *out);
+
+/* The storage of the layer's biases: the weights' (f32 beside q8_0). */
+static inline vkattn_dtype vka_mha_bias_dtype(const vkattn_mha_desc *d)
+{
+    return d->weight_dtype == VKATTN_DTYPE_Q8_0 ? VKATTN_DTYPE_F32 : d->weight_dtype;
+}
+
+/* Bytes of `rows` x `cols` weights of the layer (q8_0: whole blocks;
+ * saturating). */
+static inline uint64_t vka_mha_weight_bytes(const vkattn_mha_desc *d, uint64_t rows, uint64_t cols)
+{
+    uint64_t n;
+    if (!vka_mul_u64(rows, cols, &n))
+        return UINT64_MAX;
+    uint64_t bytes = vkattn_dtype_row_bytes(d->weight_dtype, n);
+    return bytes ? bytes : UINT64_MAX;
+}
 
 /* Reserves `bytes` at *cursor (aligned) and returns where they start. Sizes
  * past 2^64 saturate the cursor at UINT64_MAX (VKA_MHA_TOO_LARGE), which the

@@ -23,11 +23,12 @@ typedef struct progress_sink {
     void *user;
 } progress_sink;
 
-/* A projection of `rows` rows: y [rows, n] = x [rows, k] W^T in the layer's dtype. */
+/* A projection of `rows` rows: y [rows, n] = x [rows, k] W^T in the layer's
+ * dtype and weight dtype. */
 static vkattn_result tune_projection(vkattn_mha *m, uint32_t rows, uint32_t n, uint32_t k,
                                      progress_sink p)
 {
-    vkattn_linear_tune_args a = {rows, n, k, m->d.dtype, m->d.dtype, p.fn, p.user};
+    vkattn_linear_tune_args a = {rows, n, k, m->d.dtype, m->d.weight_dtype, p.fn, p.user};
     return vkattn_linear_tune(m->ctx, &a);
 }
 
