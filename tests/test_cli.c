@@ -570,6 +570,71 @@ static void test_float16_inputs(void **state)
         }
 }
 
+/* --input-bf16: uint16 .npy files of bf16 bits give the same outputs, bit
+ * for bit, as float32 files of the widened values (attention and mha, with
+ * --dtype bf16 and f32); without the flag such a file is refused by name. */
+static void test_bf16_bit_inputs(void **state)
+{
+    (void)state;
+    test_rng rng = test_rng_seed(505);
+    const char *names[5] = {"bq", "bk", "bv", "bx", "bw"};
+    const int64_t shapes[5][3] = {{2, 5, 16}, {2, 7, 16}, {2, 7, 16}, {2, 5, 32}, {32, 32}};
+    for (int i = 0; i < 5; i++) {
+        size_t n = (size_t)(shapes[i][0] * shapes[i][1] * shapes[i][2]);
+        uint32_t rank = i == 4 ? 2 : 3;
+        int64_t shape[4] = {1, shapes[i][0], shapes[i][1], shapes[i][2]};
+        const int64_t *sh = i < 3 ? shape : shapes[i];
+        if (i == 4)
+            n = 32 * 32;
+        uint16_t *h = malloc(n * 2);
+        float *f = malloc(n * 4);
+        assert_true(h && f);
+        for (size_t e = 0; e < n; e++) {
+            h[e] = vkattn_f32_to_bf16(test_rng_uniform(&rng, -1.0f, 1.0f) * (i == 4 ? 0.2f : 1));
+            f[e] = vkattn_bf16_to_f32(h[e]);
+        }
+        char name[32];
+        snprintf(name, sizeof name, "%s_bits.npy", names[i]);
+        cli_write_npy(name, NPY_U16, i < 3 ? 4 : rank, sh, h);
+        snprintf(name, sizeof name, "%s_f32.npy", names[i]);
+        cli_write_npy(name, NPY_F32, i < 3 ? 4 : rank, sh, f);
+        free(h);
+        free(f);
+    }
+    const char *dt[2] = {"bf16", "f32"};
+    for (int d = 0; d < 2; d++)
+        for (int w = 0; w < 2; w++) {
+            const char *kind = w ? "f32" : "bits", *flag = w ? "" : " --input-bf16";
+            char args[4096], f[5][64], out[2][32];
+            for (int i = 0; i < 5; i++)
+                snprintf(f[i], sizeof f[i], "%s_%s.npy", names[i], kind);
+            snprintf(out[0], sizeof out[0], "bo_%s.npy", kind);
+            snprintf(out[1], sizeof out[1], "by_%s.npy", kind);
+            snprintf(args, sizeof args,
+                     "attention --q %s --k %s --v %s%s --dtype %s --check --out %s",
+                     cli_path_of(f[0]), cli_path_of(f[1]), cli_path_of(f[2]), flag, dt[d],
+                     cli_path_of(out[0]));
+            cli_expect_success(args);
+            snprintf(args, sizeof args,
+                     "mha --x %s --heads 2 --wq %s --wk %s --wv %s --wo %s%s --dtype %s --check "
+                     "--out %s",
+                     cli_path_of(f[3]), cli_path_of(f[4]), cli_path_of(f[4]), cli_path_of(f[4]),
+                     cli_path_of(f[4]), flag, dt[d], cli_path_of(out[1]));
+            cli_expect_success(args);
+        }
+    cli_compare_outputs("bo_bits.npy", "bo_f32.npy", 0, false, "attention: bf16 bits vs float32");
+    cli_compare_outputs("by_bits.npy", "by_f32.npy", 0, false, "mha: bf16 bits vs float32");
+    char args[2048], err[2048];
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s",
+             cli_path_of("bq_bits.npy"), cli_path_of("bk_f32.npy"), cli_path_of("bv_f32.npy"),
+             cli_path_of("bo_none.npy"));
+    assert_int_equal(cli_run_with("", args, err, sizeof err), 1);
+    if (!strstr(err, "bq_bits.npy: dtype is uint16; inputs must be float32 or float16, or uint16 "
+                     "bf16 bits with --input-bf16"))
+        fail_msg("uint16 without --input-bf16: %s", err);
+    assert_false(cli_exists(cli_path_of("bo_none.npy")));
+}
+
 /* Dims 1 and 2 (`swap12`) or 0 and 1 of a rank-3/4 float array swapped
  * into a new file `name`; returns nothing, fails the test on error. */
 static void write_transposed(const char *from, const char *name, bool swap12)
@@ -752,6 +817,7 @@ int main(void)
         cmocka_unit_test(test_info_types),
         cmocka_unit_test(test_mha_kv_dtype),
         cmocka_unit_test(test_float16_inputs),
+        cmocka_unit_test(test_bf16_bit_inputs),
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_tune_progress_lines),
     };

@@ -3,7 +3,8 @@
  * output, bit for bit, as the same layer given as .npy files - with Hugging
  * Face names under a prefix among other layers' tensors, nn.MultiheadAttention's
  * packed and separate projections, F16 and BF16 tensors - and every bad file
- * or flag is refused naming the file and tensor, without an output file. */
+ * or flag is refused naming the file and tensor, without an output file.
+ * Also mha --weight-dtype (issue 15): the weights kept in f16, bf16 or q8_0. */
 #include "npy/npy.h"
 #include "test_cli_util.h"
 #include "test_safetensors.h"
@@ -279,6 +280,32 @@ static void test_half_tensors(void **state)
     }
 }
 
+/* --weight-dtype: the layer keeps its weights in f16, bf16 or q8_0 while
+ * its activations are f32 or bf16; --check (run_mha) holds each to the
+ * reference, which converts the weights the same way, through the forward
+ * and the decode steps; q8_0 stays within 5e-2 of the f32 weights. */
+static void test_weight_dtypes(void **state)
+{
+    (void)state;
+    static const char *const files[8] = {"WQ.npy", "WK.npy", "WV.npy", "WO.npy",
+                                         "BQ.npy", "BK.npy", "BV.npy", "BO.npy"};
+    char w[2048], opts[2600];
+    npy_weights(w, sizeof w, files);
+    snprintf(opts, sizeof opts, "%s --kv-heads 2 --causal", w);
+    run_mha(opts, "Y_f32w.npy");
+    static const char *const runs[][2] = {
+        {"q8_0", "f32"}, {"q8_0", "bf16"}, {"bf16", "f32"}, {"f16", "bf16"}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        for (int prefill = 0; prefill < 2; prefill++) {
+            snprintf(opts, sizeof opts, "%s --kv-heads 2 --causal --weight-dtype %s --dtype %s%s",
+                     w, runs[r][0], runs[r][1], prefill ? " --prefill 3" : "");
+            run_mha(opts, "Y_wd.npy");
+        }
+        if (strcmp(runs[r][1], "f32") == 0)
+            cli_compare_outputs("Y_f32w.npy", "Y_wd.npy", 5e-2, false, runs[r][0]);
+    }
+}
+
 /* A file `name` holding the hf layer (no biases) with tensor `bad` (by
  * index) renamed, retyped or reshaped as given (NULL / 0: kept); bad < 0:
  * an extra one-element tensor `new_name` instead. */
@@ -371,6 +398,10 @@ static void test_errors(void **state)
          "--prefix needs --weights"},
         {"--weights @good.safetensors --names jax", 2, "--names \"jax\""},
         {"--weights @Y_bad.npy", 2, "--weights"}, /* --out names the same file */
+        {"--weights @good.safetensors --weight-dtype q4_0", 2,
+         "--weight-dtype \"q4_0\": expected f32, f16, bf16 or q8_0"},
+        {"--weights @good.safetensors --dtype f16 --weight-dtype f32", 2,
+         "--weight-dtype f32 with --dtype f16"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char opts[2048], args[4096], err[4096];
@@ -404,7 +435,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_names),       cmocka_unit_test(test_torch_packed),
         cmocka_unit_test(test_torch_separate), cmocka_unit_test(test_half_tensors),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_weight_dtypes),  cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, group_setup, cli_teardown);
 }

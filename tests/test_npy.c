@@ -229,7 +229,8 @@ static void test_read_errors(void **state)
         const char *needle;
     } cases[] = {
         {"{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", 16,
-         "dtype '<f8' is not supported (expected float32, float16, uint8, bool, int32 or int64)"},
+         "dtype '<f8' is not supported (expected float32, float16, uint16, uint8, bool, int32 or "
+         "int64)"},
         {"{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8, "big endian"},
         {"{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 16, "dtype '|O'"},
         {"{'descr': '<u4', 'fortran_order': False, 'shape': (2,), }", 8, "dtype '<u4'"},

@@ -21,6 +21,8 @@ static const char help_text[] =
     "  --causal              key j visible to query i iff j <= i + Tk - Tq (bottom-right)\n"
     "  --scale S             score scale (default 1/sqrt(Dk))\n"
     "  --dtype f32|f16|bf16  storage type on the device (default f32; math is fp32)\n"
+    "  --input-bf16          uint16 .npy inputs hold bf16 bits (torch's\n"
+    "                        t.view(torch.int16).numpy().view('<u2')), widened exactly\n"
     "  --weights-out W.npy   also write the attention probabilities, float32\n"
     "                        [B,Tq,Tk] averaged over heads, or with --per-head [B,Hq,Tq,Tk]\n"
     "  --per-head            see --weights-out\n"

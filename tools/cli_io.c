@@ -54,8 +54,9 @@ int cli_widen_f16(cli_input *in)
         return -1;
     }
     const uint16_t *h = a->data;
+    bool bf16 = a->dtype == NPY_U16; /* --input-bf16's bits */
     for (size_t i = 0; i < n; i++)
-        f[i] = vkattn_f16_to_f32(h[i]);
+        f[i] = bf16 ? vkattn_bf16_to_f32(h[i]) : vkattn_f16_to_f32(h[i]);
     free(a->data);
     a->data = f;
     a->nbytes = n * sizeof *f;
@@ -67,12 +68,14 @@ int cli_load_f32(cli_input *in, uint32_t rank)
 {
     if (load(in) != 0)
         return -1;
-    if (in->array.dtype == NPY_F16 && cli_widen_f16(in) != 0)
+    bool bits = in->array.dtype == NPY_U16 && in->bf16_bits;
+    if ((in->array.dtype == NPY_F16 || bits) && cli_widen_f16(in) != 0)
         return -1;
     if (in->array.dtype != NPY_F32) {
-        cli_error("%s %s: dtype is %s; inputs must be float32 or float16 (--dtype sets the "
+        cli_error("%s %s: dtype is %s; inputs must be float32 or float16%s (--dtype sets the "
                   "device's storage)",
-                  in->flag, in->path, npy_dtype_name(in->array.dtype));
+                  in->flag, in->path, npy_dtype_name(in->array.dtype),
+                  in->array.dtype == NPY_U16 ? ", or uint16 bf16 bits with --input-bf16" : "");
         return -1;
     }
     if ((rank && in->array.rank != rank) || in->array.rank == 0 || in->array.rank > 4) {

@@ -12,16 +12,18 @@ typedef struct cli_input {
     const char *flag;
     const char *path; /* NULL: not given */
     npy_array array;
-    bool keep_f32; /* stored as f32 whatever --dtype (per-head logits and slopes) */
-    bool mask;     /* an attention mask: float32 (additive) or bool/uint8, rank 2-4 */
-    bool external; /* a file the command reads itself (--weights), not one array */
+    bool keep_f32;  /* stored as f32 whatever --dtype (per-head logits and slopes) */
+    bool mask;      /* an attention mask: float32 (additive) or bool/uint8, rank 2-4 */
+    bool external;  /* a file the command reads itself (--weights), not one array */
+    bool bf16_bits; /* --input-bf16: a uint16 array holds bf16 bits (widened exactly) */
 } cli_input;
 
-/* Loads a float32 (or float16, widened exactly) input of rank `rank` (0:
- * any 1..4). Prints the error naming the file and returns -1 on failure. */
+/* Loads a float32 (or float16, or with in->bf16_bits uint16 bf16 bits; both
+ * widened exactly) input of rank `rank` (0: any 1..4). Prints the error
+ * naming the file and returns -1 on failure. */
 int cli_load_f32(cli_input *in, uint32_t rank);
-/* A loaded float16 array widened to float32 in its place (exact); -1 after
- * printing when out of memory. */
+/* A loaded float16 (or uint16 bf16 bits) array widened to float32 in its
+ * place (exact); -1 after printing when out of memory. */
 int cli_widen_f16(cli_input *in);
 /* Loads an attention mask: float32 or float16 (additive) or uint8/bool (boolean),
  * rank 2 to 4 (the library checks the shape). */

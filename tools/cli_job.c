@@ -11,6 +11,8 @@ int cli_job_load(cli_job *j, const uint32_t *ranks, int pad)
 {
     cli_input *in = j->inputs;
     for (int k = 0; k < j->n_inputs; k++)
+        in[k].bf16_bits = j->input_bf16;
+    for (int k = 0; k < j->n_inputs; k++)
         if (in[k].path && !in[k].external && !in[k].array.data &&
             (k == pad                         ? cli_load_mask_u8(&in[k])
              : in[k].mask                     ? cli_load_mask(&in[k])
@@ -77,6 +79,7 @@ static int parse_job_option(cli_job *j, int argc, char **argv, int *i, const cha
                  : strcmp(a, "--per-head") == 0         ? &j->per_head
                  : strcmp(a, "--mask-true-blocks") == 0 ? &j->mask_true_blocks
                  : strcmp(a, "--seq-first") == 0        ? &j->seq_first
+                 : strcmp(a, "--input-bf16") == 0       ? &j->input_bf16
                  : strcmp(a, "--check") == 0            ? &j->check
                                                         : NULL;
     if (flag) {

@@ -38,6 +38,7 @@ typedef struct cli_job {
     bool causal_top_left;  /* --causal-top-left: causal, queries at i (cli_mods.h) */
     bool mask_true_blocks; /* --mask-true-blocks: a boolean mask's True hides */
     bool seq_first;        /* --seq-first (mha only): [T, B, E] activations */
+    bool input_bf16;       /* --input-bf16: uint16 .npy inputs hold bf16 bits */
     vkattn_dtype dtype;    /* --dtype; default f32 */
     vkattn_context *ctx;
     cli_outputs out;

@@ -37,7 +37,9 @@ static const char help_text[] =
     "                        be 1 (broadcast). Boolean True attends (SDPA's attn_mask)\n"
     "  --mask-true-blocks    a boolean --mask's True hides (nn.MultiheadAttention's)\n"
     "  --key-padding P.npy   uint8/bool [B,Tk]: 1 = token, 0 = padding\n"
-    "  --dtype f32|f16       storage of weights and activations on the device (default f32)\n"
+    "  --dtype f32|f16|bf16  storage of weights and activations on the device (default f32)\n"
+    "  --input-bf16          uint16 .npy inputs hold bf16 bits (torch's\n"
+    "                        t.view(torch.int16).numpy().view('<u2')), widened exactly\n"
     "  --weights-out W.npy   also write attention probabilities [B,Tq,Tk] (head average)\n"
     "  --per-head            ... or [B,H,Tq,Tk] per head\n"
     "  --check               compare with the CPU reference; exit 1 above 2e-4 / 1.5e-2\n"
@@ -53,6 +55,11 @@ static const char help_text[] =
     "                        q8_0 / q4_0 (ggml's blocks, quantized as K and V are\n"
     "                        appended; head dim a multiple of 64; --check then quantizes\n"
     "                        the reference's K and V the same way)\n"
+    "  --weight-dtype T      storage of the projection weights on the device: --dtype's\n"
+    "                        (default), f16, bf16 or q8_0 (ggml's blocks along\n"
+    "                        in_features, which must be multiples of 64; quantized once\n"
+    "                        when loaded; --check quantizes the reference's the same way);\n"
+    "                        f32 only with --dtype f32\n"
     "  --scale S             attention score scale, finite > 0 (default 1/sqrt(Dh))\n"
     "  --q-norm WQN.npy --k-norm WKN.npy   QK-norm: per-head RMSNorm of Q and K (after\n"
     "                        the projection, before RoPE) with float32 weights [Dh]\n"
@@ -94,10 +101,11 @@ typedef struct mha_job {
     float scale, norm_eps; /* --scale, --norm-eps; 0: the layer's defaults */
     cli_rope_options rope;
     cli_mods mods;
-    const char *prefix;     /* --prefix */
-    const char *kv_dtype;   /* --kv-dtype (NULL: the layer's dtype) */
-    cli_weight_names names; /* --names */
-    char *weight_labels[8]; /* "<file>:<name>" of the tensors from --weights */
+    const char *prefix;       /* --prefix */
+    const char *kv_dtype;     /* --kv-dtype (NULL: the layer's dtype) */
+    const char *weight_dtype; /* --weight-dtype (NULL: the layer's dtype) */
+    cli_weight_names names;   /* --names */
+    char *weight_labels[8];   /* "<file>:<name>" of the tensors from --weights */
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */
@@ -222,8 +230,12 @@ static int own_option(void *user, const char *flag, const char *value)
     int mod = cli_mods_option(&m->mods, flag, value);
     if (mod != 0)
         return mod;
-    if (strcmp(flag, "--prefix") == 0 || strcmp(flag, "--kv-dtype") == 0) {
-        *(strcmp(flag, "--prefix") == 0 ? &m->prefix : &m->kv_dtype) = value;
+    const char **text = strcmp(flag, "--prefix") == 0         ? &m->prefix
+                        : strcmp(flag, "--kv-dtype") == 0     ? &m->kv_dtype
+                        : strcmp(flag, "--weight-dtype") == 0 ? &m->weight_dtype
+                                                              : NULL;
+    if (text) {
+        *text = value;
         return 1;
     }
     if (strcmp(flag, "--names") == 0)
@@ -306,8 +318,9 @@ static int check_weight_source(const mha_job *m)
     return 0;
 }
 
-/* The cache's dtype: --kv-dtype (checked when parsed), else --dtype's. */
-static vkattn_dtype kv_dtype_of(const mha_job *m)
+/* The dtype a --kv-dtype / --weight-dtype value names (checked when
+ * parsed); `fallback` (--dtype's) when it was not given. */
+static vkattn_dtype dtype_named(const char *name, vkattn_dtype fallback)
 {
     static const struct {
         const char *name;
@@ -317,10 +330,32 @@ static vkattn_dtype kv_dtype_of(const mha_job *m)
                  {"bf16", VKATTN_DTYPE_BF16},
                  {"q8_0", VKATTN_DTYPE_Q8_0},
                  {"q4_0", VKATTN_DTYPE_Q4_0}};
-    for (size_t i = 0; m->kv_dtype && i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(m->kv_dtype, names[i].name) == 0)
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i].name) == 0)
             return names[i].dtype;
-    return m->job.dtype;
+    return fallback;
+}
+
+/* The cache's dtype: --kv-dtype, else --dtype's. */
+static vkattn_dtype kv_dtype_of(const mha_job *m) { return dtype_named(m->kv_dtype, m->job.dtype); }
+
+/* --weight-dtype: one of f32 (with --dtype f32), f16, bf16, q8_0. */
+static int check_weight_dtype(const mha_job *m)
+{
+    const char *w = m->weight_dtype;
+    if (!w)
+        return 0;
+    if (strcmp(w, "f32") && strcmp(w, "f16") && strcmp(w, "bf16") && strcmp(w, "q8_0")) {
+        cli_error("mha: --weight-dtype \"%s\": expected f32, f16, bf16 or q8_0", w);
+        return -1;
+    }
+    if (strcmp(w, "f32") == 0 && m->job.dtype != VKATTN_DTYPE_F32) {
+        cli_error("mha: --weight-dtype f32 with --dtype %s: the layer then keeps its weights "
+                  "in %s, bf16 or q8_0",
+                  vkattn_dtype_name(m->job.dtype), vkattn_dtype_name(m->job.dtype));
+        return -1;
+    }
+    return 0;
 }
 
 /* CLI_ARGS_OK, or the exit status. */
@@ -339,6 +374,8 @@ static int parse_options(mha_job *m, int argc, char **argv)
     static const int required[] = {X, WQ, WK, WV, WO};
     int n_required = m->in[WEIGHTS].path ? 1 : 5;
     if (cli_job_check_required(&m->job, required, n_required, !m->heads ? "--heads" : NULL) != 0)
+        return 2;
+    if (check_weight_dtype(m) != 0)
         return 2;
     if ((m->paged_block || m->kv_splits || m->kv_dtype) && !m->prefill) {
         cli_error("mha: %s needs --prefill", m->paged_block ? "--paged-block"
@@ -403,8 +440,11 @@ static int load_inputs(void *user)
         if (in[KV].path)
             swap01(in[KV].array.shape);
     }
+    /* with --weight-dtype the layer and the reference convert the
+     * projection weights themselves (never through --dtype first) */
     for (int k = 0; k < N_INPUTS; k++)
-        if (k != PAD && k != MASK && cli_round_to_dtype(&in[k], m->job.dtype) != 0)
+        if (k != PAD && k != MASK && !(m->weight_dtype && k >= WQ && k <= BO) &&
+            cli_round_to_dtype(&in[k], m->job.dtype) != 0)
             return -1;
     const int64_t *xs = in[X].array.shape;
     int64_t dm = xs[2], dkv = in[KV].path ? in[KV].array.shape[2] : in[WK].array.shape[1];
@@ -438,6 +478,7 @@ static int load_inputs(void *user)
         .kv_dim = (uint32_t)dkv,
         .bias = in[BQ].path || in[BK].path || in[BV].path || in[BO].path,
         .dtype = m->job.dtype,
+        .weight_dtype = dtype_named(m->weight_dtype, m->job.dtype),
         .scale = m->scale,
         .rope = m->rope.rope,
         .qk_norm = in[QN].path != NULL,

@@ -41,6 +41,7 @@ size_t npy_dtype_size(npy_dtype dtype)
     case NPY_I32:
         return 4;
     case NPY_F16:
+    case NPY_U16:
         return 2;
     case NPY_U8:
     case NPY_BOOL:
@@ -64,6 +65,8 @@ const char *npy_dtype_name(npy_dtype dtype)
         return "int32";
     case NPY_I64:
         return "int64";
+    case NPY_U16:
+        return "uint16";
     }
     return NULL;
 }
@@ -83,6 +86,8 @@ const char *npy_dtype_descr(npy_dtype dtype)
         return "<i4";
     case NPY_I64:
         return "<i8";
+    case NPY_U16:
+        return "<u2";
     }
     return NULL;
 }

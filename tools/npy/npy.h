@@ -19,6 +19,7 @@ typedef enum npy_dtype {
     NPY_BOOL = 3, /* '|b1', one byte 0 or 1 (nonzero bytes read as 1) */
     NPY_I32 = 4,  /* '<i4' (token positions) */
     NPY_I64 = 5,  /* '<i8' (numpy's default integer) */
+    NPY_U16 = 6,  /* '<u2' (bf16 bits, as torch's .view(torch.int16) and numpy hold them) */
 } npy_dtype;
 
 typedef struct npy_array {

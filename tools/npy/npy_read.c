@@ -211,14 +211,16 @@ static int read_body(FILE *f, const char *path, npy_array *a, char *error, size_
         a->dtype = NPY_I32;
     else if (strcmp(h.descr, "<i8") == 0)
         a->dtype = NPY_I64;
+    else if (strcmp(h.descr, "<u2") == 0)
+        a->dtype = NPY_U16;
     else if (h.descr[0] == '>')
         return npy_fail(error, error_size, path,
                         "dtype '%s' is big endian: only little endian is supported", h.descr);
     else
         return npy_fail(
             error, error_size, path,
-            "dtype '%s' is not supported (expected float32, float16, uint8, bool, int32 "
-            "or int64)",
+            "dtype '%s' is not supported (expected float32, float16, uint16, uint8, bool, "
+            "int32 or int64)",
             h.descr);
     if (h.fortran_order)
         return npy_fail(error, error_size, path,
