@@ -27,9 +27,16 @@ const bench_case bench_cases[] = {
     /* The QKV projection of 1024 tokens at Llama-3-8B width (x f32; W f32 or f16). */
     {"gemm_m1024_n6144_k4096", BENCH_LINEAR, FMA, 0, 0, 0, 0, 0, 0, 1024, 6144, 4096, false, false, F32, F32},
     {"gemm_m1024_n6144_k4096_f16", BENCH_LINEAR, FMA, 0, 0, 0, 0, 0, 0, 1024, 6144, 4096, false, false, F32, F16},
+    /* ... with bf16 weights (the same peak fraction as f16 expected) and q8_0
+     * weights (ggml's blocks: 34 bytes per 32 weights). */
+    {"gemm_m1024_n6144_k4096_bf16", BENCH_LINEAR, FMA, 0, 0, 0, 0, 0, 0, 1024, 6144, 4096, false, false, F32,
+     BF16},
+    {"gemm_m1024_n6144_k4096_q8_0", BENCH_LINEAR, FMA, 0, 0, 0, 0, 0, 0, 1024, 6144, 4096, false, false, F32,
+     Q8},
     /* The same for one token: a GEMV, bound by reading W. */
     {"gemv_m1_n6144_k4096", BENCH_LINEAR, READ, 0, 0, 0, 0, 0, 0, 1, 6144, 4096, false, false, F32, F32},
     {"gemv_m1_n6144_k4096_f16", BENCH_LINEAR, READ, 0, 0, 0, 0, 0, 0, 1, 6144, 4096, false, false, F32, F16},
+    {"gemv_m1_n6144_k4096_q8_0", BENCH_LINEAR, READ, 0, 0, 0, 0, 0, 0, 1, 6144, 4096, false, false, F32, Q8},
     /* Causal prefill attention, Llama-3-8B heads (GQA 32/8, Dh 128), f16 Q/K/V/out. */
     {"attn_prefill_gqa_d128_t512", BENCH_ATTENTION, FMA, 1, 32, 8, 512, 512, 128, 0, 0, 0, true, false, F16, F16},
     {"attn_prefill_gqa_d128_t1024", BENCH_ATTENTION, FMA, 1, 32, 8, 1024, 1024, 128, 0, 0, 0, true, false, F16,
@@ -56,6 +63,11 @@ const bench_case bench_cases[] = {
      Q8},
     {"attn_decode_gqa_d128_kv4096_q4_0", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
      Q4},
+    /* DeepSeek MLA's absorbed decode: 16 query heads over one KV head of
+     * 4096 tokens, Dk 576 (latent 512 + rope 64), Dv 512, f16; through
+     * vkattn_attention (Tq 1), as the KV cache keeps Dk = Dv <= 256. */
+    {"attn_decode_mla_d576_kv4096", BENCH_ATTENTION, READ, 1, 16, 1, 1, 4096, 576, 0, 0, 0, false, false, F16,
+     F16, .dv = 512},
     {"attn_decode_gqa_d128_kv4096_b8", BENCH_DECODE, READ, 8, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
      F16},
     /* The B = 1, 4096-token decode over a paged cache (blocks of 16 tokens,
@@ -79,6 +91,10 @@ const bench_case bench_cases[] = {
      * weights and the cache: FLOPs = 2 * (params of Wqkv + Wo) + 4 * Hq * Dh
      * * L; bytes = weights + K/V of the L tokens. */
     {"layer_llama8b_decode", BENCH_LAYER_STEP, READ, 1, 32, 8, 1, 1024, 4096, 0, 0, 0, true, false, F16, F16},
+    /* The same step with q8_0 weights (desc.weight_dtype; activations and
+     * cache f16): 53% of the f16 weights' bytes, target at most 0.8x its time. */
+    {"layer_llama8b_decode_q8_0", BENCH_LAYER_STEP, READ, 1, 32, 8, 1, 1024, 4096, 0, 0, 0, true, false, F16,
+     Q8},
     /* The same two with Llama 3's rotary embeddings (theta 500000, Llama 3.1
      * scaling 8, 1, 4, 8192; decode at positions 1023..), then also with
      * QK-norm (Qwen3, Gemma 3, OLMo 2): both in the projection's epilogue,
@@ -147,7 +163,9 @@ struct bench_runner {
 /* A buffer of n random values in [-1, 1) stored as dtype, owned by r. */
 static vkattn_buffer *random_buffer(bench_runner *r, uint64_t n, vkattn_dtype dt, uint64_t seed)
 {
-    size_t es = vkattn_dtype_size(dt);
+    bool q8 = dt == Q8; /* f32 values quantized (n: whole blocks) */
+    size_t es = q8 ? 4 : vkattn_dtype_size(dt);
+    uint64_t bytes = q8 ? vkattn_dtype_row_bytes(dt, n) : n * es;
     void *host = malloc(n * es);
     if (!host)
         bench_die(NULL, "out of host memory");
@@ -161,12 +179,20 @@ static vkattn_buffer *random_buffer(bench_runner *r, uint64_t n, vkattn_dtype dt
         else
             ((float *)host)[i] = v;
     }
+    if (q8) {
+        void *blocks = malloc(bytes);
+        char err[256];
+        if (!blocks || vkattn_ref_quantize(dt, host, n, blocks, err, sizeof err) != VKATTN_SUCCESS)
+            bench_die(NULL, "quantizing a q8_0 operand");
+        free(host);
+        host = blocks;
+    }
     vkattn_buffer *b = NULL;
-    vkattn_buffer_desc d = {.size = n * es};
+    vkattn_buffer_desc d = {.size = bytes};
     if (r->nbuffers == (int)(sizeof r->buffers / sizeof r->buffers[0]))
         bench_die(NULL, "too many buffers for one case");
     BENCH_CHECK(r->ctx, vkattn_buffer_create(r->ctx, &d, &b), "creating a buffer");
-    BENCH_CHECK(r->ctx, vkattn_buffer_upload(b, 0, host, n * es), "uploading a buffer");
+    BENCH_CHECK(r->ctx, vkattn_buffer_upload(b, 0, host, bytes), "uploading a buffer");
     free(host);
     r->buffers[r->nbuffers++] = b;
     return b;
@@ -208,8 +234,10 @@ static void fill_cache(bench_runner *r, uint32_t tokens)
     const bench_case *c = r->c;
     const uint32_t chunk = 256, dh = c->kind == BENCH_LAYER_STEP ? c->d / c->hq : c->d;
     int64_t ks[4] = {c->b, c->hkv, chunk, dh};
-    /* a quantized cache (no element size) quantizes the activations' dtype */
-    vkattn_dtype src = vkattn_dtype_size(c->data) ? c->data : c->act;
+    /* a quantized cache (no element size) quantizes the activations' dtype;
+     * a layer's cache holds its activations */
+    vkattn_dtype src =
+        c->kind == BENCH_LAYER_STEP || !vkattn_dtype_size(c->data) ? c->act : c->data;
     vkattn_buffer *kv = random_buffer(r, (uint64_t)c->b * c->hkv * chunk * dh, src, 11);
     for (uint32_t done = 0; done < tokens; done += chunk) {
         ks[2] = tokens - done < chunk ? tokens - done : chunk;
@@ -226,13 +254,13 @@ static void fill_cache(bench_runner *r, uint32_t tokens)
     }
 }
 
-static void make_cache(bench_runner *r, uint32_t dh, uint32_t capacity)
+static void make_cache(bench_runner *r, uint32_t dh, uint32_t capacity, vkattn_dtype dtype)
 {
     const bench_case *c = r->c;
     vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv,
                                .num_heads = c->hq,
                                .head_dim = dh,
-                               .dtype = c->data,
+                               .dtype = dtype,
                                .max_sequences = c->b,
                                .capacity = capacity,
                                .block_size = c->block};
@@ -251,7 +279,8 @@ static void make_layer(bench_runner *r)
                             .num_heads = c->hq,
                             .num_kv_heads = c->hkv,
                             .bias = c->bias,
-                            .dtype = c->data,
+                            .dtype = c->act,
+                            .weight_dtype = c->data != c->act ? c->data : c->act,
                             .qk_norm = (c->layer_opts & BENCH_QK_NORM) != 0};
     if (c->layer_opts & BENCH_ROPE)
         desc.rope = (vkattn_rope_desc){.theta = 500000.0f,
@@ -287,7 +316,9 @@ static void make_layer(bench_runner *r)
     double tokens = (double)c->b * c->tq;
     r->flops = 2.0 * tokens * weights +
                4.0 * c->b * c->hq * dh * visible_pairs(c->tq, c->tk, c->causal, 0);
-    r->bytes = (weights + 2.0 * tokens * dm) * vkattn_dtype_size(c->data);
+    /* weights in their dtype (q8_0: 34 bytes per 32), activations in theirs */
+    double weight_bytes = (double)vkattn_dtype_row_bytes(c->data, (uint64_t)weights);
+    r->bytes = weight_bytes + 2.0 * tokens * dm * vkattn_dtype_size(c->act);
     int64_t xs[3] = {c->b, c->tq, dm};
     if (c->kind == BENCH_LAYER) {
         BENCH_CHECK(r->ctx, vkattn_mha_reserve(r->layer, c->b, c->tq, c->tk), "reserving scratch");
@@ -297,7 +328,7 @@ static void make_layer(bench_runner *r)
         return;
     }
     /* BENCH_LAYER_STEP: a cache of capacity L holding L - T tokens. */
-    make_cache(r, dh, c->tk);
+    make_cache(r, dh, c->tk, c->act); /* the layer's activations */
     fill_cache(r, c->tk - c->tq);
     uint64_t scratch = 0;
     BENCH_CHECK(r->ctx, vkattn_mha_step_scratch_size(r->layer, c->b, c->tq, &scratch),
@@ -314,8 +345,7 @@ static void make_layer(bench_runner *r)
     s->sequences = r->sequences;
     s->x = random_tensor(r, c->act, 3, xs, 8);
     s->y = random_tensor(r, c->act, 3, xs, 9);
-    r->bytes = weights * vkattn_dtype_size(c->data) +
-               2.0 * c->b * c->hkv * (double)c->tk * dh * vkattn_dtype_size(c->data);
+    r->bytes = weight_bytes + 2.0 * c->b * c->hkv * (double)c->tk * dh * vkattn_dtype_size(c->act);
 }
 
 /* The case's sinks tensor (f32 [Hq]) when it has BENCH_SINKS. */
@@ -337,28 +367,35 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
     r->c = c;
     size_t as = vkattn_dtype_size(c->act), ds = vkattn_dtype_size(c->data);
     if (c->kind == BENCH_ATTENTION) {
-        int64_t qs[4] = {c->b, c->hq, c->tq, c->d}, ks[4] = {c->b, c->hkv, c->tk, c->d};
-        double nq = (double)c->b * c->hq * c->tq * c->d, nk = (double)c->b * c->hkv * c->tk * c->d;
+        uint32_t dv = c->dv ? c->dv : c->d;
+        int64_t qs[4] = {c->b, c->hq, c->tq, c->d}, ks[4] = {c->b, c->hkv, c->tk, c->d},
+                vs[4] = {c->b, c->hkv, c->tk, dv}, os[4] = {c->b, c->hq, c->tq, dv};
+        double nq = (double)c->b * c->hq * c->tq * (c->d + dv),
+               nk = (double)c->b * c->hkv * c->tk * (c->d + dv);
         r->attention.q = random_tensor(r, c->act, 4, qs, 1);
         r->attention.k = random_tensor(r, c->data, 4, ks, 2);
-        r->attention.v = random_tensor(r, c->data, 4, ks, 3);
-        r->attention.out = random_tensor(r, c->act, 4, qs, 4);
+        r->attention.v = random_tensor(r, c->data, 4, vs, 3);
+        r->attention.out = random_tensor(r, c->act, 4, os, 4);
         r->attention.causal = c->causal;
         r->attention.window = c->window;
         r->attention.softcap = c->score_mods & BENCH_SOFTCAP ? 50.0f : 0.0f;
         r->attention.alibi_max_bias = c->score_mods & BENCH_ALIBI ? 8.0f : 0.0f;
         r->attention.sinks = sinks_tensor(r);
-        r->flops = 4.0 * c->b * c->hq * c->d * visible_pairs(c->tq, c->tk, c->causal, c->window);
-        r->bytes = 2.0 * nq * as + 2.0 * nk * ds;
+        /* per pair: 2 Dk for the score, 2 Dv for the value */
+        r->flops =
+            2.0 * c->b * c->hq * (c->d + dv) * visible_pairs(c->tq, c->tk, c->causal, c->window);
+        r->bytes = nq * as + nk * ds;
     } else if (c->kind == BENCH_LINEAR) {
         int64_t xs[2] = {c->m, c->k}, ws[2] = {c->n, c->k}, ys[2] = {c->m, c->n};
         r->linear.x = random_tensor(r, c->act, 2, xs, 5);
         r->linear.w = random_tensor(r, c->data, 2, ws, 6);
         r->linear.y = random_tensor(r, c->act, 2, ys, 7);
         r->flops = 2.0 * c->m * c->n * c->k;
-        r->bytes = (double)c->m * c->k * as + (double)c->n * c->k * ds + (double)c->m * c->n * as;
+        r->bytes = (double)c->m * c->k * as +
+                   (double)vkattn_dtype_row_bytes(c->data, (uint64_t)c->n * c->k) +
+                   (double)c->m * c->n * as;
     } else if (c->kind == BENCH_DECODE) {
-        make_cache(r, c->d, c->tk);
+        make_cache(r, c->d, c->tk, c->data);
         fill_cache(r, c->tk);
         int64_t qs[4] = {c->b, c->hq, 1, c->d};
         r->decode.cache = r->cache;

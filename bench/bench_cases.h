@@ -52,6 +52,7 @@ typedef struct bench_case {
     unsigned layer_opts;    /* layers: bench_layer_opts bits */
     uint32_t window;        /* attention and decode: sliding window; 0: none */
     unsigned score_mods;    /* attention and decode: bench_score_mods bits */
+    uint32_t dv;            /* attention: v's (and out's) head dim; 0: d */
 } bench_case;
 
 extern const bench_case bench_cases[];

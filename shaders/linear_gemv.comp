@@ -58,6 +58,36 @@ void main() {
     [[unroll]] for (uint i = 0u; i < MR * NR; i++)
         acc[i] = 0.0;
 
+#if defined(W_Q8_0)
+    // q8_0 weights: a lane takes whole blocks (lane l: blocks l, l + LANES,
+    // ...; K is a multiple of 64), each read once as its scale and 8 words of
+    // int8, for all MR rows of X.
+    for (uint k = lane * 32u; k < pc.K; k += LANES * 32u) {
+        float d[NR];
+        uint q[NR * 8u];
+        [[unroll]] for (uint j = 0u; j < NR; j++) {
+            uint qj[8];
+            w_block(wr[j] + k, d[j], qj);
+            [[unroll]] for (uint i = 0u; i < 8u; i++)
+                q[j * 8u + i] = qj[i];
+        }
+        [[unroll]] for (uint r = 0u; r < MR; r++) {
+            float part[NR];
+            [[unroll]] for (uint j = 0u; j < NR; j++)
+                part[j] = 0.0;
+            [[unroll]] for (uint i = 0u; i < 8u; i++) {
+                vec4 xv = x_fetch4(xr[r] + k + 4u * i, k + 4u * i);
+                [[unroll]] for (uint j = 0u; j < NR; j++) {
+                    uint w = q[j * 8u + i];
+                    ivec4 v = ivec4(int(w << 24u), int(w << 16u), int(w << 8u), int(w)) >> 24;
+                    part[j] += dot(xv, vec4(v));
+                }
+            }
+            [[unroll]] for (uint j = 0u; j < NR; j++)
+                acc[r * NR + j] = fma(d[j], part[j], acc[r * NR + j]);
+        }
+    }
+#else
     uint k4 = (pc.K + 3u) / 4u;
     uint q0 = 0u;
     // Whole trips without bounds checks, unrolled (loop control is costly on
@@ -106,6 +136,7 @@ void main() {
                 acc[r * NR + j] += dot(xv, wv[j]);
         }
     }
+#endif
 
 #if GEMV_SUBGROUP
     [[unroll]] for (uint i = 0u; i < MR * NR; i++)

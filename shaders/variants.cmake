@@ -184,8 +184,8 @@ foreach(fam sg sh gemvsg gemvsh)
       list(APPEND extra Y_PACKED=1 Y_BF16=1)
     endif()
     vkattn_shader(linear_${fam}_vec_${xdt}_q8_0 ${src}
-                  DEFINES ${famdefs} INPUT_MODE=${mode_index} X_DT=${xdt} W_DT=q8_0 B_DT=f32
-                          ${extra})
+                  DEFINES ${famdefs} INPUT_MODE=${mode_index} X_DT=${xdt} W_DT=q8_0 W_Q8_0=1
+                          B_DT=f32 ${extra})
   endforeach()
 endforeach()
 
