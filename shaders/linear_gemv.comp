@@ -58,7 +58,46 @@ void main() {
     [[unroll]] for (uint i = 0u; i < MR * NR; i++)
         acc[i] = 0.0;
 
-#if defined(W_Q8_0)
+#if defined(W_Q8_0) && INPUT_MODE == 0
+    // q8_0 weights through rgba32ui texels (CPU drivers gather texels as
+    // vectors but load storage buffers lane by lane): a lane takes groups of
+    // 8 blocks (256 values, 272 bytes = 17 texels; K is a multiple of 256),
+    // fetches each row's 17 texels once, and finds every block's scale and
+    // int8 words at fixed places in them.
+    for (uint k = lane * 256u; k < pc.K; k += LANES * 256u) {
+        uvec4 wt[NR * 17u];
+        [[unroll]] for (uint j = 0u; j < NR; j++) {
+            uint t0 = ((wr[j] + k) >> 8) * 17u;
+            [[unroll]] for (uint t = 0u; t < 17u; t++)
+                wt[j * 17u + t] = w_texel(t0 + t);
+        }
+        [[unroll]] for (uint r = 0u; r < MR; r++) {
+            [[unroll]] for (uint kb = 0u; kb < 8u; kb++) {
+                float part[NR];
+                [[unroll]] for (uint j = 0u; j < NR; j++)
+                    part[j] = 0.0;
+                [[unroll]] for (uint i = 0u; i < 8u; i++) {
+                    uint kk = k + kb * 32u + 4u * i;
+                    vec4 xv = x_fetch4(xr[r] + kk, kk);
+                    uint o = kb * 34u + 2u + 4u * i; // byte of the word in the group
+                    [[unroll]] for (uint j = 0u; j < NR; j++) {
+                        uint lo = wt[j * 17u + (o >> 4)][(o >> 2) & 3u];
+                        uint hi = wt[j * 17u + ((o + 2u) >> 4)][((o + 2u) >> 2) & 3u];
+                        uint w = (o & 2u) == 0u ? lo : (lo >> 16u) | (hi << 16u);
+                        ivec4 v = ivec4(int(w << 24u), int(w << 16u), int(w << 8u), int(w)) >> 24;
+                        part[j] += dot(xv, vec4(v));
+                    }
+                }
+                uint o = kb * 34u; // the block's scale
+                [[unroll]] for (uint j = 0u; j < NR; j++) {
+                    uint sw = wt[j * 17u + (o >> 4)][(o >> 2) & 3u];
+                    float d = unpackHalf2x16((o & 2u) == 0u ? sw : sw >> 16u).x;
+                    acc[r * NR + j] = fma(d, part[j], acc[r * NR + j]);
+                }
+            }
+        }
+    }
+#elif defined(W_Q8_0)
     // q8_0 weights: a lane takes whole blocks (lane l: blocks l, l + LANES,
     // ...; K is a multiple of 64), each read once as its scale and 8 words of
     // int8, for all MR rows of X.

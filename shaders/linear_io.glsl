@@ -128,7 +128,12 @@ DECLARE_FETCH(0, x, tex16)
 #else
 DECLARE_FETCH(0, x, tex32)
 #endif
-#if defined(W_PACKED)
+#if defined(W_Q8_0)
+// q8_0 weights as 16-byte rgba32ui texels (the GEMV's groups of 8 blocks:
+// 272 bytes, 17 texels, rows a multiple of 256 values long)
+DECLARE_TEXELS(1, tex16, w)
+uvec4 w_texel(uint t) { return texelFetch(w_tex, int(t)); }
+#elif defined(W_PACKED)
 DECLARE_FETCH(1, w, tex16)
 #else
 DECLARE_FETCH(1, w, tex32)

@@ -186,6 +186,12 @@ foreach(fam sg sh gemvsg gemvsh)
     vkattn_shader(linear_${fam}_vec_${xdt}_q8_0 ${src}
                   DEFINES ${famdefs} INPUT_MODE=${mode_index} X_DT=${xdt} W_DT=q8_0 W_Q8_0=1
                           B_DT=f32 ${extra})
+    # the GEMVs also through texels: x rgba32f / rgba16f, w rgba32ui
+    if(src STREQUAL "linear_gemv.comp" AND NOT xdt STREQUAL "bf16")
+      vkattn_shader(linear_${fam}_tex_${xdt}_q8_0 ${src}
+                    DEFINES ${famdefs} INPUT_MODE=0 X_DT=${xdt} W_DT=q8_0 W_Q8_0=1 B_DT=f32
+                            ${extra})
+    endif()
   endforeach()
 endforeach()
 

@@ -175,15 +175,18 @@ static void test_larger_than_one_binding(void **state)
 static void test_windows_inside_the_tensor(void **state)
 {
     test_gpu *g = *state;
-    uint64_t saved = g->ctx->info.max_storage_buffer_range;
+    uint64_t saved = g->ctx->info.max_storage_buffer_range,
+             saved_texels = g->ctx->info.max_texel_buffer_elements;
     g->ctx->info.max_storage_buffer_range = 8192;
+    g->ctx->info.max_texel_buffer_elements = 512; /* 8 KiB of rgba32ui */
     for (int i = 0; i < 3; i++) {
-        q8_case c = {.B = 1, .T = 1 + 2 * i, .N = 150 + 7 * i, .K = i == 1 ? 192 : 128};
+        q8_case c = {.B = 1, .T = 1 + 2 * i, .N = 150 + 7 * i, .K = i == 1 ? 192 : 256};
         c.bias = true;
         c.xdt = xdts[i];
         run_case(g->ctx, &c, 550 + (uint64_t)i);
     }
     g->ctx->info.max_storage_buffer_range = saved;
+    g->ctx->info.max_texel_buffer_elements = saved_texels;
 }
 
 /* vkattn_linear_tune takes q8_0 weights; the tuned choice then runs. */
@@ -263,12 +266,18 @@ int main(void)
     };
     int failed =
         cmocka_run_group_tests_name("linear_q8_0_once", once, test_gpu_setup, test_gpu_teardown);
-    /* q8_0 blocks have no texel view: the texel policies would run the very
-     * same storage kernels again, so the two storage ones (subgroup and
-     * shared-memory families) cover every kernel */
+    /* q8_0 weights take texels in the GEMV kernels only (groups of 8 blocks
+     * when K is a multiple of 256): the texel policies run the GEMV cases,
+     * the storage policies everything */
+    const struct CMUnitTest texel_tests[] = {
+        cmocka_unit_test(test_gemv),
+        cmocka_unit_test(test_windows_inside_the_tensor),
+    };
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
-        if (test_policies[p].flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS)
-            failed +=
-                test_policy_run_group("linear_q8_0", p, tests, sizeof tests / sizeof tests[0]);
+        failed +=
+            test_policies[p].flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS
+                ? test_policy_run_group("linear_q8_0", p, tests, sizeof tests / sizeof tests[0])
+                : test_policy_run_group("linear_q8_0_texel", p, texel_tests,
+                                        sizeof texel_tests / sizeof texel_tests[0]);
     return failed;
 }

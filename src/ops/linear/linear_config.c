@@ -89,8 +89,10 @@ static bool has_f16_operand(const vka_linear_problem *p)
  * form (plain texels); storage buffers without texel inputs. */
 static uint32_t subgroup_input(const vkattn_context *ctx, const vka_linear_problem *p)
 {
-    if (!ctx->info.texel_inputs || p->w.dtype == VKATTN_DTYPE_Q8_0)
+    if (!ctx->info.texel_inputs)
         return LINEAR_INPUT_STORAGE;
+    if (p->w.dtype == VKATTN_DTYPE_Q8_0) /* texels in the GEMV only */
+        return p->M <= LINEAR_GEMV_MAX_ROWS ? LINEAR_INPUT_TEXEL : LINEAR_INPUT_STORAGE;
     return has_f16_operand(p) ? LINEAR_INPUT_TEXEL_PACKED : LINEAR_INPUT_TEXEL;
 }
 
@@ -135,8 +137,10 @@ static bool family_valid(const vkattn_context *ctx, const vka_linear_problem *p,
         return false;
     if (c->input != LINEAR_INPUT_STORAGE && !ctx->info.texel_inputs)
         return false;
-    /* q8_0 blocks have no texel view */
-    if (c->input != LINEAR_INPUT_STORAGE && p->w.dtype == VKATTN_DTYPE_Q8_0)
+    /* q8_0 blocks: rgba32ui texels in the GEMV kernels, else words */
+    bool gemv_family = c->family == LINEAR_FAM_GEMV_SG || c->family == LINEAR_FAM_GEMV_SH;
+    if (p->w.dtype == VKATTN_DTYPE_Q8_0 && c->input != LINEAR_INPUT_STORAGE &&
+        !(gemv_family && c->input == LINEAR_INPUT_TEXEL))
         return false;
     /* packed texels carry halves: with f32 operands only, the packed
      * binding would run the plain texel kernel under another name */
@@ -183,8 +187,9 @@ void vka_linear_config_default(const vkattn_context *ctx, const vka_linear_probl
     } else {
         c->family = gemv ? LINEAR_FAM_GEMV_SH : LINEAR_FAM_SH;
         /* GPUs convert rgba16f in the texture unit */
-        c->input = ctx->info.texel_inputs && p->w.dtype != VKATTN_DTYPE_Q8_0 ? LINEAR_INPUT_TEXEL
-                                                                             : LINEAR_INPUT_STORAGE;
+        c->input = ctx->info.texel_inputs && (p->w.dtype != VKATTN_DTYPE_Q8_0 || gemv)
+                       ? LINEAR_INPUT_TEXEL
+                       : LINEAR_INPUT_STORAGE;
         if (!gemv) {
             /* the big tiles where workgroups of 256 and the shared memory
              * for them are available and subgroups are GPU-sized */
@@ -265,7 +270,7 @@ uint32_t vka_linear_config_candidates(const vkattn_context *ctx, const vka_linea
     for (int f = 0; f < 2; f++) {
         /* every preset with the family's preferred binding ... */
         uint32_t in = f == 0 ? subgroup_input(ctx, p)
-                      : ctx->info.texel_inputs && p->w.dtype != VKATTN_DTYPE_Q8_0
+                      : ctx->info.texel_inputs && (p->w.dtype != VKATTN_DTYPE_Q8_0 || gemv)
                           ? LINEAR_INPUT_TEXEL
                           : LINEAR_INPUT_STORAGE;
         for (uint32_t preset = 0; preset < counts[f]; preset++)

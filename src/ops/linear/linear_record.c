@@ -81,6 +81,20 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
         [MODE_SCA] = LINEAR_KERNELS_STORAGE(fam, sca, full),                                     \
         [MODE_TEXP] = LINEAR_KERNELS_TEXP(fam, full)                                             \
     }
+/* The GEMVs also read q8_0 weights through rgba32ui texels (mode tex). */
+#define LINEAR_KERNELS_TEX_Q8_0(fam, full)                                                      \
+    {                                                                                           \
+        LINEAR_KERNEL(fam, tex, full, f32, f32), LINEAR_KERNELS_F16(fam, tex, full),            \
+            LINEAR_KERNEL(fam, tex, full, f32, q8_0), LINEAR_KERNEL(fam, tex, full, f16, q8_0), \
+            LINEAR_KERNEL(fam, tex, full, f16p, q8_0)                                           \
+    }
+#define LINEAR_FAMILY_GEMV(fam, full)                        \
+    {                                                        \
+        [MODE_TEX] = LINEAR_KERNELS_TEX_Q8_0(fam, full),     \
+        [MODE_VEC] = LINEAR_KERNELS_VEC(fam, full),          \
+        [MODE_SCA] = LINEAR_KERNELS_STORAGE(fam, sca, full), \
+        [MODE_TEXP] = LINEAR_KERNELS_TEXP(fam, full)         \
+    }
 #define LINEAR_FAMILY_NO_TEXP(fam, full)                                                         \
     {                                                                                            \
         [MODE_TEX] = LINEAR_KERNELS(fam, tex, full), [MODE_VEC] = LINEAR_KERNELS_VEC(fam, full), \
@@ -117,8 +131,8 @@ _Static_assert(sizeof(linear_push) == 128, "linear push constants must fit 128 b
 static const vka_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][4][W_KINDS] = {
     [LINEAR_FAM_SG] = LINEAR_FAMILY(sg, true),
     [LINEAR_FAM_SH] = LINEAR_FAMILY_NO_TEXP(sh, false),
-    [LINEAR_FAM_GEMV_SG] = LINEAR_FAMILY(gemvsg, true),
-    [LINEAR_FAM_GEMV_SH] = LINEAR_FAMILY(gemvsh, false),
+    [LINEAR_FAM_GEMV_SG] = LINEAR_FAMILY_GEMV(gemvsg, true),
+    [LINEAR_FAM_GEMV_SH] = LINEAR_FAMILY_GEMV(gemvsh, false),
 };
 
 /* Specialization constant ids (linear_io.glsl): the families' own use
@@ -204,7 +218,9 @@ enum { BIND_STORAGE, BIND_TEXEL, BIND_PACKED };
 
 uint64_t vka_linear_block_align(const vkattn_context *ctx)
 {
-    uint64_t a = ctx->info.min_storage_buffer_offset_alignment;
+    uint64_t a = ctx->info.min_storage_buffer_offset_alignment,
+             t = ctx->info.min_texel_buffer_offset_alignment;
+    a = a > t ? a : t;
     return a < 16 ? 16 : a;
 }
 
@@ -226,6 +242,9 @@ static bool window_fits(const vkattn_context *ctx, const vkattn_tensor *t, span 
     if (vka_dtype_is_quantized(t->dtype)) {
         uint64_t lo0, off, bytes;
         quant_window(ctx, t, s, &lo0, &off, &bytes);
+        if (kind == BIND_PACKED) /* 16-byte uint texels */
+            return t->buffer->texel_ok &&
+                   bytes / 16 <= vka_min_u64(ctx->info.max_texel_buffer_elements, 1ull << 30);
         return bytes <= vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
     }
     if (kind != BIND_STORAGE &&
@@ -252,6 +271,8 @@ static bool window_fits(const vkattn_context *ctx, const vkattn_tensor *t, span 
 /* The binding kinds of x and w in a shader input mode. */
 static int input_kind(int mode, vkattn_dtype dt)
 {
+    if (dt == VKATTN_DTYPE_Q8_0) /* blocks as rgba32ui texels, or words */
+        return mode == MODE_TEX ? BIND_PACKED : BIND_STORAGE;
     if (mode == MODE_TEXP)
         return dt == VKATTN_DTYPE_F16 ? BIND_PACKED : BIND_TEXEL;
     return mode == MODE_TEX ? BIND_TEXEL : BIND_STORAGE;
@@ -333,7 +354,13 @@ static vkattn_result bind(vkattn_context *ctx, const vkattn_tensor *t, span s, i
         /* the shader's element e is value e of the window (whole blocks) */
         uint64_t lo0, off, bytes;
         quant_window(ctx, t, s, &lo0, &off, &bytes);
-        r = vka_bind_window(ctx, t->buffer, off, bytes, 4, b, &first);
+        if (kind == BIND_PACKED) {
+            r = vka_bind_texel_window(ctx, t->buffer, off, vka_align_up(bytes, 16),
+                                      VKATTN_DTYPE_F32, b, &first);
+            b->format = VK_FORMAT_R32G32B32A32_UINT;
+        } else {
+            r = vka_bind_window(ctx, t->buffer, off, bytes, 4, b, &first);
+        }
         assert(r != VKATTN_SUCCESS || first == 0); /* off is aligned */
         *base = (uint32_t)0 - (uint32_t)lo0;
         return r;
@@ -407,6 +434,9 @@ static bool choose_mode(vkattn_context *ctx, const vka_linear_problem *p, const 
     for (int i = c->input == LINEAR_INPUT_TEXEL_PACKED ? 0 : 1; i < 2; i++) {
         uint64_t tmc, tnc;
         if (tries[i] == MODE_TEXP && !rows_aligned(p, 8))
+            continue;
+        /* q8_0 texels: the GEMV's groups of 8 blocks */
+        if (p->w.dtype == VKATTN_DTYPE_Q8_0 && p->K % 256)
             continue;
         if (!has_kernel(ctx, p, c->family, tries[i]) ||
             !split_find(ctx, p, c, tries[i], &tmc, &tnc))
