@@ -398,6 +398,32 @@ VKATTN_API const vkattn_mha_desc *vkattn_mha_config(const vkattn_mha *mha);
  * Synchronous; must not run while a recorded forward of this layer is pending. */
 VKATTN_API vkattn_result vkattn_mha_set_weights(vkattn_mha *mha, const vkattn_mha_weights *w);
 
+/* Weights the device already holds (for instance a checkpoint uploaded once,
+ * or shared by several layers): the layer records reads from these tensors,
+ * with no copy, until weights are set again; they must stay alive and
+ * unchanged while anything recorded runs, and are never destroyed by the
+ * layer. Each is contiguous (torch.nn.Linear's layout), of the layer's
+ * desc.weight_dtype (biases: that float type, f32 beside q8_0), at an
+ * offset that is a multiple of 16 bytes (q8_0: of the device's storage and
+ * texel offset alignments). A self-attention layer (kv_dim == embed_dim)
+ * takes wqkv [(Hq + 2*Hkv)*Dh, Dm] (and bqkv), any other wq [Hq*Dh, Dm] and
+ * wkv [2*Hkv*Dh, Dkv] (Wk's rows, then Wv's; bq and bkv), so every
+ * projection stays one GEMM. The per-head parameters are small host arrays,
+ * uploaded as vkattn_mha_set_weights does. Setting host weights again makes
+ * the layer read its own copy. */
+typedef struct vkattn_mha_weight_tensors {
+    vkattn_tensor wqkv;                                  /* self-attention */
+    vkattn_tensor wq, wkv;                               /* kv_dim != embed_dim */
+    vkattn_tensor wo;                                    /* [Dm, Hq*Dh] */
+    vkattn_tensor bqkv;                                  /* desc.bias, self-attention */
+    vkattn_tensor bq, bkv;                               /* desc.bias, kv_dim != embed_dim */
+    vkattn_tensor bo;                                    /* desc.bias */
+    const float *q_norm, *k_norm, *sinks, *alibi_slopes; /* as in vkattn_mha_weights */
+} vkattn_mha_weight_tensors;
+
+VKATTN_API vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *mha,
+                                                       const vkattn_mha_weight_tensors *t);
+
 /* x [B, Tq, Dm]; kv [B, Tk, Dkv] for cross-attention (buffer NULL: self-
  * attention, C = x); y [B, Tq, Dm]; all in the layer's dtype, last dimension
  * contiguous. Masks and weights as for vkattn_attention_args (the mask's

@@ -146,10 +146,8 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
                         d.embed_dim, d.kv_dim, d.num_heads, d.num_kv_heads, d.head_dim, need,
                         (unsigned long long)ctx->info.max_allocation_size);
     }
-    vkattn_buffer_desc bd = {.size = cursor};
-    r = vkattn_buffer_create(ctx, &bd, &m->weights);
-    if (r == VKATTN_SUCCESS)
-        r = create_heads_params(m);
+    m->weights_bytes = cursor;
+    r = create_heads_params(m);
     if (r == VKATTN_SUCCESS)
         r = create_mods_params(m);
     if (r != VKATTN_SUCCESS) {
@@ -228,6 +226,8 @@ static vkattn_result upload(weight_upload *u, uint64_t offset, const void *src, 
     return vkattn_buffer_upload(m->weights, offset, u->staging, bytes);
 }
 
+static vkattn_result check_per_head(vkattn_mha *m, const float *sinks, const float *slopes);
+
 vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
 {
     if (!m)
@@ -241,16 +241,12 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", why);
     const vkattn_mha_desc *d = &m->d;
-    /* sinks and slopes are logits and factors: a NaN or infinity would
-     * poison every row of its head */
-    const float *per_head[2] = {v.sinks, v.alibi_slopes};
-    const char *per_head_name[2] = {"sinks", "alibi_slopes"};
-    for (int t = 0; t < 2; t++)
-        for (uint32_t h = 0; per_head[t] && h < d->num_heads; h++)
-            if (!isfinite(per_head[t][h]))
-                return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                                "weights->%s[%u] is %g: it must be finite", per_head_name[t], h,
-                                (double)per_head[t][h]);
+    VKA_TRY(check_per_head(m, v.sinks, v.alibi_slopes));
+    if (!m->weights) { /* the layer's own storage, made on first use */
+        vkattn_buffer_desc bd = {.size = m->weights_bytes};
+        VKA_TRY(vkattn_buffer_create(ctx, &bd, &m->weights));
+    }
+    m->weights_set = false;
     uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_kv_width(d);
     uint64_t largest = qw * d->embed_dim;
     if (kvw * d->kv_dim > largest)
@@ -292,26 +288,55 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
     }
     vka_free(ctx, u.staging);
     vka_free(ctx, u.widened);
+    if (r == VKATTN_SUCCESS)
+        r = vka_mha_upload_params(m, v.q_norm, v.k_norm, v.sinks, v.alibi_slopes);
+    if (r == VKATTN_SUCCESS)
+        m->src = (vka_mha_weight_source){m->weights, m->weights, m->weights, m->weights,
+                                         m->weights, m->weights, m->off_wq,  m->off_wkv,
+                                         m->off_wo,  m->off_bq,  m->off_bkv, m->off_bo};
+    m->weights_set = r == VKATTN_SUCCESS;
+    return r;
+}
+
+/* sinks and slopes are logits and factors: a NaN or infinity would poison
+ * every row of its head. */
+static vkattn_result check_per_head(vkattn_mha *m, const float *sinks, const float *slopes)
+{
+    const float *per_head[2] = {sinks, slopes};
+    const char *per_head_name[2] = {"sinks", "alibi_slopes"};
+    for (int t = 0; t < 2; t++)
+        for (uint32_t h = 0; per_head[t] && h < m->d.num_heads; h++)
+            if (!isfinite(per_head[t][h]))
+                return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                                "weights->%s[%u] is %g: it must be finite", per_head_name[t], h,
+                                (double)per_head[t][h]);
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vka_mha_upload_params(vkattn_mha *m, const float *q_norm, const float *k_norm,
+                                    const float *sinks, const float *alibi_slopes)
+{
+    const vkattn_mha_desc *d = &m->d;
+    vkattn_result r = check_per_head(m, sinks, alibi_slopes);
     if (r == VKATTN_SUCCESS && d->qk_norm) { /* f32 whatever the layer's dtype */
-        r = vkattn_buffer_upload(m->heads_params, 0, v.q_norm, d->head_dim * 4ull);
+        r = vkattn_buffer_upload(m->heads_params, 0, q_norm, d->head_dim * 4ull);
         if (r == VKATTN_SUCCESS)
-            r = vkattn_buffer_upload(m->heads_params, d->head_dim * 4ull, v.k_norm,
+            r = vkattn_buffer_upload(m->heads_params, d->head_dim * 4ull, k_norm,
                                      d->head_dim * 4ull);
     }
-    if (r == VKATTN_SUCCESS && v.sinks)
-        r = vkattn_buffer_upload(m->mods_params, 0, v.sinks, 4ull * d->num_heads);
+    if (r == VKATTN_SUCCESS && sinks)
+        r = vkattn_buffer_upload(m->mods_params, 0, sinks, 4ull * d->num_heads);
     if (r == VKATTN_SUCCESS && d->alibi) { /* given slopes, or back to the standard ones */
-        float *slopes = vka_alloc(ctx, 4ull * d->num_heads);
+        float *slopes = vka_alloc(m->ctx, 4ull * d->num_heads);
         if (!slopes)
-            r = vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            r = vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         for (uint32_t h = 0; slopes && h < d->num_heads; h++)
-            slopes[h] = v.alibi_slopes ? v.alibi_slopes[h]
-                                       : (float)vka_alibi_slope(d->num_heads, d->alibi_max_bias, h);
+            slopes[h] = alibi_slopes ? alibi_slopes[h]
+                                     : (float)vka_alibi_slope(d->num_heads, d->alibi_max_bias, h);
         if (slopes)
             r = vkattn_buffer_upload(m->mods_params, m->off_slopes, slopes, 4ull * d->num_heads);
-        vka_free(ctx, slopes);
+        vka_free(m->ctx, slopes);
     }
-    m->weights_set = r == VKATTN_SUCCESS;
     return r;
 }
 

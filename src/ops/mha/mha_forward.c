@@ -210,13 +210,13 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
     vkattn_tensor o_heads = scratch_tensor(m, sbuf, base + sp.o, q_shape, o_strides);
 
     uint64_t qw = (uint64_t)hq * dh, kvw = (uint64_t)hkv * dh;
-    vkattn_tensor w_all = {.buffer = m->weights,
-                           .offset = m->off_wq,
+    vkattn_tensor w_all = {.buffer = m->src.q,
+                           .offset = m->src.off_q,
                            .dtype = d->weight_dtype,
                            .rank = 2,
                            .shape = {(int64_t)(qw + 2 * kvw), d->embed_dim}};
-    vkattn_tensor b_all = {.buffer = d->bias ? m->weights : NULL,
-                           .offset = m->off_bq,
+    vkattn_tensor b_all = {.buffer = d->bias ? m->src.bq : NULL,
+                           .offset = m->src.off_bq,
                            .dtype = vka_mha_bias_dtype(d),
                            .rank = 1,
                            .shape = {(int64_t)(qw + 2 * kvw)}};
@@ -236,13 +236,13 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         vkattn_tensor wq = w_all, bq = b_all;
         wq.shape[0] = (int64_t)qw;
         bq.shape[0] = (int64_t)qw;
-        vkattn_tensor wkv = {.buffer = m->weights,
-                             .offset = m->off_wkv,
+        vkattn_tensor wkv = {.buffer = m->src.kv,
+                             .offset = m->src.off_kv,
                              .dtype = d->weight_dtype,
                              .rank = 2,
                              .shape = {(int64_t)(2 * kvw), d->kv_dim}};
-        vkattn_tensor bkv = {.buffer = d->bias ? m->weights : NULL,
-                             .offset = m->off_bkv,
+        vkattn_tensor bkv = {.buffer = d->bias ? m->src.bkv : NULL,
+                             .offset = m->src.off_bkv,
                              .dtype = vka_mha_bias_dtype(d),
                              .rank = 1,
                              .shape = {(int64_t)(2 * kvw)}};
@@ -287,13 +287,13 @@ vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vk
 {
     const vkattn_mha_desc *d = &m->d;
     int64_t b = o->shape[0], tq = o->shape[1], qw = o->shape[2];
-    vkattn_tensor wo = {.buffer = m->weights,
-                        .offset = m->off_wo,
+    vkattn_tensor wo = {.buffer = m->src.o,
+                        .offset = m->src.off_o,
                         .dtype = d->weight_dtype,
                         .rank = 2,
                         .shape = {d->embed_dim, qw}};
-    vkattn_tensor bo = {.buffer = d->bias ? m->weights : NULL,
-                        .offset = m->off_bo,
+    vkattn_tensor bo = {.buffer = d->bias ? m->src.bo : NULL,
+                        .offset = m->src.off_bo,
                         .dtype = vka_mha_bias_dtype(d),
                         .rank = 1,
                         .shape = {d->embed_dim}};

@@ -19,6 +19,16 @@
  * views need minTexelBufferOffsetAlignment, 256 bytes on SwiftShader). */
 #define VKA_MHA_PLACEMENT 256u
 
+/* Where the forward and the steps read the projection weights: the layer's
+ * own buffer (vkattn_mha_set_weights) or the caller's tensors
+ * (vkattn_mha_set_weight_tensors, borrowed, never destroyed). Wq's rows at
+ * q/off_q, Wk's then Wv's at kv/off_kv (in a self-attention layer right
+ * after Wq's: one packed matrix), Wo at o/off_o; biases alike. */
+typedef struct vka_mha_weight_source {
+    vkattn_buffer *q, *kv, *o, *bq, *bkv, *bo;
+    uint64_t off_q, off_kv, off_o, off_bq, off_bkv, off_bo;
+} vka_mha_weight_source;
+
 struct vkattn_mha {
     vkattn_context *ctx;
     vkattn_mha_desc d; /* resolved */
@@ -26,8 +36,10 @@ struct vkattn_mha {
     /* Weights in d.weight_dtype, one buffer: Wq rows then Wk, Wv rows (one
      * matrix when kv_dim == embed_dim, else Wkv after Wq), then Wo, then
      * biases (vka_mha_bias_dtype). */
-    vkattn_buffer *weights;
+    vkattn_buffer *weights; /* created by the first vkattn_mha_set_weights */
+    uint64_t weights_bytes;
     uint64_t off_wq, off_wkv, off_wo, off_bq, off_bkv, off_bo;
+    vka_mha_weight_source src; /* what the recorded passes read */
     bool weights_set;
     vkattn_buffer *scratch; /* the layer's own, grown by reserve */
     /* QK-norm and RoPE (NULL without either): f32 norm weights of Q and K
@@ -90,6 +102,12 @@ static inline uint64_t vka_mha_bytes(const vkattn_mha *m, uint64_t a, uint64_t b
     vka_product_u64(f, 5, &n);
     return n;
 }
+
+/* The per-head parameters of a weights call: QK-norm weights (desc.qk_norm),
+ * sinks (desc.sinks) and ALiBi slopes (desc.alibi; NULL: the standard ones),
+ * f32 host arrays, checked finite and uploaded. */
+vkattn_result vka_mha_upload_params(vkattn_mha *m, const float *q_norm, const float *k_norm,
+                                    const float *sinks, const float *alibi_slopes);
 
 /* The layer's own scratch, at least `bytes` (synchronous when it grows). */
 vkattn_result vka_mha_scratch_grow(vkattn_mha *m, uint64_t bytes);

@@ -94,13 +94,13 @@ static vka_linear_segments_args projection(vkattn_mha *m, const vkattn_tensor *x
              kvw = (uint64_t)d->num_kv_heads * d->head_dim;
     vka_linear_segments_args p = {
         .x = *x,
-        .w = {.buffer = m->weights,
-              .offset = m->off_wq,
+        .w = {.buffer = m->src.q,
+              .offset = m->src.off_q,
               .dtype = d->weight_dtype,
               .rank = 2,
               .shape = {(int64_t)(qw + 2 * kvw), d->embed_dim}},
-        .b = {.buffer = d->bias ? m->weights : NULL,
-              .offset = m->off_bq,
+        .b = {.buffer = d->bias ? m->src.bq : NULL,
+              .offset = m->src.off_bq,
               .dtype = vka_mha_bias_dtype(d),
               .rank = 1,
               .shape = {(int64_t)(qw + 2 * kvw)}},

@@ -1,0 +1,126 @@
+/* vkattn_mha_set_weight_tensors: the layer reads its projection weights
+ * from the caller's device tensors (no copy, nothing uploaded but the small
+ * per-head parameters). Each tensor is checked against the layer's shapes
+ * and dtypes and must be laid out as the layer's own buffer is: rows
+ * contiguous, Q, K and V rows one packed matrix in a self-attention layer. */
+#include "core/tensor.h"
+#include "ops/mha/mha_internal.h"
+#include "spec/mha_desc.h"
+
+/* A weight or bias tensor of the layer: resolved, of `dtype`, rank
+ * `rank`, shape {rows, cols} (bias: {rows}), contiguous, at an offset the
+ * linear op takes. */
+static vkattn_result check_tensor(vkattn_mha *m, const vkattn_tensor *t, const char *name,
+                                  vkattn_dtype dtype, uint32_t rank, uint64_t rows, uint64_t cols,
+                                  vkattn_buffer **buf, uint64_t *offset)
+{
+    vkattn_context *ctx = m->ctx;
+    uint64_t align = dtype == VKATTN_DTYPE_Q8_0 ? vka_linear_block_align(ctx) : 16;
+    vkattn_tensor r;
+    VKA_TRY(vka_tensor_resolve_blocks(ctx, t, name, align, &r));
+    char b1[VKA_DTYPE_TEXT], b2[VKA_DTYPE_TEXT];
+    if (r.dtype != dtype)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "%s.dtype is %s but the layer keeps %s there (desc.weight_dtype)", name,
+                        vka_dtype_text(r.dtype, b1), vka_dtype_text(dtype, b2));
+    bool shape_ok = r.rank == rank && (uint64_t)r.shape[0] == rows &&
+                    (rank == 1 || (uint64_t)r.shape[1] == cols);
+    if (!shape_ok)
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                        "%s is rank %u [%lld, %lld]: the layer needs %s [%llu%s%llu]", name, r.rank,
+                        (long long)r.shape[0], (long long)(r.rank > 1 ? r.shape[1] : 0),
+                        rank == 1 ? "rank 1" : "rank 2", (unsigned long long)rows,
+                        rank == 1 ? "" : ", ", rank == 1 ? 0ull : (unsigned long long)cols);
+    if (!vka_tensor_is_contiguous(&r))
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s must be contiguous (rows back to back, as torch.nn.Linear keeps them)",
+                        name);
+    if (r.offset % align)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s.offset %llu is not a multiple of %llu bytes", name,
+                        (unsigned long long)r.offset, (unsigned long long)align);
+    *buf = r.buffer;
+    *offset = r.offset;
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *m, const vkattn_mha_weight_tensors *t)
+{
+    if (!m)
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    vkattn_context *ctx = m->ctx;
+    if (!t)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "vkattn_mha_set_weight_tensors: t is NULL");
+    const vkattn_mha_desc *d = &m->d;
+    uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_kv_width(d);
+    vkattn_dtype wdt = d->weight_dtype, bdt = vka_mha_bias_dtype(d);
+    bool packed = d->kv_dim == d->embed_dim;
+    const char *missing = NULL;
+    if (packed && (t->wq.buffer || t->wkv.buffer))
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "t->%s is set but the layer is self-attention (kv_dim == embed_dim): give "
+                        "its Q, K and V rows as one packed t->wqkv",
+                        t->wq.buffer ? "wq" : "wkv");
+    if (!packed && t->wqkv.buffer)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "t->wqkv is set but desc.kv_dim %u differs from embed_dim %u: give t->wq "
+                        "and t->wkv (Wk's rows, then Wv's)",
+                        d->kv_dim, d->embed_dim);
+    missing = packed ? (!t->wqkv.buffer ? "wqkv" : NULL)
+                     : (!t->wq.buffer    ? "wq"
+                        : !t->wkv.buffer ? "wkv"
+                                         : NULL);
+    if (!missing && !t->wo.buffer)
+        missing = "wo";
+    if (!missing && d->bias)
+        missing = packed ? (!t->bqkv.buffer ? "bqkv" : NULL)
+                         : (!t->bq.buffer    ? "bq"
+                            : !t->bkv.buffer ? "bkv"
+                                             : NULL);
+    if (!missing && d->bias && !t->bo.buffer)
+        missing = "bo";
+    if (missing)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "t->%s.buffer is NULL: it is required",
+                        missing);
+    vka_mha_weight_source s = {0};
+    if (packed) {
+        VKA_TRY(check_tensor(m, &t->wqkv, "t->wqkv", wdt, 2, qw + 2 * kvw, d->embed_dim, &s.q,
+                             &s.off_q));
+        s.kv = s.q;
+        s.off_kv = s.off_q + vka_mha_weight_bytes(d, qw, d->embed_dim);
+    } else {
+        VKA_TRY(check_tensor(m, &t->wq, "t->wq", wdt, 2, qw, d->embed_dim, &s.q, &s.off_q));
+        VKA_TRY(check_tensor(m, &t->wkv, "t->wkv", wdt, 2, 2 * kvw, d->kv_dim, &s.kv, &s.off_kv));
+    }
+    VKA_TRY(check_tensor(m, &t->wo, "t->wo", wdt, 2, d->embed_dim, qw, &s.o, &s.off_o));
+    if (d->bias) {
+        if (packed) {
+            VKA_TRY(
+                check_tensor(m, &t->bqkv, "t->bqkv", bdt, 1, qw + 2 * kvw, 0, &s.bq, &s.off_bq));
+            s.bkv = s.bq;
+            s.off_bkv = s.off_bq + qw * vkattn_dtype_size(bdt);
+        } else {
+            VKA_TRY(check_tensor(m, &t->bq, "t->bq", bdt, 1, qw, 0, &s.bq, &s.off_bq));
+            VKA_TRY(check_tensor(m, &t->bkv, "t->bkv", bdt, 1, 2 * kvw, 0, &s.bkv, &s.off_bkv));
+        }
+        VKA_TRY(check_tensor(m, &t->bo, "t->bo", bdt, 1, d->embed_dim, 0, &s.bo, &s.off_bo));
+    }
+    const char *param = d->qk_norm && (!t->q_norm || !t->k_norm)
+                            ? (!t->q_norm ? "q_norm" : "k_norm")
+                        : d->sinks && !t->sinks ? "sinks"
+                                                : NULL;
+    if (param)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "t->%s is NULL but the layer's desc needs it (desc.%s)", param,
+                        d->sinks && !t->sinks ? "sinks" : "qk_norm");
+    m->weights_set = false;
+    VKA_TRY(vka_mha_upload_params(m, t->q_norm, t->k_norm, d->sinks ? t->sinks : NULL,
+                                  d->alibi ? t->alibi_slopes : NULL));
+    m->src = s;
+    m->weights_set = true;
+    /* the layer's own copy, if any, is no longer read */
+    vkattn_buffer_destroy(m->weights);
+    m->weights = NULL;
+    return VKATTN_SUCCESS;
+}
