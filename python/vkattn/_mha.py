@@ -26,13 +26,27 @@ _ROPE_STYLES = {"neox": 0, "gptj": 1}
 _ROPE_SCALINGS = {None: 0, "default": 0, "linear": 1, "llama3": 2}
 
 
+_WEIGHT_DTYPES = {None: _lib.DTYPE_F32, "f32": _lib.DTYPE_F32, "f16": _lib.DTYPE_F16,
+                  "bf16": _lib.DTYPE_BF16, "q8_0": _lib.DTYPE_Q8_0}
+_CACHE_DTYPES = {"f32": _lib.DTYPE_F32, "f16": _lib.DTYPE_F16, "bf16": _lib.DTYPE_BF16,
+                 "q8_0": _lib.DTYPE_Q8_0, "q4_0": _lib.DTYPE_Q4_0}
+
+
+def _weight_dtype_code(name):
+    """weight_dtype: None (the layer's dtype), "f16", "bf16" or "q8_0"."""
+    if name not in _WEIGHT_DTYPES:
+        raise bad("weight_dtype %r: use None (the layer's dtype), 'f16', 'bf16' or 'q8_0'"
+                  % (name,))
+    return _WEIGHT_DTYPES[name]
+
+
 class LayerSpec:
     """The layer's configuration (a vkattn_mha_desc) and its state-dict rules."""
 
     def __init__(self, embed_dim, num_heads, num_kv_heads=None, head_dim=None, kdim=None,
                  bias=True, dtype="f32", scale=None, window=0, softcap=0.0, rope_theta=0.0,
                  rope_dims=0, rope_style="neox", rope_scaling=None, qk_norm=False, norm_eps=0.0,
-                 sinks=False, alibi=False, alibi_max_bias=0.0):
+                 sinks=False, alibi=False, alibi_max_bias=0.0, weight_dtype=None):
         for name, val in (("embed_dim", embed_dim), ("num_heads", num_heads)):
             if int(val) <= 0:
                 raise bad("%s %d: must be > 0" % (name, int(val)))
@@ -78,6 +92,7 @@ class LayerSpec:
         d.sinks = bool(sinks)
         d.alibi = bool(alibi or alibi_max_bias)
         d.alibi_max_bias = float(alibi_max_bias)
+        d.weight_dtype = _weight_dtype_code(weight_dtype)
         self.desc = d
 
     def sizes(self):
@@ -163,7 +178,8 @@ class MultiheadAttention:
     MultiheadAttention(ctx, embed_dim, num_heads, num_kv_heads=None, bias=True,
     kdim=None, dtype="f32", head_dim=None, window=0, softcap=0.0, scale=None,
     rope_theta=0.0, rope_dims=0, rope_style="neox", rope_scaling=None (HF's dict),
-    qk_norm=False, norm_eps=0.0, sinks=False, alibi=False, alibi_max_bias=0.0):
+    qk_norm=False, norm_eps=0.0, sinks=False, alibi=False, alibi_max_bias=0.0,
+    weight_dtype=None ("f16", "bf16", "q8_0": the weights' storage on the device)):
     modern decoder layers (see include/vkattn/ops.h "MHA layer"); their weights
     come as q_norm.weight, k_norm.weight, sinks, alibi_slopes.
     Weights use torch.nn.Linear's layout; load them with load_state_dict,
@@ -335,10 +351,12 @@ class MultiheadAttention:
                          key_padding_mask, need_weights, mask_true_blocks, causal_top_left,
                          positions)
 
-    def kv_cache(self, max_tokens, batch=1, paged_block=0, num_blocks=0):
+    def kv_cache(self, max_tokens, batch=1, paged_block=0, num_blocks=0, dtype=None):
         """A KV cache for this layer: `batch` sequences of up to max_tokens
-        each; paged_block > 0 makes it paged with blocks of that many tokens."""
-        return KVCache(self, max_tokens, batch, paged_block, num_blocks)
+        each; paged_block > 0 makes it paged with blocks of that many tokens.
+        dtype: None (the layer's), or "q8_0" / "q4_0" (ggml's blocks,
+        quantized as K and V are appended; head_dim a multiple of 64)."""
+        return KVCache(self, max_tokens, batch, paged_block, num_blocks, dtype)
 
     def step(self, x_new, cache, sequences=None, mask=None):
         """One step over a KV cache: the T new tokens x_new [batch, T, embed_dim]
@@ -381,14 +399,16 @@ class KVCache:
     """The keys and values of one layer for `max_sequences` sequences
     (vkattn_kv_cache); made by MultiheadAttention.kv_cache."""
 
-    def __init__(self, layer, max_tokens, batch=1, paged_block=0, num_blocks=0):
+    def __init__(self, layer, max_tokens, batch=1, paged_block=0, num_blocks=0, dtype=None):
         self.layer = layer
         self.ctx = layer.ctx
         self._handle = None
         d = layer.spec.desc
         desc = _lib.KvCacheDesc()
         desc.num_kv_heads, desc.num_heads, desc.head_dim = d.num_kv_heads, d.num_heads, d.head_dim
-        desc.dtype = d.dtype
+        if dtype is not None and dtype not in _CACHE_DTYPES:
+            raise bad("dtype %r: use None (the layer's), 'q8_0' or 'q4_0'" % (dtype,))
+        desc.dtype = d.dtype if dtype is None else _CACHE_DTYPES[dtype]
         desc.max_sequences = A.u32("batch", batch)
         desc.capacity = A.u32("max_tokens", max_tokens)
         desc.block_size = A.u32("paged_block", paged_block)

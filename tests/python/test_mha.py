@@ -168,3 +168,29 @@ def test_modern_decoder_layer(ctx, rng, opts):
     ys = [layer.step(x[:, :5], cache)] + [layer.step(x[:, t:t + 1], cache) for t in range(5, 9)]
     close(np.concatenate(ys, axis=1), full, 2e-4)
     assert set(layer.state_dict()) == set(sd)
+
+
+@pytest.mark.parametrize("weight_dtype", ["q8_0", "bf16"])
+def test_weight_dtype_and_quantized_cache(ctx, rng, weight_dtype):
+    """weight_dtype keeps the weights in q8_0 / bf16 on the device: equal to
+    the reference that converts them alike, near the f32 formula; steps over
+    a q8_0 cache stay near the forward."""
+    Dm, Hq, Hkv, Dh = 128, 4, 2, 64
+    w, sd = hf_state(rng, Dm, Hq, Hkv, Dh, True)
+    sd = {k.split("self_attn.")[1]: v for k, v in sd.items()}
+    layer = vkattn.MultiheadAttention(ctx, Dm, Hq, num_kv_heads=Hkv, head_dim=Dh,
+                                      weight_dtype=weight_dtype).load_state_dict(sd)
+    x = randn(rng, 1, 6, Dm)
+    y = layer(x, causal=True)
+    ref = vkattn.reference.mha(x, sd, embed_dim=Dm, num_heads=Hq, num_kv_heads=Hkv,
+                               head_dim=Dh, causal=True, weight_dtype=weight_dtype)
+    close(y, ref, 2e-4)
+    close(y, np_mha(x, w, Hq, Hkv, causal=True), 3e-2)  # the format's own error
+    cache = layer.kv_cache(8, dtype="q8_0")
+    ys = [layer.step(x[:, :4], cache), layer.step(x[:, 4:5], cache),
+          layer.step(x[:, 5:6], cache)]
+    close(np.concatenate(ys, axis=1), y, 2e-2)
+    with pytest.raises(ValueError):
+        vkattn.MultiheadAttention(ctx, Dm, Hq, weight_dtype="q4_0")
+    with pytest.raises(ValueError):
+        layer.kv_cache(8, dtype="f64")
