@@ -201,12 +201,9 @@ endforeach()
 vkattn_attention_variants(attention sg sm)
 vkattn_attention_variants(attention weights NO_OUTPUT)
 # attention_merge.comp: two results merged by their LSE (by out storage).
-foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
+foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16) # bf16: pairs in words
   vkattn_storage_defines(ok extra ${dt})
   vkattn_shader(attention_merge_${dt} attention_merge.comp DEFINES O_DT=${dt} ${extra})
-endforeach()
-foreach(dt bf16) # pairs in 32-bit words: no 16-bit storage
-  vkattn_shader(attention_merge_${dt} attention_merge.comp DEFINES O_DT=${dt})
 endforeach()
 
 # kv_append.comp: K and V of a step copied into a KV cache's block pools.
@@ -264,10 +261,7 @@ endforeach()
 
 # rope.comp: rotary position embeddings (src/ops/rope/), by the storage of x
 # and out (one dtype).
-foreach(dt IN LISTS VKATTN_STORAGE_TYPES)
+foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_storage_defines(ok extra ${dt})
   vkattn_shader(rope_${dt} rope.comp DEFINES DT=${dt} ${extra})
-endforeach()
-foreach(dt bf16)
-  vkattn_shader(rope_${dt} rope.comp DEFINES DT=${dt})
 endforeach()
