@@ -103,10 +103,20 @@ static inline vkattn_dtype vka_kv_activation_dtype(vkattn_dtype dtype)
  * ([B, Hkv, T, Dh] in the cache's dtype, or a float dtype for a quantized
  * cache, T fitting 32 bits) naming them as given. The MHA layer's steps
  * use it for quantized caches, whose K and V it projects to scratch. */
+/* The append kernels' push constants: for kv_append.comp head dims,
+ * offsets and strides in vec4s (dh4 = Dh / 4), for kv_append_quant.comp in
+ * elements with dh4 = Dh / 64 (pairs of blocks). */
+typedef struct vka_kv_append_push {
+    uint32_t batch, heads, tokens, dh4;
+    uint32_t k_first, v_first;
+    uint32_t stride_b, stride_h, stride_t;
+    uint32_t block_size, table_width;
+} vka_kv_append_push;
+
 typedef struct vka_kv_append_plan {
     vka_binding bindings[5];
     vka_pipeline *pipeline;
-    uint32_t push[12];
+    vka_kv_append_push push;
     uint32_t gx, gy;
 } vka_kv_append_plan;
 vkattn_result vka_kv_append_check(vkattn_kv_cache *cache, const vkattn_tensor *k,

@@ -14,7 +14,7 @@
         .name = "kv_append_" #s, .spirv = &vka_spirv_kv_append_##s, .binding_count = 5, \
         .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE,     \
                      VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},                         \
-        .push_size = 11 * 4                                                             \
+        .push_size = sizeof(vka_kv_append_push)                                         \
     }
 
 static const vka_kernel append_kernels[4] = {
@@ -30,7 +30,7 @@ static const vka_kernel append_kernels[4] = {
         .binding_count = 5,                                                         \
         .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, \
                      VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},                     \
-        .push_size = 11 * 4                                                         \
+        .push_size = sizeof(vka_kv_append_push)                                     \
     }
 #define QUANT_KERNELS(q)                                                                        \
     {                                                                                           \
@@ -39,16 +39,6 @@ static const vka_kernel append_kernels[4] = {
     }
 /* by [cache is q4_0][storage of k and v] */
 static const vka_kernel quant_kernels[2][4] = {QUANT_KERNELS(q8_0), QUANT_KERNELS(q4_0)};
-
-/* Both kernels' push constants: for kv_append.comp head dims, offsets and
- * strides in vec4s (dh4 = Dh / 4), for kv_append_quant.comp in elements
- * with dh4 = Dh / 64 (pairs of blocks). */
-typedef struct append_push {
-    uint32_t batch, heads, tokens, dh4;
-    uint32_t k_first, v_first;
-    uint32_t stride_b, stride_h, stride_t;
-    uint32_t block_size, table_width;
-} append_push;
 
 /* Checks k or v: [B, Hkv, T, Dh] in the cache's dtype (a quantized
  * cache: f32, f16 or bf16), rows on 4-element boundaries. */
@@ -127,9 +117,7 @@ vkattn_result vka_kv_append_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                         "append of %llu units is too large for one dispatch",
                         (unsigned long long)units);
-    append_push *push = (append_push *)plan->push;
-    _Static_assert(sizeof plan->push >= sizeof *push, "vka_kv_append_plan.push holds it");
-    *push = (append_push){
+    plan->push = (vka_kv_append_push){
         .batch = batch,
         .heads = c->d.num_kv_heads,
         .tokens = tokens,
@@ -149,7 +137,7 @@ vkattn_result vka_kv_append_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
                                      vka_kv_append_plan *plan, const vka_binding *meta)
 {
     plan->bindings[0] = *meta;
-    return vka_cmd_dispatch(ctx, cmd, plan->pipeline, plan->bindings, plan->push, plan->gx,
+    return vka_cmd_dispatch(ctx, cmd, plan->pipeline, plan->bindings, &plan->push, plan->gx,
                             plan->gy, 1);
 }
 
