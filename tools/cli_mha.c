@@ -188,14 +188,16 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
                                    .x = fa->x,
                                    .y = fa->y,
                                    .kv_splits = kv_splits};
-        /* [B, n, Dm] views of the full [B, Tq, Dm] tensors at token t
-         * (batch-first, or with --seq-first [Tq, B, Dm] storage) */
+        /* [B, n, Dm] views of the full [B, Tq, Dm] tensors at token t,
+         * through their strides (--seq-first's [Tq, B, Dm] storage), or
+         * the contiguous ones where they have the defaults */
         for (int k = 0; k < 2; k++) {
             vkattn_tensor *v = k ? &sa.y : &sa.x;
-            bool seq_first = v->strides[1] > v->strides[0] && v->strides[0];
-            v->strides[0] = seq_first ? d->embed_dim : (int64_t)tq * d->embed_dim;
-            v->strides[1] = seq_first ? (int64_t)batch * d->embed_dim : d->embed_dim;
-            v->strides[2] = 1;
+            if (v->strides[0] == 0 && v->strides[1] == 0 && v->strides[2] == 0) {
+                v->strides[0] = (int64_t)tq * d->embed_dim;
+                v->strides[1] = d->embed_dim;
+                v->strides[2] = 1;
+            }
             v->shape[1] = n;
             v->offset += (uint64_t)t * v->strides[1] * es;
         }
