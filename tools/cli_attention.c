@@ -84,25 +84,6 @@ static int own_option(void *user, const char *flag, const char *value)
     return 0;
 }
 
-/* --layout bthd: a tensor of logical shape [B, H, T, D] over [B, T, H, D]
- * storage (strides in elements, no copy). */
-static void bthd_strides(const int64_t *shape, int64_t *strides)
-{
-    strides[0] = shape[2] * shape[1] * shape[3];
-    strides[1] = shape[3];
-    strides[2] = shape[1] * shape[3];
-    strides[3] = 1;
-}
-
-/* A [B, T, H, D] array's dims 1 and 2 swapped: the logical [B, H, T, D]
- * the rest of the command works with (the data stays as it is). */
-static void swap_dims(int64_t *shape)
-{
-    int64_t t = shape[1];
-    shape[1] = shape[2];
-    shape[2] = t;
-}
-
 /* CLI_ARGS_OK, or the exit status. */
 static int parse_options(attention_job *a, int argc, char **argv)
 {
@@ -158,7 +139,7 @@ static int load_inputs(void *user)
     if (cli_job_load(&a->job, ranks, PAD) != 0)
         return -1;
     for (int k = Q; a->bthd && k <= V; k++)
-        swap_dims(a->in[k].array.shape);
+        cli_swap_dims(a->in[k].array.shape, 1, 2);
     if (check_rope_inputs(a) != 0)
         return -1;
     int64_t hq = a->in[Q].array.shape[1];
@@ -214,7 +195,7 @@ static int run(void *user)
     const int64_t os[4] = {qs[0], qs[1], qs[2], a->in[V].array.shape[3]};
     cli_job_shape_outputs(j, 4, os, qs[1], qs[2], ks[2]);
     if (a->bthd) /* O is written as stored: [B, Tq, Hq, Dv] */
-        swap_dims(j->out.shape);
+        cli_swap_dims(j->out.shape, 1, 2);
     vkattn_attention_args args = {.scale = a->scale, .bool_mask = cli_job_bool_mask(j)};
     cli_mods_attention(&a->mods, j, &args);
     vkattn_tensor positions[2] = {{0}};
@@ -228,7 +209,7 @@ static int run(void *user)
         vkattn_tensor *t[4] = {&args.q, &args.k, &args.v, &args.out};
         memcpy(args.out.shape, os, sizeof args.out.shape);
         for (int k = 0; k < 4; k++)
-            bthd_strides(t[k]->shape, t[k]->strides);
+            cli_swapped_strides(t[k]->shape, 4, 1, 2, t[k]->strides);
     }
     vkattn_result r = rotate(a, &args, positions);
     if (j->device.tune && r == VKATTN_SUCCESS)
@@ -294,7 +275,7 @@ static int check(void *user)
         vkattn_host_tensor *t[4] = {&ra.q, &ra.k, &ra.v, &ra.out};
         memcpy(ra.out.shape, ra.q.shape, sizeof ra.out.shape);
         for (int k = 0; k < 4; k++)
-            bthd_strides(t[k]->shape, t[k]->strides);
+            cli_swapped_strides(t[k]->shape, 4, 1, 2, t[k]->strides);
     }
     char err[512];
     if (rotate_on_host(a, &ra, positions, err, sizeof err) != VKATTN_SUCCESS ||

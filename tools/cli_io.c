@@ -446,3 +446,23 @@ int cli_write_outputs(const cli_output_file *files, int n)
     }
     return 0;
 }
+
+void cli_swap_dims(int64_t *shape, int i, int j)
+{
+    int64_t t = shape[i];
+    shape[i] = shape[j];
+    shape[j] = t;
+}
+
+void cli_swapped_strides(const int64_t *shape, uint32_t rank, int i, int j, int64_t *strides)
+{
+    int64_t stored[8];
+    memcpy(stored, shape, rank * sizeof *stored);
+    cli_swap_dims(stored, i, j);
+    int64_t step = 1;
+    for (uint32_t d = rank; d-- > 0;) {
+        strides[d] = step;
+        step *= stored[d];
+    }
+    cli_swap_dims(strides, i, j);
+}

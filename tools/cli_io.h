@@ -94,4 +94,11 @@ typedef struct cli_output_file {
  * success. */
 int cli_write_outputs(const cli_output_file *files, int n);
 
+/* A tensor stored with dims i and j exchanged ([B,T,H,D] for [B,H,T,D],
+ * [T,B,E] for [B,T,E]): cli_swap_dims swaps them in a shape (either way),
+ * cli_swapped_strides gives the strides, in elements, of the logical
+ * `shape` (rank `rank`) over that contiguous storage. No data moves. */
+void cli_swap_dims(int64_t *shape, int i, int j);
+void cli_swapped_strides(const int64_t *shape, uint32_t rank, int i, int j, int64_t *strides);
+
 #endif

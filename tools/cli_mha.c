@@ -208,21 +208,6 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
     return r;
 }
 
-/* --seq-first: the logical [B, T, E] of [T, B, E] storage. */
-static void seq_first_strides(const int64_t *shape, int64_t *strides)
-{
-    strides[0] = shape[2];
-    strides[1] = shape[0] * shape[2];
-    strides[2] = 1;
-}
-
-static void swap01(int64_t *shape)
-{
-    int64_t t = shape[0];
-    shape[0] = shape[1];
-    shape[1] = t;
-}
-
 static int own_option(void *user, const char *flag, const char *value)
 {
     mha_job *m = user;
@@ -438,9 +423,9 @@ static int load_inputs(void *user)
     if (cli_job_load(&m->job, ranks, PAD) != 0)
         return -1;
     if (m->job.seq_first) { /* [T, B, E] files: work with [B, T, E] views */
-        swap01(in[X].array.shape);
+        cli_swap_dims(in[X].array.shape, 0, 1);
         if (in[KV].path)
-            swap01(in[KV].array.shape);
+            cli_swap_dims(in[KV].array.shape, 0, 1);
     }
     /* with --weight-dtype the layer and the reference convert the
      * projection weights themselves (never through --dtype first) */
@@ -528,7 +513,7 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
     int64_t tq = xs[1];
     cli_job_shape_outputs(j, 3, xs, m->heads, tq, kv_len(m));
     if (m->job.seq_first) /* Y is written as stored: [T, B, E] */
-        swap01(j->out.shape);
+        cli_swap_dims(j->out.shape, 0, 1);
     vkattn_tensor *slots[N_INPUTS] = {[X] = &fa->x,
                                       [KV] = &fa->kv,
                                       [MASK] = &fa->mask,
@@ -542,7 +527,7 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
         memcpy(fa->y.shape, xs, sizeof(int64_t) * 3);
         for (int k = 0; k < 3; k++)
             if (t[k]->buffer)
-                seq_first_strides(t[k]->shape, t[k]->strides);
+                cli_swapped_strides(t[k]->shape, 3, 0, 1, t[k]->strides);
     }
     if (m->prefill && m->prefill > tq) {
         cli_error("--prefill %u: --x has only %lld tokens per sequence", m->prefill, (long long)tq);
@@ -607,7 +592,7 @@ static int check(void *user)
         memcpy(ra.y.shape, ra.x.shape, sizeof ra.y.shape);
         for (int k = 0; k < 3; k++)
             if (t[k]->data)
-                seq_first_strides(t[k]->shape, t[k]->strides);
+                cli_swapped_strides(t[k]->shape, 3, 0, 1, t[k]->strides);
     }
     vkattn_mha_weights w = host_weights(m);
     char err[512];
