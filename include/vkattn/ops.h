@@ -306,10 +306,12 @@ typedef struct vkattn_mha_weights {
  * (vkattn_dtype_row_bytes(VKATTN_DTYPE_Q8_0, N * K) bytes; vkattn_ref_quantize
  * makes them). K must be a multiple of 64, w contiguous (default strides or
  * {K, 1}) at an offset that is a multiple of the device's
- * minStorageBufferOffsetAlignment (and of 16), x's strides and offset
- * multiples of 4 elements. They are read from storage buffers, a quad of
- * values and its block's scale at a time: a quarter of f32's bytes and half
- * of f16's, dequantized in registers (no dequantized copy exists). The last dimension of every tensor must be contiguous
+ * minStorageBufferOffsetAlignment and minTexelBufferOffsetAlignment (and
+ * of 16), x's strides and offset multiples of 4 elements. The GEMM kernels
+ * read them from storage buffers a quad at a time; the few-row (GEMV)
+ * kernels a block at a time, or, with texel inputs and K a multiple of
+ * 256, 8 blocks as 17 rgba32ui texels. Values are dequantized in
+ * registers: no dequantized copy exists. The last dimension of every tensor must be contiguous
  * (stride 1); other strides are free. Offsets: multiples of 16 bytes. */
 typedef struct vkattn_linear_args {
     vkattn_tensor x, w, b, y;
