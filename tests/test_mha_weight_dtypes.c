@@ -385,6 +385,22 @@ static void test_errors(void **state)
 #undef CASE
     assert_int_equal(vkattn_mha_set_weight_tensors(layer, NULL), VKATTN_ERROR_INVALID_ARGUMENT);
     vkattn_mha_destroy(layer);
+    /* a NaN sink is refused before anything changes: the layer still runs */
+    d = (vkattn_mha_desc){.embed_dim = 64, .num_heads = 2, .sinks = true, .weight_dtype = Q8};
+    TEST_OK(ctx, vkattn_mha_create(ctx, &d, &layer));
+    float sinks[2] = {0.5f, -1.0f};
+    good = (vkattn_mha_weight_tensors){.wqkv = good.wqkv, .wo = good.wo, .sinks = sinks};
+    TEST_OK(ctx, vkattn_mha_set_weight_tensors(layer, &good));
+    t = good;
+    float bad_sinks[2] = {0.5f, NAN};
+    t.sinks = bad_sinks;
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "t->sinks[1] is nan: it must be finite",
+               vkattn_mha_set_weight_tensors(layer, &t));
+    int64_t xs[3] = {1, 2, 64};
+    vkattn_tensor x = vkattn_tensor_make(buf, 48 * al, F32, 3, xs),
+                  y = vkattn_tensor_make(buf, 50 * al, F32, 3, xs);
+    TEST_OK(ctx, vkattn_mha_forward(layer, &(vkattn_mha_forward_args){.x = x, .y = y}));
+    vkattn_mha_destroy(layer);
     vkattn_buffer_destroy(buf);
 }
 

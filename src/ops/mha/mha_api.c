@@ -226,8 +226,6 @@ static vkattn_result upload(weight_upload *u, uint64_t offset, const void *src, 
     return vkattn_buffer_upload(m->weights, offset, u->staging, bytes);
 }
 
-static vkattn_result check_per_head(vkattn_mha *m, const float *sinks, const float *slopes);
-
 vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
 {
     if (!m)
@@ -241,7 +239,7 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", why);
     const vkattn_mha_desc *d = &m->d;
-    VKA_TRY(check_per_head(m, v.sinks, v.alibi_slopes));
+    VKA_TRY(vka_mha_check_params(m, v.sinks, v.alibi_slopes, "weights->"));
     if (!m->weights) { /* the layer's own storage, made on first use */
         vkattn_buffer_desc bd = {.size = m->weights_bytes};
         VKA_TRY(vkattn_buffer_create(ctx, &bd, &m->weights));
@@ -300,7 +298,8 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
 
 /* sinks and slopes are logits and factors: a NaN or infinity would poison
  * every row of its head. */
-static vkattn_result check_per_head(vkattn_mha *m, const float *sinks, const float *slopes)
+vkattn_result vka_mha_check_params(vkattn_mha *m, const float *sinks, const float *slopes,
+                                   const char *prefix)
 {
     const float *per_head[2] = {sinks, slopes};
     const char *per_head_name[2] = {"sinks", "alibi_slopes"};
@@ -308,7 +307,7 @@ static vkattn_result check_per_head(vkattn_mha *m, const float *sinks, const flo
         for (uint32_t h = 0; per_head[t] && h < m->d.num_heads; h++)
             if (!isfinite(per_head[t][h]))
                 return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                                "weights->%s[%u] is %g: it must be finite", per_head_name[t], h,
+                                "%s%s[%u] is %g: it must be finite", prefix, per_head_name[t], h,
                                 (double)per_head[t][h]);
     return VKATTN_SUCCESS;
 }
@@ -317,8 +316,8 @@ vkattn_result vka_mha_upload_params(vkattn_mha *m, const float *q_norm, const fl
                                     const float *sinks, const float *alibi_slopes)
 {
     const vkattn_mha_desc *d = &m->d;
-    vkattn_result r = check_per_head(m, sinks, alibi_slopes);
-    if (r == VKATTN_SUCCESS && d->qk_norm) { /* f32 whatever the layer's dtype */
+    vkattn_result r = VKATTN_SUCCESS;
+    if (d->qk_norm) { /* f32 whatever the layer's dtype */
         r = vkattn_buffer_upload(m->heads_params, 0, q_norm, d->head_dim * 4ull);
         if (r == VKATTN_SUCCESS)
             r = vkattn_buffer_upload(m->heads_params, d->head_dim * 4ull, k_norm,

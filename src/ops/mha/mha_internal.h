@@ -103,9 +103,14 @@ static inline uint64_t vka_mha_bytes(const vkattn_mha *m, uint64_t a, uint64_t b
     return n;
 }
 
-/* The per-head parameters of a weights call: QK-norm weights (desc.qk_norm),
- * sinks (desc.sinks) and ALiBi slopes (desc.alibi; NULL: the standard ones),
- * f32 host arrays, checked finite and uploaded. */
+/* Sinks and ALiBi slopes ([Hq] f32 host arrays, NULL: none) are finite;
+ * `prefix` ("weights->", "t->") names them in the message. Checked before a
+ * weights call changes anything. */
+vkattn_result vka_mha_check_params(vkattn_mha *m, const float *sinks, const float *slopes,
+                                   const char *prefix);
+/* The per-head parameters of a weights call, checked already: QK-norm
+ * weights (desc.qk_norm), sinks (desc.sinks) and ALiBi slopes (desc.alibi;
+ * NULL: the standard ones), f32 host arrays, uploaded. */
 vkattn_result vka_mha_upload_params(vkattn_mha *m, const float *q_norm, const float *k_norm,
                                     const float *sinks, const float *alibi_slopes);
 

@@ -114,9 +114,10 @@ vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *m, const vkattn_mha_weig
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "t->%s is NULL but the layer's desc needs it (desc.%s)", param,
                         d->sinks && !t->sinks ? "sinks" : "qk_norm");
-    m->weights_set = false;
-    VKA_TRY(vka_mha_upload_params(m, t->q_norm, t->k_norm, d->sinks ? t->sinks : NULL,
-                                  d->alibi ? t->alibi_slopes : NULL));
+    const float *sinks = d->sinks ? t->sinks : NULL, *slopes = d->alibi ? t->alibi_slopes : NULL;
+    VKA_TRY(vka_mha_check_params(m, sinks, slopes, "t->"));
+    m->weights_set = false; /* from here on the old weights are no longer whole */
+    VKA_TRY(vka_mha_upload_params(m, t->q_norm, t->k_norm, sinks, slopes));
     m->src = s;
     m->weights_set = true;
     /* the layer's own copy, if any, is no longer read */
