@@ -6,13 +6,13 @@
 // are multiples of 16 bytes, so every row starts on a 4-element boundary and
 // indices in these helpers count vec4s ("quads") from the binding's start.
 // Input storage, chosen per variant by -D Q_DT=... KV_DT=... O_DT=...
-// (the storage types of tensor_io.glsl): tex32, tex16, f32, f16, f16p or
-// bf16 for inputs, f32, f16, f16p or bf16 for the output. A tex16 view starts on a
-// 16-byte texel, so quad i is half of texel i / 2 (one fetch brings eight
-// halves: the format is chosen for lavapipe, figures: docs/kernels.md).
-// load8(i) reads quads i and i + 1 (the subgroup kernels' unit); with tex16
-// i must be even: the host binds tex16 inputs to those kernels only when
-// every row and stride falls on 8 elements.
+// (the storage types of tensor_io.glsl): tex32, tex16, texbf16, f32, f16,
+// f16p or bf16 for inputs, f32, f16, f16p or bf16 for the output. A tex16
+// (texbf16) view starts on a 16-byte texel, so quad i is half of texel i / 2
+// (one fetch brings eight halves: the format is chosen for lavapipe,
+// figures: docs/kernels.md). load8(i) reads quads i and i + 1 (the subgroup
+// kernels' unit); with tex16 and texbf16 i must be even: the host binds them
+// to those kernels only when every row and stride falls on 8 elements.
 #ifndef VKATTN_ATTENTION_IO_GLSL
 #define VKATTN_ATTENTION_IO_GLSL
 
@@ -38,6 +38,20 @@
         uvec4 w = texelFetch(name_##_tex, int(i >> 1u));                             \
         UNPACK_HALVES8(w, lo, hi);                                                   \
     }
+
+#define DECLARE_IN4_texbf16(binding_, name_)                                        \
+    DECLARE_TEXELS(binding_, texbf16, name_)                                        \
+    vec4 name_##_load4(uint i) {                                                     \
+        uvec4 w = texelFetch(name_##_tex, int(i >> 1u));                             \
+        return UNPACK_BF16x4((i & 1u) != 0u ? w.zw : w.xy);                          \
+    }                                                                                \
+    void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
+        uvec4 w = texelFetch(name_##_tex, int(i >> 1u));                             \
+        UNPACK_BF16x8(w, lo, hi);                                                    \
+    }
+
+// Raw texels of quantized blocks (kv_decode_q_sg.comp): no quad access.
+#define DECLARE_IN4_texq(binding_, name_) DECLARE_TEXELS(binding_, texq, name_)
 
 #define DECLARE_IN4_f32(binding_, name_)                                            \
     DECLARE_QUADS(binding_, readonly, f32, name_, name_##_data)                     \

@@ -16,8 +16,8 @@
 //          row and key pair instead of a reduction per score);
 //   P.V    each lane accumulates its slice of every output row, the
 //          probabilities shuffled in from the lane that owns the key.
-// With f16 K/V through tex16 views (KV_TEX16) the raw texels of a block
-// are fetched first and unpacked while computing: a texel fetch is a call
+// With f16 or bf16 K/V through rgba32ui views (KV_TEX16, KV_TEXBF16) the
+// raw texels of a block are fetched first and unpacked while computing: a texel fetch is a call
 // on lavapipe, so no unpacked value has to live across one.
 // Running max and sum are fp32 in the log2 domain.
 #version 450
@@ -46,6 +46,13 @@ RAW k_raw(uint quad) { return texelFetch(k_tex, int(quad >> 1u)); }
 RAW v_raw(uint quad) { return texelFetch(v_tex, int(quad >> 1u)); }
 void unpack8(RAW w, out vec4 lo, out vec4 hi) { UNPACK_HALVES8(w, lo, hi); }
 vec2 unpack2(RAW w, uint i) { return unpackHalf2x16(w[i]); }
+#elif defined(KV_TEXBF16)
+// ... of 8 bfloat16 (two shifts or masks a pair: cheaper than halves).
+#define RAW uvec4
+RAW k_raw(uint quad) { return texelFetch(k_tex, int(quad >> 1u)); }
+RAW v_raw(uint quad) { return texelFetch(v_tex, int(quad >> 1u)); }
+void unpack8(RAW w, out vec4 lo, out vec4 hi) { UNPACK_BF16x8(w, lo, hi); }
+vec2 unpack2(RAW w, uint i) { return BF16_PAIR(w[i]); }
 #else
 struct Octet {
     vec4 lo, hi;

@@ -10,7 +10,7 @@
 //                  drivers pay per fetch, not per byte, so this halves
 //                  the fetches of f16 operands (rows and K multiples of 8)
 //   X_DT, W_DT  storage of x (and y) / of w (and b): f32, f16, f16p or bf16
-//               (bf16: modes 1 and 2 only; Y_BF16 with Y_PACKED when y is);
+//               (bf16: modes 1, 2 and 3; Y_BF16 with Y_PACKED when y is);
 //               W_DT q8_0 (mode 1 only) with B_DT, the bias's storage (f32)
 // Kernels read operands as quads (x_fetch4: elements k..k+3 of a row) and,
 // in their unrolled main loops, as pairs of quads (x_fetch8: k..k+7, one
@@ -64,6 +64,7 @@ layout(set = 0, binding = 6) readonly buffer meta_buffer { uint meta[]; };
 //   tex32  mode 0 (rgba32f / rgba16f views) and mode 3's f32 operands
 //   tex16  mode 3's f16 operands (the build defines X_PACKED / W_PACKED);
 //          e a multiple of 4 picks the texel's first or second quad
+//   texbf16 the same for mode 3's bf16 operands (X_PACKED_BF16 / W_PACKED_BF16)
 //   f32, f16, f16p  mode 1 (quads)
 // Mode 2 reads elements one at a time instead (below).
 #define DECLARE_FETCH_tex32(binding_, name_)                                          \
@@ -83,6 +84,16 @@ layout(set = 0, binding = 6) readonly buffer meta_buffer { uint meta[]; };
     void name_##_fetch8(uint e, uint k, out vec4 a, out vec4 b) {                     \
         uvec4 t = texelFetch(name_##_tex, int(e >> 3));                               \
         UNPACK_HALVES8(t, a, b);                                                      \
+    }
+#define DECLARE_FETCH_texbf16(binding_, name_)                                        \
+    DECLARE_TEXELS(binding_, texbf16, name_)                                          \
+    vec4 name_##_fetch4(uint e, uint k) {                                             \
+        uvec4 t = texelFetch(name_##_tex, int(e >> 3));                               \
+        return UNPACK_BF16x4((e & 4u) == 0u ? t.xy : t.zw);                           \
+    }                                                                                 \
+    void name_##_fetch8(uint e, uint k, out vec4 a, out vec4 b) {                     \
+        uvec4 t = texelFetch(name_##_tex, int(e >> 3));                               \
+        UNPACK_BF16x8(t, a, b);                                                     \
     }
 #define DECLARE_FETCH_f32(binding_, name_)                                            \
     DECLARE_QUADS(binding_, readonly, f32, name_, name_)                              \
@@ -123,7 +134,9 @@ layout(set = 0, binding = 6) readonly buffer meta_buffer { uint meta[]; };
 #define DECLARE_FETCH(binding_, name_, dt_) DECLARE_FETCH_(binding_, name_, dt_)
 
 #if INPUT_MODE == 0 || INPUT_MODE == 3
-#if defined(X_PACKED)
+#if defined(X_PACKED_BF16)
+DECLARE_FETCH(0, x, texbf16)
+#elif defined(X_PACKED)
 DECLARE_FETCH(0, x, tex16)
 #else
 DECLARE_FETCH(0, x, tex32)
@@ -133,6 +146,8 @@ DECLARE_FETCH(0, x, tex32)
 // 272 bytes, 17 texels, rows a multiple of 256 values long)
 DECLARE_TEXELS(1, tex16, w)
 uvec4 w_texel(uint t) { return texelFetch(w_tex, int(t)); }
+#elif defined(W_PACKED_BF16)
+DECLARE_FETCH(1, w, texbf16)
 #elif defined(W_PACKED)
 DECLARE_FETCH(1, w, tex16)
 #else

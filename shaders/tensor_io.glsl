@@ -14,6 +14,10 @@
 //          views of f16 data the same way)
 //   tex16  uniform texel buffer, an rgba32ui view of f16 data: eight halves
 //          per texel (UNPACK_HALVES8)
+//   texbf16 the same rgba32ui view of bf16 data: eight bfloat16 per texel
+//          (UNPACK_BF16x8)
+//   texq   the same view of quantized blocks (q8_0, q4_0): raw texels that the
+//          kernel picks its blocks' words from
 // The storage names are tokens pasted into macro names, so they must never
 // be #defined themselves. Arithmetic stays fp32 in every case.
 //
@@ -43,6 +47,8 @@
 #define QUAD_bf16 uvec2 // elements 4i .. 4i + 3
 #define SAMPLER_tex32 samplerBuffer
 #define SAMPLER_tex16 usamplerBuffer
+#define SAMPLER_texbf16 usamplerBuffer
+#define SAMPLER_texq usamplerBuffer
 
 // A storage buffer `name_##_buffer { type_ member_[]; }`; access_ is
 // readonly, writeonly or empty (read and written).
@@ -73,6 +79,9 @@
 // UNPACK_BF16x4: a quad to and from a uvec2.
 #define BF16_PAIR(w_) vec2(uintBitsToFloat((w_) << 16), uintBitsToFloat((w_) & 0xffff0000u))
 #define UNPACK_BF16x4(w_) vec4(BF16_PAIR((w_).x), BF16_PAIR((w_).y))
+#define UNPACK_BF16x8(w_, lo_, hi_)                                                      \
+    lo_ = vec4(BF16_PAIR((w_).x), BF16_PAIR((w_).y));                                    \
+    hi_ = vec4(BF16_PAIR((w_).z), BF16_PAIR((w_).w))
 uint BF16_BITS(float x) {
     uint u = floatBitsToUint(x);
     return isnan(x) ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;

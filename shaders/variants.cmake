@@ -1,9 +1,10 @@
 # Every SPIR-V variant the library embeds (see cmake/shaders.cmake), named
 # after its kernel and the storage types of its operands (tensor_io.glsl):
 #   f32, f16 (16-bit storage), f16p (halves packed in 32-bit words), bf16
-#   (bfloat16 pairs in 32-bit words; attention only so far): storage
-#   buffers; tex32 / tex16: uniform texel buffers, rgba32f views of f32 data /
-#   rgba32ui views of f16 data (eight halves per texel).
+#   (bfloat16 pairs in 32-bit words): storage buffers; tex32 / tex16 /
+#   texbf16: uniform texel buffers, rgba32f views of f32 data / rgba32ui
+#   views of f16 or bf16 data (eight per texel); texq: rgba32ui views of
+#   quantized blocks.
 # Two rules hold for every kernel, and are written once, below:
 #   - a device uses one f16 path, never both, so f16 never meets f16p;
 #   - NEEDS_16BIT_STORAGE=1 where a storage-buffer operand is f16 (texel
@@ -26,10 +27,12 @@ function(vkattn_storage_defines ok defines)
 endfunction()
 
 # vkattn_texel_view(<out> <storage type>): the texel view of data stored as
-# f32 (tex32) or as f16 / f16p (tex16: the same bytes).
+# f32 (tex32), as f16 / f16p (tex16: the same bytes) or as bf16 (texbf16).
 function(vkattn_texel_view out dt)
   if(dt STREQUAL "f32")
     set(${out} tex32 PARENT_SCOPE)
+  elseif(dt STREQUAL "bf16")
+    set(${out} texbf16 PARENT_SCOPE)
   else()
     set(${out} tex16 PARENT_SCOPE)
   endif()
@@ -155,8 +158,13 @@ foreach(fam sg sh gemvsg gemvsh)
       endforeach()
     endforeach()
   endforeach()
-  # bf16 operands: storage modes only (no texel view), every pair with a bf16
-  foreach(mode vec sca)
+  # bf16 operands: storage modes, and texp (rgba32ui views of 8 bfloat16:
+  # X_PACKED_BF16 / W_PACKED_BF16) outside the shared-memory GEMM; every
+  # pair with a bf16
+  foreach(mode vec sca texp)
+    if(mode STREQUAL "texp" AND fam STREQUAL "sh")
+      continue()
+    endif()
     list(FIND linear_modes ${mode} mode_index)
     foreach(xdt f32 f16 f16p bf16)
       foreach(wdt f32 f16 f16p bf16)
@@ -168,6 +176,17 @@ foreach(fam sg sh gemvsg gemvsh)
           list(APPEND extra Y_PACKED=1)
         elseif(xdt STREQUAL "bf16")
           list(APPEND extra Y_PACKED=1 Y_BF16=1)
+        endif()
+        if(mode STREQUAL "texp")
+          foreach(op x w)
+            set(dt ${${op}dt})
+            string(TOUPPER ${op} OP)
+            if(dt STREQUAL "bf16")
+              list(APPEND extra ${OP}_PACKED=1 ${OP}_PACKED_BF16=1)
+            elseif(NOT dt STREQUAL "f32")
+              list(APPEND extra ${OP}_PACKED=1)
+            endif()
+          endforeach()
         endif()
         vkattn_shader(linear_${fam}_${mode}_${xdt}_${wdt} ${src}
                       DEFINES ${famdefs} INPUT_MODE=${mode_index} X_DT=${xdt} W_DT=${wdt} ${extra})
@@ -244,18 +263,32 @@ endforeach()
 
 # kv_decode_sg.comp: the subgroup family's decode kernel (few rows, head dim
 # in whole octets per lane; src/ops/kvcache/kv_attention_config.c), texel
-# inputs only, by q/out storage x cache dtype; KV_TEX16 fetches raw f16 octets.
-foreach(q IN LISTS VKATTN_STORAGE_TYPES)
+# inputs only, by q/out storage x cache dtype; KV_TEX16 / KV_TEXBF16 fetch
+# raw f16 / bf16 octets.
+foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_texel_view(qtex ${q})
   vkattn_storage_defines(ok extra ${q}) # the output is the one storage buffer
-  foreach(kv f32 f16)
+  foreach(kv f32 f16 bf16)
     vkattn_texel_view(kvtex ${kv})
     set(raw "")
     if(kv STREQUAL "f16")
       set(raw KV_TEX16=1)
+    elseif(kv STREQUAL "bf16")
+      set(raw KV_TEXBF16=1)
     endif()
     vkattn_shader(kv_decode_sg_tex_${q}_${kv} kv_decode_sg.comp
                   DEFINES Q_DT=${qtex} KV_DT=${kvtex} O_DT=${q} ${raw} ${extra})
+  endforeach()
+endforeach()
+
+# kv_decode_q_sg.comp: the same over a quantized cache (q8_0 / q4_0 blocks
+# through rgba32ui views, QT = 8 / 4), by q/out storage.
+foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+  vkattn_texel_view(qtex ${q})
+  vkattn_storage_defines(ok extra ${q})
+  foreach(qt 8 4)
+    vkattn_shader(kv_decode_q_sg_${q}_q${qt}_0 kv_decode_q_sg.comp
+                  DEFINES Q_DT=${qtex} KV_DT=texq O_DT=${q} QT=${qt} ${extra})
   endforeach()
 endforeach()
 

@@ -2,7 +2,7 @@
  * run per sequence on the keys and values appended to it (gathered on the
  * host): MHA / GQA / MQA, contiguous and paged caches (block sizes 16 and 5),
  * ragged batches, decode (T <= 16, split-KV) and prefill (T = 40, on empty
- * and non-empty sequences), several head dims, f32 and f16 caches, split
+ * and non-empty sequences), several head dims, f32, f16 and bf16 caches, split
  * counts that agree and repeat bit for bit, appends and attention recorded
  * into one command buffer, more queries than keys; the errors are in
  * test_kv_attention_errors.c.
@@ -50,6 +50,13 @@ static const kv_case grid[] = {
     {4, 2, 256, F16, F16, 16, 48, 2, {0, 1}, {30, 1}, 1, 3, false, 0.0f},
     /* head dim 8, GQA 4, T = 2, paged 5, explicit splits */
     {4, 1, 8, F32, F32, 5, 64, 3, {2, 0, 1}, {40, 0, 13}, 2, 7, false, 0.0f},
+    /* bf16 (the texel policies' decode kernel reads it as rgba32ui texels):
+     * a bf16 cache and q, GQA 4, paged 16 */
+    {8, 2, 128, BF16, BF16, 16, 160, 3, {0, 1, 2}, {40, 3, 150}, 1, 0, false, 0.0f},
+    /* ... with f32 q, contiguous, T = 2, 3 splits, merged output */
+    {4, 2, 64, BF16, F32, 0, 80, 2, {1, 0}, {70, 10}, 2, 3, true, 0.0f},
+    /* bf16 q over an f16 cache, MQA, paged 5 */
+    {4, 1, 64, F16, BF16, 5, 90, 2, {0, 1}, {60, 33}, 1, 0, false, 0.0f},
 };
 
 static void describe(const kv_case *c, uint32_t policy, char *buf, size_t size)
@@ -62,6 +69,8 @@ static void describe(const kv_case *c, uint32_t policy, char *buf, size_t size)
 
 static double tolerance(vkattn_dtype a, vkattn_dtype b)
 {
+    if (a == BF16 || b == BF16)
+        return TEST_TOL_BF16;
     return a == F16 || b == F16 ? TEST_TOL_F16 : TEST_TOL_F32;
 }
 
@@ -142,6 +151,16 @@ static void test_prefill_matches_reference(void **state)
 {
     static const uint32_t cases[] = {4, 5, 6}; /* T = 40 on empty and non-empty sequences */
     run_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+/* bf16 caches and queries on every policy (the texel ones read bf16
+ * through rgba32ui views in the decode kernel) */
+static void test_bf16_matches_reference(void **state)
+{
+    test_policy_suite *s = *state;
+    for (uint32_t i = 9; i < 12; i++)
+        for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy++)
+            run_case(s->gpu[policy], &grid[i], policy, 100 + i);
 }
 
 /* ---- split counts: all close to the reference and to each other; a fixed
@@ -326,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_decode_matches_reference),
         cmocka_unit_test(test_decode_fixed_splits_match_reference),
         cmocka_unit_test(test_prefill_matches_reference),
+        cmocka_unit_test(test_bf16_matches_reference),
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_one_command_buffer),
         cmocka_unit_test(test_more_queries_than_keys),

@@ -1,7 +1,7 @@
 /* Score modifiers over a KV cache (vkattn_kv_attention): sliding window,
  * softcap, ALiBi (slopes and max bias), sinks and the LSE output, each alone
  * and combined, against vkattn_ref_attention per sequence - MHA / GQA /
- * MQA, f32 and f16, contiguous and paged caches, decode (split-KV, the sinks
+ * MQA, f32 and f16 (and q8_0 / q4_0 caches), contiguous and paged caches, decode (split-KV, the sinks
  * and LSE joined in the combine pass) and prefill, long caches with windows
  * much shorter than them (tiles skipped); windowed caches giving blocks back
  * as the window slides (free counts rise, results still match, released
@@ -265,6 +265,56 @@ static const mods_case cases[] = {
      0,
      0.0f,
      {1, 0, true, ALIBI_NONE, true}},
+    /* over quantized caches (the texel policy's kernel reads whole groups
+     * of 8 blocks: keys before a window's first one in a group are masked) */
+    {"all over q8_0, splits 3",
+     8,
+     2,
+     64,
+     VKATTN_DTYPE_Q8_0,
+     F32,
+     16,
+     0,
+     400,
+     2,
+     {1, 0},
+     {310, 45},
+     2,
+     3,
+     0.0f,
+     {50, 1.0f, true, ALIBI_SLOPES, true}},
+    {"softcap + alibi + lse over q4_0, head dim 128, automatic splits",
+     4,
+     1,
+     128,
+     VKATTN_DTYPE_Q4_0,
+     F16,
+     0,
+     0,
+     600,
+     2,
+     {0, 1},
+     {520, 261},
+     1,
+     0,
+     0.0f,
+     {0, 1.5f, false, ALIBI_MAX_BIAS, true}},
+    {"window + sinks over q8_0, pages of 4",
+     4,
+     2,
+     64,
+     VKATTN_DTYPE_Q8_0,
+     F32,
+     4,
+     0,
+     300,
+     2,
+     {0, 1},
+     {101, 37},
+     1,
+     0,
+     0.0f,
+     {21, 0, true, ALIBI_NONE, false}},
 };
 #define CASE_COUNT (sizeof cases / sizeof cases[0])
 

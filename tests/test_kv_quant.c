@@ -22,7 +22,6 @@
 
 #define Q8 VKATTN_DTYPE_Q8_0
 #define Q4 VKATTN_DTYPE_Q4_0
-#define BF16 VKATTN_DTYPE_BF16
 
 typedef struct quant_case {
     uint32_t Hq, Hkv, D;

@@ -102,7 +102,7 @@ bool vka_box_fits_storage(const vkattn_context *ctx, const vkattn_tensor *t, con
 }
 
 /* Texel views hold 16-byte texels whatever the dtype: rgba32f for f32 data,
- * rgba32ui for f16 data (eight halves a texel, unpacked by the kernels: a
+ * rgba32ui for f16 and bf16 data (eight halves a texel, unpacked by the kernels: a
  * CPU driver pays per fetch, so it streams faster than an rgba16f view). */
 #define VKA_TEXEL_BYTES 16u
 
@@ -130,7 +130,7 @@ vkattn_result vka_bind_texel_quads(vkattn_context *ctx, const vkattn_buffer *buf
     if (r != VKATTN_SUCCESS)
         return r;
     uint64_t byte = 4ull * first_word + lead; /* from the view's start */
-    if (dtype == VKATTN_DTYPE_F16)
+    if (dtype == VKATTN_DTYPE_F16 || dtype == VKATTN_DTYPE_BF16)
         out->format = VK_FORMAT_R32G32B32A32_UINT;
     *first = (uint32_t)(byte / (4 * vkattn_dtype_size(dtype))); /* in quads */
     return VKATTN_SUCCESS;

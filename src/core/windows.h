@@ -42,8 +42,8 @@ uint64_t vka_box_bytes(const vkattn_tensor *t, const vka_box *box);
 uint64_t vka_storage_window_limit(const vkattn_context *ctx);
 
 /* A uniform-texel-buffer binding of [offset, offset + bytes) of `buffer`
- * holding `dtype` data: an rgba32f view (f32) or an rgba32ui view (f16, eight
- * halves a texel; the kernels' "tex16" inputs), with `*first` the quad (four
+ * holding `dtype` data: an rgba32f view (f32) or an rgba32ui view (f16 or
+ * bf16, eight a texel; the kernels' "tex16" / "texbf16" inputs), with `*first` the quad (four
  * elements) where `offset` falls. `offset` must be on a quad. The window must
  * fit (vka_box_fits_texel). */
 vkattn_result vka_bind_texel_quads(vkattn_context *ctx, const vkattn_buffer *buffer,

@@ -10,6 +10,7 @@
 #define MAX_SEQ 8
 #define F32 VKATTN_DTYPE_F32
 #define F16 VKATTN_DTYPE_F16
+#define BF16 VKATTN_DTYPE_BF16
 
 /* A cache and its host mirror. */
 typedef struct kv_host {

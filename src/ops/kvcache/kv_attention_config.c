@@ -97,6 +97,46 @@ static bool dec_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, vka
     return true;
 }
 
+/* Decode kernel over a quantized cache: lanes own groups of 8 blocks (256
+ * values: whole keys of a head dim of 64 to 256, all in one page), so pages
+ * hold a multiple of 256 / D keys; R rows of q and R output copies live in
+ * every lane (R * D at most 512 values each); SG groups per key block. */
+#define DECQ_VALUES_MAX 512u
+static bool decq_config(const vkattn_context *ctx, const vkattn_kv_cache *c, uint32_t rows,
+                        vka_kv_config *cfg)
+{
+    uint32_t sg = ctx->info.subgroup_size, d = c->d.head_dim;
+    if (sg == 0 || (sg & (sg - 1)) || (d != 64 && d != 128 && d != 256) ||
+        c->d.block_size % (256 / d))
+        return false;
+    uint32_t r = pow2_at_least(rows);
+    if (r > DEC_ROWS_MAX)
+        r = DEC_ROWS_MAX;
+    while (r > 1 && r * d > DECQ_VALUES_MAX)
+        r /= 2;
+    uint32_t spec[5] = {sg, sg, d, r, 1};
+    memcpy(cfg->spec, spec, sizeof spec);
+    cfg->rows_per_group = r;
+    cfg->block_keys = sg * (256 / d);
+    return true;
+}
+
+/* Whether q and the pools of a quantized cache fit texel views (the pools
+ * as rgba32ui texels of raw blocks). */
+static bool quant_texel(vkattn_context *ctx, const vkattn_kv_cache *c,
+                        const vka_kv_attention_problem *p)
+{
+    if (!ctx->info.texel_inputs)
+        return false;
+    vkattn_tensor pool = vkattn_tensor_make(c->k, 0, VKATTN_DTYPE_F32, 1, NULL);
+    pool.shape[0] = (int64_t)(c->block_bytes * c->d.num_blocks / 4);
+    vka_box all = {{0}, {(uint64_t)pool.shape[0], 1, 1, 1}};
+    vka_box qbox = {{0},
+                    {(uint64_t)p->q.shape[0], (uint64_t)p->q.shape[1], (uint64_t)p->q.shape[2],
+                     (uint64_t)p->q.shape[3]}};
+    return vka_box_fits_texel(ctx, &pool, &all) && vka_box_fits_texel(ctx, &p->q, &qbox);
+}
+
 /* Shared-memory family: the tile of vka_att_sm_tile_fit, BR at most a power of
  * two covering the step's rows, each key's pool row kept beside K and V. */
 static void sm_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, vka_kv_config *cfg)
@@ -135,13 +175,12 @@ static uint32_t auto_splits(const vkattn_context *ctx, const vka_kv_step *step,
     return splits ? (uint32_t)splits : 1;
 }
 
-/* Texel views of q and both pools, where the device prefers them and they fit. */
+/* Texel views of q and both pools, where the device prefers them and they
+ * fit (bf16: rgba32ui views, which only the decode kernel reads). */
 static bool use_texel(vkattn_context *ctx, const vkattn_kv_cache *c,
                       const vka_kv_attention_problem *p)
 {
-    if (!ctx->info.texel_inputs || c->d.dtype == VKATTN_DTYPE_BF16 ||
-        p->q.dtype == VKATTN_DTYPE_BF16 ||  /* bf16 has no texel view */
-        vka_dtype_is_quantized(c->d.dtype)) /* blocks are read as words */
+    if (!ctx->info.texel_inputs || vka_dtype_is_quantized(c->d.dtype)) /* blocks: words */
         return false;
     vkattn_tensor pool = vkattn_tensor_make(c->k, 0, c->d.dtype, 1, NULL);
     pool.shape[0] = (int64_t)(c->block_bytes * c->d.num_blocks / vkattn_dtype_size(c->d.dtype));
@@ -199,7 +238,11 @@ static void choose_kernel(vkattn_context *ctx, const vkattn_kv_cache *c, const v
     const uint32_t rows = p->new_tokens * group;
     const bool decode = p->new_tokens <= VKA_KV_DECODE_MAX_TOKENS;
     cfg->texel = use_texel(ctx, c, p);
+    /* bf16 through texel views in the decode kernel only; the others read
+     * it from storage buffers */
+    const bool bf16 = c->d.dtype == VKATTN_DTYPE_BF16 || p->q.dtype == VKATTN_DTYPE_BF16;
     if (!ctx->info.subgroup_kernels) {
+        cfg->texel = cfg->texel && !bf16;
         cfg->kernel = VKA_KV_KERNEL_SHARED;
         sm_config(ctx, d, rows, cfg);
         return;
@@ -214,6 +257,13 @@ static void choose_kernel(vkattn_context *ctx, const vkattn_kv_cache *c, const v
         cfg->kernel = VKA_KV_KERNEL_DECODE;
         return;
     }
+    if (decode && vka_dtype_is_quantized(c->d.dtype) && quant_texel(ctx, c, p) &&
+        decq_config(ctx, c, rows, cfg) && read_length(step, p) / cfg->block_keys < DEC_MAX_TRIPS) {
+        cfg->kernel = VKA_KV_KERNEL_DECODE_QUANT;
+        cfg->texel = true;
+        return;
+    }
+    cfg->texel = cfg->texel && !bf16;
     bool large = !decode && rows >= SG_LARGE_ROWS && read_length(step, p) >= SG_LARGE_KEYS;
     cfg->kernel = VKA_KV_KERNEL_SUBGROUP;
     sg_config(ctx, d, rows, large, cfg);

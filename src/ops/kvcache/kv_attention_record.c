@@ -32,8 +32,8 @@ _Static_assert(sizeof(vka_kv_main_push) <= 128, "the push constant limit every d
 
 static const vka_kernel sg_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sg, true);
 static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sm, false);
-/* ... and the pairs with a bf16 (storage only: the config never picks
- * texel inputs or the decode kernel for bf16, see kv_attention_config.c) */
+/* ... and the pairs with a bf16 (storage only: the config picks texel
+ * inputs for bf16 in the decode kernel alone, see kv_attention_config.c) */
 static const vka_kernel sg_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(KV_STORAGE, sg, true);
 static const vka_kernel sm_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(KV_STORAGE, sm, false);
 /* ... over a quantized cache (storage only), by [family is sm][q/out
@@ -65,17 +65,40 @@ static const vka_kernel quant_kernels[2][4][2] = {KV_QUANT_TABLE(sg, true),
 static const vka_kernel sg_texel[3][2] = KV_TEXEL_TABLE(sg, true);
 static const vka_kernel sm_texel[3][2] = KV_TEXEL_TABLE(sm, false);
 /* The subgroup family's decode kernel (kv_decode_sg.comp), texel inputs
- * only, by [q/out storage][cache dtype is f16]. */
+ * only, by [q/out storage][cache dtype: f32, f16, bf16]. */
 #define DEC_KERNEL(variant)                                                                  \
     {                                                                                        \
         .name = "kv_decode_sg_" #variant, .spirv = &vka_spirv_kv_decode_sg_##variant,        \
         .binding_count = 10, .bindings = {STO, TEX, TEX, TEX, STO, STO, STO, STO, STO, STO}, \
         .push_size = sizeof(vka_kv_main_push), .full_subgroups = true                        \
     }
-static const vka_kernel dec_texel[3][2] = {
-    [VKA_STORAGE_F32] = {DEC_KERNEL(tex_f32_f32), DEC_KERNEL(tex_f32_f16)},
-    [VKA_STORAGE_F16] = {DEC_KERNEL(tex_f16_f32), DEC_KERNEL(tex_f16_f16)},
-    [VKA_STORAGE_F16P] = {DEC_KERNEL(tex_f16p_f32), DEC_KERNEL(tex_f16p_f16)},
+#define DEC_KERNELS(q)                                                                   \
+    {                                                                                    \
+        DEC_KERNEL(tex_##q##_f32), DEC_KERNEL(tex_##q##_f16), DEC_KERNEL(tex_##q##_bf16) \
+    }
+static const vka_kernel dec_texel[4][3] = {
+    [VKA_STORAGE_F32] = DEC_KERNELS(f32),
+    [VKA_STORAGE_F16] = DEC_KERNELS(f16),
+    [VKA_STORAGE_F16P] = DEC_KERNELS(f16p),
+    [VKA_STORAGE_BF16] = DEC_KERNELS(bf16),
+};
+/* ... over a quantized cache (kv_decode_q_sg.comp), by [q/out storage][cache
+ * is q4_0]. */
+#define DECQ_KERNEL(variant)                                                                 \
+    {                                                                                        \
+        .name = "kv_decode_q_sg_" #variant, .spirv = &vka_spirv_kv_decode_q_sg_##variant,    \
+        .binding_count = 10, .bindings = {STO, TEX, TEX, TEX, STO, STO, STO, STO, STO, STO}, \
+        .push_size = sizeof(vka_kv_main_push), .full_subgroups = true                        \
+    }
+#define DECQ_KERNELS(q)                              \
+    {                                                \
+        DECQ_KERNEL(q##_q8_0), DECQ_KERNEL(q##_q4_0) \
+    }
+static const vka_kernel decq_texel[4][2] = {
+    [VKA_STORAGE_F32] = DECQ_KERNELS(f32),
+    [VKA_STORAGE_F16] = DECQ_KERNELS(f16),
+    [VKA_STORAGE_F16P] = DECQ_KERNELS(f16p),
+    [VKA_STORAGE_BF16] = DECQ_KERNELS(bf16),
 };
 static const vka_kernel combine_kernels[4] = {COMBINE_KERNEL(f32), COMBINE_KERNEL(f16),
                                               COMBINE_KERNEL(f16p), COMBINE_KERNEL(bf16)};
@@ -103,8 +126,13 @@ static vkattn_result bind_pool(vkattn_context *ctx, const vkattn_kv_cache *c,
 {
     uint64_t bytes = c->block_bytes * c->d.num_blocks;
     uint32_t first;
-    if (vka_dtype_is_quantized(c->d.dtype)) /* whole, as 32-bit words */
-        return vka_bind_window(ctx, pool, 0, bytes, 4, b, &first);
+    if (vka_dtype_is_quantized(c->d.dtype)) { /* whole: raw texels or 32-bit words */
+        if (!texel)
+            return vka_bind_window(ctx, pool, 0, bytes, 4, b, &first);
+        VKA_TRY(vka_bind_texel_window(ctx, pool, 0, bytes, VKATTN_DTYPE_F32, b, &first));
+        b->format = VK_FORMAT_R32G32B32A32_UINT;
+        return VKATTN_SUCCESS;
+    }
     if (texel)
         return vka_bind_texel_quads(ctx, pool, 0, bytes, c->d.dtype, b, &first);
     return vka_bind_window(ctx, pool, 0, bytes, 4 * vkattn_dtype_size(c->d.dtype), b, &first);
@@ -116,15 +144,17 @@ static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_kv_con
                                      vkattn_dtype q, vkattn_dtype kv)
 {
     uint32_t qs = vka_storage_kind(ctx, q);
+    if (cfg->kernel == VKA_KV_KERNEL_DECODE_QUANT)
+        return &decq_texel[qs][kv == VKATTN_DTYPE_Q4_0];
     if (vka_dtype_is_quantized(kv))
         return &quant_kernels[cfg->kernel != VKA_KV_KERNEL_SUBGROUP][qs][kv == VKATTN_DTYPE_Q4_0];
     uint32_t ks = vka_storage_kind(ctx, kv);
     bool f16 = kv == VKATTN_DTYPE_F16;
+    if (cfg->kernel == VKA_KV_KERNEL_DECODE)
+        return &dec_texel[qs][kv == VKATTN_DTYPE_BF16 ? 2 : f16];
     if (qs == VKA_STORAGE_BF16 || ks == VKA_STORAGE_BF16)
         return cfg->kernel == VKA_KV_KERNEL_SUBGROUP ? &sg_bf16[qs][ks] : &sm_bf16[qs][ks];
     switch (cfg->kernel) {
-    case VKA_KV_KERNEL_DECODE:
-        return &dec_texel[qs][f16];
     case VKA_KV_KERNEL_SUBGROUP:
         return cfg->texel ? &sg_texel[qs][f16] : &sg_storage[qs][ks];
     default:

@@ -199,7 +199,12 @@ vkattn_result vka_kv_attention_check_mask(vkattn_kv_cache *cache, const vkattn_t
                                           const char *prefix, vka_kv_attention_problem *p);
 
 /* What a call runs (kv_attention_config.c). */
-enum { VKA_KV_KERNEL_DECODE, VKA_KV_KERNEL_SUBGROUP, VKA_KV_KERNEL_SHARED };
+enum {
+    VKA_KV_KERNEL_DECODE,       /* kv_decode_sg.comp */
+    VKA_KV_KERNEL_SUBGROUP,     /* kv_attention_sg.comp */
+    VKA_KV_KERNEL_SHARED,       /* kv_attention_sm.comp */
+    VKA_KV_KERNEL_DECODE_QUANT, /* kv_decode_q_sg.comp */
+};
 typedef struct vka_kv_config {
     uint32_t kernel;         /* VKA_KV_KERNEL_* */
     bool texel;              /* q and the pools through texel views */

@@ -79,13 +79,15 @@ static const gemv_sh_preset gemv_sh_presets[] = {
 };
 #define GEMV_SH_PRESETS (sizeof gemv_sh_presets / sizeof gemv_sh_presets[0])
 
-static bool has_f16_operand(const vka_linear_problem *p)
+static bool is_16bit(vkattn_dtype dt) { return dt == VKATTN_DTYPE_F16 || dt == VKATTN_DTYPE_BF16; }
+
+static bool has_16bit_operand(const vka_linear_problem *p)
 {
-    return p->x.dtype == VKATTN_DTYPE_F16 || p->w.dtype == VKATTN_DTYPE_F16;
+    return is_16bit(p->x.dtype) || is_16bit(p->w.dtype);
 }
 
-/* The subgroup families' binding: CPU drivers pay per fetch, so f16
- * operands come 8 halves at a time (packed); f32 operands have no packed
+/* The subgroup families' binding: CPU drivers pay per fetch, so f16 and
+ * bf16 operands come 8 at a time (packed); f32 operands have no packed
  * form (plain texels); storage buffers without texel inputs. */
 static uint32_t subgroup_input(const vkattn_context *ctx, const vka_linear_problem *p)
 {
@@ -93,7 +95,7 @@ static uint32_t subgroup_input(const vkattn_context *ctx, const vka_linear_probl
         return LINEAR_INPUT_STORAGE;
     if (p->w.dtype == VKATTN_DTYPE_Q8_0) /* texels in the GEMV only */
         return p->M <= LINEAR_GEMV_MAX_ROWS ? LINEAR_INPUT_TEXEL : LINEAR_INPUT_STORAGE;
-    return has_f16_operand(p) ? LINEAR_INPUT_TEXEL_PACKED : LINEAR_INPUT_TEXEL;
+    return has_16bit_operand(p) ? LINEAR_INPUT_TEXEL_PACKED : LINEAR_INPUT_TEXEL;
 }
 
 static bool family_valid(const vkattn_context *ctx, const vka_linear_problem *p,
@@ -144,7 +146,7 @@ static bool family_valid(const vkattn_context *ctx, const vka_linear_problem *p,
         return false;
     /* packed texels carry halves: with f32 operands only, the packed
      * binding would run the plain texel kernel under another name */
-    if (c->input == LINEAR_INPUT_TEXEL_PACKED && !has_f16_operand(p))
+    if (c->input == LINEAR_INPUT_TEXEL_PACKED && !has_16bit_operand(p))
         return false;
     bool gemv = c->family == LINEAR_FAM_GEMV_SG || c->family == LINEAR_FAM_GEMV_SH;
     if (gemv && p->M > LINEAR_GEMV_MAX_ROWS)

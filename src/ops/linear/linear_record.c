@@ -46,7 +46,8 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
     LINEAR_KERNEL(fam, mode, full, f32, f16), LINEAR_KERNEL(fam, mode, full, f32, f16p),    \
         LINEAR_KERNEL(fam, mode, full, f16, f32), LINEAR_KERNEL(fam, mode, full, f16, f16), \
         LINEAR_KERNEL(fam, mode, full, f16p, f32), LINEAR_KERNEL(fam, mode, full, f16p, f16p)
-/* The pairs with a bf16 (storage modes only: bf16 has no texel view). */
+/* The pairs with a bf16 (storage modes, and texp: rgba32ui views of 8
+ * bfloat16 a texel). */
 #define LINEAR_KERNELS_BF16(fam, mode, full)                                                   \
     LINEAR_KERNEL(fam, mode, full, f32, bf16), LINEAR_KERNEL(fam, mode, full, f16, bf16),      \
         LINEAR_KERNEL(fam, mode, full, f16p, bf16), LINEAR_KERNEL(fam, mode, full, bf16, f32), \
@@ -70,10 +71,10 @@ enum { MODE_TEX, MODE_VEC, MODE_SCA, MODE_TEXP, MODE_COUNT };
         LINEAR_KERNEL(fam, vec, full, f32, f32), LINEAR_KERNELS_F16(fam, vec, full), \
             LINEAR_KERNELS_BF16(fam, vec, full), LINEAR_KERNELS_Q8_0(fam, full)      \
     }
-/* texp exists where an operand is f16 (f32 x f32 reads like tex). */
-#define LINEAR_KERNELS_TEXP(fam, full)      \
-    {                                       \
-        LINEAR_KERNELS_F16(fam, texp, full) \
+/* texp exists where an operand is f16 or bf16 (f32 x f32 reads like tex). */
+#define LINEAR_KERNELS_TEXP(fam, full)                                            \
+    {                                                                             \
+        LINEAR_KERNELS_F16(fam, texp, full), LINEAR_KERNELS_BF16(fam, texp, full) \
     }
 #define LINEAR_FAMILY(fam, full)                                                                 \
     {                                                                                            \
@@ -126,8 +127,8 @@ typedef struct linear_push {
 _Static_assert(sizeof(linear_push) == 128, "linear push constants must fit 128 bytes");
 
 /* [family][mode][x storage][w storage]; entries without SPIR-V (texp of the
- * shared-memory GEMM, texp of f32 x f32, texel modes with a bf16, q8_0
- * outside mode vec) are never chosen. */
+ * shared-memory GEMM, texp of f32 x f32, mode tex with a bf16, q8_0
+ * outside mode vec and the GEMVs' tex) are never chosen. */
 static const vka_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][4][W_KINDS] = {
     [LINEAR_FAM_SG] = LINEAR_FAMILY(sg, true),
     [LINEAR_FAM_SH] = LINEAR_FAMILY_NO_TEXP(sh, false),
@@ -274,7 +275,7 @@ static int input_kind(int mode, vkattn_dtype dt)
     if (dt == VKATTN_DTYPE_Q8_0) /* blocks as rgba32ui texels, or words */
         return mode == MODE_TEX ? BIND_PACKED : BIND_STORAGE;
     if (mode == MODE_TEXP)
-        return dt == VKATTN_DTYPE_F16 ? BIND_PACKED : BIND_TEXEL;
+        return dt == VKATTN_DTYPE_F16 || dt == VKATTN_DTYPE_BF16 ? BIND_PACKED : BIND_TEXEL;
     return mode == MODE_TEX ? BIND_TEXEL : BIND_STORAGE;
 }
 

@@ -1,0 +1,257 @@
+// Attention over a quantized KV cache (q8_0 or q4_0, QT = 8 or 4) for few
+// rows (decode, T <= 16), subgroup family, through rgba32ui texel views of
+// the pools. Same interface, grid, splits and scratch as kv_attention_sg.comp
+// (see kv_attention_main.glsl).
+//
+// ggml's blocks (34 or 18 bytes) fall on a 16-byte texel only every 8
+// blocks, so the unit of this kernel is a group of 8 blocks: 256 values, 17
+// texels (q8_0) or 9 (q4_0), KPG = 256 / D whole keys (D is 64, 128 or 256;
+// the cache's pages hold a multiple of KPG keys, so a group never
+// straddles two). Lane l owns group l of every block of SG groups: it
+// fetches the group's texels, finds each block's scale and words at fixed
+// places in them, and so forms whole scores of its KPG keys against q (every
+// row of q in every lane: no shuffle, no reduction per score). P.V the same
+// way: each lane adds its keys' values into its own copy of the output rows,
+// and the copies are added across the subgroup once, at the end.
+//
+// The running max of a row moves only when a block's max passes it by more
+// than LAZY (log2 domain): the probabilities stay below 2^LAZY, and the
+// output copies are rescaled a few times per sequence instead of every
+// block. Dequantization is folded into the sums: d * sum(q_i x_i) for a
+// score, (p d) q_i for a value.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "kv_attention_main.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WORKGROUP_SIZE = 8u; // == SG
+layout(constant_id = 1) const uint SG = 8u;  // subgroup size (pipeline requires it), a power of 2
+layout(constant_id = 2) const uint D = 128u; // head dimension: 64, 128 or 256
+layout(constant_id = 3) const uint R = 4u;   // rows per subgroup
+layout(constant_id = 4) const uint UNUSED = 1u; // keeps the sg family's spec layout
+
+#if QT == 8
+const uint BLOCK_BYTES = 34u;
+#else
+const uint BLOCK_BYTES = 18u;
+#endif
+const uint GT = BLOCK_BYTES / 2u; // texels of a group of 8 blocks
+const uint KPG = 256u / D;        // keys of a group
+const uint BPK = D / 32u;         // blocks of a key
+const uint DQ = D / 4u;           // quads of a row
+const uint NK = SG * KPG;         // keys of a block
+const float LAZY = 8.0;
+
+// The 32-bit word at even byte o_ of a group's texels t_ (two words joined
+// where it straddles one), and the f16 scale at even byte o_.
+#define GWORD_AT(t_, o_) t_[(o_) >> 4u][((o_) >> 2u) & 3u]
+#define GWORD(t_, o_)                                                                   \
+    (((o_) & 2u) == 0u ? GWORD_AT(t_, o_)                                                \
+                       : (GWORD_AT(t_, (o_) - 2u) >> 16u) | (GWORD_AT(t_, (o_) + 2u) << 16u))
+#define GSCALE(t_, o_) unpackHalf2x16(GWORD_AT(t_, o_) >> (((o_) & 2u) * 8u)).x
+
+// The four signed bytes of a word (q8_0), low byte first.
+vec4 q8_values(uint w) {
+    return vec4(ivec4(int(w << 24u), int(w << 16u), int(w << 8u), int(w)) >> 24);
+}
+// The low / high nibbles of a word's bytes minus 8 (q4_0).
+vec4 q4_low(uint w) { return vec4(uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xfu) - 8.0; }
+vec4 q4_high(uint w) { return q4_low(w >> 4u); }
+
+// key_row of kv_attention_main.glsl without integer division (as in
+// kv_decode_sg.comp): the quotient through a float reciprocal, corrected.
+uint key_row_fast(uint b, uint kv_head, uint j, float inv_bs) {
+    uint i = uint(float(j) * inv_bs);
+    i = i * pc.block_size > j ? i - 1u : i;
+    i = (i + 1u) * pc.block_size <= j ? i + 1u : i;
+    uint block = meta[2u * pc.batch + b * pc.table_width + i];
+    return (block * pc.kv_heads + kv_head) * pc.block_size + (j - i * pc.block_size);
+}
+
+void main() {
+    const uint lane = gl_SubgroupInvocationID;
+    const uint split = gl_WorkGroupID.x % pc.splits;
+    const uint tile = gl_WorkGroupID.x / pc.splits;
+    const uint rows = pc.tokens * pc.group;
+    const uint row0 = tile * R;
+    if (row0 >= rows)
+        return; // the whole subgroup
+    const uint kv_head = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+    const uint last_row = min(row0 + R, rows) - 1u;
+    const uint len = seq_length(b);
+    const int shift = int(len) - int(pc.tokens);
+    uint first, first_all, lo, hi, key_end, key_full;
+    window_range(row0, last_row, shift, first, first_all);
+    split_range(first, len, split, lo, hi);
+    visible_range(row0, last_row, shift, lo, hi, key_end, key_full);
+
+    // Every row of q whole in every lane (the same values: dynamically
+    // uniform fetches), the lane's copy of the output rows.
+    KvRow rw[R];
+    vec4 q[R][DQ];
+    vec4 o[R][DQ];
+    float m[R], l[R];
+    [[unroll]] for (uint r = 0u; r < R; r++) {
+        rw[r] = kv_row_info(min(row0 + r, last_row), b, kv_head, shift, D);
+        [[unroll]] for (uint c = 0u; c < DQ; c++) {
+            q[r][c] = q_load4(rw[r].q + c);
+            o[r][c] = vec4(0.0);
+        }
+        m[r] = NEG_INF;
+        l[r] = 0.0;
+    }
+
+    // Blocks start on a group (keys before lo in the first one are masked);
+    // a lane past the last key reads the last real group (masked too).
+    const float inv_bs = 1.0 / float(pc.block_size);
+    const uint start = lo & ~(KPG - 1u);
+    const uint last_group_key = key_end > 0u ? (key_end - 1u) & ~(KPG - 1u) : 0u;
+    for (uint j0 = start; j0 < key_end; j0 += NK) {
+        const uint gk = j0 + lane * KPG; // the lane's first key
+        const uint g = key_row_fast(b, kv_head, min(gk, last_group_key), inv_bs) / KPG * GT;
+        // ---- scores of the lane's keys
+        uvec4 kt[GT];
+        [[unroll]] for (uint t = 0u; t < GT; t++)
+            kt[t] = texelFetch(k_tex, int(g + t));
+        float s[KPG][R];
+        [[unroll]] for (uint kk = 0u; kk < KPG; kk++)
+            [[unroll]] for (uint r = 0u; r < R; r++)
+                s[kk][r] = 0.0;
+        [[unroll]] for (uint bb = 0u; bb < BPK; bb++) {
+            float part[KPG][R];
+            [[unroll]] for (uint kk = 0u; kk < KPG; kk++)
+                [[unroll]] for (uint r = 0u; r < R; r++)
+                    part[kk][r] = 0.0;
+#if QT == 8
+            [[unroll]] for (uint c = 0u; c < 8u; c++)
+                [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
+                    vec4 x = q8_values(GWORD(kt, (kk * BPK + bb) * BLOCK_BYTES + 2u + 4u * c));
+                    [[unroll]] for (uint r = 0u; r < R; r++)
+                        part[kk][r] += dot(q[r][bb * 8u + c], x);
+                }
+#else
+            [[unroll]] for (uint c = 0u; c < 4u; c++)
+                [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
+                    uint w = GWORD(kt, (kk * BPK + bb) * BLOCK_BYTES + 2u + 4u * c);
+                    vec4 xl = q4_low(w), xh = q4_high(w);
+                    [[unroll]] for (uint r = 0u; r < R; r++)
+                        part[kk][r] += dot(q[r][bb * 8u + c], xl) + dot(q[r][bb * 8u + 4u + c], xh);
+                }
+#endif
+            [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
+                float d = GSCALE(kt, (kk * BPK + bb) * BLOCK_BYTES);
+                [[unroll]] for (uint r = 0u; r < R; r++)
+                    s[kk][r] = fma(d, part[kk][r], s[kk][r]);
+            }
+        }
+        // ---- scale and modifiers; causal, window and range masks only
+        // where some key may be hidden (or precede the split)
+        const bool edge = j0 < lo || j0 + NK > key_full || (M_WINDOW && j0 < first_all);
+        [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
+            const uint j = gk + kk;
+            [[unroll]] for (uint r = 0u; r < R; r++) {
+                s[kk][r] = kv_modify(s[kk][r] * pc.scale_log2, rw[r], j);
+                if (edge && (j < lo || j >= key_end || kv_hidden(rw[r], j)))
+                    s[kk][r] = NEG_INF;
+            }
+        }
+        // ---- online softmax with a lazy max (see the top); a row that has
+        // seen no visible key keeps m = -inf, and m_safe = 0 keeps
+        // exp2(-inf - -inf) (NaN) away
+        float p[KPG][R];
+        [[unroll]] for (uint r = 0u; r < R; r++) {
+            float bm = s[0][r];
+            [[unroll]] for (uint kk = 1u; kk < KPG; kk++)
+                bm = max(bm, s[kk][r]);
+            bm = subgroupMax(bm);
+            if (bm > m[r] + LAZY) { // the same in every lane
+                float alpha = exp2(m[r] - bm); // 0 while m is -inf
+                m[r] = bm;
+                l[r] *= alpha;
+                [[unroll]] for (uint c = 0u; c < DQ; c++)
+                    o[r][c] *= alpha;
+            }
+            float m_safe = m[r] == NEG_INF ? 0.0 : m[r];
+            [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
+                p[kk][r] = exp2(s[kk][r] - m_safe);
+                l[r] += p[kk][r];
+            }
+        }
+        // ---- O += P V over the lane's keys; a hidden key's scale never
+        // multiplies (its group may hold unwritten bytes past the sequence)
+        uvec4 vt[GT];
+        [[unroll]] for (uint t = 0u; t < GT; t++)
+            vt[t] = texelFetch(v_tex, int(g + t));
+        [[unroll]] for (uint bb = 0u; bb < BPK; bb++) {
+            float pd[KPG][R];
+            [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
+                float d = GSCALE(vt, (kk * BPK + bb) * BLOCK_BYTES);
+                [[unroll]] for (uint r = 0u; r < R; r++)
+                    pd[kk][r] = p[kk][r] == 0.0 ? 0.0 : p[kk][r] * d;
+            }
+#if QT == 8
+            [[unroll]] for (uint c = 0u; c < 8u; c++) {
+                vec4 x[KPG];
+                [[unroll]] for (uint kk = 0u; kk < KPG; kk++)
+                    x[kk] = q8_values(GWORD(vt, (kk * BPK + bb) * BLOCK_BYTES + 2u + 4u * c));
+                [[unroll]] for (uint r = 0u; r < R; r++) {
+                    vec4 acc = o[r][bb * 8u + c];
+                    [[unroll]] for (uint kk = 0u; kk < KPG; kk++)
+                        acc = fma(vec4(pd[kk][r]), x[kk], acc);
+                    o[r][bb * 8u + c] = acc;
+                }
+            }
+#else
+            [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                vec4 xl[KPG], xh[KPG];
+                [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
+                    uint w = GWORD(vt, (kk * BPK + bb) * BLOCK_BYTES + 2u + 4u * c);
+                    xl[kk] = q4_low(w);
+                    xh[kk] = q4_high(w);
+                }
+                [[unroll]] for (uint r = 0u; r < R; r++) {
+                    vec4 al = o[r][bb * 8u + c], ah = o[r][bb * 8u + 4u + c];
+                    [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
+                        al = fma(vec4(pd[kk][r]), xl[kk], al);
+                        ah = fma(vec4(pd[kk][r]), xh[kk], ah);
+                    }
+                    o[r][bb * 8u + c] = al;
+                    o[r][bb * 8u + 4u + c] = ah;
+                }
+            }
+#endif
+        }
+    }
+
+    // ---- the lanes' copies added up; lane c % SG stores quad c. One split:
+    // normalise and store (no visible key: l = 0 -> zeros); several: the
+    // unnormalised row, its max and its sum
+    const uint s_off = split_step(split, D);
+    [[unroll]] for (uint r = 0u; r < R; r++) {
+        float total = subgroupAdd(l[r]);
+        float inv = 0.0;
+        if (pc.splits == 1u && row0 + r <= last_row)
+            inv = kv_finish(rw[r], b, m[r], total, lane == 0u);
+        [[unroll]] for (uint c = 0u; c < DQ; c++) {
+            vec4 sum = subgroupAdd(o[r][c]);
+            if (c % SG != lane || row0 + r > last_row)
+                continue;
+            if (pc.splits == 1u) {
+                o_store4(rw[r].o + c, sum * inv);
+            } else {
+                uint base = rw[r].split + s_off + 4u * c;
+                [[unroll]] for (uint e = 0u; e < 4u; e++)
+                    split_data[base + e] = sum[e];
+            }
+        }
+        if (pc.splits > 1u && lane == 0u && row0 + r <= last_row) {
+            uint base = rw[r].split + s_off;
+            split_data[base + D] = m[r];
+            split_data[base + D + 1u] = total;
+        }
+    }
+}
