@@ -18,7 +18,8 @@
 // than LAZY (log2 domain): the probabilities stay below 2^LAZY, and the
 // output copies are rescaled a few times per sequence instead of every
 // block. Dequantization is folded into the sums: d * sum(q_i x_i) for a
-// score, (p d) q_i for a value.
+// score, (p d) q_i for a value; q4_0's offset of 8 once per block (the sum
+// of q over a block, the sum of p d over a block's keys).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -32,7 +33,7 @@ layout(constant_id = 0) const uint WORKGROUP_SIZE = 8u; // == SG
 layout(constant_id = 1) const uint SG = 8u;  // subgroup size (pipeline requires it), a power of 2
 layout(constant_id = 2) const uint D = 128u; // head dimension: 64, 128 or 256
 layout(constant_id = 3) const uint R = 4u;   // rows per subgroup
-layout(constant_id = 4) const uint UNUSED = 1u; // keeps the sg family's spec layout
+layout(constant_id = 4) const uint GPL = 1u; // groups per lane (1, 2 or 4)
 
 #if QT == 8
 const uint BLOCK_BYTES = 34u;
@@ -41,26 +42,37 @@ const uint BLOCK_BYTES = 18u;
 #endif
 const uint GT = BLOCK_BYTES / 2u; // texels of a group of 8 blocks
 const uint KPG = 256u / D;        // keys of a group
+const uint KPL = KPG * GPL;       // keys of a lane
 const uint BPK = D / 32u;         // blocks of a key
 const uint DQ = D / 4u;           // quads of a row
-const uint NK = SG * KPG;         // keys of a block
+const uint NK = SG * KPL;         // keys of a block
 const float LAZY = 8.0;
 
-// The 32-bit word at even byte o_ of a group's texels t_ (two words joined
-// where it straddles one), and the f16 scale at even byte o_.
-#define GWORD_AT(t_, o_) t_[(o_) >> 4u][((o_) >> 2u) & 3u]
-#define GWORD(t_, o_)                                                                   \
-    (((o_) & 2u) == 0u ? GWORD_AT(t_, o_)                                                \
-                       : (GWORD_AT(t_, (o_) - 2u) >> 16u) | (GWORD_AT(t_, (o_) + 2u) << 16u))
-#define GSCALE(t_, o_) unpackHalf2x16(GWORD_AT(t_, o_) >> (((o_) & 2u) * 8u)).x
+// The 32-bit word at even byte o_ of the group whose texels start at t_[i_]
+// (two words joined where it straddles one), and the f16 scale at even byte
+// o_. Key kk of a lane is key kk % KPG of its group kk / KPG: KOFF is where
+// its block bb starts.
+#define GWORD_AT(t_, i_, o_) t_[(i_) + ((o_) >> 4u)][((o_) >> 2u) & 3u]
+#define GWORD(t_, i_, o_)                                                            \
+    (((o_) & 2u) == 0u ? GWORD_AT(t_, i_, o_)                                         \
+                       : (GWORD_AT(t_, i_, (o_) - 2u) >> 16u) |                       \
+                             (GWORD_AT(t_, i_, (o_) + 2u) << 16u))
+#define GSCALE(t_, i_, o_) unpackHalf2x16(GWORD_AT(t_, i_, o_) >> (((o_) & 2u) * 8u)).x
+#define GBASE(kk_) (((kk_) / KPG) * GT)
+#define KOFF(kk_, bb_) ((((kk_) % KPG) * BPK + (bb_)) * BLOCK_BYTES)
 
-// The four signed bytes of a word (q8_0), low byte first.
+// The four signed bytes of a word (q8_0), low byte first; the low / high
+// nibbles of a word's bytes (q4_0, without the offset of 8).
 vec4 q8_values(uint w) {
     return vec4(ivec4(int(w << 24u), int(w << 16u), int(w << 8u), int(w)) >> 24);
 }
-// The low / high nibbles of a word's bytes minus 8 (q4_0).
-vec4 q4_low(uint w) { return vec4(uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xfu) - 8.0; }
+vec4 q4_low(uint w) { return vec4(uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xfu); }
 vec4 q4_high(uint w) { return q4_low(w >> 4u); }
+
+// a + dot(x, y) as four FMAs
+float fma4(vec4 x, vec4 y, float a) {
+    return fma(x.w, y.w, fma(x.z, y.z, fma(x.y, y.y, fma(x.x, y.x, a))));
+}
 
 // key_row of kv_attention_main.glsl without integer division (as in
 // kv_decode_sg.comp): the quotient through a float reciprocal, corrected.
@@ -95,64 +107,93 @@ void main() {
     vec4 q[R][DQ];
     vec4 o[R][DQ];
     float m[R], l[R];
+#if QT == 4
+    float qsum[R][BPK]; // sum of q over each block's 32 values
+    float pdsum[R][BPK]; // sum of p d over the keys, per block of the values
+#endif
     [[unroll]] for (uint r = 0u; r < R; r++) {
         rw[r] = kv_row_info(min(row0 + r, last_row), b, kv_head, shift, D);
         [[unroll]] for (uint c = 0u; c < DQ; c++) {
             q[r][c] = q_load4(rw[r].q + c);
             o[r][c] = vec4(0.0);
         }
+#if QT == 4
+        [[unroll]] for (uint bb = 0u; bb < BPK; bb++) {
+            vec4 t = vec4(0.0);
+            [[unroll]] for (uint c = 0u; c < 8u; c++)
+                t += q[r][bb * 8u + c];
+            qsum[r][bb] = (t.x + t.y) + (t.z + t.w);
+            pdsum[r][bb] = 0.0;
+        }
+#endif
         m[r] = NEG_INF;
         l[r] = 0.0;
     }
 
     // Blocks start on a group (keys before lo in the first one are masked);
     // a lane past the last key reads the last real group (masked too).
+    // Software pipelined: a block's V texels are fetched before its scores
+    // are formed, the next block's K texels before its P.V, so the loads of
+    // the fetches (calls on lavapipe) overlap the arithmetic.
     const float inv_bs = 1.0 / float(pc.block_size);
     const uint start = lo & ~(KPG - 1u);
     const uint last_group_key = key_end > 0u ? (key_end - 1u) & ~(KPG - 1u) : 0u;
-    for (uint j0 = start; j0 < key_end; j0 += NK) {
-        const uint gk = j0 + lane * KPG; // the lane's first key
-        const uint g = key_row_fast(b, kv_head, min(gk, last_group_key), inv_bs) / KPG * GT;
-        // ---- scores of the lane's keys
-        uvec4 kt[GT];
+    uint g[GPL];
+    uvec4 kt[GPL * GT];
+    [[unroll]] for (uint gi = 0u; gi < GPL; gi++) {
+        uint j = min(start + lane * KPL + gi * KPG, last_group_key);
+        g[gi] = key_end > lo ? key_row_fast(b, kv_head, j, inv_bs) / KPG * GT : 0u;
         [[unroll]] for (uint t = 0u; t < GT; t++)
-            kt[t] = texelFetch(k_tex, int(g + t));
-        float s[KPG][R];
-        [[unroll]] for (uint kk = 0u; kk < KPG; kk++)
+            kt[gi * GT + t] = texelFetch(k_tex, int(g[gi] + t));
+    }
+    for (uint j0 = start; j0 < key_end; j0 += NK) {
+        const uint kb = j0 + lane * KPL; // the lane's first key
+        uvec4 vt[GPL * GT];
+        [[unroll]] for (uint gi = 0u; gi < GPL; gi++)
+            [[unroll]] for (uint t = 0u; t < GT; t++)
+                vt[gi * GT + t] = texelFetch(v_tex, int(g[gi] + t));
+        // ---- scores of the lane's keys
+        float s[KPL][R];
+        [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
             [[unroll]] for (uint r = 0u; r < R; r++)
                 s[kk][r] = 0.0;
         [[unroll]] for (uint bb = 0u; bb < BPK; bb++) {
-            float part[KPG][R];
-            [[unroll]] for (uint kk = 0u; kk < KPG; kk++)
+            float part[KPL][R];
+            [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
                 [[unroll]] for (uint r = 0u; r < R; r++)
                     part[kk][r] = 0.0;
 #if QT == 8
             [[unroll]] for (uint c = 0u; c < 8u; c++)
-                [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
-                    vec4 x = q8_values(GWORD(kt, (kk * BPK + bb) * BLOCK_BYTES + 2u + 4u * c));
+                [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
+                    vec4 x = q8_values(GWORD(kt, GBASE(kk), KOFF(kk, bb) + 2u + 4u * c));
                     [[unroll]] for (uint r = 0u; r < R; r++)
-                        part[kk][r] += dot(q[r][bb * 8u + c], x);
+                        part[kk][r] = fma4(q[r][bb * 8u + c], x, part[kk][r]);
                 }
 #else
             [[unroll]] for (uint c = 0u; c < 4u; c++)
-                [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
-                    uint w = GWORD(kt, (kk * BPK + bb) * BLOCK_BYTES + 2u + 4u * c);
+                [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
+                    uint w = GWORD(kt, GBASE(kk), KOFF(kk, bb) + 2u + 4u * c);
                     vec4 xl = q4_low(w), xh = q4_high(w);
                     [[unroll]] for (uint r = 0u; r < R; r++)
-                        part[kk][r] += dot(q[r][bb * 8u + c], xl) + dot(q[r][bb * 8u + 4u + c], xh);
+                        part[kk][r] = fma4(q[r][bb * 8u + 4u + c], xh,
+                                           fma4(q[r][bb * 8u + c], xl, part[kk][r]));
                 }
 #endif
-            [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
-                float d = GSCALE(kt, (kk * BPK + bb) * BLOCK_BYTES);
+            [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
+                float d = GSCALE(kt, GBASE(kk), KOFF(kk, bb));
                 [[unroll]] for (uint r = 0u; r < R; r++)
+#if QT == 8
                     s[kk][r] = fma(d, part[kk][r], s[kk][r]);
+#else
+                    s[kk][r] = fma(d, fma(-8.0, qsum[r][bb], part[kk][r]), s[kk][r]);
+#endif
             }
         }
         // ---- scale and modifiers; causal, window and range masks only
         // where some key may be hidden (or precede the split)
         const bool edge = j0 < lo || j0 + NK > key_full || (M_WINDOW && j0 < first_all);
-        [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
-            const uint j = gk + kk;
+        [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
+            const uint j = kb + kk;
             [[unroll]] for (uint r = 0u; r < R; r++) {
                 s[kk][r] = kv_modify(s[kk][r] * pc.scale_log2, rw[r], j);
                 if (edge && (j < lo || j >= key_end || kv_hidden(rw[r], j)))
@@ -162,10 +203,10 @@ void main() {
         // ---- online softmax with a lazy max (see the top); a row that has
         // seen no visible key keeps m = -inf, and m_safe = 0 keeps
         // exp2(-inf - -inf) (NaN) away
-        float p[KPG][R];
+        float p[KPL][R];
         [[unroll]] for (uint r = 0u; r < R; r++) {
             float bm = s[0][r];
-            [[unroll]] for (uint kk = 1u; kk < KPG; kk++)
+            [[unroll]] for (uint kk = 1u; kk < KPL; kk++)
                 bm = max(bm, s[kk][r]);
             bm = subgroupMax(bm);
             if (bm > m[r] + LAZY) { // the same in every lane
@@ -174,48 +215,60 @@ void main() {
                 l[r] *= alpha;
                 [[unroll]] for (uint c = 0u; c < DQ; c++)
                     o[r][c] *= alpha;
+#if QT == 4
+                [[unroll]] for (uint bb = 0u; bb < BPK; bb++)
+                    pdsum[r][bb] *= alpha;
+#endif
             }
             float m_safe = m[r] == NEG_INF ? 0.0 : m[r];
-            [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
+            [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
                 p[kk][r] = exp2(s[kk][r] - m_safe);
                 l[r] += p[kk][r];
             }
         }
+        // ---- the next block's K (clamped: the last trip fetches a real
+        // group it does not use)
+        [[unroll]] for (uint gi = 0u; gi < GPL; gi++) {
+            uint j = min(kb + NK + gi * KPG, last_group_key);
+            g[gi] = key_row_fast(b, kv_head, j, inv_bs) / KPG * GT;
+            [[unroll]] for (uint t = 0u; t < GT; t++)
+                kt[gi * GT + t] = texelFetch(k_tex, int(g[gi] + t));
+        }
         // ---- O += P V over the lane's keys; a hidden key's scale never
         // multiplies (its group may hold unwritten bytes past the sequence)
-        uvec4 vt[GT];
-        [[unroll]] for (uint t = 0u; t < GT; t++)
-            vt[t] = texelFetch(v_tex, int(g + t));
         [[unroll]] for (uint bb = 0u; bb < BPK; bb++) {
-            float pd[KPG][R];
-            [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
-                float d = GSCALE(vt, (kk * BPK + bb) * BLOCK_BYTES);
+            float pd[KPL][R];
+            [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
+                float d = GSCALE(vt, GBASE(kk), KOFF(kk, bb));
                 [[unroll]] for (uint r = 0u; r < R; r++)
                     pd[kk][r] = p[kk][r] == 0.0 ? 0.0 : p[kk][r] * d;
             }
 #if QT == 8
             [[unroll]] for (uint c = 0u; c < 8u; c++) {
-                vec4 x[KPG];
-                [[unroll]] for (uint kk = 0u; kk < KPG; kk++)
-                    x[kk] = q8_values(GWORD(vt, (kk * BPK + bb) * BLOCK_BYTES + 2u + 4u * c));
+                vec4 x[KPL];
+                [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
+                    x[kk] = q8_values(GWORD(vt, GBASE(kk), KOFF(kk, bb) + 2u + 4u * c));
                 [[unroll]] for (uint r = 0u; r < R; r++) {
                     vec4 acc = o[r][bb * 8u + c];
-                    [[unroll]] for (uint kk = 0u; kk < KPG; kk++)
+                    [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
                         acc = fma(vec4(pd[kk][r]), x[kk], acc);
                     o[r][bb * 8u + c] = acc;
                 }
             }
 #else
+            [[unroll]] for (uint r = 0u; r < R; r++)
+                [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
+                    pdsum[r][bb] += pd[kk][r];
             [[unroll]] for (uint c = 0u; c < 4u; c++) {
-                vec4 xl[KPG], xh[KPG];
-                [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
-                    uint w = GWORD(vt, (kk * BPK + bb) * BLOCK_BYTES + 2u + 4u * c);
+                vec4 xl[KPL], xh[KPL];
+                [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
+                    uint w = GWORD(vt, GBASE(kk), KOFF(kk, bb) + 2u + 4u * c);
                     xl[kk] = q4_low(w);
                     xh[kk] = q4_high(w);
                 }
                 [[unroll]] for (uint r = 0u; r < R; r++) {
                     vec4 al = o[r][bb * 8u + c], ah = o[r][bb * 8u + 4u + c];
-                    [[unroll]] for (uint kk = 0u; kk < KPG; kk++) {
+                    [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
                         al = fma(vec4(pd[kk][r]), xl[kk], al);
                         ah = fma(vec4(pd[kk][r]), xh[kk], ah);
                     }
@@ -227,9 +280,10 @@ void main() {
         }
     }
 
-    // ---- the lanes' copies added up; lane c % SG stores quad c. One split:
-    // normalise and store (no visible key: l = 0 -> zeros); several: the
-    // unnormalised row, its max and its sum
+    // ---- the lanes' copies added up (q4_0: less 8 times the sum of p d of
+    // each block); lane c % SG stores quad c. One split: normalise and store
+    // (no visible key: l = 0 -> zeros); several: the unnormalised row, its
+    // max and its sum
     const uint s_off = split_step(split, D);
     [[unroll]] for (uint r = 0u; r < R; r++) {
         float total = subgroupAdd(l[r]);
@@ -237,7 +291,11 @@ void main() {
         if (pc.splits == 1u && row0 + r <= last_row)
             inv = kv_finish(rw[r], b, m[r], total, lane == 0u);
         [[unroll]] for (uint c = 0u; c < DQ; c++) {
+#if QT == 4
+            vec4 sum = subgroupAdd(fma(vec4(-8.0), vec4(pdsum[r][c / 8u]), o[r][c]));
+#else
             vec4 sum = subgroupAdd(o[r][c]);
+#endif
             if (c % SG != lane || row0 + r > last_row)
                 continue;
             if (pc.splits == 1u) {

@@ -114,10 +114,12 @@ static bool decq_config(const vkattn_context *ctx, const vkattn_kv_cache *c, uin
         r = DEC_ROWS_MAX;
     while (r > 1 && r * d > DECQ_VALUES_MAX)
         r /= 2;
-    uint32_t spec[5] = {sg, sg, d, r, 1};
+    /* a group holds 256 / D keys: lanes take groups enough for 4 keys */
+    uint32_t gpl = d == 64 ? 1 : d == 128 ? 2 : 4;
+    uint32_t spec[5] = {sg, sg, d, r, gpl};
     memcpy(cfg->spec, spec, sizeof spec);
     cfg->rows_per_group = r;
-    cfg->block_keys = sg * (256 / d);
+    cfg->block_keys = sg * (256 / d) * gpl;
     return true;
 }
 
