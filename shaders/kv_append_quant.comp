@@ -1,10 +1,11 @@
-// Appends K and V [B, Hkv, T, Dh] of a step to a quantized KV cache's block
-// pools (layout: src/ops/kvcache/kvcache.h), quantizing as it writes:
-// ggml's q8_0 or q4_0 blocks of 32 values along the head dim (QT = 8 or 4;
-// the layouts: attention_io.glsl). One invocation quantizes a pair of
-// blocks (64 values) of one token row of K and the same pair of V: a pair is
-// 68 or 36 bytes, whole 32-bit words, so no two invocations share a word
-// (the head dim is a multiple of 64). The arithmetic is the CPU reference's
+// Appends one of K or V ([B, Hkv, T, D] of a step) to its pool of a
+// quantized KV cache (layout: src/ops/kvcache/kvcache.h), quantizing as it
+// writes: ggml's q8_0 or q4_0 blocks of 32 values along the head dim (QT =
+// 8 or 4; the layouts: attention_io.glsl). The K and V of a step are two
+// dispatches (their head dims may differ). One invocation quantizes a pair
+// of blocks (64 values) of one token row: a pair is 68 or 36 bytes, whole
+// 32-bit words, so no two invocations share a word (the head dim is a
+// multiple of 64). The arithmetic is the CPU reference's
 // (vkattn_ref_quantize) step by step in f32, `precise` so that nothing is
 // fused; the scale is rounded to f16 to nearest even by hand. Variant: DT =
 // f32 / f16 / f16p / bf16 (the storage of k and v).
@@ -23,17 +24,16 @@ const uint BLOCK_BYTES = 18u;
 const uint PAIR_WORDS = BLOCK_BYTES / 2u; // 2 blocks = BLOCK_BYTES / 2 words
 
 layout(push_constant) uniform Push {
-    uint batch, heads, tokens, pairs; // pairs: head_dim / 64
-    uint k_first, v_first;            // element index of k[0,0,0,0] / v[...] in their bindings
-    uint stride_b, stride_h, stride_t; // of k and v, in elements
+    uint batch, heads, tokens, pairs; // pairs: D / 64
+    uint dh;                           // D (unused: pairs says it)
+    uint first;                        // element index of src[0,0,0,0] in its binding
+    uint stride_b, stride_h, stride_t; // of src, in elements
     uint block_size, table_width;
 } pc;
 
 layout(set = 0, binding = 0, std430) readonly buffer meta_buffer { uint meta[]; };
-DECLARE_RO(1, k_src, DT)
-DECLARE_RO(2, v_src, DT)
-layout(set = 0, binding = 3, std430) writeonly buffer k_pool_buffer { uint k_pool[]; };
-layout(set = 0, binding = 4, std430) writeonly buffer v_pool_buffer { uint v_pool[]; };
+DECLARE_RO(1, src, DT)
+layout(set = 0, binding = 2, std430) writeonly buffer pool_buffer { uint pool[]; };
 
 // IEEE binary16 bits of x, rounded to nearest even (vkattn_f32_to_f16's
 // rounding; packHalf2x16 leaves the rounding mode to the implementation).
@@ -127,21 +127,13 @@ void main() {
     uint dst = (row * pc.pairs + p) * PAIR_WORDS;
     uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t + p * 64u;
     float x[32];
-    for (uint kv = 0u; kv < 2u; kv++) {
-        for (uint w = 0u; w < PAIR_WORDS; w++)
-            words[w] = 0u;
-        for (uint blk = 0u; blk < 2u; blk++) {
-            for (uint j = 0u; j < 32u; j++) {
-                uint e = src + blk * 32u + j;
-                x[j] = kv == 0u ? k_src_load(pc.k_first + e) : v_src_load(pc.v_first + e);
-            }
-            quantize_block(blk, x);
-        }
-        for (uint w = 0u; w < PAIR_WORDS; w++) {
-            if (kv == 0u)
-                k_pool[dst + w] = words[w];
-            else
-                v_pool[dst + w] = words[w];
-        }
+    for (uint w = 0u; w < PAIR_WORDS; w++)
+        words[w] = 0u;
+    for (uint blk = 0u; blk < 2u; blk++) {
+        for (uint j = 0u; j < 32u; j++)
+            x[j] = src_load(pc.first + src + blk * 32u + j);
+        quantize_block(blk, x);
     }
+    for (uint w = 0u; w < PAIR_WORDS; w++)
+        pool[dst + w] = words[w];
 }

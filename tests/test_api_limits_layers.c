@@ -57,7 +57,10 @@ void test_kv_cache_desc_limits(void **state)
         KV(num_heads, P31, 0, OK, ANY_ERROR, "desc->num_heads"),
         KV(num_heads, MAX, 0, BAD, BAD, "desc->num_heads"),
         KV(head_dim, 0, 0, BAD, BAD, "desc->head_dim 0"),
-        KV(head_dim, 1, 0, BAD, BAD, "desc->head_dim 1"),
+        KV(head_dim, 1, 0, OK, OK, NULL),
+        KV(head_dim, 577, 0, BAD, BAD, "desc->head_dim 577"),
+        KV(v_head_dim, 577, 0, BAD, BAD, "desc->v_head_dim 577"),
+        KV(v_head_dim, MAX, 1, BAD, BAD, "desc->v_head_dim 4294967295"),
         KV(head_dim, P31, 0, BAD, BAD, "desc->head_dim 2147483648"),
         KV(head_dim, MAX, 0, BAD, BAD, "desc->head_dim 4294967295"),
     };

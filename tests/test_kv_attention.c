@@ -28,6 +28,7 @@ typedef struct kv_case {
     uint32_t splits;
     bool merged;
     float scale;
+    uint32_t DV; /* v's head dim; 0: D */
 } kv_case;
 
 static const kv_case grid[] = {
@@ -57,14 +58,33 @@ static const kv_case grid[] = {
     {4, 2, 64, BF16, F32, 0, 80, 2, {1, 0}, {70, 10}, 2, 3, true, 0.0f},
     /* bf16 q over an f16 cache, MQA, paged 5 */
     {4, 1, 64, F16, BF16, 5, 90, 2, {0, 1}, {60, 33}, 1, 0, false, 0.0f},
+    /* K and V of their own head dims (12..): DeepSeek's MLA absorbed (576 /
+     * 512, one KV head), decode with automatic splits, f16, paged 16 */
+    {8, 1, 576, F16, F16, 16, 160, 2, {0, 1}, {130, 45}, 1, 0, true, 0.0f, 512},
+    /* ... and prefill over it, T = 20 */
+    {4, 1, 576, F32, F32, 16, 80, 2, {1, 0}, {30, 0}, 20, 0, false, 0.0f, 512},
+    /* MLA's non-absorbed 192 / 128, GQA 2, 3 splits, contiguous */
+    {4, 2, 192, F32, F32, 0, 90, 2, {0, 1}, {70, 9}, 2, 3, false, 0.0f, 128},
+    /* head dims that are not multiples of 8: PyTorch's 5 and 21, decode */
+    {4, 2, 5, F32, F32, 5, 60, 2, {1, 0}, {40, 7}, 1, 0, false, 0.0f, 21},
+    /* 203 / 203 prefill, f32, paged 16, merged output */
+    {2, 1, 203, F32, F32, 16, 64, 2, {0, 1}, {20, 0}, 17, 0, true, 0.0f, 203},
+    /* 15 / 64 (q read by elements, out by quads), f16, 2 splits */
+    {4, 4, 15, F16, F16, 5, 60, 2, {0, 1}, {31, 2}, 2, 2, false, 0.3f, 64},
+    /* 2 / 2, MQA, bf16 cache with f32 q, decode */
+    {4, 1, 2, BF16, F32, 5, 40, 1, {2}, {25}, 1, 0, false, 0.0f, 2},
+    /* quantized 576 / 512: q8_0, decode, paged 16 */
+    {4, 1, 576, VKATTN_DTYPE_Q8_0, F32, 16, 96, 2, {0, 1}, {70, 18}, 1, 0, false, 0.0f, 512},
 };
+
+#define GRID_COUNT (sizeof grid / sizeof grid[0])
 
 static void describe(const kv_case *c, uint32_t policy, char *buf, size_t size)
 {
-    snprintf(buf, size, "%s Hq%u Hkv%u D%u cache:%s q:%s block%u B%u T%u splits%u%s",
-             test_policies[policy].name, c->Hq, c->Hkv, c->D, vkattn_dtype_name(c->cdt),
-             vkattn_dtype_name(c->qdt), c->block_size, c->batch, c->T, c->splits,
-             c->merged ? " merged" : "");
+    snprintf(buf, size, "%s Hq%u Hkv%u D%u/%u cache:%s q:%s block%u B%u T%u splits%u%s",
+             test_policies[policy].name, c->Hq, c->Hkv, c->D, c->DV ? c->DV : c->D,
+             vkattn_dtype_name(c->cdt), vkattn_dtype_name(c->qdt), c->block_size, c->batch, c->T,
+             c->splits, c->merged ? " merged" : "");
 }
 
 static double tolerance(vkattn_dtype a, vkattn_dtype b)
@@ -80,9 +100,11 @@ static void run_case(test_gpu *g, const kv_case *c, uint32_t policy, uint64_t se
     char what[200];
     describe(c, policy, what, sizeof what);
     test_rng rng = test_rng_seed(seed);
+    const uint32_t DV = c->DV ? c->DV : c->D;
     vkattn_kv_cache_desc d = {.num_kv_heads = c->Hkv,
                               .num_heads = c->Hq,
                               .head_dim = c->D,
+                              .v_head_dim = c->DV,
                               .dtype = c->cdt,
                               .max_sequences = 4,
                               .capacity = c->capacity,
@@ -101,10 +123,10 @@ static void run_case(test_gpu *g, const kv_case *c, uint32_t policy, uint64_t se
     kv_append(ctx, &h, c->batch, c->seqs, c->T, &rng);
 
     att_io io;
-    att_io_create(ctx, &io, c->batch, c->Hq, c->T, c->D, c->qdt, c->merged, &rng);
+    att_io_create2(ctx, &io, c->batch, c->Hq, c->T, c->D, DV, c->qdt, c->merged, &rng);
     vkattn_kv_attention_args a = att_args(&h, &io, c->seqs, c->scale, c->splits);
     TEST_OK(ctx, vkattn_kv_attention(ctx, &a));
-    size_t n = (size_t)c->batch * c->Hq * c->T * c->D;
+    size_t n = (size_t)c->batch * c->Hq * c->T * DV;
     float *got = malloc(n * sizeof *got), *want = malloc(n * sizeof *want);
     assert_true(got && want);
     att_io_result(ctx, &io, got);
@@ -159,6 +181,16 @@ static void test_bf16_matches_reference(void **state)
 {
     test_policy_suite *s = *state;
     for (uint32_t i = 9; i < 12; i++)
+        for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy++)
+            run_case(s->gpu[policy], &grid[i], policy, 100 + i);
+}
+
+/* K and V of different head dims, head dims up to 576 and not multiples
+ * of 8, on every policy */
+static void test_head_dims_match_reference(void **state)
+{
+    test_policy_suite *s = *state;
+    for (uint32_t i = 12; i < GRID_COUNT; i++)
         for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy++)
             run_case(s->gpu[policy], &grid[i], policy, 100 + i);
 }
@@ -346,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_decode_fixed_splits_match_reference),
         cmocka_unit_test(test_prefill_matches_reference),
         cmocka_unit_test(test_bf16_matches_reference),
+        cmocka_unit_test(test_head_dims_match_reference),
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_one_command_buffer),
         cmocka_unit_test(test_more_queries_than_keys),

@@ -34,10 +34,22 @@ static void test_memory_before_allocation(void **state)
     assert_int_equal(vkattn_kv_cache_memory(&d, NULL, &paged_total, err, sizeof err),
                      VKATTN_SUCCESS);
     assert_true(paged_total >= per_token * 16 * 100 && paged_total < total);
-    d.head_dim = 20;
+    /* K and V of their own head dims; rows that are not multiples of 8 kept
+     * padded to one (20 -> 24) */
+    d.head_dim = 192;
+    d.v_head_dim = 20;
+    assert_int_equal(vkattn_kv_cache_memory(&d, &per_token, &total, err, sizeof err),
+                     VKATTN_SUCCESS);
+    assert_int_equal(per_token, 8 * (192 + 24) * 2);
+    d.v_head_dim = 577;
     assert_int_equal(vkattn_kv_cache_memory(&d, &per_token, &total, err, sizeof err),
                      VKATTN_ERROR_INVALID_ARGUMENT);
-    assert_non_null(strstr(err, "desc->head_dim 20"));
+    assert_non_null(strstr(err, "desc->v_head_dim 577"));
+    d.v_head_dim = 0;
+    d.head_dim = 577;
+    assert_int_equal(vkattn_kv_cache_memory(&d, &per_token, &total, err, sizeof err),
+                     VKATTN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "desc->head_dim 577"));
     d.head_dim = 128;
     d.num_kv_heads = 3;
     d.num_heads = 8;

@@ -315,7 +315,7 @@ static void test_cache_errors(void **state)
          (s.x.dtype = F16, s.segments[0].dst.dtype = F16));
     CASE(SHAPE,
          "args->segments[2] (V pool) has columns 8, head_dim 8 but the cache holds 2 KV "
-         "heads x head_dim 8 (columns 16)",
+         "heads x v_head_dim 8 (columns 16)",
          (s.segments[2].columns = 8, s.w.shape[0] = 56));
     CASE(SHAPE, "args->segments[1] (K pool) has columns 16, head_dim 4",
          s.segments[1].head_dim = 4);
@@ -349,7 +349,7 @@ static void test_cache_errors(void **state)
                                        {{256, 256, {0}, VKA_LINEAR_TO_K_POOL}},
                                        &bcd};
         TEST_FAILS(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                   "its K and V pools are 134218752 bytes each, more than one binding",
+                   "its K pool is 134218752 bytes, more than one binding",
                    vka_linear_segments_check(ctx, &bs));
         vkattn_kv_cache_destroy(cache);
     }

@@ -11,10 +11,10 @@
  *
  * The keys and values of one layer for up to `max_sequences` sequences, each
  * with its own length (ragged batches). One API, two layouts:
- *  - contiguous (block_size 0): K and V are each [max_sequences, Hkv,
- *    capacity, Dh], sequence s owning row s;
+ *  - contiguous (block_size 0): K and V are [max_sequences, Hkv,
+ *    capacity, Dk] and [.., Dv], sequence s owning row s;
  *  - paged (block_size > 0): K and V are pools of num_blocks blocks of
- *    [Hkv, block_size, Dh]; every sequence has a block table, takes blocks
+ *    [Hkv, block_size, Dk] and [.., Dv]; every sequence has a block table, takes blocks
  *    from the pool as it grows and gives them back when truncated, so
  *    sequences of very different lengths share the memory.
  * Sequences are numbered 0 .. max_sequences-1; all start empty. The cache
@@ -37,7 +37,16 @@ typedef struct vkattn_kv_cache vkattn_kv_cache;
 typedef struct vkattn_kv_cache_desc {
     uint32_t num_kv_heads; /* Hkv, required */
     uint32_t num_heads;    /* Hq of the queries that attend to it; 0: num_kv_heads */
-    uint32_t head_dim;     /* Dh, required: a multiple of 8 from 8 to 256 (q8_0, q4_0: of 64) */
+    /* Dk, the head dim of K (and of the queries), required: 1 to 576 (q8_0,
+     * q4_0: a multiple of 64). A size that is not a multiple of 8 is kept
+     * zero-padded to one (memory counts the padding) and takes the slower
+     * paths of "attention semantics" (include/vkattn/ops.h), as does one
+     * above 256. */
+    uint32_t head_dim;
+    /* Dv, the head dim of V (and of the output); 0: head_dim. Same rules.
+     * DeepSeek's MLA: 192 and 128 (K with its rotary part), or 576 and 512
+     * with one KV head (the absorbed form). */
+    uint32_t v_head_dim;
     /* f32 (default), f16, bf16, or quantized: q8_0 or q4_0, ggml's blocks
      * of 32 values along Dh (layouts: vkattn_dtype). A quantized cache is
      * filled by vkattn_cmd_kv_cache_append, which quantizes f32, f16 or
@@ -74,9 +83,9 @@ typedef struct vkattn_kv_cache_desc {
 } vkattn_kv_cache_desc;
 
 /* What a cache needs, before creating it: bytes of K and V per token of one
- * layer (2 * Hkv * the bytes of Dh values: Dh * dtype size, or Dh / 32
- * blocks of 34 (q8_0) or 18 (q4_0) bytes) and the device memory it would
- * allocate. */
+ * layer (Hkv * the bytes of a row of Dk and of Dv values: each rounded up
+ * to a multiple of 8 times the dtype size, or D / 32 blocks of 34 (q8_0) or
+ * 18 (q4_0) bytes) and the device memory it would allocate. */
 VKATTN_API vkattn_result vkattn_kv_cache_memory(const vkattn_kv_cache_desc *desc,
                                                 uint64_t *bytes_per_token, uint64_t *total_bytes,
                                                 char *error, size_t error_size);
@@ -98,9 +107,10 @@ VKATTN_API vkattn_result vkattn_kv_cache_truncate(vkattn_kv_cache *cache, uint32
 VKATTN_API uint32_t vkattn_kv_cache_free_blocks(const vkattn_kv_cache *cache);
 
 /* Appends T new keys and values per sequence, from tensors of your own:
- * k and v [B, Hkv, T, Dh] (B = batch), in the cache's dtype (a quantized
- * cache: f32, f16 or bf16, quantized as they are written), last dimension
- * contiguous. (The MHA layer's steps append without this copy: their
+ * k [B, Hkv, T, Dk] and v [B, Hkv, T, Dv] (B = batch), in the cache's dtype
+ * (a quantized cache: f32, f16 or bf16, quantized as they are written), last
+ * dimension contiguous, the same T (with a head dim that is not a multiple
+ * of 4, strides and offsets are free; else multiples of 4 elements). (The MHA layer's steps append without this copy: their
  * projection writes into the cache directly.) */
 typedef struct vkattn_kv_append_args {
     vkattn_kv_cache *cache;
@@ -115,9 +125,13 @@ VKATTN_API vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkComma
 /* Attention of T queries per sequence over everything the cache holds for
  * that sequence (L keys), causal and bottom-right aligned: query i sees key
  * j iff j <= i + L - T (with T = L every query sees the whole prefix before
- * it). q [B, Hq, T, Dh] and out [B, Hq, T, Dh] (strides free, last one 1;
- * out may be given merged as [B, T, Hq*Dh] through its strides), Hq a
- * multiple of the cache's Hkv; q/out f32 or f16. Sequences must not be empty.
+ * it). q [B, Hq, T, Dk] and out [B, Hq, T, Dv] (strides free, last one 1;
+ * out may be given merged as [B, T, Hq*Dv] through its strides), Hq a
+ * multiple of the cache's Hkv; q/out f32, f16 or bf16. Sequences must not be
+ * empty. Head dims that are multiples of 8 need q's and out's strides and
+ * offsets on 4 elements; others are read and written one element at a
+ * time (free strides), and out then cannot be bf16 or f16 on a device
+ * without 16-bit storage (pairs in 32-bit words; VKATTN_ERROR_UNSUPPORTED).
  * Few queries (T <= 16) take the split-KV decoding path: the key range is
  * split across workgroups and the partial results are combined in a second
  * pass; kv_splits 0 chooses the count from the device and the lengths, a
@@ -127,7 +141,7 @@ typedef struct vkattn_kv_attention_args {
     uint32_t batch;
     const uint32_t *sequences; /* [batch] */
     vkattn_tensor q, out;
-    float scale;        /* 0: 1/sqrt(Dh) */
+    float scale;        /* 0: 1/sqrt(Dk) */
     uint32_t kv_splits; /* 0: automatic */
     /* Score modifiers as in vkattn_attention_args (bottom-right only: query
      * i of the T sits at L - T + i). The window skips the tiles (and the

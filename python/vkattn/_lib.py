@@ -210,6 +210,7 @@ class RefMhaArgs(ctypes.Structure):
 class KvCacheDesc(ctypes.Structure):
     _fields_ = [
         ("num_kv_heads", _u32), ("num_heads", _u32), ("head_dim", _u32),
+        ("v_head_dim", _u32),
         ("dtype", _int),
         ("max_sequences", _u32), ("capacity", _u32), ("block_size", _u32),
         ("num_blocks", _u32), ("window", _u32),

@@ -264,7 +264,7 @@ static void norm_rope_heads(const layer_plan *plan, float *act, int64_t T, int64
         return;
     const int64_t B = plan->ap.dims.batch, Dh = d->head_dim;
     const vkattn_host_tensor *pos = &plan->positions;
-    double h[VKA_HEAD_DIM_MAX];
+    double h[VKA_ATTENTION_HEAD_DIM_MAX];
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) {
             int64_t at =

@@ -76,12 +76,19 @@ vkattn_result vka_bool_mask_check(vkattn_bool_mask value, const char *prefix, ch
 vkattn_result vka_attention_scale(float scale, uint32_t head_dim, const char *name, double *out,
                                   char *error, size_t error_size);
 
-/* Head-dimension limits: a multiple of VKA_HEAD_DIM_MULTIPLE up to
- * VKA_HEAD_DIM_MAX for the KV cache and the MHA layer (which also need
- * Dk == Dv); any size up to VKA_ATTENTION_HEAD_DIM_MAX for vkattn_attention
- * and its reference (Dk and Dv each; multiples of 8 take the fast path). */
+/* Head-dimension limits: any size from 1 to VKA_ATTENTION_HEAD_DIM_MAX for
+ * vkattn_attention, the KV cache, the MHA layer and their references (Dk and
+ * Dv each, and they may differ); multiples of VKA_HEAD_DIM_MULTIPLE up to
+ * VKA_HEAD_DIM_FAST_MAX take the fast kernels. */
 #define VKA_HEAD_DIM_MULTIPLE 8u
-#define VKA_HEAD_DIM_MAX 256u
+#define VKA_HEAD_DIM_FAST_MAX 256u
 #define VKA_ATTENTION_HEAD_DIM_MAX 576u
+
+/* A head dim rounded up to whole octets: the row length a KV cache keeps
+ * (zero-padded) and the kernels compute with. */
+static inline uint32_t vka_head_dim_padded(uint32_t d)
+{
+    return (d + VKA_HEAD_DIM_MULTIPLE - 1) / VKA_HEAD_DIM_MULTIPLE * VKA_HEAD_DIM_MULTIPLE;
+}
 
 #endif

@@ -4,9 +4,18 @@
  * same way). */
 #include "spec/kv_cache_desc.h"
 
+#include "spec/attention_shapes.h"
 #include "spec/dtype.h"
 #include "spec/error_text.h"
 #include "spec/size_math.h"
+
+/* Elements a cache keeps per token row of a head dim: whole blocks when
+ * quantized, else the head dim zero-padded to a multiple of 8 (the
+ * kernels read rows by quads and octets). */
+static uint32_t row_elements(vkattn_dtype dtype, uint32_t head_dim)
+{
+    return vka_dtype_is_quantized(dtype) ? head_dim : vka_head_dim_padded(head_dim);
+}
 
 /* Fills `z` from a resolved desc; false when a size does not fit 64 bits. */
 static bool compute_sizes(const vkattn_kv_cache_desc *d, vka_kv_cache_sizes *z)
@@ -14,18 +23,45 @@ static bool compute_sizes(const vkattn_kv_cache_desc *d, vka_kv_cache_sizes *z)
     z->block_tokens = d->block_size;
     z->table_width = (uint32_t)vka_ceil_div_u64(d->capacity, d->block_size);
     z->table_entries = (uint64_t)d->max_sequences * z->table_width;
-    /* a token row of Dh values: Dh * size, or Dh / 32 quantized blocks */
-    const uint64_t block[] = {d->num_kv_heads, d->block_size, 1,
-                              vkattn_dtype_row_bytes(d->dtype, d->head_dim)};
+    z->k_row = row_elements(d->dtype, d->head_dim);
+    z->v_row = row_elements(d->dtype, d->v_head_dim);
+    /* a token row: its elements * size, or / 32 quantized blocks */
+    const uint64_t k_block[] = {d->num_kv_heads, d->block_size, 1,
+                                vkattn_dtype_row_bytes(d->dtype, z->k_row)};
+    const uint64_t v_block[] = {d->num_kv_heads, d->block_size, 1,
+                                vkattn_dtype_row_bytes(d->dtype, z->v_row)};
     const uint64_t scratch[] = {d->max_sequences, d->num_heads, VKATTN_KV_MAX_SPLIT_ROWS,
-                                (uint64_t)d->head_dim + 2, 4};
-    bool ok = vka_product_u64(block, 4, &z->block_bytes) &&
-              vka_mul_u64(z->block_bytes, d->num_blocks, &z->pool_bytes) &&
+                                (uint64_t)d->v_head_dim + 2, 4};
+    bool ok = vka_product_u64(k_block, 4, &z->k_block_bytes) &&
+              vka_product_u64(v_block, 4, &z->v_block_bytes) &&
+              vka_mul_u64(z->k_block_bytes, d->num_blocks, &z->k_pool_bytes) &&
+              vka_mul_u64(z->v_block_bytes, d->num_blocks, &z->v_pool_bytes) &&
               vka_product_u64(scratch, 5, &z->split_scratch_bytes);
     /* start and length per sequence, then its block table (fits: checked
      * against UINT32_MAX entries by the caller) */
     z->meta_bytes = 4 * (2ull * d->max_sequences + z->table_entries);
     return ok;
+}
+
+/* A head dim of the desc (`name`: "head_dim" or "v_head_dim"): 1 to 576, a
+ * multiple of 64 for a quantized cache (written a pair of 32-value blocks
+ * at a time: whole 32-bit words, no word shared between two writers). */
+static vkattn_result check_head_dim(const vkattn_kv_cache_desc *d, uint32_t value, const char *name,
+                                    char *error, size_t error_size)
+{
+    if (!value || value > VKA_ATTENTION_HEAD_DIM_MAX) {
+        vka_error_format(error, error_size, "desc->%s %u is not supported: it must be from 1 to %u",
+                         name, value, VKA_ATTENTION_HEAD_DIM_MAX);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (vka_dtype_is_quantized(d->dtype) && value % 64) {
+        vka_error_format(error, error_size,
+                         "desc->%s %u does not suit a %s cache: it must be a multiple of 64 "
+                         "(pairs of ggml's 32-value blocks)",
+                         name, value, vkattn_dtype_name(d->dtype));
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    return VKATTN_SUCCESS;
 }
 
 vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_kv_cache_desc *d,
@@ -52,13 +88,6 @@ vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_k
                          d->num_kv_heads, d->num_heads);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    if (!d->head_dim || d->head_dim % 8 || d->head_dim > 256) {
-        vka_error_format(
-            error, error_size,
-            "desc->head_dim %u is not supported: it must be a multiple of 8 from 8 to 256",
-            d->head_dim);
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    }
     if (!vka_dtype_is_float(d->dtype) && d->dtype != VKATTN_DTYPE_BF16 &&
         !vka_dtype_is_quantized(d->dtype)) {
         char b[VKA_DTYPE_TEXT];
@@ -67,15 +96,10 @@ vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_k
                          vka_dtype_text(d->dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
-    /* quantized rows are written a pair of 32-value blocks at a time (whole
-     * 32-bit words, no word shared between two writers) */
-    if (vka_dtype_is_quantized(d->dtype) && d->head_dim % 64) {
-        vka_error_format(error, error_size,
-                         "desc->head_dim %u does not suit a %s cache: it must be a multiple of 64 "
-                         "(pairs of ggml's 32-value blocks)",
-                         d->head_dim, vkattn_dtype_name(d->dtype));
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    }
+    if (!d->v_head_dim)
+        d->v_head_dim = d->head_dim;
+    VKA_TRY(check_head_dim(d, d->head_dim, "head_dim", error, error_size));
+    VKA_TRY(check_head_dim(d, d->v_head_dim, "v_head_dim", error, error_size));
     /* A contiguous cache is one block of `capacity` tokens per sequence. */
     bool paged = d->block_size != 0;
     uint32_t block_tokens = paged ? d->block_size : d->capacity;
@@ -124,7 +148,8 @@ vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_k
         vka_error_format(error, error_size,
                          "desc: %u blocks of %u KV heads x %u tokens x head_dim %u (or the split "
                          "scratch of %u sequences x %u heads) exceed 2^64 bytes",
-                         d->num_blocks, d->num_kv_heads, block_tokens, d->head_dim,
+                         d->num_blocks, d->num_kv_heads, block_tokens,
+                         d->head_dim > d->v_head_dim ? d->head_dim : d->v_head_dim,
                          d->max_sequences, d->num_heads);
         return VKATTN_ERROR_OUT_OF_RANGE;
     }
@@ -140,15 +165,16 @@ vkattn_result vkattn_kv_cache_memory(const vkattn_kv_cache_desc *desc, uint64_t 
     vka_kv_cache_sizes z;
     VKA_TRY(vka_kv_cache_desc_resolve(desc, &d, &z, error, error_size));
     uint64_t total = 0;
-    bool ok = vka_mul_u64(z.pool_bytes, 2, &total) &&
+    bool ok = vka_add_u64(z.k_pool_bytes, z.v_pool_bytes, &total) &&
               vka_add_u64(total, z.split_scratch_bytes, &total) &&
               vka_add_u64(total, z.meta_bytes, &total);
     if (!ok) {
         vka_error_format(error, error_size, "desc: the cache's memory exceeds 2^64 bytes");
         return VKATTN_ERROR_OUT_OF_RANGE;
     }
-    if (bytes_per_token) /* < 2^64: Hkv < 2^32, Dh <= 256 */
-        *bytes_per_token = 2ull * d.num_kv_heads * vkattn_dtype_row_bytes(d.dtype, d.head_dim);
+    if (bytes_per_token) /* < 2^64: Hkv < 2^32, rows <= 576 elements */
+        *bytes_per_token = (uint64_t)d.num_kv_heads * (vkattn_dtype_row_bytes(d.dtype, z.k_row) +
+                                                       vkattn_dtype_row_bytes(d.dtype, z.v_row));
     if (total_bytes)
         *total_bytes = total;
     return VKATTN_SUCCESS;

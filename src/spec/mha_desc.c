@@ -127,7 +127,7 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
         }
         d.head_dim = d.embed_dim / d.num_heads;
     }
-    if (d.head_dim % VKA_HEAD_DIM_MULTIPLE != 0 || d.head_dim > VKA_HEAD_DIM_MAX) {
+    if (d.head_dim % VKA_HEAD_DIM_MULTIPLE != 0 || d.head_dim > VKA_HEAD_DIM_FAST_MAX) {
         char from[96] = "";
         if (head_dim_default)
             vka_error_format(from, sizeof from, " (desc->embed_dim %u / desc->num_heads %u)",
@@ -136,7 +136,7 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
                          "desc->head_dim %u%s is not supported: it must be a multiple of %u "
                          "from %u to %u",
                          d.head_dim, from, VKA_HEAD_DIM_MULTIPLE, VKA_HEAD_DIM_MULTIPLE,
-                         VKA_HEAD_DIM_MAX);
+                         VKA_HEAD_DIM_FAST_MAX);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (d.kv_dim == 0)

@@ -16,7 +16,8 @@
 typedef struct kv_host {
     vkattn_kv_cache *cache;
     vkattn_kv_cache_desc d;
-    float *k, *v; /* [max_sequences][Hkv][capacity][D], values as stored (rounded) */
+    /* [max_sequences][Hkv][capacity][Dk] and [..][Dv], values as stored (rounded) */
+    float *k, *v;
     uint32_t len[MAX_SEQ];
     /* a quantized cache: the dtype appends give it (set after create; 0:
      * f32), and the values before quantization (k, v hold them quantized
@@ -51,15 +52,15 @@ void pending_free(pending_append *p);
 void kv_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint32_t *seqs, uint32_t T,
                test_rng *rng);
 
-/* The reference: q [B, Hq, T, D] (host, contiguous) over each sequence's
- * whole mirror, causal with Tq = T, Tk = its length; want [B, Hq, T, D]. */
+/* The reference: q [B, Hq, T, Dk] (host, contiguous) over each sequence's
+ * whole mirror, causal with Tq = T, Tk = its length; want [B, Hq, T, Dv]. */
 void kv_reference(const kv_host *h, uint32_t batch, const uint32_t *seqs, uint32_t Hq, uint32_t T,
                   float scale, float *q, float *want);
 
-/* q and out of one attention call on the device. out is [B, Hq, T, D], or
- * the MHA layer's merged [B, T, Hq*D] through strides; it starts as NaN. */
+/* q and out of one attention call on the device. out is [B, Hq, T, DV], or
+ * the MHA layer's merged [B, T, Hq*DV] through strides; it starts as NaN. */
 typedef struct att_io {
-    uint32_t batch, Hq, T, D;
+    uint32_t batch, Hq, T, D, DV;
     vkattn_dtype dt;
     bool merged;
     float *q; /* host [B, Hq, T, D], rounded to dt */
@@ -69,7 +70,10 @@ typedef struct att_io {
 
 void att_io_create(vkattn_context *ctx, att_io *io, uint32_t batch, uint32_t Hq, uint32_t T,
                    uint32_t D, vkattn_dtype dt, bool merged, test_rng *rng);
-/* The output in [B, Hq, T, D] order. */
+/* ... with q's head dim D and out's DV */
+void att_io_create2(vkattn_context *ctx, att_io *io, uint32_t batch, uint32_t Hq, uint32_t T,
+                    uint32_t D, uint32_t DV, vkattn_dtype dt, bool merged, test_rng *rng);
+/* The output in [B, Hq, T, DV] order. */
 void att_io_result(vkattn_context *ctx, const att_io *io, float *got);
 void att_io_destroy(att_io *io);
 vkattn_kv_attention_args att_args(kv_host *h, const att_io *io, const uint32_t *seqs, float scale,

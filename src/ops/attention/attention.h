@@ -18,5 +18,10 @@ typedef struct vka_att_sm_tile {
 } vka_att_sm_tile;
 vka_att_sm_tile vka_att_sm_tile_fit(const vkattn_context *ctx, uint32_t head_dim, uint32_t max_rows,
                                     bool half_rows, bool half_keys, uint32_t key_extra_bytes);
+/* The same for q/k rows of head_dim and v/out rows of v_head_dim (TPR
+ * serves the output row). */
+vka_att_sm_tile vka_att_sm_tile_fit2(const vkattn_context *ctx, uint32_t head_dim,
+                                     uint32_t v_head_dim, uint32_t max_rows, bool half_rows,
+                                     bool half_keys, uint32_t key_extra_bytes);
 
 #endif

@@ -88,12 +88,6 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
 
 /* ---- kernel configuration (attention_config.c) */
 
-/* vka_att_sm_tile_fit for q/k rows of head_dim and v/out rows of v_head_dim
- * (TPR serves the output row). */
-vka_att_sm_tile vka_att_sm_tile_fit2(const vkattn_context *ctx, uint32_t head_dim,
-                                     uint32_t v_head_dim, uint32_t max_rows, bool half_rows,
-                                     bool half_keys, uint32_t key_extra_bytes);
-
 /* Kernel families (values are stored in tuning data: never renumber). */
 enum { ATT_FAMILY_SUBGROUP = 1, ATT_FAMILY_SHARED = 2 };
 #define ATT_SPEC_MAX 8

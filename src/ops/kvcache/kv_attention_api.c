@@ -9,11 +9,23 @@
 #include <stdio.h>
 #include <string.h>
 
-/* q / out: [B, Hq, T, Dh] rows read and written 4 elements at a time. */
+/* Whether a call reads q and writes out an element at a time: a head dim
+ * that is not a multiple of 8 (the kernels pad rows to 8 inside). */
+static bool elementwise(const vkattn_kv_cache *c)
+{
+    return c->d.head_dim % VKA_HEAD_DIM_MULTIPLE || c->d.v_head_dim % VKA_HEAD_DIM_MULTIPLE;
+}
+
+/* q [B, Hq, T, Dk] / out [B, Hq, T, Dv] (`is_out`): rows read and written 4
+ * elements at a time, or one at a time with elementwise() (q's rows are
+ * then free; out's too where Dv is not a multiple of 8, which a device
+ * keeping out as pairs in 32-bit words cannot write). */
 static vkattn_result check_tensor(vkattn_kv_cache *c, const vkattn_tensor *in, const char *prefix,
-                                  const char *name, vkattn_tensor *t)
+                                  bool is_out, vkattn_tensor *t)
 {
     vkattn_context *ctx = c->ctx;
+    const char *name = is_out ? "out" : "q", *dname = is_out ? "Dv" : "Dk";
+    const uint32_t dim = is_out ? c->d.v_head_dim : c->d.head_dim;
     char what[96];
     snprintf(what, sizeof what, "%s%s", prefix, name);
     vkattn_result r = vka_tensor_resolve(ctx, in, what, t);
@@ -21,7 +33,7 @@ static vkattn_result check_tensor(vkattn_kv_cache *c, const vkattn_tensor *in, c
         return r;
     if (t->rank != 4)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                        "%s.rank is %u: expected 4 ([B, Hq, T, Dh])", what, t->rank);
+                        "%s.rank is %u: expected 4 ([B, Hq, T, %s])", what, t->rank, dname);
     char b[VKA_DTYPE_TEXT];
     if (!vka_dtype_is_float(t->dtype) && t->dtype != VKATTN_DTYPE_BF16)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype is %s: f32, f16 or bf16",
@@ -36,13 +48,27 @@ static vkattn_result check_tensor(vkattn_kv_cache *c, const vkattn_tensor *in, c
                         "%s.shape[1] (num_heads) %lld differs from the cache's num_heads %u "
                         "(its split scratch is laid out for them)",
                         what, (long long)t->shape[1], c->d.num_heads);
-    if (t->shape[3] != c->d.head_dim)
+    if (t->shape[3] != dim)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                        "%s.shape[3] (head_dim) %lld differs from the cache's head_dim %u", what,
-                        (long long)t->shape[3], c->d.head_dim);
+                        "%s.shape[3] (%s) %lld differs from the cache's %s %u", what,
+                        is_out ? "v_head_dim" : "head_dim", (long long)t->shape[3],
+                        is_out ? "v_head_dim" : "head_dim", dim);
     if (t->shape[0] > UINT32_MAX || t->shape[2] > UINT32_MAX)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s: batch or tokens too large", what);
-    VKA_TRY(vka_tensor_check_rows(ctx, t, what, 4, 16));
+    uint32_t storage = vka_storage_kind(ctx, t->dtype);
+    if (is_out && dim % VKA_HEAD_DIM_MULTIPLE &&
+        (storage == VKA_STORAGE_F16P || storage == VKA_STORAGE_BF16))
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "%s is %s with v_head_dim %u: this device keeps %s as pairs in 32-bit "
+                        "words, which cannot be written one element at a time (use a head dim "
+                        "that is a multiple of 8, or f32%s)",
+                        what, vkattn_dtype_name(t->dtype), dim, vkattn_dtype_name(t->dtype),
+                        t->dtype == VKATTN_DTYPE_F16 ? "" : " or f16");
+    size_t es = vkattn_dtype_size(t->dtype);
+    if (elementwise(c) && (!is_out || dim % VKA_HEAD_DIM_MULTIPLE))
+        VKA_TRY(vka_tensor_check_rows(ctx, t, what, 1, es));
+    else
+        VKA_TRY(vka_tensor_check_rows(ctx, t, what, 4, 16));
     vka_box box = {{0},
                    {(uint64_t)t->shape[0], (uint64_t)t->shape[1], (uint64_t)t->shape[2],
                     (uint64_t)t->shape[3]}};
@@ -61,9 +87,9 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
 {
     vkattn_context *ctx = c->ctx;
     memset(p, 0, sizeof *p);
-    vkattn_result r = check_tensor(c, q, prefix, "q", &p->q);
+    vkattn_result r = check_tensor(c, q, prefix, false, &p->q);
     if (r == VKATTN_SUCCESS)
-        r = check_tensor(c, out, prefix, "out", &p->out);
+        r = check_tensor(c, out, prefix, true, &p->out);
     if (r != VKATTN_SUCCESS)
         return r;
     if (p->out.dtype != p->q.dtype)
@@ -72,7 +98,7 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
                         "they must be the same",
                         prefix, vkattn_dtype_name(p->out.dtype), prefix,
                         vkattn_dtype_name(p->q.dtype));
-    for (int d = 0; d < 4; d++)
+    for (int d = 0; d < 3; d++)
         if (p->out.shape[d] != p->q.shape[d])
             return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                             "%sout.shape[%d] is %lld but %sq.shape[%d] is %lld", prefix, d,
@@ -94,15 +120,18 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
                         (unsigned long long)kv_splits * p->new_tokens, VKATTN_KV_MAX_SPLIT_ROWS);
     /* The pools are bound whole: a pool past one window would need the cache
      * to split it. */
-    uint64_t pool = c->block_bytes * c->d.num_blocks;
+    uint64_t k_pool = c->k_block_bytes * c->d.num_blocks,
+             v_pool = c->v_block_bytes * c->d.num_blocks;
+    uint64_t pool = k_pool > v_pool ? k_pool : v_pool;
     uint64_t align = ctx->info.min_storage_buffer_offset_alignment;
     if (pool + (align < 16 ? 16 : align) + 4 > vka_storage_window_limit(ctx))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                        "the cache's K and V pools are %llu bytes each, more than one binding of "
-                        "this device can hold (maxStorageBufferRange %llu): use fewer blocks or "
-                        "sequences per cache",
-                        (unsigned long long)pool,
+                        "the cache's %s pool is %llu bytes, more than one binding of this device "
+                        "can hold (maxStorageBufferRange %llu): use fewer blocks or sequences "
+                        "per cache",
+                        pool == k_pool ? "K" : "V", (unsigned long long)pool,
                         (unsigned long long)ctx->info.max_storage_buffer_range);
+    p->elem = elementwise(c);
     char error[VKA_ERROR_MAX], scale_name[96];
     snprintf(scale_name, sizeof scale_name, "%sscale", prefix);
     double resolved;
@@ -162,7 +191,8 @@ vkattn_result vka_kv_attention_check_mods(vkattn_kv_cache *c, const vka_kv_mods_
                                .num_heads = p->num_heads,
                                .num_kv_heads = c->d.num_kv_heads,
                                .q_len = p->new_tokens,
-                               .head_dim = c->d.head_dim};
+                               .head_dim = c->d.head_dim,
+                               .v_head_dim = c->d.v_head_dim};
     char error[VKA_ERROR_MAX];
     vkattn_result r = vka_score_mods_check(&sa, &dims, prefix, true, &p->mods, error, sizeof error);
     if (r != VKATTN_SUCCESS)

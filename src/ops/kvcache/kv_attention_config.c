@@ -10,7 +10,7 @@
  * of that class then use.
  *
  * Tuning key (VKA_TUNE_KV_ATTENTION), values:
- *   0 head dim
+ *   0 head dim (+ v head dim << 16 where they differ)
  *   1 query heads per KV head, bucketed 1, 2, <=4, <=8, more
  *   2 new tokens per sequence, bucketed 1, 2, <=4, <=8, <=16
  *   3 cache length, bucketed <=256, <=1024, <=4096, <=16384, more
@@ -22,6 +22,7 @@
 #include "ops/kvcache/kvcache_internal.h"
 
 #include "ops/attention/attention.h"
+#include "spec/attention_shapes.h"
 
 #include <string.h>
 
@@ -58,18 +59,23 @@ static uint32_t pow2_at_least(uint32_t v)
  * drivers, which run a workgroup's subgroups one after another) owning R rows
  * (a power of two covering the rows of a decode step where possible: the
  * group's query heads x queries), C keys per lane per block. */
-static void sg_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, bool large,
-                      vka_kv_config *cfg)
+static void sg_config(const vkattn_context *ctx, const vkattn_kv_cache *c, uint32_t rows,
+                      bool large, vka_kv_config *cfg)
 {
     uint32_t sg = ctx->info.subgroup_size;
     uint32_t rmax = large ? SG_ROWS_LARGE : SG_ROWS_MAX;
-    if (d > 128)
+    uint32_t widest = c->k_row > c->v_row ? c->k_row : c->v_row;
+    if (widest > 128)
+        rmax /= 2;
+    if (widest > VKA_HEAD_DIM_FAST_MAX) /* up to 576: a quarter, one key group a block */
         rmax /= 2;
     uint32_t r = pow2_at_least(rows);
     if (r > rmax)
         r = rmax;
     uint32_t keys = large ? SG_KEYS_LARGE : r <= 4 ? SG_KEYS_FEW_ROWS : SG_KEYS_MANY_ROWS;
-    uint32_t spec[5] = {sg, sg, d, r, keys};
+    if (widest > VKA_HEAD_DIM_FAST_MAX)
+        keys = 1;
+    uint32_t spec[5] = {sg, sg, c->d.head_dim, r, keys};
     memcpy(cfg->spec, spec, sizeof spec);
     cfg->rows_per_group = r;
     cfg->block_keys = sg * keys;
@@ -95,6 +101,29 @@ static bool dec_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, vka
     cfg->rows_per_group = r;
     cfg->block_keys = sg;
     return true;
+}
+
+/* Whether both pools fit texel views, as elements of `es` bytes. */
+static bool pools_fit_texel(vkattn_context *ctx, const vkattn_kv_cache *c, size_t es)
+{
+    for (int i = 0; i < 2; i++) {
+        uint64_t bytes = (i ? c->v_block_bytes : c->k_block_bytes) * c->d.num_blocks;
+        vkattn_tensor pool = vkattn_tensor_make(i ? c->v : c->k, 0, c->d.dtype, 1, NULL);
+        pool.dtype = es == 4 ? VKATTN_DTYPE_F32 : c->d.dtype;
+        pool.shape[0] = (int64_t)(bytes / es);
+        vka_box all = {{0}, {(uint64_t)pool.shape[0], 1, 1, 1}};
+        if (!vka_box_fits_texel(ctx, &pool, &all))
+            return false;
+    }
+    return true;
+}
+
+static bool q_fits_texel(vkattn_context *ctx, const vka_kv_attention_problem *p)
+{
+    vka_box qbox = {{0},
+                    {(uint64_t)p->q.shape[0], (uint64_t)p->q.shape[1], (uint64_t)p->q.shape[2],
+                     (uint64_t)p->q.shape[3]}};
+    return vka_box_fits_texel(ctx, &p->q, &qbox);
 }
 
 /* Decode kernel over a quantized cache: lanes own groups of 8 blocks (256
@@ -130,21 +159,17 @@ static bool quant_texel(vkattn_context *ctx, const vkattn_kv_cache *c,
 {
     if (!ctx->info.texel_inputs)
         return false;
-    vkattn_tensor pool = vkattn_tensor_make(c->k, 0, VKATTN_DTYPE_F32, 1, NULL);
-    pool.shape[0] = (int64_t)(c->block_bytes * c->d.num_blocks / 4);
-    vka_box all = {{0}, {(uint64_t)pool.shape[0], 1, 1, 1}};
-    vka_box qbox = {{0},
-                    {(uint64_t)p->q.shape[0], (uint64_t)p->q.shape[1], (uint64_t)p->q.shape[2],
-                     (uint64_t)p->q.shape[3]}};
-    return vka_box_fits_texel(ctx, &pool, &all) && vka_box_fits_texel(ctx, &p->q, &qbox);
+    return pools_fit_texel(ctx, c, 4) && q_fits_texel(ctx, p);
 }
 
 /* Shared-memory family: the tile of vka_att_sm_tile_fit, BR at most a power of
  * two covering the step's rows, each key's pool row kept beside K and V. */
-static void sm_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, vka_kv_config *cfg)
+static void sm_config(const vkattn_context *ctx, const vkattn_kv_cache *c, uint32_t rows,
+                      vka_kv_config *cfg)
 {
-    vka_att_sm_tile t = vka_att_sm_tile_fit(ctx, d, pow2_at_least(rows), false, false, 4);
-    uint32_t spec[5] = {t.br * t.tpr, d, t.br, t.bc, t.tpr};
+    vka_att_sm_tile t =
+        vka_att_sm_tile_fit2(ctx, c->k_row, c->v_row, pow2_at_least(rows), false, false, 4);
+    uint32_t spec[5] = {t.br * t.tpr, c->d.head_dim, t.br, t.bc, t.tpr};
     memcpy(cfg->spec, spec, sizeof spec);
     cfg->rows_per_group = t.br;
     cfg->block_keys = t.bc;
@@ -182,15 +207,10 @@ static uint32_t auto_splits(const vkattn_context *ctx, const vka_kv_step *step,
 static bool use_texel(vkattn_context *ctx, const vkattn_kv_cache *c,
                       const vka_kv_attention_problem *p)
 {
-    if (!ctx->info.texel_inputs || vka_dtype_is_quantized(c->d.dtype)) /* blocks: words */
+    if (!ctx->info.texel_inputs || vka_dtype_is_quantized(c->d.dtype) || /* blocks: words */
+        p->elem) /* q read one element at a time */
         return false;
-    vkattn_tensor pool = vkattn_tensor_make(c->k, 0, c->d.dtype, 1, NULL);
-    pool.shape[0] = (int64_t)(c->block_bytes * c->d.num_blocks / vkattn_dtype_size(c->d.dtype));
-    vka_box all = {{0}, {(uint64_t)pool.shape[0], 1, 1, 1}};
-    vka_box qbox = {{0},
-                    {(uint64_t)p->q.shape[0], (uint64_t)p->q.shape[1], (uint64_t)p->q.shape[2],
-                     (uint64_t)p->q.shape[3]}};
-    return vka_box_fits_texel(ctx, &pool, &all) && vka_box_fits_texel(ctx, &p->q, &qbox);
+    return pools_fit_texel(ctx, c, vkattn_dtype_size(c->d.dtype)) && q_fits_texel(ctx, p);
 }
 
 void vka_kv_tuning_key(const vkattn_kv_cache *c, vkattn_dtype q_dtype, uint32_t batch,
@@ -202,7 +222,7 @@ void vka_kv_tuning_key(const vkattn_kv_cache *c, vkattn_dtype q_dtype, uint32_t 
     static const uint32_t work[] = {1, 4, 16, 64};
     memset(key, 0, sizeof *key);
     key->op = VKA_TUNE_KV_ATTENTION;
-    key->values[0] = c->d.head_dim;
+    key->values[0] = c->d.head_dim + (c->d.v_head_dim != c->d.head_dim ? c->d.v_head_dim << 16 : 0);
     key->values[1] = vka_tuning_bucket(c->d.num_heads / c->d.num_kv_heads, groups, 4);
     key->values[2] = vka_tuning_bucket(new_tokens, tokens, 4);
     key->values[3] = vka_tuning_bucket(length, lens, 4);
@@ -239,6 +259,8 @@ static void choose_kernel(vkattn_context *ctx, const vkattn_kv_cache *c, const v
     const uint32_t d = c->d.head_dim, group = p->num_heads / c->d.num_kv_heads;
     const uint32_t rows = p->new_tokens * group;
     const bool decode = p->new_tokens <= VKA_KV_DECODE_MAX_TOKENS;
+    /* the decode kernels: one head dim, a multiple of 8 up to 256 */
+    const bool one_dim = d == c->d.v_head_dim && d % 8 == 0 && d <= VKA_HEAD_DIM_FAST_MAX;
     cfg->texel = use_texel(ctx, c, p);
     /* bf16 through texel views in the decode kernel only; the others read
      * it from storage buffers */
@@ -246,7 +268,7 @@ static void choose_kernel(vkattn_context *ctx, const vkattn_kv_cache *c, const v
     if (!ctx->info.subgroup_kernels) {
         cfg->texel = cfg->texel && !bf16;
         cfg->kernel = VKA_KV_KERNEL_SHARED;
-        sm_config(ctx, d, rows, cfg);
+        sm_config(ctx, c, rows, cfg);
         return;
     }
     /* Decode through texel views: the GEMV-like kernel (q is read a quad at
@@ -254,12 +276,12 @@ static void choose_kernel(vkattn_context *ctx, const vkattn_kv_cache *c, const v
      * fewer trips of its loop (SG keys each) than lavapipe runs (65535 per
      * invocation, whatever the split count); longer ones take the subgroup
      * kernel (SG * C keys a trip). */
-    if (decode && cfg->texel && dec_config(ctx, d, rows, cfg) &&
+    if (decode && one_dim && cfg->texel && dec_config(ctx, d, rows, cfg) &&
         read_length(step, p) / ctx->info.subgroup_size < DEC_MAX_TRIPS) {
         cfg->kernel = VKA_KV_KERNEL_DECODE;
         return;
     }
-    if (decode && vka_dtype_is_quantized(c->d.dtype) && quant_texel(ctx, c, p) &&
+    if (decode && one_dim && vka_dtype_is_quantized(c->d.dtype) && quant_texel(ctx, c, p) &&
         decq_config(ctx, c, rows, cfg) && read_length(step, p) / cfg->block_keys < DEC_MAX_TRIPS) {
         cfg->kernel = VKA_KV_KERNEL_DECODE_QUANT;
         cfg->texel = true;
@@ -268,7 +290,7 @@ static void choose_kernel(vkattn_context *ctx, const vkattn_kv_cache *c, const v
     cfg->texel = cfg->texel && !bf16;
     bool large = !decode && rows >= SG_LARGE_ROWS && read_length(step, p) >= SG_LARGE_KEYS;
     cfg->kernel = VKA_KV_KERNEL_SUBGROUP;
-    sg_config(ctx, d, rows, large, cfg);
+    sg_config(ctx, c, rows, large, cfg);
 }
 
 vkattn_result vka_kv_config_choose(vkattn_context *ctx, const vkattn_kv_cache *c,
@@ -283,8 +305,8 @@ vkattn_result vka_kv_config_choose(vkattn_context *ctx, const vkattn_kv_cache *c
 
     /* Splits: only on the decode path; automatic ones give way when the
      * split scratch of this batch does not fit one binding. */
-    cfg->scratch_bytes =
-        (uint64_t)p->batch * c->d.num_heads * VKATTN_KV_MAX_SPLIT_ROWS * 4ull * (c->d.head_dim + 2);
+    cfg->scratch_bytes = (uint64_t)p->batch * c->d.num_heads * VKATTN_KV_MAX_SPLIT_ROWS * 4ull *
+                         (c->d.v_head_dim + 2);
     bool scratch_fits = cfg->scratch_bytes + 256 <= vka_storage_window_limit(ctx);
     uint32_t splits = 1;
     if (decode && p->kv_splits) {

@@ -105,8 +105,9 @@ static const vka_kernel combine_kernels[4] = {COMBINE_KERNEL(f32), COMBINE_KERNE
 
 #define COMBINE_WORKGROUP 64u
 
-/* Binds q or out whole; fills its offset and strides in vec4s. */
-static vkattn_result bind_tensor(vkattn_context *ctx, const vkattn_tensor *t, bool texel,
+/* Binds q or out whole; fills its offset and strides in vec4s, or with
+ * `elem` in elements. */
+static vkattn_result bind_tensor(vkattn_context *ctx, const vkattn_tensor *t, bool texel, bool elem,
                                  vka_binding *b, uint32_t *off, uint32_t strides[3])
 {
     uint64_t last = 0;
@@ -114,17 +115,18 @@ static vkattn_result bind_tensor(vkattn_context *ctx, const vkattn_tensor *t, bo
         last += (uint64_t)(t->shape[d] - 1) * (uint64_t)t->strides[d];
     size_t es = vkattn_dtype_size(t->dtype);
     uint64_t bytes = (last + 1) * es;
+    const uint32_t unit = elem ? 1 : 4;
     for (uint32_t d = 0; d < 3; d++)
-        strides[d] = t->shape[d] > 1 ? (uint32_t)(t->strides[d] / 4) : 0;
+        strides[d] = t->shape[d] > 1 ? (uint32_t)(t->strides[d] / unit) : 0;
     if (texel)
         return vka_bind_texel_quads(ctx, t->buffer, t->offset, bytes, t->dtype, b, off);
-    return vka_bind_window(ctx, t->buffer, t->offset, bytes, 4 * es, b, off);
+    return vka_bind_window(ctx, t->buffer, t->offset, bytes, unit * es, b, off);
 }
 
 static vkattn_result bind_pool(vkattn_context *ctx, const vkattn_kv_cache *c,
                                const vkattn_buffer *pool, bool texel, vka_binding *b)
 {
-    uint64_t bytes = c->block_bytes * c->d.num_blocks;
+    uint64_t bytes = (pool == c->k ? c->k_block_bytes : c->v_block_bytes) * c->d.num_blocks;
     uint32_t first;
     if (vka_dtype_is_quantized(c->d.dtype)) { /* whole: raw texels or 32-bit words */
         if (!texel)
@@ -308,7 +310,7 @@ static vkattn_result prepare_combine(vkattn_context *ctx, const vkattn_kv_cache 
                                      const vka_kv_attention_problem *p, vka_kv_attention_plan *plan)
 {
     uint32_t wg = vka_workgroup_size(ctx, COMBINE_WORKGROUP);
-    uint64_t units = (uint64_t)p->batch * p->num_heads * p->new_tokens * (c->d.head_dim / 4);
+    uint64_t units = (uint64_t)p->batch * p->num_heads * p->new_tokens * (c->v_row / 4);
     uint32_t gx, gy;
     vka_grid_2d(ctx, vka_div_up64(units, wg), &gx, &gy);
     if (gy > ctx->info.max_workgroup_count[1])
@@ -329,9 +331,9 @@ static vkattn_result prepare_combine(vkattn_context *ctx, const vkattn_kv_cache 
     cp->lse_off = push->lse_off, cp->lse_sb = push->lse_sb, cp->lse_sh = push->lse_sh;
     cp->lse_st = push->lse_st;
     /* the sinks and the LSE belong to the merged rows */
-    uint32_t spec[3] = {wg, c->d.head_dim,
-                        plan->config.spec[5] & (VKA_KV_MOD_SINKS | VKA_KV_MOD_LSE)};
-    return vka_pipeline_get(ctx, &combine_kernels[vka_storage_kind(ctx, p->q.dtype)], spec, 3,
+    uint32_t spec[4] = {wg, c->d.v_head_dim,
+                        plan->config.spec[5] & (VKA_KV_MOD_SINKS | VKA_KV_MOD_LSE), p->elem};
+    return vka_pipeline_get(ctx, &combine_kernels[vka_storage_kind(ctx, p->q.dtype)], spec, 4,
                             &plan->combine);
 }
 
@@ -357,11 +359,11 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
     vka_kv_main_push *push = &plan->push;
     vka_binding *b = plan->bindings;
     uint32_t qst[3], ost[3], unused;
-    uint64_t window = cfg->splits > 1 ? cfg->scratch_bytes : 4ull * (c->d.head_dim + 2);
-    VKA_TRY(bind_tensor(ctx, &p->q, cfg->texel, &b[1], &push->q_off, qst));
+    uint64_t window = cfg->splits > 1 ? cfg->scratch_bytes : 4ull * (c->d.v_head_dim + 2);
+    VKA_TRY(bind_tensor(ctx, &p->q, cfg->texel, p->elem, &b[1], &push->q_off, qst));
     VKA_TRY(bind_pool(ctx, c, c->k, cfg->texel, &b[2]));
     VKA_TRY(bind_pool(ctx, c, c->v, cfg->texel, &b[3]));
-    VKA_TRY(bind_tensor(ctx, &p->out, false, &b[4], &push->o_off, ost));
+    VKA_TRY(bind_tensor(ctx, &p->out, false, p->elem, &b[4], &push->o_off, ost));
     VKA_TRY(vka_bind_window(ctx, c->split_scratch, 0, window, 4, &b[5], &unused));
     push->q_sb = qst[0], push->q_sh = qst[1], push->q_st = qst[2];
     push->o_sb = ost[0], push->o_sh = ost[1], push->o_st = ost[2];
@@ -382,11 +384,12 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
     cfg->spec[5] = mods;
     uint32_t main_mods =
         cfg->splits > 1 ? mods & ~(uint32_t)(VKA_KV_MOD_SINKS | VKA_KV_MOD_LSE) : mods;
-    uint32_t spec[6];
-    memcpy(spec, cfg->spec, sizeof spec);
+    uint32_t spec[7]; /* 6: the v head dim (sg and sm families) */
+    memcpy(spec, cfg->spec, sizeof cfg->spec);
     spec[5] = main_mods;
+    spec[6] = c->d.v_head_dim;
     VKA_TRY(
-        vka_pipeline_get(ctx, main_kernel(ctx, cfg, p->q.dtype, c->d.dtype), spec, 6, &plan->main));
+        vka_pipeline_get(ctx, main_kernel(ctx, cfg, p->q.dtype, c->d.dtype), spec, 7, &plan->main));
     return cfg->splits == 1 ? VKATTN_SUCCESS : prepare_combine(ctx, c, p, plan);
 }
 

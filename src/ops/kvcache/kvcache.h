@@ -4,7 +4,7 @@
  * The cache: its pools, the host-side lengths and block tables, and the
  * per-step metadata the kernels read. Both layouts are the same thing to
  * the kernels: K and V are pools of blocks [num_blocks, Hkv, block_size,
- * Dh], and token t of the sequence in batch row b lives in block
+ * k_row] and [.., v_row] (the head dims Dk and Dv, padded), and token t of the sequence in batch row b lives in block
  * table[b][t / block_size] at row t % block_size. A contiguous cache is one
  * block of `capacity` tokens per sequence with table[b] = {sequence id}.
  *
@@ -37,11 +37,15 @@ struct vkattn_kv_cache {
     vkattn_kv_cache_desc d; /* resolved: block_size and num_blocks filled in */
     bool paged;
     uint32_t table_width; /* blocks a sequence can hold: ceil(capacity / block_size) */
-    uint64_t block_bytes; /* bytes of one block of K (or V) */
-    vkattn_buffer *k, *v; /* the pools */
-    vkattn_buffer *meta;  /* step metadata */
+    /* elements of a token row of K / of V: the head dims, zero-padded to a
+     * multiple of 8 (the kernels read pools by quads; appends write the
+     * zeros) unless quantized */
+    uint32_t k_row, v_row;
+    uint64_t k_block_bytes, v_block_bytes; /* bytes of one block of K / of V */
+    vkattn_buffer *k, *v;                  /* the pools */
+    vkattn_buffer *meta;                   /* step metadata */
     /* split-KV partial results: [max_sequences][num_heads][VKATTN_KV_MAX_SPLIT_ROWS]
-     * rows of Dh + 2 floats (unnormalised output, running max, running sum) */
+     * rows of Dv + 2 floats (unnormalised output, running max, running sum) */
     vkattn_buffer *split_scratch;
     uint32_t *lengths;     /* [max_sequences] */
     uint32_t *tables;      /* [max_sequences][table_width]; UINT32_MAX: no block */
@@ -98,26 +102,34 @@ static inline vkattn_dtype vka_kv_activation_dtype(vkattn_dtype dtype)
 
 /* An append of K and V into a cache's pools (kvcache_append.c), in two
  * parts around the recording of the step's metadata: prepare (bindings,
- * kernel, grid: all that can fail on the arguments) before it, dispatch
+ * kernels, grids: all that can fail on the arguments) before it, dispatch
  * (with the metadata's binding) after. vka_kv_append_check checks k and v
- * ([B, Hkv, T, Dh] in the cache's dtype, or a float dtype for a quantized
- * cache, T fitting 32 bits) naming them as given. The MHA layer's steps
- * use it for quantized caches, whose K and V it projects to scratch. */
-/* The append kernels' push constants: for kv_append.comp head dims,
- * offsets and strides in vec4s (dh4 = Dh / 4), for kv_append_quant.comp in
- * elements with dh4 = Dh / 64 (pairs of blocks). */
+ * ([B, Hkv, T, Dk] and [.., Dv] in the cache's dtype, or a float dtype for
+ * a quantized cache, T fitting 32 bits) naming them as given. The MHA
+ * layer's steps use it for the caches their projection cannot write into
+ * (quantized; head dims that are not multiples of 8), whose K and V it
+ * projects to scratch. */
+/* The append kernels' push constants (kv_append.comp: per pool row `units`
+ * quads or pairs of elements, offsets and strides in quads or elements;
+ * kv_append_quant.comp: `units` pairs of blocks, offsets and strides in
+ * elements). */
 typedef struct vka_kv_append_push {
-    uint32_t batch, heads, tokens, dh4;
-    uint32_t k_first, v_first;
+    uint32_t batch, heads, tokens, units;
+    uint32_t dh, first;
     uint32_t stride_b, stride_h, stride_t;
     uint32_t block_size, table_width;
 } vka_kv_append_push;
 
-typedef struct vka_kv_append_plan {
-    vka_binding bindings[5];
+/* One of the two dispatches (K, then V). */
+typedef struct vka_kv_append_pass {
+    vka_binding bindings[3];
     vka_pipeline *pipeline;
     vka_kv_append_push push;
     uint32_t gx, gy;
+} vka_kv_append_pass;
+
+typedef struct vka_kv_append_plan {
+    vka_kv_append_pass pass[2];
 } vka_kv_append_plan;
 vkattn_result vka_kv_append_check(vkattn_kv_cache *cache, const vkattn_tensor *k,
                                   const vkattn_tensor *v, uint32_t batch, const char *k_name,
@@ -146,13 +158,16 @@ static inline uint64_t vka_kv_meta_words(const vkattn_kv_cache *c, uint32_t batc
 /* Queries per batch row up to which the split-KV (decode) path is taken. */
 #define VKA_KV_DECODE_MAX_TOKENS 16
 
-/* q [B, Hq, T, Dh] and out [B, Hq, T, Dh] (strides free, last stride 1, rows
- * on 4-element boundaries), checked against the cache (Hq % Hkv == 0, Dh)
- * by vka_kv_attention_check. */
+/* q [B, Hq, T, Dk] and out [B, Hq, T, Dv] (strides free, last stride 1, rows
+ * on 4-element boundaries unless elem), checked against the cache (Hq % Hkv
+ * == 0, Dk, Dv) by vka_kv_attention_check. */
 typedef struct vka_kv_attention_problem {
     vkattn_tensor q, out; /* resolved strides */
     uint32_t batch, num_heads, new_tokens;
-    float scale;        /* resolved: 1/sqrt(Dh) when 0 was given */
+    float scale; /* resolved: 1/sqrt(Dk) when 0 was given */
+    /* q read and out written an element at a time (a head dim that is not
+     * a multiple of 8): offsets and strides in elements, storage inputs */
+    bool elem;
     uint32_t kv_splits; /* 0: automatic; ignored when new_tokens > 16 */
     /* Score modifiers (vka_kv_attention_check_mods; zeros: none) and their
      * tensors, resolved (buffer NULL when absent): sinks and slopes f32

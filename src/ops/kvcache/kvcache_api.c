@@ -56,23 +56,27 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
                         (unsigned long long)ctx->info.max_storage_buffer_range);
     /* named here: the buffers' own message would name only a byte count */
     const uint64_t most = ctx->info.max_allocation_size;
-    if (z.pool_bytes > most)
-        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                        "desc: the K and V pools are %llu bytes each (%s %u x %s %u tokens x "
-                        "desc->num_kv_heads %u x %llu bytes per head_dim %u row), more than one "
-                        "allocation of this device holds (maxMemoryAllocationSize %llu)",
-                        (unsigned long long)z.pool_bytes,
-                        d.block_size ? "desc->num_blocks" : "desc->max_sequences", d.num_blocks,
-                        d.block_size ? "desc->block_size" : "desc->capacity", z.block_tokens,
-                        d.num_kv_heads,
-                        (unsigned long long)vkattn_dtype_row_bytes(d.dtype, d.head_dim), d.head_dim,
-                        (unsigned long long)most);
+    for (int i = 0; i < 2; i++) {
+        uint64_t bytes = i ? z.v_pool_bytes : z.k_pool_bytes;
+        uint32_t dim = i ? d.v_head_dim : d.head_dim, row = i ? z.v_row : z.k_row;
+        if (bytes > most)
+            return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                            "desc: the %s pool is %llu bytes (%s %u x %s %u tokens x "
+                            "desc->num_kv_heads %u x %llu bytes per %s %u row), more than one "
+                            "allocation of this device holds (maxMemoryAllocationSize %llu)",
+                            i ? "V" : "K", (unsigned long long)bytes,
+                            d.block_size ? "desc->num_blocks" : "desc->max_sequences", d.num_blocks,
+                            d.block_size ? "desc->block_size" : "desc->capacity", z.block_tokens,
+                            d.num_kv_heads,
+                            (unsigned long long)vkattn_dtype_row_bytes(d.dtype, row),
+                            i ? "v_head_dim" : "head_dim", dim, (unsigned long long)most);
+    }
     if (z.split_scratch_bytes > most)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                         "desc: the split-KV scratch of desc->max_sequences %u x desc->num_heads "
-                        "%u x desc->head_dim %u is %llu bytes, more than one allocation of this "
+                        "%u x desc->v_head_dim %u is %llu bytes, more than one allocation of this "
                         "device holds (maxMemoryAllocationSize %llu)",
-                        d.max_sequences, d.num_heads, d.head_dim,
+                        d.max_sequences, d.num_heads, d.v_head_dim,
                         (unsigned long long)z.split_scratch_bytes, (unsigned long long)most);
     vkattn_kv_cache *c = vka_alloc(ctx, sizeof *c);
     if (!c)
@@ -82,15 +86,19 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
     c->paged = d.block_size != 0;
     c->d.block_size = z.block_tokens;
     c->table_width = z.table_width;
-    c->block_bytes = z.block_bytes;
+    c->k_row = z.k_row;
+    c->v_row = z.v_row;
+    c->k_block_bytes = z.k_block_bytes;
+    c->v_block_bytes = z.v_block_bytes;
     /* device memory first: it checks the sizes against the device's limits
      * before the host tables are made */
-    vkattn_buffer_desc pool = {.size = z.pool_bytes};
+    vkattn_buffer_desc k_pool = {.size = z.k_pool_bytes};
+    vkattn_buffer_desc v_pool = {.size = z.v_pool_bytes};
     vkattn_buffer_desc meta = {.size = z.meta_bytes};
     vkattn_buffer_desc split = {.size = z.split_scratch_bytes};
-    r = vkattn_buffer_create(ctx, &pool, &c->k);
+    r = vkattn_buffer_create(ctx, &k_pool, &c->k);
     if (r == VKATTN_SUCCESS)
-        r = vkattn_buffer_create(ctx, &pool, &c->v);
+        r = vkattn_buffer_create(ctx, &v_pool, &c->v);
     if (r == VKATTN_SUCCESS)
         r = vkattn_buffer_create(ctx, &meta, &c->meta);
     if (r == VKATTN_SUCCESS)

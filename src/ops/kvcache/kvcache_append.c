@@ -11,9 +11,8 @@
 
 #define APPEND_KERNEL(s)                                                                \
     {                                                                                   \
-        .name = "kv_append_" #s, .spirv = &vka_spirv_kv_append_##s, .binding_count = 5, \
-        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE,     \
-                     VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},                         \
+        .name = "kv_append_" #s, .spirv = &vka_spirv_kv_append_##s, .binding_count = 3, \
+        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},    \
         .push_size = sizeof(vka_kv_append_push)                                         \
     }
 
@@ -24,13 +23,12 @@ static const vka_kernel append_kernels[4] = {
     [VKA_STORAGE_BF16] = APPEND_KERNEL(bf16),
 };
 
-#define QUANT_KERNEL(q, s)                                                          \
-    {                                                                               \
-        .name = "kv_append_" #q "_" #s, .spirv = &vka_spirv_kv_append_##q##_##s,    \
-        .binding_count = 5,                                                         \
-        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, \
-                     VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},                     \
-        .push_size = sizeof(vka_kv_append_push)                                     \
+#define QUANT_KERNEL(q, s)                                                           \
+    {                                                                                \
+        .name = "kv_append_" #q "_" #s, .spirv = &vka_spirv_kv_append_##q##_##s,     \
+        .binding_count = 3,                                                          \
+        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, \
+        .push_size = sizeof(vka_kv_append_push)                                      \
     }
 #define QUANT_KERNELS(q)                                                                        \
     {                                                                                           \
@@ -40,10 +38,15 @@ static const vka_kernel append_kernels[4] = {
 /* by [cache is q4_0][storage of k and v] */
 static const vka_kernel quant_kernels[2][4] = {QUANT_KERNELS(q8_0), QUANT_KERNELS(q4_0)};
 
-/* Checks k or v: [B, Hkv, T, Dh] in the cache's dtype (a quantized
- * cache: f32, f16 or bf16), rows on 4-element boundaries. */
+/* Whether a head dim is appended a quad at a time (else an element at a
+ * time: rows, strides and offsets are then free). */
+static bool by_quads(uint32_t head_dim) { return head_dim % 4 == 0; }
+
+/* Checks k or v: [B, Hkv, T, D] in the cache's dtype (a quantized cache:
+ * f32, f16 or bf16), with D the cache's head dim of it; rows on 4-element
+ * boundaries where D is a multiple of 4. */
 static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, const char *name,
-                                 uint32_t batch, vkattn_tensor *out)
+                                 uint32_t batch, bool is_v, vkattn_tensor *out)
 {
     vkattn_context *ctx = c->ctx;
     vkattn_result r = vka_tensor_resolve(ctx, t, name, out);
@@ -51,7 +54,8 @@ static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, con
         return r;
     if (out->rank != 4)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                        "%s.rank is %u: expected 4 ([B, Hkv, T, Dh])", name, out->rank);
+                        "%s.rank is %u: expected 4 ([B, Hkv, T, %s])", name, out->rank,
+                        is_v ? "Dv" : "Dk");
     char b[VKA_DTYPE_TEXT];
     if (vka_dtype_is_quantized(c->d.dtype)) {
         if (!vka_dtype_is_float(out->dtype) && out->dtype != VKATTN_DTYPE_BF16)
@@ -63,82 +67,94 @@ static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, con
                         "%s.dtype is %s but the cache holds %s", name,
                         vka_dtype_text(out->dtype, b), vkattn_dtype_name(c->d.dtype));
     }
-    const int64_t want[4] = {batch, c->d.num_kv_heads, out->shape[2], c->d.head_dim};
-    const char *dim[4] = {"batch", "the cache's num_kv_heads", "", "the cache's head_dim"};
+    const uint32_t dim = is_v ? c->d.v_head_dim : c->d.head_dim;
+    const int64_t want[4] = {batch, c->d.num_kv_heads, out->shape[2], dim};
+    const char *what[4] = {"batch", "the cache's num_kv_heads", "",
+                           is_v ? "the cache's v_head_dim" : "the cache's head_dim"};
     for (int i = 0; i < 4; i++)
         if (i != 2 && out->shape[i] != want[i])
             return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.shape[%d] is %lld but %s is %lld",
-                            name, i, (long long)out->shape[i], dim[i], (long long)want[i]);
+                            name, i, (long long)out->shape[i], what[i], (long long)want[i]);
     uint32_t es = (uint32_t)vkattn_dtype_size(out->dtype);
-    VKA_TRY(vka_tensor_check_rows(ctx, out, name, 4, 4 * es));
+    if (by_quads(dim) || vka_dtype_is_quantized(c->d.dtype))
+        VKA_TRY(vka_tensor_check_rows(ctx, out, name, 4, 4 * es));
+    else
+        VKA_TRY(vka_tensor_check_rows(ctx, out, name, 1, es));
     return VKATTN_SUCCESS;
 }
 
-/* Binds k, v and the pools and gets the kernel of an append of checked k
- * and v (tokens per sequence): everything that can fail, before the step's
- * metadata is recorded (which moves the cache). */
-vkattn_result vka_kv_append_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
-                                    const vkattn_tensor *kt, const vkattn_tensor *vt,
-                                    uint32_t batch, vka_kv_append_plan *plan)
+/* One pass of an append: t (k or v) into `pool` (rows of `row` elements,
+ * head dim `dim`). */
+static vkattn_result prepare_pass(vkattn_context *ctx, vkattn_kv_cache *c, const vkattn_tensor *t,
+                                  uint32_t batch, const vkattn_buffer *pool, uint64_t pool_bytes,
+                                  uint32_t dim, uint32_t row, vka_kv_append_pass *pass)
 {
-    const vkattn_tensor k = *kt, v = *vt;
-    uint32_t tokens = (uint32_t)k.shape[2];
-    size_t es = vkattn_dtype_size(k.dtype);
-    uint64_t span = (uint64_t)((batch - 1) * k.strides[0] + (c->d.num_kv_heads - 1) * k.strides[1] +
-                               (tokens - 1) * k.strides[2] + c->d.head_dim) *
-                    es;
-    vka_binding *b = plan->bindings;
-    uint32_t k_first, v_first, unused;
-    vkattn_result r = vka_bind_window(ctx, k.buffer, k.offset, span, 4 * es, &b[1], &k_first);
-    if (r == VKATTN_SUCCESS)
-        r = vka_bind_window(ctx, v.buffer, v.offset, span, 4 * es, &b[2], &v_first);
-    /* the pools whole: quads of the cache's dtype, or a quantized one's words */
-    bool quant = vka_dtype_is_quantized(c->d.dtype);
-    uint32_t pool_unit = quant ? 4 : (uint32_t)(4 * es);
-    if (r == VKATTN_SUCCESS)
-        r = vka_bind_window(ctx, c->k, 0, c->block_bytes * c->d.num_blocks, pool_unit, &b[3],
-                            &unused);
-    if (r == VKATTN_SUCCESS)
-        r = vka_bind_window(ctx, c->v, 0, c->block_bytes * c->d.num_blocks, pool_unit, &b[4],
-                            &unused);
-    if (r != VKATTN_SUCCESS)
-        return r;
-    uint32_t spec[1] = {vka_workgroup_size(ctx, WORKGROUP)};
+    uint32_t tokens = (uint32_t)t->shape[2];
+    size_t es = vkattn_dtype_size(t->dtype);
+    uint64_t span =
+        (uint64_t)((batch - 1) * t->strides[0] + (c->d.num_kv_heads - 1) * t->strides[1] +
+                   (tokens - 1) * t->strides[2] + dim) *
+        es;
+    const bool quant = vka_dtype_is_quantized(c->d.dtype), quads = !quant && by_quads(dim);
+    /* sources by quads or elements; the pool whole: quads or element pairs
+     * of the cache's dtype, or a quantized one's words */
+    uint32_t unit = quads ? 4 : 1, first, unused;
+    vka_binding *b = pass->bindings;
+    VKA_TRY(vka_bind_window(ctx, t->buffer, t->offset, span, unit * es, &b[1], &first));
+    uint32_t pool_unit = quant ? 4 : (uint32_t)((quads ? 4 : 2) * es);
+    VKA_TRY(vka_bind_window(ctx, pool, 0, pool_bytes, pool_unit, &b[2], &unused));
+    uint32_t spec[2] = {vka_workgroup_size(ctx, WORKGROUP), !quads};
     const vka_kernel *kernel =
-        quant ? &quant_kernels[c->d.dtype == VKATTN_DTYPE_Q4_0][vka_storage_kind(ctx, k.dtype)]
+        quant ? &quant_kernels[c->d.dtype == VKATTN_DTYPE_Q4_0][vka_storage_kind(ctx, t->dtype)]
               : &append_kernels[vka_storage_kind(ctx, c->d.dtype)];
-    VKA_TRY(vka_pipeline_get(ctx, kernel, spec, 1, &plan->pipeline));
-    /* one invocation per quad, or per pair of quantized blocks */
-    uint32_t per_row = quant ? c->d.head_dim / 64 : c->d.head_dim / 4;
-    uint32_t unit = quant ? 1 : 4; /* offsets and strides in elements, or in quads */
+    VKA_TRY(vka_pipeline_get(ctx, kernel, spec, quant ? 1 : 2, &pass->pipeline));
+    /* per pool row: pairs of quantized blocks, quads or element pairs */
+    uint32_t per_row = quant ? dim / 64 : quads ? row / 4 : row / 2;
     uint64_t units = (uint64_t)batch * c->d.num_kv_heads * tokens * per_row;
-    vka_grid_2d(ctx, vka_div_up64(units, spec[0]), &plan->gx, &plan->gy);
-    if (plan->gy > ctx->info.max_workgroup_count[1] || units > UINT32_MAX)
+    vka_grid_2d(ctx, vka_div_up64(units, spec[0]), &pass->gx, &pass->gy);
+    if (pass->gy > ctx->info.max_workgroup_count[1] || units > UINT32_MAX)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                         "append of %llu units is too large for one dispatch",
                         (unsigned long long)units);
-    plan->push = (vka_kv_append_push){
+    pass->push = (vka_kv_append_push){
         .batch = batch,
         .heads = c->d.num_kv_heads,
         .tokens = tokens,
-        .dh4 = per_row,
-        .k_first = k_first * (4 / unit),
-        .v_first = v_first * (4 / unit),
-        .stride_b = (uint32_t)(k.strides[0] / unit),
-        .stride_h = (uint32_t)(k.strides[1] / unit),
-        .stride_t = (uint32_t)(k.strides[2] / unit),
+        .units = per_row,
+        .dh = dim,
+        .first = first,
+        .stride_b = (uint32_t)(t->strides[0] / unit),
+        .stride_h = (uint32_t)(t->strides[1] / unit),
+        .stride_t = (uint32_t)(t->strides[2] / unit),
         .block_size = c->d.block_size,
         .table_width = c->table_width,
     };
     return VKATTN_SUCCESS;
 }
 
+/* Binds k, v and the pools and gets the kernels of an append of checked k
+ * and v (tokens per sequence): everything that can fail, before the step's
+ * metadata is recorded (which moves the cache). */
+vkattn_result vka_kv_append_prepare(vkattn_context *ctx, vkattn_kv_cache *c, const vkattn_tensor *k,
+                                    const vkattn_tensor *v, uint32_t batch,
+                                    vka_kv_append_plan *plan)
+{
+    const uint64_t blocks = c->d.num_blocks;
+    VKA_TRY(prepare_pass(ctx, c, k, batch, c->k, c->k_block_bytes * blocks, c->d.head_dim, c->k_row,
+                         &plan->pass[0]));
+    return prepare_pass(ctx, c, v, batch, c->v, c->v_block_bytes * blocks, c->d.v_head_dim,
+                        c->v_row, &plan->pass[1]);
+}
+
 vkattn_result vka_kv_append_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
                                      vka_kv_append_plan *plan, const vka_binding *meta)
 {
-    plan->bindings[0] = *meta;
-    return vka_cmd_dispatch(ctx, cmd, plan->pipeline, plan->bindings, &plan->push, plan->gx,
-                            plan->gy, 1);
+    for (int i = 0; i < 2; i++) {
+        vka_kv_append_pass *p = &plan->pass[i];
+        p->bindings[0] = *meta;
+        VKA_TRY(vka_cmd_dispatch(ctx, cmd, p->pipeline, p->bindings, &p->push, p->gx, p->gy, 1));
+    }
+    return VKATTN_SUCCESS;
 }
 
 vkattn_result vka_kv_append_check(vkattn_kv_cache *c, const vkattn_tensor *k,
@@ -146,13 +162,12 @@ vkattn_result vka_kv_append_check(vkattn_kv_cache *c, const vkattn_tensor *k,
                                   const char *v_name, vkattn_tensor *k_out, vkattn_tensor *v_out)
 {
     vkattn_context *ctx = c->ctx;
-    VKA_TRY(check_input(c, k, k_name, batch, k_out));
-    VKA_TRY(check_input(c, v, v_name, batch, v_out));
-    if (v_out->shape[2] != k_out->shape[2] ||
-        memcmp(k_out->strides, v_out->strides, sizeof k_out->strides) != 0)
+    VKA_TRY(check_input(c, k, k_name, batch, false, k_out));
+    VKA_TRY(check_input(c, v, v_name, batch, true, v_out));
+    if (v_out->shape[2] != k_out->shape[2])
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                        "%s must have %s's shape and strides (tokens %lld vs %lld)", v_name, k_name,
-                        (long long)v_out->shape[2], (long long)k_out->shape[2]);
+                        "%s.shape[2] is %lld but %s.shape[2] is %lld: the same tokens", v_name,
+                        (long long)v_out->shape[2], k_name, (long long)k_out->shape[2]);
     if (k_out->shape[2] > UINT32_MAX)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE, "%s.shape[2] is too large", k_name);
     return VKATTN_SUCCESS;

@@ -96,14 +96,16 @@ static vkattn_result check_pool_targets(vkattn_context *ctx, const vka_linear_se
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache->new_tokens is 0");
     /* The pools are bound whole: which rows a step touches is only known on
      * the GPU (block tables). */
-    uint64_t pool = c->block_bytes * c->d.num_blocks;
+    uint64_t k_pool = c->k_block_bytes * c->d.num_blocks,
+             v_pool = c->v_block_bytes * c->d.num_blocks;
+    uint64_t pool = k_pool > v_pool ? k_pool : v_pool;
     uint64_t limit = vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
     if (vka_align_up(pool, 4) > limit)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                        "args->cache->cache: its K and V pools are %llu bytes each, more than "
-                        "one binding of this device holds (maxStorageBufferRange %llu): the "
-                        "projection cannot append to them",
-                        (unsigned long long)pool,
+                        "args->cache->cache: its %s pool is %llu bytes, more than one binding "
+                        "of this device holds (maxStorageBufferRange %llu): the projection "
+                        "cannot append to it",
+                        pool == k_pool ? "K" : "V", (unsigned long long)pool,
                         (unsigned long long)ctx->info.max_storage_buffer_range);
     const vka_binding *m = a->cache->meta;
     if (m && (m->buffer != c->meta || m->offset != 0 ||
@@ -133,15 +135,23 @@ static vkattn_result check_pool_segment(vkattn_context *ctx, const vka_linear_se
                         "its %s in x's dtype",
                         vka_dtype_text(p->x.dtype, b1), vka_dtype_text(d->dtype, b2), i,
                         pool_name(s));
-    if (s->head_dim != d->head_dim ||
-        (uint64_t)s->columns != (uint64_t)d->num_kv_heads * d->head_dim)
+    const bool is_k = s->target == VKA_LINEAR_TO_K_POOL;
+    const uint32_t dim = is_k ? d->head_dim : d->v_head_dim, row = is_k ? c->k_row : c->v_row;
+    if (s->head_dim != dim || (uint64_t)s->columns != (uint64_t)d->num_kv_heads * dim)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                         "args->segments[%u] (%s) has columns %u, head_dim %u but the cache "
-                        "holds %u KV heads x head_dim %u (columns %u)",
-                        i, pool_name(s), s->columns, s->head_dim, d->num_kv_heads, d->head_dim,
-                        d->num_kv_heads * d->head_dim);
-    vkattn_buffer *pool = s->target == VKA_LINEAR_TO_K_POOL ? c->k : c->v;
-    int64_t elements = (int64_t)(c->block_bytes * d->num_blocks / vkattn_dtype_size(d->dtype));
+                        "holds %u KV heads x %s %u (columns %u)",
+                        i, pool_name(s), s->columns, s->head_dim, d->num_kv_heads,
+                        is_k ? "head_dim" : "v_head_dim", dim, d->num_kv_heads * dim);
+    /* the epilogue writes token rows of head_dim values back to back */
+    if (row != dim)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "args->segments[%u] (%s): the cache keeps rows of %u values for %s %u "
+                        "(padded to a multiple of 8), which the projection cannot write",
+                        i, pool_name(s), row, is_k ? "head_dim" : "v_head_dim", dim);
+    vkattn_buffer *pool = is_k ? c->k : c->v;
+    uint64_t pool_bytes = (is_k ? c->k_block_bytes : c->v_block_bytes) * d->num_blocks;
+    int64_t elements = (int64_t)(pool_bytes / vkattn_dtype_size(d->dtype));
     p->dst[i] = vkattn_tensor_make(pool, 0, d->dtype, 1, &elements);
     return VKATTN_SUCCESS;
 }
