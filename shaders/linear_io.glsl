@@ -308,7 +308,9 @@ void y_store_pair(uint m, uint n, vec2 v, bool has1) {
 // above. On, a workgroup's column tile covers whole heads (EPI_COLS, a
 // multiple of EPI_HD): the family stages EPI_ROWS rows of it in shared
 // memory (epi_put), then epi_flush reduces each head's squares and stores
-// every pair of dimensions normalised and rotated. Segment s's norm weights
+// every pair of dimensions normalised and rotated (a segment without the
+// epilogue whose heads have another size, V's beside Q's and K's, is stored
+// column by column). Segment s's norm weights
 // are params[s * EPI_HD + d]; the angle table follows at 2 * EPI_HD
 // (spec/rope.h: [level][digit][ROPE_DIMS / 2] (cos, sin)).
 layout(constant_id = 7) const uint EPI_SEGS = 0u;  // bit s: segment s gets the epilogue
@@ -399,6 +401,21 @@ void epi_flush(uint m_base, uint m_step, uint n_tile, uint lid, uint wgs) {
             continue;
         uint s = epi_head[2u * h + 1u];
         bool epi = (EPI_SEGS & (1u << s)) != 0u;
+        if (!epi && pc.seg[s].hd != EPI_HD) {
+            // a segment of heads of its own size (V beside Q and K): its
+            // columns one by one, each at its own head's address (the
+            // staged values hold their bias already)
+            uint m = m_base + r * m_step;
+            [[unroll]] for (uint e = 0u; e < 2u; e++) {
+                uint n = n_tile + h * EPI_HD + 2u * k + e;
+                if (n < pc.n_end) {
+                    Column c = column(n);
+                    y_store(c.s, c.addr + epi_row[r * 3u + c.s],
+                            epi_stage[r * EPI_COLS + h * EPI_HD + 2u * k + e]);
+                }
+            }
+            continue;
+        }
         bool rot = epi && k < EPI_ROT;
         uint d0 = 2u * k, d1 = 2u * k + 1u;
         if (rot && ROPE_GPTJ == 0u) {

@@ -509,6 +509,58 @@ static void test_mha_kv_dtype(void **state)
     assert_non_null(strstr(err, "--kv-dtype needs --prefill"));
 }
 
+/* V's head dim from --wv's rows: Dk 24 / Dv 16 and 5 / 21 (not multiples
+ * of 8), forward and steps through a KV cache, --check against the
+ * reference; --wv rows that do not split into the KV heads, and a --wo
+ * that does not take Hq x Dv, are errors naming the file. */
+static void test_mha_v_head_dim(void **state)
+{
+    (void)state;
+    int64_t xs[3] = {1, 6, 32};
+    cli_write_f32("vx.npy", 3, xs, 71, -1, 1);
+    static const struct {
+        int64_t dk, dv;
+    } dims[2] = {{24, 16}, {5, 21}};
+    char args[4096], err[2048];
+    for (int i = 0; i < 2; i++) {
+        int64_t wq[2] = {2 * dims[i].dk, 32}, wk[2] = {dims[i].dk, 32}, wv[2] = {dims[i].dv, 32},
+                wo[2] = {32, 2 * dims[i].dv};
+        cli_write_f32("vwq.npy", 2, wq, 72, -0.2f, 0.2f);
+        cli_write_f32("vwk.npy", 2, wk, 73, -0.2f, 0.2f);
+        cli_write_f32("vwv.npy", 2, wv, 74, -0.2f, 0.2f);
+        cli_write_f32("vwo.npy", 2, wo, 75, -0.2f, 0.2f);
+        const char *modes[2] = {"--causal", "--causal --prefill 2"};
+        for (int m = 0; m < 2; m++) {
+            snprintf(args, sizeof args,
+                     "mha --x %s --heads 2 --kv-heads 1 --wq %s --wk %s --wv %s --wo %s %s "
+                     "--check --validate --out %s",
+                     cli_path_of("vx.npy"), cli_path_of("vwq.npy"), cli_path_of("vwk.npy"),
+                     cli_path_of("vwv.npy"), cli_path_of("vwo.npy"), modes[m],
+                     cli_path_of("vy.npy"));
+            cli_expect_success(args);
+        }
+    }
+    int64_t wv_bad[2] = {17, 32}, wo_bad[2] = {32, 40};
+    cli_write_f32("vwv_bad.npy", 2, wv_bad, 76, -0.2f, 0.2f);
+    cli_write_f32("vwo_bad.npy", 2, wo_bad, 77, -0.2f, 0.2f);
+    static const struct {
+        int kv_heads;
+        const char *wv, *wo, *says;
+    } bad[2] = {{2, "vwv_bad.npy", "vwo.npy", "17 rows do not split into 2 KV heads"},
+                {1, "vwv.npy", "vwo_bad.npy", "is 40 but heads * v_head_dim is 42"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args,
+                 "mha --x %s --heads 2 --kv-heads %d --wq %s --wk %s --wv %s --wo %s --out %s",
+                 cli_path_of("vx.npy"), bad[i].kv_heads, cli_path_of("vwq.npy"),
+                 cli_path_of("vwk.npy"), cli_path_of(bad[i].wv), cli_path_of(bad[i].wo),
+                 cli_path_of("vbad.npy"));
+        assert_int_equal(cli_run_with("", args, err, sizeof err), 1);
+        if (!strstr(err, bad[i].says))
+            fail_msg("%s: %s", bad[i].says, err);
+        assert_false(cli_exists(cli_path_of("vbad.npy")));
+    }
+}
+
 /* float16 .npy inputs are taken wherever float32 ones are, widened
  * exactly: attention (q, k, v and an additive mask) and mha (x and the
  * weights) give, bit for bit, what the same values as float32 give, with
@@ -816,6 +868,7 @@ int main(void)
         cmocka_unit_test(test_info_without_any_device),
         cmocka_unit_test(test_info_types),
         cmocka_unit_test(test_mha_kv_dtype),
+        cmocka_unit_test(test_mha_v_head_dim),
         cmocka_unit_test(test_float16_inputs),
         cmocka_unit_test(test_bf16_bit_inputs),
         cmocka_unit_test(test_layouts),

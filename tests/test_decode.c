@@ -71,6 +71,8 @@ typedef struct decode_case {
     uint32_t kv_splits;
     const modern_opts *modern; /* NULL: a plain layer */
     const layer_mods *mods;    /* NULL: none */
+    uint32_t dv;               /* V's head dim; 0: dh */
+    vkattn_dtype cache_dtype;  /* 0: dtype (a quantized one: q8_0, q4_0) */
 } decode_case;
 
 typedef struct layer_data {
@@ -143,7 +145,7 @@ static void run_steps(vkattn_context *ctx, vkattn_mha *layer, vkattn_kv_cache *c
 static void check_forward(vkattn_context *ctx, vkattn_mha *layer, const float *x, const float *ref,
                           uint32_t len, const decode_case *c)
 {
-    uint32_t dm = c->hq * c->dh;
+    uint32_t dm = c->hq * c->dh, dv = c->dv ? c->dv : c->dh;
     vkattn_dtype dt = c->dtype;
     size_t n = (size_t)len * dm;
     vkattn_buffer *bx = test_buffer_of(ctx, dt, x, n),
@@ -156,8 +158,12 @@ static void check_forward(vkattn_context *ctx, vkattn_mha *layer, const float *x
     float *y = malloc(n * 4);
     test_download_as(ctx, by, dt, y, n);
     char what[160];
-    snprintf(what, sizeof what, "forward Hq%u Hkv%u Dh%u %s %s (%u tokens)", c->hq, c->hkv, c->dh,
-             vkattn_dtype_name(dt), c->modern ? c->modern->name : c->mods->name, len);
+    snprintf(what, sizeof what, "forward Hq%u Hkv%u Dh%u/%u %s %s (%u tokens)", c->hq, c->hkv,
+             c->dh, dv, vkattn_dtype_name(dt),
+             c->modern ? c->modern->name
+             : c->mods ? c->mods->name
+                       : "plain",
+             len);
     test_assert_close(y, ref, n, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
     free(y);
     TEST_DESTROY_BUFFERS(bx, by);
@@ -167,15 +173,19 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
 {
     test_rng r = test_rng_seed(seed);
     bool f16 = c->dtype == VKATTN_DTYPE_F16;
-    uint32_t dm = c->hq * c->dh, rows = (c->hq + 2 * c->hkv) * c->dh;
+    const uint32_t dv = c->dv ? c->dv : c->dh;
+    const vkattn_dtype cache_dt = c->cache_dtype ? c->cache_dtype : c->dtype;
+    uint32_t dm = c->hq * c->dh, rows = (c->hq + c->hkv) * c->dh + c->hkv * dv;
     float amp = 1.5f / sqrtf((float)dm);
     float *wqkv = test_random_array(&r, (size_t)rows * dm, amp, c->dtype);
-    float *wo = test_random_array(&r, (size_t)dm * dm, amp, c->dtype);
+    float *wo = test_random_array(&r, (size_t)dm * c->hq * dv, amp, c->dtype);
     float *bqkv = test_random_array(&r, rows, 0.2f, c->dtype);
     float *bo = test_random_array(&r, dm, 0.2f, c->dtype);
     vkattn_mha_desc desc = {.embed_dim = dm,
                             .num_heads = c->hq,
                             .num_kv_heads = c->hkv,
+                            .head_dim = c->dh,
+                            .v_head_dim = dv,
                             .bias = true,
                             .dtype = c->dtype};
     vkattn_mha_weights w = {.wqkv = wqkv, .wo = wo, .bqkv = bqkv, .bo = bo};
@@ -199,7 +209,7 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
         w.sinks = c->mods->sinks ? sinks : NULL;
         w.alibi_slopes = c->mods->custom_slopes ? slopes : NULL;
     }
-    float *x[NSEQ], *y[NSEQ], *ref[NSEQ];
+    float *x[NSEQ], *y[NSEQ], *ref[NSEQ], *fwd_ref[NSEQ];
     for (int s = 0; s < NSEQ; s++) {
         x[s] = test_random_array(&r, (size_t)total_len[s] * dm, 1.0f, c->dtype);
         y[s] = calloc((size_t)total_len[s] * dm, 4);
@@ -207,19 +217,32 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
         int64_t shape[3] = {1, total_len[s], dm};
         vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(x[s], VKATTN_DTYPE_F32, 3, shape),
                                   .y = vkattn_host_tensor_make(ref[s], VKATTN_DTYPE_F32, 3, shape),
-                                  .causal = true};
+                                  .causal = true,
+                                  .kv_cache_dtype = c->cache_dtype};
+        float *fwd = NULL; /* a quantized cache's reference differs from the forward's */
+        if (c->cache_dtype) {
+            fwd = malloc((size_t)total_len[s] * dm * 4);
+            vkattn_ref_mha_args fa = ra;
+            fa.kv_cache_dtype = 0;
+            fa.y = vkattn_host_tensor_make(fwd, VKATTN_DTYPE_F32, 3, shape);
+            char e2[256];
+            if (vkattn_ref_mha(&desc, &w, &fa, e2, sizeof e2) != VKATTN_SUCCESS)
+                fail_msg("reference: %s", e2);
+        }
+        fwd_ref[s] = fwd;
         char err[256];
         if (vkattn_ref_mha(&desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS)
             fail_msg("reference: %s", err);
     }
     vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
-    if (c->modern || c->mods) /* the full forward on the GPU too */
+    if (c->modern || c->mods || c->dv) /* the full forward on the GPU too */
         for (int s = 0; s < NSEQ; s++)
-            check_forward(ctx, layer, x[s], ref[s], total_len[s], c);
+            check_forward(ctx, layer, x[s], fwd_ref[s] ? fwd_ref[s] : ref[s], total_len[s], c);
     vkattn_kv_cache_desc cd = {.num_kv_heads = c->hkv,
                                .num_heads = c->hq,
                                .head_dim = c->dh,
-                               .dtype = c->dtype,
+                               .v_head_dim = dv,
+                               .dtype = cache_dt,
                                .max_sequences = NSEQ + 1,
                                .capacity = 24,
                                .block_size = c->block_size,
@@ -229,8 +252,10 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
     run_steps(ctx, layer, cache, x, y, dm, c->dtype, c->kv_splits);
     char what[160];
     for (int s = 0; s < NSEQ; s++) {
-        snprintf(what, sizeof what, "decode Hq%u Hkv%u Dh%u block %u %s splits %u %s: sequence %d",
-                 c->hq, c->hkv, c->dh, c->block_size, vkattn_dtype_name(c->dtype), c->kv_splits,
+        snprintf(what, sizeof what,
+                 "decode Hq%u Hkv%u Dh%u/%u block %u %s cache %s splits %u %s: sequence %d", c->hq,
+                 c->hkv, c->dh, dv, c->block_size, vkattn_dtype_name(c->dtype),
+                 vkattn_dtype_name(cache_dt), c->kv_splits,
                  c->modern ? c->modern->name
                  : c->mods ? c->mods->name
                            : "plain",
@@ -251,7 +276,7 @@ static void check_case(vkattn_context *ctx, const decode_case *c, uint64_t seed)
         }
     }
     for (int s = 0; s < NSEQ; s++)
-        free(x[s]), free(y[s]), free(ref[s]);
+        free(x[s]), free(y[s]), free(ref[s]), free(fwd_ref[s]);
     vkattn_kv_cache_destroy(cache);
     vkattn_mha_destroy(layer);
     free(wqkv), free(wo), free(bqkv), free(bo);
@@ -278,6 +303,13 @@ static const decode_case grid[] = {
     {8, 2, 16, 4, VKATTN_DTYPE_F32, 3, &qwen3, &gptoss}, /* 15: + RoPE, 3 splits */
     {4, 4, 16, 0, VKATTN_DTYPE_F32, 0, NULL, &bloom},    /* 16: MHA */
     {4, 1, 32, 5, VKATTN_DTYPE_F16, 0, NULL, &mixed},    /* 17: MQA, f16 */
+    /* head dims of their own for V, any size (issue 15) */
+    {4, 2, 48, 5, VKATTN_DTYPE_F32, 2, NULL, NULL, 32},  /* 18: 48 / 32, paged, 2 splits */
+    {4, 2, 5, 0, VKATTN_DTYPE_F32, 0, NULL, NULL, 21},   /* 19: 5 / 21, padded cache rows */
+    {2, 1, 15, 4, VKATTN_DTYPE_F16, 0, NULL, NULL, 16},  /* 20: 15 / 16, f16, paged 4 */
+    {4, 1, 64, 16, VKATTN_DTYPE_F32, 0, NULL, NULL, 128, /* 21: 64 / 128 over q8_0 */
+     VKATTN_DTYPE_Q8_0},
+    {4, 2, 24, 0, VKATTN_DTYPE_F32, 3, &qwen3, NULL, 16}, /* 22: RoPE + QK-norm on Dk 24 */
 };
 
 static void check_grid_cases(test_gpu *g, const size_t *cases, size_t count)
@@ -317,6 +349,15 @@ static void test_modern_steps_match_forward(void **state)
 static void test_mods_steps_match_forward(void **state)
 {
     static const size_t cases[] = {12, 13, 14, 15, 16, 17};
+    check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+/* V's head dim apart from Q/K's, head dims that are not multiples of 8
+ * (the cache's rows padded: K and V staged and appended), a quantized cache
+ * of two head dims, RoPE and QK-norm on Dk. */
+static void test_head_dims_steps_match_forward(void **state)
+{
+    static const size_t cases[] = {18, 19, 20, 21, 22};
     check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
 }
 
@@ -590,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_mqa_steps_match_forward),
         cmocka_unit_test(test_modern_steps_match_forward),
         cmocka_unit_test(test_mods_steps_match_forward),
+        cmocka_unit_test(test_head_dims_steps_match_forward),
         cmocka_unit_test(test_forward_positions),
         cmocka_unit_test(test_other_paths),
         cmocka_unit_test(test_step_errors),

@@ -12,6 +12,7 @@ typedef struct layer_case {
     uint32_t b, tq, tk, dm, dkv, hq, hkv, dh;
     bool bias, packed, cross, causal, padding, mask, weights, per_head;
     vkattn_dtype dtype;
+    uint32_t dv; /* V's head dim; 0: dh */
 } layer_case;
 
 /* `n` values of dtype `dt` from `b`, as floats (malloc'd). */
@@ -31,14 +32,16 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
     test_rng rng = test_rng_seed(seed);
     const vkattn_dtype dt = c->dtype;
     uint32_t dkv = c->cross ? c->dkv : c->dm, tk = c->cross ? c->tk : c->tq;
-    size_t qw = (size_t)c->hq * c->dh, kvw = (size_t)c->hkv * c->dh;
+    const uint32_t dv = c->dv ? c->dv : c->dh;
+    size_t qw = (size_t)c->hq * c->dh, kvw = (size_t)c->hkv * c->dh, vw = (size_t)c->hkv * dv,
+           ow = (size_t)c->hq * dv;
     float amp = 1.5f / sqrtf((float)c->dm);
     float *wq = test_random_array(&rng, qw * c->dm, amp, dt);
     float *wk = test_random_array(&rng, kvw * dkv, amp, dt),
-          *wv = test_random_array(&rng, kvw * dkv, amp, dt);
-    float *wo = test_random_array(&rng, c->dm * qw, amp, dt);
+          *wv = test_random_array(&rng, vw * dkv, amp, dt);
+    float *wo = test_random_array(&rng, c->dm * ow, amp, dt);
     float *bq = test_random_array(&rng, qw, 0.2f, dt), *bk = test_random_array(&rng, kvw, 0.2f, dt),
-          *bv = test_random_array(&rng, kvw, 0.2f, dt),
+          *bv = test_random_array(&rng, vw, 0.2f, dt),
           *bo = test_random_array(&rng, c->dm, 0.2f, dt);
     size_t nx = (size_t)c->b * c->tq * c->dm, nkv = (size_t)c->b * tk * dkv;
     float *x = test_random_array(&rng, nx, 1.0f, dt);
@@ -59,19 +62,20 @@ static void run_case(vkattn_context *ctx, const layer_case *c, uint64_t seed, bo
     /* packed Wqkv when asked (needs Dkv == Dm) */
     float *wqkv = NULL, *bqkv = NULL;
     if (c->packed) {
-        wqkv = malloc((qw + 2 * kvw) * c->dm * 4);
+        wqkv = malloc((qw + kvw + vw) * c->dm * 4);
         memcpy(wqkv, wq, qw * c->dm * 4);
         memcpy(wqkv + qw * c->dm, wk, kvw * c->dm * 4);
-        memcpy(wqkv + (qw + kvw) * c->dm, wv, kvw * c->dm * 4);
-        bqkv = malloc((qw + 2 * kvw) * 4);
+        memcpy(wqkv + (qw + kvw) * c->dm, wv, vw * c->dm * 4);
+        bqkv = malloc((qw + kvw + vw) * 4);
         memcpy(bqkv, bq, qw * 4);
         memcpy(bqkv + qw, bk, kvw * 4);
-        memcpy(bqkv + qw + kvw, bv, kvw * 4);
+        memcpy(bqkv + qw + kvw, bv, vw * 4);
     }
     vkattn_mha_desc desc = {.embed_dim = c->dm,
                             .num_heads = c->hq,
                             .num_kv_heads = c->hkv,
                             .head_dim = c->dh == c->dm / c->hq ? 0 : c->dh,
+                            .v_head_dim = c->dv,
                             .kv_dim = c->cross ? dkv : 0,
                             .bias = c->bias,
                             .dtype = c->dtype};
@@ -174,6 +178,12 @@ static const layer_case grid[] = {
     {1, 3, 0, 40, 0, 2, 1, 24, false, false, false, true, false, false, false, false, F16},
     /* head_dim different from embed_dim / heads */
     {1, 5, 0, 32, 0, 2, 2, 24, true, false, false, false, false, false, false, false, F32},
+    /* 9..: V's head dim apart (dv, last): cross-attention 24 / 40 with padding
+     * and averaged weights; MLA's absorbed 576 / 512, packed, causal; 21 / 5
+     * (not multiples of 8) with a mask and per-head weights */
+    {1, 6, 9, 32, 24, 2, 1, 24, true, false, true, false, true, false, true, false, F32, 40},
+    {1, 5, 0, 64, 0, 2, 1, 576, true, true, false, true, false, false, false, false, F32, 512},
+    {2, 7, 0, 42, 0, 2, 2, 21, true, false, false, true, false, true, true, true, F32, 5},
 };
 
 /* Grid cases by index: odd ones through the record form. */
@@ -199,6 +209,12 @@ static void test_layer_gqa_matches_reference(void **state)
 static void test_layer_cross_attention_matches_reference(void **state)
 {
     static const size_t cases[] = {3, 6};
+    run_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_layer_head_dims_match_reference(void **state)
+{
+    static const size_t cases[] = {9, 10, 11};
     run_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
 }
 
@@ -252,10 +268,11 @@ static void test_layer_errors(void **state)
     assert_null(m);
     d = (vkattn_mha_desc){.embed_dim = 30, .num_heads = 4};
     TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "30", vkattn_mha_create(ctx, &d, &m));
-    d = (vkattn_mha_desc){.embed_dim = 48, .num_heads = 4}; /* head_dim 12 */
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "12", vkattn_mha_create(ctx, &d, &m));
-    d = (vkattn_mha_desc){.embed_dim = 528, .num_heads = 2}; /* head_dim 264 */
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "264", vkattn_mha_create(ctx, &d, &m));
+    d = (vkattn_mha_desc){.embed_dim = 2320, .num_heads = 4}; /* head_dim 580 */
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "580", vkattn_mha_create(ctx, &d, &m));
+    d = (vkattn_mha_desc){.embed_dim = 32, .num_heads = 2, .v_head_dim = 577};
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->v_head_dim 577",
+               vkattn_mha_create(ctx, &d, &m));
     d = (vkattn_mha_desc){.embed_dim = 0, .num_heads = 2};
     TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "embed_dim", vkattn_mha_create(ctx, &d, &m));
     d = (vkattn_mha_desc){.embed_dim = 32, .num_heads = 2, .dtype = VKATTN_DTYPE_U8};
@@ -323,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_layer_mha_matches_reference),
         cmocka_unit_test(test_layer_gqa_matches_reference),
         cmocka_unit_test(test_layer_cross_attention_matches_reference),
+        cmocka_unit_test(test_layer_head_dims_match_reference),
         cmocka_unit_test(test_layer_f16_matches_reference),
         cmocka_unit_test(test_layer_other_paths),
         cmocka_unit_test(test_layer_errors),

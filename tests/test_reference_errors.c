@@ -220,10 +220,10 @@ static void test_mha_desc_errors(void **state)
              desc.num_kv_heads = 3);
     MHA_CASE(INVALID, "desc->embed_dim 16 is not a multiple of desc->num_heads 3",
              desc.num_heads = 3);
-    MHA_CASE(INVALID, "desc->head_dim 12", desc.head_dim = 12);
-    MHA_CASE(INVALID, "desc->head_dim 264", desc.head_dim = 264);
-    MHA_CASE(INVALID, "desc->head_dim 12 (desc->embed_dim 24 / desc->num_heads 2)",
-             desc.embed_dim = 24);
+    MHA_CASE(INVALID, "desc->head_dim 577", desc.head_dim = 577);
+    MHA_CASE(INVALID, "desc->v_head_dim 600", desc.v_head_dim = 600);
+    MHA_CASE(INVALID, "desc->head_dim 600 (desc->embed_dim 1200 / desc->num_heads 2)",
+             desc.embed_dim = 1200);
     MHA_CASE(INVALID, "projection features", desc.num_heads = 1u << 30, desc.head_dim = 8);
     MHA_CASE(VKATTN_ERROR_UNSUPPORTED_DTYPE, "desc->dtype u8", desc.dtype = VKATTN_DTYPE_U8);
     MHA_CASE(INVALID, "weights->wk is NULL", w.wk = NULL);

@@ -214,10 +214,10 @@ static int run(void *user)
     vkattn_result r = rotate(a, &args, positions);
     if (j->device.tune && r == VKATTN_SUCCESS)
         r = vkattn_attention_tune(
-            j->ctx, &(vkattn_attention_tune_args){(uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1],
-                                                  (uint32_t)qs[2], (uint32_t)ks[2], (uint32_t)qs[3],
-                                                  args.causal, j->dtype, j->dtype,
-                                                  cli_tune_progress(&j->device), NULL});
+            j->ctx, &(vkattn_attention_tune_args){
+                        (uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1], (uint32_t)qs[2],
+                        (uint32_t)ks[2], (uint32_t)qs[3], args.causal, j->dtype, j->dtype,
+                        cli_tune_progress(&j->device), NULL, (uint32_t)args.v.shape[3]});
     if (j->device.tune && r == VKATTN_SUCCESS)
         r = cli_save_tuning(j->ctx, &j->device);
     if (r == VKATTN_SUCCESS)

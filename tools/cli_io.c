@@ -267,6 +267,7 @@ static const char *const desc_names[][2] = {
     {"desc->embed_dim", "embed_dim (the last dimension of --x)"},
     {"desc->kv_dim", "kv_dim (the last dimension of --kv)"},
     {"desc->head_dim", "head_dim (rows of --wq / --heads)"},
+    {"desc->v_head_dim", "v_head_dim (rows of --wv / --kv-heads)"},
     {"desc->rope.theta", "--rope-theta"},
     {"desc->rope.dims", "--rope-dims"},
     {"desc->rope.factor", "the --rope-linear or --rope-llama3 factor"},

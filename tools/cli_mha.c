@@ -13,16 +13,16 @@ static const char help_text[] =
     "usage: vkattn mha --x X.npy --heads H --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy\n"
     "                  --out Y.npy [options]\n"
     "One attention layer on the device, float32 .npy in and out, torch.nn.Linear weight\n"
-    "layout (y = x W^T + b): X [B,Tq,Dm]; WQ [H*Dh,Dm]; WK, WV [G*Dh,Dkv]; WO [Dm,H*Dh];\n"
-    "Y [B,Tq,Dm]. Dh is WQ's rows / H (usually Dm / H). Nothing is written unless\n"
-    "everything succeeds.\n"
+    "layout (y = x W^T + b): X [B,Tq,Dm]; WQ [H*Dh,Dm]; WK [G*Dh,Dkv]; WV [G*Dv,Dkv];\n"
+    "WO [Dm,H*Dv]; Y [B,Tq,Dm]. Dh is WQ's rows / H (usually Dm / H), Dv WV's rows / G\n"
+    "(usually Dh; any of 1..576 each). Nothing is written unless everything succeeds.\n"
     "  --seq-first           X, C and Y are [T,B,E] (nn.MultiheadAttention's default\n"
     "                        batch_first=False), read and written through strides;\n"
     "                        masks, padding and weights keep their batch-first shapes\n"
     "  --kv C.npy            keys/values come from C [B,Tk,Dkv] (cross-attention);\n"
     "                        default: self-attention (C = X)\n"
     "  --kv-heads G          key/value heads (GQA; 1 = MQA; default H)\n"
-    "  --bq/--bk/--bv/--bo B.npy   biases [H*Dh], [G*Dh], [G*Dh], [Dm] (missing ones: 0)\n"
+    "  --bq/--bk/--bv/--bo B.npy   biases [H*Dh], [G*Dh], [G*Dv], [Dm] (missing ones: 0)\n"
     "  --weights F.safetensors  the weights and biases by name from a .safetensors file\n"
     "                        (F32, F16 or BF16 tensors), instead of --wq..--bo\n"
     "  --prefix P            ... each name starting with P (\"layers.0.self_attn.\")\n"
@@ -112,19 +112,20 @@ typedef struct mha_job {
     vkattn_mha *layer;
 } mha_job;
 
-/* Shapes of the weight files against the layer's sizes, naming the file. */
+/* Shapes of the weight files against the layer's sizes (head dims dh of
+ * Q and K, dv of V), naming the file. */
 static int check_weight_shapes(cli_input *in, int64_t dm, int64_t dkv, int64_t hq, int64_t hkv,
-                               int64_t dh)
+                               int64_t dh, int64_t dv)
 {
     if (cli_expect_dim(&in[WQ], 1, dm, "embed_dim (X's last dimension)") ||
         cli_expect_dim(&in[WK], 0, hkv * dh, "kv_heads * head_dim") ||
         cli_expect_dim(&in[WK], 1, dkv, "kv_dim") ||
-        cli_expect_dim(&in[WV], 0, hkv * dh, "kv_heads * head_dim") ||
+        cli_expect_dim(&in[WV], 0, hkv * dv, "kv_heads * v_head_dim") ||
         cli_expect_dim(&in[WV], 1, dkv, "kv_dim") || cli_expect_dim(&in[WO], 0, dm, "embed_dim") ||
-        cli_expect_dim(&in[WO], 1, hq * dh, "heads * head_dim"))
+        cli_expect_dim(&in[WO], 1, hq * dv, "heads * v_head_dim"))
         return -1;
-    int64_t bias_len[4] = {hq * dh, hkv * dh, hkv * dh, dm};
-    const char *bias_what[4] = {"heads * head_dim", "kv_heads * head_dim", "kv_heads * head_dim",
+    int64_t bias_len[4] = {hq * dh, hkv * dh, hkv * dv, dm};
+    const char *bias_what[4] = {"heads * head_dim", "kv_heads * head_dim", "kv_heads * v_head_dim",
                                 "embed_dim"};
     for (int k = 0; k < 4; k++)
         if (in[BQ + k].path && cli_expect_dim(&in[BQ + k], 0, bias_len[k], bias_what[k]))
@@ -146,6 +147,7 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
     vkattn_kv_cache_desc cd = {.num_kv_heads = d->num_kv_heads,
                                .num_heads = d->num_heads,
                                .head_dim = d->head_dim,
+                               .v_head_dim = d->v_head_dim,
                                .dtype = kv_dtype,
                                .max_sequences = batch,
                                .capacity = tq,
@@ -443,7 +445,15 @@ static int load_inputs(void *user)
         return -1;
     }
     int64_t dh = wq_rows / hq;
-    if (check_weight_shapes(in, dm, dkv, hq, hkv, dh) != 0)
+    /* V's head dim from --wv's rows (DeepSeek's MLA: 128 beside Q/K's 192) */
+    int64_t wv_rows = in[WV].array.shape[0];
+    if (wv_rows % hkv != 0) {
+        cli_error("--wv %s: %lld rows do not split into %lld KV heads", in[WV].path,
+                  (long long)wv_rows, (long long)hkv);
+        return -1;
+    }
+    int64_t dv = wv_rows / hkv;
+    if (check_weight_shapes(in, dm, dkv, hq, hkv, dh, dv) != 0)
         return -1;
     if (in[KV].path && in[KV].array.shape[0] != xs[0]) {
         cli_error("--kv %s: batch %lld differs from --x's %lld", in[KV].path,
@@ -462,6 +472,7 @@ static int load_inputs(void *user)
         .num_heads = m->heads,
         .num_kv_heads = m->kv_heads,
         .head_dim = wq_rows == dm ? 0 : (uint32_t)dh,
+        .v_head_dim = dv == dh ? 0 : (uint32_t)dv,
         .kv_dim = (uint32_t)dkv,
         .bias = in[BQ].path || in[BK].path || in[BV].path || in[BO].path,
         .dtype = m->job.dtype,

@@ -54,8 +54,11 @@ typedef struct vkattn_kv_cache_desc {
      * whose f32 division is correctly rounded, as CPU drivers' is; others
      * may put a value lying within an f32 rounding of a step boundary one
      * step away), and read by vkattn_cmd_kv_attention, whose kernels
-     * dequantize the blocks they read: no dequantized copy exists. It reads
-     * through storage buffers (no texel views). The MHA layer's steps take
+     * dequantize the blocks they read: no dequantized copy exists. Decode
+     * steps (T <= 16) read the blocks through 16-byte texel views where the
+     * device has them and K and V share a head dim of 64, 128 or 256 with
+     * pages (block_size, or the capacity) holding a multiple of 256 / D
+     * tokens; the rest read 32-bit words. The MHA layer's steps take
      * one too (any layer dtype): their projection writes K and V to the
      * step's scratch and the same quantizing append stores them. */
     vkattn_dtype dtype;

@@ -155,8 +155,8 @@ typedef enum vkattn_bool_mask {
  *     VKATTN_ERROR_UNSUPPORTED there (such a Dk with Dv a multiple of 8
  *     runs).
  * vkattn_cmd_attention_merge takes out's D (Dv; a multiple of 4). The MHA
- * layer and the KV cache still need Dk == Dv, a multiple of 8 from 8 to
- * 256.
+ * layer (desc.head_dim, desc.v_head_dim) and the KV cache take the same
+ * head dims by the same rules.
  *
  * score(i, j) = scale * dot(q_i, k_j) + mask(i, j); scale 0 means 1/sqrt(Dk).
  * out_i = sum_j softmax_j(score(i, .)) v_j over the visible keys j.
@@ -212,11 +212,16 @@ typedef enum vkattn_bool_mask {
  * Input X [B, Tq, Dm]; keys/values come from C [B, Tk, Dkv] (C = X for
  * self-attention, then Tk = Tq). Weights use the torch.nn.Linear layout
  * [out_features, in_features], y = x W^T + b, so PyTorch weights load as is:
- *     Wq [Hq*Dh, Dm]   Wk, Wv [Hkv*Dh, Dkv]   Wo [Dm, Hq*Dh]
+ *     Wq [Hq*Dk, Dm]   Wk [Hkv*Dk, Dkv]   Wv [Hkv*Dv, Dkv]   Wo [Dm, Hq*Dv]
  *     Q = X Wq^T + bq, K = C Wk^T + bk, V = C Wv^T + bv (split into heads:
- *     feature h*Dh + d of a row is head h, dimension d),
- *     O = attention(Q, K, V) merged back to [B, Tq, Hq*Dh],
+ *     feature h*D + d of a row is head h, dimension d),
+ *     O = attention(Q, K, V) merged back to [B, Tq, Hq*Dv],
  *     Y = O Wo^T + bo.
+ * Dk = desc.head_dim (Dh), Dv = desc.v_head_dim (0: Dk; DeepSeek's MLA: 192
+ * and 128), each 1 to 576; multiples of 8 up to 256 take the fast kernels
+ * (see "attention semantics"). Over a KV cache whose head dims are not
+ * multiples of 8, a step's K and V are projected to its scratch and then
+ * appended (an extra pass), as for a quantized cache.
  * Modern decoder layers (self-attention only) add, in this order, to each
  * head of Q and K after the projection and its bias:
  *   QK-norm (desc.qk_norm): per-head RMSNorm with weights w_q, w_k [Dh]:
@@ -229,7 +234,7 @@ typedef enum vkattn_bool_mask {
  * query_pre_attn_scalar^-0.5). The norm and the rotation happen in the
  * projection GEMM's epilogue, where each head's row is already held: no
  * extra pass over Q or K.
- * A packed Wqkv [(Hq + 2*Hkv)*Dh, Dm] holds the rows of Wq, then Wk, then Wv
+ * A packed Wqkv [(Hq + Hkv)*Dk + Hkv*Dv, Dm] holds the rows of Wq, then Wk, then Wv
  * (torch's in_proj_weight); it needs Dkv == Dm.
  */
 
@@ -237,7 +242,8 @@ typedef struct vkattn_mha_desc {
     uint32_t embed_dim;    /* Dm, required */
     uint32_t num_heads;    /* Hq, required */
     uint32_t num_kv_heads; /* Hkv; 0: num_heads. Must divide num_heads. */
-    uint32_t head_dim;     /* Dh; 0: embed_dim / num_heads, which must divide exactly */
+    uint32_t head_dim;     /* Dh = Dk; 0: embed_dim / num_heads, which must divide exactly */
+    uint32_t v_head_dim;   /* Dv; 0: head_dim */
     uint32_t kv_dim;       /* Dkv, the width of C; 0: embed_dim */
     bool bias;             /* the four projections have biases */
     vkattn_dtype dtype;    /* storage of weights and activations: f32 (default), f16 or bf16 */
@@ -263,7 +269,7 @@ typedef struct vkattn_mha_desc {
      * from dtype's: f16, bf16 or q8_0 (0, f32: dtype's; an f16 or bf16
      * layer cannot keep f32 weights). q8_0 is ggml's blocks of 32 along
      * in_features (see vkattn_linear), its biases f32: it needs embed_dim,
-     * kv_dim and num_heads * head_dim multiples of 64. Weights given in
+     * kv_dim and num_heads * v_head_dim multiples of 64. Weights given in
      * another dtype are converted (rounded to nearest even, or quantized as
      * vkattn_ref_quantize does) once, by vkattn_mha_set_weights. */
     vkattn_dtype weight_dtype;
@@ -280,11 +286,11 @@ typedef struct vkattn_mha_desc {
  * wq, wk and wv back to back; the biases are then f32). The norm weights,
  * sinks and slopes are always f32. */
 typedef struct vkattn_mha_weights {
-    const float *wq, *wk, *wv; /* [Hq*Dh, Dm], [Hkv*Dh, Dkv], [Hkv*Dh, Dkv] */
-    const float *wqkv;         /* [(Hq + 2*Hkv)*Dh, Dm] */
-    const float *wo;           /* [Dm, Hq*Dh] */
-    const float *bq, *bk, *bv; /* [Hq*Dh], [Hkv*Dh], [Hkv*Dh] */
-    const float *bqkv;         /* [(Hq + 2*Hkv)*Dh] */
+    const float *wq, *wk, *wv; /* [Hq*Dk, Dm], [Hkv*Dk, Dkv], [Hkv*Dv, Dkv] */
+    const float *wqkv;         /* [(Hq + Hkv)*Dk + Hkv*Dv, Dm] */
+    const float *wo;           /* [Dm, Hq*Dv] */
+    const float *bq, *bk, *bv; /* [Hq*Dk], [Hkv*Dk], [Hkv*Dv] */
+    const float *bqkv;         /* [(Hq + Hkv)*Dk + Hkv*Dv] */
     const float *bo;           /* [Dm] */
     /* QK-norm weights [Dh] each, required when desc.qk_norm (else ignored) */
     const float *q_norm, *k_norm;
@@ -299,7 +305,8 @@ typedef struct vkattn_mha_weights {
 /* y = x W^T + b (torch.nn.Linear). x [M, K] or [B, T, K]; w [N, K];
  * b [N] (optional: buffer NULL); y [M, N] or [B, T, N] (x's leading shape).
  * dtypes: x and y f32, f16 or bf16 (the same); w and b f32, f16 or bf16
- * (the same; bf16 operands are read from storage buffers, never texel views),
+ * (the same; bf16 operands are read as 32-bit words: from storage buffers,
+ * or on the subgroup kernels through rgba32ui texel views, 8 a fetch),
  * or w q8_0 with b f32; accumulation is fp32.
  * q8_0 weights are ggml's layout: each row of w is K / 32 blocks of 34 bytes
  * (an f16 scale d, then 32 int8 q; value = d * q), rows back to back
@@ -408,15 +415,15 @@ VKATTN_API vkattn_result vkattn_mha_set_weights(vkattn_mha *mha, const vkattn_mh
  * desc.weight_dtype (biases: that float type, f32 beside q8_0), at an
  * offset that is a multiple of 16 bytes (q8_0: of the device's storage and
  * texel offset alignments). A self-attention layer (kv_dim == embed_dim)
- * takes wqkv [(Hq + 2*Hkv)*Dh, Dm] (and bqkv), any other wq [Hq*Dh, Dm] and
- * wkv [2*Hkv*Dh, Dkv] (Wk's rows, then Wv's; bq and bkv), so every
+ * takes wqkv [(Hq + Hkv)*Dk + Hkv*Dv, Dm] (and bqkv), any other wq [Hq*Dk, Dm]
+ * and wkv [Hkv*(Dk + Dv), Dkv] (Wk's rows, then Wv's; bq and bkv), so every
  * projection stays one GEMM. The per-head parameters are small host arrays,
  * uploaded as vkattn_mha_set_weights does. Setting host weights again makes
  * the layer read its own copy. */
 typedef struct vkattn_mha_weight_tensors {
     vkattn_tensor wqkv;                                  /* self-attention */
     vkattn_tensor wq, wkv;                               /* kv_dim != embed_dim */
-    vkattn_tensor wo;                                    /* [Dm, Hq*Dh] */
+    vkattn_tensor wo;                                    /* [Dm, Hq*Dv] */
     vkattn_tensor bqkv;                                  /* desc.bias, self-attention */
     vkattn_tensor bq, bkv;                               /* desc.bias, kv_dim != embed_dim */
     vkattn_tensor bo;                                    /* desc.bias */

@@ -54,15 +54,16 @@ typedef struct vkattn_linear_tune_args {
 VKATTN_API vkattn_result vkattn_linear_tune(vkattn_context *ctx,
                                             const vkattn_linear_tune_args *args);
 
-/* q [batch, num_heads, q_len, head_dim] over k, v [batch, num_kv_heads,
- * kv_len, head_dim], causal or not; q and out in q_dtype, k and v in
- * kv_dtype. */
+/* q [batch, num_heads, q_len, head_dim] over k [batch, num_kv_heads,
+ * kv_len, head_dim] and v [.., v_head_dim], causal or not; q and out in
+ * q_dtype, k and v in kv_dtype. */
 typedef struct vkattn_attention_tune_args {
     uint32_t batch, num_heads, num_kv_heads, q_len, kv_len, head_dim;
     bool causal;
     vkattn_dtype q_dtype, kv_dtype;
     vkattn_tune_progress_fn progress; /* optional */
     void *progress_user;
+    uint32_t v_head_dim; /* of v and out; 0: head_dim */
 } vkattn_attention_tune_args;
 VKATTN_API vkattn_result vkattn_attention_tune(vkattn_context *ctx,
                                                const vkattn_attention_tune_args *args);

@@ -160,7 +160,7 @@ class RopeDesc(ctypes.Structure):
 class MhaDesc(ctypes.Structure):
     _fields_ = [
         ("embed_dim", _u32), ("num_heads", _u32), ("num_kv_heads", _u32),
-        ("head_dim", _u32), ("kv_dim", _u32),
+        ("head_dim", _u32), ("v_head_dim", _u32), ("kv_dim", _u32),
         ("bias", _bool),
         ("dtype", _int),
         ("scale", _f32),
@@ -286,7 +286,8 @@ class LinearTuneArgs(ctypes.Structure):
 class AttentionTuneArgs(ctypes.Structure):
     _fields_ = [("batch", _u32), ("num_heads", _u32), ("num_kv_heads", _u32), ("q_len", _u32),
                 ("kv_len", _u32), ("head_dim", _u32), ("causal", _bool), ("q_dtype", _int),
-                ("kv_dtype", _int), ("progress", TUNE_PROGRESS_FN), ("progress_user", _ptr)]
+                ("kv_dtype", _int), ("progress", TUNE_PROGRESS_FN), ("progress_user", _ptr),
+                ("v_head_dim", _u32)]
 
 
 class MhaTuneArgs(ctypes.Structure):

@@ -46,7 +46,8 @@ class LayerSpec:
     def __init__(self, embed_dim, num_heads, num_kv_heads=None, head_dim=None, kdim=None,
                  bias=True, dtype="f32", scale=None, window=0, softcap=0.0, rope_theta=0.0,
                  rope_dims=0, rope_style="neox", rope_scaling=None, qk_norm=False, norm_eps=0.0,
-                 sinks=False, alibi=False, alibi_max_bias=0.0, weight_dtype=None):
+                 sinks=False, alibi=False, alibi_max_bias=0.0, weight_dtype=None,
+                 v_head_dim=None):
         for name, val in (("embed_dim", embed_dim), ("num_heads", num_heads)):
             if int(val) <= 0:
                 raise bad("%s %d: must be > 0" % (name, int(val)))
@@ -64,6 +65,7 @@ class LayerSpec:
             Dh = A.u32("head_dim", head_dim)
         d = _lib.MhaDesc()
         d.embed_dim, d.num_heads, d.num_kv_heads, d.head_dim = Dm, Hq, Hkv, Dh
+        d.v_head_dim = Dh if v_head_dim is None else A.u32("v_head_dim", v_head_dim)
         d.kv_dim = Dm if kdim is None else A.u32("kdim", kdim)
         d.bias = bool(bias)
         d.dtype = A.dtype_code(dtype)
@@ -97,9 +99,10 @@ class LayerSpec:
 
     def sizes(self):
         d = self.desc
-        q, kv = d.num_heads * d.head_dim, d.num_kv_heads * d.head_dim
-        return {"wq": (q, d.embed_dim), "wk": (kv, d.kv_dim), "wv": (kv, d.kv_dim),
-                "wo": (d.embed_dim, q), "bq": (q,), "bk": (kv,), "bv": (kv,),
+        q, k = d.num_heads * d.head_dim, d.num_kv_heads * d.head_dim
+        v, o = d.num_kv_heads * d.v_head_dim, d.num_heads * d.v_head_dim
+        return {"wq": (q, d.embed_dim), "wk": (k, d.kv_dim), "wv": (v, d.kv_dim),
+                "wo": (d.embed_dim, o), "bq": (q,), "bk": (k,), "bv": (v,),
                 "bo": (d.embed_dim,), "q_norm": (d.head_dim,), "k_norm": (d.head_dim,),
                 "sinks": (d.num_heads,), "alibi_slopes": (d.num_heads,)}
 
@@ -122,7 +125,8 @@ class LayerSpec:
             raise bad("state_dict: unknown names %s (known: %s)"
                       % (", ".join(sorted(unknown)), ", ".join(sorted(_NAMES))))
         d, sizes = self.desc, self.sizes()
-        q, kv = d.num_heads * d.head_dim, d.num_kv_heads * d.head_dim
+        q, kv, v = d.num_heads * d.head_dim, d.num_kv_heads * d.head_dim, \
+            d.num_kv_heads * d.v_head_dim
         # the packed projection (torch's in_proj_*) is split by rows
         for packed, parts in (("wqkv", ("wq", "wk", "wv")), ("bqkv", ("bq", "bk", "bv"))):
             if packed not in found:
@@ -130,10 +134,10 @@ class LayerSpec:
             key, a = found.pop(packed)
             if any(p in found for p in parts):
                 raise bad("state_dict: %s together with separate q/k/v projections" % key)
-            if a.shape[0] != q + 2 * kv:
-                raise bad("state_dict: %s has %d rows; (num_heads + 2 num_kv_heads) * head_dim "
-                          "is %d" % (key, a.shape[0], q + 2 * kv))
-            for p, lo, hi in zip(parts, (0, q, q + kv), (q, q + kv, q + 2 * kv)):
+            if a.shape[0] != q + kv + v:
+                raise bad("state_dict: %s has %d rows; (num_heads + num_kv_heads) * head_dim + "
+                          "num_kv_heads * v_head_dim is %d" % (key, a.shape[0], q + kv + v))
+            for p, lo, hi in zip(parts, (0, q, q + kv), (q, q + kv, q + kv + v)):
                 found[p] = (key, a[lo:hi])
         weights = {}
         for name in ("wq", "wk", "wv", "wo"):
@@ -179,7 +183,8 @@ class MultiheadAttention:
     kdim=None, dtype="f32", head_dim=None, window=0, softcap=0.0, scale=None,
     rope_theta=0.0, rope_dims=0, rope_style="neox", rope_scaling=None (HF's dict),
     qk_norm=False, norm_eps=0.0, sinks=False, alibi=False, alibi_max_bias=0.0,
-    weight_dtype=None ("f16", "bf16", "q8_0": the weights' storage on the device)):
+    weight_dtype=None ("f16", "bf16", "q8_0": the weights' storage on the device),
+    v_head_dim=None (V's head dim when it differs from head_dim: DeepSeek's MLA)):
     modern decoder layers (see include/vkattn/ops.h "MHA layer"); their weights
     come as q_norm.weight, k_norm.weight, sinks, alibi_slopes.
     Weights use torch.nn.Linear's layout; load them with load_state_dict,
@@ -406,6 +411,7 @@ class KVCache:
         d = layer.spec.desc
         desc = _lib.KvCacheDesc()
         desc.num_kv_heads, desc.num_heads, desc.head_dim = d.num_kv_heads, d.num_heads, d.head_dim
+        desc.v_head_dim = d.v_head_dim
         if dtype is not None and dtype not in _CACHE_DTYPES:
             raise bad("dtype %r: use None (the layer's), 'q8_0' or 'q4_0'" % (dtype,))
         desc.dtype = d.dtype if dtype is None else _CACHE_DTYPES[dtype]

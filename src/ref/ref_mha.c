@@ -181,7 +181,7 @@ typedef struct layer_plan {
     const float *q_norm, *k_norm; /* desc.qk_norm only, else NULL */
     vkattn_dtype kv_cache_dtype;  /* q8_0 / q4_0: K and V rounded through it */
     vkattn_host_tensor positions; /* resolved; data NULL: 0..Tq-1 */
-    size_t nq, nkv;               /* floats of Q (and O), of K (and V) */
+    size_t nq, nk, nv, no;        /* floats of Q, K, V and O */
 } layer_plan;
 
 /* Plans every step, with the f32 temporaries not yet allocated: `placeholder`
@@ -193,8 +193,9 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
                                 size_t error_size)
 {
     const int64_t B = x->shape[0], Tq = x->shape[1], Tk = kv->shape[1];
-    const int64_t Dm = d->embed_dim, Dkv = d->kv_dim, Dh = d->head_dim;
-    const int64_t QW = vka_mha_q_width(d), KVW = vka_mha_kv_width(d);
+    const int64_t Dm = d->embed_dim, Dkv = d->kv_dim, Dk = d->head_dim, Dv = d->v_head_dim;
+    const int64_t QW = vka_mha_q_width(d), KW = vka_mha_k_width(d), VW = vka_mha_v_width(d),
+                  OW = vka_mha_o_width(d);
     vkattn_ref_linear_args la[4];
     memset(la, 0, sizeof la);
     la[0].x = *x;
@@ -202,15 +203,15 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     la[0].b = bias_tensor(wv->bq, wv->dtype, QW);
     la[0].y = activation(placeholder, B, Tq, QW);
     la[1].x = *kv;
-    la[1].w = weight_tensor(wv->wk, wv->dtype, KVW, Dkv);
-    la[1].b = bias_tensor(wv->bk, wv->dtype, KVW);
-    la[1].y = activation(placeholder, B, Tk, KVW);
+    la[1].w = weight_tensor(wv->wk, wv->dtype, KW, Dkv);
+    la[1].b = bias_tensor(wv->bk, wv->dtype, KW);
+    la[1].y = activation(placeholder, B, Tk, KW);
     la[2].x = *kv;
-    la[2].w = weight_tensor(wv->wv, wv->dtype, KVW, Dkv);
-    la[2].b = bias_tensor(wv->bv, wv->dtype, KVW);
-    la[2].y = activation(placeholder, B, Tk, KVW);
-    la[3].x = activation(placeholder, B, Tq, QW);
-    la[3].w = weight_tensor(wv->wo, wv->dtype, Dm, QW);
+    la[2].w = weight_tensor(wv->wv, wv->dtype, VW, Dkv);
+    la[2].b = bias_tensor(wv->bv, wv->dtype, VW);
+    la[2].y = activation(placeholder, B, Tk, VW);
+    la[3].x = activation(placeholder, B, Tq, OW);
+    la[3].w = weight_tensor(wv->wo, wv->dtype, Dm, OW);
     la[3].b = bias_tensor(wv->bo, wv->dtype, Dm);
     la[3].y = *y;
     for (int i = 0; i < 4; i++)
@@ -218,10 +219,10 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
 
     vkattn_ref_attention_args aa;
     memset(&aa, 0, sizeof aa);
-    aa.q = head_view(placeholder, B, Tq, d->num_heads, Dh);
-    aa.k = head_view(placeholder, B, Tk, d->num_kv_heads, Dh);
-    aa.v = head_view(placeholder, B, Tk, d->num_kv_heads, Dh);
-    aa.out = head_view(placeholder, B, Tq, d->num_heads, Dh);
+    aa.q = head_view(placeholder, B, Tq, d->num_heads, Dk);
+    aa.k = head_view(placeholder, B, Tk, d->num_kv_heads, Dk);
+    aa.v = head_view(placeholder, B, Tk, d->num_kv_heads, Dv);
+    aa.out = head_view(placeholder, B, Tq, d->num_heads, Dv);
     aa.mask = args->mask;
     aa.key_padding = args->key_padding;
     aa.weights = args->weights;
@@ -240,10 +241,11 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     else
         aa.alibi_max_bias = d->alibi_max_bias; /* resolved: 0 without desc->alibi */
     VKA_TRY(vka_ref_attention_prepare(&aa, "args->", &plan->ap, error, error_size));
-    bool ok = vka_size_mul((size_t)B, (size_t)Tq, &plan->nq) &&
-              vka_size_mul(plan->nq, (size_t)QW, &plan->nq) &&
-              vka_size_mul((size_t)B, (size_t)Tk, &plan->nkv) &&
-              vka_size_mul(plan->nkv, (size_t)KVW, &plan->nkv);
+    size_t rq, rk;
+    bool ok = vka_size_mul((size_t)B, (size_t)Tq, &rq) &&
+              vka_size_mul((size_t)B, (size_t)Tk, &rk) && vka_size_mul(rq, (size_t)QW, &plan->nq) &&
+              vka_size_mul(rk, (size_t)KW, &plan->nk) && vka_size_mul(rk, (size_t)VW, &plan->nv) &&
+              vka_size_mul(rq, (size_t)OW, &plan->no);
     if (!ok) {
         vka_error_format(error, error_size,
                          "the reference's temporaries (Q, K, V, O) overflow the address space");
@@ -293,9 +295,9 @@ static void norm_rope_heads(const layer_plan *plan, float *act, int64_t T, int64
 /* Allocates Q, K, V, O (f32) and the double scratch, then runs the steps. */
 static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
 {
-    size_t nq = plan->nq, nkv = plan->nkv, nf = 0;
-    bool ok = nkv <= SIZE_MAX / 2 && nq <= SIZE_MAX / 2 && 2 * nq <= SIZE_MAX - 2 * nkv &&
-              vka_size_mul(2 * nq + 2 * nkv, sizeof(float), &nf);
+    size_t nq = plan->nq, nk = plan->nk, nv = plan->nv, no = plan->no, nf = 0;
+    bool ok = nq <= SIZE_MAX / 4 && nk <= SIZE_MAX / 4 && nv <= SIZE_MAX / 4 &&
+              no <= SIZE_MAX / 4 && vka_size_mul(nq + nk + nv + no, sizeof(float), &nf);
     size_t ns = plan->ap.scratch_doubles;
     for (int i = 0; i < 4; i++)
         if (plan->lp[i].scratch_doubles > ns)
@@ -310,7 +312,7 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
                          nf, ns * sizeof *scratch);
         return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
     }
-    float *q = act, *k = q + nq, *v = k + nkv, *o = v + nkv;
+    float *q = act, *k = q + nq, *v = k + nk, *o = v + nv;
     plan->lp[0].y.data = q;
     plan->lp[1].y.data = k;
     plan->lp[2].y.data = v;
@@ -324,16 +326,17 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
     norm_rope_heads(plan, q, plan->ap.dims.q_len, plan->desc.num_heads, plan->q_norm);
     norm_rope_heads(plan, k, plan->ap.dims.kv_len, plan->desc.num_kv_heads, plan->k_norm);
     vkattn_result r = VKATTN_SUCCESS;
-    if (vka_dtype_is_quantized(plan->kv_cache_dtype)) { /* rows of Dh: whole blocks */
-        void *blocks = malloc(vkattn_dtype_row_bytes(plan->kv_cache_dtype, nkv) + 1);
+    if (vka_dtype_is_quantized(plan->kv_cache_dtype)) { /* rows of Dk, Dv: whole blocks */
+        void *blocks = malloc(vkattn_dtype_row_bytes(plan->kv_cache_dtype, nk > nv ? nk : nv) + 1);
         r = blocks ? VKATTN_SUCCESS : VKATTN_ERROR_OUT_OF_HOST_MEMORY;
         if (!blocks)
             vka_error_format(error, error_size, "cannot allocate the quantized K and V");
         for (int i = 0; i < 2 && r == VKATTN_SUCCESS; i++) {
             float *t = i ? v : k;
-            r = vkattn_ref_quantize(plan->kv_cache_dtype, t, nkv, blocks, error, error_size);
+            size_t n = i ? nv : nk;
+            r = vkattn_ref_quantize(plan->kv_cache_dtype, t, n, blocks, error, error_size);
             if (r == VKATTN_SUCCESS)
-                r = vkattn_ref_dequantize(plan->kv_cache_dtype, blocks, nkv, t, error, error_size);
+                r = vkattn_ref_dequantize(plan->kv_cache_dtype, blocks, n, t, error, error_size);
         }
         free(blocks);
     }
@@ -398,11 +401,11 @@ static vkattn_result run_with_weights(const vkattn_mha_desc *dp, const vka_mha_w
                          vka_dtype_text(args->kv_cache_dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
-    if (vka_dtype_is_quantized(args->kv_cache_dtype) && d.head_dim % 64) {
+    if (vka_dtype_is_quantized(args->kv_cache_dtype) && (d.head_dim % 64 || d.v_head_dim % 64)) {
         vka_error_format(error, error_size,
-                         "args->kv_cache_dtype %s needs a head_dim that is a multiple of 64; the "
-                         "layer's is %u",
-                         vkattn_dtype_name(args->kv_cache_dtype), d.head_dim);
+                         "args->kv_cache_dtype %s needs head dims that are multiples of 64; the "
+                         "layer's are %u and %u",
+                         vkattn_dtype_name(args->kv_cache_dtype), d.head_dim, d.v_head_dim);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     return run_layer(&plan, error, error_size);

@@ -56,16 +56,12 @@ vkattn_result vka_ref_mha_store_weights(const vkattn_mha_desc *d, vka_mha_weight
     if (to == wv->dtype || to == VKATTN_DTYPE_F32)
         return VKATTN_SUCCESS;
     vkattn_dtype bias_to = to == VKATTN_DTYPE_Q8_0 ? VKATTN_DTYPE_F32 : to;
-    uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_kv_width(d);
+    uint64_t qw = vka_mha_q_width(d), kw = vka_mha_k_width(d), vw = vka_mha_v_width(d),
+             ow = vka_mha_o_width(d);
     const void **slot[8] = {&wv->wq, &wv->wk, &wv->wv, &wv->wo, &wv->bq, &wv->bk, &wv->bv, &wv->bo};
-    const uint64_t n[8] = {qw * d->embed_dim,
-                           kvw * d->kv_dim,
-                           kvw * d->kv_dim,
-                           (uint64_t)d->embed_dim * qw,
-                           qw,
-                           kvw,
-                           kvw,
-                           d->embed_dim};
+    const uint64_t n[8] = {
+        qw * d->embed_dim, kw * d->kv_dim, vw * d->kv_dim, (uint64_t)d->embed_dim * ow, qw, kw, vw,
+        d->embed_dim};
     static const char *const names[8] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"};
     for (int i = 0; i < 8; i++) {
         if (!*slot[i])

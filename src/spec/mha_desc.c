@@ -29,10 +29,10 @@ static vkattn_result resolve_weight_dtype(vkattn_mha_desc *d, char *error, size_
     const struct {
         uint64_t n;
         const char *what;
-    } in[3] = {
-        {d->embed_dim, "desc->embed_dim (Wq's in_features)"},
-        {d->kv_dim, "desc->kv_dim (Wk's and Wv's in_features)"},
-        {(uint64_t)d->num_heads * d->head_dim, "desc->num_heads x head_dim (Wo's in_features)"}};
+    } in[3] = {{d->embed_dim, "desc->embed_dim (Wq's in_features)"},
+               {d->kv_dim, "desc->kv_dim (Wk's and Wv's in_features)"},
+               {(uint64_t)d->num_heads * d->v_head_dim,
+                "desc->num_heads x v_head_dim (Wo's in_features)"}};
     for (int i = 0; i < 3; i++)
         if (in[i].n % 64) {
             vka_error_format(error, error_size,
@@ -82,6 +82,13 @@ static vkattn_result resolve_modern(vkattn_mha_desc *d, char *error, size_t erro
     }
     if (!d->alibi)
         d->alibi_max_bias = 0.0f;
+    /* the projection's epilogue norms and rotates pairs of dims */
+    if ((rope || d->qk_norm) && d->head_dim % 2) {
+        vka_error_format(error, error_size,
+                         "desc->%s needs an even head_dim, but desc->head_dim is %u",
+                         rope ? "rope" : "qk_norm", d->head_dim);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
     if ((rope || d->qk_norm) && d->kv_dim != d->embed_dim) {
         vka_error_format(error, error_size,
                          "desc->%s needs self-attention, but desc->kv_dim %u differs from "
@@ -127,16 +134,23 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
         }
         d.head_dim = d.embed_dim / d.num_heads;
     }
-    if (d.head_dim % VKA_HEAD_DIM_MULTIPLE != 0 || d.head_dim > VKA_HEAD_DIM_FAST_MAX) {
+    if (d.head_dim > VKA_ATTENTION_HEAD_DIM_MAX) {
         char from[96] = "";
         if (head_dim_default)
             vka_error_format(from, sizeof from, " (desc->embed_dim %u / desc->num_heads %u)",
                              d.embed_dim, d.num_heads);
         vka_error_format(error, error_size,
-                         "desc->head_dim %u%s is not supported: it must be a multiple of %u "
-                         "from %u to %u",
-                         d.head_dim, from, VKA_HEAD_DIM_MULTIPLE, VKA_HEAD_DIM_MULTIPLE,
-                         VKA_HEAD_DIM_FAST_MAX);
+                         "desc->head_dim %u%s is not supported: it must be from 1 to %u",
+                         d.head_dim, from, VKA_ATTENTION_HEAD_DIM_MAX);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (d.v_head_dim == 0)
+        d.v_head_dim = d.head_dim;
+    if (d.v_head_dim > VKA_ATTENTION_HEAD_DIM_MAX) {
+        vka_error_format(error, error_size,
+                         "desc->v_head_dim %u is not supported: it must be from 1 to %u (0: "
+                         "head_dim)",
+                         d.v_head_dim, VKA_ATTENTION_HEAD_DIM_MAX);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (d.kv_dim == 0)
@@ -150,13 +164,15 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
     VKA_TRY(resolve_weight_dtype(&d, error, error_size));
     /* The packed projection is the widest; every width must fit the uint32_t
      * sizes the kernels use. */
-    uint64_t packed = ((uint64_t)d.num_heads + 2 * (uint64_t)d.num_kv_heads) * d.head_dim;
-    if (packed > UINT32_MAX) {
+    uint64_t packed = ((uint64_t)d.num_heads + d.num_kv_heads) * d.head_dim +
+                      (uint64_t)d.num_kv_heads * d.v_head_dim;
+    uint64_t merged = (uint64_t)d.num_heads * d.v_head_dim;
+    if (packed > UINT32_MAX || merged > UINT32_MAX) {
         vka_error_format(error, error_size,
-                         "desc: (num_heads %u + 2 * num_kv_heads %u) * head_dim %u = %llu "
-                         "projection features exceed %lu",
-                         d.num_heads, d.num_kv_heads, d.head_dim, (unsigned long long)packed,
-                         (unsigned long)UINT32_MAX);
+                         "desc: (num_heads %u + num_kv_heads %u) * head_dim %u + num_kv_heads * "
+                         "v_head_dim %u = %llu projection features exceed %lu",
+                         d.num_heads, d.num_kv_heads, d.head_dim, d.v_head_dim,
+                         (unsigned long long)packed, (unsigned long)UINT32_MAX);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     VKA_TRY(resolve_modern(&d, error, error_size));
@@ -189,7 +205,7 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     const vkattn_mha_weights *w = weights;
-    size_t qw = vka_mha_q_width(resolved), kvw = vka_mha_kv_width(resolved);
+    size_t qw = vka_mha_q_width(resolved), kw = vka_mha_k_width(resolved);
     vka_mha_weight_views v = {0};
     bool q8 = w->dtype == VKATTN_DTYPE_Q8_0;
     if (w->dtype != VKATTN_DTYPE_F32 && w->dtype != VKATTN_DTYPE_F16 &&
@@ -225,7 +241,7 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
         v.wq = w->wqkv;
         /* rows back to back (q8_0: whole blocks) */
         v.wk = (const char *)v.wq + vkattn_dtype_row_bytes(w->dtype, qw * resolved->embed_dim);
-        v.wv = (const char *)v.wk + vkattn_dtype_row_bytes(w->dtype, kvw * resolved->embed_dim);
+        v.wv = (const char *)v.wk + vkattn_dtype_row_bytes(w->dtype, kw * resolved->embed_dim);
     } else {
         const char *missing = !w->wq ? "wq" : !w->wk ? "wk" : !w->wv ? "wv" : NULL;
         if (missing) {
@@ -249,7 +265,7 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
                 return packed_and_split(error, error_size, "b", w->bq ? "bq" : w->bk ? "bk" : "bv");
             v.bq = w->bqkv;
             v.bk = (const char *)v.bq + qw * es;
-            v.bv = (const char *)v.bk + kvw * es;
+            v.bv = (const char *)v.bk + kw * es;
         } else {
             v.bq = w->bq;
             v.bk = w->bk;

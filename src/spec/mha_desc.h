@@ -11,8 +11,9 @@
 #include <stdint.h>
 
 /* Copies `in` to `resolved` with every default filled in (num_kv_heads,
- * head_dim, kv_dim, dtype) and checks it: embed_dim and num_heads > 0,
- * num_kv_heads divides num_heads, head_dim a multiple of 8 from 8 to 256,
+ * head_dim, v_head_dim, kv_dim, dtype) and checks it: embed_dim and
+ * num_heads > 0, num_kv_heads divides num_heads, head_dim and v_head_dim
+ * from 1 to 576,
  * dtype f32 or f16, projection widths within uint32_t; scale (0: 1/sqrt(Dh),
  * filled in), rope (theta 0: none; else vka_rope_resolve), norm_eps (0:
  * 1e-6) and that RoPE and QK-norm have self-attention (kv_dim == embed_dim);
@@ -23,18 +24,27 @@
 vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved, char *error,
                               size_t error_size);
 
-/* Widths of the projections of a resolved desc. */
+/* Widths of the projections of a resolved desc: Q (Hq*Dk), K (Hkv*Dk), V
+ * (Hkv*Dv) and the merged heads Wo reads (Hq*Dv). */
 static inline uint32_t vka_mha_q_width(const vkattn_mha_desc *d)
 {
     return d->num_heads * d->head_dim;
 }
-static inline uint32_t vka_mha_kv_width(const vkattn_mha_desc *d)
+static inline uint32_t vka_mha_k_width(const vkattn_mha_desc *d)
 {
     return d->num_kv_heads * d->head_dim;
 }
+static inline uint32_t vka_mha_v_width(const vkattn_mha_desc *d)
+{
+    return d->num_kv_heads * d->v_head_dim;
+}
+static inline uint32_t vka_mha_o_width(const vkattn_mha_desc *d)
+{
+    return d->num_heads * d->v_head_dim;
+}
 
 /* The weights of one layer with the packed form taken apart: wq, wk, wv
- * point into wqkv when it was given (rows Hq*Dh, then Hkv*Dh, then Hkv*Dh),
+ * point into wqkv when it was given (rows Hq*Dk, then Hkv*Dk, then Hkv*Dv),
  * and likewise bq, bk, bv into bqkv. Biases are NULL when desc.bias is false
  * or the bias was not given (zeros). */
 typedef struct vka_mha_weight_views {

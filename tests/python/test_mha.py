@@ -15,20 +15,20 @@ def np_mha(x, w, Hq, Hkv, kv=None, causal=False, mask=None):
     K, V = lin(c, w["wk"], w.get("bk")), lin(c, w["wv"], w.get("bv"))
     B, Tq, _ = x.shape
     Tk = c.shape[1]
-    Dh = Q.shape[-1] // Hq
-    heads = lambda a, T, H: a.reshape(B, T, H, Dh).transpose(0, 2, 1, 3)  # noqa: E731
-    o = np_attention(heads(Q, Tq, Hq), heads(K, Tk, Hkv), heads(V, Tk, Hkv), causal=causal,
-                     mask=mask)
-    o = o.transpose(0, 2, 1, 3).reshape(B, Tq, Hq * Dh)
+    Dh, Dv = Q.shape[-1] // Hq, V.shape[-1] // Hkv
+    heads = lambda a, T, H, D: a.reshape(B, T, H, D).transpose(0, 2, 1, 3)  # noqa: E731
+    o = np_attention(heads(Q, Tq, Hq, Dh), heads(K, Tk, Hkv, Dh), heads(V, Tk, Hkv, Dv),
+                     causal=causal, mask=mask)
+    o = o.transpose(0, 2, 1, 3).reshape(B, Tq, Hq * Dv)
     return lin(o, w["wo"], w.get("bo"))
 
 
-def hf_state(rng, Dm, Hq, Hkv, Dh, bias, Dkv=None):
-    Dkv = Dkv or Dm
+def hf_state(rng, Dm, Hq, Hkv, Dh, bias, Dkv=None, Dv=None):
+    Dkv, Dv = Dkv or Dm, Dv or Dh
     w = {"wq": randn(rng, Hq * Dh, Dm) * 0.2, "wk": randn(rng, Hkv * Dh, Dkv) * 0.2,
-         "wv": randn(rng, Hkv * Dh, Dkv) * 0.2, "wo": randn(rng, Dm, Hq * Dh) * 0.2}
+         "wv": randn(rng, Hkv * Dv, Dkv) * 0.2, "wo": randn(rng, Dm, Hq * Dv) * 0.2}
     if bias:
-        w.update(bq=randn(rng, Hq * Dh), bk=randn(rng, Hkv * Dh), bv=randn(rng, Hkv * Dh),
+        w.update(bq=randn(rng, Hq * Dh), bk=randn(rng, Hkv * Dh), bv=randn(rng, Hkv * Dv),
                  bo=randn(rng, Dm))
     names = {"wq": "q_proj.weight", "wk": "k_proj.weight", "wv": "v_proj.weight",
              "wo": "o_proj.weight", "bq": "q_proj.bias", "bk": "k_proj.bias",
@@ -123,6 +123,29 @@ def test_kv_cache_steps_equal_causal_forward(ctx, rng, paged_block):
     close(y1, full[1:2], 2e-4)
     cache.reset()
     assert cache.length(0) == 0
+
+
+@pytest.mark.parametrize("Dh,Dv", [(24, 16), (5, 21)])
+def test_v_head_dim_of_its_own(ctx, rng, Dh, Dv):
+    # DeepSeek-style heads: V's head dim apart from Q/K's (and sizes that
+    # are not multiples of 8), forward and KV-cache steps
+    Dm, Hq, Hkv = 32, 4, 1
+    w, sd = hf_state(rng, Dm, Hq, Hkv, Dh, True, Dv=Dv)
+    layer = vkattn.MultiheadAttention(ctx, Dm, Hq, num_kv_heads=Hkv, head_dim=Dh, v_head_dim=Dv)
+    layer.load_state_dict(sd, prefix="model.layers.0.self_attn.")
+    x = randn(rng, 1, 9, Dm)
+    full = layer(x, causal=True)
+    expect = np_mha(x, w, Hq, Hkv, causal=True)
+    close(full, expect, 2e-4)
+    close(vkattn.reference.mha(x, sd_strip(sd), embed_dim=Dm, num_heads=Hq, num_kv_heads=Hkv,
+                               head_dim=Dh, v_head_dim=Dv, causal=True), expect, 2e-5)
+    cache = layer.kv_cache(12)
+    ys = [layer.step(x[:, :5], cache)] + [layer.step(x[:, t:t + 1], cache) for t in range(5, 9)]
+    close(np.concatenate(ys, axis=1), full, 2e-4)
+
+
+def sd_strip(sd, prefix="model.layers.0.self_attn."):
+    return {k[len(prefix):]: v for k, v in sd.items()}
 
 
 def test_decode_loop_reuses_device_tensors(ctx, rng):

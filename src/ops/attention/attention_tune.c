@@ -40,13 +40,18 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
             "vkattn_attention_tune: args->q_dtype %s and kv_dtype %s must be f32, f16 or bf16",
             vka_dtype_text(q_dtype, b1), vka_dtype_text(kv_dtype, b2));
     /* shapes beyond what vka_att_validate accepts are reported by it, by name */
+    const uint32_t v_head_dim = args->v_head_dim ? args->v_head_dim : head_dim;
     int64_t qs[4] = {batch, num_heads, q_len, head_dim};
     int64_t ks[4] = {batch, num_kv_heads, kv_len, head_dim};
+    int64_t vs[4] = {batch, num_kv_heads, kv_len, v_head_dim};
+    int64_t os[4] = {batch, num_heads, q_len, v_head_dim};
     /* element counts saturate past 2^64: the buffers then refuse them */
-    uint64_t nq, nk, out_bytes;
+    uint64_t nq, nk, nv, no, out_bytes;
     vka_product_u64((const uint64_t[]){batch, num_heads, q_len, head_dim}, 4, &nq);
     vka_product_u64((const uint64_t[]){batch, num_kv_heads, kv_len, head_dim}, 4, &nk);
-    vka_mul_u64(nq, vkattn_dtype_size(q_dtype), &out_bytes);
+    vka_product_u64((const uint64_t[]){batch, num_kv_heads, kv_len, v_head_dim}, 4, &nv);
+    vka_product_u64((const uint64_t[]){batch, num_heads, q_len, v_head_dim}, 4, &no);
+    vka_mul_u64(no, vkattn_dtype_size(q_dtype), &out_bytes);
     vkattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
     vka_att_problem p;
     vka_att_config candidates[MAX_CANDIDATES];
@@ -54,7 +59,7 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
     if (r == VKATTN_SUCCESS)
         r = vka_tuner_random_buffer(ctx, nk, kv_dtype, 2, &bk);
     if (r == VKATTN_SUCCESS)
-        r = vka_tuner_random_buffer(ctx, nk, kv_dtype, 3, &bv);
+        r = vka_tuner_random_buffer(ctx, nv, kv_dtype, 3, &bv);
     if (r == VKATTN_SUCCESS) {
         vkattn_buffer_desc d = {.size = out_bytes};
         r = vkattn_buffer_create(ctx, &d, &bo);
@@ -63,8 +68,8 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
         vkattn_attention_args a = {
             .q = vkattn_tensor_make(bq, 0, q_dtype, 4, qs),
             .k = vkattn_tensor_make(bk, 0, kv_dtype, 4, ks),
-            .v = vkattn_tensor_make(bv, 0, kv_dtype, 4, ks),
-            .out = vkattn_tensor_make(bo, 0, q_dtype, 4, qs),
+            .v = vkattn_tensor_make(bv, 0, kv_dtype, 4, vs),
+            .out = vkattn_tensor_make(bo, 0, q_dtype, 4, os),
             .causal = causal,
         };
         r = vka_att_validate(ctx, &a, &p);
@@ -76,9 +81,12 @@ vkattn_result vkattn_attention_tune(vkattn_context *ctx, const vkattn_attention_
         uint32_t best = 0;
         float best_ms = 0;
         vka_tune_report report = {args->progress, args->progress_user, "attention", ""};
-        snprintf(report.shape, sizeof report.shape, "b=%u hq=%u hkv=%u tq=%u tk=%u d=%u%s %s/%s",
-                 batch, num_heads, num_kv_heads, q_len, kv_len, head_dim, causal ? " causal" : "",
-                 vkattn_dtype_name(q_dtype), vkattn_dtype_name(kv_dtype));
+        char dv[16] = "";
+        if (v_head_dim != head_dim)
+            snprintf(dv, sizeof dv, "/%u", v_head_dim);
+        snprintf(report.shape, sizeof report.shape, "b=%u hq=%u hkv=%u tq=%u tk=%u d=%u%s%s %s/%s",
+                 batch, num_heads, num_kv_heads, q_len, kv_len, head_dim, dv,
+                 causal ? " causal" : "", vkattn_dtype_name(q_dtype), vkattn_dtype_name(kv_dtype));
         r = vka_tuner_measure(ctx, count, 4.0 * pairs * head_dim > 2e10 ? 3 : 5, record_candidate,
                               &p, candidates, sizeof candidates[0], &best, &best_ms, &report);
         if (r == VKATTN_SUCCESS) {

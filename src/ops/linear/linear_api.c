@@ -190,12 +190,25 @@ static vkattn_result check_heads(vkattn_context *ctx, const vka_linear_segments_
     const vka_linear_heads *h = a->heads;
     if (!h || !h->segments)
         return VKATTN_SUCCESS;
+    /* the epilogue walks the tile in blocks of hd columns: its segments
+     * have that head dim, and every segment starts on a block (the others,
+     * such as V beside Q and K, may have heads of their own size: their
+     * columns are stored one by one); pairs of dims: hd even */
     uint64_t hd = p->head_dim[0];
-    for (uint32_t i = 0; i < p->segment_count; i++)
-        if (p->head_dim[i] != hd)
+    if (hd % 2)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->heads: head_dim %llu is odd (the epilogue works on pairs of "
+                        "dims)",
+                        (unsigned long long)hd);
+    for (uint32_t i = 0; i < p->segment_count; i++) {
+        bool epi = i < 2 && (h->segments & (1u << i));
+        if ((epi && p->head_dim[i] != hd) || p->seg_start[i] % hd)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                            "args->heads: the segments' head_dims differ (%llu, %llu)",
-                            (unsigned long long)hd, (unsigned long long)p->head_dim[i]);
+                            "args->heads: segment %u (head_dim %llu, first column %llu) does not "
+                            "fall on the epilogue's heads of %llu columns",
+                            i, (unsigned long long)p->head_dim[i],
+                            (unsigned long long)p->seg_start[i], (unsigned long long)hd);
+    }
     if (h->segments >= (1u << (p->segment_count < 2 ? p->segment_count : 2)))
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "args->heads->segments is 0x%x: segments 0 and 1 of %u at most",

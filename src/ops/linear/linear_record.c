@@ -515,11 +515,13 @@ vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
     for (uint32_t i = 0; i < 3; i++) {
         push.seg[i].hd = 1;
         if (i < p->segment_count && (p->pool_segments & (1u << i))) {
-            /* [num_blocks, Hkv, block_size, Dh]: fits 32 bits (one binding) */
+            /* [num_blocks, Hkv, block_size, D] (D: the pool's head dim, its
+             * rows unpadded - checked): fits 32 bits (one binding) */
             const vkattn_kv_cache_desc *d = &p->cache->d;
-            push.seg[i].hd = d->head_dim;
-            push.seg[i].sb = d->num_kv_heads * d->block_size * d->head_dim;
-            push.seg[i].sh = d->block_size * d->head_dim;
+            const uint32_t dh = (uint32_t)p->head_dim[i];
+            push.seg[i].hd = dh;
+            push.seg[i].sb = d->num_kv_heads * d->block_size * dh;
+            push.seg[i].sh = d->block_size * dh;
             push.seg[i].st = d->block_size;
         } else if (i < p->segment_count) {
             push.seg[i].hd = (uint32_t)p->head_dim[i];

@@ -116,22 +116,21 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
 
     /* widths and dims are each below 2^32, so a matrix can pass 2^64
      * bytes: the sizes saturate (the offsets are used only when they fit) */
-    uint64_t qw = vka_mha_q_width(&d), kvw = vka_mha_kv_width(&d);
+    uint64_t qw = vka_mha_q_width(&d), kvw = vka_mha_k_width(&d) + (uint64_t)vka_mha_v_width(&d);
     uint64_t bes = vkattn_dtype_size(vka_mha_bias_dtype(&d));
     uint64_t cursor = 0;
-    if (d.kv_dim == d.embed_dim) { /* one [(Hq+2Hkv)*Dh, Dm] matrix */
+    if (d.kv_dim == d.embed_dim) { /* one [(Hq+Hkv)*Dk + Hkv*Dv, Dm] matrix */
         m->off_wq = vka_mha_place(&cursor, 0);
-        /* q8_0: qw * Dm is a multiple of 64 * 64, so Wk starts on 17 x 256 bytes */
         m->off_wkv = m->off_wq + vka_mha_weight_bytes(&d, qw, d.embed_dim);
-        vka_mha_place(&cursor, vka_mha_weight_bytes(&d, qw + 2 * kvw, d.embed_dim));
+        vka_mha_place(&cursor, vka_mha_weight_bytes(&d, qw + kvw, d.embed_dim));
     } else {
         m->off_wq = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, qw, d.embed_dim));
-        m->off_wkv = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, 2 * kvw, d.kv_dim));
+        m->off_wkv = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, kvw, d.kv_dim));
     }
-    m->off_wo = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, d.embed_dim, qw));
+    m->off_wo = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, d.embed_dim, vka_mha_o_width(&d)));
     m->off_bq = vka_mha_place(&cursor, 0);
     m->off_bkv = m->off_bq + qw * bes;
-    vka_mha_place(&cursor, (qw + 2 * kvw) * bes);
+    vka_mha_place(&cursor, (qw + kvw) * bes);
     m->off_bo = vka_mha_place(&cursor, d.embed_dim * bes);
     if (cursor > ctx->info.max_allocation_size) {
         vka_free(ctx, m);
@@ -139,12 +138,12 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
         if (cursor != VKA_MHA_TOO_LARGE)
             snprintf(need, sizeof need, "%llu", (unsigned long long)cursor);
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                        "desc: the weights of desc->embed_dim %u, desc->kv_dim %u and "
-                        "(desc->num_heads %u + 2 x desc->num_kv_heads %u) x desc->head_dim %u "
-                        "need %s bytes, more than one allocation of this device holds "
-                        "(maxMemoryAllocationSize %llu)",
-                        d.embed_dim, d.kv_dim, d.num_heads, d.num_kv_heads, d.head_dim, need,
-                        (unsigned long long)ctx->info.max_allocation_size);
+                        "desc: the weights of desc->embed_dim %u, desc->kv_dim %u, "
+                        "desc->num_heads %u, desc->num_kv_heads %u, desc->head_dim %u and "
+                        "desc->v_head_dim %u need %s bytes, more than one allocation of this "
+                        "device holds (maxMemoryAllocationSize %llu)",
+                        d.embed_dim, d.kv_dim, d.num_heads, d.num_kv_heads, d.head_dim,
+                        d.v_head_dim, need, (unsigned long long)ctx->info.max_allocation_size);
     }
     m->weights_bytes = cursor;
     r = create_heads_params(m);
@@ -245,12 +244,13 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
         VKA_TRY(vkattn_buffer_create(ctx, &bd, &m->weights));
     }
     m->weights_set = false;
-    uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_kv_width(d);
+    uint64_t qw = vka_mha_q_width(d), kw = vka_mha_k_width(d), vw = vka_mha_v_width(d),
+             ow = vka_mha_o_width(d);
     uint64_t largest = qw * d->embed_dim;
-    if (kvw * d->kv_dim > largest)
-        largest = kvw * d->kv_dim;
-    if ((uint64_t)d->embed_dim * qw > largest)
-        largest = (uint64_t)d->embed_dim * qw;
+    if ((kw > vw ? kw : vw) * d->kv_dim > largest)
+        largest = (kw > vw ? kw : vw) * d->kv_dim;
+    if ((uint64_t)d->embed_dim * ow > largest)
+        largest = (uint64_t)d->embed_dim * ow;
     /* f32 is the widest form a matrix takes on the host (q8_0: before it is
      * quantized into the staging) */
     bool q8 = d->weight_dtype == VKATTN_DTYPE_Q8_0;
@@ -264,23 +264,23 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
     }
     vkattn_dtype wdt = d->weight_dtype, bdt = vka_mha_bias_dtype(d);
     uint64_t bes = vkattn_dtype_size(bdt);
-    uint64_t off_wk = m->off_wkv, off_wv = m->off_wkv + vka_mha_weight_bytes(d, kvw, d->kv_dim);
+    uint64_t off_wk = m->off_wkv, off_wv = m->off_wkv + vka_mha_weight_bytes(d, kw, d->kv_dim);
     const char *wn[3] = {v.packed ? "wqkv" : "wq", v.packed ? "wqkv" : "wk",
                          v.packed ? "wqkv" : "wv"};
-    uint64_t nq = qw * d->embed_dim, nkv = kvw * d->kv_dim;
+    uint64_t nq = qw * d->embed_dim, nk = kw * d->kv_dim, nv = vw * d->kv_dim;
     r = upload(&u, m->off_wq, v.wq, wdt, nq, wn[0], 0);
     if (r == VKATTN_SUCCESS)
-        r = upload(&u, off_wk, v.wk, wdt, nkv, wn[1], v.packed ? nq : 0);
+        r = upload(&u, off_wk, v.wk, wdt, nk, wn[1], v.packed ? nq : 0);
     if (r == VKATTN_SUCCESS)
-        r = upload(&u, off_wv, v.wv, wdt, nkv, wn[2], v.packed ? nq + nkv : 0);
+        r = upload(&u, off_wv, v.wv, wdt, nv, wn[2], v.packed ? nq + nk : 0);
     if (r == VKATTN_SUCCESS)
-        r = upload(&u, m->off_wo, v.wo, wdt, (uint64_t)d->embed_dim * qw, "wo", 0);
+        r = upload(&u, m->off_wo, v.wo, wdt, (uint64_t)d->embed_dim * ow, "wo", 0);
     if (r == VKATTN_SUCCESS && d->bias) {
         r = upload(&u, m->off_bq, v.bq, bdt, qw, "bq", 0);
         if (r == VKATTN_SUCCESS)
-            r = upload(&u, m->off_bkv, v.bk, bdt, kvw, "bk", 0);
+            r = upload(&u, m->off_bkv, v.bk, bdt, kw, "bk", 0);
         if (r == VKATTN_SUCCESS)
-            r = upload(&u, m->off_bkv + kvw * bes, v.bv, bdt, kvw, "bv", 0);
+            r = upload(&u, m->off_bkv + kw * bes, v.bv, bdt, vw, "bv", 0);
         if (r == VKATTN_SUCCESS)
             r = upload(&u, m->off_bo, v.bo, bdt, d->embed_dim, "bo", 0);
     }

@@ -1,11 +1,12 @@
 /* The MHA layer's forward pass:
  *   projection GEMM (epilogue writes Q, K, V head-split)
- *   -> attention (store merges the heads into O [B, Tq, Hq*Dh])
+ *   -> attention (store merges the heads into O [B, Tq, Hq*Dv])
  *   -> output GEMM.
  * No separate split, merge or transpose pass: those are store patterns. */
 #include "ops/mha/mha_internal.h"
 #include "ops/linear/linear.h"
 #include "spec/attention_shapes.h"
+#include "spec/mha_desc.h"
 #include "spec/score_mods.h"
 
 #include <string.h>
@@ -18,11 +19,11 @@ typedef struct scratch_plan {
 static scratch_plan plan_scratch(const vkattn_mha *m, uint64_t b, uint64_t tq, uint64_t tk)
 {
     scratch_plan p;
-    uint64_t dh = m->d.head_dim, cursor = 0;
-    p.q = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_heads, tq, dh));
-    p.k = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dh));
-    p.v = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dh));
-    p.o = vka_mha_place(&cursor, vka_mha_bytes(m, b, tq, m->d.num_heads, dh));
+    uint64_t dk = m->d.head_dim, dv = m->d.v_head_dim, cursor = 0;
+    p.q = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_heads, tq, dk));
+    p.k = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dk));
+    p.v = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dv));
+    p.o = vka_mha_place(&cursor, vka_mha_bytes(m, b, tq, m->d.num_heads, dv));
     p.bytes = cursor;
     return p;
 }
@@ -143,12 +144,14 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
 {
     const vkattn_mha_desc *d = &m->d;
     int64_t qs[4] = {b, d->num_heads, tq, d->head_dim},
-            ks[4] = {b, d->num_kv_heads, tk, d->head_dim};
+            ks[4] = {b, d->num_kv_heads, tk, d->head_dim},
+            vs[4] = {b, d->num_kv_heads, tk, d->v_head_dim},
+            os[4] = {b, d->num_heads, tq, d->v_head_dim};
     vka_attention_shapes s = {
         .q = {true, d->dtype, 4, qs},
         .k = {true, d->dtype, 4, ks},
-        .v = {true, d->dtype, 4, ks},
-        .out = {true, d->dtype, 4, qs},
+        .v = {true, d->dtype, 4, vs},
+        .out = {true, d->dtype, 4, os},
         .mask = view_of(&a->mask),
         .key_padding = view_of(&a->key_padding),
         .weights = view_of(&a->weights),
@@ -175,7 +178,7 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
     /* q, k, v and out in the message are the layer's own projections */
     return r == VKATTN_SUCCESS ? r
                                : vka_fail(m->ctx, r,
-                                          "%s (args->q/k/v/out here: the layer's [B, H, T, Dh] "
+                                          "%s (args->q/k/v/out here: the layer's [B, H, T, D] "
                                           "projections of args->x and args->kv)",
                                           why);
 }
@@ -198,31 +201,33 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
     VKA_TRY(vka_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base));
 
     const vkattn_mha_desc *d = &m->d;
-    int64_t hq = d->num_heads, hkv = d->num_kv_heads, dh = d->head_dim;
-    int64_t q_shape[4] = {b, hq, tq, dh}, kv_shape[4] = {b, hkv, tk, dh};
-    int64_t q_strides[4] = {hq * tq * dh, tq * dh, dh, 1},
-            kv_strides[4] = {hkv * tk * dh, tk * dh, dh, 1};
+    int64_t hq = d->num_heads, hkv = d->num_kv_heads, dk = d->head_dim, dv = d->v_head_dim;
+    int64_t q_shape[4] = {b, hq, tq, dk}, k_shape[4] = {b, hkv, tk, dk},
+            v_shape[4] = {b, hkv, tk, dv}, o_shape4[4] = {b, hq, tq, dv};
+    int64_t q_strides[4] = {hq * tq * dk, tq * dk, dk, 1},
+            k_strides[4] = {hkv * tk * dk, tk * dk, dk, 1},
+            v_strides[4] = {hkv * tk * dv, tk * dv, dv, 1};
     vkattn_tensor q = scratch_tensor(m, sbuf, base + sp.q, q_shape, q_strides);
-    vkattn_tensor k = scratch_tensor(m, sbuf, base + sp.k, kv_shape, kv_strides);
-    vkattn_tensor v = scratch_tensor(m, sbuf, base + sp.v, kv_shape, kv_strides);
-    /* O is [B, Tq, Hq*Dh]: seen by attention as [B, Hq, Tq, Dh] with merged strides */
-    int64_t o_strides[4] = {tq * hq * dh, dh, hq * dh, 1};
-    vkattn_tensor o_heads = scratch_tensor(m, sbuf, base + sp.o, q_shape, o_strides);
+    vkattn_tensor k = scratch_tensor(m, sbuf, base + sp.k, k_shape, k_strides);
+    vkattn_tensor v = scratch_tensor(m, sbuf, base + sp.v, v_shape, v_strides);
+    /* O is [B, Tq, Hq*Dv]: seen by attention as [B, Hq, Tq, Dv] with merged strides */
+    int64_t o_strides[4] = {tq * hq * dv, dv, hq * dv, 1};
+    vkattn_tensor o_heads = scratch_tensor(m, sbuf, base + sp.o, o_shape4, o_strides);
 
-    uint64_t qw = (uint64_t)hq * dh, kvw = (uint64_t)hkv * dh;
+    uint64_t qw = vka_mha_q_width(d), kw = vka_mha_k_width(d), vw = vka_mha_v_width(d);
     vkattn_tensor w_all = {.buffer = m->src.q,
                            .offset = m->src.off_q,
                            .dtype = d->weight_dtype,
                            .rank = 2,
-                           .shape = {(int64_t)(qw + 2 * kvw), d->embed_dim}};
+                           .shape = {(int64_t)(qw + kw + vw), d->embed_dim}};
     vkattn_tensor b_all = {.buffer = d->bias ? m->src.bq : NULL,
                            .offset = m->src.off_bq,
                            .dtype = vka_mha_bias_dtype(d),
                            .rank = 1,
-                           .shape = {(int64_t)(qw + 2 * kvw)}};
-    vka_linear_segment seg_q = {(uint32_t)qw, (uint32_t)dh, q};
-    vka_linear_segment seg_k = {(uint32_t)kvw, (uint32_t)dh, k};
-    vka_linear_segment seg_v = {(uint32_t)kvw, (uint32_t)dh, v};
+                           .shape = {(int64_t)(qw + kw + vw)}};
+    vka_linear_segment seg_q = {(uint32_t)qw, (uint32_t)dk, q};
+    vka_linear_segment seg_k = {(uint32_t)kw, (uint32_t)dk, k};
+    vka_linear_segment seg_v = {(uint32_t)vw, (uint32_t)dv, v};
 
     if (!a->kv.buffer && d->kv_dim == d->embed_dim) {
         /* self-attention: one GEMM over the packed Wqkv writes Q, K and V
@@ -240,12 +245,12 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
                              .offset = m->src.off_kv,
                              .dtype = d->weight_dtype,
                              .rank = 2,
-                             .shape = {(int64_t)(2 * kvw), d->kv_dim}};
+                             .shape = {(int64_t)(kw + vw), d->kv_dim}};
         vkattn_tensor bkv = {.buffer = d->bias ? m->src.bkv : NULL,
                              .offset = m->src.off_bkv,
                              .dtype = vka_mha_bias_dtype(d),
                              .rank = 1,
-                             .shape = {(int64_t)(2 * kvw)}};
+                             .shape = {(int64_t)(kw + vw)}};
         vka_linear_segments_args pq = {a->x, wq, bq, 1, {seg_q}};
         vka_linear_segments_args pkv = {a->kv.buffer ? a->kv : a->x, wkv, bkv, 2, {seg_k, seg_v}};
         r = vka_cmd_linear_segments(ctx, cmd, &pq);
@@ -277,7 +282,7 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         return r;
     vka_cmd_compute_barrier(ctx, cmd);
 
-    int64_t o_shape[3] = {b, tq, (int64_t)qw};
+    int64_t o_shape[3] = {b, tq, (int64_t)vka_mha_o_width(d)};
     vkattn_tensor o = vkattn_tensor_make(sbuf, base + sp.o, d->dtype, 3, o_shape);
     return vka_mha_record_output(m, cmd, &o, &a->y);
 }

@@ -131,10 +131,10 @@ typedef vkattn_result (*vka_mha_grow_fn)(vkattn_mha *m, const void *args);
 typedef vkattn_result (*vka_mha_record_fn)(vkattn_mha *m, VkCommandBuffer cmd, const void *args);
 vkattn_result vka_mha_submit(vkattn_mha *m, const char *fn, const void *args, vka_mha_grow_fn grow,
                              vka_mha_record_fn record);
-/* The output projection: y [B, T, Dm] = o [B, T, Hq*Dh] Wo^T + bo. */
+/* The output projection: y [B, T, Dm] = o [B, T, Hq*Dv] Wo^T + bo. */
 vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
                                     const vkattn_tensor *y);
-/* A KV cache the layer can step over (context, heads, head dim, dtype; a
+/* A KV cache the layer can step over (context, heads, head dims, dtype; a
  * self-attention layer); `name` is the argument in the messages. */
 vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const char *name);
 #endif

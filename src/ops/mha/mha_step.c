@@ -10,12 +10,14 @@
 #include "ops/kvcache/kvcache.h"
 #include "ops/linear/linear.h"
 #include "ops/mha/mha_internal.h"
+#include "spec/mha_desc.h"
 
 #include <string.h>
 
-/* Q [B, Hq, T, Dh] and O [B, T, Hq*Dh] in the layer's dtype, and K and V
- * [B, Hkv, T, Dh] (staged there on their way into a quantized cache, which
- * the append quantizes; room for them is always part of the size, which
+/* Q [B, Hq, T, Dk] and O [B, T, Hq*Dv] in the layer's dtype, and K and V
+ * [B, Hkv, T, Dk / Dv] (staged there on their way into a cache the
+ * projection cannot write - quantized, or rows padded to a multiple of 8 -
+ * which the append fills; room for them is always part of the size, which
  * does not know the cache). */
 typedef struct step_scratch {
     uint64_t q, o, k, v, bytes;
@@ -24,12 +26,12 @@ typedef struct step_scratch {
 static step_scratch plan(const vkattn_mha *m, uint64_t batch, uint64_t tokens)
 {
     step_scratch s;
-    uint64_t rows = vka_mha_bytes(m, batch, tokens, m->d.num_heads, m->d.head_dim), cursor = 0;
-    uint64_t kv_rows = vka_mha_bytes(m, batch, tokens, m->d.num_kv_heads, m->d.head_dim);
-    s.q = vka_mha_place(&cursor, rows);
-    s.o = vka_mha_place(&cursor, rows);
-    s.k = vka_mha_place(&cursor, kv_rows);
-    s.v = vka_mha_place(&cursor, kv_rows);
+    const vkattn_mha_desc *d = &m->d;
+    uint64_t cursor = 0;
+    s.q = vka_mha_place(&cursor, vka_mha_bytes(m, batch, tokens, d->num_heads, d->head_dim));
+    s.o = vka_mha_place(&cursor, vka_mha_bytes(m, batch, tokens, d->num_heads, d->v_head_dim));
+    s.k = vka_mha_place(&cursor, vka_mha_bytes(m, batch, tokens, d->num_kv_heads, d->head_dim));
+    s.v = vka_mha_place(&cursor, vka_mha_bytes(m, batch, tokens, d->num_kv_heads, d->v_head_dim));
     s.bytes = cursor;
     return s;
 }
@@ -62,12 +64,12 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
     if (c->ctx != ctx)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s belongs to another context", name);
     if (c->d.num_kv_heads != d->num_kv_heads || c->d.head_dim != d->head_dim ||
-        c->d.num_heads != d->num_heads)
+        c->d.v_head_dim != d->v_head_dim || c->d.num_heads != d->num_heads)
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                        "%s holds %u KV heads x head_dim %u for %u query heads; the layer has "
-                        "%u x %u for %u",
-                        name, c->d.num_kv_heads, c->d.head_dim, c->d.num_heads, d->num_kv_heads,
-                        d->head_dim, d->num_heads);
+                        "%s holds %u KV heads x head_dim %u (v_head_dim %u) for %u query heads; "
+                        "the layer has %u x %u (%u) for %u",
+                        name, c->d.num_kv_heads, c->d.head_dim, c->d.v_head_dim, c->d.num_heads,
+                        d->num_kv_heads, d->head_dim, d->v_head_dim, d->num_heads);
     if (c->d.dtype != d->dtype && !vka_dtype_is_quantized(c->d.dtype))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
                         "%s holds %s but the layer's dtype is %s", name,
@@ -82,36 +84,36 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
 
 /* The step's projection: segment 0 writes Q into the scratch, segments 1 and 2
  * append K and V into the cache's pools at the positions of the step's
- * metadata; the epilogue norms and rotates Q and K (heads, when the layer
- * has QK-norm or RoPE). With meta NULL the arguments are only checked. */
+ * metadata (or, with kv_stage, write them to the scratch for the append);
+ * the epilogue norms and rotates Q and K (heads, when the layer has QK-norm
+ * or RoPE). With meta NULL the arguments are only checked. */
 static vka_linear_segments_args projection(vkattn_mha *m, const vkattn_tensor *x,
                                            const vkattn_tensor *q, const vka_linear_cache_dst *dst,
                                            const vka_linear_heads *heads,
                                            const vkattn_tensor *kv_stage)
 {
     const vkattn_mha_desc *d = &m->d;
-    uint64_t qw = (uint64_t)d->num_heads * d->head_dim,
-             kvw = (uint64_t)d->num_kv_heads * d->head_dim;
+    uint64_t qw = vka_mha_q_width(d), kw = vka_mha_k_width(d), vw = vka_mha_v_width(d);
     vka_linear_segments_args p = {
         .x = *x,
         .w = {.buffer = m->src.q,
               .offset = m->src.off_q,
               .dtype = d->weight_dtype,
               .rank = 2,
-              .shape = {(int64_t)(qw + 2 * kvw), d->embed_dim}},
+              .shape = {(int64_t)(qw + kw + vw), d->embed_dim}},
         .b = {.buffer = d->bias ? m->src.bq : NULL,
               .offset = m->src.off_bq,
               .dtype = vka_mha_bias_dtype(d),
               .rank = 1,
-              .shape = {(int64_t)(qw + 2 * kvw)}},
+              .shape = {(int64_t)(qw + kw + vw)}},
         .segment_count = 3,
         .segments = {{(uint32_t)qw, d->head_dim, *q, VKA_LINEAR_TO_DST},
-                     {(uint32_t)kvw, d->head_dim, {0}, VKA_LINEAR_TO_K_POOL},
-                     {(uint32_t)kvw, d->head_dim, {0}, VKA_LINEAR_TO_V_POOL}},
+                     {(uint32_t)kw, d->head_dim, {0}, VKA_LINEAR_TO_K_POOL},
+                     {(uint32_t)vw, d->v_head_dim, {0}, VKA_LINEAR_TO_V_POOL}},
         .cache = dst,
         .heads = heads->segments ? heads : NULL,
     };
-    if (kv_stage) /* a quantized cache: K and V to scratch, appended after */
+    if (kv_stage) /* K and V to scratch, appended after */
         for (int i = 0; i < 2; i++) {
             p.segments[1 + i].dst = kv_stage[i];
             p.segments[1 + i].target = VKA_LINEAR_TO_DST;
@@ -173,20 +175,19 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     VKA_TRY(vka_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base));
 
     const vkattn_mha_desc *d = &m->d;
-    int64_t b = a->batch, hq = d->num_heads, dh = d->head_dim, t = tokens;
-    int64_t q_shape[4] = {b, hq, t, dh};
+    int64_t b = a->batch, hq = d->num_heads, dk = d->head_dim, dv = d->v_head_dim, t = tokens;
     vkattn_tensor q = {.buffer = sbuf,
                        .offset = base + sp.q,
                        .dtype = d->dtype,
                        .rank = 4,
-                       .shape = {b, hq, t, dh},
-                       .strides = {hq * t * dh, t * dh, dh, 1}};
+                       .shape = {b, hq, t, dk},
+                       .strides = {hq * t * dk, t * dk, dk, 1}};
     vkattn_tensor o_heads = {.buffer = sbuf,
                              .offset = base + sp.o,
                              .dtype = d->dtype,
                              .rank = 4,
-                             .strides = {t * hq * dh, dh, hq * dh, 1}};
-    memcpy(o_heads.shape, q_shape, sizeof q_shape);
+                             .shape = {b, hq, t, dv},
+                             .strides = {t * hq * dv, dv, hq * dv, 1}};
     /* A fixed split count serves decode steps; a step with more tokens (a
      * short prefill) uses as many of them as the split scratch holds - still a
      * fixed function of the arguments, so still deterministic. */
@@ -208,21 +209,27 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     /* QK-norm and RoPE at each token's place in its sequence (cache length + t) */
     vka_linear_heads heads;
     vka_mha_heads(m, VKA_POSITIONS_CACHE, NULL, &heads);
-    const bool quant = vka_dtype_is_quantized(c->d.dtype);
+    /* K and V go through the scratch and an append into a cache the
+     * projection cannot write: quantized, or rows padded to a multiple of 8 */
+    const bool staged = vka_dtype_is_quantized(c->d.dtype) || c->k_row != c->d.head_dim ||
+                        c->v_row != c->d.v_head_dim;
     vkattn_tensor kv_stage[2];
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
+        int64_t dh = i ? dv : dk;
         kv_stage[i] = (vkattn_tensor){.buffer = sbuf,
                                       .offset = base + (i ? sp.v : sp.k),
                                       .dtype = d->dtype,
                                       .rank = 4,
                                       .shape = {b, d->num_kv_heads, t, dh},
                                       .strides = {d->num_kv_heads * t * dh, t * dh, dh, 1}};
-    vka_linear_segments_args proj = projection(m, &a->x, &q, &dst, &heads, quant ? kv_stage : NULL);
+    }
+    vka_linear_segments_args proj =
+        projection(m, &a->x, &q, &dst, &heads, staged ? kv_stage : NULL);
     r = vka_linear_segments_check(ctx, &proj);
     if (r != VKATTN_SUCCESS)
         return r;
     vka_kv_append_plan append;
-    if (quant) {
+    if (staged) {
         vkattn_tensor kr, vr;
         r = vka_kv_append_check(c, &kv_stage[0], &kv_stage[1], a->batch, "the step's K",
                                 "the step's V", &kr, &vr);
@@ -251,7 +258,7 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
         dst.meta = &meta;
         r = vka_cmd_linear_segments(ctx, cmd, &proj);
     }
-    if (r == VKATTN_SUCCESS && quant) {
+    if (r == VKATTN_SUCCESS && staged) {
         vka_cmd_compute_barrier(ctx, cmd);
         r = vka_kv_append_dispatch(ctx, cmd, &append, &meta);
     }
@@ -261,7 +268,7 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     }
     if (r == VKATTN_SUCCESS) {
         vka_cmd_compute_barrier(ctx, cmd);
-        int64_t o_shape[3] = {b, t, hq * dh};
+        int64_t o_shape[3] = {b, t, hq * dv};
         vkattn_tensor o = vkattn_tensor_make(sbuf, base + sp.o, d->dtype, 3, o_shape);
         r = vka_mha_record_output(m, cmd, &o, &a->y);
     }
@@ -304,9 +311,11 @@ double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new
     const vkattn_mha_desc *d = vkattn_mha_config(mha);
     if (!d || new_tokens > length)
         return 0;
-    double t = (double)batch * new_tokens, dm = d->embed_dim, dh = d->head_dim;
-    double proj = 2.0 * t * dm * (d->num_heads + 2.0 * d->num_kv_heads) * dh +
-                  2.0 * t * d->num_heads * dh * dm;
+    double t = (double)batch * new_tokens, dm = d->embed_dim, dk = d->head_dim, dv = d->v_head_dim;
+    double proj =
+        2.0 * t * dm *
+            ((d->num_heads + (double)d->num_kv_heads) * dk + (double)d->num_kv_heads * dv) +
+        2.0 * t * d->num_heads * dv * dm;
     /* query i of the step sees length - new_tokens + i + 1 keys, at most
      * the window's W */
     double pairs = 0;
@@ -314,5 +323,5 @@ double vkattn_mha_step_flops(const vkattn_mha *mha, uint32_t batch, uint32_t new
         double seen = (double)length - new_tokens + i + 1;
         pairs += d->window && seen > d->window ? d->window : seen;
     }
-    return proj + 4.0 * batch * d->num_heads * dh * pairs;
+    return proj + 2.0 * batch * d->num_heads * (dk + dv) * pairs;
 }

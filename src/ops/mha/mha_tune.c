@@ -36,14 +36,15 @@ static vkattn_result tune_projection(vkattn_mha *m, uint32_t rows, uint32_t n, u
 static vkattn_result tune_packed_projection(vkattn_mha *m, uint32_t rows, progress_sink p)
 {
     const vkattn_mha_desc *d = &m->d;
-    return tune_projection(m, rows, vka_mha_q_width(d) + 2 * vka_mha_kv_width(d), d->embed_dim, p);
+    return tune_projection(m, rows, vka_mha_q_width(d) + vka_mha_k_width(d) + vka_mha_v_width(d),
+                           d->embed_dim, p);
 }
 
 /* The output projection over `rows`. */
 static vkattn_result tune_output_projection(vkattn_mha *m, uint32_t rows, progress_sink p)
 {
     const vkattn_mha_desc *d = &m->d;
-    return tune_projection(m, rows, d->embed_dim, vka_mha_q_width(d), p);
+    return tune_projection(m, rows, d->embed_dim, vka_mha_o_width(d), p);
 }
 
 static vkattn_result tune_attention(vkattn_mha *m, const vkattn_mha_tune_args *a, bool causal)
@@ -56,6 +57,7 @@ static vkattn_result tune_attention(vkattn_mha *m, const vkattn_mha_tune_args *a
         .q_len = a->q_len,
         .kv_len = a->kv_len,
         .head_dim = d->head_dim,
+        .v_head_dim = d->v_head_dim,
         .causal = causal,
         .q_dtype = d->dtype,
         .kv_dtype = d->dtype,
@@ -88,7 +90,7 @@ vkattn_result vkattn_mha_tune(vkattn_mha *m, const vkattn_mha_tune_args *args)
         VKA_TRY(tune_packed_projection(m, rows, p));
     } else {
         VKA_TRY(tune_projection(m, rows, vka_mha_q_width(d), d->embed_dim, p));
-        VKA_TRY(tune_projection(m, kv_rows, 2 * vka_mha_kv_width(d), d->kv_dim, p));
+        VKA_TRY(tune_projection(m, kv_rows, vka_mha_k_width(d) + vka_mha_v_width(d), d->kv_dim, p));
     }
     /* both mask kinds of self-attention (decoders and encoders); cross-
      * attention is rarely causal */

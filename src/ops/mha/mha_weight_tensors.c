@@ -53,7 +53,8 @@ vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *m, const vkattn_mha_weig
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "vkattn_mha_set_weight_tensors: t is NULL");
     const vkattn_mha_desc *d = &m->d;
-    uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_kv_width(d);
+    uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_k_width(d) + (uint64_t)vka_mha_v_width(d),
+             ow = vka_mha_o_width(d);
     vkattn_dtype wdt = d->weight_dtype, bdt = vka_mha_bias_dtype(d);
     bool packed = d->kv_dim == d->embed_dim;
     const char *missing = NULL;
@@ -85,24 +86,23 @@ vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *m, const vkattn_mha_weig
                         missing);
     vka_mha_weight_source s = {0};
     if (packed) {
-        VKA_TRY(check_tensor(m, &t->wqkv, "t->wqkv", wdt, 2, qw + 2 * kvw, d->embed_dim, &s.q,
-                             &s.off_q));
+        VKA_TRY(
+            check_tensor(m, &t->wqkv, "t->wqkv", wdt, 2, qw + kvw, d->embed_dim, &s.q, &s.off_q));
         s.kv = s.q;
         s.off_kv = s.off_q + vka_mha_weight_bytes(d, qw, d->embed_dim);
     } else {
         VKA_TRY(check_tensor(m, &t->wq, "t->wq", wdt, 2, qw, d->embed_dim, &s.q, &s.off_q));
-        VKA_TRY(check_tensor(m, &t->wkv, "t->wkv", wdt, 2, 2 * kvw, d->kv_dim, &s.kv, &s.off_kv));
+        VKA_TRY(check_tensor(m, &t->wkv, "t->wkv", wdt, 2, kvw, d->kv_dim, &s.kv, &s.off_kv));
     }
-    VKA_TRY(check_tensor(m, &t->wo, "t->wo", wdt, 2, d->embed_dim, qw, &s.o, &s.off_o));
+    VKA_TRY(check_tensor(m, &t->wo, "t->wo", wdt, 2, d->embed_dim, ow, &s.o, &s.off_o));
     if (d->bias) {
         if (packed) {
-            VKA_TRY(
-                check_tensor(m, &t->bqkv, "t->bqkv", bdt, 1, qw + 2 * kvw, 0, &s.bq, &s.off_bq));
+            VKA_TRY(check_tensor(m, &t->bqkv, "t->bqkv", bdt, 1, qw + kvw, 0, &s.bq, &s.off_bq));
             s.bkv = s.bq;
             s.off_bkv = s.off_bq + qw * vkattn_dtype_size(bdt);
         } else {
             VKA_TRY(check_tensor(m, &t->bq, "t->bq", bdt, 1, qw, 0, &s.bq, &s.off_bq));
-            VKA_TRY(check_tensor(m, &t->bkv, "t->bkv", bdt, 1, 2 * kvw, 0, &s.bkv, &s.off_bkv));
+            VKA_TRY(check_tensor(m, &t->bkv, "t->bkv", bdt, 1, kvw, 0, &s.bkv, &s.off_bkv));
         }
         VKA_TRY(check_tensor(m, &t->bo, "t->bo", bdt, 1, d->embed_dim, 0, &s.bo, &s.off_bo));
     }
