@@ -45,6 +45,7 @@ layout(push_constant) uniform Push {
     uint flags;
     float scale_log2;
     float head_weight; // 1 / Hq for rank 3, 1 for rank 4
+    uint g_sb;         // the head mask's batch stride (its first element: flags bits 24-31)
 } pc;
 
 // Score modifiers as in attention_main.glsl (the same ids and bits).
@@ -55,6 +56,7 @@ const bool HAS_WINDOW = (MODS & 1u) != 0u;
 const bool HAS_SOFTCAP = (MODS & 2u) != 0u;
 const bool HAS_SINKS = (MODS & 4u) != 0u;
 const bool HAS_ALIBI = (MODS & 8u) != 0u;
+const bool HAS_HEAD_GATE = (MODS & 32u) != 0u; // head_mask scales each head's weights
 
 DECLARE_IN4(0, q, Q_DT)
 DECLARE_IN4(1, k, KV_DT)
@@ -64,6 +66,7 @@ DECLARE_MASKS(2, 3)
 layout(set = 0, binding = 4, std430) buffer weights_buffer { float w_data[]; };
 layout(set = 0, binding = 5, std430) readonly buffer sinks_buffer { float sinks_data[]; };
 layout(set = 0, binding = 6, std430) readonly buffer slopes_buffer { float slopes_data[]; };
+layout(set = 0, binding = 7, std430) readonly buffer gate_buffer { float gate_data[]; };
 
 shared float red_m[WORKGROUP_SIZE];
 shared float red_l[WORKGROUP_SIZE];
@@ -138,7 +141,10 @@ void main() {
     }
 
     // ---- pass 2: the probabilities (no visible key: all 0)
-    const float scale = l > 0.0 ? pc.head_weight / l : 0.0;
+    float weight = pc.head_weight;
+    if (HAS_HEAD_GATE)
+        weight *= gate_data[(pc.flags >> 24u) + batch * pc.g_sb + h];
+    const float scale = l > 0.0 ? weight / l : 0.0;
     const uint w_row = pc.w_off + batch * pc.w_sb + h * pc.w_sh + i * pc.w_sq;
     const bool add = (pc.flags & FLAG_WEIGHTS_ACCUMULATE) != 0u;
     for (uint j = lid; j < pc.kv_len; j += WORKGROUP_SIZE) {

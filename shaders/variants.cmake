@@ -292,6 +292,13 @@ foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   endforeach()
 endforeach()
 
+# head_gate.comp: the head mask on the attention output, in place (by x's
+# storage).
+foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+  vkattn_storage_defines(ok extra ${dt})
+  vkattn_shader(head_gate_${dt} head_gate.comp DEFINES DT=${dt} ${extra})
+endforeach()
+
 # rope.comp: rotary position embeddings (src/ops/rope/), by the storage of x
 # and out (one dtype).
 foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)

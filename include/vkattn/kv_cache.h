@@ -210,6 +210,9 @@ typedef struct vkattn_mha_step_args {
      * vkattn_kv_attention_args (T the step's tokens, K at least the longest
      * sequence's length after the step, which counts the T new tokens). */
     vkattn_tensor mask;
+    /* Optional head mask, f32 [Hq] or [batch, Hq], as in
+     * vkattn_mha_forward_args (row b: sequences[b]). */
+    vkattn_tensor head_mask;
 } vkattn_mha_step_args;
 
 /* Scratch bytes of a step of `batch` x `new_tokens`: Q and the merged

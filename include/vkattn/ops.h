@@ -363,6 +363,14 @@ typedef struct vkattn_attention_args {
     vkattn_tensor alibi_slopes; /* optional: f32 [Hq], finite */
     float alibi_max_bias;       /* 0 or finite > 0; not with alibi_slopes */
     vkattn_tensor lse;          /* optional output: f32 [B, Hq, Tq] */
+    /* Optional head mask (Hugging Face's head_mask): f32 [Hq] or [B, Hq]
+     * (B may be 1: every batch row), heads contiguous. Head h's output of
+     * batch row b is multiplied by head_mask[b, h] (0 removes the head, 1
+     * keeps it, any other value scales it), and so are its attention
+     * weights (per head; the averaged ones average the gated heads). Applied
+     * by a small in-place pass over out after attention (out kept as pairs
+     * in 32-bit words needs rows of whole quads); absent: no pass at all. */
+    vkattn_tensor head_mask;
 } vkattn_attention_args;
 
 VKATTN_API vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
@@ -459,6 +467,11 @@ typedef struct vkattn_mha_forward_args {
      * vkattn_cmd_mha_forward never reallocates (reserve it first). */
     vkattn_buffer *scratch;
     uint64_t scratch_offset;
+    /* Optional head mask, f32 [Hq] or [B, Hq] (heads contiguous), as in
+     * vkattn_attention_args: head h's attention output (and its weights) of
+     * batch row b scaled by head_mask[b, h] before the output projection -
+     * what vkattn_mha_prune_heads makes permanent. */
+    vkattn_tensor head_mask;
 } vkattn_mha_forward_args;
 
 /* Bytes of scratch a forward with these sizes needs. */

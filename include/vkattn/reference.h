@@ -50,6 +50,8 @@ typedef struct vkattn_ref_attention_args {
     vkattn_host_tensor alibi_slopes; /* optional, f32 [Hq] */
     float alibi_max_bias;
     vkattn_host_tensor lse; /* optional output, f32 [B, Hq, Tq] */
+    /* optional, f32 [Hq] or [B, Hq], as in vkattn_attention_args (finite) */
+    vkattn_host_tensor head_mask;
 } vkattn_ref_attention_args;
 
 VKATTN_API vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *error,
@@ -134,6 +136,8 @@ typedef struct vkattn_ref_mha_args {
      * desc's head_dim rule applies: a multiple of 64). Other values are
      * refused. */
     vkattn_dtype kv_cache_dtype;
+    /* optional, f32 [Hq] or [B, Hq]: as in vkattn_mha_forward_args */
+    vkattn_host_tensor head_mask;
 } vkattn_ref_mha_args;
 
 VKATTN_API vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc,

@@ -123,6 +123,7 @@ class AttentionArgs(ctypes.Structure):
         ("alibi_slopes", Tensor),
         ("alibi_max_bias", _f32),
         ("lse", Tensor),
+        ("head_mask", Tensor),
     ]
 
 
@@ -140,6 +141,7 @@ class RefAttentionArgs(ctypes.Structure):
         ("alibi_slopes", HostTensor),
         ("alibi_max_bias", _f32),
         ("lse", HostTensor),
+        ("head_mask", HostTensor),
     ]
 
 
@@ -192,6 +194,7 @@ class MhaForwardArgs(ctypes.Structure):
         ("causal_align", _int),
         ("scratch", _ptr),
         ("scratch_offset", _u64),
+        ("head_mask", Tensor),
     ]
 
 
@@ -204,6 +207,7 @@ class RefMhaArgs(ctypes.Structure):
         ("positions", HostTensor),
         ("causal_align", _int),
         ("kv_cache_dtype", _int),
+        ("head_mask", HostTensor),
     ]
 
 
@@ -227,6 +231,7 @@ class MhaStepArgs(ctypes.Structure):
         ("scratch", _ptr),
         ("scratch_offset", _u64),
         ("mask", Tensor),
+        ("head_mask", Tensor),
     ]
 
 

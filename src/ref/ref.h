@@ -105,6 +105,7 @@ typedef struct vka_ref_attention_plan {
     /* Resolved strides; optional tensors not given have data NULL. */
     vkattn_host_tensor q, k, v, out, mask, key_padding, weights;
     vkattn_host_tensor sinks, alibi_slopes, lse;
+    vkattn_host_tensor head_mask; /* f32 [Hq] or [B, Hq] */
     vka_attention_dims dims;
     vka_score_mods mods;
     bool causal;

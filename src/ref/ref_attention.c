@@ -10,19 +10,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A finite value at every element of a resolved f32 [n] tensor, else a
- * named error ("args->sinks[3] is nan"). */
+/* A finite value at every element of a resolved f32 [n] or [m, n] tensor,
+ * else a named error ("args->sinks[3] is nan"). */
 static vkattn_result check_finite(const vkattn_host_tensor *t, const char *name, char *error,
                                   size_t error_size)
 {
-    for (int64_t i = 0; i < t->shape[0]; i++) {
-        double x = vka_host_load(t, i * t->strides[0]);
-        if (!isfinite(x)) {
-            vka_error_format(error, error_size, "%s[%lld] is %g: it must be finite", name,
-                             (long long)i, x);
-            return VKATTN_ERROR_INVALID_ARGUMENT;
+    const int64_t rows = t->rank == 2 ? t->shape[0] : 1, n = t->shape[t->rank - 1];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++) {
+            int64_t at = (t->rank == 2 ? r * t->strides[0] : 0) + i * t->strides[t->rank - 1];
+            double x = vka_host_load(t, at);
+            if (!isfinite(x)) {
+                if (t->rank == 2)
+                    vka_error_format(error, error_size, "%s[%lld, %lld] is %g: it must be finite",
+                                     name, (long long)r, (long long)i, x);
+                else
+                    vka_error_format(error, error_size, "%s[%lld] is %g: it must be finite", name,
+                                     (long long)i, x);
+                return VKATTN_ERROR_INVALID_ARGUMENT;
+            }
         }
-    }
     return VKATTN_SUCCESS;
 }
 
@@ -66,6 +73,10 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
     memset(&p, 0, sizeof p);
     VKA_TRY(vka_attention_check(&s, prefix, &p.dims, error, error_size));
     VKA_TRY(check_mods(args, prefix, &p, error, error_size));
+    char mask_name[64];
+    vka_error_format(mask_name, sizeof mask_name, "%shead_mask", prefix);
+    VKA_TRY(vka_head_mask_check(vka_host_shape_view(&args->head_mask), p.dims.batch,
+                                p.dims.num_heads, mask_name, error, error_size));
 
     /* Strides, one tensor at a time; names as the shape checks give them.
      * Sinks and slopes are read here too: their values must be finite. */
@@ -85,6 +96,7 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
         {&args->sinks, &p.sinks, "sinks", false, true},
         {&args->alibi_slopes, &p.alibi_slopes, "alibi_slopes", false, true},
         {&args->lse, &p.lse, "lse", true, false},
+        {&args->head_mask, &p.head_mask, "head_mask", false, true},
     };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
         if (!tensors[i].in->data)
@@ -268,10 +280,24 @@ void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
             for (int64_t h = g * group; h < (g + 1) * group; h++) {
                 /* (broadcast dimensions have stride 0) */
                 int64_t mask_base = b * p->mask_strides[0] + h * p->mask_strides[1];
+                const vkattn_host_tensor *hm = &p->head_mask;
+                double gate = 1.0;
+                if (hm->data) {
+                    int64_t row = hm->rank == 2 && hm->shape[0] > 1 ? b * hm->strides[0] : 0;
+                    gate = vka_host_load(hm, row + h * hm->strides[hm->rank - 1]);
+                }
                 for (int64_t i = 0; i < Tq; i++) {
                     gather(q, b * q->strides[0] + h * q->strides[1] + i * q->strides[2], 1, 0, Dk,
                            q->strides[3], qrow);
                     double lse = attend_row(p, b, h, i, mask_base, qrow, kbuf, vbuf, prob, acc);
+                    /* the head mask scales the head's probabilities (and so
+                     * its output), not the LSE */
+                    if (gate != 1.0) {
+                        for (int64_t e = 0; e < Dv; e++)
+                            acc[e] *= gate;
+                        for (int64_t j = 0; j < Tk; j++)
+                            prob[j] *= gate;
+                    }
                     int64_t obase = b * o->strides[0] + h * o->strides[1] + i * o->strides[2];
                     for (int64_t e = 0; e < Dv; e++)
                         vka_host_store(o, obase + e * o->strides[3], acc[e]);

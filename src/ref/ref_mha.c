@@ -232,6 +232,7 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     aa.causal_align = args->causal_align;
     aa.window = d->window;
     aa.softcap = d->softcap;
+    aa.head_mask = args->head_mask;
     int64_t heads = d->num_heads;
     if (wv->sinks)
         aa.sinks = vkattn_host_tensor_make((void *)wv->sinks, VKATTN_DTYPE_F32, 1, &heads);

@@ -291,3 +291,34 @@ vkattn_result vka_attention_scale(float scale, uint32_t head_dim, const char *na
     *out = scale != 0.0f ? (double)scale : 1.0 / sqrt((double)head_dim);
     return VKATTN_SUCCESS;
 }
+
+vkattn_result vka_head_mask_check(vka_shape_view m, uint32_t batch, uint32_t heads,
+                                  const char *name, char *error, size_t error_size)
+{
+    if (!m.present)
+        return VKATTN_SUCCESS;
+    char b[VKA_DTYPE_TEXT];
+    if (m.dtype != VKATTN_DTYPE_F32) {
+        vka_error_format(error, error_size, "%s.dtype is %s: a head mask is f32 ([Hq] or [B, Hq])",
+                         name, vka_dtype_text(m.dtype, b));
+        return VKATTN_ERROR_UNSUPPORTED_DTYPE;
+    }
+    if (m.rank != 1 && m.rank != 2) {
+        vka_error_format(error, error_size, "%s.rank is %u: a head mask is [Hq] or [B, Hq]", name,
+                         m.rank);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    const uint32_t r = m.rank;
+    if (m.shape[r - 1] != heads) {
+        vka_error_format(error, error_size, "%s.shape[%u] is %lld but there are %u query heads",
+                         name, r - 1, (long long)m.shape[r - 1], heads);
+        return VKATTN_ERROR_SHAPE_MISMATCH;
+    }
+    if (r == 2 && m.shape[0] != batch && m.shape[0] != 1) {
+        vka_error_format(error, error_size,
+                         "%s.shape[0] is %lld: the batch %u, or 1 for every batch row", name,
+                         (long long)m.shape[0], batch);
+        return VKATTN_ERROR_SHAPE_MISMATCH;
+    }
+    return VKATTN_SUCCESS;
+}

@@ -70,6 +70,12 @@ void vka_mask_view4(const vka_attention_dims *dims, uint32_t rank, const int64_t
 vkattn_result vka_bool_mask_check(vkattn_bool_mask value, const char *prefix, char *error,
                                   size_t error_size);
 
+/* A head mask (HF's head_mask) `name` against a call's batch and query
+ * heads: absent, or f32 of rank 1 [heads] or rank 2 [batch or 1, heads].
+ * (Strides - heads contiguous on the device - are the caller's to check.) */
+vkattn_result vka_head_mask_check(vka_shape_view mask, uint32_t batch, uint32_t heads,
+                                  const char *name, char *error, size_t error_size);
+
 /* The softmax scale of a call: `scale`, or 1/sqrt(head_dim) for 0. A NaN or
  * infinite scale is VKATTN_ERROR_INVALID_ARGUMENT (it would make every
  * output NaN), named `name` in the message. */

@@ -24,4 +24,14 @@ vka_att_sm_tile vka_att_sm_tile_fit2(const vkattn_context *ctx, uint32_t head_di
                                      uint32_t v_head_dim, uint32_t max_rows, bool half_rows,
                                      bool half_keys, uint32_t key_extra_bytes);
 
+/* The head mask (attention_gate.c): checks `in` (buffer NULL: none, copied
+ * to `out`) as f32 [heads] or [batch or 1, heads], heads contiguous, naming
+ * it `name`; records x [B, H, T, D] *= gate[b, h] in place (a barrier before
+ * it: x was just written), in any storage (pairs in 32-bit words: rows of
+ * whole quads). */
+vkattn_result vka_att_check_head_mask(vkattn_context *ctx, const vkattn_tensor *in, uint32_t batch,
+                                      uint32_t heads, const char *name, vkattn_tensor *out);
+vkattn_result vka_att_record_head_gate(vkattn_context *ctx, VkCommandBuffer cmd,
+                                       const vkattn_tensor *x, const vkattn_tensor *gate);
+
 #endif

@@ -166,6 +166,13 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
                                           input_names[i]));
         VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, "args->lse", inputs[i], input_names[i]));
     }
+    VKA_TRY(vka_att_check_head_mask(ctx, &args->head_mask, p->dims.batch, p->dims.num_heads,
+                                    "args->head_mask", &p->head_mask));
+    const vkattn_tensor *outputs[3] = {&p->out, &p->weights, &p->lse};
+    static const char *const output_names[3] = {"args->out", "args->weights", "args->lse"};
+    for (size_t i = 0; i < 3; i++)
+        VKA_TRY(vka_tensor_check_disjoint(ctx, outputs[i], output_names[i], &p->head_mask,
+                                          "args->head_mask"));
     VKA_TRY(vka_tensor_check_disjoint(ctx, &p->weights, "args->weights", &p->out, "args->out"));
     VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, "args->lse", &p->out, "args->out"));
     VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, "args->lse", &p->weights, "args->weights"));

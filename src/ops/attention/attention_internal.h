@@ -42,6 +42,7 @@ enum {
     ATT_MOD_SINKS = 4u,
     ATT_MOD_ALIBI = 8u,
     ATT_MOD_LSE = 16u,
+    ATT_MOD_HEAD_GATE = 32u, /* the weights kernel: head_mask scales each head */
 };
 /* The modifiers' specialization constants follow the kernels' own at this
  * id (MODS, WINDOW, SOFTCAP). */
@@ -54,6 +55,7 @@ typedef struct vka_att_problem {
      * dimensions it broadcasts (vka_mask_view4) */
     vkattn_tensor q, k, v, out, mask, key_padding, weights;
     vkattn_tensor sinks, alibi_slopes, lse; /* optional (buffer NULL) */
+    vkattn_tensor head_mask;                /* optional: f32 [Hq] or [B, Hq] */
     vka_attention_dims dims;
     bool causal;
     float scale;      /* softmax scale (the main kernels' scores: natural domain) */
@@ -76,6 +78,9 @@ static inline bool vka_att_weights_elem(const vka_att_problem *p)
 {
     return p->dims.head_dim % 8 != 0;
 }
+
+/* The batch stride of a checked head mask (0: one row for every batch row). */
+uint32_t vka_att_head_mask_batch_stride(const vkattn_tensor *gate);
 
 /* The MODS bits of a problem. */
 uint32_t vka_att_mod_bits(const vka_att_problem *p);

@@ -51,8 +51,9 @@ typedef struct weights_push {
     uint32_t flags;
     float scale_log2;
     float head_weight;
+    uint32_t g_sb; /* the head mask's batch stride (0: one row for all) */
 } weights_push;
-_Static_assert(sizeof(weights_push) == 120, "weights_push mirrors attention_weights.comp");
+_Static_assert(sizeof(weights_push) == 124, "weights_push mirrors attention_weights.comp");
 
 #define TEX VKA_BINDING_TEXEL
 #define STO VKA_BINDING_STORAGE
@@ -65,7 +66,7 @@ _Static_assert(sizeof(weights_push) == 120, "weights_push mirrors attention_weig
 #define WEIGHTS_KERNEL(variant, in)                                                             \
     {                                                                                           \
         .name = "attention_weights_" #variant, .spirv = &vka_spirv_attention_weights_##variant, \
-        .binding_count = 7, .bindings = {in, in, STO, STO, STO, STO, STO},                      \
+        .binding_count = 8, .bindings = {in, in, STO, STO, STO, STO, STO, STO},                 \
         .push_size = sizeof(weights_push)                                                       \
     }
 /* Storage-input variants by [q/out storage][k/v storage]. */
@@ -283,6 +284,27 @@ static vkattn_result bind_heads(vkattn_context *ctx, const vkattn_tensor *t, uin
     return VKATTN_SUCCESS;
 }
 
+/* The head mask's rows b0.. and heads h0.. of a weights dispatch (a dummy
+ * without one): its first element into flags bits 24-31, its batch stride. */
+static vkattn_result bind_gate(vkattn_context *ctx, const vkattn_tensor *g, uint32_t b0,
+                               uint32_t nb, uint32_t h0, uint32_t nh, vka_binding *b,
+                               weights_push *push)
+{
+    push->g_sb = 0;
+    if (!g->buffer)
+        return vka_bind_dummy(ctx, VK_FORMAT_UNDEFINED, b);
+    const uint32_t sb = vka_att_head_mask_batch_stride(g);
+    uint64_t first = (uint64_t)b0 * sb + h0, span = (uint64_t)(sb ? nb - 1 : 0) * sb + nh;
+    uint32_t at;
+    VKA_TRY(vka_bind_window(ctx, g->buffer, g->offset + 4 * first, 4 * span, 4, b, &at));
+    if (at > 0xff)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "a binding offset alignment above 1 KiB is not supported");
+    push->flags |= at << 24;
+    push->g_sb = sb;
+    return VKATTN_SUCCESS;
+}
+
 /* Binds a [B, H, T, D] tensor's box and fills offset + 3 strides: in vec4s,
  * or in elements with `elem` (the kernels' ELEM). */
 static vkattn_result bind_bhtd(vkattn_context *ctx, const vkattn_tensor *t, const vka_box *box,
@@ -376,7 +398,9 @@ static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
             ? &weights_texel[d->q_dtype == VKATTN_DTYPE_F16][d->kv_dtype == VKATTN_DTYPE_F16]
             : &weights_storage[qs][ks];
     uint32_t spec[SPEC_ALL] = {pr->weights_workgroup, d->head_dim};
-    uint32_t count = mod_spec(p, bits & ~(uint32_t)ATT_MOD_LSE, spec, 2);
+    uint32_t wbits =
+        (bits & ~(uint32_t)ATT_MOD_LSE) | (p->head_mask.buffer ? ATT_MOD_HEAD_GATE : 0);
+    uint32_t count = mod_spec(p, wbits, spec, 2);
     return vka_pipeline_get(ctx, kernel, spec, count, &pr->weights_pipeline);
 }
 
@@ -478,6 +502,8 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                     r = bind_heads(ctx, &p->sinks, h0, nh, 8, &b[5], &push.flags);
                 if (r == VKATTN_SUCCESS)
                     r = bind_heads(ctx, &pr->slopes, h0, nh, 16, &b[6], &push.flags);
+                if (r == VKATTN_SUCCESS)
+                    r = bind_gate(ctx, &p->head_mask, b0, nb, h0, nh, &b[7], &push);
                 if (r != VKATTN_SUCCESS)
                     return r;
                 push.w.off = w_first;
@@ -507,6 +533,8 @@ vkattn_result vka_att_record_with(vkattn_context *ctx, VkCommandBuffer cmd,
     r = record_main(&rec, p, &pr);
     if (r == VKATTN_SUCCESS && pr.weights_pipeline)
         r = record_weights(&rec, p, &pr);
+    if (r == VKATTN_SUCCESS && p->head_mask.buffer)
+        r = vka_att_record_head_gate(ctx, cmd, &p->out, &p->head_mask);
     return r;
 }
 

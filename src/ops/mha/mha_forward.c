@@ -4,6 +4,7 @@
  *   -> output GEMM.
  * No separate split, merge or transpose pass: those are store patterns. */
 #include "ops/mha/mha_internal.h"
+#include "ops/attention/attention.h"
 #include "ops/linear/linear.h"
 #include "spec/attention_shapes.h"
 #include "spec/mha_desc.h"
@@ -159,6 +160,9 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
     };
     char why[VKA_ERROR_MAX];
     vka_attention_dims dims;
+    vkattn_tensor gate;
+    VKA_TRY(
+        vka_att_check_head_mask(m->ctx, &a->head_mask, b, d->num_heads, "args->head_mask", &gate));
     vkattn_result r = vka_bool_mask_check(a->bool_mask, "args->", why, sizeof why);
     if (r != VKATTN_SUCCESS)
         return vka_fail(m->ctx, r, "%s", why);
@@ -275,6 +279,7 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         .causal_align = a->causal_align,
         .window = d->window,
         .softcap = d->softcap,
+        .head_mask = a->head_mask,
     };
     vka_mha_mods(m, &at.sinks, &at.alibi_slopes);
     r = vkattn_cmd_attention(ctx, cmd, &at);

@@ -7,6 +7,7 @@
  * fails after that point is rolled back, so a failed call changes nothing. */
 #include "spec/dtype.h"
 #include "spec/error_text.h"
+#include "ops/attention/attention.h"
 #include "ops/kvcache/kvcache.h"
 #include "ops/linear/linear.h"
 #include "ops/mha/mha_internal.h"
@@ -203,6 +204,10 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     }
     if (r == VKATTN_SUCCESS)
         r = vka_kv_attention_check_mask(c, &a->mask, "args->", &problem);
+    vkattn_tensor gate;
+    if (r == VKATTN_SUCCESS)
+        r = vka_att_check_head_mask(ctx, &a->head_mask, a->batch, d->num_heads, "args->head_mask",
+                                    &gate);
     if (r != VKATTN_SUCCESS)
         return r;
     vka_linear_cache_dst dst = {.cache = c, .meta = NULL, .batch = a->batch, .new_tokens = tokens};
@@ -266,6 +271,8 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
         vka_cmd_compute_barrier(ctx, cmd);
         r = vka_kv_attention_record(ctx, cmd, &attention, &meta);
     }
+    if (r == VKATTN_SUCCESS && gate.buffer) /* (its own barrier first) */
+        r = vka_att_record_head_gate(ctx, cmd, &o_heads, &gate);
     if (r == VKATTN_SUCCESS) {
         vka_cmd_compute_barrier(ctx, cmd);
         int64_t o_shape[3] = {b, t, hq * dv};
