@@ -1,8 +1,12 @@
 /* Looking inside heads: the head mask (HF's head_mask) of vkattn_attention
  * (out and weights, per head and averaged, f32 / f16 / bf16, head dims that
  * are not multiples of 8), of the MHA layer's forward and of its steps over
- * a KV cache, each against the CPU reference given the same mask, on two
- * kernel policies; and bad masks (named errors, nothing written). */
+ * a KV cache, each against the CPU reference given the same mask, on every
+ * kernel policy; bad masks (named errors, nothing written). Structured
+ * pruning: the pruned layer's forward (and steps) equal the unpruned one's
+ * with the removed heads masked - MHA, GQA groups left even, uneven and
+ * emptied, sinks and ALiBi, q8_0 weights -, the weights read back, and bad
+ * head lists (named errors, the layer unchanged). */
 #include "test_policy.h"
 #include "test_util.h"
 
@@ -302,12 +306,161 @@ static void test_head_mask_errors(void **state)
     test_assert_no_validation_messages(ctx);
 }
 
+/* ---- structured pruning */
+
+/* y of a forward of x [1, T, Dm] (causal) through `m`, with a [Hq] head
+ * mask when `gate` is given. */
+static void forward(vkattn_context *ctx, vkattn_mha *m, const float *x, uint32_t T,
+                    const float *gate, float *y)
+{
+    const vkattn_mha_desc *d = vkattn_mha_config(m);
+    const uint32_t dm = d->embed_dim, n = T * dm;
+    int64_t xs[3] = {1, T, dm}, hs[1] = {d->num_heads};
+    vkattn_buffer *bx = test_buffer_of(ctx, d->dtype, x, n),
+                  *by = test_buffer_with(ctx, NULL, n * vkattn_dtype_size(d->dtype)),
+                  *bg = gate ? test_buffer_with(ctx, gate, 4ull * d->num_heads) : NULL;
+    vkattn_mha_forward_args a = {.x = vkattn_tensor_make(bx, 0, d->dtype, 3, xs),
+                                 .y = vkattn_tensor_make(by, 0, d->dtype, 3, xs),
+                                 .causal = true};
+    if (bg)
+        a.head_mask = vkattn_tensor_make(bg, 0, F32, 1, hs);
+    TEST_OK(ctx, vkattn_mha_forward(m, &a));
+    test_download_as(ctx, by, d->dtype, y, n);
+    TEST_DESTROY_BUFFERS(bx, by, bg);
+}
+
+typedef struct prune_case {
+    const char *name;
+    uint32_t hq, hkv, dh;
+    uint32_t keep[8], count;
+    uint32_t want_hkv; /* the pruned layer's KV heads */
+    bool mods;         /* sinks and the standard ALiBi slopes */
+    vkattn_dtype weight_dtype;
+} prune_case;
+
+static const prune_case prunes[] = {
+    {"MHA, keep 3 of 4", 4, 4, 8, {0, 2, 3}, 3, 3, false, F32},
+    {"GQA 4, even groups (2 + 2)", 8, 2, 8, {5, 0, 1, 4}, 4, 2, false, F32},
+    {"GQA 4, uneven groups (3 + 1): KV repeated", 8, 2, 8, {0, 1, 2, 5}, 4, 4, false, F32},
+    {"GQA 4, a whole group gone", 8, 2, 8, {4, 5, 6, 7}, 4, 1, false, F32},
+    {"sinks + ALiBi follow their heads", 6, 3, 8, {1, 3, 4, 5}, 4, 4, true, F32},
+    {"q8_0 weights", 4, 2, 32, {1, 2}, 2, 2, false, VKATTN_DTYPE_Q8_0},
+};
+
+static void run_prune(test_gpu *g, uint32_t policy, const void *arg)
+{
+    const prune_case *c = arg;
+    vkattn_context *ctx = g->ctx;
+    layer_fixture f;
+    const uint32_t dm = c->weight_dtype == VKATTN_DTYPE_Q8_0 ? 64 : c->hq * c->dh, T = 7;
+    layer_make(&f, dm, c->hq, c->hkv, c->dh, 4400 + c->hq * 10 + c->count);
+    f.desc.weight_dtype = c->weight_dtype;
+    float sinks[8];
+    if (c->mods) {
+        f.desc.sinks = f.desc.alibi = true;
+        for (uint32_t h = 0; h < c->hq; h++)
+            sinks[h] = 0.3f * (float)h - 0.5f;
+        f.w.sinks = sinks;
+    }
+    test_rng r = test_rng_seed(4401);
+    float *x = test_random_array(&r, (size_t)T * dm, 1.0f, F32);
+    float *masked = malloc((size_t)T * dm * 4), *pruned = malloc((size_t)T * dm * 4);
+    vkattn_mha *m = test_mha_create(ctx, &f.desc, &f.w);
+    float gate[8] = {0};
+    for (uint32_t i = 0; i < c->count; i++)
+        gate[c->keep[i]] = 1.0f;
+    forward(ctx, m, x, T, gate, masked);
+    TEST_OK(ctx, vkattn_mha_prune_heads(m, c->keep, c->count));
+    const vkattn_mha_desc *d = vkattn_mha_config(m);
+    assert_int_equal(d->num_heads, c->count);
+    assert_int_equal(d->num_kv_heads, c->want_hkv);
+    assert_int_equal(d->head_dim, c->dh);
+    forward(ctx, m, x, T, NULL, pruned);
+    char what[160];
+    snprintf(what, sizeof what, "%s %s: pruned vs masked", test_policies[policy].name, c->name);
+    test_assert_close(pruned, masked, (size_t)T * dm, TEST_TOL_F32, what);
+
+    /* steps over a cache of the pruned shape give the pruned forward */
+    vkattn_kv_cache_desc cd = test_kv_desc(d->num_kv_heads, d->num_heads, d->head_dim, 1, 8, 0);
+    vkattn_kv_cache *cache = NULL;
+    TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &cache));
+    int64_t xs[3] = {1, T, dm};
+    vkattn_buffer *bx = test_buffer_of(ctx, F32, x, (size_t)T * dm),
+                  *by = test_buffer_with(ctx, NULL, (size_t)T * dm * 4);
+    uint32_t seq = 0;
+    vkattn_mha_step_args sa = {.cache = cache,
+                               .batch = 1,
+                               .sequences = &seq,
+                               .x = vkattn_tensor_make(bx, 0, F32, 3, xs),
+                               .y = vkattn_tensor_make(by, 0, F32, 3, xs)};
+    TEST_OK(ctx, vkattn_mha_step(m, &sa));
+    float *stepped = malloc((size_t)T * dm * 4);
+    test_download_as(ctx, by, F32, stepped, (size_t)T * dm);
+    snprintf(what, sizeof what, "%s %s: pruned steps vs pruned forward", test_policies[policy].name,
+             c->name);
+    test_assert_close(stepped, pruned, (size_t)T * dm, TEST_TOL_F32, what);
+    vkattn_kv_cache_destroy(cache);
+    TEST_DESTROY_BUFFERS(bx, by);
+    vkattn_mha_destroy(m);
+    free(x), free(masked), free(pruned), free(stepped);
+    layer_free(&f);
+    test_assert_no_validation_messages(ctx);
+}
+
+static void test_prune_equals_masked(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof prunes / sizeof prunes[0]; i++)
+        test_for_each_policy(i % 2 ? 1 : 0, run_prune, &prunes[i]);
+}
+
+/* vkattn_mha_get_weights gives back what was set (f32 exactly, the packed
+ * Wqkv split into Wq, Wk, Wv), and bad head lists fail by name leaving
+ * the layer as it was. */
+static void test_prune_errors_and_weights(void **state)
+{
+    test_gpu *g = *state;
+    vkattn_context *ctx = g->ctx;
+    layer_fixture f;
+    layer_make(&f, 32, 4, 2, 8, 4500);
+    vkattn_mha *m = test_mha_create(ctx, &f.desc, &f.w);
+    const size_t nq = 32 * 32, nk = 16 * 32;
+    float *wq = malloc(nq * 4), *wk = malloc(nk * 4), *wv = malloc(nk * 4), *wo = malloc(nq * 4),
+          *bq = malloc(32 * 4), *bk = malloc(16 * 4), *bv = malloc(16 * 4), *bo = malloc(32 * 4);
+    vkattn_mha_weight_copy wc = {wq, wk, wv, wo, bq, bk, bv, bo};
+    TEST_OK(ctx, vkattn_mha_get_weights(m, &wc));
+    assert_memory_equal(wq, f.wqkv, nq * 4);
+    assert_memory_equal(wk, f.wqkv + nq, nk * 4);
+    assert_memory_equal(wv, f.wqkv + nq + nk, nk * 4);
+    assert_memory_equal(wo, f.wo, nq * 4);
+    assert_memory_equal(bv, f.bqkv + 48, 16 * 4);
+    assert_memory_equal(bo, f.bo, 32 * 4);
+    test_rng r = test_rng_seed(4501);
+    float *x = test_random_array(&r, 5 * 32, 1.0f, F32), y0[5 * 32], y1[5 * 32];
+    forward(ctx, m, x, 5, NULL, y0);
+    const uint32_t dup[2] = {1, 1}, high[2] = {0, 4};
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "keep is NULL",
+               vkattn_mha_prune_heads(m, NULL, 2));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "count 0", vkattn_mha_prune_heads(m, dup, 0));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "keep[1] is 1, which is already kept",
+               vkattn_mha_prune_heads(m, dup, 2));
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "keep[1] is 4: the layer has heads 0..3",
+               vkattn_mha_prune_heads(m, high, 2));
+    assert_int_equal(vkattn_mha_config(m)->num_heads, 4);
+    forward(ctx, m, x, 5, NULL, y1);
+    assert_memory_equal(y0, y1, sizeof y0);
+    vkattn_mha_destroy(m);
+    free(wq), free(wk), free(wv), free(wo), free(bq), free(bk), free(bv), free(bo), free(x);
+    layer_free(&f);
+    test_assert_no_validation_messages(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_attention_head_mask),
-        cmocka_unit_test(test_layer_head_mask),
-        cmocka_unit_test(test_head_mask_errors),
+        cmocka_unit_test(test_attention_head_mask),      cmocka_unit_test(test_layer_head_mask),
+        cmocka_unit_test(test_head_mask_errors),         cmocka_unit_test(test_prune_equals_masked),
+        cmocka_unit_test(test_prune_errors_and_weights),
     };
     return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
 }

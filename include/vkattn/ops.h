@@ -441,6 +441,39 @@ typedef struct vkattn_mha_weight_tensors {
 VKATTN_API vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *mha,
                                                        const vkattn_mha_weight_tensors *t);
 
+/* Copies the layer's projection weights back to the host as the device
+ * holds them: desc.weight_dtype (f32, f16 or bf16 values as uint16_t bits
+ * for the 16-bit types, or q8_0 blocks), the biases in that float type (f32
+ * beside q8_0). Shapes as vkattn_mha_weights': wq [Hq*Dk, Dm], wk
+ * [Hkv*Dk, Dkv], wv [Hkv*Dv, Dkv], wo [Dm, Hq*Dv]; with desc.bias bq
+ * [Hq*Dk], bk [Hkv*Dk], bv [Hkv*Dv], bo [Dm]. NULL destinations are
+ * skipped (vkattn_dtype_row_bytes gives the sizes). Synchronous. */
+typedef struct vkattn_mha_weight_copy {
+    void *wq, *wk, *wv, *wo;
+    void *bq, *bk, *bv, *bo;
+} vkattn_mha_weight_copy;
+VKATTN_API vkattn_result vkattn_mha_get_weights(vkattn_mha *mha,
+                                                const vkattn_mha_weight_copy *dst);
+
+/* Structured pruning: keeps the `count` query heads `keep` (distinct, each
+ * below Hq, in any order; they stay in ascending order) and removes the
+ * others for good. Wq's rows and Wo's columns of the removed heads go (the
+ * projections shrink, the layer gets faster), as do Wk's and Wv's rows of a
+ * KV head whose whole group goes; the per-head sinks and ALiBi slopes follow
+ * their heads. Where the kept heads leave the KV groups uneven (GQA: 2 of
+ * one group, 1 of another), a KV head is kept once per g heads of its group
+ * with g the greatest common divisor of the kept counts, so every group is
+ * g heads again (K and V then repeat in memory). The pruned layer's output
+ * equals the unpruned one's with the removed heads masked (head_mask 0 for
+ * them, 1 for the others). Its desc changes (num_heads, num_kv_heads;
+ * head_dim and v_head_dim stay): caches for its steps must be made anew. A
+ * q8_0 layer needs Dv a multiple of 32 (Wo's blocks follow the heads) and
+ * the new Hq * Dv a multiple of 64. Synchronous; the layer is unchanged when
+ * it fails; its weights become its own (borrowed tensors are no longer
+ * read). VKATTN_ERROR_INVALID_ARGUMENT names a bad `keep`. */
+VKATTN_API vkattn_result vkattn_mha_prune_heads(vkattn_mha *mha, const uint32_t *keep,
+                                                uint32_t count);
+
 /* x [B, Tq, Dm]; kv [B, Tk, Dkv] for cross-attention (buffer NULL: self-
  * attention, C = x); y [B, Tq, Dm]; all in the layer's dtype, last dimension
  * contiguous. Masks and weights as for vkattn_attention_args (the mask's

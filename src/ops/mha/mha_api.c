@@ -94,6 +94,29 @@ bool vka_mha_heads(const vkattn_mha *m, vka_linear_positions source, const vkatt
     return true;
 }
 
+void vka_mha_layout_of(const vkattn_mha_desc *d, vka_mha_layout *l)
+{
+    /* widths and dims are each below 2^32, so a matrix can pass 2^64
+     * bytes: the sizes saturate (the offsets are used only when they fit) */
+    uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_k_width(d) + (uint64_t)vka_mha_v_width(d);
+    uint64_t bes = vkattn_dtype_size(vka_mha_bias_dtype(d));
+    uint64_t cursor = 0;
+    if (d->kv_dim == d->embed_dim) { /* one [(Hq+Hkv)*Dk + Hkv*Dv, Dm] matrix */
+        l->off_wq = vka_mha_place(&cursor, 0);
+        l->off_wkv = l->off_wq + vka_mha_weight_bytes(d, qw, d->embed_dim);
+        vka_mha_place(&cursor, vka_mha_weight_bytes(d, qw + kvw, d->embed_dim));
+    } else {
+        l->off_wq = vka_mha_place(&cursor, vka_mha_weight_bytes(d, qw, d->embed_dim));
+        l->off_wkv = vka_mha_place(&cursor, vka_mha_weight_bytes(d, kvw, d->kv_dim));
+    }
+    l->off_wo = vka_mha_place(&cursor, vka_mha_weight_bytes(d, d->embed_dim, vka_mha_o_width(d)));
+    l->off_bq = vka_mha_place(&cursor, 0);
+    l->off_bkv = l->off_bq + qw * bes;
+    vka_mha_place(&cursor, (qw + kvw) * bes);
+    l->off_bo = vka_mha_place(&cursor, d->embed_dim * bes);
+    l->bytes = cursor;
+}
+
 vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc, vkattn_mha **out)
 {
     if (!ctx)
@@ -114,24 +137,11 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
     m->d = d;
     m->esize = vkattn_dtype_size(d.dtype);
 
-    /* widths and dims are each below 2^32, so a matrix can pass 2^64
-     * bytes: the sizes saturate (the offsets are used only when they fit) */
-    uint64_t qw = vka_mha_q_width(&d), kvw = vka_mha_k_width(&d) + (uint64_t)vka_mha_v_width(&d);
-    uint64_t bes = vkattn_dtype_size(vka_mha_bias_dtype(&d));
-    uint64_t cursor = 0;
-    if (d.kv_dim == d.embed_dim) { /* one [(Hq+Hkv)*Dk + Hkv*Dv, Dm] matrix */
-        m->off_wq = vka_mha_place(&cursor, 0);
-        m->off_wkv = m->off_wq + vka_mha_weight_bytes(&d, qw, d.embed_dim);
-        vka_mha_place(&cursor, vka_mha_weight_bytes(&d, qw + kvw, d.embed_dim));
-    } else {
-        m->off_wq = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, qw, d.embed_dim));
-        m->off_wkv = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, kvw, d.kv_dim));
-    }
-    m->off_wo = vka_mha_place(&cursor, vka_mha_weight_bytes(&d, d.embed_dim, vka_mha_o_width(&d)));
-    m->off_bq = vka_mha_place(&cursor, 0);
-    m->off_bkv = m->off_bq + qw * bes;
-    vka_mha_place(&cursor, (qw + kvw) * bes);
-    m->off_bo = vka_mha_place(&cursor, d.embed_dim * bes);
+    vka_mha_layout lay;
+    vka_mha_layout_of(&d, &lay);
+    m->off_wq = lay.off_wq, m->off_wkv = lay.off_wkv, m->off_wo = lay.off_wo;
+    m->off_bq = lay.off_bq, m->off_bkv = lay.off_bkv, m->off_bo = lay.off_bo;
+    const uint64_t cursor = lay.bytes;
     if (cursor > ctx->info.max_allocation_size) {
         vka_free(ctx, m);
         char need[48] = "more than 2^64";

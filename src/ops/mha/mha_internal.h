@@ -79,6 +79,15 @@ static inline uint64_t vka_mha_weight_bytes(const vkattn_mha_desc *d, uint64_t r
     return bytes ? bytes : UINT64_MAX;
 }
 
+/* Where a layer of desc `d` keeps its weights in its own buffer (weights in
+ * d->weight_dtype, biases in vka_mha_bias_dtype): Wq's rows then Wk's and
+ * Wv's (one matrix when kv_dim == embed_dim), Wo, then the biases; `bytes`
+ * the total (VKA_MHA_TOO_LARGE past 2^64). (mha_api.c) */
+typedef struct vka_mha_layout {
+    uint64_t off_wq, off_wkv, off_wo, off_bq, off_bkv, off_bo, bytes;
+} vka_mha_layout;
+void vka_mha_layout_of(const vkattn_mha_desc *d, vka_mha_layout *l);
+
 /* Reserves `bytes` at *cursor (aligned) and returns where they start. Sizes
  * past 2^64 saturate the cursor at UINT64_MAX (VKA_MHA_TOO_LARGE), which the
  * callers report. */
