@@ -2,6 +2,7 @@
 #include "cli_job.h"
 #include "cli_mods.h"
 #include "cli_rope.h"
+#include "cli_viz.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,9 @@ static const char help_text[] =
     "  --weights-out W.npy   also write the attention probabilities, float32\n"
     "                        [B,Tq,Tk] averaged over heads, or with --per-head [B,Hq,Tq,Tk]\n"
     "  --per-head            see --weights-out\n"
+    "  --weights-png W.png   also draw the attention probabilities of batch row 0, one\n"
+    "                        heatmap per head (.png or .svg; keys hidden by the masks,\n"
+    "                        --causal or --window drawn grey; see vkattn viz --help)\n"
     "  --lse-out L.npy       also write the log-sum-exp of every row, float32 [B,Hq,Tq]\n"
     "                        (natural log of the softmax denominator, sinks included;\n"
     "                        -inf for a row with nothing visible)\n"
@@ -59,6 +63,8 @@ typedef struct attention_job {
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_buffer *rotated[2]; /* with --rope-theta: Q and K rotated */
     float *host_rotated[2];    /* ... and the CPU reference's */
+    const char *weights_png;   /* --weights-png */
+    cli_viz_picture png;       /* ... drawn after the run, written last */
 } attention_job;
 
 static int own_option(void *user, const char *flag, const char *value)
@@ -72,6 +78,10 @@ static int own_option(void *user, const char *flag, const char *value)
         return mod;
     if (strcmp(flag, "--scale") == 0)
         return cli_parse_float(flag, value, &a->scale) != 0 ? -1 : 1;
+    if (strcmp(flag, "--weights-png") == 0) {
+        a->weights_png = value;
+        return 1;
+    }
     if (strcmp(flag, "--layout") == 0) {
         if (strcmp(value, "bhtd") && strcmp(value, "bthd")) {
             cli_error("attention: --layout \"%s\": expected bhtd ([B,H,T,D]) or bthd ([B,T,H,D])",
@@ -105,7 +115,10 @@ static int parse_options(attention_job *a, int argc, char **argv)
     if (cli_rope_check_given(&a->rope, "attention", positions) != 0)
         return 2;
     static const int required[] = {Q, K, V};
-    return cli_job_check_required(&a->job, required, 3, NULL) != 0 ? 2 : CLI_ARGS_OK;
+    if (cli_job_check_required(&a->job, required, 3, NULL) != 0 ||
+        (a->weights_png && cli_viz_check_output(&a->job, "--weights-png", a->weights_png) != 0))
+        return 2;
+    return CLI_ARGS_OK;
 }
 
 /* --rope-dims against the head dim, the positions files' shapes, and
@@ -184,6 +197,31 @@ static vkattn_result rotate(attention_job *a, vkattn_attention_args *args,
     return VKATTN_SUCCESS;
 }
 
+/* --weights-png: batch row 0 of the per-head weights drawn (in memory: the
+ * file is written after the others); then the weights --weights-out asked
+ * for, if any: averaged over heads unless --per-head. */
+static int draw_weights(attention_job *a)
+{
+    cli_job *j = &a->job;
+    cli_outputs *r = &j->out;
+    cli_viz_masks masks = cli_viz_job_masks(j, MASK, PAD, a->mods.window);
+    cli_viz_options o = {.title = "vkattn attention: weights of batch row 0"};
+    bool *hidden = NULL;
+    int status = cli_viz_hidden(&masks, r->weights_shape, 0, &hidden);
+    if (status == 0)
+        status = cli_viz_render("--weights-png", a->weights_png, &o, r->weights, r->weights_shape,
+                                0, hidden, &a->png);
+    free(hidden);
+    if (status != 0)
+        return -1;
+    if (!j->weights_path) { /* nothing else wants them: nothing to write or check */
+        free(r->weights);
+        r->weights = NULL;
+        return 0;
+    }
+    return j->per_head ? 0 : cli_viz_average_weights(j);
+}
+
 /* Inputs and outputs on the device; with --tune, the kernel choices for these
  * shapes first; the attention; its outputs read back. */
 static int run(void *user)
@@ -194,6 +232,8 @@ static int run(void *user)
     /* out [B, Hq, Tq, Dv]: v's head dim may differ from q's and k's */
     const int64_t os[4] = {qs[0], qs[1], qs[2], a->in[V].array.shape[3]};
     cli_job_shape_outputs(j, 4, os, qs[1], qs[2], ks[2]);
+    if (a->weights_png) /* the picture needs every head's */
+        cli_viz_shape_weights(j, qs[0], qs[1], qs[2], ks[2]);
     if (a->bthd) /* O is written as stored: [B, Tq, Hq, Dv] */
         cli_swap_dims(j->out.shape, 1, 2);
     vkattn_attention_args args = {.scale = a->scale, .bool_mask = cli_job_bool_mask(j)};
@@ -226,7 +266,9 @@ static int run(void *user)
         cli_report_error(j->ctx, r, a->in, N_INPUTS);
         return -1;
     }
-    return cli_job_download(j);
+    if (cli_job_download(j) != 0)
+        return -1;
+    return a->weights_png ? draw_weights(a) : 0;
 }
 
 /* rotate() on the host with vkattn_ref_rope, for the reference. */
@@ -306,6 +348,9 @@ int cli_attention(int argc, char **argv)
     if (code != CLI_ARGS_OK)
         return code;
     int status = cli_job_run(&a.job, load_inputs, run, check, &a);
+    if (status == 0 && a.weights_png)
+        status = cli_viz_save_last(&a.job, "--weights-png", a.weights_png, &a.png) != 0;
+    cli_viz_picture_free(&a.png);
     for (int k = 0; k < 2; k++) { /* before cli_job_end closes the context */
         vkattn_buffer_destroy(a.rotated[k]);
         free(a.host_rotated[k]);

@@ -1,6 +1,7 @@
 /* vkattn: the command-line tool's dispatch, apart from main so a fuzz
  * harness can call it with device creation stubbed. */
 #include "cli.h"
+#include "cli_viz.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@ static const char usage[] =
     "  attention attention of .npy tensors (Q, K, V, masks; optional RoPE) on the device\n"
     "  mha       one multi-head attention layer (torch weight layout; RoPE, QK-norm, scale,\n"
     "            KV-cache decoding) on .npy inputs\n"
+    "  viz       pictures of attention weights (PNG, SVG): from a weights .npy, or Q and K\n"
     "  demo      GPT-2- and Llama-shaped layers with random weights, checked on the CPU\n"
     "  smoke     run a small conversion kernel on the device and check it\n"
     "  version   print the library version\n"
@@ -59,6 +61,8 @@ int cli_main(int argc, char **argv)
         return cli_attention(argc - 1, argv + 1);
     if (strcmp(cmd, "mha") == 0)
         return cli_mha(argc - 1, argv + 1);
+    if (strcmp(cmd, "viz") == 0)
+        return cli_viz(argc - 1, argv + 1);
     if (strcmp(cmd, "demo") == 0)
         return cli_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -20,6 +20,8 @@ packages=(
   clang                  # libFuzzer harnesses (tools/fuzz.sh, tests/fuzz; tools/test.sh)
   libclang-rt-14-dev     # clang's libFuzzer and sanitizer runtimes for those
   libcjson-dev           # cJSON: the JSON header of .safetensors files (tools/safetensors)
+  libcairo2-dev          # cairo: PNG and SVG pictures of attention weights (tools/viz)
+  fonts-dejavu-core      # ... and a font for their labels (cairo finds it through fontconfig)
   python3-numpy          # the Python package (python/vkattn): arrays in and out
   python3-pytest         # its tests (tests/python), run by ctest on the shared build
   python3-venv           # ... which install it with pip into a venv

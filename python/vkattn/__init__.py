@@ -13,6 +13,7 @@ from ._context import Context, Tensor, devices
 from ._mha import KVCache, MultiheadAttention
 from . import reference
 from . import safetensors
+from . import viz
 
 __all__ = ["Context", "Tensor", "devices", "MultiheadAttention", "KVCache", "Error",
            "InvalidInput", "reference", "safetensors", "version", "library_path"]
