@@ -452,8 +452,7 @@ typedef struct vkattn_mha_weight_copy {
     void *wq, *wk, *wv, *wo;
     void *bq, *bk, *bv, *bo;
 } vkattn_mha_weight_copy;
-VKATTN_API vkattn_result vkattn_mha_get_weights(vkattn_mha *mha,
-                                                const vkattn_mha_weight_copy *dst);
+VKATTN_API vkattn_result vkattn_mha_get_weights(vkattn_mha *mha, const vkattn_mha_weight_copy *dst);
 
 /* Structured pruning: keeps the `count` query heads `keep` (distinct, each
  * below Hq, in any order; they stay in ascending order) and removes the
