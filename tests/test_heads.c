@@ -6,7 +6,10 @@
  * pruning: the pruned layer's forward (and steps) equal the unpruned one's
  * with the removed heads masked - MHA, GQA groups left even, uneven and
  * emptied, sinks and ALiBi, q8_0 weights -, the weights read back, and bad
- * head lists (named errors, the layer unchanged). */
+ * head lists (named errors, the layer unchanged). Head importance: a head
+ * whose Wo columns are zero scores 0 and ranks last, the others match the
+ * reference's masked differences. Parameter counts against hand-computed
+ * ones (d_model 768, 12 heads: 2,359,296 weights). */
 #include "test_policy.h"
 #include "test_util.h"
 
@@ -455,12 +458,111 @@ static void test_prune_errors_and_weights(void **state)
     test_assert_no_validation_messages(ctx);
 }
 
+/* ---- importance and parameter counts */
+
+static void test_head_importance(void **state)
+{
+    test_gpu *g = *state;
+    vkattn_context *ctx = g->ctx;
+    layer_fixture f;
+    const uint32_t dm = 32, hq = 4, dh = 8, B = 2, T = 5, n = B * T * dm;
+    layer_make(&f, dm, hq, 2, dh, 4600);
+    for (uint32_t r = 0; r < dm; r++) /* head 2 writes nothing into y */
+        memset(f.wo + (size_t)r * hq * dh + 2 * dh, 0, dh * sizeof(float));
+    test_rng rng = test_rng_seed(4601);
+    float *x = test_random_array(&rng, n, 1.0f, F32);
+    vkattn_mha *m = test_mha_create(ctx, &f.desc, &f.w);
+    int64_t xs[3] = {B, T, dm};
+    vkattn_buffer *bx = test_buffer_of(ctx, F32, x, n), *by = test_buffer_with(ctx, NULL, n * 4);
+    vkattn_mha_forward_args a = {.x = vkattn_tensor_make(bx, 0, F32, 3, xs),
+                                 .y = vkattn_tensor_make(by, 0, F32, 3, xs),
+                                 .causal = true};
+    float imp[4];
+    TEST_OK(ctx, vkattn_mha_head_importance(m, &a, imp));
+    /* the reference's: RMS of y - y with head h masked */
+    float *full = malloc(n * 4), *masked = malloc(n * 4), *y = malloc(n * 4);
+    layer_reference(&f, x, B, T, NULL, 0, full);
+    for (uint32_t h = 0; h < hq; h++) {
+        float gate[4] = {1, 1, 1, 1};
+        gate[h] = 0;
+        layer_reference(&f, x, B, T, gate, 1, masked);
+        double ss = 0;
+        for (uint32_t i = 0; i < n; i++)
+            ss += ((double)full[i] - masked[i]) * ((double)full[i] - masked[i]);
+        double want = sqrt(ss / n);
+        if (!(fabs(imp[h] - want) <= 1e-4 * (1e-3 + want)))
+            fail_msg("importance[%u] is %g, the reference's %g", h, (double)imp[h], want);
+    }
+    assert_true(imp[2] == 0.0f);
+    for (uint32_t h = 0; h < hq; h++)
+        if (h != 2 && !(imp[h] > 0.0f))
+            fail_msg("importance[%u] is %g: only head 2 contributes nothing", h, (double)imp[h]);
+    /* y is left unmasked */
+    test_download_as(ctx, by, F32, y, n);
+    test_assert_close(y, full, n, TEST_TOL_F32, "y after the importance");
+    float gate_buf_host[4] = {1, 1, 1, 1};
+    vkattn_buffer *bg = test_buffer_with(ctx, gate_buf_host, sizeof gate_buf_host);
+    int64_t hs[1] = {4};
+    a.head_mask = vkattn_tensor_make(bg, 0, F32, 1, hs);
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->head_mask is given",
+               vkattn_mha_head_importance(m, &a, imp));
+    vkattn_mha_destroy(m);
+    TEST_DESTROY_BUFFERS(bx, by, bg);
+    free(x), free(full), free(masked), free(y);
+    layer_free(&f);
+    test_assert_no_validation_messages(ctx);
+}
+
+static void test_param_counts(void **state)
+{
+    (void)state;
+    char err[256];
+    vkattn_mha_param_counts c;
+    /* BERT-base / GPT-2 small: 4 x 768^2 weights (2.36 M), 4 x 768 biases */
+    vkattn_mha_desc d = {.embed_dim = 768, .num_heads = 12};
+    assert_int_equal(vkattn_mha_param_count(&d, &c, err, sizeof err), VKATTN_SUCCESS);
+    assert_int_equal(c.weights, 2359296);
+    assert_int_equal(c.wq, 589824);
+    assert_int_equal(c.biases, 0);
+    assert_int_equal(c.bytes, 2359296ull * 4);
+    d.bias = true;
+    assert_int_equal(vkattn_mha_param_count(&d, &c, err, sizeof err), VKATTN_SUCCESS);
+    assert_int_equal(c.biases, 3072);
+    assert_int_equal(c.total, 2362368);
+    /* Llama 3 8B's GQA: Wk and Wv a quarter of Wq; f16 and q8_0 bytes */
+    d = (vkattn_mha_desc){
+        .embed_dim = 4096, .num_heads = 32, .num_kv_heads = 8, .dtype = VKATTN_DTYPE_F16};
+    assert_int_equal(vkattn_mha_param_count(&d, &c, err, sizeof err), VKATTN_SUCCESS);
+    assert_int_equal(c.wq, 16777216);
+    assert_int_equal(c.wk, 4194304);
+    assert_int_equal(c.wv, 4194304);
+    assert_int_equal(c.total, 41943040);
+    assert_int_equal(c.bytes, 41943040ull * 2);
+    d.weight_dtype = VKATTN_DTYPE_Q8_0;
+    assert_int_equal(vkattn_mha_param_count(&d, &c, err, sizeof err), VKATTN_SUCCESS);
+    assert_int_equal(c.bytes, 41943040ull / 32 * 34);
+    /* MLA-style heads: V's own head dim */
+    d = (vkattn_mha_desc){.embed_dim = 256, .num_heads = 2, .head_dim = 192, .v_head_dim = 128};
+    assert_int_equal(vkattn_mha_param_count(&d, &c, err, sizeof err), VKATTN_SUCCESS);
+    assert_int_equal(c.wq, 2 * 192 * 256);
+    assert_int_equal(c.wv, 2 * 128 * 256);
+    assert_int_equal(c.wo, 256 * 2 * 128);
+    d.num_kv_heads = 3;
+    assert_int_equal(vkattn_mha_param_count(&d, &c, err, sizeof err),
+                     VKATTN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "desc->num_kv_heads 3 does not divide desc->num_heads 2"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_attention_head_mask),      cmocka_unit_test(test_layer_head_mask),
-        cmocka_unit_test(test_head_mask_errors),         cmocka_unit_test(test_prune_equals_masked),
+        cmocka_unit_test(test_attention_head_mask),
+        cmocka_unit_test(test_layer_head_mask),
+        cmocka_unit_test(test_head_mask_errors),
+        cmocka_unit_test(test_prune_equals_masked),
         cmocka_unit_test(test_prune_errors_and_weights),
+        cmocka_unit_test(test_head_importance),
+        cmocka_unit_test(test_param_counts),
     };
     return cmocka_run_group_tests(tests, test_gpu_setup, test_gpu_teardown);
 }

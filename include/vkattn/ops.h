@@ -506,6 +506,36 @@ typedef struct vkattn_mha_forward_args {
     vkattn_tensor head_mask;
 } vkattn_mha_forward_args;
 
+/* Head importance for given inputs: importance[h] (Hq floats) is the root
+ * mean square, over every element of y, of the change in the layer's output
+ * when head h alone is masked (head_mask 0 for h, 1 for the others). The
+ * output is linear in each head's output, so that change is exactly head
+ * h's share of y (its attention output through Wo's columns): a head whose
+ * Wo columns are zero scores 0; a larger score means a head that matters
+ * more for these inputs (prune the smallest: vkattn_mha_prune_heads). Runs
+ * Hq + 1 forwards of `args` (args->head_mask must be absent), submit and
+ * wait each; y holds the unmasked output afterwards. */
+VKATTN_API vkattn_result vkattn_mha_head_importance(vkattn_mha *mha,
+                                                    const vkattn_mha_forward_args *args,
+                                                    float *importance);
+
+/* The parameters of a layer of `desc` (resolved as vkattn_mha_create would;
+ * the layer need not exist): weights of each projection (Wq Hq*Dk*Dm, Wk
+ * Hkv*Dk*Dkv, Wv Hkv*Dv*Dkv, Wo Dm*Hq*Dv) and biases (with desc.bias), the
+ * totals, and the bytes desc.weight_dtype keeps them in (biases: that float
+ * type, f32 beside q8_0). A packed Wqkv holds the same parameters as Wq, Wk
+ * and Wv apart. (KV-cache bytes per token: vkattn_kv_cache_memory.) The
+ * message goes to `error` on failure. */
+typedef struct vkattn_mha_param_counts {
+    uint64_t wq, wk, wv, wo;
+    uint64_t bq, bk, bv, bo;
+    uint64_t weights, biases, total;
+    uint64_t bytes;
+} vkattn_mha_param_counts;
+VKATTN_API vkattn_result vkattn_mha_param_count(const vkattn_mha_desc *desc,
+                                                vkattn_mha_param_counts *out, char *error,
+                                                size_t error_size);
+
 /* Bytes of scratch a forward with these sizes needs. */
 VKATTN_API vkattn_result vkattn_mha_scratch_size(vkattn_mha *mha, uint32_t batch, uint32_t q_len,
                                                  uint32_t kv_len, uint64_t *bytes);

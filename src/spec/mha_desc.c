@@ -295,3 +295,39 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
         *views = v;
     return VKATTN_SUCCESS;
 }
+
+vkattn_result vkattn_mha_param_count(const vkattn_mha_desc *desc, vkattn_mha_param_counts *out,
+                                     char *error, size_t error_size)
+{
+    vkattn_mha_desc d;
+    VKA_TRY(vka_mha_resolve(desc, &d, error, error_size));
+    if (!out) {
+        vka_error_format(error, error_size, "out is NULL");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    /* each factor is below 2^32: the products fit 64 bits */
+    vkattn_mha_param_counts c = {0};
+    c.wq = (uint64_t)vka_mha_q_width(&d) * d.embed_dim;
+    c.wk = (uint64_t)vka_mha_k_width(&d) * d.kv_dim;
+    c.wv = (uint64_t)vka_mha_v_width(&d) * d.kv_dim;
+    c.wo = (uint64_t)d.embed_dim * vka_mha_o_width(&d);
+    if (d.bias) {
+        c.bq = vka_mha_q_width(&d);
+        c.bk = vka_mha_k_width(&d);
+        c.bv = vka_mha_v_width(&d);
+        c.bo = d.embed_dim;
+    }
+    c.weights = c.wq + c.wk + c.wv + c.wo;
+    c.biases = c.bq + c.bk + c.bv + c.bo;
+    c.total = c.weights + c.biases;
+    const vkattn_dtype bias_dtype =
+        d.weight_dtype == VKATTN_DTYPE_Q8_0 ? VKATTN_DTYPE_F32 : d.weight_dtype;
+    const uint64_t rows[4] = {vka_mha_q_width(&d), vka_mha_k_width(&d), vka_mha_v_width(&d),
+                              d.embed_dim};
+    const uint64_t cols[4] = {d.embed_dim, d.kv_dim, d.kv_dim, vka_mha_o_width(&d)};
+    for (int i = 0; i < 4; i++) /* q8_0: whole blocks per row */
+        c.bytes += rows[i] * vkattn_dtype_row_bytes(d.weight_dtype, cols[i]);
+    c.bytes += c.biases * vkattn_dtype_size(bias_dtype);
+    *out = c;
+    return VKATTN_SUCCESS;
+}
