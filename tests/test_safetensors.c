@@ -4,12 +4,16 @@
  * names, the header cap, string metadata, known fields) refused with a
  * message naming the tensor, the good files read with every dtype's size,
  * and F16/BF16 widened to exactly the library's conversions (normals,
- * subnormals, zeros, infinities, NaN). */
+ * subnormals, zeros, infinities, NaN). The writer (st_write): what it
+ * writes reads back with every tensor, shape, dtype, byte and metadata
+ * entry; its header is padded to 8 bytes; bad tensors are refused naming
+ * them, leaving no file. */
 #include "safetensors/safetensors.h"
 #include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,12 +183,86 @@ static void test_widening(void **state)
     free(got);
 }
 
+/* st_write's file read back by st_open: names, dtypes, shapes, bytes,
+ * metadata, a scalar and an empty tensor; an 8-byte aligned header. */
+static void test_write_round_trip(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/vkattn-st-write-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    float f32[6] = {1, -2, 3.5f, 0, -0.0f, 1e30f};
+    uint16_t bf16[4] = {0x3f80, 0xbf80, 0x7f80, 0x0001};
+    int64_t i64 = -7;
+    const st_tensor t[4] = {{"model.q_proj.weight", ST_F32, 2, {2, 3}, f32, sizeof f32},
+                            {"k", ST_BF16, 1, {4}, bf16, sizeof bf16},
+                            {"step", ST_I64, 0, {0}, &i64, 8},
+                            {"none", ST_F16, 2, {0, 5}, NULL, 0}};
+    const char *meta[4] = {"format", "pt", "num_heads", "3"};
+    char err[512] = "";
+    if (st_write(path, t, 4, meta, 2, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    st_file f;
+    if (st_open(path, &f, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(f.count, 4);
+    for (int k = 0; k < 4; k++) {
+        const st_tensor *g = &f.tensors[k];
+        assert_string_equal(g->name, t[k].name);
+        assert_int_equal(g->dtype, t[k].dtype);
+        assert_int_equal(g->rank, t[k].rank);
+        assert_memory_equal(g->shape, t[k].shape, sizeof(int64_t) * t[k].rank);
+        assert_int_equal(g->nbytes, t[k].nbytes);
+        if (t[k].nbytes)
+            assert_memory_equal(g->data, t[k].data, t[k].nbytes);
+    }
+    const unsigned char *bytes = f.map;
+    uint64_t header = 0;
+    for (int b = 0; b < 8; b++)
+        header |= (uint64_t)bytes[b] << (8 * b);
+    assert_int_equal(header % 8, 0);
+    char *json = calloc(1, header + 1);
+    assert_non_null(json);
+    memcpy(json, bytes + 8, header);
+    assert_non_null(strstr(json, "\"__metadata__\":{\"format\":\"pt\",\"num_heads\":\"3\"}"));
+    free(json);
+    st_close(&f);
+
+    /* refused, naming the tensor; the file written before stays as it was */
+    const struct {
+        st_tensor t;
+        const char *says;
+    } bad[] = {
+        {{"a", ST_F32, 1, {2}, f32, 4}, "\"a\": 4 bytes given, its dtype F32 and shape hold 8"},
+        {{"__metadata__", ST_F32, 1, {1}, f32, 4}, "reserved for the metadata"},
+        {{"", ST_F32, 1, {1}, f32, 4}, "is empty"},
+        {{"n", ST_F32, 1, {-1}, f32, 0}, "\"n\": shape[0] -1 is negative"},
+        {{"d", ST_DTYPE_COUNT, 1, {1}, f32, 4}, "\"d\": dtype 12 is not an st_dtype"},
+        {{"z", ST_F32, 1, {1}, NULL, 4}, "\"z\": no data for 4 bytes"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        err[0] = '\0';
+        assert_int_equal(st_write(path, &bad[k].t, 1, NULL, 0, err, sizeof err), -1);
+        if (!strstr(err, bad[k].says) || strncmp(err, path, strlen(path)) != 0)
+            fail_msg("\"%s\", expected \"%s\"", err, bad[k].says);
+    }
+    const st_tensor twice[2] = {t[0], t[0]};
+    assert_int_equal(st_write(path, twice, 2, NULL, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "given twice"));
+    if (st_open(path, &f, err, sizeof err) != 0)
+        fail_msg("the earlier file was damaged: %s", err);
+    assert_int_equal(f.count, 4);
+    st_close(&f);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_good_file),
         cmocka_unit_test(test_widening),
+        cmocka_unit_test(test_write_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,4 +52,16 @@ void npy_free(npy_array *a);
 int npy_write(const char *path, npy_dtype dtype, uint32_t rank, const int64_t *shape,
               const void *data, char *error, size_t error_size);
 
+/* Bytes to write, one piece of a file. */
+typedef struct npy_chunk {
+    const void *data;
+    size_t size;
+} npy_chunk;
+/* Writes the `count` chunks back to back as one file, the way npy_write
+ * writes (atomically for a regular or new file; devices and FIFOs as they
+ * are): for other formats the CLI writes (.safetensors). 0, or -1 with the
+ * reason in `error`. */
+int npy_write_file(const char *path, const npy_chunk *chunks, size_t count, char *error,
+                   size_t error_size);
+
 #endif

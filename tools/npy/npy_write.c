@@ -110,12 +110,14 @@ static int create_temporary(const char *path, char *tmp)
     return -1;
 }
 
-/* Writes the header and the data to `fd`, then closes it; false with the
- * errno of the first failure in *e. */
-static bool write_and_close(int fd, const char *header, size_t header_size, npy_dtype dtype,
-                            const void *data, size_t nbytes, int *e)
+/* Writes the chunks to `fd` in order (with `bools`, the last one's bytes as
+ * 0/1), then closes it; false with the errno of the first failure in *e. */
+static bool write_and_close(int fd, const npy_chunk *chunks, size_t count, bool bools, int *e)
 {
-    bool ok = write_all(fd, header, header_size) && write_data(fd, dtype, data, nbytes);
+    bool ok = true;
+    for (size_t k = 0; ok && k < count; k++)
+        ok = bools && k + 1 == count ? write_data(fd, NPY_BOOL, chunks[k].data, chunks[k].size)
+                                     : write_all(fd, chunks[k].data, chunks[k].size);
     *e = errno;
     if (close(fd) != 0 && ok) {
         ok = false;
@@ -124,12 +126,11 @@ static bool write_and_close(int fd, const char *header, size_t header_size, npy_
     return ok;
 }
 
-/* Header and data into a fresh temporary renamed over `path` (a link at
- * `path` is replaced, never written through); on failure the temporary is
- * removed and `path` left as it was. */
-static int write_replacing(const char *path, const char *header, size_t header_size,
-                           npy_dtype dtype, const void *data, size_t nbytes, char *error,
-                           size_t error_size)
+/* The chunks into a fresh temporary renamed over `path` (a link at `path`
+ * is replaced, never written through); on failure the temporary is removed
+ * and `path` left as it was. */
+static int write_replacing(const char *path, const npy_chunk *chunks, size_t count, bool bools,
+                           char *error, size_t error_size)
 {
     char *tmp = malloc(strlen(path) + 32);
     if (!tmp)
@@ -141,7 +142,7 @@ static int write_replacing(const char *path, const char *header, size_t header_s
         return npy_fail(error, error_size, path, "cannot create a file beside it: %s", strerror(e));
     }
     int e = 0;
-    bool ok = write_and_close(fd, header, header_size, dtype, data, nbytes, &e);
+    bool ok = write_and_close(fd, chunks, count, bools, &e);
     const char *what = "write failed";
     if (ok && rename(tmp, path) != 0) {
         ok = false;
@@ -156,15 +157,39 @@ static int write_replacing(const char *path, const char *header, size_t header_s
 
 /* A character device or FIFO (what `path` resolves to): written as it is,
  * never created or replaced. */
-static int write_in_place(const char *path, const char *header, size_t header_size, npy_dtype dtype,
-                          const void *data, size_t nbytes, char *error, size_t error_size)
+static int write_in_place(const char *path, const npy_chunk *chunks, size_t count, bool bools,
+                          char *error, size_t error_size)
 {
     int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return npy_fail(error, error_size, path, "cannot open for writing: %s", strerror(errno));
     int e = 0;
-    bool ok = write_and_close(fd, header, header_size, dtype, data, nbytes, &e);
+    bool ok = write_and_close(fd, chunks, count, bools, &e);
     return ok ? 0 : npy_fail(error, error_size, path, "write failed: %s", strerror(e));
+}
+
+/* npy_write_file, the last chunk written as 0/1 bytes with `bools`. */
+static int write_file(const char *path, const npy_chunk *chunks, size_t count, bool bools,
+                      char *error, size_t error_size)
+{
+    if (!path)
+        return npy_fail(error, error_size, path, "no path given");
+    /* stat, not lstat: /dev/stdout is a link to a pipe or terminal */
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return write_replacing(path, chunks, count, bools, error, error_size);
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+        return write_in_place(path, chunks, count, bools, error, error_size);
+    return npy_fail(error, error_size, path,
+                    "not a regular file (%s): cannot rename a written file over it; not writing "
+                    "it",
+                    S_ISDIR(st.st_mode) ? "a directory" : "a socket or block device");
+}
+
+int npy_write_file(const char *path, const npy_chunk *chunks, size_t count, char *error,
+                   size_t error_size)
+{
+    return write_file(path, chunks, count, false, error, error_size);
 }
 
 int npy_write(const char *path, npy_dtype dtype, uint32_t rank, const int64_t *shape,
@@ -192,14 +217,6 @@ int npy_write(const char *path, npy_dtype dtype, uint32_t rank, const int64_t *s
     size_t header_size = build_header(dtype, rank, shape, header, sizeof header);
     if (!header_size)
         return npy_fail(error, error_size, path, "header does not fit format 1.0");
-    /* stat, not lstat: /dev/stdout is a link to a pipe or terminal */
-    struct stat st;
-    if (stat(path, &st) != 0 || S_ISREG(st.st_mode))
-        return write_replacing(path, header, header_size, dtype, data, nbytes, error, error_size);
-    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
-        return write_in_place(path, header, header_size, dtype, data, nbytes, error, error_size);
-    return npy_fail(error, error_size, path,
-                    "not a regular file (%s): cannot rename a written file over it; not writing "
-                    "it",
-                    S_ISDIR(st.st_mode) ? "a directory" : "a socket or block device");
+    const npy_chunk chunks[2] = {{header, header_size}, {data, nbytes}};
+    return write_file(path, chunks, 2, dtype == NPY_BOOL, error, error_size);
 }

@@ -81,4 +81,15 @@ const st_tensor *st_find(const st_file *f, const char *name);
  * for another dtype. */
 int st_to_f32(const st_tensor *t, float *out, size_t count);
 
+/* Writes the `count` tensors (name, dtype, rank, shape, data, nbytes; names
+ * unique, none "__metadata__", nbytes matching dtype and shape) as a
+ * .safetensors file that st_open (and safetensors' own readers) read back:
+ * data back to back in the order given, the header padded with spaces to a
+ * multiple of 8 bytes, with `n_metadata` string pairs (metadata[2k] the key,
+ * metadata[2k+1] the value) as "__metadata__" when n_metadata > 0. Written
+ * whole or not at all, as npy_write writes (npy.h). 0, or -1 with the
+ * reason in `error`, which starts with the path. */
+int st_write(const char *path, const st_tensor *tensors, uint32_t count,
+             const char *const *metadata, uint32_t n_metadata, char *error, size_t error_size);
+
 #endif
