@@ -427,7 +427,7 @@ static void test_help_lists_flags(void **state)
 {
     (void)state;
     char err[4096];
-    char out[8192];
+    char out[16384];
     assert_int_equal(run("--help", err, sizeof err), 0);
     cli_read_text(cli_path_of("stdout.txt"), out, sizeof out);
     assert_non_null(strstr(out, "attention"));

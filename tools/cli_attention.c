@@ -1,5 +1,6 @@
 /* vkattn attention: scaled dot-product attention on .npy tensors. */
 #include "cli_job.h"
+#include "cli_mha_heads.h"
 #include "cli_mods.h"
 #include "cli_rope.h"
 #include "cli_viz.h"
@@ -27,6 +28,9 @@ static const char help_text[] =
     "  --weights-out W.npy   also write the attention probabilities, float32\n"
     "                        [B,Tq,Tk] averaged over heads, or with --per-head [B,Hq,Tq,Tk]\n"
     "  --per-head            see --weights-out\n"
+    "  --head-mask M.npy     float32 [Hq] or [B,Hq]: head h's output of batch row b (and\n"
+    "                        its weights) scaled by M[b,h]; 0 removes the head (Hugging\n"
+    "                        Face's head_mask); kept in f32 on the device\n"
     "  --weights-png W.png   also draw the attention probabilities of batch row 0, one\n"
     "                        heatmap per head (.png or .svg; keys hidden by the masks,\n"
     "                        --causal or --window drawn grey; see vkattn viz --help)\n"
@@ -50,7 +54,7 @@ static const char help_positions[] =
     "                        --causal-top-left at i)\n"
     "  --k-positions KP.npy  int32 or int64 [B,Tk]: K's positions (default: row j at j)\n";
 
-enum { Q, K, V, MASK, PAD, POS, KPOS, SINKS, SLOPES, N_INPUTS };
+enum { Q, K, V, MASK, PAD, POS, KPOS, SINKS, SLOPES, HMASK, N_INPUTS };
 
 /* One run: what attention adds to cli_job. */
 typedef struct attention_job {
@@ -97,7 +101,7 @@ static int own_option(void *user, const char *flag, const char *value)
 /* CLI_ARGS_OK, or the exit status. */
 static int parse_options(attention_job *a, int argc, char **argv)
 {
-    char help[8192];
+    char help[16384];
     snprintf(help, sizeof help, "%s%s%s%s%s", help_text, cli_mods_help, help_rope, cli_rope_help,
              help_positions);
     int code = cli_job_parse(&a->job, argc, argv, help, own_option, a);
@@ -148,7 +152,7 @@ static int load_inputs(void *user)
 {
     attention_job *a = user;
     static const uint32_t ranks[N_INPUTS] = {
-        4, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK, CLI_HEADS_RANK, CLI_HEADS_RANK};
+        4, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK, CLI_HEADS_RANK, CLI_HEADS_RANK, 0};
     if (cli_job_load(&a->job, ranks, PAD) != 0)
         return -1;
     for (int k = Q; a->bthd && k <= V; k++)
@@ -157,7 +161,8 @@ static int load_inputs(void *user)
         return -1;
     int64_t hq = a->in[Q].array.shape[1];
     if (cli_mods_check_heads(&a->in[SINKS], hq, "dimension 1 of --q") != 0 ||
-        cli_mods_check_heads(&a->in[SLOPES], hq, "dimension 1 of --q") != 0)
+        cli_mods_check_heads(&a->in[SLOPES], hq, "dimension 1 of --q") != 0 ||
+        cli_check_head_mask(&a->in[HMASK], hq, a->in[Q].array.shape[0], "dimension 1 of --q"))
         return -1;
     /* the mask stays f32 on the device (cli_job_upload): not rounded */
     for (int k = 0; k < N_INPUTS; k++)
@@ -197,31 +202,6 @@ static vkattn_result rotate(attention_job *a, vkattn_attention_args *args,
     return VKATTN_SUCCESS;
 }
 
-/* --weights-png: batch row 0 of the per-head weights drawn (in memory: the
- * file is written after the others); then the weights --weights-out asked
- * for, if any: averaged over heads unless --per-head. */
-static int draw_weights(attention_job *a)
-{
-    cli_job *j = &a->job;
-    cli_outputs *r = &j->out;
-    cli_viz_masks masks = cli_viz_job_masks(j, MASK, PAD, a->mods.window);
-    cli_viz_options o = {.title = "vkattn attention: weights of batch row 0"};
-    bool *hidden = NULL;
-    int status = cli_viz_hidden(&masks, r->weights_shape, 0, &hidden);
-    if (status == 0)
-        status = cli_viz_render("--weights-png", a->weights_png, &o, r->weights, r->weights_shape,
-                                0, hidden, &a->png);
-    free(hidden);
-    if (status != 0)
-        return -1;
-    if (!j->weights_path) { /* nothing else wants them: nothing to write or check */
-        free(r->weights);
-        r->weights = NULL;
-        return 0;
-    }
-    return j->per_head ? 0 : cli_viz_average_weights(j);
-}
-
 /* Inputs and outputs on the device; with --tune, the kernel choices for these
  * shapes first; the attention; its outputs read back. */
 static int run(void *user)
@@ -239,9 +219,9 @@ static int run(void *user)
     vkattn_attention_args args = {.scale = a->scale, .bool_mask = cli_job_bool_mask(j)};
     cli_mods_attention(&a->mods, j, &args);
     vkattn_tensor positions[2] = {{0}};
-    vkattn_tensor *slots[N_INPUTS] = {&args.q,       &args.k,           &args.v,
-                                      &args.mask,    &args.key_padding, &positions[0],
-                                      &positions[1], &args.sinks,       &args.alibi_slopes};
+    vkattn_tensor *slots[N_INPUTS] = {
+        &args.q,       &args.k,       &args.v,     &args.mask,         &args.key_padding,
+        &positions[0], &positions[1], &args.sinks, &args.alibi_slopes, &args.head_mask};
     if (cli_job_upload(j, slots, MASK) != 0 ||
         cli_job_create_outputs(j, &args.out, &args.weights, &args.lse) != 0)
         return -1;
@@ -268,7 +248,10 @@ static int run(void *user)
     }
     if (cli_job_download(j) != 0)
         return -1;
-    return a->weights_png ? draw_weights(a) : 0;
+    return a->weights_png ? cli_viz_draw_job_weights(j, a->weights_png,
+                                                     "vkattn attention: weights of batch row 0",
+                                                     MASK, PAD, a->mods.window, &a->png)
+                          : 0;
 }
 
 /* rotate() on the host with vkattn_ref_rope, for the reference. */
@@ -307,9 +290,9 @@ static int check(void *user)
     vkattn_ref_attention_args ra = {.scale = a->scale, .bool_mask = cli_job_bool_mask(&a->job)};
     cli_mods_reference(&a->mods, &a->job, &ra);
     vkattn_host_tensor positions[2] = {{0}};
-    vkattn_host_tensor *slots[N_INPUTS] = {&ra.q,         &ra.k,           &ra.v,
-                                           &ra.mask,      &ra.key_padding, &positions[0],
-                                           &positions[1], &ra.sinks,       &ra.alibi_slopes};
+    vkattn_host_tensor *slots[N_INPUTS] = {
+        &ra.q,         &ra.k,         &ra.v,     &ra.mask,         &ra.key_padding,
+        &positions[0], &positions[1], &ra.sinks, &ra.alibi_slopes, &ra.head_mask};
     cli_job_host_inputs(&a->job, slots);
     if (cli_job_reference(&a->job, &ra.out, &ra.weights, &ra.lse) != 0)
         return -1;
@@ -338,7 +321,8 @@ int cli_attention(int argc, char **argv)
                               {"--positions"},
                               {"--k-positions"},
                               {"--sinks", .keep_f32 = true},
-                              {"--alibi-slopes", .keep_f32 = true}}};
+                              {"--alibi-slopes", .keep_f32 = true},
+                              {"--head-mask", .keep_f32 = true}}};
     a.job = (cli_job){.command = "attention",
                       .inputs = a.in,
                       .bufs = a.bufs,

@@ -1,5 +1,8 @@
-/* vkattn info: every Vulkan device with the capabilities vkattn uses. */
+/* vkattn info: every Vulkan device with the capabilities vkattn uses; with
+ * --layer, a layer shape's parameter and KV-cache report instead. */
 #include "cli.h"
+#include "cli_io.h"
+#include "cli_report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,10 +10,19 @@
 
 static const char help[] =
     "usage: vkattn info [--json] [--device SEL]\n"
+    "       vkattn info --layer Dm,H,Hkv[,Dh] [--context N] [--bias]\n"
     "Lists every Vulkan device the loader finds with the capabilities vkattn uses,\n"
     "and marks with '*' the one a context would choose (automatic, or --device /\n"
     "$VKATTN_DEVICE). Exits 1 when there is no Vulkan device at all.\n"
-    "  --json   one JSON object per device\n";
+    "  --json         one JSON object per device\n"
+    "  --layer Dm,H,Hkv[,Dh]   instead, the size report of an attention layer of\n"
+    "                 embed_dim Dm, H query heads, Hkv KV heads and head_dim Dh\n"
+    "                 (default Dm / H): parameters of Wq, Wk, Wv, Wo and biases,\n"
+    "                 weight bytes per dtype, KV-cache bytes per token and for a\n"
+    "                 context per dtype, beside the same layer as MHA, GQA and MQA\n"
+    "                 (no device needed; vkattn mha --report prints the same)\n"
+    "  --context N    ... the context length of the report (default 4096)\n"
+    "  --bias         ... the projections have biases\n";
 
 static const char *yn(bool b) { return b ? "yes" : "no"; }
 
@@ -112,12 +124,34 @@ static void on_log(void *user, vkattn_log_level level, const char *message)
         fprintf(stderr, "vkattn: %s\n", message);
 }
 
+/* info --layer: the report, or 2 for a bad option. */
+static int layer_report(const char *layer, const char *context, bool bias)
+{
+    vkattn_mha_desc d;
+    uint32_t n = CLI_REPORT_CONTEXT;
+    if (cli_parse_layer(layer, &d) != 0 || (context && cli_parse_uint("--context", context, &n)))
+        return 2;
+    d.bias = bias;
+    return cli_layer_report(stdout, &d, n) != 0 ? 2 : 0;
+}
+
 int cli_info(int argc, char **argv)
 {
-    bool json = false;
-    const char *device = getenv("VKATTN_DEVICE");
+    bool json = false, bias = false;
+    const char *device = getenv("VKATTN_DEVICE"), *layer = NULL, *context = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
+        const char **value = strcmp(argv[i], "--layer") == 0     ? &layer
+                             : strcmp(argv[i], "--context") == 0 ? &context
+                                                                 : NULL;
+        if (value) {
+            if (i + 1 >= argc) {
+                cli_error("info: %s needs a value\n%s", argv[i], help);
+                return 2;
+            }
+            *value = argv[++i];
+        } else if (strcmp(argv[i], "--bias") == 0) {
+            bias = true;
+        } else if (strcmp(argv[i], "--json") == 0) {
             json = true;
         } else if (strcmp(argv[i], "--device") == 0) {
             if (i + 1 >= argc) {
@@ -132,6 +166,17 @@ int cli_info(int argc, char **argv)
             cli_error("info: unknown argument \"%s\"\n%s", argv[i], help);
             return 2;
         }
+    }
+    if (layer) {
+        if (json) {
+            cli_error("info: --layer prints a text report; it takes no --json");
+            return 2;
+        }
+        return layer_report(layer, context, bias);
+    }
+    if (context || bias) {
+        cli_error("info: %s needs --layer", context ? "--context" : "--bias");
+        return 2;
     }
     if (device && !*device)
         device = NULL;

@@ -18,7 +18,7 @@ int64_t cli_numel(const npy_array *a)
     return n;
 }
 
-static void shape_text(const npy_array *a, char *buf, size_t size)
+void cli_shape_text(const npy_array *a, char *buf, size_t size)
 {
     int n = snprintf(buf, size, "(");
     for (uint32_t i = 0; i < a->rank && n > 0 && (size_t)n < size; i++)
@@ -37,7 +37,7 @@ static int load(cli_input *in)
     for (uint32_t i = 0; i < in->array.rank; i++)
         if (in->array.shape[i] == 0) {
             char s[128];
-            shape_text(&in->array, s, sizeof s);
+            cli_shape_text(&in->array, s, sizeof s);
             cli_error("%s %s: shape %s has a zero-sized dimension %u", in->flag, in->path, s, i);
             return -1;
         }
@@ -80,7 +80,7 @@ int cli_load_f32(cli_input *in, uint32_t rank)
     }
     if ((rank && in->array.rank != rank) || in->array.rank == 0 || in->array.rank > 4) {
         char s[128];
-        shape_text(&in->array, s, sizeof s);
+        cli_shape_text(&in->array, s, sizeof s);
         if (rank)
             cli_error("%s %s: shape %s has %u dimensions, expected %u", in->flag, in->path, s,
                       in->array.rank, rank);
@@ -137,7 +137,7 @@ int cli_expect_dim(const cli_input *in, uint32_t dim, int64_t want, const char *
     if (want < 0 || in->array.shape[dim] == want)
         return 0;
     char s[128];
-    shape_text(&in->array, s, sizeof s);
+    cli_shape_text(&in->array, s, sizeof s);
     cli_error("%s %s: shape %s: dimension %u is %lld but %s is %lld", in->flag, in->path, s, dim,
               (long long)in->array.shape[dim], what, (long long)want);
     return -1;

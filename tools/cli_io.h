@@ -34,6 +34,8 @@ int cli_load_mask_u8(cli_input *in);
  * want < 0). `what` describes the dimension ("embed_dim"). */
 int cli_expect_dim(const cli_input *in, uint32_t dim, int64_t want, const char *what);
 int64_t cli_numel(const npy_array *a);
+/* "(2, 3, 4)": an array's shape for messages, as numpy prints it. */
+void cli_shape_text(const npy_array *a, char *buf, size_t size);
 
 /* The library's dtype of a loaded array: `f32_as` for float32 data, I32
  * for int32 (positions), U8 for uint8 and bool. */

@@ -124,6 +124,8 @@ typedef struct job_parser {
 static int parse_option(void *user, int argc, char **argv, int *i)
 {
     const job_parser *p = user;
+    if (p->job->own_switch && p->job->own_switch(p->user, argv[*i]))
+        return 0;
     const char *val = NULL;
     int taken = parse_job_option(p->job, argc, argv, i, &val);
     if (taken == 0)

@@ -40,6 +40,9 @@ typedef struct cli_job {
     bool seq_first;        /* --seq-first (mha only): [T, B, E] activations */
     bool input_bf16;       /* --input-bf16: uint16 .npy inputs hold bf16 bits */
     vkattn_dtype dtype;    /* --dtype; default f32 */
+    /* The command's own options without a value (mha's --report): true
+     * when `flag` is one (and it is now set), else false. NULL: none. */
+    bool (*own_switch)(void *user, const char *flag);
     vkattn_context *ctx;
     cli_outputs out;
 } cli_job;

@@ -1,13 +1,18 @@
 /* vkattn mha: one multi-head attention layer (torch.nn.MultiheadAttention
  * weights layout) on .npy inputs. */
 #include "cli_job.h"
+#include "cli_mha_heads.h"
 #include "cli_mods.h"
+#include "cli_report.h"
 #include "cli_rope.h"
+#include "cli_viz.h"
 #include "cli_weights.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char help_text[] =
     "usage: vkattn mha --x X.npy --heads H --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy\n"
@@ -25,7 +30,8 @@ static const char help_text[] =
     "  --bq/--bk/--bv/--bo B.npy   biases [H*Dh], [G*Dh], [G*Dv], [Dm] (missing ones: 0)\n"
     "  --weights F.safetensors  the weights and biases by name from a .safetensors file\n"
     "                        (F32, F16 or BF16 tensors), instead of --wq..--bo\n"
-    "  --prefix P            ... each name starting with P (\"layers.0.self_attn.\")\n"
+    "  --prefix P            ... each name starting with P (\"layers.0.self_attn.\"; also\n"
+    "                        the names --save-weights writes)\n"
     "  --names torch|hf      ... as nn.MultiheadAttention names them (in_proj_weight\n"
     "                        [3E,E] or q/k/v_proj_weight, in_proj_bias, out_proj.weight,\n"
     "                        out_proj.bias) or as Hugging Face models do (q_proj, k_proj,\n"
@@ -42,7 +48,37 @@ static const char help_text[] =
     "                        t.view(torch.int16).numpy().view('<u2')), widened exactly\n"
     "  --weights-out W.npy   also write attention probabilities [B,Tq,Tk] (head average)\n"
     "  --per-head            ... or [B,H,Tq,Tk] per head\n"
+    "  --weights-png W.png   also draw the attention probabilities of batch row 0, one\n"
+    "                        heatmap per head (.png or .svg; see vkattn viz --help)\n"
     "  --check               compare with the CPU reference; exit 1 above 2e-4 / 1.5e-2\n"
+    "  --head-mask M.npy     float32 [H] or [B,H]: head h's attention output of batch row\n"
+    "                        b scaled by M[b,h] before the output projection (0 removes\n"
+    "                        the head: Hugging Face's head_mask); in the forward pass\n"
+    "                        and the --prefill steps\n"
+    "  --prune-heads 0,5,7   remove these query heads from the layer for good before it\n"
+    "                        runs: their rows of WQ and columns of WO go (and the KV\n"
+    "                        heads whose whole group goes), so the projections shrink;\n"
+    "                        --weights-out and --per-head then hold the kept heads,\n"
+    "                        --head-mask still has H columns (the removed ones unused),\n"
+    "                        and --check compares with the unpruned layer with those\n"
+    "                        heads masked (which the pruned one equals)\n"
+    "  --save-weights F.safetensors   write the layer's projection weights and biases\n"
+    "                        as it runs them (after --prune-heads: the smaller ones),\n"
+    "                        Hugging Face names under --prefix (q_proj.weight ..\n"
+    "                        o_proj.bias), f32/f16/bf16 as the device keeps them, q8_0\n"
+    "                        dequantized to F32 (exact); metadata num_heads, num_kv_heads,\n"
+    "                        head_dim, v_head_dim, kept_heads. --weights reads it back\n"
+    "  --head-report         print each head's importance for these inputs: the RMS\n"
+    "                        change of Y when that head alone is masked (its share of\n"
+    "                        Y), ranked, least important last; runs H+1 forward passes\n"
+    "                        (not with --prefill or --head-mask)\n"
+    "  --head-report-json F  ... and write the ranking as JSON (alone: JSON only)\n"
+    "  --report              print the layer's parameters (Q, K, V, O, biases, packed\n"
+    "                        or not), weight bytes per dtype and KV-cache bytes per\n"
+    "                        token and for --context tokens per dtype, beside the same\n"
+    "                        layer as MHA, GQA and MQA (vkattn info --layer prints it\n"
+    "                        for any shape)\n"
+    "  --context N           the context length of --report (default 4096)\n"
     "  --prefill N           decode through a KV cache (needs --causal, self-attention):\n"
     "                        the first N tokens of every sequence of X are one prefill\n"
     "                        step, the rest go one token per step through the decode\n"
@@ -90,6 +126,7 @@ enum {
     KN,
     SINKS,
     SLOPES,
+    HMASK,
     WEIGHTS,
     N_INPUTS
 };
@@ -98,14 +135,27 @@ enum {
 typedef struct mha_job {
     cli_job job;
     uint32_t heads, kv_heads, prefill, paged_block, kv_splits;
+    uint32_t context;      /* --context; 0: CLI_REPORT_CONTEXT */
     float scale, norm_eps; /* --scale, --norm-eps; 0: the layer's defaults */
     cli_rope_options rope;
     cli_mods mods;
     const char *prefix;       /* --prefix */
     const char *kv_dtype;     /* --kv-dtype (NULL: the layer's dtype) */
     const char *weight_dtype; /* --weight-dtype (NULL: the layer's dtype) */
-    cli_weight_names names;   /* --names */
-    char *weight_labels[8];   /* "<file>:<name>" of the tensors from --weights */
+    const char *prune_text;   /* --prune-heads: the heads to remove */
+    const char *save_weights; /* --save-weights */
+    const char *report_json;  /* --head-report-json */
+    const char *weights_png;  /* --weights-png */
+    bool head_report, report; /* --head-report, --report */
+    uint32_t *keep, kept;     /* with --prune-heads: the heads that stay */
+    npy_array mask_pruned;    /* ... --head-mask's columns of those heads */
+    npy_array mask_masked;    /* ... and for the reference, removed heads 0 */
+    vkattn_buffer *mask_buffer;
+    float *importance;       /* --head-report: [kept heads] */
+    cli_saved_weights saved; /* --save-weights, read back after the run */
+    cli_viz_picture png;     /* --weights-png, drawn after the run */
+    cli_weight_names names;  /* --names */
+    char *weight_labels[8];  /* "<file>:<name>" of the tensors from --weights */
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */
@@ -189,7 +239,8 @@ static vkattn_result run_steps(vkattn_context *ctx, vkattn_mha *layer,
                                    .sequences = seqs,
                                    .x = fa->x,
                                    .y = fa->y,
-                                   .kv_splits = kv_splits};
+                                   .kv_splits = kv_splits,
+                                   .head_mask = fa->head_mask};
         /* [B, n, Dm] views of the full [B, Tq, Dm] tensors at token t,
          * through their strides (--seq-first's [Tq, B, Dm] storage), or
          * the contiguous ones where they have the defaults */
@@ -219,10 +270,14 @@ static int own_option(void *user, const char *flag, const char *value)
     int mod = cli_mods_option(&m->mods, flag, value);
     if (mod != 0)
         return mod;
-    const char **text = strcmp(flag, "--prefix") == 0         ? &m->prefix
-                        : strcmp(flag, "--kv-dtype") == 0     ? &m->kv_dtype
-                        : strcmp(flag, "--weight-dtype") == 0 ? &m->weight_dtype
-                                                              : NULL;
+    const char **text = strcmp(flag, "--prefix") == 0             ? &m->prefix
+                        : strcmp(flag, "--kv-dtype") == 0         ? &m->kv_dtype
+                        : strcmp(flag, "--weight-dtype") == 0     ? &m->weight_dtype
+                        : strcmp(flag, "--prune-heads") == 0      ? &m->prune_text
+                        : strcmp(flag, "--save-weights") == 0     ? &m->save_weights
+                        : strcmp(flag, "--head-report-json") == 0 ? &m->report_json
+                        : strcmp(flag, "--weights-png") == 0      ? &m->weights_png
+                                                                  : NULL;
     if (text) {
         *text = value;
         return 1;
@@ -239,10 +294,68 @@ static int own_option(void *user, const char *flag, const char *value)
                       : strcmp(flag, "--prefill") == 0     ? &m->prefill
                       : strcmp(flag, "--paged-block") == 0 ? &m->paged_block
                       : strcmp(flag, "--kv-splits") == 0   ? &m->kv_splits
+                      : strcmp(flag, "--context") == 0     ? &m->context
                                                            : NULL;
     if (!count)
         return 0;
     return cli_parse_uint(flag, value, count) != 0 ? -1 : 1;
+}
+
+/* --head-report and --report, the options without a value. */
+static bool own_switch(void *user, const char *flag)
+{
+    mha_job *m = user;
+    bool *b = strcmp(flag, "--head-report") == 0 ? &m->head_report
+              : strcmp(flag, "--report") == 0    ? &m->report
+                                                 : NULL;
+    if (b)
+        *b = true;
+    return b != NULL;
+}
+
+/* Whether the layer's heads get measured (--head-report, or its JSON). */
+static bool measures_heads(const mha_job *m) { return m->head_report || m->report_json; }
+
+/* The options of --head-report, --report, --prune-heads, --save-weights
+ * and --weights-png with the rest, and their files against every other
+ * file: 0, or -1 after printing. */
+static int check_head_options(mha_job *m)
+{
+    const cli_job *j = &m->job;
+    if (measures_heads(m) && (m->prefill || m->in[HMASK].path)) {
+        cli_error("mha: --head-report measures every head on the forward pass, unmasked: it "
+                  "takes no %s",
+                  m->prefill ? "--prefill" : "--head-mask");
+        return -1;
+    }
+    if (m->context && !m->report) {
+        cli_error("mha: --context needs --report");
+        return -1;
+    }
+    const char *ext = m->save_weights ? strrchr(m->save_weights, '.') : NULL;
+    if (m->save_weights && (!ext || strcmp(ext, ".safetensors") != 0)) {
+        cli_error("mha: --save-weights \"%s\": expected a .safetensors path", m->save_weights);
+        return -1;
+    }
+    if (m->weights_png && cli_viz_check_output(j, "--weights-png", m->weights_png) != 0)
+        return -1;
+    cli_path_use uses[CLI_MAX_PATH_USES] = {
+        {"--save-weights", m->save_weights, true},
+        {"--head-report-json", m->report_json, true},
+        {"--weights-png", m->weights_png, true},
+        {"--out", j->out_path, true},
+        {"--weights-out", j->weights_path, true},
+        {"--pipeline-cache", j->device.pipeline_cache, true},
+        {"--tuning", j->device.tuning, true},
+    };
+    int n = 7;
+    for (int k = 0; k < j->n_inputs && n < CLI_MAX_PATH_USES; k++)
+        uses[n++] = (cli_path_use){j->inputs[k].flag, j->inputs[k].path, false};
+    if (cli_check_path_collisions("mha", uses, n) != 0)
+        return -1;
+    return m->prune_text ? cli_parse_pruned_heads("--prune-heads", m->prune_text, m->heads,
+                                                  &m->keep, &m->kept)
+                         : 0;
 }
 
 /* The options of a modern decoder layer (QK-norm, RoPE, positions) with
@@ -287,13 +400,15 @@ static int check_layer_options(const mha_job *m)
 }
 
 /* The weights come from --weights or from --wq..--bo, not both; --prefix
- * and --names only with --weights. 0, or -1 after printing. */
+ * only with --weights or --save-weights (the names it reads or writes),
+ * --names only with --weights. 0, or -1 after printing. */
 static int check_weight_source(const mha_job *m)
 {
     const cli_input *in = m->in;
     if (!in[WEIGHTS].path) {
-        if (m->prefix || m->names != CLI_NAMES_AUTO) {
-            cli_error("mha: %s needs --weights", m->prefix ? "--prefix" : "--names");
+        if ((m->prefix && !m->save_weights) || m->names != CLI_NAMES_AUTO) {
+            cli_error("mha: %s needs --weights%s", m->prefix ? "--prefix" : "--names",
+                      m->prefix ? " or --save-weights" : "");
             return -1;
         }
         return 0;
@@ -350,7 +465,7 @@ static int check_weight_dtype(const mha_job *m)
 /* CLI_ARGS_OK, or the exit status. */
 static int parse_options(mha_job *m, int argc, char **argv)
 {
-    char help[8192];
+    char help[16384];
     snprintf(help, sizeof help, "%s%s%s%s%s", help_text, cli_mods_help, help_rope, cli_rope_help,
              help_positions);
     int code = cli_job_parse(&m->job, argc, argv, help, own_option, m);
@@ -364,7 +479,7 @@ static int parse_options(mha_job *m, int argc, char **argv)
     int n_required = m->in[WEIGHTS].path ? 1 : 5;
     if (cli_job_check_required(&m->job, required, n_required, !m->heads ? "--heads" : NULL) != 0)
         return 2;
-    if (check_weight_dtype(m) != 0)
+    if (check_weight_dtype(m) != 0 || check_head_options(m) != 0)
         return 2;
     if ((m->paged_block || m->kv_splits || m->kv_dtype) && !m->prefill) {
         cli_error("mha: %s needs --prefill", m->paged_block ? "--paged-block"
@@ -385,10 +500,12 @@ static int parse_options(mha_job *m, int argc, char **argv)
         return 2;
     }
     const cli_input *in = m->in;
-    bool not_decode = in[KV].path || in[MASK].path || in[PAD].path || m->job.weights_path;
+    bool not_decode =
+        in[KV].path || in[MASK].path || in[PAD].path || m->job.weights_path || m->weights_png;
     if (m->prefill && (!m->job.causal || not_decode)) {
         cli_error("mha: --prefill decodes causal self-attention through a KV cache: it needs "
-                  "--causal and takes no --kv, --mask, --key-padding or --weights-out");
+                  "--causal and takes no --kv, --mask, --key-padding, --weights-out or "
+                  "--weights-png");
         return 2;
     }
     return CLI_ARGS_OK;
@@ -417,6 +534,7 @@ static int load_inputs(void *user)
                                              1,
                                              CLI_HEADS_RANK,
                                              CLI_HEADS_RANK,
+                                             0,
                                              0};
     cli_input *in = m->in;
     if (in[WEIGHTS].path &&
@@ -483,6 +601,12 @@ static int load_inputs(void *user)
         .norm_eps = m->norm_eps,
     };
     cli_mods_desc(&m->mods, &in[SINKS], &in[SLOPES], &m->desc);
+    if (cli_check_head_mask(&in[HMASK], hq, xs[0], "--heads") != 0)
+        return -1;
+    if (m->keep &&
+        cli_prune_head_mask(in[HMASK].path ? &in[HMASK].array : NULL, "--head-mask", in[HMASK].path,
+                            m->heads, m->keep, m->kept, &m->mask_pruned, &m->mask_masked) != 0)
+        return -1;
     return 0;
 }
 
@@ -516,23 +640,36 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
     vkattn_result r = vkattn_mha_create(j->ctx, &m->desc, &m->layer);
     if (r == VKATTN_SUCCESS)
         r = vkattn_mha_set_weights(m->layer, &w);
+    if (r == VKATTN_SUCCESS && m->keep)
+        r = vkattn_mha_prune_heads(m->layer, m->keep, m->kept);
     if (r != VKATTN_SUCCESS) {
         cli_report_error(j->ctx, r, m->in, N_INPUTS);
         return -1;
     }
+    /* the layer that runs: after --prune-heads, the smaller one */
+    const vkattn_mha_desc *d = vkattn_mha_config(m->layer);
+    if (m->report && cli_layer_report(stdout, d, m->context ? m->context : CLI_REPORT_CONTEXT) != 0)
+        return -1;
     const int64_t *xs = m->in[X].array.shape;
     int64_t tq = xs[1];
-    cli_job_shape_outputs(j, 3, xs, m->heads, tq, kv_len(m));
+    cli_job_shape_outputs(j, 3, xs, d->num_heads, tq, kv_len(m));
+    if (m->weights_png) /* the picture needs every head's */
+        cli_viz_shape_weights(j, xs[0], d->num_heads, tq, kv_len(m));
     if (m->job.seq_first) /* Y is written as stored: [T, B, E] */
         cli_swap_dims(j->out.shape, 0, 1);
-    vkattn_tensor *slots[N_INPUTS] = {[X] = &fa->x,
-                                      [KV] = &fa->kv,
-                                      [MASK] = &fa->mask,
-                                      [PAD] = &fa->key_padding,
-                                      [POS] = &fa->positions};
+    /* a pruned layer's head mask: the columns of its heads */
+    vkattn_tensor *slots[N_INPUTS] = {
+        [X] = &fa->x,           [KV] = &fa->kv,
+        [MASK] = &fa->mask,     [PAD] = &fa->key_padding,
+        [POS] = &fa->positions, [HMASK] = m->keep ? NULL : &fa->head_mask};
     if (cli_job_upload(j, slots, MASK) != 0 ||
         cli_job_create_outputs(j, &fa->y, &fa->weights, NULL) != 0)
         return -1;
+    if (m->keep && m->in[HMASK].path) {
+        if (!(m->mask_buffer = cli_upload(j->ctx, &m->mask_pruned, VKATTN_DTYPE_F32)))
+            return -1;
+        fa->head_mask = cli_tensor(m->mask_buffer, &m->mask_pruned, VKATTN_DTYPE_F32);
+    }
     if (m->job.seq_first) {
         vkattn_tensor *t[3] = {&fa->x, &fa->kv, &fa->y};
         memcpy(fa->y.shape, xs, sizeof(int64_t) * 3);
@@ -568,15 +705,28 @@ static int run(void *user)
         if (r == VKATTN_SUCCESS)
             r = cli_save_tuning(j->ctx, &j->device);
     }
-    if (r == VKATTN_SUCCESS)
+    uint32_t heads = vkattn_mha_config(m->layer)->num_heads;
+    if (r == VKATTN_SUCCESS && measures_heads(m) &&
+        !(m->importance = malloc(heads * sizeof *m->importance)))
+        r = VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    if (r == VKATTN_SUCCESS) /* the head report's last forward is the plain one */
         r = m->prefill ? run_steps(j->ctx, m->layer, &fa, j->dtype, kv_dtype_of(m), m->prefill,
                                    m->paged_block, m->kv_splits, &j->device)
-                       : vkattn_mha_forward(m->layer, &fa);
+            : measures_heads(m) ? vkattn_mha_head_importance(m->layer, &fa, m->importance)
+                                : vkattn_mha_forward(m->layer, &fa);
     if (r != VKATTN_SUCCESS) {
         cli_report_error(j->ctx, r, m->in, N_INPUTS);
         return -1;
     }
-    return cli_job_download(j);
+    if (cli_job_download(j) != 0 ||
+        (m->weights_png &&
+         cli_viz_draw_job_weights(j, m->weights_png, "vkattn mha: weights of batch row 0", MASK,
+                                  PAD, m->desc.window, &m->png) != 0))
+        return -1;
+    /* the weights as the layer ran, read back while it exists; written last */
+    return m->save_weights
+               ? cli_saved_weights_read(m->layer, m->prefix, m->keep, m->kept, &m->saved)
+               : 0;
 }
 
 /* --check: the CPU reference on the same inputs and weights (K and V
@@ -590,14 +740,32 @@ static int check(void *user)
     vkattn_dtype kv = kv_dtype_of(m);
     if (kv == VKATTN_DTYPE_Q8_0 || kv == VKATTN_DTYPE_Q4_0)
         ra.kv_cache_dtype = kv;
-    vkattn_host_tensor *slots[N_INPUTS] = {[X] = &ra.x,
-                                           [KV] = &ra.kv,
-                                           [MASK] = &ra.mask,
-                                           [PAD] = &ra.key_padding,
-                                           [POS] = &ra.positions};
+    vkattn_host_tensor *slots[N_INPUTS] = {
+        [X] = &ra.x,           [KV] = &ra.kv,          [MASK] = &ra.mask, [PAD] = &ra.key_padding,
+        [POS] = &ra.positions, [HMASK] = &ra.head_mask};
     cli_job_host_inputs(&m->job, slots);
     if (cli_job_reference(&m->job, &ra.y, &ra.weights, NULL) != 0)
         return -1;
+    /* pruned: the unpruned layer with the removed heads masked, its
+     * per-head weights gathered to the kept heads afterwards */
+    float *all_weights = NULL;
+    int64_t ws[4] = {0};
+    if (m->keep) {
+        const npy_array *hm = &m->mask_masked;
+        ra.head_mask = vkattn_host_tensor_make(hm->data, VKATTN_DTYPE_F32, hm->rank, hm->shape);
+        if (ra.weights.data) {
+            const cli_outputs *r = &m->job.out;
+            ws[0] = r->weights_shape[0];
+            ws[1] = m->heads;
+            ws[2] = m->in[X].array.shape[1];
+            ws[3] = kv_len(m);
+            if (!(all_weights = malloc((size_t)(ws[0] * ws[1] * ws[2] * ws[3]) * 4))) {
+                cli_error("CPU reference failed: out of memory");
+                return -1;
+            }
+            ra.weights = vkattn_host_tensor_make(all_weights, VKATTN_DTYPE_F32, 4, ws);
+        }
+    }
     if (m->job.seq_first) {
         vkattn_host_tensor *t[3] = {&ra.x, &ra.kv, &ra.y};
         memcpy(ra.y.shape, ra.x.shape, sizeof ra.y.shape);
@@ -609,9 +777,62 @@ static int check(void *user)
     char err[512];
     if (vkattn_ref_mha(&m->desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS) {
         cli_error("CPU reference failed: %s", err);
+        free(all_weights);
         return -1;
     }
+    if (all_weights)
+        cli_gather_head_weights(all_weights, ws, m->keep, m->kept, !m->job.per_head,
+                                m->job.out.ref_weights);
+    free(all_weights);
     return cli_job_compare(&m->job);
+}
+
+/* Removes the regular files among `paths` (never /dev/null or a FIFO). */
+static void remove_written(const char *const *paths, int n)
+{
+    for (int k = 0; k < n; k++) {
+        struct stat st;
+        if (paths[k] && lstat(paths[k], &st) == 0 && S_ISREG(st.st_mode))
+            unlink(paths[k]);
+    }
+}
+
+/* After the job's outputs: the head report printed, then the files the job
+ * does not write itself (--weights-png, --head-report-json,
+ * --save-weights); when one cannot be written, the ones written before and
+ * the job's outputs go again, so that a failed command leaves none. 0, or
+ * 1 after printing. */
+static int finish(mha_job *m)
+{
+    const vkattn_mha_desc *d = vkattn_mha_config(m->layer);
+    uint32_t kv_heads = m->kv_heads ? m->kv_heads : m->heads;
+    cli_head_report hr = {m->importance, d->num_heads, m->keep, m->heads, m->heads / kv_heads};
+    if (m->head_report)
+        cli_print_head_report(stdout, &hr);
+    const char *written[3];
+    int n = 0;
+    bool ok = true;
+    if (m->weights_png && (ok = cli_viz_save("--weights-png", m->weights_png, &m->png) == 0))
+        written[n++] = m->weights_png;
+    if (ok && m->report_json) {
+        char *json = cli_head_report_json(&hr), err[512];
+        const npy_chunk chunk = {json, json ? strlen(json) : 0};
+        ok = json && npy_write_file(m->report_json, &chunk, 1, err, sizeof err) == 0;
+        if (!ok)
+            cli_error("--head-report-json %s", json ? err : "out of memory");
+        else
+            written[n++] = m->report_json;
+        free(json);
+    }
+    if (ok && m->save_weights)
+        ok = cli_saved_weights_write(&m->saved, m->save_weights) == 0;
+    if (ok)
+        return 0;
+    remove_written(written, n);
+    const char *outputs[2] = {m->job.out_path, m->job.weights_path};
+    remove_written(outputs, 2);
+    cli_error("mha: nothing was written");
+    return 1;
 }
 
 int cli_mha(int argc, char **argv)
@@ -633,19 +854,32 @@ int cli_mha(int argc, char **argv)
                         {"--k-norm"},
                         {"--sinks", .keep_f32 = true},
                         {"--alibi-slopes", .keep_f32 = true},
+                        {"--head-mask", .keep_f32 = true},
                         {"--weights", .external = true}}};
     m.job = (cli_job){.command = "mha",
                       .inputs = m.in,
                       .bufs = m.bufs,
                       .n_inputs = N_INPUTS,
-                      .device = {.tunable = true}};
+                      .device = {.tunable = true},
+                      .own_switch = own_switch};
     int code = parse_options(&m, argc, argv);
-    if (code != CLI_ARGS_OK)
+    if (code != CLI_ARGS_OK) {
+        free(m.keep);
         return code;
+    }
     int status = cli_job_run(&m.job, load_inputs, run, check, &m);
+    if (status == 0)
+        status = finish(&m);
+    cli_viz_picture_free(&m.png);
+    cli_saved_weights_free(&m.saved);
     vkattn_mha_destroy(m.layer); /* before cli_job_end closes its context */
+    vkattn_buffer_destroy(m.mask_buffer);
     status = cli_job_end(&m.job, status);
     for (int k = 0; k < 8; k++)
         free(m.weight_labels[k]);
+    free(m.keep);
+    free(m.importance);
+    npy_free(&m.mask_pruned);
+    npy_free(&m.mask_masked);
     return status;
 }

@@ -78,6 +78,13 @@ void cli_viz_shape_weights(cli_job *j, int64_t batch, int64_t heads, int64_t tq,
  * Tq, Tk], as --weights-out without --per-head writes them. -1 after
  * printing when out of memory. */
 int cli_viz_average_weights(cli_job *j);
+/* --weights-png of a job whose weights were read back per head
+ * (cli_viz_shape_weights): batch row 0 drawn into *png (written later),
+ * keys hidden by its inputs `mask` and `key_padding`, causal and `window`
+ * drawn grey; then the weights --weights-out asked for, if any: averaged
+ * over heads unless --per-head (none: freed). 0, or -1 after printing. */
+int cli_viz_draw_job_weights(cli_job *j, const char *path, const char *title, int mask,
+                             int key_padding, uint32_t window, cli_viz_picture *png);
 /* A picture's path given with `option`: its extension is .png or .svg, and
  * it names none of the job's other files (outputs and inputs). 0, or -1
  * after printing. */

@@ -21,15 +21,6 @@ cli_viz_masks cli_viz_job_masks(const cli_job *j, int mask, int key_padding, uin
     };
 }
 
-static void shape_text(const npy_array *a, char *out, size_t size)
-{
-    size_t n = (size_t)snprintf(out, size, "[");
-    for (uint32_t d = 0; d < a->rank && n < size; d++)
-        n += (size_t)snprintf(out + n, size - n, "%s%lld", d ? "," : "", (long long)a->shape[d]);
-    if (n < size)
-        snprintf(out + n, size - n, "]");
-}
-
 /* The mask's strides (in elements) over [B, H, Tq, Tk], 0 where it
  * broadcasts; -1 after printing when its shape does not fit. */
 static int mask_strides(const cli_input *in, const int64_t shape[4], int64_t strides[4])
@@ -45,7 +36,7 @@ static int mask_strides(const cli_input *in, const int64_t shape[4], int64_t str
     }
     if (!ok) {
         char s[96];
-        shape_text(a, s, sizeof s);
+        cli_shape_text(a, s, sizeof s);
         cli_error("%s %s: shape %s does not broadcast to the weights' [B,H,Tq,Tk] = "
                   "[%lld,%lld,%lld,%lld] (masks are [Tq,Tk], [B*H,Tq,Tk] or [B,H,Tq,Tk], any "
                   "dimension 1)",
@@ -86,7 +77,7 @@ static int check_padding(const cli_input *in, const int64_t shape[4])
     if (a->rank == 2 && a->shape[0] == shape[0] && a->shape[1] == shape[3])
         return 0;
     char s[96];
-    shape_text(a, s, sizeof s);
+    cli_shape_text(a, s, sizeof s);
     cli_error("%s %s: shape %s, expected [B,Tk] = [%lld,%lld] for these weights", in->flag,
               in->path, s, (long long)shape[0], (long long)shape[3]);
     return -1;

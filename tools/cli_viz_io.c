@@ -239,6 +239,28 @@ int cli_viz_average_weights(cli_job *j)
     return 0;
 }
 
+int cli_viz_draw_job_weights(cli_job *j, const char *path, const char *title, int mask,
+                             int key_padding, uint32_t window, cli_viz_picture *png)
+{
+    cli_outputs *r = &j->out;
+    cli_viz_masks masks = cli_viz_job_masks(j, mask, key_padding, window);
+    cli_viz_options o = {.title = title};
+    bool *hidden = NULL;
+    int status = cli_viz_hidden(&masks, r->weights_shape, 0, &hidden);
+    if (status == 0)
+        status =
+            cli_viz_render("--weights-png", path, &o, r->weights, r->weights_shape, 0, hidden, png);
+    free(hidden);
+    if (status != 0)
+        return -1;
+    if (!j->weights_path) { /* nothing else wants them: nothing to write or check */
+        free(r->weights);
+        r->weights = NULL;
+        return 0;
+    }
+    return j->per_head ? 0 : cli_viz_average_weights(j);
+}
+
 int cli_viz_check_output(const cli_job *j, const char *option, const char *path)
 {
     char err[512];

@@ -30,18 +30,19 @@ def attention(backend, q, k, v, *, causal=False, mask=None, key_padding=None,
               key_padding_mask=None, scale=None, dtype="f32", need_weights=False,
               per_head=False, causal_top_left=False, window=0, softcap=0.0, sinks=None,
               alibi_slopes=None, alibi_max_bias=0.0, mask_true_blocks=False,
-              return_lse=False, layout="bhtd"):
+              return_lse=False, layout="bhtd", head_mask=None):
     try:
         return _attention(backend, q, k, v, causal, mask, key_padding, key_padding_mask, scale,
                           dtype, need_weights, per_head, causal_top_left, window, softcap, sinks,
-                          alibi_slopes, alibi_max_bias, mask_true_blocks, return_lse, layout)
+                          alibi_slopes, alibi_max_bias, mask_true_blocks, return_lse, layout,
+                          head_mask)
     finally:
         backend.release()
 
 
 def _attention(backend, q, k, v, causal, mask, key_padding, key_padding_mask, scale, dtype,
                need_weights, per_head, causal_top_left, window, softcap, sinks, alibi_slopes,
-               alibi_max_bias, mask_true_blocks, return_lse, layout):
+               alibi_max_bias, mask_true_blocks, return_lse, layout, head_mask):
     code = A.dtype_code(dtype)
     perm = layout_perm(layout)
     args = backend.args()
@@ -76,6 +77,8 @@ def _attention(backend, q, k, v, causal, mask, key_padding, key_padding_mask, sc
     if alibi_slopes is not None:
         args.alibi_slopes = backend.input("alibi_slopes", alibi_slopes, _lib.DTYPE_F32,
                                           ranks=(1,))
+    if head_mask is not None:
+        args.head_mask = backend.input("head_mask", head_mask, _lib.DTYPE_F32, ranks=(1, 2))
     args.causal = bool(causal)
     args.scale = 0.0 if scale is None else float(scale)
     args.bool_mask = _lib.BOOL_MASK_TRUE_BLOCKS if mask_true_blocks else \

@@ -189,6 +189,9 @@ class Context:
           window, softcap, sinks [Hq], alibi_slopes [Hq], alibi_max_bias:
                           score modifiers (see include/vkattn/ops.h)
           return_lse      also return log-sum-exp [B, Hq, Tq] (float32)
+          head_mask       float32 [Hq] or [B, Hq]: head h's output (and weights)
+                          of batch row b times head_mask[b, h]; 0 removes the
+                          head (Hugging Face's head_mask)
         Rows with no visible key give zeros, never NaN."""
         return _attention.attention(_DeviceBackend(self), q, k, v, **kw)
 

@@ -305,7 +305,19 @@ class KvAttentionTuneArgs(ctypes.Structure):
                 ("progress", TUNE_PROGRESS_FN), ("progress_user", _ptr)]
 
 
+class MhaParamCounts(ctypes.Structure):
+    _fields_ = [("wq", _u64), ("wk", _u64), ("wv", _u64), ("wo", _u64),
+                ("bq", _u64), ("bk", _u64), ("bv", _u64), ("bo", _u64),
+                ("weights", _u64), ("biases", _u64), ("total", _u64), ("bytes", _u64)]
+
+
+class MhaWeightCopy(ctypes.Structure):
+    _fields_ = [(n, _ptr) for n in ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")]
+
+
 STRUCTS.update({
+    "vkattn_mha_param_counts": MhaParamCounts,
+    "vkattn_mha_weight_copy": MhaWeightCopy,
     "vkattn_tune_progress": TuneProgress,
     "vkattn_linear_tune_args": LinearTuneArgs,
     "vkattn_attention_tune_args": AttentionTuneArgs,
@@ -349,6 +361,16 @@ _FUNCS = {
     "vkattn_kv_cache_length": (_R, [_ptr, _u32, _P(_u32)]),
     "vkattn_kv_cache_truncate": (_R, [_ptr, _u32, _u32]),
     "vkattn_mha_step": (_R, [_ptr, _P(MhaStepArgs)]),
+    "vkattn_mha_prune_heads": (_R, [_ptr, _P(_u32), _u32]),
+    "vkattn_mha_head_importance": (_R, [_ptr, _P(MhaForwardArgs), _P(_f32)]),
+    "vkattn_mha_get_weights": (_R, [_ptr, _P(MhaWeightCopy)]),
+    "vkattn_mha_param_count": (_R, [_P(MhaDesc), _P(MhaParamCounts), ctypes.c_char_p,
+                                    ctypes.c_size_t]),
+    "vkattn_kv_cache_memory": (_R, [_P(KvCacheDesc), _P(_u64), _P(_u64), ctypes.c_char_p,
+                                    ctypes.c_size_t]),
+    "vkattn_dtype_row_bytes": (_u64, [_int, _u64]),
+    "vkattn_ref_dequantize": (_R, [_int, _ptr, _u64, _P(_f32), ctypes.c_char_p,
+                                   ctypes.c_size_t]),
 }
 
 

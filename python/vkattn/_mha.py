@@ -293,7 +293,7 @@ class MultiheadAttention:
 
     def forward(self, x, kv=None, causal=False, key_padding_mask=None, need_weights=False,
                 mask=None, key_padding=None, mask_true_blocks=True, causal_top_left=False,
-                positions=None):
+                positions=None, head_mask=None):
         """y = the layer on x [B, Tq, embed_dim] (kv [B, Tk, kdim]: cross-attention).
         Returns y [B, Tq, embed_dim], or (y, weights [B, Tq, Tk] averaged over
         heads) with need_weights.
@@ -301,7 +301,28 @@ class MultiheadAttention:
         vkattn's, 1 = token. mask: as Context.attention, but a boolean mask
         means True = hidden by default, as nn.MultiheadAttention's attn_mask
         (mask_true_blocks=False: True = attend, as SDPA). positions: int32
-        [B, Tq], the RoPE position of each token (default 0..Tq-1)."""
+        [B, Tq], the RoPE position of each token (default 0..Tq-1).
+        head_mask: float32 [num_heads] or [B, num_heads], Hugging Face's:
+        head h's attention output of batch row b times head_mask[b, h] before
+        the output projection (0 removes the head)."""
+        return self._run(x, kv, causal, key_padding_mask, need_weights, mask, key_padding,
+                         mask_true_blocks, causal_top_left, positions, head_mask)
+
+    def head_importance(self, x, kv=None, causal=False, key_padding_mask=None, mask=None,
+                        key_padding=None, mask_true_blocks=True, causal_top_left=False,
+                        positions=None):
+        """Each head's importance for these inputs (forward's arguments):
+        float32 [num_heads], the RMS change of y when that head alone is
+        masked, i.e. its share of the output (vkattn_mha_head_importance; runs
+        num_heads + 1 forwards). Prune the smallest with prune_heads."""
+        imp = np.zeros(self.spec.desc.num_heads, dtype=np.float32)
+        self._run(x, kv, causal, key_padding_mask, False, mask, key_padding, mask_true_blocks,
+                  causal_top_left, positions, None, imp)
+        return imp
+
+    def _run(self, x, kv, causal, key_padding_mask, need_weights, mask, key_padding,
+             mask_true_blocks, causal_top_left, positions, head_mask, importance=None):
+        """forward, or with `importance` (float32 [num_heads]) head_importance."""
         self._loaded()
         keep, outs = [], []
         try:
@@ -332,12 +353,20 @@ class MultiheadAttention:
             if positions is not None:
                 args.positions, _ = self._input("positions", positions, keep, (2,),
                                                 _lib.DTYPE_I32)
+            if head_mask is not None:
+                args.head_mask, _ = self._input("head_mask", head_mask, keep, (1, 2),
+                                                _lib.DTYPE_F32)
             args.causal = bool(causal)
             args.bool_mask = _lib.BOOL_MASK_TRUE_BLOCKS if mask_true_blocks else \
                 _lib.BOOL_MASK_TRUE_ATTENDS
             args.causal_align = _lib.CAUSAL_TOP_LEFT if causal_top_left else \
                 _lib.CAUSAL_BOTTOM_RIGHT
-            self.ctx._check(L.vkattn_mha_forward(self._h(), ctypes.byref(args)))
+            if importance is None:
+                self.ctx._check(L.vkattn_mha_forward(self._h(), ctypes.byref(args)))
+            else:
+                self.ctx._check(L.vkattn_mha_head_importance(
+                    self._h(), ctypes.byref(args),
+                    importance.ctypes.data_as(ctypes.POINTER(ctypes.c_float))))
             res = [t.numpy() for t in outs]
             return tuple(res) if need_weights else res[0]
         finally:
@@ -348,13 +377,83 @@ class MultiheadAttention:
 
     def reference(self, x, kv=None, causal=False, key_padding_mask=None, need_weights=False,
                   mask=None, key_padding=None, mask_true_blocks=True, causal_top_left=False,
-                  positions=None):
+                  positions=None, head_mask=None):
         """The same forward on the CPU reference (vkattn_ref_mha), in f32."""
         from .reference import ref_layer
         self._loaded()
         return ref_layer(self.spec, self.host_weights, x, kv, causal, mask, key_padding,
                          key_padding_mask, need_weights, mask_true_blocks, causal_top_left,
-                         positions)
+                         positions, head_mask)
+
+    def prune_heads(self, heads):
+        """Removes the query heads `heads` (numbers of the current layer, as
+        Hugging Face's prune_heads) for good (vkattn_mha_prune_heads): their
+        rows of Wq and columns of Wo go, and the KV heads whose whole group
+        goes, so the layer gets smaller and faster; its output then equals
+        the unpruned layer's with those heads masked. num_heads, num_kv_heads,
+        state_dict() and reference() follow the pruned layer (its weights
+        read back as the device holds them); KV caches must be made anew.
+        Returns the kept heads' old numbers."""
+        self._loaded()
+        d = self.spec.desc
+        drop = sorted({int(h) for h in heads})
+        if any(h < 0 or h >= d.num_heads for h in drop):
+            raise bad("heads %s: the layer has heads 0..%d" % (list(heads), d.num_heads - 1))
+        kept = [h for h in range(d.num_heads) if h not in drop]
+        if not drop or not kept:
+            raise bad("heads %s: %s" % (list(heads), "names no head" if not drop else
+                                          "removes every head: at least one must stay"))
+        self.ctx._check(L.vkattn_mha_prune_heads(self._h(), A.u32_array(kept), len(kept)))
+        ctypes.pointer(d)[0] = L.vkattn_mha_config(self._h())[0]
+        weights = self._device_weights()
+        for name in ("sinks", "alibi_slopes"):  # per head: they follow their heads
+            if name in self.host_weights:
+                weights[name] = np.ascontiguousarray(self.host_weights[name][kept])
+        for name in ("q_norm", "k_norm"):
+            if name in self.host_weights:
+                weights[name] = self.host_weights[name]
+        self.host_weights = weights
+        return kept
+
+    def _device_weights(self):
+        """The projection weights and biases as the device holds them, as
+        float32 arrays (vkattn_mha_get_weights; q8_0 dequantized exactly)."""
+        d, sizes = self.spec.desc, self.spec.sizes()
+        names = ["wq", "wk", "wv", "wo"] + (["bq", "bk", "bv", "bo"] if d.bias else [])
+        wt = d.weight_dtype
+        held, copy = {}, _lib.MhaWeightCopy()
+        for name in names:
+            shape = sizes[name]
+            code = wt if name.startswith("w") or wt != _lib.DTYPE_Q8_0 else _lib.DTYPE_F32
+            rows, cols = (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
+            held[name] = (np.zeros(rows * L.vkattn_dtype_row_bytes(code, cols), np.uint8), code)
+            setattr(copy, name, held[name][0].ctypes.data)
+        self.ctx._check(L.vkattn_mha_get_weights(self._h(), ctypes.byref(copy)))
+        out = {}
+        for name, (raw, code) in held.items():
+            n = int(np.prod(sizes[name]))
+            if code == _lib.DTYPE_Q8_0:
+                f = np.zeros(n, np.float32)
+                err = ctypes.create_string_buffer(256)
+                r = L.vkattn_ref_dequantize(code, raw.ctypes.data, n,
+                                            f.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                                            err, len(err))
+                if r != _lib.SUCCESS:
+                    raise Error("dequantizing %s: %s" % (name, err.value.decode()))
+            elif code == _lib.DTYPE_F32:
+                f = raw.view(np.float32)
+            elif code == _lib.DTYPE_F16:
+                f = raw.view(np.float16).astype(np.float32)
+            else:
+                f = A.bf16_bits_to_f32(raw.view(np.uint16))
+            out[name] = np.ascontiguousarray(f.reshape(sizes[name]), dtype=np.float32)
+        return out
+
+    def param_count(self):
+        """The layer's parameters (vkattn_mha_param_count): a dict of wq, wk,
+        wv, wo, bq, bk, bv, bo, weights, biases, total and bytes (as the
+        device keeps them)."""
+        return param_count_of(self.spec.desc)
 
     def kv_cache(self, max_tokens, batch=1, paged_block=0, num_blocks=0, dtype=None):
         """A KV cache for this layer: `batch` sequences of up to max_tokens
@@ -363,13 +462,14 @@ class MultiheadAttention:
         quantized as K and V are appended; head_dim a multiple of 64)."""
         return KVCache(self, max_tokens, batch, paged_block, num_blocks, dtype)
 
-    def step(self, x_new, cache, sequences=None, mask=None):
+    def step(self, x_new, cache, sequences=None, mask=None, head_mask=None):
         """One step over a KV cache: the T new tokens x_new [batch, T, embed_dim]
         of each sequence (sequences: their numbers, default 0..batch-1) are
         projected, appended to the cache and attend causally to it. Returns
         y [batch, T, embed_dim]. A prefill is a step with the whole prompt;
         prefill then decode steps equal one causal forward. mask: optional
-        additive float mask [batch, T, K] or [T, K], K >= the sequence length."""
+        additive float mask [batch, T, K] or [T, K], K >= the sequence length.
+        head_mask: as forward's ([num_heads] or [batch, num_heads])."""
         self._loaded()
         if not isinstance(cache, KVCache) or cache.layer is not self:
             raise bad("cache: a KV cache made by this layer's kv_cache()")
@@ -393,11 +493,58 @@ class MultiheadAttention:
             args.y = y._vk()
             if mask is not None:
                 args.mask, _ = self._input("mask", mask, keep, ranks=(2, 3))
+            if head_mask is not None:
+                args.head_mask, _ = self._input("head_mask", head_mask, keep, (1, 2),
+                                                _lib.DTYPE_F32)
             self.ctx._check(L.vkattn_mha_step(self._h(), ctypes.byref(args)))
             return y.numpy()
         finally:
             for b in keep + outs:
                 b.close()
+
+
+def param_count_of(desc):
+    counts = _lib.MhaParamCounts()
+    err = ctypes.create_string_buffer(512)
+    r = L.vkattn_mha_param_count(ctypes.byref(desc), ctypes.byref(counts), err, len(err))
+    if r != _lib.SUCCESS:
+        raise bad(err.value.decode(errors="replace"))
+    return {name: int(getattr(counts, name)) for name, _ in _lib.MhaParamCounts._fields_}
+
+
+def param_count(embed_dim, num_heads, num_kv_heads=None, head_dim=None, kdim=None, bias=True,
+                weight_dtype=None, v_head_dim=None, dtype="f32"):
+    """The parameters of a layer of this shape without making it
+    (vkattn_mha_param_count): wq, wk, wv, wo, bq, bk, bv, bo, weights,
+    biases, total, and bytes in weight_dtype (None: dtype's). E.g.
+    param_count(768, 12, bias=False)["total"] == 2359296."""
+    spec = LayerSpec(embed_dim, num_heads, num_kv_heads, head_dim, kdim, bias, dtype,
+                     weight_dtype=weight_dtype, v_head_dim=v_head_dim)
+    return param_count_of(spec.desc)
+
+
+def kv_cache_bytes(num_heads, num_kv_heads, head_dim, v_head_dim=None, dtype="f16",
+                   context=1, sequences=1):
+    """(bytes per token, bytes of a cache of `sequences` x `context` tokens) of
+    one layer's KV cache (vkattn_kv_cache_memory); dtype: "f32", "f16",
+    "bf16", "q8_0" or "q4_0"."""
+    if dtype not in _CACHE_DTYPES:
+        raise bad("dtype %r: use 'f32', 'f16', 'bf16', 'q8_0' or 'q4_0'" % (dtype,))
+    desc = _lib.KvCacheDesc()
+    desc.num_heads = A.u32("num_heads", num_heads)
+    desc.num_kv_heads = A.u32("num_kv_heads", num_kv_heads)
+    desc.head_dim = A.u32("head_dim", head_dim)
+    desc.v_head_dim = 0 if v_head_dim is None else A.u32("v_head_dim", v_head_dim)
+    desc.dtype = _CACHE_DTYPES[dtype]
+    desc.max_sequences = A.u32("sequences", sequences)
+    desc.capacity = A.u32("context", context)
+    per, total = ctypes.c_uint64(), ctypes.c_uint64()
+    err = ctypes.create_string_buffer(512)
+    r = L.vkattn_kv_cache_memory(ctypes.byref(desc), ctypes.byref(per), ctypes.byref(total),
+                                 err, len(err))
+    if r != _lib.SUCCESS:
+        raise bad(err.value.decode(errors="replace"))
+    return per.value, total.value
 
 
 class KVCache:

@@ -60,7 +60,7 @@ def attention(q, k, v, **kw):
 def mha(x, state_dict, *, embed_dim, num_heads, num_kv_heads=None, head_dim=None, kdim=None,
         bias=True, scale=None, window=0, softcap=0.0, kv=None, causal=False, mask=None,
         key_padding=None, key_padding_mask=None, need_weights=False, mask_true_blocks=True,
-        causal_top_left=False, positions=None, **options):
+        causal_top_left=False, positions=None, head_mask=None, **options):
     """vkattn_ref_mha: the layer of vkattn.MultiheadAttention (same
     constructor keywords and state-dict names) on the CPU, all f32.
     x [B, Tq, embed_dim]; kv [B, Tk, kdim] (None: self-attention).
@@ -70,11 +70,11 @@ def mha(x, state_dict, *, embed_dim, num_heads, num_kv_heads=None, head_dim=None
                      window, softcap, **options)
     weights = spec.parse_state_dict(state_dict)
     return ref_layer(spec, weights, x, kv, causal, mask, key_padding, key_padding_mask,
-                     need_weights, mask_true_blocks, causal_top_left, positions)
+                     need_weights, mask_true_blocks, causal_top_left, positions, head_mask)
 
 
 def ref_layer(spec, weights, x, kv, causal, mask, key_padding, key_padding_mask, need_weights,
-              mask_true_blocks, causal_top_left, positions=None):
+              mask_true_blocks, causal_top_left, positions=None, head_mask=None):
     keep = []
 
     def host(name, a, code, ranks):
@@ -113,6 +113,8 @@ def ref_layer(spec, weights, x, kv, causal, mask, key_padding, key_padding_mask,
         w = keep[-1]
     if positions is not None:
         args.positions, _ = host("positions", positions, _lib.DTYPE_I32, (2,))
+    if head_mask is not None:
+        args.head_mask, _ = host("head_mask", head_mask, _lib.DTYPE_F32, (1, 2))
     args.causal = bool(causal)
     args.bool_mask = _lib.BOOL_MASK_TRUE_BLOCKS if mask_true_blocks else \
         _lib.BOOL_MASK_TRUE_ATTENDS

@@ -34,16 +34,14 @@ static int check_tensor(const st_tensor *t, uint32_t index, const st_tensor *all
     uint64_t numel = 1;
     for (uint32_t d = 0; d < t->rank; d++) {
         if (t->shape[d] < 0 || (t->shape[d] && numel > UINT64_MAX / (uint64_t)t->shape[d]))
-            return st_fail(error, error_size, path, "tensor \"%s\": shape[%u] %lld is %s",
-                           t->name, d, (long long)t->shape[d],
-                           t->shape[d] < 0 ? "negative" : "too large");
+            return st_fail(error, error_size, path, "tensor \"%s\": shape[%u] %lld is %s", t->name,
+                           d, (long long)t->shape[d], t->shape[d] < 0 ? "negative" : "too large");
         numel *= (uint64_t)t->shape[d];
     }
     if (numel > UINT64_MAX / size || numel * size != t->nbytes)
         return st_fail(error, error_size, path,
-                       "tensor \"%s\": %zu bytes given, its dtype %s and shape hold %llu",
-                       t->name, t->nbytes, st_dtype_name(t->dtype),
-                       (unsigned long long)(numel * size));
+                       "tensor \"%s\": %zu bytes given, its dtype %s and shape hold %llu", t->name,
+                       t->nbytes, st_dtype_name(t->dtype), (unsigned long long)(numel * size));
     if (t->nbytes && !t->data)
         return st_fail(error, error_size, path, "tensor \"%s\": no data for %zu bytes", t->name,
                        t->nbytes);
