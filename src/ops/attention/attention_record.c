@@ -486,7 +486,7 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                 vka_box qb = vka_att_chunk_box(p, 'q', b0, nb, h0, nh, i0, nq);
                 vka_box kb = vka_att_chunk_box(p, 'k', b0, nb, h0, nh, i0, nq);
                 vka_box wb = vka_att_chunk_box(p, 'w', b0, nb, h0, nh, i0, nq);
-                vka_binding b[7];
+                vka_binding b[8];
                 uint32_t w_first = 0;
                 const bool elem = vka_att_weights_elem(p);
                 r = bind_bhtd(ctx, &p->q, &qb, c.texel, elem, &b[0], &push.q);
