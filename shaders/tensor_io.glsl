@@ -33,6 +33,7 @@
 #if defined(NEEDS_16BIT_STORAGE)
 #extension GL_EXT_shader_16bit_storage : require
 #endif
+#extension GL_EXT_samplerless_texture_functions : require
 
 // ---- declarations by storage type
 // One entry of a storage buffer read an element at a time (ELEM_) or a quad,
@@ -45,10 +46,14 @@
 #define QUAD_f16 f16vec4
 #define QUAD_f16p uvec2 // elements 4i .. 4i + 3
 #define QUAD_bf16 uvec2 // elements 4i .. 4i + 3
-#define SAMPLER_tex32 samplerBuffer
-#define SAMPLER_tex16 usamplerBuffer
-#define SAMPLER_texbf16 usamplerBuffer
-#define SAMPLER_texq usamplerBuffer
+// Texel buffers are declared without a sampler (textureBuffer, read with
+// texelFetch through GL_EXT_samplerless_texture_functions): a samplerBuffer
+// compiles to an OpTypeSampledImage of Dim Buffer, which SPIR-V 1.6 forbids
+// and validation layers on Vulkan 1.3+ devices warn about.
+#define SAMPLER_tex32 textureBuffer
+#define SAMPLER_tex16 utextureBuffer
+#define SAMPLER_texbf16 utextureBuffer
+#define SAMPLER_texq utextureBuffer
 
 // A storage buffer `name_##_buffer { type_ member_[]; }`; access_ is
 // readonly, writeonly or empty (read and written).

@@ -31,7 +31,8 @@ vec4 load(uint i) {
     return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
 }
 #elif SOURCE == 3
-layout(set = 0, binding = 0) uniform samplerBuffer src;
+#extension GL_EXT_samplerless_texture_functions : require
+layout(set = 0, binding = 0) uniform textureBuffer src; // as vkattn's kernels declare theirs
 vec4 load(uint i) { return texelFetch(src, int(i)); }
 #else
 #error "SOURCE must be 0..3"
