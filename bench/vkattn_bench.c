@@ -33,6 +33,7 @@ typedef struct bench {
     vkattn_timer *timer;
     bench_limits *limits;
     char device[2 * VK_MAX_PHYSICAL_DEVICE_NAME_SIZE]; /* JSON-escaped */
+    char driver[2 * VK_MAX_DRIVER_INFO_SIZE];          /* JSON-escaped driver_info */
     const options *opt;
 } bench;
 
@@ -91,11 +92,12 @@ static void run_peak(bench *b)
     double med[BENCH_READ_BINDINGS], best;
     int arg = best_read(b, s, reps, med, &best);
     double fma = bench_median(s->fma, reps);
-    printf("{\"case\": \"peak\", \"device\": \"%s\", \"reps\": %d, \"fma_gflops\": %.2f, "
+    printf("{\"case\": \"peak\", \"device\": \"%s\", \"driver\": \"%s\", \"reps\": %d, "
+           "\"fma_gflops\": %.2f, "
            "\"fma_gflops_min\": %.2f, \"fma_gflops_max\": %.2f, \"read_gbps\": %.3f, "
            "\"read_binding\": \"%s\", "
            "\"read_mb\": %.1f",
-           b->device, reps, fma, s->fma[0], s->fma[reps - 1], best,
+           b->device, b->driver, reps, fma, s->fma[0], s->fma[reps - 1], best,
            bench_limits_read_name(b->limits, (bench_read_binding)arg),
            (double)bench_limits_read_bytes(b->limits) / (1 << 20));
     for (int k = 0; k < BENCH_READ_BINDINGS; k++) {
@@ -160,13 +162,13 @@ static void run_case(bench *b, const bench_case *c)
             b->limits, (bench_read_binding)best_read(b, s, reps, medians, &limit_rate));
         fraction = limit_rate > 0 ? gbps / limit_rate : 0;
     }
-    printf(
-        "{\"case\": \"%s\", \"device\": \"%s\", \"ms\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
-        "\"reps\": %d, \"gflops\": %.2f, \"gbps\": %.3f, \"peak_fraction\": %.3f, \"limit\": "
-        "\"%s\", "
-        "\"limit_rate\": %.3f",
-        c->name, b->device, med, ms[0], ms[reps - 1], reps, gflops, gbps, fraction,
-        fma ? "fma" : "read", limit_rate);
+    printf("{\"case\": \"%s\", \"device\": \"%s\", \"driver\": \"%s\", \"ms\": %.3f, \"ms_min\": "
+           "%.3f, \"ms_max\": %.3f, "
+           "\"reps\": %d, \"gflops\": %.2f, \"gbps\": %.3f, \"peak_fraction\": %.3f, \"limit\": "
+           "\"%s\", "
+           "\"limit_rate\": %.3f",
+           c->name, b->device, b->driver, med, ms[0], ms[reps - 1], reps, gflops, gbps, fraction,
+           fma ? "fma" : "read", limit_rate);
     if (limit_binding)
         printf(", \"limit_binding\": \"%s\"", limit_binding);
     if (c->kind == BENCH_DECODE || c->kind == BENCH_LAYER_STEP)
@@ -311,6 +313,7 @@ int main(int argc, char **argv)
         bench_die(NULL, "no usable Vulkan device (VKATTN_DEVICE picks one)");
     const vkattn_device_info *info = vkattn_context_device_info(b.ctx);
     json_escape(info->name, b.device, sizeof b.device);
+    json_escape(info->driver_info, b.driver, sizeof b.driver);
     BENCH_CHECK(b.ctx, vkattn_timer_create(b.ctx, 1, &b.timer), "creating a timer");
     /* saved once now too: an unwritable --tuning path fails before minutes of tuning */
     if (opt.tune && opt.tuning)

@@ -5,6 +5,11 @@
 #
 #   tools/bench-vs-torch.sh [vkattn-bench arguments...]
 #   tools/bench-vs-torch.sh --case attn_prefill_gqa_d128_t1024,layer_d1024_h16_t512 --reps 9
+#   tools/bench-vs-torch.sh --icd build/lavapipe25/lvp_icd.json --case gemm_m1024_n6144_k4096
+#
+# --icd JSON (this script's own option, not passed on): run vkattn-bench on the
+# Vulkan driver that ICD json names (VK_ICD_FILENAMES and VK_DRIVER_FILES), e.g.
+# the Mesa 25 lavapipe of tools/lavapipe25.sh; the table's footer names it.
 #
 # Environment:
 #   VKATTN_BENCH        the benchmark program (default: <repo>/build/bench/vkattn-bench)
@@ -39,7 +44,18 @@ fi
 # with no names both run everything they know).
 names=()
 peak=0
-args=("$@")
+args=()
+while (($#)); do
+  if [[ $1 == --icd ]]; then
+    [[ $# -ge 2 && -f $2 ]] || { echo "bench-vs-torch: --icd needs an ICD json file (got '${2:-}')" >&2; exit 2; }
+    export VK_ICD_FILENAMES=$2 VK_DRIVER_FILES=$2
+    shift 2
+  else
+    args+=("$1")
+    shift
+  fi
+done
+set -- "${args[@]+"${args[@]}"}"
 for ((i = 0; i < ${#args[@]}; i++)); do
   [[ ${args[i]} != --peak ]] || peak=1
   if [[ ${args[i]} == --case && $((i + 1)) -lt ${#args[@]} ]]; then
@@ -79,7 +95,7 @@ if [[ -z $out ]]; then
 fi
 mkdir -p "$out"
 
-echo "bench-vs-torch: $bench $*" >&2
+echo "bench-vs-torch: ${VK_ICD_FILENAMES:+VK_ICD_FILENAMES=$VK_ICD_FILENAMES }$bench $*" >&2
 "$bench" "$@" > "$out/vkattn.jsonl"
 echo "bench-vs-torch: $python $peer ${names[*]}" >&2
 if ((${#names[@]})); then
@@ -120,7 +136,8 @@ for r in ours:
     tms = f'{t["ms"]:.2f}' if t else "-"
     speedup = f'{t["ms"] / r["ms"]:.2f}x' if t and r["ms"] > 0 else "-"
     print(f'| {r["case"]} | {r["ms"]:.2f} | {rate} | {r["peak_fraction"]:.3f} | {tms} | {speedup} | {limit} |')
-device = (ours[0] if ours else peak or {}).get("device", "?")
+first = ours[0] if ours else peak or {}
+device = first.get("device", "?") + (f' ({first["driver"]})' if first.get("driver") else "")
 peer = next(iter(torch.values()), None)
 who = f'torch {peer["torch"]} on the CPU, {peer["threads"]} threads' if peer else "no torch case ran"
 print()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: set up and build, check the formatting
 # (tools/format.sh --check), run every test on every Vulkan
-# implementation the machine has (ctest prints the summary); then the library
+# implementation the machine has, Mesa 25's lavapipe included (ctest prints the
+# summary); then the library
 # built shared (packaging: install, find_package and pkg-config consumers, only
 # vkattn_* symbols exported; the embedding example; the API-level suites);
 # then everything again built with AddressSanitizer + UndefinedBehaviorSanitizer
@@ -24,6 +25,16 @@ run_ctest() {
   return 1
 }
 
+# The third implementation, Mesa 25's lavapipe (tools/lavapipe25.sh), for the
+# normal build's tests; before configuring, which looks for it. Required in CI
+# (CI=true) unless VKATTN_NO_LAVAPIPE25=1; elsewhere the tests go on without it.
+if ! bash "$root/tools/lavapipe25.sh" "$root/build/lavapipe25"; then
+  if [[ "${CI:-}" == true && "${VKATTN_NO_LAVAPIPE25:-}" != 1 ]]; then
+    echo "lavapipe25 is required in CI (set VKATTN_NO_LAVAPIPE25=1 to go without it)" >&2
+    exit 1
+  fi
+  echo "== lavapipe25 not available: the tests run on the other implementations only"
+fi
 bash "$root/tools/build.sh" build
 echo "== formatting"
 bash "$root/tools/format.sh" --check

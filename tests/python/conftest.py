@@ -19,7 +19,7 @@ def ctx():
     c = vkattn.Context(validate=True)
     # ctest names the implementation it selected with VK_ICD_FILENAMES
     impl = os.environ.get("VKATTN_TEST_IMPL", "")
-    expect = {"lavapipe": "llvmpipe", "swiftshader": "swiftshader"}.get(impl)
+    expect = {"lavapipe": "llvmpipe", "lavapipe25": "llvmpipe", "swiftshader": "swiftshader"}.get(impl)
     assert expect is None or expect in c.device["name"].lower(), (impl, c.device["name"])
     yield c
     errors, warnings = c.validation_counts()
