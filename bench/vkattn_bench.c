@@ -25,7 +25,8 @@ typedef struct options {
     int reps, warmup;
     uint64_t read_mb;
     bool peak, validate, tune, quiet;
-    const char *tuning; /* tuning data file: loaded, and saved after --tune */
+    uint32_t context_flags; /* --no-texel-buffers, --no-subgroup-kernels */
+    const char *tuning;     /* tuning data file: loaded, and saved after --tune */
 } options;
 
 typedef struct bench {
@@ -187,6 +188,7 @@ static int usage(FILE *f, int status)
         f,
         "usage: vkattn-bench [--list] [--peak] [--case NAME[,NAME...]]... [--reps N] [--warmup N]\n"
         "                    [--read-mb N] [--validate] [--tune] [--tuning FILE] [--quiet]\n"
+        "                    [--no-texel-buffers] [--no-subgroup-kernels]\n"
         "  --list       print the case names and exit\n"
         "  --peak       print the limit kernels' rates alone (with --case: then the cases)\n"
         "  --case       run these cases (repeatable; default: every case)\n"
@@ -198,6 +200,8 @@ static int usage(FILE *f, int status)
         "  --tune       run the library's tuner for each case before timing it (progress on\n"
         "               stderr: a line redrawn per candidate on a terminal, else one per op)\n"
         "  --quiet      no progress lines\n"
+        "  --no-texel-buffers     storage-buffer inputs only (VKATTN_CONTEXT_NO_TEXEL_BUFFERS)\n"
+        "  --no-subgroup-kernels  shared-memory kernels (VKATTN_CONTEXT_NO_SUBGROUP_KERNELS)\n"
         "  --tuning F   start from the tuning data in file F (if it exists); with --tune, save to "
         "F\n"
         "One JSON line per case on stdout. Device: $VKATTN_DEVICE (index or name part) or "
@@ -235,6 +239,10 @@ static int parse(int argc, char **argv, options *o)
             o->tune = true;
         } else if (strcmp(a, "--quiet") == 0) {
             o->quiet = true;
+        } else if (strcmp(a, "--no-texel-buffers") == 0) {
+            o->context_flags |= VKATTN_CONTEXT_NO_TEXEL_BUFFERS;
+        } else if (strcmp(a, "--no-subgroup-kernels") == 0) {
+            o->context_flags |= VKATTN_CONTEXT_NO_SUBGROUP_KERNELS;
         } else if (strcmp(a, "--tuning") == 0 && v) {
             o->tuning = v;
             i++;
@@ -307,7 +315,8 @@ int main(int argc, char **argv)
     bench b = {.opt = &opt};
     vkattn_context_desc desc = {.device = getenv("VKATTN_DEVICE"),
                                 .log = log_message,
-                                .flags = opt.validate ? VKATTN_CONTEXT_VALIDATION : 0,
+                                .flags = (opt.validate ? VKATTN_CONTEXT_VALIDATION : 0) |
+                                         opt.context_flags,
                                 .tuning_path = opt.tuning};
     if (vkattn_context_create(&desc, &b.ctx) != VKATTN_SUCCESS)
         bench_die(NULL, "no usable Vulkan device (VKATTN_DEVICE picks one)");

@@ -12,12 +12,19 @@ const test_policy test_policies[TEST_POLICY_COUNT] = {
      "storage_shared"},
 };
 
+uint32_t test_policy_flags(uint32_t policy)
+{
+    const char *mask = getenv("VKATTN_TEST_POLICY_FLAGS");
+    uint32_t allowed = mask && *mask ? (uint32_t)strtoul(mask, NULL, 0) : ~0u;
+    return test_policies[policy].flags & allowed;
+}
+
 int test_policy_suite_setup(void **state)
 {
     test_policy_suite *s = calloc(1, sizeof *s);
     assert_non_null(s);
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
-        s->gpu[p] = test_gpu_open(test_policies[p].flags);
+        s->gpu[p] = test_gpu_open(test_policy_flags(p));
     *state = s;
     return 0;
 }
@@ -36,7 +43,7 @@ void test_for_each_policy(uint32_t first,
                           const void *arg)
 {
     for (uint32_t p = first; p < TEST_POLICY_COUNT; p++) {
-        test_gpu *g = test_gpu_open(test_policies[p].flags);
+        test_gpu *g = test_gpu_open(test_policy_flags(p));
         run(g, p, arg);
         test_gpu_close(g);
     }
@@ -45,7 +52,7 @@ void test_for_each_policy(uint32_t first,
 /* cmocka's group setup sees only *state: one function per policy. */
 static int setup_policy(void **state, uint32_t p)
 {
-    *state = test_gpu_open(test_policies[p].flags);
+    *state = test_gpu_open(test_policy_flags(p));
     return 0;
 }
 static int setup_policy0(void **state) { return setup_policy(state, 0); }

@@ -17,6 +17,13 @@ typedef struct test_policy {
 /* Policy 0 is the default (no flag), 3 has both flags. */
 extern const test_policy test_policies[TEST_POLICY_COUNT];
 
+/* The context flags a policy's contexts are opened with: its flags, less
+ * those that VKATTN_TEST_POLICY_FLAGS (a number; unset: all) leaves out. With
+ * VKATTN_TEST_POLICY_FLAGS=0 every policy runs the device's built-in kernels:
+ * the same cases, far fewer pipelines to compile (for a slow compiler such as
+ * Mesa 25's lavapipe on a cold shader cache; docs/drivers.md). */
+uint32_t test_policy_flags(uint32_t policy);
+
 /* One context per policy, for suites that spread their cases over them. */
 typedef struct test_policy_suite {
     test_gpu *gpu[TEST_POLICY_COUNT];
