@@ -44,8 +44,8 @@ static void test_standalone_capabilities(void **state)
     assert_true(d->max_storage_buffer_range >= (1u << 27) || impl_is(g, "default"));
     assert_true(d->max_shared_memory >= 16384);
     assert_true(d->api_version >= VK_API_VERSION_1_2);
-    /* The two CPU implementations are known quantities: a kernel that
-     * silently assumed one of them would fail on the other. */
+    /* The CPU implementations are known quantities: a kernel that silently
+     * assumed one of them would fail on another. */
     if (impl_is(g, "lavapipe") || impl_is(g, "lavapipe25")) {
         assert_non_null(strstr(d->name, "llvmpipe"));
         /* the third implementation really is the newer Mesa (tools/lavapipe25.sh) */
