@@ -10,7 +10,11 @@
 # Last, the libFuzzer harnesses (tests/fuzz) for a fixed number of inputs each.
 # Runs labelled `extended` are left out unless --all (tests/CMakeLists.txt says
 # which and why: the slowest-compiling suites on Mesa 25's lavapipe, and
-# SwiftShader's sanitizer runs of suites whose host code lavapipe's cover).
+# SwiftShader's sanitizer runs of suites whose host code lavapipe's cover);
+# without --all the suites that stay on Mesa 25's lavapipe run every kernel
+# policy's cases with its built-in kernels (VKATTN_TEST_POLICY_FLAGS_LAVAPIPE25=0,
+# tests/support/test_policy.h): the other policies' kernels are the same
+# SPIR-V, checked on lavapipe 22.3 and SwiftShader.
 #   tools/test.sh            all three builds, without the extended runs (CI)
 #   tools/test.sh --all      all three builds, every test on every implementation
 #   tools/test.sh --quick    the normal build only (combines with --all)
@@ -18,11 +22,15 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc)
 quick=0
+all=0
 select=(-LE extended)
 for arg in "$@"; do
   case $arg in
   --quick) quick=1 ;;
-  --all) select=() ;;
+  --all)
+    select=()
+    all=1
+    ;;
   *)
     echo "usage: tools/test.sh [--quick] [--all] (unknown argument: $arg)" >&2
     exit 2
@@ -50,6 +58,9 @@ if ! bash "$root/tools/lavapipe25.sh" "$root/build/lavapipe25"; then
     exit 1
   fi
   echo "== lavapipe25 not available: the tests run on the other implementations only"
+fi
+if ((!all)); then
+  export VKATTN_TEST_POLICY_FLAGS_LAVAPIPE25=${VKATTN_TEST_POLICY_FLAGS_LAVAPIPE25:-0}
 fi
 bash "$root/tools/build.sh" build
 echo "== formatting"

@@ -1,8 +1,10 @@
 /* The kernel policies of the tests (see test_policy.h). */
 #include "test_policy.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const test_policy test_policies[TEST_POLICY_COUNT] = {
     {0, "subgroup+texel", "texel_subgroup"},
@@ -12,9 +14,28 @@ const test_policy test_policies[TEST_POLICY_COUNT] = {
      "storage_shared"},
 };
 
+/* The mask for this run: VKATTN_TEST_POLICY_FLAGS_<IMPL> (the implementation
+ * ctest runs on, VKATTN_TEST_IMPL in upper case) when set, so that one
+ * implementation can be narrowed alone, else VKATTN_TEST_POLICY_FLAGS. */
+static const char *policy_mask(void)
+{
+    const char *impl = getenv("VKATTN_TEST_IMPL");
+    if (impl && *impl) {
+        char name[64] = "VKATTN_TEST_POLICY_FLAGS_";
+        size_t n = strlen(name);
+        for (const char *c = impl; *c && n + 1 < sizeof name; c++)
+            name[n++] = (char)toupper((unsigned char)*c);
+        name[n] = '\0';
+        const char *mask = getenv(name);
+        if (mask && *mask)
+            return mask;
+    }
+    return getenv("VKATTN_TEST_POLICY_FLAGS");
+}
+
 uint32_t test_policy_flags(uint32_t policy)
 {
-    const char *mask = getenv("VKATTN_TEST_POLICY_FLAGS");
+    const char *mask = policy_mask();
     uint32_t allowed = mask && *mask ? (uint32_t)strtoul(mask, NULL, 0) : ~0u;
     return test_policies[policy].flags & allowed;
 }

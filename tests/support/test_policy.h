@@ -18,8 +18,9 @@ typedef struct test_policy {
 extern const test_policy test_policies[TEST_POLICY_COUNT];
 
 /* The context flags a policy's contexts are opened with: its flags, less
- * those that VKATTN_TEST_POLICY_FLAGS (a number; unset: all) leaves out. With
- * VKATTN_TEST_POLICY_FLAGS=0 every policy runs the device's built-in kernels:
+ * those that VKATTN_TEST_POLICY_FLAGS (a number; unset: all) leaves out;
+ * VKATTN_TEST_POLICY_FLAGS_<IMPL> (e.g. _LAVAPIPE25) overrides it on that
+ * implementation. With 0 every policy runs the device's built-in kernels:
  * the same cases, far fewer pipelines to compile (for a slow compiler such as
  * Mesa 25's lavapipe on a cold shader cache; docs/drivers.md). */
 uint32_t test_policy_flags(uint32_t policy);
