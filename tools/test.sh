@@ -9,8 +9,9 @@
 # (but the packaging test: an outside consumer does not link the sanitizer runtimes).
 # Last, the libFuzzer harnesses (tests/fuzz) for a fixed number of inputs each.
 # Runs labelled `extended` are left out unless --all (tests/CMakeLists.txt says
-# which and why: the slowest-compiling suites on Mesa 25's lavapipe, and
-# SwiftShader's sanitizer runs of suites whose host code lavapipe's cover);
+# which and why: the slowest-compiling suites on Mesa 25's lavapipe,
+# SwiftShader's sanitizer runs of suites whose host code lavapipe's cover, the
+# three slowest CLI suites on SwiftShader and under the sanitizer);
 # without --all the suites that stay on Mesa 25's lavapipe run every kernel
 # policy's cases with its built-in kernels (VKATTN_TEST_POLICY_FLAGS_LAVAPIPE25=0,
 # tests/support/test_policy.h): the other policies' kernels are the same
