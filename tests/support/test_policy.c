@@ -36,7 +36,19 @@ static const char *policy_mask(void)
 uint32_t test_policy_flags(uint32_t policy)
 {
     const char *mask = policy_mask();
-    uint32_t allowed = mask && *mask ? (uint32_t)strtoul(mask, NULL, 0) : ~0u;
+    uint32_t allowed = ~0u;
+    if (mask && *mask) {
+        /* A typo must not quietly narrow what the suite covers; exit, since a
+         * cmocka group setup's failure is left out of the exit status. */
+        char *end = NULL;
+        unsigned long v = strtoul(mask, &end, 0);
+        if (*end != '\0' || v > 0xffffffffUL) {
+            fprintf(stderr, "test policy mask '%s' is not a number (VKATTN_TEST_POLICY_FLAGS*)\n",
+                    mask);
+            exit(1);
+        }
+        allowed = (uint32_t)v;
+    }
     return test_policies[policy].flags & allowed;
 }
 
