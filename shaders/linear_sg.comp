@@ -11,8 +11,9 @@
 // Shaped for lavapipe (figures: docs/kernels.md): a texel fetch costs many
 // FMAs whatever its width, so the tile is as large as the spills allow
 // (TM x TN accumulators, 8-12 of them live at a time) and each fetch feeds
-// TM or TN * 8 FMAs; the FMA order (k outer, columns inner) keeps TN
-// independent accumulator chains in flight; the unrolled trip keeps loop
+// TM or TN * 8 FMAs; each column's chain over the trip's k is written whole
+// (columns outer), which Mesa 25's code generation spills less than k
+// outer (docs/drivers.md); the unrolled trip keeps loop
 // control (vector mask code) rare; values live across the loop are few
 // (llvmpipe blends every one of them with the loop mask once per trip).
 // Grid: x = row blocks (consecutive workgroups share the W columns while
@@ -66,9 +67,9 @@ void main() {
                 [[unroll]] for (uint u = 0u; u < KQ; u++)
                     xs[u] = subgroupShuffle(xq[u], r);
                 uint row = (g * SUBGROUP_SIZE + r) * TN;
-                [[unroll]] for (uint u = 0u; u < KQ; u++)
-                    [[unroll]] for (uint c = 0u; c < 4u; c++)
-                        [[unroll]] for (uint j = 0u; j < TN; j++)
+                [[unroll]] for (uint j = 0u; j < TN; j++)
+                    [[unroll]] for (uint u = 0u; u < KQ; u++)
+                        [[unroll]] for (uint c = 0u; c < 4u; c++)
                             acc[row + j] = fma(xs[u][c], wq[j * KQ + u][c], acc[row + j]);
             }
         }
