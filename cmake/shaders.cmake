@@ -9,6 +9,12 @@
 # VKATTN_SPIRV_NAMES once variants.cmake has run.
 
 set(VKATTN_SPIRV_DIR ${CMAKE_CURRENT_BINARY_DIR}/spirv)
+# Another build directory's embedded shaders (<dir>/<name>.c), used as they
+# are instead of compiling the same SPIR-V again: tools/test.sh builds build/
+# first, then points its shared, sanitizer and fuzz builds here at
+# build/spirv. That directory must be built from this same source tree.
+set(VKATTN_SPIRV_PREBUILT "" CACHE PATH
+    "Directory of embedded shaders (<name>.c) from a build of this source to reuse; empty: compile them")
 set(VKATTN_SPIRV_TARGET_ENV vulkan1.2)
 file(MAKE_DIRECTORY ${VKATTN_SPIRV_DIR})
 set_property(GLOBAL PROPERTY VKATTN_SPIRV_SOURCES "")
@@ -49,8 +55,16 @@ endfunction()
 
 function(vkattn_shader name source)
   cmake_parse_arguments(ARG "" "" "DEFINES" ${ARGN})
-  vkattn_embed_shader(${PROJECT_SOURCE_DIR}/shaders/${source} ${VKATTN_SPIRV_DIR} ${name} vka_spirv
-                      core/spirv.h INCLUDE ${PROJECT_SOURCE_DIR}/shaders DEFINES ${ARG_DEFINES})
+  if(VKATTN_SPIRV_PREBUILT)
+    set(${name}_csrc ${VKATTN_SPIRV_PREBUILT}/${name}.c)
+    if(NOT EXISTS ${${name}_csrc})
+      message(FATAL_ERROR "VKATTN_SPIRV_PREBUILT=${VKATTN_SPIRV_PREBUILT} has no ${name}.c: "
+                          "build that directory's vkattn_shaders target first, or leave it empty")
+    endif()
+  else()
+    vkattn_embed_shader(${PROJECT_SOURCE_DIR}/shaders/${source} ${VKATTN_SPIRV_DIR} ${name} vka_spirv
+                        core/spirv.h INCLUDE ${PROJECT_SOURCE_DIR}/shaders DEFINES ${ARG_DEFINES})
+  endif()
   set_property(GLOBAL APPEND PROPERTY VKATTN_SPIRV_SOURCES ${${name}_csrc})
   set_property(GLOBAL APPEND PROPERTY VKATTN_SPIRV_NAMES ${name})
 endfunction()
