@@ -9,12 +9,30 @@
 # VKATTN_SPIRV_NAMES once variants.cmake has run.
 
 set(VKATTN_SPIRV_DIR ${CMAKE_CURRENT_BINARY_DIR}/spirv)
-# Another build directory's embedded shaders (<dir>/<name>.c), used as they
-# are instead of compiling the same SPIR-V again: tools/test.sh builds build/
-# first, then points its shared, sanitizer and fuzz builds here at
-# build/spirv. That directory must be built from this same source tree.
-set(VKATTN_SPIRV_PREBUILT "" CACHE PATH
-    "Directory of embedded shaders (<name>.c) from a build of this source to reuse; empty: compile them")
+# Another build directory of this source tree whose shaders this build
+# reuses instead of compiling the same SPIR-V again: its vkattn_shaders
+# target is brought up to date first, on every build, and its embedded
+# <name>.c files compile here (tools/test.sh points its shared, sanitizer and
+# fuzz builds at build/).
+set(VKATTN_SHADERS_FROM "" CACHE PATH
+    "A configured build directory of this source whose shaders to reuse; empty: compile them here")
+if(VKATTN_SHADERS_FROM)
+  if(NOT EXISTS ${VKATTN_SHADERS_FROM}/CMakeCache.txt)
+    message(FATAL_ERROR "VKATTN_SHADERS_FROM=${VKATTN_SHADERS_FROM} is not a configured build directory")
+  endif()
+  get_filename_component(_from_bin "${VKATTN_SHADERS_FROM}" REALPATH)
+  get_filename_component(_this_bin "${CMAKE_BINARY_DIR}" REALPATH)
+  if(_from_bin STREQUAL _this_bin)
+    message(FATAL_ERROR "VKATTN_SHADERS_FROM=${VKATTN_SHADERS_FROM} is this build directory itself")
+  endif()
+  load_cache(${VKATTN_SHADERS_FROM} READ_WITH_PREFIX _from_ CMAKE_HOME_DIRECTORY)
+  get_filename_component(_from_src "${_from_CMAKE_HOME_DIRECTORY}" REALPATH)
+  get_filename_component(_this_src "${PROJECT_SOURCE_DIR}" REALPATH)
+  if(NOT _from_src STREQUAL _this_src)
+    message(FATAL_ERROR "VKATTN_SHADERS_FROM=${VKATTN_SHADERS_FROM} builds ${_from_src}, "
+                        "not this source tree (${_this_src})")
+  endif()
+endif()
 set(VKATTN_SPIRV_TARGET_ENV vulkan1.2)
 file(MAKE_DIRECTORY ${VKATTN_SPIRV_DIR})
 set_property(GLOBAL PROPERTY VKATTN_SPIRV_SOURCES "")
@@ -55,12 +73,8 @@ endfunction()
 
 function(vkattn_shader name source)
   cmake_parse_arguments(ARG "" "" "DEFINES" ${ARGN})
-  if(VKATTN_SPIRV_PREBUILT)
-    set(${name}_csrc ${VKATTN_SPIRV_PREBUILT}/${name}.c)
-    if(NOT EXISTS ${${name}_csrc})
-      message(FATAL_ERROR "VKATTN_SPIRV_PREBUILT=${VKATTN_SPIRV_PREBUILT} has no ${name}.c: "
-                          "build that directory's vkattn_shaders target first, or leave it empty")
-    endif()
+  if(VKATTN_SHADERS_FROM)
+    set(${name}_csrc ${VKATTN_SHADERS_FROM}/spirv/${name}.c)
   else()
     vkattn_embed_shader(${PROJECT_SOURCE_DIR}/shaders/${source} ${VKATTN_SPIRV_DIR} ${name} vka_spirv
                         core/spirv.h INCLUDE ${PROJECT_SOURCE_DIR}/shaders DEFINES ${ARG_DEFINES})
@@ -79,4 +93,13 @@ foreach(n IN LISTS VKATTN_SPIRV_NAMES)
   string(APPEND decls "extern const vka_spirv vka_spirv_${n};\n")
 endforeach()
 file(CONFIGURE OUTPUT ${VKATTN_SPIRV_DIR}/vka_spirv.h CONTENT "${decls}")
-add_custom_target(vkattn_shaders DEPENDS ${VKATTN_SPIRV_SOURCES})
+if(VKATTN_SHADERS_FROM)
+  set_source_files_properties(${VKATTN_SPIRV_SOURCES} PROPERTIES GENERATED TRUE)
+  add_custom_target(vkattn_shaders
+    COMMAND ${CMAKE_COMMAND} --build ${VKATTN_SHADERS_FROM} --target vkattn_shaders
+    BYPRODUCTS ${VKATTN_SPIRV_SOURCES}
+    COMMENT "shaders of ${VKATTN_SHADERS_FROM}"
+    VERBATIM)
+else()
+  add_custom_target(vkattn_shaders DEPENDS ${VKATTN_SPIRV_SOURCES})
+endif()

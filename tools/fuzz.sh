@@ -4,8 +4,8 @@
 #   tools/fuzz.sh [--seconds S] [target...]   run each target (default: all)
 #                                             for S seconds (default 600)
 #   tools/fuzz.sh --build-only                build only (tools/test.sh)
-# Environment: VKATTN_SPIRV_PREBUILT, another build's spirv/ folder whose
-# embedded shaders to reuse (cmake/shaders.cmake; tools/test.sh sets it).
+# Environment: VKATTN_SHADERS_FROM, another build directory of this source
+# whose shaders to reuse (cmake/shaders.cmake; tools/test.sh sets it).
 # Targets: npy tuning pipeline_cache safetensors cli (fuzz_ prefix optional). Each keeps
 # the corpus it grows in build-fuzz/corpus/<target>, starting from the
 # committed seeds in tests/fuzz/corpus/<target> (only read). Prints each
@@ -39,7 +39,7 @@ done
 bash "$root/tools/install-deps.sh"
 log="$root/$dir.log"
 if ! { CC=clang cmake -S "$root" -B "$root/$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-         -DVKATTN_FUZZ=ON -DVKATTN_BUILD_BENCH=OFF -DVKATTN_SPIRV_PREBUILT="${VKATTN_SPIRV_PREBUILT:-}" &&
+         -DVKATTN_FUZZ=ON -DVKATTN_BUILD_BENCH=OFF -DVKATTN_SHADERS_FROM="${VKATTN_SHADERS_FROM:-}" &&
        cmake --build "$root/$dir" -j "$(nproc)" --target vkattn_fuzz; } > "$log" 2>&1; then
   cat "$log"
   echo "build of $dir failed (log: $log)" >&2

@@ -70,19 +70,19 @@ echo "== tests (build/)"
 run_ctest build "${select[@]}"
 
 if ((!quick)); then
-  # The other builds embed build/'s shaders instead of compiling the same
-  # SPIR-V again (cmake/shaders.cmake, VKATTN_SPIRV_PREBUILT).
-  spirv=(-DVKATTN_SPIRV_PREBUILT="$root/build/spirv")
-  bash "$root/tools/build.sh" build-shared -DBUILD_SHARED_LIBS=ON -DVKATTN_BUILD_BENCH=OFF "${spirv[@]}"
+  # The other builds reuse build/'s shaders instead of compiling the same
+  # SPIR-V again (cmake/shaders.cmake, VKATTN_SHADERS_FROM).
+  reuse=(-DVKATTN_SHADERS_FROM="$root/build")
+  bash "$root/tools/build.sh" build-shared -DBUILD_SHARED_LIBS=ON -DVKATTN_BUILD_BENCH=OFF "${reuse[@]}"
   echo "== shared library (build-shared/)"
   run_ctest build-shared -R 'packaging|example|test_context|test_mha|test_embedding|test_decode|test_python'
 
-  bash "$root/tools/build.sh" build-asan -DVKATTN_SANITIZE=ON -DVKATTN_BUILD_BENCH=OFF "${spirv[@]}"
+  bash "$root/tools/build.sh" build-asan -DVKATTN_SANITIZE=ON -DVKATTN_BUILD_BENCH=OFF "${reuse[@]}"
   echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
   run_ctest build-asan "${select[@]}"
 
   # clang, only the harnesses and what they link; fixed runs from the seeds
-  VKATTN_SPIRV_PREBUILT="$root/build/spirv" bash "$root/tools/fuzz.sh" --build-only
+  VKATTN_SHADERS_FROM="$root/build" bash "$root/tools/fuzz.sh" --build-only
   echo "== fuzz targets (build-fuzz/)"
   run_ctest build-fuzz -L fuzz
 fi
