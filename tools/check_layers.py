@@ -240,7 +240,7 @@ class Graph:
             for sym in sorted(used):
                 owners = self.defines.get(sym, set()) - {rel}
                 # a test's definition of a non-test symbol is a stand-in
-                # (tests/fuzz/fuzz_cli_stubs.c for tools/cli_device.c), not
+                # (tests/fuzz/fuzz_cli_stubs.c for tools/cli/cli_device.c), not
                 # a dependency of the code it replaces for
                 if layer_of(rel) != "tests":
                     owners = {o for o in owners if layer_of(o) != "tests"}
@@ -371,7 +371,7 @@ SELF_TEST_EDGES = [
      "src/ops/linear/linear_internal.h"),
     ("src/ops/attention/attention_api.c", "vka_kv_step_check", "use", "src/ops/kvcache/kvcache_step.c"),
     ("src/ref/ref_attention.c", "vka_fail", "use", "src/core/host.c"),
-    ("tools/cli_attention.c", "vka_tensor_resolve", "use", "src/core/tensor.c"),
+    ("tools/cli/cli_attention.c", "vka_tensor_resolve", "use", "src/core/tensor.c"),
     ("bench/bench_cases.c", "vka_alloc", "use", "src/core/host.c"),
     ("src/core/host.c", "vkattn_context_destroy", "use", "src/core/context.c"),
 ]

@@ -1,4 +1,4 @@
-/* The vkattn CLI's argument parsing (tools/cli_main.c and the commands)
+/* The vkattn CLI's argument parsing (tools/cli/cli_main.c and the commands)
  * with device creation stubbed (fuzz_cli_stubs.c): the input, split at NUL
  * bytes, is the argument list after "vkattn". Runs in a private temporary
  * working directory, so relative paths the fuzzer invents (outputs,

@@ -1,4 +1,4 @@
-/* The CLI's device seam (tools/cli_device.c) stubbed for fuzz_cli: no
+/* The CLI's device seam (tools/cli/cli_device.c) stubbed for fuzz_cli: no
  * device is ever created, so only argument parsing and what the commands do
  * before they need a device run. Silent, as the harness wants. */
 #include "cli.h"
