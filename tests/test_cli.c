@@ -192,7 +192,7 @@ static void test_tuning_file(void **state)
     assert_string_equal(again, text);
     unlink(tuning);
     /* a path that cannot be written, a file that is not tuning data */
-    expect_state_file_guarded("--tune", "--tuning", "cannot write tuning data",
+    expect_state_file_guarded("--tune", "--tuning", "a directory, not a vkattn tuning file",
                               "not a vkattn tuning file");
 }
 
@@ -216,7 +216,7 @@ static void test_pipeline_cache_file(void **state)
     }
     unlink(cache);
     /* a path that cannot be written, a file that is not a pipeline cache */
-    expect_state_file_guarded("", "--pipeline-cache", "cannot write pipeline cache",
+    expect_state_file_guarded("", "--pipeline-cache", "a directory, not a Vulkan pipeline cache",
                               "not a Vulkan pipeline cache");
 }
 

@@ -156,7 +156,7 @@ static void test_special_outputs(void **state)
 
     snprintf(extra, sizeof extra, "--out %s", cli_tmp);
     attention(args, sizeof args, extra);
-    expect_failure_saying(args, cli_tmp, "not a regular file");
+    expect_failure_saying(args, cli_tmp, "a directory, not a file");
 }
 
 /* D6: one file named by two outputs, or by an output and an input. */

@@ -276,8 +276,8 @@ static void test_reports(void **state)
     } bad[] = {{"info --layer 768,12", "expected Dm,H,Hkv or Dm,H,Hkv,Dh"},
                {"info --layer 768,12,", "H (heads) must be an integer"},
                {"info --layer 768,x,12", "H (heads) must be an integer"},
-               {"info --layer 768,7,7", "not a multiple of desc->num_heads 7"},
-               {"info --layer 768,12,5", "num_kv_heads"},
+               {"info --layer 768,7,7", "not a multiple of H 7"},
+               {"info --layer 768,12,5", "--layer 768,12,5: Hkv 5 does not divide H 12"},
                {"info --layer 768,12,12 --context 0", "--context"},
                {"info --context 5", "--context needs --layer"},
                {"info --layer 768,12,12 --json", "takes no --json"}};

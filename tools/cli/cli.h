@@ -2,6 +2,7 @@
 #ifndef VKATTN_CLI_H
 #define VKATTN_CLI_H
 
+#include "cli_stage.h"
 #include "vkattn.h"
 
 #include <stdbool.h>
@@ -17,20 +18,28 @@ typedef struct cli_device_options {
     bool tunable;               /* set by a command before parsing: it takes --tune/--tuning */
     bool quiet;                 /* --quiet: no progress lines (--tune) */
     bool pipeline_cache_saved;  /* set by cli_save_pipeline_cache: cli_close saves no more */
+    const char *command;        /* names the command in messages (cli_stage_device_outputs) */
+    bool context_open;          /* set by cli_open */
+    cli_stage outputs;          /* every file the command writes (cli_stage_device_outputs
+                                   and the command's own), placed by cli_close */
 } cli_device_options;
 
 /* Consumes argv[*i] (and its value) when it is a device option; returns 1 if
  * consumed, 0 if not a device option, -1 on an error it has reported (a
  * missing value, --tune/--tuning on a command that does not tune). */
 int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o);
-/* After --tune: writes the tuning data to --tuning's path (if given), before
- * any output file, so a path that cannot be written fails the command
- * without output. */
+/* Before any work: --tuning and --pipeline-cache name files of their kind
+ * (missing or empty ones will be; a directory or a file of another kind is
+ * refused, never used or overwritten), and the ones the command writes (the
+ * pipeline cache, the tuning data with --tune) join o->outputs. 0, or -1
+ * after printing. */
+int cli_stage_device_outputs(cli_device_options *o, const char *command);
+/* After --tune: writes the tuning data for --tuning's path (if given) to its
+ * temporary (o->outputs), placed with the command's other outputs. */
 vkattn_result cli_save_tuning(vkattn_context *ctx, const cli_device_options *o);
-/* Writes the pipeline cache to --pipeline-cache's path (if given) now, so a
- * command that writes output files can fail before them when the path cannot
- * be written; cli_close then leaves it alone. Nonzero on failure (the logger
- * printed why). */
+/* Writes the pipeline cache for --pipeline-cache's path (if given) to its
+ * temporary now, while the context is open; cli_close then leaves it alone.
+ * Nonzero on failure (the logger printed why). */
 int cli_save_pipeline_cache(vkattn_context *ctx, cli_device_options *o);
 /* The tuners' progress callback for these options: lines on stderr
  * (cli_progress.c), or NULL with --quiet. */
@@ -50,16 +59,22 @@ int cli_parse_args(int argc, char **argv, cli_device_options *o, const char *hel
                    cli_option_parser own, void *user);
 
 /* Opens a context as the options say; prints the error and returns NULL on
- * failure. Defined in cli_device.c, the only file creating Vulkan objects. */
-vkattn_context *cli_open(const cli_device_options *o);
+ * failure. From then on (o->context_open) the library's error messages are
+ * not printed as they are logged: each command reports the failure it gets
+ * in its own terms. Defined in cli_device.c, the only file creating Vulkan
+ * objects. */
+vkattn_context *cli_open(cli_device_options *o);
 /* vkattn_list_devices, behind a seam (cli_device.c) a fuzz harness stubs. */
 vkattn_result cli_list_devices(const char *device, vkattn_device_info *infos, uint32_t capacity,
                                uint32_t *count, uint32_t *chosen, vkattn_log_fn log,
                                void *log_user);
-/* Saves the pipeline cache if asked (unless cli_save_pipeline_cache did),
- * reports validation counts, destroys. Returns nonzero if the save failed or
- * validation reported anything. */
-int cli_close(vkattn_context *ctx, const cli_device_options *o);
+/* The end of every command that took device options, whatever its
+ * `status`: with a context, saves the pipeline cache when the command
+ * succeeded (unless cli_save_pipeline_cache did), reports validation counts
+ * and destroys it; then places o->outputs when everything succeeded, or
+ * removes them (cli_stage_finish). Returns `status`, or 1 when saving,
+ * validation or placing failed. */
+int cli_close(vkattn_context *ctx, cli_device_options *o, int status);
 
 /* A path a command was given: the option, the path (NULL: not given), and
  * whether the command writes it (a file it also reads, like

@@ -1,5 +1,6 @@
 /* vkattn attention: scaled dot-product attention on .npy tensors. */
 #include "cli_job.h"
+#include "cli_messages.h"
 #include "cli_mha_heads.h"
 #include "cli_mods.h"
 #include "cli_rope.h"
@@ -119,8 +120,10 @@ static int parse_options(attention_job *a, int argc, char **argv)
     if (cli_rope_check_given(&a->rope, "attention", positions) != 0)
         return 2;
     static const int required[] = {Q, K, V};
+    a->job.own_outputs[a->job.n_own_outputs++] =
+        (cli_path_use){"--weights-png", a->weights_png, true};
     if (cli_job_check_required(&a->job, required, 3, NULL) != 0 ||
-        (a->weights_png && cli_viz_check_output(&a->job, "--weights-png", a->weights_png) != 0))
+        (a->weights_png && cli_viz_check_output("attention", "--weights-png", a->weights_png) != 0))
         return 2;
     return CLI_ARGS_OK;
 }
@@ -156,7 +159,7 @@ static int load_inputs(void *user)
     if (cli_job_load(&a->job, ranks, PAD) != 0)
         return -1;
     for (int k = Q; a->bthd && k <= V; k++)
-        cli_swap_dims(a->in[k].array.shape, 1, 2);
+        cli_input_swap_dims(&a->in[k], 1, 2);
     if (check_rope_inputs(a) != 0)
         return -1;
     int64_t hq = a->in[Q].array.shape[1];
@@ -333,7 +336,8 @@ int cli_attention(int argc, char **argv)
         return code;
     int status = cli_job_run(&a.job, load_inputs, run, check, &a);
     if (status == 0 && a.weights_png)
-        status = cli_viz_save_last(&a.job, "--weights-png", a.weights_png, &a.png) != 0;
+        status =
+            cli_viz_save("--weights-png", cli_job_output_path(&a.job, a.weights_png), &a.png) != 0;
     cli_viz_picture_free(&a.png);
     for (int k = 0; k < 2; k++) { /* before cli_job_end closes the context */
         vkattn_buffer_destroy(a.rotated[k]);

@@ -1,10 +1,10 @@
 /* Device options, context opening and messages shared by the CLI commands. */
 #include "cli.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const char cli_device_options_help[] =
     "  --device SEL          device index or name substring (default: $VKATTN_DEVICE,\n"
@@ -25,16 +25,6 @@ const char cli_device_options_help[] =
     "                        candidate, else one line per op measured\n"
     "  --quiet               no progress lines\n"
     "  -v, --verbose         print informational messages\n";
-
-void cli_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("vkattn: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
 
 int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o)
 {
@@ -95,34 +85,32 @@ int cli_parse_args(int argc, char **argv, cli_device_options *o, const char *hel
     return CLI_ARGS_OK;
 }
 
-int cli_close(vkattn_context *ctx, const cli_device_options *o)
+int cli_close(vkattn_context *ctx, cli_device_options *o, int status)
 {
-    if (!ctx)
-        return 0;
-    int bad = 0;
-    if (o->pipeline_cache && !o->pipeline_cache_saved &&
-        vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) != VKATTN_SUCCESS) {
-        cli_error("--pipeline-cache \"%s\": not saved (the error above)", o->pipeline_cache);
-        bad = 1;
+    if (ctx) {
+        if (status == 0 && cli_save_pipeline_cache(ctx, o) != 0)
+            status = 1;
+        uint32_t errors = 0, warnings = 0;
+        vkattn_context_validation_counts(ctx, &errors, &warnings);
+        vkattn_context_destroy(ctx);
+        if (o->validate && (errors || warnings)) {
+            cli_error("validation layer: %u errors, %u warnings", errors, warnings);
+            status = 1;
+        }
     }
-    uint32_t errors = 0, warnings = 0;
-    vkattn_context_validation_counts(ctx, &errors, &warnings);
-    vkattn_context_destroy(ctx);
-    if (o->validate && (errors || warnings)) {
-        cli_error("validation layer: %u errors, %u warnings", errors, warnings);
-        bad = 1;
-    }
-    return bad;
+    return cli_stage_finish(&o->outputs, o->command, status);
 }
 
 int cli_save_pipeline_cache(vkattn_context *ctx, cli_device_options *o)
 {
-    if (!o->pipeline_cache)
+    if (!o->pipeline_cache || o->pipeline_cache_saved)
         return 0;
     o->pipeline_cache_saved = true;
-    if (vkattn_context_save_pipeline_cache(ctx, o->pipeline_cache) == VKATTN_SUCCESS)
+    const char *path = cli_stage_path(&o->outputs, o->pipeline_cache);
+    if (vkattn_context_save_pipeline_cache(ctx, path) == VKATTN_SUCCESS)
         return 0;
-    cli_error("--pipeline-cache \"%s\": not saved (the error above)", o->pipeline_cache);
+    cli_error("--pipeline-cache \"%s\": not saved: %s", o->pipeline_cache,
+              vkattn_context_last_error(ctx));
     return 1;
 }
 
@@ -130,8 +118,60 @@ vkattn_result cli_save_tuning(vkattn_context *ctx, const cli_device_options *o)
 {
     if (!o->tuning)
         return VKATTN_SUCCESS;
-    vkattn_result r = vkattn_context_save_tuning(ctx, o->tuning);
+    const char *path = cli_stage_path(&o->outputs, o->tuning);
+    vkattn_result r = vkattn_context_save_tuning(ctx, path);
     if (r != VKATTN_SUCCESS)
-        cli_error("--tuning \"%s\": not saved (the error above)", o->tuning);
+        cli_error("--tuning \"%s\": not saved: %s", o->tuning, vkattn_context_last_error(ctx));
     return r;
+}
+
+/* An existing file given for --tuning or --pipeline-cache must be what the
+ * option says: it is rewritten later, and an unrelated file (a mistyped
+ * path, an .npy, a directory) must not be, nor read as one. */
+static int check_state_file(const char *command, const char *path, const char *option)
+{
+    bool tuning = strcmp(option, "--tuning") == 0;
+    const char *kind = tuning ? "vkattn tuning file" : "Vulkan pipeline cache";
+    struct stat st;
+    if (!path || stat(path, &st) != 0)
+        return 0; /* missing: created later; its folder is checked as an output's */
+    if (!S_ISREG(st.st_mode)) {
+        cli_error("%s: %s \"%s\": %s, not a %s; nothing was written", command, option, path,
+                  S_ISDIR(st.st_mode) ? "a directory" : "not a regular file", kind);
+        return -1;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0; /* unreadable: the library says so */
+    unsigned char head[16] = {0};
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if (n == 0)
+        return 0;
+    bool ok;
+    if (tuning) {
+        /* any format version: the library says if it cannot take it */
+        ok = n >= strlen(VKATTN_TUNING_MAGIC) &&
+             memcmp(head, VKATTN_TUNING_MAGIC, strlen(VKATTN_TUNING_MAGIC)) == 0;
+    } else { /* VkPipelineCacheHeaderVersionOne: headerSize >= 32, version 1 */
+        uint32_t size = 0, version = 0;
+        memcpy(&size, head, 4);
+        memcpy(&version, head + 4, 4);
+        ok = n >= 8 && size >= 32 && version == 1;
+    }
+    if (!ok)
+        cli_error("%s \"%s\": the file is not a %s; not using or overwriting it", option, path,
+                  kind);
+    return ok ? 0 : -1;
+}
+
+int cli_stage_device_outputs(cli_device_options *o, const char *command)
+{
+    o->command = command;
+    if (check_state_file(command, o->tuning, "--tuning") != 0 ||
+        check_state_file(command, o->pipeline_cache, "--pipeline-cache") != 0)
+        return -1;
+    if (cli_stage_add(&o->outputs, command, "--pipeline-cache", o->pipeline_cache) != 0)
+        return -1;
+    return o->tune ? cli_stage_add(&o->outputs, command, "--tuning", o->tuning) : 0;
 }

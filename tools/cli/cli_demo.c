@@ -292,9 +292,9 @@ int cli_demo(int argc, char **argv)
     int code = cli_parse_args(argc, argv, &o, help_text, parse_option, &tokens);
     if (code != CLI_ARGS_OK)
         return code;
-    vkattn_context *ctx = cli_open(&o);
+    vkattn_context *ctx = cli_stage_device_outputs(&o, "demo") == 0 ? cli_open(&o) : NULL;
     if (!ctx)
-        return 1;
+        return cli_close(NULL, &o, 1);
     printf("device: %s\n", vkattn_context_device_info(ctx)->name);
     static const layer_case cases[] = {
         {"gpt2-small (MHA)", 768, 12, 12},
@@ -304,7 +304,5 @@ int cli_demo(int argc, char **argv)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int d = 0; d < 2; d++)
             failed += run_case(ctx, &cases[i], d ? VKATTN_DTYPE_F16 : VKATTN_DTYPE_F32, tokens);
-    if (cli_close(ctx, &o))
-        failed++;
-    return failed ? 1 : 0;
+    return cli_close(ctx, &o, failed ? 1 : 0);
 }

@@ -9,6 +9,11 @@
 static void on_log(void *user, vkattn_log_level level, const char *message)
 {
     const cli_device_options *o = user;
+    /* Once the context is open, the library's refusals come back as results
+     * that the command reports in its user's terms (cli_report_error), not
+     * in the library's; the validation layer's messages go out as they come. */
+    if (level == VKATTN_LOG_ERROR && o->context_open && strncmp(message, "validation:", 11) != 0)
+        return;
     if (level >= VKATTN_LOG_WARNING || o->verbose)
         fprintf(stderr, "vkattn: %s%s\n",
                 level == VKATTN_LOG_ERROR     ? "error: "
@@ -17,41 +22,8 @@ static void on_log(void *user, vkattn_log_level level, const char *message)
                 message);
 }
 
-/* An existing, non-empty file given for --tuning or --pipeline-cache must
- * be what the option says: it is rewritten later, and an unrelated file
- * (a mistyped path, an .npy) must not be. */
-static bool cache_file_ok(const char *path, const char *option)
+vkattn_context *cli_open(cli_device_options *o)
 {
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (!f)
-        return true; /* missing: created later; unreadable: the library says so */
-    unsigned char head[16] = {0};
-    size_t n = fread(head, 1, sizeof head, f);
-    fclose(f);
-    if (n == 0)
-        return true;
-    bool ok;
-    if (strcmp(option, "--tuning") == 0) {
-        /* any format version: the library says if it cannot take it */
-        ok = n >= strlen(VKATTN_TUNING_MAGIC) &&
-             memcmp(head, VKATTN_TUNING_MAGIC, strlen(VKATTN_TUNING_MAGIC)) == 0;
-    } else { /* VkPipelineCacheHeaderVersionOne: headerSize >= 32, version 1 */
-        uint32_t size = 0, version = 0;
-        memcpy(&size, head, 4);
-        memcpy(&version, head + 4, 4);
-        ok = n >= 8 && size >= 32 && version == 1;
-    }
-    if (!ok)
-        cli_error("%s \"%s\": the file is not a %s; not using or overwriting it", option, path,
-                  strcmp(option, "--tuning") == 0 ? "vkattn tuning file" : "Vulkan pipeline cache");
-    return ok;
-}
-
-vkattn_context *cli_open(const cli_device_options *o)
-{
-    if (!cache_file_ok(o->tuning, "--tuning") ||
-        !cache_file_ok(o->pipeline_cache, "--pipeline-cache"))
-        return NULL;
     vkattn_context_desc desc = {0};
     desc.device = o->device ? o->device : getenv("VKATTN_DEVICE");
     if (desc.device && !*desc.device)
@@ -68,6 +40,7 @@ vkattn_context *cli_open(const cli_device_options *o)
         cli_error("cannot open a Vulkan device (%s)", vkattn_result_name(r));
         return NULL;
     }
+    o->context_open = true;
     return ctx;
 }
 

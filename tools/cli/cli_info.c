@@ -132,7 +132,9 @@ static int layer_report(const char *layer, const char *context, bool bias)
     if (cli_parse_layer(layer, &d) != 0 || (context && cli_parse_uint("--context", context, &n)))
         return 2;
     d.bias = bias;
-    return cli_layer_report(stdout, &d, n) != 0 ? 2 : 0;
+    char source[256];
+    snprintf(source, sizeof source, "--layer %s", layer);
+    return cli_layer_report(stdout, &d, n, source, cli_layer_terms) != 0 ? 2 : 0;
 }
 
 int cli_info(int argc, char **argv)

@@ -7,8 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 int64_t cli_numel(const npy_array *a)
 {
@@ -27,13 +25,32 @@ void cli_shape_text(const npy_array *a, char *buf, size_t size)
         snprintf(buf + n, size - n, ")");
 }
 
-static int load(cli_input *in)
+/* What each loader takes, for a file of another dtype. */
+#define F32_TAKES "inputs are float32 or float16 (or uint16 bf16 bits with --input-bf16)"
+#define MASK_TAKES                                                                     \
+    "a mask is float32 or float16 (additive, -inf hides) or bool/uint8 (boolean: see " \
+    "--mask-true-blocks)"
+#define PAD_TAKES "a key-padding mask is uint8 or bool (1 = token, 0 = padding)"
+
+int cli_read_npy(cli_input *in, const char *accepted)
 {
     char err[512];
-    if (npy_read(in->path, &in->array, err, sizeof err) != 0) {
+    int r = npy_read(in->path, &in->array, err, sizeof err);
+    if (r == NPY_ERROR_DTYPE) { /* what this input takes, not what .npy files can hold */
+        char *list = strstr(err, " (expected");
+        if (list)
+            *list = '\0';
+        cli_error("%s: %s; %s", in->flag, err, accepted);
+    } else if (r != 0) {
         cli_error("%s: %s", in->flag, err);
-        return -1;
     }
+    return r != 0 ? -1 : 0;
+}
+
+static int load(cli_input *in, const char *accepted)
+{
+    if (cli_read_npy(in, accepted) != 0)
+        return -1;
     for (uint32_t i = 0; i < in->array.rank; i++)
         if (in->array.shape[i] == 0) {
             char s[128];
@@ -66,8 +83,14 @@ int cli_widen_f16(cli_input *in)
 
 int cli_load_f32(cli_input *in, uint32_t rank)
 {
-    if (load(in) != 0)
+    if (load(in, F32_TAKES) != 0)
         return -1;
+    if (in->bf16_bits && !in->keep_f32 && in->array.dtype != NPY_U16) {
+        cli_error("%s %s: dtype is %s; with --input-bf16 the tensors are uint16 arrays of bf16 "
+                  "bits (torch's t.view(torch.int16).numpy().view('<u2'))",
+                  in->flag, in->path, npy_dtype_name(in->array.dtype));
+        return -1;
+    }
     bool bits = in->array.dtype == NPY_U16 && in->bf16_bits;
     if ((in->array.dtype == NPY_F16 || bits) && cli_widen_f16(in) != 0)
         return -1;
@@ -92,9 +115,48 @@ int cli_load_f32(cli_input *in, uint32_t rank)
     return 0;
 }
 
+void cli_element_text(uint32_t rank, const int64_t *shape, int64_t flat, char *buf, size_t size)
+{
+    int64_t index[8] = {0};
+    for (uint32_t d = rank; d-- > 0;) {
+        index[d] = shape[d] ? flat % shape[d] : 0;
+        flat = shape[d] ? flat / shape[d] : 0;
+    }
+    int n = snprintf(buf, size, "[");
+    for (uint32_t d = 0; d < rank && n > 0 && (size_t)n < size; d++)
+        n += snprintf(buf + n, size - n, d ? ", %lld" : "%lld", (long long)index[d]);
+    if (n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - n, "]");
+}
+
+int64_t cli_first_nonfinite(const float *data, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(data[i]))
+            return i;
+    return -1;
+}
+
+int cli_check_finite(const cli_input *in, const char *rule)
+{
+    const npy_array *a = &in->array;
+    int64_t i = a->dtype == NPY_F32 ? cli_first_nonfinite(a->data, cli_numel(a)) : -1;
+    if (i < 0)
+        return 0;
+    char at[160];
+    cli_element_text(a->rank, a->shape, i, at, sizeof at);
+    float v = ((const float *)a->data)[i];
+    cli_error("%s %s: element %s is %s; %s", in->flag, in->path, at,
+              isnan(v) ? "NaN"
+              : v > 0  ? "inf"
+                       : "-inf",
+              rule);
+    return -1;
+}
+
 int cli_load_mask(cli_input *in)
 {
-    if (load(in) != 0)
+    if (load(in, MASK_TAKES) != 0)
         return -1;
     if (in->array.dtype == NPY_F16 && cli_widen_f16(in) != 0)
         return -1;
@@ -116,7 +178,7 @@ int cli_load_mask(cli_input *in)
 
 int cli_load_mask_u8(cli_input *in)
 {
-    if (load(in) != 0)
+    if (load(in, PAD_TAKES) != 0)
         return -1;
     if (in->array.dtype != NPY_U8 && in->array.dtype != NPY_BOOL) {
         cli_error(
@@ -260,74 +322,6 @@ int cli_write_f32(const char *path, uint32_t rank, const int64_t *shape, const f
     return 0;
 }
 
-/* The layer's desc fields as the CLI's users know them. */
-static const char *const desc_names[][2] = {
-    {"desc->num_kv_heads", "--kv-heads"},
-    {"desc->num_heads", "--heads"},
-    {"desc->embed_dim", "embed_dim (the last dimension of --x)"},
-    {"desc->kv_dim", "kv_dim (the last dimension of --kv)"},
-    {"desc->head_dim", "head_dim (rows of --wq / --heads)"},
-    {"desc->v_head_dim", "v_head_dim (rows of --wv / --kv-heads)"},
-    {"desc->rope.theta", "--rope-theta"},
-    {"desc->rope.dims", "--rope-dims"},
-    {"desc->rope.factor", "the --rope-linear or --rope-llama3 factor"},
-    {"desc->scale", "--scale"},
-    {"desc->norm_eps", "--norm-eps"},
-    {"desc->window", "--window"},
-    {"desc->softcap", "--softcap"},
-    {"desc->alibi_max_bias", "--alibi-max-bias"},
-    {"weights->sinks", "--sinks"},
-    {"weights->alibi_slopes", "--alibi-slopes"},
-    {"args->window", "--window"},
-    {"args->softcap", "--softcap"},
-    {"args->alibi_max_bias", "--alibi-max-bias"},
-    {"args->causal_align", "--causal-top-left"},
-    {"args->lse", "--lse-out"},
-};
-
-void cli_report_error(vkattn_context *ctx, vkattn_result r, const cli_input *inputs, int n_inputs)
-{
-    const char *msg = vkattn_context_last_error(ctx);
-    char out[2048] = "";
-    size_t o = 0;
-    while (*msg && o + 1 < sizeof out) {
-        bool replaced = false;
-        for (size_t i = 0; i < sizeof desc_names / sizeof desc_names[0] && !replaced; i++) {
-            size_t len = strlen(desc_names[i][0]);
-            if (strncmp(msg, desc_names[i][0], len) == 0) {
-                o += (size_t)snprintf(out + o, sizeof out - o, "%s", desc_names[i][1]);
-                msg += len;
-                replaced = true;
-            }
-        }
-        if (replaced)
-            continue;
-        if (strncmp(msg, "args->", 6) == 0) {
-            for (int i = 0; i < n_inputs && !replaced; i++) {
-                const char *name = inputs[i].flag + 2; /* "--q" -> "q" */
-                size_t len = strlen(name);
-                char canon[32];
-                snprintf(canon, sizeof canon, "%s", name);
-                for (char *c = canon; *c; c++)
-                    if (*c == '-')
-                        *c = '_';
-                if (inputs[i].path && strncmp(msg + 6, canon, len) == 0 &&
-                    (msg[6 + len] == '.' || msg[6 + len] == ' ' || msg[6 + len] == ':' ||
-                     msg[6 + len] == '\0')) {
-                    o += (size_t)snprintf(out + o, sizeof out - o, "%s (%s)", inputs[i].flag,
-                                          inputs[i].path);
-                    msg += 6 + len;
-                    replaced = true;
-                }
-            }
-        }
-        if (!replaced)
-            out[o++] = *msg++;
-        out[o < sizeof out ? o : sizeof out - 1] = '\0';
-    }
-    cli_error("%s [%s]", out, vkattn_result_name(r));
-}
-
 double cli_tolerance(vkattn_dtype dtype) { return dtype == VKATTN_DTYPE_F32 ? 2e-4 : 1.5e-2; }
 
 int cli_parse_dtype(const char *text, vkattn_dtype *dtype)
@@ -433,19 +427,18 @@ int cli_check_report(const float *out, const float *ref, int64_t n, const float 
 
 int cli_write_outputs(const cli_output_file *files, int n)
 {
-    for (int k = 0; k < n; k++) {
-        if (!files[k].data ||
-            cli_write_f32(files[k].path, files[k].rank, files[k].shape, files[k].data) == 0)
-            continue;
-        /* only the files just written: never /dev/null or a FIFO */
-        for (int w = 0; w < k; w++) {
-            struct stat st;
-            if (files[w].data && lstat(files[w].path, &st) == 0 && S_ISREG(st.st_mode))
-                unlink(files[w].path);
-        }
-        return 1;
-    }
+    for (int k = 0; k < n; k++)
+        if (files[k].data &&
+            cli_write_f32(files[k].path, files[k].rank, files[k].shape, files[k].data) != 0)
+            return 1;
     return 0;
+}
+
+void cli_input_swap_dims(cli_input *in, int i, int j)
+{
+    cli_swap_dims(in->array.shape, i, j);
+    in->swapped[0] = (int8_t)i;
+    in->swapped[1] = (int8_t)j;
 }
 
 void cli_swap_dims(int64_t *shape, int i, int j)

@@ -16,11 +16,25 @@ typedef struct cli_input {
     bool mask;      /* an attention mask: float32 (additive) or bool/uint8, rank 2-4 */
     bool external;  /* a file the command reads itself (--weights), not one array */
     bool bf16_bits; /* --input-bf16: a uint16 array holds bf16 bits (widened exactly) */
+    /* Dimensions exchanged between the file and the library's view of it
+     * (--layout bthd: 1 and 2; --seq-first: 0 and 1), for messages; equal:
+     * none. Set by cli_input_swap_dims. */
+    int8_t swapped[2];
 } cli_input;
 
-/* Loads a float32 (or float16, or with in->bf16_bits uint16 bf16 bits; both
- * widened exactly) input of rank `rank` (0: any 1..4). Prints the error
- * naming the file and returns -1 on failure. */
+/* Exchanges dims i and j of a loaded input's shape (the library sees the
+ * file's [B,T,H,D] as [B,H,T,D] through strides) and remembers it, so that
+ * messages name the file's own dimensions. */
+void cli_input_swap_dims(cli_input *in, int i, int j);
+
+/* Reads the input's file into in->array; a dtype no .npy reader takes is
+ * refused with `accepted` (what this input takes: "a mask is ..."). Prints
+ * the error naming the flag and file and returns -1 on failure. */
+int cli_read_npy(cli_input *in, const char *accepted);
+/* Loads a float32 or float16 input (with in->bf16_bits, unless keep_f32: a
+ * uint16 array of bf16 bits, and nothing else), widened exactly, of rank
+ * `rank` (0: any 1..4). Prints the error naming the file and returns -1 on
+ * failure. */
 int cli_load_f32(cli_input *in, uint32_t rank);
 /* A loaded float16 (or uint16 bf16 bits) array widened to float32 in its
  * place (exact); -1 after printing when out of memory. */
@@ -30,6 +44,14 @@ int cli_widen_f16(cli_input *in);
 int cli_load_mask(cli_input *in);
 /* Loads a key-padding input: uint8 or bool, rank 2. */
 int cli_load_mask_u8(cli_input *in);
+/* "[i, j, k]": the index of element `flat` of a row-major array. */
+void cli_element_text(uint32_t rank, const int64_t *shape, int64_t flat, char *buf, size_t size);
+/* The index of the first NaN or infinite value, or -1. */
+int64_t cli_first_nonfinite(const float *data, int64_t n);
+/* Fails, naming the input's flag, file and the element ("--wq W.npy:
+ * element [3, 5] is NaN; <rule>"), when a loaded float32 input holds a value
+ * that is not finite. 0, or -1 after printing. */
+int cli_check_finite(const cli_input *in, const char *rule);
 /* Fails, naming the file, when a dimension is not `want` (skipped when
  * want < 0). `what` describes the dimension ("embed_dim"). */
 int cli_expect_dim(const cli_input *in, uint32_t dim, int64_t want, const char *what);
@@ -57,10 +79,6 @@ int cli_round_to_dtype(cli_input *in, vkattn_dtype dtype);
 
 /* Writes float32 data; prints the error and returns -1 on failure. */
 int cli_write_f32(const char *path, uint32_t rank, const int64_t *shape, const float *data);
-
-/* The library's message with "args->x" names replaced by the flags and files
- * the user gave, then printed. */
-void cli_report_error(vkattn_context *ctx, vkattn_result r, const cli_input *inputs, int n_inputs);
 
 /* --check's tolerance on the elementwise error for a device dtype: 2e-4
  * for f32, 1.5e-2 for f16 and bf16 (fp32 accumulation either way). */
@@ -91,9 +109,8 @@ typedef struct cli_output_file {
     const int64_t *shape;
     const float *data;
 } cli_output_file;
-/* Writes the files in order; on a failure the ones already written are
- * removed (regular files only), so no output file is left behind. 0 on
- * success. */
+/* Writes the files in order (to their staged temporaries: cli_stage.h,
+ * which removes them when the command fails). 0, or 1 after printing. */
 int cli_write_outputs(const cli_output_file *files, int n);
 
 /* A tensor stored with dims i and j exchanged ([B,T,H,D] for [B,H,T,D],

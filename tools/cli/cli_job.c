@@ -1,6 +1,7 @@
 /* The steps attention and mha share, in the order that leaves no output
  * file behind when any of them fails. */
 #include "cli_job.h"
+#include "cli_messages.h"
 #include "cli_mods.h"
 #include "cli_rope.h"
 
@@ -143,20 +144,49 @@ int cli_job_parse(cli_job *j, int argc, char **argv, const char *help, cli_value
     return cli_parse_args(argc, argv, &j->device, help, parse_option, &p);
 }
 
+/* The job's output files: the device's, its own, the command's own. */
+static int job_outputs(const cli_job *j, cli_path_use *uses)
+{
+    const cli_path_use mine[5] = {
+        {"--out", j->out_path, true},         {"--weights-out", j->weights_path, true},
+        {"--lse-out", j->lse_path, true},     {"--pipeline-cache", j->device.pipeline_cache, true},
+        {"--tuning", j->device.tuning, true},
+    };
+    int n = 0;
+    for (int k = 0; k < 5; k++)
+        uses[n++] = mine[k];
+    for (int k = 0; k < j->n_own_outputs; k++)
+        uses[n++] = j->own_outputs[k];
+    return n;
+}
+
 /* Every output against the other outputs and the inputs, before any work. */
 static int check_paths(const cli_job *j)
 {
-    cli_path_use uses[CLI_MAX_PATH_USES] = {
-        {"--out", j->out_path, true},
-        {"--weights-out", j->weights_path, true},
-        {"--pipeline-cache", j->device.pipeline_cache, true},
-        {"--tuning", j->device.tuning, true},
-        {"--lse-out", j->lse_path, true},
-    };
-    int n = 5;
+    cli_path_use uses[CLI_MAX_PATH_USES];
+    int n = job_outputs(j, uses);
     for (int k = 0; k < j->n_inputs && n < CLI_MAX_PATH_USES; k++)
         uses[n++] = (cli_path_use){j->inputs[k].flag, j->inputs[k].path, false};
     return cli_check_path_collisions(j->command, uses, n);
+}
+
+int cli_job_stage_outputs(cli_job *j)
+{
+    if (cli_stage_device_outputs(&j->device, j->command) != 0)
+        return -1;
+    cli_path_use uses[CLI_MAX_PATH_USES];
+    int n = job_outputs(j, uses);
+    for (int k = 0; k < n; k++) /* the device's are staged: the same path again is a no-op */
+        if (strcmp(uses[k].option, "--pipeline-cache") != 0 &&
+            strcmp(uses[k].option, "--tuning") != 0 &&
+            cli_stage_add(&j->device.outputs, j->command, uses[k].option, uses[k].path) != 0)
+            return -1;
+    return 0;
+}
+
+const char *cli_job_output_path(const cli_job *j, const char *path)
+{
+    return cli_stage_path(&j->device.outputs, path);
 }
 
 int cli_job_check_required(const cli_job *j, const int *required, int n_required,
@@ -282,22 +312,17 @@ int cli_job_compare(const cli_job *j)
 
 int cli_job_run(cli_job *j, cli_job_step load, cli_job_step run, cli_job_step check, void *user)
 {
-    if (load(user) != 0 || !(j->ctx = cli_open(&j->device)) || run(user) != 0)
+    if (cli_job_stage_outputs(j) != 0 || load(user) != 0 || !(j->ctx = cli_open(&j->device)) ||
+        run(user) != 0)
         return 1;
     if (j->check && check(user) != 0)
         return 1;
-    /* the caches before the outputs: a path that cannot be written fails
-     * the command without an output file */
-    if (cli_save_pipeline_cache(j->ctx, &j->device) != 0)
-        return 1;
     const cli_outputs *r = &j->out;
     const cli_output_file files[3] = {
-        {j->out_path, r->rank, r->shape, r->out},
-        {j->weights_path, r->weights_rank, r->weights_shape, r->weights},
-        {j->lse_path, 3, r->lse_shape, r->lse}};
-    if (cli_write_outputs(files, 3) != 0)
-        return 1;
-    return 0;
+        {cli_job_output_path(j, j->out_path), r->rank, r->shape, r->out},
+        {cli_job_output_path(j, j->weights_path), r->weights_rank, r->weights_shape, r->weights},
+        {cli_job_output_path(j, j->lse_path), 3, r->lse_shape, r->lse}};
+    return cli_write_outputs(files, 3) != 0;
 }
 
 int cli_job_end(cli_job *j, int status)
@@ -316,7 +341,5 @@ int cli_job_end(cli_job *j, int status)
     free(r->ref);
     free(r->ref_weights);
     free(r->ref_lse);
-    if (cli_close(j->ctx, &j->device))
-        status = 1;
-    return status;
+    return cli_close(j->ctx, &j->device, status);
 }

@@ -34,6 +34,11 @@ typedef struct cli_job {
     const char *out_path;     /* --out */
     const char *weights_path; /* --weights-out */
     const char *lse_path;     /* --lse-out: f32 [B, Hq, Tq] (commands that take it) */
+    /* The command's own output files (--weights-png, --save-weights, ...),
+     * set after parsing: checked against the other paths, staged and placed
+     * with the job's outputs (cli_stage.h); a NULL path is not given. */
+    cli_path_use own_outputs[4];
+    int n_own_outputs;
     bool causal, per_head, check;
     bool causal_top_left;  /* --causal-top-left: causal, queries at i (cli_mods.h) */
     bool mask_true_blocks; /* --mask-true-blocks: a boolean mask's True hides */
@@ -57,11 +62,19 @@ int cli_job_parse(cli_job *j, int argc, char **argv, const char *help, cli_value
                   void *user);
 /* After parsing: the inputs listed in `required` were given, then `missing`
  * (a flag the command found missing; NULL: none) and --out, --per-head
- * comes with --weights-out, and no output names the same file as another
- * output or an input (cli_check_path_collisions); else prints the first
- * that is not so and returns -1. */
+ * comes with --weights-out, and no output (own_outputs included) names the
+ * same file as another output or an input (cli_check_path_collisions); else
+ * prints the first that is not so and returns -1. */
 int cli_job_check_required(const cli_job *j, const int *required, int n_required,
                            const char *missing);
+
+/* Before any work: every output of the job (the device's, --out,
+ * --weights-out, --lse-out, own_outputs) checked and staged in
+ * j->device.outputs, so that cli_job_end places all of them or none. 0, or
+ * -1 after printing. */
+int cli_job_stage_outputs(cli_job *j);
+/* Where the job writes the output `path` (its temporary: cli_stage_path). */
+const char *cli_job_output_path(const cli_job *j, const char *path);
 
 /* Loads the inputs that were given, in order: input `pad` as a key-padding
  * mask, those of rank CLI_POSITIONS_RANK as positions (cli_rope.h), of rank
@@ -103,13 +116,14 @@ int cli_job_compare(const cli_job *j);
 /* A step of a command, given the `user` of cli_job_run: 0, or nonzero after
  * printing why it failed. */
 typedef int (*cli_job_step)(void *user);
-/* Loads the inputs, opens the context, runs the command, checks it (with
- * --check), saves the pipeline cache and writes the outputs; each step only
- * when the ones before succeeded, so that a failure leaves no output file.
- * 0 on success, else 1. */
+/* Stages the outputs, loads the inputs, opens the context, runs the command,
+ * checks it (with --check) and writes the outputs to their temporaries; each
+ * step only when the ones before succeeded. cli_job_end places them (or,
+ * after any failure, removes them). 0 on success, else 1. */
 int cli_job_run(cli_job *j, cli_job_step load, cli_job_step run, cli_job_step check, void *user);
-/* Frees the inputs and outputs, closes the context; returns `status`, or 1
- * when closing reported a problem. */
+/* Frees the inputs and outputs, closes the context, then places the staged
+ * outputs when `status` is 0 and closing went well, else removes them
+ * (cli_close); returns `status`, or 1 when closing or placing failed. */
 int cli_job_end(cli_job *j, int status);
 
 #endif

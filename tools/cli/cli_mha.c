@@ -1,6 +1,7 @@
 /* vkattn mha: one multi-head attention layer (torch.nn.MultiheadAttention
  * weights layout) on .npy inputs. */
 #include "cli_job.h"
+#include "cli_messages.h"
 #include "cli_mha_heads.h"
 #include "cli_mods.h"
 #include "cli_report.h"
@@ -11,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static const char help_text[] =
     "usage: vkattn mha --x X.npy --heads H --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy\n"
@@ -321,7 +320,6 @@ static bool measures_heads(const mha_job *m) { return m->head_report || m->repor
  * file: 0, or -1 after printing. */
 static int check_head_options(mha_job *m)
 {
-    const cli_job *j = &m->job;
     if (measures_heads(m) && (m->prefill || m->in[HMASK].path)) {
         cli_error("mha: --head-report measures every head on the forward pass, unmasked: it "
                   "takes no %s",
@@ -337,21 +335,7 @@ static int check_head_options(mha_job *m)
         cli_error("mha: --save-weights \"%s\": expected a .safetensors path", m->save_weights);
         return -1;
     }
-    if (m->weights_png && cli_viz_check_output(j, "--weights-png", m->weights_png) != 0)
-        return -1;
-    cli_path_use uses[CLI_MAX_PATH_USES] = {
-        {"--save-weights", m->save_weights, true},
-        {"--head-report-json", m->report_json, true},
-        {"--weights-png", m->weights_png, true},
-        {"--out", j->out_path, true},
-        {"--weights-out", j->weights_path, true},
-        {"--pipeline-cache", j->device.pipeline_cache, true},
-        {"--tuning", j->device.tuning, true},
-    };
-    int n = 7;
-    for (int k = 0; k < j->n_inputs && n < CLI_MAX_PATH_USES; k++)
-        uses[n++] = (cli_path_use){j->inputs[k].flag, j->inputs[k].path, false};
-    if (cli_check_path_collisions("mha", uses, n) != 0)
+    if (m->weights_png && cli_viz_check_output("mha", "--weights-png", m->weights_png) != 0)
         return -1;
     return m->prune_text ? cli_parse_pruned_heads("--prune-heads", m->prune_text, m->heads,
                                                   &m->keep, &m->kept)
@@ -475,6 +459,12 @@ static int parse_options(mha_job *m, int argc, char **argv)
         return 2;
     if (check_weight_source(m) != 0)
         return 2;
+    cli_job *j = &m->job;
+    const cli_path_use own[3] = {{"--save-weights", m->save_weights, true},
+                                 {"--head-report-json", m->report_json, true},
+                                 {"--weights-png", m->weights_png, true}};
+    for (int k = 0; k < 3; k++)
+        j->own_outputs[j->n_own_outputs++] = own[k];
     static const int required[] = {X, WQ, WK, WV, WO};
     int n_required = m->in[WEIGHTS].path ? 1 : 5;
     if (cli_job_check_required(&m->job, required, n_required, !m->heads ? "--heads" : NULL) != 0)
@@ -542,10 +532,16 @@ static int load_inputs(void *user)
         return -1;
     if (cli_job_load(&m->job, ranks, PAD) != 0)
         return -1;
+    /* a NaN or inf weight would turn every output NaN with exit 0 */
+    const int weights[] = {WQ, WK, WV, WO, BQ, BK, BV, BO, QN, KN};
+    for (size_t k = 0; k < sizeof weights / sizeof weights[0]; k++)
+        if (in[weights[k]].path &&
+            cli_check_finite(&in[weights[k]], "weights and biases must be finite") != 0)
+            return -1;
     if (m->job.seq_first) { /* [T, B, E] files: work with [B, T, E] views */
-        cli_swap_dims(in[X].array.shape, 0, 1);
+        cli_input_swap_dims(&in[X], 0, 1);
         if (in[KV].path)
-            cli_swap_dims(in[KV].array.shape, 0, 1);
+            cli_input_swap_dims(&in[KV], 0, 1);
     }
     /* with --weight-dtype the layer and the reference convert the
      * projection weights themselves (never through --dtype first) */
@@ -648,7 +644,8 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
     }
     /* the layer that runs: after --prune-heads, the smaller one */
     const vkattn_mha_desc *d = vkattn_mha_config(m->layer);
-    if (m->report && cli_layer_report(stdout, d, m->context ? m->context : CLI_REPORT_CONTEXT) != 0)
+    if (m->report && cli_layer_report(stdout, d, m->context ? m->context : CLI_REPORT_CONTEXT,
+                                      "mha --report", cli_command_terms) != 0)
         return -1;
     const int64_t *xs = m->in[X].array.shape;
     int64_t tq = xs[1];
@@ -787,21 +784,9 @@ static int check(void *user)
     return cli_job_compare(&m->job);
 }
 
-/* Removes the regular files among `paths` (never /dev/null or a FIFO). */
-static void remove_written(const char *const *paths, int n)
-{
-    for (int k = 0; k < n; k++) {
-        struct stat st;
-        if (paths[k] && lstat(paths[k], &st) == 0 && S_ISREG(st.st_mode))
-            unlink(paths[k]);
-    }
-}
-
 /* After the job's outputs: the head report printed, then the files the job
  * does not write itself (--weights-png, --head-report-json,
- * --save-weights); when one cannot be written, the ones written before and
- * the job's outputs go again, so that a failed command leaves none. 0, or
- * 1 after printing. */
+ * --save-weights), to their temporaries. 0, or 1 after printing. */
 static int finish(mha_job *m)
 {
     const vkattn_mha_desc *d = vkattn_mha_config(m->layer);
@@ -809,30 +794,25 @@ static int finish(mha_job *m)
     cli_head_report hr = {m->importance, d->num_heads, m->keep, m->heads, m->heads / kv_heads};
     if (m->head_report)
         cli_print_head_report(stdout, &hr);
-    const char *written[3];
-    int n = 0;
-    bool ok = true;
-    if (m->weights_png && (ok = cli_viz_save("--weights-png", m->weights_png, &m->png) == 0))
-        written[n++] = m->weights_png;
-    if (ok && m->report_json) {
+    const cli_job *j = &m->job;
+    if (m->weights_png &&
+        cli_viz_save("--weights-png", cli_job_output_path(j, m->weights_png), &m->png) != 0)
+        return 1;
+    if (m->report_json) {
         char *json = cli_head_report_json(&hr), err[512];
         const npy_chunk chunk = {json, json ? strlen(json) : 0};
-        ok = json && npy_write_file(m->report_json, &chunk, 1, err, sizeof err) == 0;
+        bool ok = json && npy_write_file(cli_job_output_path(j, m->report_json), &chunk, 1, err,
+                                         sizeof err) == 0;
         if (!ok)
             cli_error("--head-report-json %s", json ? err : "out of memory");
-        else
-            written[n++] = m->report_json;
         free(json);
+        if (!ok)
+            return 1;
     }
-    if (ok && m->save_weights)
-        ok = cli_saved_weights_write(&m->saved, m->save_weights) == 0;
-    if (ok)
-        return 0;
-    remove_written(written, n);
-    const char *outputs[2] = {m->job.out_path, m->job.weights_path};
-    remove_written(outputs, 2);
-    cli_error("mha: nothing was written");
-    return 1;
+    if (m->save_weights &&
+        cli_saved_weights_write(&m->saved, cli_job_output_path(j, m->save_weights)) != 0)
+        return 1;
+    return 0;
 }
 
 int cli_mha(int argc, char **argv)

@@ -70,11 +70,8 @@ int cli_mods_check_given(const cli_mods *m, const cli_job *j, const cli_input *s
 int cli_mods_load_heads(cli_input *in)
 {
     npy_array *a = &in->array;
-    char err[512];
-    if (npy_read(in->path, a, err, sizeof err) != 0) {
-        cli_error("%s: %s", in->flag, err);
+    if (cli_read_npy(in, "expected float32 or float16 [Hq], one value per query head") != 0)
         return -1;
-    }
     if (a->dtype == NPY_F16 && cli_widen_f16(in) != 0)
         return -1;
     if (a->dtype != NPY_F32) {

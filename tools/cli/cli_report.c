@@ -2,6 +2,7 @@
 #include "cli_report.h"
 
 #include "cli.h"
+#include "cli_messages.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -213,12 +214,14 @@ static void print_cache(FILE *f, const vkattn_mha_desc *d, const report_columns 
     }
 }
 
-int cli_layer_report(FILE *f, const vkattn_mha_desc *desc, uint64_t context)
+int cli_layer_report(FILE *f, const vkattn_mha_desc *desc, uint64_t context, const char *source,
+                     const cli_term *terms)
 {
     vkattn_mha_param_counts own;
-    char err[512];
+    char err[512], said[1024];
     if (vkattn_mha_param_count(desc, &own, err, sizeof err) != VKATTN_SUCCESS) {
-        cli_error("layer: %s", err);
+        cli_translate(err, NULL, 0, terms, said, sizeof said);
+        cli_error("%s: %s", source, said);
         return -1;
     }
     if (context == 0 || context > UINT32_MAX) {
@@ -243,12 +246,15 @@ int cli_layer_report(FILE *f, const vkattn_mha_desc *desc, uint64_t context)
     print_parameters(f, d, &c, why_weights, sizeof why_weights);
     fputc('\n', f);
     print_cache(f, d, &c, context, why_cache, sizeof why_cache);
+    char said_weights[1024], said_cache[1024];
+    cli_translate(why_weights, NULL, 0, terms, said_weights, sizeof said_weights);
+    cli_translate(why_cache, NULL, 0, terms, said_cache, sizeof said_cache);
     if (why_weights[0] || why_cache[0])
         fprintf(f, "\n-: not possible for this shape, e.g.\n");
     if (why_weights[0])
-        fprintf(f, "   %s\n", why_weights);
+        fprintf(f, "   %s\n", said_weights);
     if (why_cache[0])
-        fprintf(f, "   %s\n", why_cache);
+        fprintf(f, "   %s\n", said_cache);
     return 0;
 }
 

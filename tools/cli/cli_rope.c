@@ -137,11 +137,8 @@ int cli_rope_check_head_dim(const cli_rope_options *o, int64_t head_dim, const c
 int cli_load_positions(cli_input *in)
 {
     npy_array *a = &in->array;
-    char err[512];
-    if (npy_read(in->path, a, err, sizeof err) != 0) {
-        cli_error("%s: %s", in->flag, err);
+    if (cli_read_npy(in, "positions are int32 or int64 [batch, tokens]") != 0)
         return -1;
-    }
     if (a->dtype != NPY_I32 && a->dtype != NPY_I64) {
         cli_error("%s %s: dtype is %s; positions are int32 or int64 [batch, tokens]", in->flag,
                   in->path, npy_dtype_name(a->dtype));

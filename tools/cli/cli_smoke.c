@@ -136,9 +136,8 @@ int cli_smoke(int argc, char **argv)
     int code = cli_parse_args(argc, argv, &o, help_text, parse_option, &n);
     if (code != CLI_ARGS_OK)
         return code;
-    vkattn_context *ctx = cli_open(&o);
+    vkattn_context *ctx = cli_stage_device_outputs(&o, "smoke") == 0 ? cli_open(&o) : NULL;
     if (!ctx)
-        return 1;
-    int status = run(ctx, n);
-    return cli_close(ctx, &o) ? 1 : status;
+        return cli_close(NULL, &o, 1);
+    return cli_close(ctx, &o, run(ctx, n));
 }

@@ -1,5 +1,6 @@
 /* vkattn viz: a picture of attention weights, from a weights .npy file or
  * computed on the device from Q and K. */
+#include "cli_messages.h"
 #include "cli_mods.h"
 #include "cli_viz.h"
 
@@ -174,7 +175,7 @@ static int check_given(const viz_job *v)
     if (cli_mods_check_given(&v->mods, j, &no_slopes) != 0 ||
         cli_job_check_required(j, NULL, 0, NULL) != 0)
         return -1;
-    return cli_viz_check_output(j, "--out", j->out_path);
+    return cli_viz_check_output("viz", "--out", j->out_path);
 }
 
 /* The weights file: [B,Tq,Tk] averaged or [B,H,Tq,Tk]; as [B,H,Tq,Tk]. */
@@ -222,7 +223,7 @@ static int compute_weights(viz_job *v, int64_t shape[4])
         cli_report_error(j->ctx, r, v->in, N_INPUTS);
         return -1;
     }
-    if (cli_job_download(j) != 0 || cli_save_pipeline_cache(j->ctx, &j->device) != 0)
+    if (cli_job_download(j) != 0)
         return -1;
     memcpy(shape, j->out.weights_shape, 4 * sizeof *shape);
     return 0;
@@ -235,7 +236,8 @@ static int run(viz_job *v)
     cli_job *j = &v->job;
     static const uint32_t ranks[N_INPUTS] = {4, 4, 4, 0, 2, 0, 0, 0};
     int64_t shape[4];
-    if (cli_job_load(j, ranks, PAD) != 0 || (v->in[WEIGHTS].path && load_weights(v, shape) != 0))
+    if (cli_job_stage_outputs(j) != 0 || cli_job_load(j, ranks, PAD) != 0 ||
+        (v->in[WEIGHTS].path && load_weights(v, shape) != 0))
         return 1;
     const char *source = v->in[WEIGHTS].path ? v->in[WEIGHTS].path : v->in[Q].path;
     int64_t batch = v->in[WEIGHTS].path ? shape[0] : v->in[Q].array.shape[0];
@@ -261,7 +263,7 @@ static int run(viz_job *v)
     int status = 1;
     if (cli_viz_hidden(&masks, shape, v->batch, &hidden) == 0 &&
         cli_viz_render("--out", j->out_path, &v->viz, weights, shape, v->batch, hidden, &pic) == 0)
-        status = cli_viz_save("--out", j->out_path, &pic) != 0;
+        status = cli_viz_save("--out", cli_job_output_path(j, j->out_path), &pic) != 0;
     free(hidden);
     return status;
 }

@@ -57,10 +57,6 @@ int cli_viz_render(const char *option, const char *path, const cli_viz_options *
  * after printing. */
 int cli_viz_save(const char *option, const char *path, cli_viz_picture *pic);
 void cli_viz_picture_free(cli_viz_picture *pic);
-/* cli_viz_save after the job wrote its outputs: when the picture cannot be
- * written, those (regular files) are removed again, so that a failed
- * command leaves no output. */
-int cli_viz_save_last(const cli_job *j, const char *option, const char *path, cli_viz_picture *pic);
 
 /* Render and save at once, with the default options and `tokens_path`
  * (NULL: none) for both axes: for a command that holds per-head weights
@@ -85,10 +81,10 @@ int cli_viz_average_weights(cli_job *j);
  * over heads unless --per-head (none: freed). 0, or -1 after printing. */
 int cli_viz_draw_job_weights(cli_job *j, const char *path, const char *title, int mask,
                              int key_padding, uint32_t window, cli_viz_picture *png);
-/* A picture's path given with `option`: its extension is .png or .svg, and
- * it names none of the job's other files (outputs and inputs). 0, or -1
- * after printing. */
-int cli_viz_check_output(const cli_job *j, const char *option, const char *path);
+/* A picture's path given with `option`: its extension is .png or .svg (its
+ * place among the job's files is cli_job_check_required's). 0, or -1 after
+ * printing, naming `command`. */
+int cli_viz_check_output(const char *command, const char *option, const char *path);
 
 /* The command (cli_viz.c). */
 int cli_viz(int argc, char **argv);

@@ -174,20 +174,6 @@ int cli_viz_save(const char *option, const char *path, cli_viz_picture *pic)
     return -1;
 }
 
-int cli_viz_save_last(const cli_job *j, const char *option, const char *path, cli_viz_picture *pic)
-{
-    if (cli_viz_save(option, path, pic) == 0)
-        return 0;
-    const char *written[3] = {j->out_path, j->weights_path, j->lse_path};
-    for (int k = 0; k < 3; k++) {
-        struct stat st; /* never /dev/null or a FIFO */
-        if (written[k] && lstat(written[k], &st) == 0 && S_ISREG(st.st_mode))
-            unlink(written[k]);
-    }
-    cli_error("%s: nothing was written", j->command);
-    return -1;
-}
-
 int cli_viz_write_weights(const char *path, const float *weights, const int64_t shape[4],
                           uint32_t batch_row, const bool *hidden, const char *tokens_path,
                           const char *title)
@@ -261,25 +247,12 @@ int cli_viz_draw_job_weights(cli_job *j, const char *path, const char *title, in
     return j->per_head ? 0 : cli_viz_average_weights(j);
 }
 
-int cli_viz_check_output(const cli_job *j, const char *option, const char *path)
+int cli_viz_check_output(const char *command, const char *option, const char *path)
 {
     char err[512];
     vkattn_viz_format format;
-    if (vkattn_viz_format_of(path, &format, err, sizeof err) != VKATTN_VIZ_SUCCESS) {
-        cli_error("%s: %s: %s", j->command, option, err);
-        return -1;
-    }
-    const cli_path_use outputs[5] = {
-        {"--out", j->out_path, true},         {"--weights-out", j->weights_path, true},
-        {"--lse-out", j->lse_path, true},     {"--pipeline-cache", j->device.pipeline_cache, true},
-        {"--tuning", j->device.tuning, true},
-    };
-    cli_path_use uses[CLI_MAX_PATH_USES] = {{option, path, true}};
-    int n = 1;
-    for (int k = 0; k < 5; k++)
-        if (strcmp(outputs[k].option, option) != 0) /* viz's picture is its --out */
-            uses[n++] = outputs[k];
-    for (int k = 0; k < j->n_inputs && n < CLI_MAX_PATH_USES; k++)
-        uses[n++] = (cli_path_use){j->inputs[k].flag, j->inputs[k].path, false};
-    return cli_check_path_collisions(j->command, uses, n);
+    if (vkattn_viz_format_of(path, &format, err, sizeof err) == VKATTN_VIZ_SUCCESS)
+        return 0;
+    cli_error("%s: %s: %s", command, option, err);
+    return -1;
 }

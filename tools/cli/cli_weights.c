@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "safetensors/safetensors.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,19 @@ static int take(const weight_search *s, const st_tensor *t, uint32_t rank, int64
     st_tensor part = *t;
     part.data = (const unsigned char *)t->data + (size_t)(row0 * cols) * es;
     st_to_f32(&part, data, n);
+    int64_t bad = cli_first_nonfinite(data, (int64_t)n);
+    if (bad >= 0) { /* named by its place in the whole tensor (a packed one's thirds) */
+        char at[160];
+        cli_element_text(t->rank, t->shape, row0 * cols + bad, at, sizeof at);
+        cli_error("--weights %s: tensor \"%s\" element %s is %s; weights and biases must be "
+                  "finite",
+                  s->file, t->name, at,
+                  isnan(data[bad]) ? "NaN"
+                  : data[bad] > 0  ? "inf"
+                                   : "-inf");
+        free(data);
+        return -1;
+    }
     in->flag = "--weights";
     in->path = *label;
     in->array = (npy_array){.dtype = NPY_F32, .rank = rank, .data = data, .nbytes = n * 4};

@@ -35,9 +35,13 @@ size_t npy_dtype_size(npy_dtype dtype);
 /* "float32", "float16", "uint8", "bool", "int32", "int64"; NULL for values not in npy_dtype. */
 const char *npy_dtype_name(npy_dtype dtype);
 
+/* npy_read's result for a well-formed file of a dtype it does not read
+ * ('<f8', '<i2', ...): a caller can then say what it takes instead. */
+enum { NPY_ERROR_DTYPE = -2 };
 /* Reads `path` into `out` (zeroed first); anything but a regular file (a
- * FIFO would block, a device never end) is refused. Returns 0, or -1 with the reason in
- * `error` (may be NULL) and `out` left empty. Free with npy_free. */
+ * FIFO would block, a device never end) is refused. Returns 0, or -1 (or
+ * NPY_ERROR_DTYPE) with the reason in `error` (may be NULL) and `out` left
+ * empty. Free with npy_free. */
 int npy_read(const char *path, npy_array *out, char *error, size_t error_size);
 /* Frees the data and zeroes `a`; NULL and empty arrays are fine. */
 void npy_free(npy_array *a);

@@ -216,12 +216,13 @@ static int read_body(FILE *f, const char *path, npy_array *a, char *error, size_
     else if (h.descr[0] == '>')
         return npy_fail(error, error_size, path,
                         "dtype '%s' is big endian: only little endian is supported", h.descr);
-    else
-        return npy_fail(
-            error, error_size, path,
-            "dtype '%s' is not supported (expected float32, float16, uint16, uint8, bool, "
-            "int32 or int64)",
-            h.descr);
+    else {
+        npy_fail(error, error_size, path,
+                 "dtype '%s' is not supported (expected float32, float16, uint16, uint8, bool, "
+                 "int32 or int64)",
+                 h.descr);
+        return NPY_ERROR_DTYPE;
+    }
     if (h.fortran_order)
         return npy_fail(error, error_size, path,
                         "fortran_order is True: only C-order arrays are supported");
