@@ -5,9 +5,9 @@
 #include <stdlib.h>
 
 vkattn_result cli_mha_run_steps(vkattn_context *ctx, vkattn_mha *layer,
-                               const vkattn_mha_forward_args *fa, vkattn_dtype dtype,
-                               vkattn_dtype kv_dtype, uint32_t prefill, uint32_t paged_block,
-                               uint32_t kv_splits, const cli_device_options *o)
+                                const vkattn_mha_forward_args *fa, vkattn_dtype dtype,
+                                vkattn_dtype kv_dtype, uint32_t prefill, uint32_t paged_block,
+                                uint32_t kv_splits, const cli_device_options *o)
 {
     const vkattn_mha_desc *d = vkattn_mha_config(layer);
     uint32_t batch = (uint32_t)fa->x.shape[0], tq = (uint32_t)fa->x.shape[1];

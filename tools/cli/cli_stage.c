@@ -96,6 +96,7 @@ int cli_stage_add(cli_stage *s, const char *command, const char *option, const c
     check_target(path, &in_place, why, sizeof why);
     if (why[0]) {
         cli_error("%s: %s \"%s\": %s; nothing was written", command, option, path, why);
+        s->refused = true;
         return -1;
     }
     cli_staged_file f = {.option = option, .path = path};
@@ -118,6 +119,7 @@ int cli_stage_add(cli_stage *s, const char *command, const char *option, const c
             folder_of(path, folder, sizeof folder);
             cli_error("%s: %s \"%s\": cannot create a file in \"%s\": %s; nothing was written",
                       command, option, path, folder, strerror(e));
+            s->refused = true;
             free(f.temp);
             return -1;
         }
@@ -201,11 +203,16 @@ static void take_back(cli_stage *s, const char *command)
 
 int cli_stage_finish(cli_stage *s, const char *command, int status)
 {
+    bool in_place = false;
+    for (int k = 0; k < s->n; k++)
+        in_place = in_place || !s->files[k].temp;
     if (status == 0 && place_all(s, command) != 0) {
         take_back(s, command);
-        cli_error("%s: nothing was written", command);
         status = 1;
     }
+    /* not when a refusal said it, nothing was staged, or a pipe got bytes */
+    if (status != 0 && !s->refused && s->n > 0 && !in_place)
+        cli_error("%s: nothing was written", command);
     for (int k = 0; k < s->n; k++) {
         cli_staged_file *f = &s->files[k];
         if (written(f->temp))

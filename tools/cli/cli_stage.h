@@ -26,6 +26,7 @@ enum { CLI_MAX_STAGED = 12 };
 typedef struct cli_stage {
     cli_staged_file files[CLI_MAX_STAGED];
     int n;
+    bool refused; /* cli_stage_add refused a path (and said so) */
 } cli_stage;
 
 /* Adds an output (path NULL: not given, nothing to do). Refuses, naming
@@ -37,10 +38,13 @@ int cli_stage_add(cli_stage *s, const char *command, const char *option, const c
  * itself when it is written as it is or was not added. */
 const char *cli_stage_path(const cli_stage *s, const char *path);
 /* The end of the command. With status 0, every temporary that was written is
- * renamed over its path (taking the mode of a file that was there); when one cannot be, the ones already placed are
- * put back (the old files from their hard links) and the status becomes 1.
- * Otherwise every temporary is removed. Then the stage is empty again.
- * Returns the status. */
+ * renamed over its path (taking the mode of a file that was there); when
+ * one cannot be, the ones already placed are put back (the old files from
+ * their hard links) and the status becomes 1. Otherwise every temporary is
+ * removed and, when outputs were staged and none was written as it is,
+ * "<command>: nothing was written" printed (unless a refusal said it).
+ * Then the stage is empty again. Returns the status. */
+
 int cli_stage_finish(cli_stage *s, const char *command, int status);
 
 #endif
