@@ -133,8 +133,8 @@ static void expect_failure_naming(const char *args, const char *option)
     if (cli_run_with("", args, err, sizeof err) == 0)
         fail_msg("vkattn %s: exit 0, expected a failure", args);
     if (!strstr(err, option) || !strstr(err, "nothing was written"))
-        fail_msg("vkattn %s: the message does not name %s and say nothing was written:\n%s",
-                 args, option, err);
+        fail_msg("vkattn %s: the message does not name %s and say nothing was written:\n%s", args,
+                 option, err);
 }
 
 static int group_setup(void **state)
@@ -159,7 +159,8 @@ static int group_setup(void **state)
     const char *more[2] = {"O.npy", "O.png"};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0] + 2; c++) {
         snprintf(dir, sizeof dir, "%s/dirs/%s", cli_tmp,
-                 c < sizeof cases / sizeof cases[0] ? cases[c].name : more[c - sizeof cases / sizeof cases[0]]);
+                 c < sizeof cases / sizeof cases[0] ? cases[c].name
+                                                    : more[c - sizeof cases / sizeof cases[0]]);
         if (mkdir(dir, 0755) != 0 && errno != EEXIST)
             return -1;
     }
@@ -208,8 +209,8 @@ static void run_with_all_outputs(const char *command, bool late)
     char args[8192];
     int n = snprintf(args, sizeof args, "%s", base_of(command));
     if (late && strcmp(command, "attention") == 0) /* K with 3 heads for Q's 2 */
-        n = snprintf(args, sizeof args, "attention --q %s --k %s --v %s",
-                     cli_path_of("Q.npy"), cli_path_of("K3.npy"), cli_path_of("K3.npy"));
+        n = snprintf(args, sizeof args, "attention --q %s --k %s --v %s", cli_path_of("Q.npy"),
+                     cli_path_of("K3.npy"), cli_path_of("K3.npy"));
     if (late && strcmp(command, "mha") == 0)
         n += snprintf(args + n, sizeof args - (size_t)n, " --kv-heads 3 --wk %s --wv %s",
                       cli_path_of("WK3.npy"), cli_path_of("WK3.npy"));
@@ -236,8 +237,8 @@ static void run_with_all_outputs(const char *command, bool late)
         const char *path = cli_path_of(o ? o->name : out);
         mode_t mode = o ? 0600 : 0640;
         if (late) {
-            expect_file(path, o ? old_text(o->option) : "old --out",
-                        o ? old_size(o->option) : 9, mode, args);
+            expect_file(path, o ? old_text(o->option) : "old --out", o ? old_size(o->option) : 9,
+                        mode, args);
             continue;
         }
         /* replaced by this run's result, with the earlier file's mode */
@@ -328,8 +329,8 @@ static void test_state_paths_that_are_directories(void **state)
     for (int k = 0; k < 3; k++) {
         char args[4096], err[4096];
         put_file(cli_path_of("O.npy"), "old --out", 9, 0640);
-        snprintf(args, sizeof args, "%s --out %s %s %s", base_of("attention"),
-                 cli_path_of("O.npy"), opts[k], cli_path_of("adir"));
+        snprintf(args, sizeof args, "%s --out %s %s %s", base_of("attention"), cli_path_of("O.npy"),
+                 opts[k], cli_path_of("adir"));
         assert_int_equal(cli_run_with("", args, err, sizeof err), 1);
         if (!strstr(err, "a directory, not a") || !strstr(err, named[k]))
             fail_msg("vkattn %s:\n%s", args, err);

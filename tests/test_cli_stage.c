@@ -102,7 +102,7 @@ static void test_checks_before_work(void **state)
     const char *temp = cli_stage_path(&s, o);
     assert_string_not_equal(temp, o);
     assert_int_equal(strncmp(temp, dir, strlen(dir)), 0); /* beside it */
-    assert_int_equal(access(temp, F_OK), -1); /* reserved, not left there */
+    assert_int_equal(access(temp, F_OK), -1);             /* reserved, not left there */
     assert_int_equal(cli_stage_finish(&s, "test", 1), 1);
     assert_int_equal(s.n, 0);
     const char *known[] = {"sub", "plain", NULL};
