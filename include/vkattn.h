@@ -221,12 +221,18 @@ typedef struct vkattn_device_info {
      * rather than storage buffers; and the subgroup kernels (operands shared
      * between invocations with subgroupShuffle, no shared memory: fastest on
      * CPU drivers) rather than shared-memory tiles (GPUs, and devices without
-     * shuffles). Both paths compute the same results. */
+     * shuffles). Both paths compute the same results. A context's copy
+     * (vkattn_context_device_info) says what its self-test and flags left
+     * on, storage_16bit and f16_path included (vkattn/selftest.h). */
     bool texel_inputs;
     bool subgroup_kernels;
     /* false when vkattn cannot run on the device; `unsupported_reason` says why. */
     bool supported;
     char unsupported_reason[128];
+    /* The driver: VkDriverId and VkPhysicalDeviceProperties.driverVersion
+     * (its own encoding; Mesa's is VK_MAKE_VERSION). */
+    uint32_t driver_id;
+    uint32_t driver_version;
 } vkattn_device_info;
 
 /* Lists the Vulkan devices of the system's loader. `infos` may be NULL to
@@ -258,9 +264,10 @@ enum {
      * machine. Results are the same either way. */
     VKATTN_CONTEXT_TEST_FORCE_STAGING = 1u << 1,
     /* Kernel variants are chosen per device (see vkattn_device_info and
-     * `vkattn info`); these two take choices away - for tests of the other
-     * paths (the suite runs all four combinations), or to work around a
-     * driver problem. Results match within the stated tolerances. */
+     * `vkattn info`) and checked by the start-up self-test
+     * (vkattn/selftest.h); these two take choices away - for tests of the
+     * other paths (the suite runs all four combinations), or to work around
+     * a driver problem. Results match within the stated tolerances. */
     /* Never read inputs through uniform texel buffers (storage buffers only). */
     VKATTN_CONTEXT_NO_TEXEL_BUFFERS = 1u << 2,
     /* Never use the subgroup-shuffle kernels (shared-memory tiles instead). */
@@ -269,6 +276,24 @@ enum {
      * beside a graphics queue) when the device has one; else any compute
      * family. Borrowed contexts use the queue the host names. */
     VKATTN_CONTEXT_ASYNC_COMPUTE = 1u << 4,
+    /* Skip the start-up self-test (vkattn/selftest.h): the kernel choice
+     * stands as the device's properties say (quirks still apply). */
+    VKATTN_CONTEXT_NO_SELF_TEST = 1u << 5,
+    /* Ignore the driver-quirk table (vkattn/selftest.h): nothing is
+     * switched off for a known driver bug (and it may crash). */
+    VKATTN_CONTEXT_NO_QUIRKS = 1u << 6,
+    /* Use the subgroup-shuffle kernels wherever the device offers them
+     * (shuffles, subgroup arithmetic, and a subgroup size that can be pinned
+     * or cannot vary), GPUs included, whose default is the shared-memory
+     * tiles. Creation fails with VKATTN_ERROR_UNSUPPORTED, naming the failed
+     * check or quirk, when they do not work; likewise
+     * VKATTN_CONTEXT_NO_SUBGROUP_KERNELS when the shared-memory family does
+     * not. Not with VKATTN_CONTEXT_NO_SUBGROUP_KERNELS. */
+    VKATTN_CONTEXT_SUBGROUP_KERNELS = 1u << 7,
+    /* Test-only: the self-test's subgroup.add_one and texel.rgba32f checks
+     * fail whatever the device computed, so that the fallbacks (the
+     * shared-memory family, storage-buffer inputs) run on every machine. */
+    VKATTN_CONTEXT_TEST_FAIL_CHECKS = 1u << 8,
 };
 
 /* The host's Vulkan objects, borrowed: never destroyed by vkattn; they must
@@ -532,6 +557,7 @@ VKATTN_API vkattn_result vkattn_timer_read_ms(vkattn_timer *timer, uint32_t i, d
 #include "vkattn/kv_cache.h"  /* KV cache, attention over it, steps, frame budgets */
 #include "vkattn/tuning.h"    /* the tuners */
 #include "vkattn/reference.h" /* the CPU reference */
+#include "vkattn/selftest.h"  /* the start-up self-test and driver quirks */
 
 #ifdef __cplusplus
 }

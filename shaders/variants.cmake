@@ -305,3 +305,10 @@ foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_storage_defines(ok extra ${dt})
   vkattn_shader(rope_${dt} rope.comp DEFINES DT=${dt} ${extra})
 endforeach()
+
+# selftest_*.comp: the start-up self-test's probes (src/core/selftest_probes.c):
+# the subgroup contract, the texel-buffer formats, 16-bit storage, shared
+# memory with barriers.
+foreach(probe subgroup texel storage16 shared)
+  vkattn_shader(selftest_${probe} selftest_${probe}.comp)
+endforeach()

@@ -361,11 +361,12 @@ static void test_pipeline_cache_round_trip(void **state)
     close(fd);
 
     test_gpu *g = test_gpu_open(0);
-    assert_int_equal(vkattn_context_pipeline_count(g->ctx), 0);
+    /* the self-test's probes made theirs already */
+    uint32_t probes = vkattn_context_pipeline_count(g->ctx);
     run_convert_check(g->ctx, 100);
-    assert_int_equal(vkattn_context_pipeline_count(g->ctx), 1);
+    assert_int_equal(vkattn_context_pipeline_count(g->ctx), probes + 1);
     run_convert_check(g->ctx, 200); /* same variant: cached, not rebuilt */
-    assert_int_equal(vkattn_context_pipeline_count(g->ctx), 1);
+    assert_int_equal(vkattn_context_pipeline_count(g->ctx), probes + 1);
     size_t size = 0;
     TEST_OK(g->ctx, vkattn_context_pipeline_cache_data(g->ctx, NULL, &size));
     assert_true(size >= 16 + VK_UUID_SIZE);

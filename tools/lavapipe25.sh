@@ -33,47 +33,15 @@ codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 [[ -n $codename ]] || fail "no VERSION_CODENAME in /etc/os-release"
 
 # The Debian archive (URI and keyring) that the system's sources use for
-# $codename itself, from deb822 .sources files or one-line sources.list entries.
-source_line=$(python3 - "$codename" <<'EOF'
-import glob, re, sys
-codename = sys.argv[1]
-def emit(uri, key):
-    opts = f" [signed-by={key}]" if key else ""
-    print(f"deb{opts} {uri} {codename}-backports main")
-    sys.exit(0)
-for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
-    for para in open(path).read().split("\n\n"):
-        fields = {}
-        for line in para.splitlines():
-            if ":" in line and not line.startswith(("#", " ")):
-                k, v = line.split(":", 1)
-                fields[k.strip().lower()] = v.strip()
-        if "deb" in fields.get("types", "").split() and \
-                codename in fields.get("suites", "").split() and "uris" in fields:
-            emit(fields["uris"].split()[0], fields.get("signed-by"))
-for path in ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.list")):
-    try:
-        lines = open(path).read().splitlines()
-    except OSError:
-        continue
-    for line in lines:
-        m = re.match(r"\s*deb\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)", line)
-        if m and m.group(3) == codename:
-            keys = re.findall(r"signed-by=(\S+)", m.group(1) or "")
-            emit(m.group(2), keys[0] if keys else None)
-sys.exit(1)
-EOF
-) || fail "no apt source for '$codename' found in /etc/apt"
+# $codename itself; apt on a private state inside $dir.
+# shellcheck source=debian-archive.sh source-path=SCRIPTDIR
+. "$(dirname "${BASH_SOURCE[0]}")/debian-archive.sh"
+debian_archive "$codename" || fail "no apt source for '$codename' found in /etc/apt"
 
 apt_dir=$dir/apt
-rm -rf "$apt_dir" "$dir/root" "$dir"/*.deb
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
-echo "$source_line" > "$apt_dir/sources.list"
-apt_opts=(
-  -o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=-"
-  -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
-  -o "APT::Get::List-Cleanup=0" -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root"
-)
+rm -rf "$dir/root" "$dir"/*.deb
+private_apt "$apt_dir"
+debian_deb_line "$codename-backports" > "$apt_dir/sources.list"
 echo "lavapipe25: fetching mesa-vulkan-drivers from $codename-backports"
 apt-get "${apt_opts[@]}" -q update > "$apt_dir/update.log" 2>&1 ||
   fail "apt-get update of $codename-backports failed (log: $apt_dir/update.log)"

@@ -30,6 +30,29 @@ def _info_dict(info, chosen=None):
     return d
 
 
+def _report_dict(rep):
+    """A vkattn_self_test_report as a dict (Context.self_test)."""
+    def text(b):
+        return b.decode(errors="replace")
+    return {
+        "source": _lib.SELF_TEST_SOURCES[rep.source],
+        "ms": rep.ms,
+        "every_op_has_a_family": bool(rep.every_op_has_a_family),
+        "features": {name: {"offered": bool(f.offered), "works": bool(f.works),
+                            "on": bool(f.on), "why": text(f.why)}
+                     for name, f in zip(_lib.FEATURES, rep.features)},
+        "checks": [{"name": text(c.name), "feature": _lib.FEATURES[c.feature],
+                    "checked": bool(c.checked), "passed": bool(c.passed), "ms": c.ms,
+                    "detail": text(c.detail)}
+                   for c in rep.checks[:rep.check_count]],
+        "quirks": [{"id": text(q.id), "applied": bool(q.applied), "why": text(q.why),
+                    "reproducer": text(q.reproducer),
+                    "turns_off": [n for i, n in enumerate(_lib.FEATURES)
+                                  if q.turns_off >> i & 1]}
+                   for q in rep.quirks[:rep.quirk_count]],
+    }
+
+
 def devices(device=None):
     """The Vulkan devices of the system as dicts (index, name, driver_name,
     type, subgroup_size, storage_16bit, supported, unsupported_reason, ...);
@@ -50,10 +73,15 @@ class Context:
     into vkattn.devices(), or part of a device name (case-insensitive), as the
     CLI's --device. validate=True enables the Khronos validation layer; its
     messages are counted (validation_counts()) and kept in `messages`.
+    kernels: "auto" (the device's choice, checked by the start-up self-test),
+    "subgroup" or "shared" (an error when the self-test turned that family
+    off); texel_buffers=False reads inputs through storage buffers only;
+    self_test=False skips the start-up checks (see self_test()).
     Use as a context manager, or call close(). Objects made from a context
     (tensors, layers, caches) keep it alive and are closed with it."""
 
-    def __init__(self, device=None, validate=False):
+    def __init__(self, device=None, validate=False, kernels="auto", texel_buffers=True,
+                 self_test=True):
         self._handle = None
         self._objects = weakref.WeakSet()
         self.messages = messages = []
@@ -68,7 +96,13 @@ class Context:
         desc = _lib.ContextDesc()
         if device is not None:
             desc.device = str(device).encode()
-        desc.flags = _lib.CONTEXT_VALIDATION if validate else 0
+        family = {"auto": 0, "subgroup": _lib.CONTEXT_SUBGROUP_KERNELS,
+                  "shared": _lib.CONTEXT_NO_SUBGROUP_KERNELS}
+        if kernels not in family:
+            bad("kernels=%r: expected 'auto', 'subgroup' or 'shared'" % (kernels,))
+        desc.flags = ((_lib.CONTEXT_VALIDATION if validate else 0) | family[kernels]
+                      | (0 if texel_buffers else _lib.CONTEXT_NO_TEXEL_BUFFERS)
+                      | (0 if self_test else _lib.CONTEXT_NO_SELF_TEST))
         desc.log = self._log
         handle = ctypes.c_void_p()
         r = L.vkattn_context_create(ctypes.byref(desc), ctypes.byref(handle))
@@ -108,6 +142,21 @@ class Context:
     @property
     def closed(self):
         return not self._handle
+
+    def self_test(self, run=False):
+        """The start-up self-test (vkattn/selftest.h) as a dict: "source"
+        ("ran", "cached" from the pipeline cache, "skipped"), "ms",
+        "every_op_has_a_family", "features" (subgroup_kernels,
+        shared_kernels, texel_inputs, storage_16bit: offered, works, on,
+        why), "checks" (name, feature, checked, passed, ms, detail) and
+        "quirks" (id, applied, turns_off, why, reproducer). run=True runs
+        every check now and applies the result (vkattn_context_run_self_test)."""
+        rep = _lib.SelfTestReport()
+        fn = L.vkattn_context_run_self_test if run else L.vkattn_context_self_test
+        self._check(fn(self._h(), ctypes.byref(rep)))
+        if run:
+            self.device = _info_dict(L.vkattn_context_device_info(self._handle).contents)
+        return _report_dict(rep)
 
     def last_error(self):
         return L.vkattn_context_last_error(self._h()).decode(errors="replace")

@@ -20,6 +20,13 @@ ERROR_UNSUPPORTED_DTYPE = -12
 DTYPE_F32, DTYPE_F16, DTYPE_U8, DTYPE_I32, DTYPE_BF16 = 0, 1, 2, 3, 4
 DTYPE_Q8_0, DTYPE_Q4_0 = 5, 6
 CONTEXT_VALIDATION = 1 << 0
+CONTEXT_NO_TEXEL_BUFFERS = 1 << 2
+CONTEXT_NO_SUBGROUP_KERNELS = 1 << 3
+CONTEXT_NO_SELF_TEST = 1 << 5
+CONTEXT_NO_QUIRKS = 1 << 6
+CONTEXT_SUBGROUP_KERNELS = 1 << 7
+FEATURES = ("subgroup_kernels", "shared_kernels", "texel_inputs", "storage_16bit")
+SELF_TEST_SOURCES = ("ran", "cached", "skipped")
 CAUSAL_BOTTOM_RIGHT, CAUSAL_TOP_LEFT = 0, 1
 BOOL_MASK_TRUE_ATTENDS, BOOL_MASK_TRUE_BLOCKS = 0, 1
 LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERROR = 0, 1, 2, 3
@@ -62,7 +69,30 @@ class DeviceInfo(ctypes.Structure):
         ("texel_inputs", _bool), ("subgroup_kernels", _bool),
         ("supported", _bool),
         ("unsupported_reason", ctypes.c_char * 128),
+        ("driver_id", _u32), ("driver_version", _u32),
     ]
+
+
+class FeatureReport(ctypes.Structure):
+    _fields_ = [("offered", _bool), ("works", _bool), ("on", _bool),
+                ("why", ctypes.c_char * 224)]
+
+
+class SelfTestCheck(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 32), ("feature", _int), ("checked", _bool),
+                ("passed", _bool), ("ms", ctypes.c_double), ("detail", ctypes.c_char * 160)]
+
+
+class QuirkInfo(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_char * 48), ("turns_off", _u32), ("applied", _bool),
+                ("why", ctypes.c_char * 256), ("reproducer", ctypes.c_char * 256)]
+
+
+class SelfTestReport(ctypes.Structure):
+    _fields_ = [("source", _int), ("ms", ctypes.c_double), ("check_count", _u32),
+                ("checks", SelfTestCheck * 16), ("features", FeatureReport * 4),
+                ("every_op_has_a_family", _bool), ("quirk_count", _u32),
+                ("quirks", QuirkInfo * 8)]
 
 
 class ContextDesc(ctypes.Structure):
@@ -256,6 +286,10 @@ class KvAttentionArgs(ctypes.Structure):
 # The structs the layout test checks against the C compiler.
 STRUCTS = {
     "vkattn_device_info": DeviceInfo,
+    "vkattn_feature_report": FeatureReport,
+    "vkattn_self_test_check": SelfTestCheck,
+    "vkattn_quirk_info": QuirkInfo,
+    "vkattn_self_test_report": SelfTestReport,
     "vkattn_context_desc": ContextDesc,
     "vkattn_buffer_desc": BufferDesc,
     "vkattn_tensor": Tensor,
@@ -341,6 +375,8 @@ _FUNCS = {
     "vkattn_context_destroy": (None, [_ptr]),
     "vkattn_context_last_error": (ctypes.c_char_p, [_ptr]),
     "vkattn_context_device_info": (_P(DeviceInfo), [_ptr]),
+    "vkattn_context_self_test": (_R, [_ptr, _P(SelfTestReport)]),
+    "vkattn_context_run_self_test": (_R, [_ptr, _P(SelfTestReport)]),
     "vkattn_context_validation_counts": (None, [_ptr, _P(_u32), _P(_u32)]),
     "vkattn_buffer_create": (_R, [_ptr, _P(BufferDesc), _P(_ptr)]),
     "vkattn_buffer_destroy": (None, [_ptr]),

@@ -10,6 +10,7 @@
 #include "core/memory.h"
 #include "core/pipeline.h"
 #include "core/pipeline_cache.h"
+#include "core/selftest.h"
 #include "core/submit.h"
 #include "core/transfer.h"
 #include "core/tuning_table.h"
@@ -277,14 +278,17 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
     vkattn_result r = desc->borrow ? open_borrowed(ctx, desc->borrow) : open_standalone(ctx, desc);
     if (r == VKATTN_SUCCESS && desc->borrow && (desc->flags & VKATTN_CONTEXT_VALIDATION))
         r = vka_messenger_attach(ctx);
-    if (desc->flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS)
-        ctx->info.texel_inputs = false;
-    if (desc->flags & VKATTN_CONTEXT_NO_SUBGROUP_KERNELS)
-        ctx->info.subgroup_kernels = false;
+    if (r == VKATTN_SUCCESS && (desc->flags & VKATTN_CONTEXT_SUBGROUP_KERNELS) &&
+        (desc->flags & VKATTN_CONTEXT_NO_SUBGROUP_KERNELS))
+        r = vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                     "desc->flags: VKATTN_CONTEXT_SUBGROUP_KERNELS and "
+                     "VKATTN_CONTEXT_NO_SUBGROUP_KERNELS contradict each other");
     if (r == VKATTN_SUCCESS)
         r = vka_memory_choose(ctx);
     if (r == VKATTN_SUCCESS)
         r = vka_submit_init(ctx);
+    if (r == VKATTN_SUCCESS) /* before the pipeline cache, which may hold its result */
+        r = vka_self_test_create(ctx);
     if (r == VKATTN_SUCCESS)
         r = vka_pipeline_cache_init(ctx, desc);
     if (r == VKATTN_SUCCESS)
@@ -293,6 +297,8 @@ vkattn_result vkattn_context_create(const vkattn_context_desc *desc, vkattn_cont
         r = vka_descriptors_init(ctx);
     if (r == VKATTN_SUCCESS)
         r = vka_tuning_init(ctx, desc);
+    if (r == VKATTN_SUCCESS) /* last: it dispatches, and decides the kernels */
+        r = vka_self_test_start(ctx);
     if (r != VKATTN_SUCCESS) {
         vkattn_context_destroy(ctx);
         return r;
@@ -320,6 +326,7 @@ void vkattn_context_destroy(vkattn_context *ctx)
         vkattn_buffer_destroy(ctx->dummy);
         vka_const_buffers_destroy(ctx);
         vka_tuning_destroy(ctx);
+        vka_self_test_destroy(ctx);
         vka_descriptors_destroy(ctx);
         vka_pipelines_destroy(ctx);
         vka_pipeline_cache_destroy(ctx);

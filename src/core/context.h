@@ -18,6 +18,7 @@ typedef struct vka_descriptor_cache vka_descriptor_cache;
 typedef struct vka_pipeline_registry vka_pipeline_registry;
 typedef struct vka_tuning_table vka_tuning_table;
 typedef struct vka_const_buffers vka_const_buffers;
+struct vka_self_test;
 
 struct vkattn_context {
     vkattn_allocator allocator;
@@ -44,6 +45,12 @@ struct vkattn_context {
     bool lock_ready;
 
     vkattn_device_info info;
+    /* The start-up self-test and quirks (core/selftest.c): what the device
+     * offers, what was checked, what the context uses. */
+    struct vka_self_test *self_test;
+    /* The self-test or a quirk found the subgroup contract broken: no
+     * subgroup kernel may run, not even one a tuner would try. */
+    bool subgroup_families_off;
     VkPhysicalDeviceMemoryProperties memory;
     uint32_t buffer_memory_type;  /* memory type of vkattn buffers */
     uint32_t staging_memory_type; /* host-visible type for staging */

@@ -113,6 +113,8 @@ void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t inde
     const VkPhysicalDeviceLimits *l = &props.properties.limits;
     snprintf(info->driver_name, sizeof info->driver_name, "%s", p12.driverName);
     snprintf(info->driver_info, sizeof info->driver_info, "%s", p12.driverInfo);
+    info->driver_id = (uint32_t)p12.driverID;
+    info->driver_version = basic.driverVersion;
     info->subgroup_size = p11.subgroupSize;
     info->subgroup_size_min = has13 && ssc.minSubgroupSize ? ssc.minSubgroupSize : p11.subgroupSize;
     info->subgroup_size_max = has13 && ssc.maxSubgroupSize ? ssc.maxSubgroupSize : p11.subgroupSize;

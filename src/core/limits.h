@@ -9,13 +9,14 @@
 
 /* Whether the subgroup kernel families (which are specialized for
  * info.subgroup_size and shuffle across it) may run at all: shuffles and
- * arithmetic, not disabled by the context's flags, and a subgroup size the
+ * arithmetic, not disabled by the context's flags nor by the self-test
+ * (core/selftest.c), and a subgroup size the
  * pipeline can pin (subgroup size control) or that cannot vary (CPU
  * drivers). Tuners choose among them only then. */
 static inline bool vka_subgroup_families_allowed(const vkattn_context *ctx)
 {
     return ctx->info.subgroup_shuffle && ctx->info.subgroup_arithmetic &&
-           !(ctx->flags & VKATTN_CONTEXT_NO_SUBGROUP_KERNELS) &&
+           !(ctx->flags & VKATTN_CONTEXT_NO_SUBGROUP_KERNELS) && !ctx->subgroup_families_off &&
            (ctx->info.subgroup_size_control || ctx->info.type == VKATTN_DEVICE_TYPE_CPU);
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/file_io.h"
 #include "core/host.h"
+#include "core/selftest.h"
 
 #include <string.h>
 
@@ -63,6 +64,9 @@ vkattn_result vka_pipeline_cache_init(vkattn_context *ctx, const vkattn_context_
             vka_log(ctx, VKATTN_LOG_INFO, "pipeline cache \"%s\" not read; starting empty",
                     desc->pipeline_cache_path);
     }
+    /* the self-test's result rides at the end of the driver's data */
+    if (initial)
+        initial_size = vka_self_test_take_trailer(ctx, initial, initial_size);
     if (initial && !cache_data_matches(ctx, initial, initial_size)) {
         vka_log(ctx, VKATTN_LOG_INFO,
                 "pipeline cache data (%zu bytes) is from another device or driver; ignored",
@@ -97,11 +101,32 @@ vkattn_result vkattn_context_pipeline_cache_data(vkattn_context *ctx, void *data
     if (!size)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "vkattn_context_pipeline_cache_data: size is NULL");
-    VkResult vr = ctx->vk.vkGetPipelineCacheData(ctx->device, ctx->pipeline_cache, size, data);
-    if (vr == VK_INCOMPLETE)
+    /* the driver's data, then the self-test's result (core/selftest.h) */
+    unsigned char trailer[VKA_SELF_TEST_TRAILER_BYTES];
+    size_t extra = vka_self_test_trailer(ctx, trailer);
+    size_t driver_size = 0;
+    VkResult vr =
+        ctx->vk.vkGetPipelineCacheData(ctx->device, ctx->pipeline_cache, &driver_size, NULL);
+    if (vr != VK_SUCCESS)
+        return vka_fail_vk(ctx, vr, "vkGetPipelineCacheData");
+    if (!data) {
+        *size = driver_size + extra;
+        return VKATTN_SUCCESS;
+    }
+    if (*size < driver_size + extra)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
-                        "vkattn_context_pipeline_cache_data: *size is too small for the cache");
-    return vr == VK_SUCCESS ? VKATTN_SUCCESS : vka_fail_vk(ctx, vr, "vkGetPipelineCacheData");
+                        "vkattn_context_pipeline_cache_data: *size %zu is too small for the "
+                        "cache's %zu bytes",
+                        *size, driver_size + extra);
+    vr = ctx->vk.vkGetPipelineCacheData(ctx->device, ctx->pipeline_cache, &driver_size, data);
+    if (vr == VK_INCOMPLETE) /* grew since it was measured: another thread made pipelines */
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "vkattn_context_pipeline_cache_data: the cache grew while it was read");
+    if (vr != VK_SUCCESS)
+        return vka_fail_vk(ctx, vr, "vkGetPipelineCacheData");
+    memcpy((unsigned char *)data + driver_size, trailer, extra);
+    *size = driver_size + extra;
+    return VKATTN_SUCCESS;
 }
 
 vkattn_result vkattn_context_save_pipeline_cache(vkattn_context *ctx, const char *path)

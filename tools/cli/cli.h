@@ -17,6 +17,10 @@ typedef struct cli_device_options {
     bool tune;                  /* --tune: run the tuner for this command's shapes first */
     bool tunable;               /* set by a command before parsing: it takes --tune/--tuning */
     bool quiet;                 /* --quiet: no progress lines (--tune) */
+    const char *kernels;        /* --kernels auto|subgroup|shared (NULL: auto) */
+    bool no_texel_buffers;      /* --no-texel-buffers */
+    bool no_quirks;             /* --no-quirks */
+    bool no_self_test;          /* set by a command that runs the self-test itself */
     bool pipeline_cache_saved;  /* set by cli_save_pipeline_cache: cli_close saves no more */
     const char *command;        /* names the command in messages (cli_stage_device_outputs) */
     bool context_open;          /* set by cli_open */
@@ -58,8 +62,11 @@ enum { CLI_ARGS_OK = -1 };
 int cli_parse_args(int argc, char **argv, cli_device_options *o, const char *help,
                    cli_option_parser own, void *user);
 
-/* Opens a context as the options say; prints the error and returns NULL on
- * failure. From then on (o->context_open) the library's error messages are
+/* The context flags the options ask for (--validate, --kernels,
+ * --no-texel-buffers). */
+uint32_t cli_context_flags(const cli_device_options *o);
+/* Opens a context as the options say (and says when a driver quirk matched
+ * its device); prints the error and returns NULL on failure. From then on (o->context_open) the library's error messages are
  * not printed as they are logged: each command reports the failure it gets
  * in its own terms. Defined in cli_device.c, the only file creating Vulkan
  * objects. */
@@ -105,5 +112,6 @@ int cli_smoke(int argc, char **argv);
 int cli_attention(int argc, char **argv);
 int cli_mha(int argc, char **argv);
 int cli_demo(int argc, char **argv);
+int cli_selftest(int argc, char **argv);
 
 #endif

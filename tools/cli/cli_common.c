@@ -25,6 +25,14 @@ const char cli_device_options_help[] =
     "                        Progress on stderr: on a terminal a line redrawn per\n"
     "                        candidate, else one line per op measured\n"
     "  --quiet               no progress lines\n"
+    "  --kernels auto|subgroup|shared   the kernel family: the device's choice checked\n"
+    "                        by the start-up self-test (auto, default), the subgroup-\n"
+    "                        shuffle kernels or the shared-memory tiles; a family the\n"
+    "                        self-test or a driver quirk turned off is an error naming\n"
+    "                        the failed check (vkattn selftest shows them)\n"
+    "  --no-texel-buffers    read inputs through storage buffers only\n"
+    "  --no-quirks           ignore the driver-quirk table (what it turns off for a known\n"
+    "                        driver bug stays on: it may crash; vkattn selftest lists them)\n"
     "  -v, --verbose         print informational messages\n";
 
 int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o)
@@ -46,6 +54,13 @@ int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o
         o->quiet = true;
         return 1;
     }
+    bool *set = strcmp(a, "--no-texel-buffers") == 0 ? &o->no_texel_buffers
+                : strcmp(a, "--no-quirks") == 0      ? &o->no_quirks
+                                                     : NULL;
+    if (set) {
+        *set = true;
+        return 1;
+    }
     if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
         o->verbose = true;
         return 1;
@@ -57,6 +72,8 @@ int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o
         value = &o->pipeline_cache;
     else if (strcmp(a, "--tuning") == 0)
         value = &o->tuning;
+    else if (strcmp(a, "--kernels") == 0)
+        value = &o->kernels;
     if (!value)
         return 0;
     if (*i + 1 >= argc) {
@@ -64,6 +81,11 @@ int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o
         return -1;
     }
     *value = argv[++*i];
+    if (value == &o->kernels && strcmp(o->kernels, "auto") && strcmp(o->kernels, "subgroup") &&
+        strcmp(o->kernels, "shared")) {
+        cli_error("--kernels \"%s\": expected auto, subgroup or shared", o->kernels);
+        return -1;
+    }
     return 1;
 }
 
@@ -84,6 +106,22 @@ int cli_parse_args(int argc, char **argv, cli_device_options *o, const char *hel
             return 2;
     }
     return CLI_ARGS_OK;
+}
+
+uint32_t cli_context_flags(const cli_device_options *o)
+{
+    uint32_t flags = o->validate ? VKATTN_CONTEXT_VALIDATION : 0;
+    if (o->kernels && strcmp(o->kernels, "subgroup") == 0)
+        flags |= VKATTN_CONTEXT_SUBGROUP_KERNELS;
+    if (o->kernels && strcmp(o->kernels, "shared") == 0)
+        flags |= VKATTN_CONTEXT_NO_SUBGROUP_KERNELS;
+    if (o->no_texel_buffers)
+        flags |= VKATTN_CONTEXT_NO_TEXEL_BUFFERS;
+    if (o->no_self_test)
+        flags |= VKATTN_CONTEXT_NO_SELF_TEST;
+    if (o->no_quirks)
+        flags |= VKATTN_CONTEXT_NO_QUIRKS;
+    return flags;
 }
 
 int cli_close(vkattn_context *ctx, cli_device_options *o, int status)

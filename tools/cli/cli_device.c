@@ -22,13 +22,34 @@ static void on_log(void *user, vkattn_log_level level, const char *message)
                 message);
 }
 
+/* Says, when a driver quirk matched the device, which and what it turned
+ * off (or, with --no-quirks, left on). */
+static void say_quirks(const vkattn_context *ctx)
+{
+    vkattn_self_test_report rep;
+    if (vkattn_context_self_test(ctx, &rep) != VKATTN_SUCCESS)
+        return;
+    for (uint32_t q = 0; q < rep.quirk_count; q++) {
+        const vkattn_quirk_info *k = &rep.quirks[q];
+        char off[128] = "";
+        for (int f = 0; f < VKATTN_FEATURE_COUNT; f++)
+            if (k->turns_off & (1u << f))
+                snprintf(off + strlen(off), sizeof off - strlen(off), "%s%s", off[0] ? ", " : "",
+                         vkattn_feature_name((vkattn_feature)f));
+        fprintf(stderr,
+                "vkattn: driver quirk %s matches \"%s\": %s %s (vkattn selftest says why)\n", k->id,
+                vkattn_context_device_info(ctx)->name, off,
+                k->applied ? "off" : "left on (--no-quirks)");
+    }
+}
+
 vkattn_context *cli_open(cli_device_options *o)
 {
     vkattn_context_desc desc = {0};
     desc.device = o->device ? o->device : getenv("VKATTN_DEVICE");
     if (desc.device && !*desc.device)
         desc.device = NULL;
-    desc.flags = o->validate ? VKATTN_CONTEXT_VALIDATION : 0;
+    desc.flags = cli_context_flags(o);
     desc.log = on_log;
     desc.log_user = (void *)o;
     desc.pipeline_cache_path = o->pipeline_cache;
@@ -41,6 +62,7 @@ vkattn_context *cli_open(cli_device_options *o)
         return NULL;
     }
     o->context_open = true;
+    say_quirks(ctx);
     return ctx;
 }
 

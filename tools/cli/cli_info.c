@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "cli_io.h"
 #include "cli_report.h"
+#include "cli_selftest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,9 @@ static const char help[] =
     "       vkattn info --layer Dm,H,Hkv[,Dh] [--context N] [--bias]\n"
     "Lists every Vulkan device the loader finds with the capabilities vkattn uses,\n"
     "and marks with '*' the one a context would choose (automatic, or --device /\n"
-    "$VKATTN_DEVICE). Exits 1 when there is no Vulkan device at all.\n"
+    "$VKATTN_DEVICE); for that one, what a context uses after its start-up\n"
+    "self-test: each feature on or off and why, and the driver quirks that apply\n"
+    "(vkattn selftest shows each check). Exits 1 when there is no Vulkan device.\n"
     "  --json         one JSON object per device\n"
     "  --layer Dm,H,Hkv[,Dh]   instead, the size report of an attention layer of\n"
     "                 embed_dim Dm, H query heads, Hkv KV heads and head_dim Dh\n"
@@ -40,7 +43,7 @@ static const char *f16_storage(const vkattn_device_info *d)
     return d->f16_path == VKATTN_F16_NATIVE ? "native" : "emulated";
 }
 
-static void print_text(const vkattn_device_info *d, bool chosen)
+static void print_text(const vkattn_device_info *d, bool chosen, const vkattn_self_test_report *rep)
 {
     printf("%s %u: %s%s\n", chosen ? "*" : " ", d->index, d->name, chosen ? "   (chosen)" : "");
     printf("    type %s, Vulkan %u.%u.%u, driver %s%s%s%s\n", vkattn_device_type_name(d->type),
@@ -74,6 +77,8 @@ static void print_text(const vkattn_device_info *d, bool chosen)
            yn(d->timestamps), d->timestamp_period_ns,
            d->unified_memory ? "unified (device-local is host-visible)" : "separate (staging)",
            (double)d->device_local_bytes / (1 << 30));
+    if (rep)
+        cli_print_features(stdout, rep, "    ");
 }
 
 static void json_string(const char *s)
@@ -90,7 +95,38 @@ static void json_string(const char *s)
     putchar('"');
 }
 
-static void print_json(const vkattn_device_info *d, bool chosen)
+/* The self-test's features and quirks as a JSON object. */
+static void json_self_test(const vkattn_self_test_report *rep)
+{
+    static const char *const source[3] = {"ran", "cached", "skipped"};
+    static const char *const keys[VKATTN_FEATURE_COUNT] = {"subgroup_kernels", "shared_kernels",
+                                                           "texel_inputs", "storage_16bit"};
+    printf(", \"self_test\": {\"source\": \"%s\", \"ms\": %.3f, \"every_op_has_a_family\": %s",
+           source[rep->source], rep->ms, rep->every_op_has_a_family ? "true" : "false");
+    for (int f = 0; f < VKATTN_FEATURE_COUNT; f++) {
+        printf(", \"%s\": {\"on\": %s, \"works\": %s, \"why\": ", keys[f],
+               rep->features[f].on ? "true" : "false", rep->features[f].works ? "true" : "false");
+        json_string(rep->features[f].why);
+        putchar('}');
+    }
+    printf(", \"checks\": [");
+    for (uint32_t k = 0; k < rep->check_count; k++) {
+        const vkattn_self_test_check *c = &rep->checks[k];
+        printf("%s{\"name\": \"%s\", \"checked\": %s, \"passed\": %s, \"detail\": ", k ? ", " : "",
+               c->name, c->checked ? "true" : "false", c->passed ? "true" : "false");
+        json_string(c->detail);
+        putchar('}');
+    }
+    printf("], \"quirks\": [");
+    for (uint32_t q = 0; q < rep->quirk_count; q++) {
+        printf("%s{\"id\": ", q ? ", " : "");
+        json_string(rep->quirks[q].id);
+        printf(", \"applied\": %s}", rep->quirks[q].applied ? "true" : "false");
+    }
+    printf("]}");
+}
+
+static void print_json(const vkattn_device_info *d, bool chosen, const vkattn_self_test_report *rep)
 {
     printf("{\"index\": %u, \"name\": ", d->index);
     json_string(d->name);
@@ -105,7 +141,7 @@ static void print_json(const vkattn_device_info *d, bool chosen)
            "\"max_storage_buffer_range\": %llu, "
            "\"max_texel_buffer_elements\": %llu, \"timestamps\": %s, \"types\": {\"f32\": "
            "\"native\", \"f16\": \"%s\", \"bf16\": \"emulated\", \"q8_0\": \"emulated\", "
-           "\"q4_0\": \"emulated\"}}\n",
+           "\"q4_0\": \"emulated\"}",
            VK_API_VERSION_MAJOR(d->api_version), VK_API_VERSION_MINOR(d->api_version),
            VK_API_VERSION_PATCH(d->api_version), d->subgroup_size,
            d->subgroup_shuffle ? "true" : "false", d->max_shared_memory,
@@ -115,6 +151,9 @@ static void print_json(const vkattn_device_info *d, bool chosen)
            (unsigned long long)d->max_storage_buffer_range,
            (unsigned long long)d->max_texel_buffer_elements, d->timestamps ? "true" : "false",
            f16_storage(d));
+    if (rep)
+        json_self_test(rep);
+    printf("}\n");
 }
 
 static void on_log(void *user, vkattn_log_level level, const char *message)
@@ -122,6 +161,29 @@ static void on_log(void *user, vkattn_log_level level, const char *message)
     (void)user;
     if (level >= VKATTN_LOG_WARNING)
         fprintf(stderr, "vkattn: %s\n", message);
+}
+
+/* The chosen device's self-test, from a context on it; its capabilities
+ * as that context uses them into *d. 0, or -1 when no context could be
+ * made (said on stderr). */
+static int self_test_of(const char *device, vkattn_device_info *d, vkattn_self_test_report *rep)
+{
+    char index[16];
+    snprintf(index, sizeof index, "%u", d->index);
+    cli_device_options o = {.device = device ? device : index};
+    vkattn_context *ctx = cli_open(&o);
+    if (!ctx)
+        return -1;
+    vkattn_self_test_report got;
+    vkattn_result r = vkattn_context_self_test(ctx, &got);
+    if (r == VKATTN_SUCCESS) {
+        *rep = got;
+        uint32_t i = d->index;
+        *d = *vkattn_context_device_info(ctx);
+        d->index = i;
+    }
+    cli_close(ctx, &o, 0);
+    return r == VKATTN_SUCCESS ? 0 : -1;
 }
 
 /* info --layer: the report, or 2 for a bad option. */
@@ -199,11 +261,17 @@ int cli_info(int argc, char **argv)
         cli_error("listing devices failed: %s", vkattn_result_message(r));
         return 1;
     }
+    /* the chosen device as a context sees it: after its self-test */
+    vkattn_self_test_report rep;
+    bool tested = chosen != UINT32_MAX && infos[chosen].supported &&
+                  self_test_of(device, &infos[chosen], &rep) == 0;
     if (!json)
         printf("vkattn %s: %u Vulkan device%s\n", vkattn_version_string(), count,
                count == 1 ? "" : "s");
-    for (uint32_t i = 0; i < count; i++)
-        (json ? print_json : print_text)(&infos[i], i == chosen);
+    for (uint32_t i = 0; i < count; i++) {
+        const vkattn_self_test_report *own = i == chosen && tested ? &rep : NULL;
+        (json ? print_json : print_text)(&infos[i], i == chosen, own);
+    }
     if (chosen == UINT32_MAX)
         fprintf(stderr, "vkattn: no device matches %s%s%s\n", device ? "\"" : "",
                 device ? device : "the automatic choice", device ? "\"" : "");

@@ -19,6 +19,7 @@ static const char usage[] =
     "  viz       pictures of attention weights (PNG, SVG): from a weights .npy, or Q and K\n"
     "  demo      GPT-2- and Llama-shaped layers with random weights, checked on the CPU\n"
     "  smoke     run a small conversion kernel on the device and check it\n"
+    "  selftest  the start-up self-test's checks on the device, the driver quirks\n"
     "  version   print the library version\n"
     "\n"
     "`vkattn <command> --help` lists the command's options.\n"
@@ -65,6 +66,8 @@ int cli_main(int argc, char **argv)
         return cli_viz(argc - 1, argv + 1);
     if (strcmp(cmd, "demo") == 0)
         return cli_demo(argc - 1, argv + 1);
+    if (strcmp(cmd, "selftest") == 0)
+        return cli_selftest(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("vkattn %s\n", vkattn_version_string());
         return 0;
