@@ -79,13 +79,15 @@ static void write_npy_text(const char *path, const char *header, size_t data_byt
     free(buf);
 }
 
-/* npy_read fails, names the file first and mentions `needle`; out stays empty. */
+/* npy_read fails, names the file first and mentions `needle`; out stays
+ * empty. A dtype it does not read is NPY_ERROR_DTYPE, anything else -1. */
 static void expect_read_error(const char *path, const char *needle)
 {
     char err[512] = "";
     npy_array a;
     memset(&a, 0xab, sizeof a);
-    assert_int_equal(npy_read(path, &a, err, sizeof err), -1);
+    int r = npy_read(path, &a, err, sizeof err);
+    assert_int_equal(r, strstr(err, "is not supported (expected") ? NPY_ERROR_DTYPE : -1);
     if (strncmp(err, path, strlen(path)) != 0 || !strstr(err, needle))
         fail_msg("message \"%s\" should start with \"%s\" and mention \"%s\"", err, path, needle);
     assert_null(a.data);
