@@ -25,7 +25,7 @@ typedef struct options {
     int reps, warmup;
     uint64_t read_mb;
     bool peak, validate, tune, quiet;
-    uint32_t context_flags; /* --no-texel-buffers, --no-subgroup-kernels */
+    uint32_t context_flags; /* --no-texel-buffers, --kernels */
     const char *tuning;     /* tuning data file: loaded, and saved after --tune */
 } options;
 
@@ -188,7 +188,7 @@ static int usage(FILE *f, int status)
         f,
         "usage: vkattn-bench [--list] [--peak] [--case NAME[,NAME...]]... [--reps N] [--warmup N]\n"
         "                    [--read-mb N] [--validate] [--tune] [--tuning FILE] [--quiet]\n"
-        "                    [--no-texel-buffers] [--no-subgroup-kernels]\n"
+        "                    [--no-texel-buffers] [--kernels auto|subgroup|shared]\n"
         "  --list       print the case names and exit\n"
         "  --peak       print the limit kernels' rates alone (with --case: then the cases)\n"
         "  --case       run these cases (repeatable; default: every case)\n"
@@ -201,7 +201,9 @@ static int usage(FILE *f, int status)
         "               stderr: a line redrawn per candidate on a terminal, else one per op)\n"
         "  --quiet      no progress lines\n"
         "  --no-texel-buffers     storage-buffer inputs only (VKATTN_CONTEXT_NO_TEXEL_BUFFERS)\n"
-        "  --no-subgroup-kernels  shared-memory kernels (VKATTN_CONTEXT_NO_SUBGROUP_KERNELS)\n"
+        "  --kernels K  the kernel family, as the vkattn tool's: auto (default: the device's\n"
+        "               choice after its self-test), subgroup (VKATTN_CONTEXT_SUBGROUP_KERNELS)\n"
+        "               or shared (VKATTN_CONTEXT_NO_SUBGROUP_KERNELS)\n"
         "  --tuning F   start from the tuning data in file F (if it exists); with --tune, save to "
         "F\n"
         "One JSON line per case on stdout. Device: $VKATTN_DEVICE (index or name part) or "
@@ -241,8 +243,14 @@ static int parse(int argc, char **argv, options *o)
             o->quiet = true;
         } else if (strcmp(a, "--no-texel-buffers") == 0) {
             o->context_flags |= VKATTN_CONTEXT_NO_TEXEL_BUFFERS;
-        } else if (strcmp(a, "--no-subgroup-kernels") == 0) {
-            o->context_flags |= VKATTN_CONTEXT_NO_SUBGROUP_KERNELS;
+        } else if (strcmp(a, "--kernels") == 0 && v &&
+                   (!strcmp(v, "auto") || !strcmp(v, "subgroup") || !strcmp(v, "shared"))) {
+            o->context_flags &=
+                ~(uint32_t)(VKATTN_CONTEXT_SUBGROUP_KERNELS | VKATTN_CONTEXT_NO_SUBGROUP_KERNELS);
+            o->context_flags |= !strcmp(v, "subgroup") ? VKATTN_CONTEXT_SUBGROUP_KERNELS
+                                : !strcmp(v, "shared") ? VKATTN_CONTEXT_NO_SUBGROUP_KERNELS
+                                                       : 0;
+            i++;
         } else if (strcmp(a, "--tuning") == 0 && v) {
             o->tuning = v;
             i++;

@@ -294,6 +294,11 @@ enum {
      * fail whatever the device computed, so that the fallbacks (the
      * shared-memory family, storage-buffer inputs) run on every machine. */
     VKATTN_CONTEXT_TEST_FAIL_CHECKS = 1u << 8,
+    /* With VKATTN_CONTEXT_VALIDATION, standalone contexts: the layer's
+     * GPU-assisted validation too, which instruments the shaders and
+     * reports out-of-bounds storage-buffer and texel-buffer accesses (as
+     * validation messages). Several times slower; for test runs. */
+    VKATTN_CONTEXT_VALIDATION_GPU_ASSISTED = 1u << 9,
 };
 
 /* The host's Vulkan objects, borrowed: never destroyed by vkattn; they must

@@ -152,7 +152,8 @@ static void run_grid_cases(test_policy_suite *s, const uint32_t *cases, size_t c
     for (size_t n = 0; n < count; n++)
         for (uint32_t fam = 0, i = cases[n]; fam < 2; fam++) {
             uint32_t policy = (i % 2) + 2 * fam;
-            run_case(s->gpu[policy], &grid[i], policy, 100 + i);
+            if (s->gpu[policy])
+                run_case(s->gpu[policy], &grid[i], policy, 100 + i);
         }
 }
 
@@ -182,7 +183,8 @@ static void test_bf16_matches_reference(void **state)
     test_policy_suite *s = *state;
     for (uint32_t i = 9; i < 12; i++)
         for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy++)
-            run_case(s->gpu[policy], &grid[i], policy, 100 + i);
+            if (s->gpu[policy])
+                run_case(s->gpu[policy], &grid[i], policy, 100 + i);
 }
 
 /* K and V of different head dims, head dims up to 576 and not multiples
@@ -192,7 +194,8 @@ static void test_head_dims_match_reference(void **state)
     test_policy_suite *s = *state;
     for (uint32_t i = 12; i < GRID_COUNT; i++)
         for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy++)
-            run_case(s->gpu[policy], &grid[i], policy, 100 + i);
+            if (s->gpu[policy])
+                run_case(s->gpu[policy], &grid[i], policy, 100 + i);
 }
 
 /* ---- split counts: all close to the reference and to each other; a fixed
@@ -254,7 +257,8 @@ static void test_splits(void **state)
 {
     test_policy_suite *s = *state;
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
-        splits_on(s->gpu[p], p);
+        if (s->gpu[p])
+            splits_on(s->gpu[p], p);
 }
 
 /* ---- decode steps recorded into one command buffer: append, attention,
@@ -325,7 +329,8 @@ static void test_one_command_buffer(void **state)
 {
     test_policy_suite *s = *state;
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
-        one_buffer_on(s->gpu[p], p);
+        if (s->gpu[p])
+            one_buffer_on(s->gpu[p], p);
 }
 
 /* ---- attention alone over what a cache holds, more queries than keys in
@@ -336,6 +341,8 @@ static void test_more_queries_than_keys(void **state)
     test_policy_suite *s = *state;
     for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy += 3) {
         test_gpu *g = s->gpu[policy];
+        if (!g)
+            continue;
         vkattn_context *ctx = g->ctx;
         test_rng rng = test_rng_seed(77);
         vkattn_kv_cache_desc d = test_kv_desc(1, 2, 16, 2, 32, 5);

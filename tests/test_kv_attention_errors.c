@@ -34,7 +34,7 @@ static void assert_unchanged(const kv_host *h, const snapshot *before)
 void test_kv_errors(void **state)
 {
     test_policy_suite *s = *state;
-    test_gpu *g = s->gpu[0];
+    test_gpu *g = test_policy_suite_first(s);
     vkattn_context *ctx = g->ctx;
     test_rng rng = test_rng_seed(5);
     vkattn_kv_cache_desc d = test_kv_desc(2, 4, 16, 4, 40, 5);

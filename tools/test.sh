@@ -24,12 +24,12 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc)
 quick=0
 all=0
-select=(-LE extended)
+select=(-LE 'extended|gpuav')
 for arg in "$@"; do
   case $arg in
   --quick) quick=1 ;;
   --all)
-    select=()
+    select=(-LE gpuav)
     all=1
     ;;
   *)
@@ -60,6 +60,16 @@ if ! bash "$root/tools/lavapipe25.sh" "$root/build/lavapipe25"; then
   fi
   echo "== lavapipe25 not available: the tests run on the other implementations only"
 fi
+# Mesa 26.1's lavapipe and glslang 15 from Debian 13 (tools/lavapipe26.sh),
+# for the implementations lavapipe26 and lavapipe26avx (tests/CMakeLists.txt);
+# required in CI unless VKATTN_NO_LAVAPIPE26=1.
+if ! bash "$root/tools/lavapipe26.sh" "$root/build/lavapipe26"; then
+  if [[ "${CI:-}" == true && "${VKATTN_NO_LAVAPIPE26:-}" != 1 ]]; then
+    echo "lavapipe26 is required in CI (set VKATTN_NO_LAVAPIPE26=1 to go without it)" >&2
+    exit 1
+  fi
+  echo "== lavapipe26 not available: the tests run without Mesa 26.1"
+fi
 if ((!all)); then
   export VKATTN_TEST_POLICY_FLAGS_LAVAPIPE25=${VKATTN_TEST_POLICY_FLAGS_LAVAPIPE25:-0}
 fi
@@ -68,11 +78,19 @@ echo "== formatting"
 bash "$root/tools/format.sh" --check
 echo "== tests (build/)"
 run_ctest build "${select[@]}"
+# The core ops once more under the validation layer's GPU-assisted mode, which
+# reports out-of-bounds storage and texel accesses (tests/test_gpu_assisted.c,
+# on Mesa 22.3's lavapipe; the other runs keep core and synchronization
+# validation).
+echo "== GPU-assisted validation (build/)"
+run_ctest build -L gpuav
 
 if ((!quick)); then
   # The other builds reuse build/'s shaders instead of compiling the same
-  # SPIR-V again (cmake/shaders.cmake, VKATTN_SHADERS_FROM).
-  reuse=(-DVKATTN_SHADERS_FROM="$root/build")
+  # SPIR-V again (cmake/shaders.cmake, VKATTN_SHADERS_FROM), and test on the
+  # three main implementations only (the drivers' other shapes are
+  # build/'s: their code paths are the same).
+  reuse=(-DVKATTN_SHADERS_FROM="$root/build" -DVKATTN_TEST_MORE_DRIVERS=OFF)
   bash "$root/tools/build.sh" build-shared -DBUILD_SHARED_LIBS=ON -DVKATTN_BUILD_BENCH=OFF "${reuse[@]}"
   echo "== shared library (build-shared/)"
   run_ctest build-shared -R 'packaging|example|test_context|test_mha|test_embedding|test_decode|test_python'

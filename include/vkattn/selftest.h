@@ -88,10 +88,10 @@ typedef struct vkattn_self_test_check {
 
 /* A quirk of the table that applies to this device and host. */
 typedef struct vkattn_quirk_info {
-    char id[48];         /* "lavapipe-26.1-avx512-texel" */
-    uint32_t turns_off;  /* bits 1 << vkattn_feature */
-    bool applied;        /* false with VKATTN_CONTEXT_NO_QUIRKS */
-    char why[256];       /* the driver bug */
+    char id[48];          /* "lavapipe-26.1-avx512-texel" */
+    uint32_t turns_off;   /* bits 1 << vkattn_feature */
+    bool applied;         /* false with VKATTN_CONTEXT_NO_QUIRKS */
+    char why[256];        /* the driver bug */
     char reproducer[256]; /* how to see it without vkattn */
 } vkattn_quirk_info;
 

@@ -94,7 +94,9 @@ vkattn_result vka_instance_create(vkattn_context *ctx, bool validation,
     const char *extensions[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME,
                                 VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME};
     VkValidationFeatureEnableEXT enables[] = {
-        VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+        VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT,
+        VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT};
+    bool gpu_assisted = ctx->flags & VKATTN_CONTEXT_VALIDATION_GPU_ASSISTED;
     VkDebugUtilsMessengerCreateInfoEXT messenger;
     vka_fill_messenger_info(ctx, &messenger);
     /* The messenger in the chain also reports what happens inside
@@ -102,7 +104,7 @@ vkattn_result vka_instance_create(vkattn_context *ctx, bool validation,
     VkValidationFeaturesEXT features = {
         .sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
         .pNext = &messenger,
-        .enabledValidationFeatureCount = 1,
+        .enabledValidationFeatureCount = gpu_assisted ? 2 : 1,
         .pEnabledValidationFeatures = enables,
     };
     VkInstanceCreateInfo ici = {

@@ -25,8 +25,8 @@ static const vka_quirk table[] = {
 
 /* GALLIUM_OVERRIDE_CPU_CAPS values Mesa knows, all below AVX-512 (others,
  * "avx2" among them, leave the detected features alone). */
-static const char *const below_avx512[] = {"nosse", "sse", "sse2", "sse3", "ssse3", "sse4.1",
-                                           "avx"};
+static const char *const below_avx512[] = {"nosse", "sse",    "sse2", "sse3",
+                                           "ssse3", "sse4.1", "avx"};
 
 uint32_t vka_host_cpu(void)
 {

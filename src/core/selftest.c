@@ -35,11 +35,11 @@ static const char trailer_magic[8] = {'V', 'K', 'A', 'S', 'E', 'L', 'F', '1'};
 
 struct vka_self_test {
     vkattn_self_test_report report;
-    uint32_t offered;          /* 1 << vkattn_feature */
-    uint32_t quirked;          /* features the matching quirks switch off */
-    bool subgroup_by_default;  /* the device's own kernel choice */
-    uint64_t key;              /* device, driver and vkattn, for cached results */
-    bool cached;               /* a trailer with this key was read */
+    uint32_t offered;         /* 1 << vkattn_feature */
+    uint32_t quirked;         /* features the matching quirks switch off */
+    bool subgroup_by_default; /* the device's own kernel choice */
+    uint64_t key;             /* device, driver and vkattn, for cached results */
+    bool cached;              /* a trailer with this key was read */
     uint32_t cached_checked, cached_passed;
 };
 
@@ -107,8 +107,8 @@ vkattn_result vka_self_test_create(vkattn_context *ctx)
                                          .pNext = &p11};
     ctx->vk.vkGetPhysicalDeviceProperties2(ctx->physical_device, &props);
     const VkPhysicalDeviceProperties *p = &props.properties;
-    uint32_t fields[6] = {CHECKS_VERSION,  p->driverVersion,    p->vendorID,
-                          p->deviceID,     info->subgroup_size, runnable_checks(st)};
+    uint32_t fields[6] = {CHECKS_VERSION, p->driverVersion,    p->vendorID,
+                          p->deviceID,    info->subgroup_size, runnable_checks(st)};
     uint64_t key = hash(1469598103934665603ull, p11.driverUUID, VK_UUID_SIZE);
     key = hash(key, p->pipelineCacheUUID, VK_UUID_SIZE);
     key = hash(key, fields, sizeof fields);
@@ -224,9 +224,10 @@ static void take_cached(struct vka_self_test *st)
         c->passed = st->cached_passed >> k & 1u;
         c->ms = 0;
         snprintf(c->detail, sizeof c->detail, "%s",
-                 c->checked && !c->passed ? "failed when the result was cached (vkattn_context_run_self_test "
-                                            "tells how)"
-                                          : "");
+                 c->checked && !c->passed
+                     ? "failed when the result was cached (vkattn_context_run_self_test "
+                       "tells how)"
+                     : "");
     }
     rep->source = VKATTN_SELF_TEST_CACHED;
     rep->ms = 0;
@@ -281,12 +282,11 @@ static vkattn_result decide(vkattn_context *ctx, struct vka_self_test *st)
     bool subgroup = forced ? flags & VKATTN_CONTEXT_SUBGROUP_KERNELS : st->subgroup_by_default;
     int chosen = subgroup ? VKATTN_FEATURE_SUBGROUP_KERNELS : VKATTN_FEATURE_SHARED_KERNELS;
     if (forced && !f[chosen].works)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                        "the %s kernels (%s) do not work on \"%s\": %s", forced,
-                        flags & VKATTN_CONTEXT_SUBGROUP_KERNELS
-                            ? "VKATTN_CONTEXT_SUBGROUP_KERNELS"
-                            : "VKATTN_CONTEXT_NO_SUBGROUP_KERNELS",
-                        ctx->info.name, f[chosen].why);
+        return vka_fail(
+            ctx, VKATTN_ERROR_UNSUPPORTED, "the %s kernels (%s) do not work on \"%s\": %s", forced,
+            flags & VKATTN_CONTEXT_SUBGROUP_KERNELS ? "VKATTN_CONTEXT_SUBGROUP_KERNELS"
+                                                    : "VKATTN_CONTEXT_NO_SUBGROUP_KERNELS",
+            ctx->info.name, f[chosen].why);
     if (!forced && !f[chosen].works && (subgroup ? sh_works : sg_works))
         subgroup = !subgroup; /* the other family passed: it serves every op */
     ctx->info.subgroup_kernels = subgroup;

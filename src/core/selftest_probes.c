@@ -149,10 +149,10 @@ static void judge_subgroup(const float *o, uint32_t n, uint32_t sg, uint32_t sg_
             }
     for (uint32_t i = 0; i < n; i++)
         if (o[2 * n + i] != (float)sg || (fail_on_purpose && i == 0)) {
-            snprintf(c[VKA_CHECK_SG_ADD_ONE].detail, sizeof c[0].detail,
-                     "subgroupAdd(1.0) gave %g in a pipeline built for %u lanes%s", o[2 * n + i],
-                     sg, fail_on_purpose ? " (failed on purpose: VKATTN_CONTEXT_TEST_FAIL_CHECKS)"
-                                         : "");
+            snprintf(
+                c[VKA_CHECK_SG_ADD_ONE].detail, sizeof c[0].detail,
+                "subgroupAdd(1.0) gave %g in a pipeline built for %u lanes%s", o[2 * n + i], sg,
+                fail_on_purpose ? " (failed on purpose: VKATTN_CONTEXT_TEST_FAIL_CHECKS)" : "");
             break;
         }
     if (c[VKA_CHECK_SG_IDS].detail[0]) {
@@ -247,8 +247,8 @@ vkattn_result vka_probe_texel(vkattn_context *ctx, vkattn_self_test_check *check
     uint16_t *f16 = vka_alloc(ctx, texels * 8);
     uint32_t *u32 = vka_alloc(ctx, texels * 16), *o = vka_alloc(ctx, 3ull * n * 16);
     vkattn_result r = f32 && f16 && u32 && o ? VKATTN_SUCCESS
-                                              : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY,
-                                                         "self-test: out of host memory");
+                                             : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY,
+                                                        "self-test: out of host memory");
     for (uint32_t e = 0; r == VKATTN_SUCCESS && e < texels * 4; e++) {
         f32[e] = (float)e * 0.25f - 7.5f;
         f16[e] = vkattn_f32_to_f16(ldexpf((float)(e % 13) - 6.0f, (int)(e % 25) - 14));
@@ -305,9 +305,9 @@ vkattn_result vka_probe_storage16(vkattn_context *ctx, vkattn_self_test_check *c
     probe p = {.started = now_ms()};
     uint32_t n = vka_workgroup_size(ctx, 64);
     uint16_t *in = vka_alloc(ctx, 5ull * n * 2), *o = vka_alloc(ctx, 5ull * n * 2);
-    vkattn_result r = in && o ? VKATTN_SUCCESS
-                              : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY,
-                                         "self-test: out of host memory");
+    vkattn_result r =
+        in && o ? VKATTN_SUCCESS
+                : vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "self-test: out of host memory");
     for (uint32_t e = 0; r == VKATTN_SUCCESS && e < 5 * n; e++) /* quads, then scalars */
         in[e] = vkattn_f32_to_f16(ldexpf((float)(e % 11) - 5.0f, (int)(e % 23) - 11));
     vka_binding b[3];
@@ -331,8 +331,8 @@ vkattn_result vka_probe_storage16(vkattn_context *ctx, vkattn_self_test_check *c
                      "invocation %u: float16_t copied as 0x%04x (expected 0x%04x), f16vec4 "
                      "read back as 0x%04x 0x%04x 0x%04x 0x%04x (expected 0x%04x 0x%04x 0x%04x "
                      "0x%04x)",
-                     i, got[0], want[0], got[1], got[2], got[3], got[4], want[1], want[2],
-                     want[3], want[4]);
+                     i, got[0], want[0], got[1], got[2], got[3], got[4], want[1], want[2], want[3],
+                     want[4]);
             break;
         }
     }

@@ -16,8 +16,10 @@ extern char cli_tmp[256];
 const char *cli_path_of(const char *name);
 /* A whole small file (at most size - 1 bytes) as text; "" when missing. */
 size_t cli_read_text(const char *path, char *buf, size_t size);
-/* Runs `prefix vkattn args` (prefix: "" or e.g. "timeout 20"); returns the
- * exit status (128 when killed), its stderr in `err`. */
+/* Runs `prefix vkattn args` (prefix: "" or e.g. "timeout 20"; the tool
+ * itself through $VKATTN_TEST_RUN_PREFIX when set, as the implementation
+ * under test needs); returns the exit status (128 when killed), its stderr
+ * in `err`. */
 int cli_run_with(const char *prefix, const char *args, char *err, size_t size);
 /* Whether a file exists at `path`. */
 bool cli_exists(const char *path);

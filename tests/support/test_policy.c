@@ -14,23 +14,54 @@ const test_policy test_policies[TEST_POLICY_COUNT] = {
      "storage_shared"},
 };
 
-/* The mask for this run: VKATTN_TEST_POLICY_FLAGS_<IMPL> (the implementation
- * ctest runs on, VKATTN_TEST_IMPL in upper case) when set, so that one
- * implementation can be narrowed alone, else VKATTN_TEST_POLICY_FLAGS. */
-static const char *policy_mask(void)
+/* `var`_<IMPL> (the implementation ctest runs on, VKATTN_TEST_IMPL in upper
+ * case) when set, so that one implementation can be narrowed alone, else
+ * `var`. */
+static const char *per_impl(const char *var)
 {
     const char *impl = getenv("VKATTN_TEST_IMPL");
     if (impl && *impl) {
-        char name[64] = "VKATTN_TEST_POLICY_FLAGS_";
-        size_t n = strlen(name);
+        char name[96];
+        size_t n = (size_t)snprintf(name, sizeof name, "%s_", var);
         for (const char *c = impl; *c && n + 1 < sizeof name; c++)
             name[n++] = (char)toupper((unsigned char)*c);
         name[n] = '\0';
-        const char *mask = getenv(name);
-        if (mask && *mask)
-            return mask;
+        const char *value = getenv(name);
+        if (value && *value)
+            return value;
     }
-    return getenv("VKATTN_TEST_POLICY_FLAGS");
+    return getenv(var);
+}
+
+static const char *policy_mask(void) { return per_impl("VKATTN_TEST_POLICY_FLAGS"); }
+
+bool test_policy_selected(uint32_t policy)
+{
+    const char *list = per_impl("VKATTN_TEST_POLICIES");
+    if (!list || !*list)
+        return true;
+    bool selected = false;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        char item[32];
+        snprintf(item, sizeof item, "%.*s", (int)len, p);
+        int found = -1;
+        for (uint32_t k = 0; k < TEST_POLICY_COUNT; k++) {
+            char index[4];
+            snprintf(index, sizeof index, "%u", k);
+            if (strcmp(item, index) == 0 || strcmp(item, test_policies[k].group) == 0)
+                found = (int)k;
+        }
+        if (found < 0) {
+            fprintf(stderr, "VKATTN_TEST_POLICIES: '%s' names no policy (0-3 or %s, %s, %s, %s)\n",
+                    item, test_policies[0].group, test_policies[1].group, test_policies[2].group,
+                    test_policies[3].group);
+            exit(1);
+        }
+        selected |= (uint32_t)found == policy;
+        p += len + (p[len] == ',');
+    }
+    return selected;
 }
 
 uint32_t test_policy_flags(uint32_t policy)
@@ -57,16 +88,25 @@ int test_policy_suite_setup(void **state)
     test_policy_suite *s = calloc(1, sizeof *s);
     assert_non_null(s);
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
-        s->gpu[p] = test_gpu_open(test_policy_flags(p));
+        s->gpu[p] = test_policy_selected(p) ? test_gpu_open(test_policy_flags(p)) : NULL;
     *state = s;
-    return 0;
+    return test_policy_suite_first(s) ? 0 : -1;
+}
+
+test_gpu *test_policy_suite_first(const test_policy_suite *s)
+{
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
+        if (s->gpu[p])
+            return s->gpu[p];
+    return NULL;
 }
 
 int test_policy_suite_teardown(void **state)
 {
     test_policy_suite *s = *state;
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
-        test_gpu_close(s->gpu[p]);
+        if (s->gpu[p])
+            test_gpu_close(s->gpu[p]);
     free(s);
     return 0;
 }
@@ -76,6 +116,8 @@ void test_for_each_policy(uint32_t first,
                           const void *arg)
 {
     for (uint32_t p = first; p < TEST_POLICY_COUNT; p++) {
+        if (!test_policy_selected(p))
+            continue;
         test_gpu *g = test_gpu_open(test_policy_flags(p));
         run(g, p, arg);
         test_gpu_close(g);
@@ -98,6 +140,8 @@ int test_policy_run_group(const char *prefix, uint32_t policy, const struct CMUn
 {
     static const CMFixtureFunction setups[TEST_POLICY_COUNT] = {setup_policy0, setup_policy1,
                                                                 setup_policy2, setup_policy3};
+    if (!test_policy_selected(policy))
+        return 0;
     char name[96];
     snprintf(name, sizeof name, "%s_%s", prefix, test_policies[policy].group);
     return _cmocka_run_group_tests(name, tests, count, setups[policy], test_gpu_teardown);

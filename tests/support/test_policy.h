@@ -25,24 +25,36 @@ extern const test_policy test_policies[TEST_POLICY_COUNT];
  * Mesa 25's lavapipe on a cold shader cache; docs/drivers.md). */
 uint32_t test_policy_flags(uint32_t policy);
 
-/* One context per policy, for suites that spread their cases over them. */
+/* Whether policy `policy` runs in this process: a way to run one policy of
+ * a suite (or a few) on its own. VKATTN_TEST_POLICIES_<IMPL> (as for the
+ * flags) overrides VKATTN_TEST_POLICIES, a comma-separated list of policy
+ * indexes (0-3) or group names ("storage_shared"); unset or empty: all. An
+ * entry that names no policy exits the process: a typo must not quietly
+ * narrow what the suite covers. */
+bool test_policy_selected(uint32_t policy);
+
+/* One context per policy, for suites that spread their cases over them;
+ * NULL for a policy that is not selected (their loops skip it). */
 typedef struct test_policy_suite {
     test_gpu *gpu[TEST_POLICY_COUNT];
 } test_policy_suite;
+/* The first selected policy's context (cases that run once). */
+test_gpu *test_policy_suite_first(const test_policy_suite *s);
 
 /* cmocka group setup/teardown storing a test_policy_suite in *state. */
 int test_policy_suite_setup(void **state);
 int test_policy_suite_teardown(void **state);
 
-/* Runs `run` once per policy from `first` on, each time on a context of its
- * own with that policy's flags (opened before, closed and checked after). */
+/* Runs `run` once per selected policy from `first` on, each time on a
+ * context of its own with that policy's flags (opened before, closed and
+ * checked after). */
 void test_for_each_policy(uint32_t first,
                           void (*run)(test_gpu *g, uint32_t policy, const void *arg),
                           const void *arg);
 
 /* Runs the `count` tests as the cmocka group "<prefix>_<policy group>",
- * sharing one context of that policy (a test_gpu in *state). Returns the
- * number of failed tests. */
+ * sharing one context of that policy (a test_gpu in *state), when the
+ * policy is selected. Returns the number of failed tests. */
 int test_policy_run_group(const char *prefix, uint32_t policy, const struct CMUnitTest *tests,
                           size_t count);
 

@@ -50,6 +50,11 @@ test_gpu *test_gpu_open(uint32_t extra_flags)
     if (desc.device && !*desc.device)
         desc.device = NULL;
     desc.flags = VKATTN_CONTEXT_VALIDATION | extra_flags;
+    /* the CI stage that runs the core suites once with GPU-assisted
+     * validation (tools/test.sh) */
+    const char *gpu_av = getenv("VKATTN_TEST_GPU_ASSISTED");
+    if (gpu_av && strcmp(gpu_av, "1") == 0)
+        desc.flags |= VKATTN_CONTEXT_VALIDATION_GPU_ASSISTED;
     desc.log = on_log;
     desc.allocator = &g->allocator;
     vkattn_result r = vkattn_context_create(&desc, &g->ctx);

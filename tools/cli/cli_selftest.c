@@ -19,10 +19,7 @@ static const char help_text[] =
     "each feature on or off and why, and the driver quirks that apply. Exit 0 when\n"
     "every op has a working kernel family (and a --kernels family works), else 1.\n";
 
-static const char *feature_short(int f)
-{
-    return vkattn_feature_name((vkattn_feature)f);
-}
+static const char *feature_short(int f) { return vkattn_feature_name((vkattn_feature)f); }
 
 void cli_print_features(FILE *f, const vkattn_self_test_report *rep, const char *indent)
 {
