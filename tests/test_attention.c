@@ -446,6 +446,10 @@ static void run_grid(test_policy_suite *s, grid_property which)
         run_case(s->gpu[c.policy], &c, 1000 + i);
         ran++;
     }
+    /* a run of some policies may have none of this property's cases */
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)
+        if (!s->gpu[p])
+            return;
     assert_true(ran > 0);
 }
 
