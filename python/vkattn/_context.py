@@ -99,7 +99,7 @@ class Context:
         family = {"auto": 0, "subgroup": _lib.CONTEXT_SUBGROUP_KERNELS,
                   "shared": _lib.CONTEXT_NO_SUBGROUP_KERNELS}
         if kernels not in family:
-            bad("kernels=%r: expected 'auto', 'subgroup' or 'shared'" % (kernels,))
+            raise bad("kernels=%r: expected 'auto', 'subgroup' or 'shared'" % (kernels,))
         desc.flags = ((_lib.CONTEXT_VALIDATION if validate else 0) | family[kernels]
                       | (0 if texel_buffers else _lib.CONTEXT_NO_TEXEL_BUFFERS)
                       | (0 if self_test else _lib.CONTEXT_NO_SELF_TEST))

@@ -240,10 +240,14 @@ static void not_working(const struct vka_self_test *st, int f, char *why, size_t
     const vkattn_self_test_report *rep = &st->report;
     if (!(st->offered & (1u << f))) {
         static const char *const lacks[VKATTN_FEATURE_COUNT] = {
-            "the device has no subgroup shuffles and arithmetic in compute shaders, or "
-            "cannot pin the subgroup size",
-            "", "the device cannot read rgba32f and rgba16f uniform texel buffers",
-            "the device has no 16-bit storage (storageBuffer16BitAccess)"};
+            [VKATTN_FEATURE_SUBGROUP_KERNELS] = ("the device has no subgroup shuffles and "
+                                                 "arithmetic in compute shaders, or cannot pin "
+                                                 "the subgroup size"),
+            [VKATTN_FEATURE_SHARED_KERNELS] = "",
+            [VKATTN_FEATURE_TEXEL_INPUTS] = "the device cannot read rgba32f and rgba16f uniform "
+                                            "texel buffers",
+            [VKATTN_FEATURE_STORAGE_16BIT] = "the device has no 16-bit storage "
+                                             "(storageBuffer16BitAccess)"};
         snprintf(why, size, "%s", lacks[f]);
         return;
     }
