@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: set up and build, check the formatting
 # (tools/format.sh --check), run every test on every Vulkan
-# implementation the machine has, Mesa 25's lavapipe included (ctest prints the
-# summary); then the library
+# implementation the machine has, Mesa 25's lavapipe included, and the golden,
+# self-test and subgroup suites on the drivers' other shapes (lavapipe at
+# widths 512 and 1024, Mesa 26.1's lavapipe with and without its quirk;
+# tests/CMakeLists.txt) (ctest prints the summary); the core ops once under
+# GPU-assisted validation (label gpuav); then the library
 # built shared (packaging: install, find_package and pkg-config consumers, only
 # vkattn_* symbols exported; the embedding example; the API-level suites);
 # then everything again built with AddressSanitizer + UndefinedBehaviorSanitizer
