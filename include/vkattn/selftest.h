@@ -40,9 +40,11 @@
  * running the checks again: a warm start runs nothing. The bytes appended
  * (32) come after the driver's data, whose header stays first.
  *
- * Cost: four small pipelines and four dispatches when the checks run, a few
- * milliseconds on GPUs and tens of milliseconds on CPU drivers (figures in
- * docs/drivers.md); nothing with a warm pipeline cache.
+ * Cost: four small pipelines and four dispatches when the checks run, each
+ * submitted and waited for on the context's queue during
+ * vkattn_context_create (a borrowed context's: the host's queue), a few
+ * milliseconds on GPUs and 8 to 70 ms on CPU drivers (docs/drivers.md);
+ * nothing with a warm pipeline cache.
  * VKATTN_CONTEXT_NO_SELF_TEST skips the checks (the device's kernel choice
  * stands as queried; quirks still apply).
  */
