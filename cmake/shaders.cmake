@@ -83,6 +83,20 @@ function(vkattn_shader name source)
   set_property(GLOBAL APPEND PROPERTY VKATTN_SPIRV_NAMES ${name})
 endfunction()
 
+# vkattn_coopmat_shader(<name> <source.comp> [DEFINES ...]): a variant of
+# the coopmat family (cmake/coopmat.cmake), compiled for Vulkan 1.3 (SPIR-V
+# 1.6) and validated as such; nothing when VKATTN_HAVE_COOPMAT is off. Its
+# name also goes to VKATTN_COOPMAT_NAMES (test_coopmat_shapes).
+function(vkattn_coopmat_shader name source)
+  if(NOT VKATTN_HAVE_COOPMAT)
+    return()
+  endif()
+  set(VKATTN_SPIRV_TARGET_ENV ${VKATTN_COOPMAT_TARGET_ENV})
+  vkattn_shader(${name} ${source} ${ARGN})
+  set_property(GLOBAL APPEND PROPERTY VKATTN_COOPMAT_NAMES ${name})
+endfunction()
+set_property(GLOBAL PROPERTY VKATTN_COOPMAT_NAMES "")
+
 include(${CMAKE_CURRENT_SOURCE_DIR}/shaders/variants.cmake)
 get_property(VKATTN_SPIRV_SOURCES GLOBAL PROPERTY VKATTN_SPIRV_SOURCES)
 get_property(VKATTN_SPIRV_NAMES GLOBAL PROPERTY VKATTN_SPIRV_NAMES)

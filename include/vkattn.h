@@ -185,6 +185,12 @@ typedef enum vkattn_f16_path {
 } vkattn_f16_path;
 
 /* Capabilities of one physical device, read once. */
+/* One cooperative-matrix shape: C (M x N) += A (M x K) * B (K x N). */
+typedef struct vkattn_coopmat_shape {
+    uint32_t m, n, k;
+} vkattn_coopmat_shape;
+#define VKATTN_MAX_COOPMAT_SHAPES 8
+
 typedef struct vkattn_device_info {
     uint32_t index; /* position in vkEnumeratePhysicalDevices */
     char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
@@ -233,6 +239,22 @@ typedef struct vkattn_device_info {
      * (its own encoding; Mesa's is VK_MAKE_VERSION). */
     uint32_t driver_id;
     uint32_t driver_version;
+    /* Cooperative matrices (VK_KHR_cooperative_matrix): the f16 x f16 -> f32
+     * shapes of subgroup scope the device offers, and the one the coopmat
+     * kernel family is specialized for (16x16x16 where offered, else the
+     * largest; zeros when the family cannot run here). The family needs the
+     * extension and its feature, vulkanMemoryModel, shaderFloat16, 16-bit
+     * storage, Vulkan 1.3, and a vkattn built with those kernels
+     * (VKATTN_HAVE_COOPMAT at build time); `coopmat_why` says which is
+     * missing ("" when none). `coopmat_kernels`: the family runs the ops it
+     * implements (GEMMs and prefill attention; docs/kernels.md) - the default
+     * on GPUs that offer it, never on CPU drivers (their emulation is slower
+     * than their scalar kernels) unless VKATTN_CONTEXT_COOPMAT_KERNELS. */
+    uint32_t coopmat_shape_count;
+    vkattn_coopmat_shape coopmat_shapes[VKATTN_MAX_COOPMAT_SHAPES];
+    vkattn_coopmat_shape coopmat_shape;
+    bool coopmat_kernels;
+    char coopmat_why[128];
 } vkattn_device_info;
 
 /* Lists the Vulkan devices of the system's loader. `infos` may be NULL to
@@ -299,6 +321,15 @@ enum {
      * reports out-of-bounds storage-buffer and texel-buffer accesses (as
      * validation messages). Several times slower; for test runs. */
     VKATTN_CONTEXT_VALIDATION_GPU_ASSISTED = 1u << 9,
+    /* Use the cooperative-matrix kernels (vkattn_device_info.coopmat_*) for
+     * every op they implement, on any device that offers them (CPU drivers
+     * included, where they are slow: for tests); the other ops keep their
+     * usual family. Creation fails with VKATTN_ERROR_UNSUPPORTED, naming
+     * what is missing or the failed check, where they cannot run. */
+    VKATTN_CONTEXT_COOPMAT_KERNELS = 1u << 10,
+    /* Never use the cooperative-matrix kernels. Not with
+     * VKATTN_CONTEXT_COOPMAT_KERNELS. */
+    VKATTN_CONTEXT_NO_COOPMAT_KERNELS = 1u << 11,
 };
 
 /* The host's Vulkan objects, borrowed: never destroyed by vkattn; they must

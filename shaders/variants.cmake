@@ -312,3 +312,40 @@ endforeach()
 foreach(probe subgroup texel storage16 shared)
   vkattn_shader(selftest_${probe} selftest_${probe}.comp)
 endforeach()
+
+# selftest_coopmat.comp: the coopmat family's check (vulkan1.3; only where
+# the compiler has GL_KHR_cooperative_matrix, cmake/coopmat.cmake).
+vkattn_coopmat_shader(selftest_coopmat selftest_coopmat.comp)
+
+# linear_cm.comp: the GEMM on cooperative matrices (coopmat family; devices
+# with 16-bit storage only, so no f16p): storage modes vec and sca, x and w
+# in f32 | f16 | bf16, and q8_0 weights in mode vec. f32 operands (and q8_0's
+# dequantized weights) are split into two halves (X_SPLIT_ON / W_SPLIT_ON).
+foreach(mode vec sca)
+  list(FIND linear_modes ${mode} mode_index)
+  foreach(xdt f32 f16 bf16)
+    foreach(wdt f32 f16 bf16 q8_0)
+      if(wdt STREQUAL "q8_0" AND NOT mode STREQUAL "vec")
+        continue()
+      endif()
+      set(extra "")
+      if(xdt STREQUAL "f16" OR wdt STREQUAL "f16")
+        list(APPEND extra NEEDS_16BIT_STORAGE=1)
+      endif()
+      if(xdt STREQUAL "bf16")
+        list(APPEND extra Y_PACKED=1 Y_BF16=1)
+      endif()
+      if(xdt STREQUAL "f32")
+        list(APPEND extra X_SPLIT_ON=1)
+      endif()
+      if(wdt STREQUAL "f32" OR wdt STREQUAL "q8_0")
+        list(APPEND extra W_SPLIT_ON=1)
+      endif()
+      if(wdt STREQUAL "q8_0")
+        list(APPEND extra W_Q8_0=1 B_DT=f32)
+      endif()
+      vkattn_coopmat_shader(linear_cm_${mode}_${xdt}_${wdt} linear_cm.comp
+                            DEFINES INPUT_MODE=${mode_index} X_DT=${xdt} W_DT=${wdt} ${extra})
+    endforeach()
+  endforeach()
+endforeach()

@@ -6,6 +6,10 @@
 # apt works out the list) with `apt-get download`, unpacks them all into
 # DIR/root and writes
 #   DIR/lvp_icd.json  the unpacked driver's ICD json, library_path absolute;
+#   DIR/bin/glslangValidator, DIR/bin/spirv-val, DIR/bin/spirv-opt
+#                     trixie's tools as plain commands (through DIR/run), for
+#                     CMake's VKATTN_GLSLANG / VKATTN_SPIRV_VAL / VKATTN_SPIRV_OPT
+#                     (tools/build.sh; the coopmat kernels, cmake/coopmat.cmake);
 #   DIR/run           `DIR/run PROGRAM [ARGS...]`: runs PROGRAM through trixie's
 #                     dynamic loader (DIR/root/usr/lib/x86_64-linux-gnu/
 #                     ld-linux-x86-64.so.2) with trixie's library folders first
@@ -42,8 +46,21 @@ root=$dir/root
 icd=$dir/lvp_icd.json
 lib=$root/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so
 ldso=$root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
-tools=("$root/usr/bin/glslangValidator" "$root/usr/bin/spirv-val")
-if [[ -f $icd && -f $lib && -x $dir/run && -x ${tools[0]} && -x ${tools[1]} ]]; then
+tools=("$root/usr/bin/glslangValidator" "$root/usr/bin/spirv-val" "$root/usr/bin/spirv-opt")
+# DIR/bin: the tools as commands of their own (CMake runs them directly).
+write_bin() {
+  mkdir -p "$dir/bin"
+  local t name
+  for t in "${tools[@]}"; do
+    name=$(basename "$t")
+    printf '#!/bin/sh\n# Written by tools/lavapipe26.sh: trixie'"'"'s %s through DIR/run.\nexec %q %q "$@"\n' \
+      "$name" "$dir/run" "$t" > "$dir/bin/$name.tmp"
+    chmod +x "$dir/bin/$name.tmp"
+    mv "$dir/bin/$name.tmp" "$dir/bin/$name"
+  done
+}
+if [[ -f $icd && -f $lib && -x $dir/run && -x ${tools[0]} && -x ${tools[1]} && -x ${tools[2]} ]]; then
+  [[ -x $dir/bin/spirv-opt ]] || write_bin
   exit 0
 fi
 
@@ -158,5 +175,6 @@ EOF
 } > "$dir/run.tmp"
 chmod +x "$dir/run.tmp"
 mv "$dir/run.tmp" "$dir/run"
+write_bin
 rm -rf "$debs"
 echo "lavapipe26: mesa-vulkan-drivers $version, glslang and spirv-tools in $root (ICD: $icd; run: $dir/run PROGRAM)"

@@ -17,6 +17,8 @@
  *                               texel.rgba32ui
  *   16-bit storage              storage16.load_store            halves packed in 32-bit
  *                                                               words (VKATTN_F16_PACKED)
+ *   cooperative-matrix kernels  coopmat.muladd                  the subgroup or shared-
+ *                                                               memory family
  *
  * Each check runs only where the device offers the feature (shuffles and
  * subgroup arithmetic, the texel formats, 16-bit storage). The subgroup
@@ -57,11 +59,12 @@ typedef enum vkattn_feature {
     VKATTN_FEATURE_SHARED_KERNELS = 1,   /* the shared-memory kernel family */
     VKATTN_FEATURE_TEXEL_INPUTS = 2,     /* inputs read through uniform texel buffers */
     VKATTN_FEATURE_STORAGE_16BIT = 3,    /* f16 tensors as float16_t in storage buffers */
-    VKATTN_FEATURE_COUNT = 4
+    VKATTN_FEATURE_COOPMAT_KERNELS = 4,  /* the cooperative-matrix kernel family */
+    VKATTN_FEATURE_COUNT = 5
 } vkattn_feature;
 
 /* "subgroup kernels", "shared-memory kernels", "texel-buffer inputs",
- * "16-bit storage"; "?" for other values. */
+ * "16-bit storage", "coopmat kernels"; "?" for other values. */
 VKATTN_API const char *vkattn_feature_name(vkattn_feature feature);
 
 /* One feature of one context. */

@@ -3,6 +3,7 @@
  * order; destruction takes them down in reverse. */
 #include "core/buffer.h"
 #include "core/const_buffers.h"
+#include "core/coopmat.h"
 #include "core/descriptors.h"
 #include "core/device.h"
 #include "core/host.h"
@@ -56,12 +57,18 @@ typedef struct feature_set {
     bool storage_16bit;
     bool fp16;
     bool subgroup_size_control;
+    bool memory_model;
+    bool coopmat; /* VK_KHR_cooperative_matrix's feature (so the extension too) */
 } feature_set;
 
 static void features_from_chain(const VkPhysicalDeviceFeatures2 *chain, feature_set *f)
 {
     memset(f, 0, sizeof *f);
     for (const VkBaseInStructure *s = (const VkBaseInStructure *)chain; s; s = s->pNext) {
+        /* (not a case: older headers' VkStructureType lacks the value) */
+        if ((int)s->sType == (int)VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR)
+            f->coopmat |=
+                ((const VkPhysicalDeviceCooperativeMatrixFeaturesKHR *)s)->cooperativeMatrix;
         switch (s->sType) {
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES:
             f->storage_16bit |=
@@ -73,7 +80,13 @@ static void features_from_chain(const VkPhysicalDeviceFeatures2 *chain, feature_
             break;
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES:
             f->fp16 |= ((const VkPhysicalDeviceVulkan12Features *)s)->shaderFloat16;
+            f->memory_model |= ((const VkPhysicalDeviceVulkan12Features *)s)->vulkanMemoryModel;
             break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES:
+            f->memory_model |=
+                ((const VkPhysicalDeviceVulkanMemoryModelFeatures *)s)->vulkanMemoryModel;
+            break;
+
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES:
             f->fp16 |= ((const VkPhysicalDeviceShaderFloat16Int8Features *)s)->shaderFloat16;
             break;
@@ -102,6 +115,16 @@ static void apply_features(vkattn_device_info *info, const feature_set *f)
     info->fp16_arithmetic = info->fp16_arithmetic && f->fp16;
     info->subgroup_size_control = info->subgroup_size_control && f->subgroup_size_control;
     info->f16_path = info->storage_16bit ? VKATTN_F16_NATIVE : VKATTN_F16_PACKED;
+    if (vka_coopmat_offered(info) &&
+        !(f->coopmat && f->memory_model && info->fp16_arithmetic && info->storage_16bit)) {
+        snprintf(info->coopmat_why, sizeof info->coopmat_why, "the device was created without %s",
+                 !f->coopmat              ? "VK_KHR_cooperative_matrix's cooperativeMatrix feature"
+                 : !f->memory_model       ? "vulkanMemoryModel"
+                 : !info->fp16_arithmetic ? "shaderFloat16"
+                                          : "storageBuffer16BitAccess");
+        memset(&info->coopmat_shape, 0, sizeof info->coopmat_shape);
+        info->coopmat_kernels = false;
+    }
 }
 
 static vkattn_result create_device(vkattn_context *ctx)
@@ -130,6 +153,16 @@ static vkattn_result create_device(vkattn_context *ctx)
     f12.shaderFloat16 = info->fp16_arithmetic;
     f13.subgroupSizeControl = info->subgroup_size_control;
     f13.computeFullSubgroups = info->subgroup_size_control;
+    /* the coopmat family: the extension, its feature and the memory model */
+    bool coopmat = vka_coopmat_offered(info);
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+        .cooperativeMatrix = VK_TRUE};
+    const char *extensions[] = {VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME};
+    if (coopmat) {
+        f13.pNext = &fcm;
+        f12.vulkanMemoryModel = VK_TRUE;
+    }
     feature_set enabled;
     features_from_chain(&features, &enabled);
     apply_features(&ctx->info, &enabled);
@@ -146,6 +179,8 @@ static vkattn_result create_device(vkattn_context *ctx)
         .pNext = &features,
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &queue,
+        .enabledExtensionCount = coopmat ? 1u : 0u,
+        .ppEnabledExtensionNames = coopmat ? extensions : NULL,
     };
     VkResult vr =
         ctx->vk.vkCreateDevice(ctx->physical_device, &dci, ctx->vk_allocator, &ctx->device);

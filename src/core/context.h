@@ -51,6 +51,7 @@ struct vkattn_context {
     /* The self-test or a quirk found the subgroup contract broken: no
      * subgroup kernel may run, not even one a tuner would try. */
     bool subgroup_families_off;
+    bool coopmat_works; /* the coopmat family is offered and passed its check */
     VkPhysicalDeviceMemoryProperties memory;
     uint32_t buffer_memory_type;  /* memory type of vkattn buffers */
     uint32_t staging_memory_type; /* host-visible type for staging */

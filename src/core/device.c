@@ -1,6 +1,7 @@
 /* Physical devices: capabilities, the automatic choice, vkattn_list_devices. */
 #include "core/device.h"
 
+#include "core/coopmat.h"
 #include "core/host.h"
 #include "core/instance.h"
 #include "core/memory.h"
@@ -67,6 +68,24 @@ uint32_t vka_device_compute_family(const vka_vk_table *vk, VkPhysicalDevice pd, 
     return best;
 }
 
+bool vka_device_has_extension(const vka_vk_table *vk, VkPhysicalDevice pd, const char *name)
+{
+    uint32_t n = 0;
+    if (vk->vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    /* malloc: the query runs without a context's allocator too
+     * (vkattn_list_devices), and the list is too big for the stack */
+    VkExtensionProperties *props = malloc(n * sizeof *props);
+    if (!props)
+        return false;
+    VkResult vr = vk->vkEnumerateDeviceExtensionProperties(pd, NULL, &n, props);
+    bool found = false;
+    for (uint32_t i = 0; (vr == VK_SUCCESS || vr == VK_INCOMPLETE) && i < n && !found; i++)
+        found = strcmp(props[i].extensionName, name) == 0;
+    free(props);
+    return found;
+}
+
 void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t index,
                       vkattn_device_info *info)
 {
@@ -99,8 +118,12 @@ void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t inde
                                          .pNext = &p11};
     vk->vkGetPhysicalDeviceProperties2(pd, &props);
 
+    bool has_coopmat = vka_device_has_extension(vk, pd, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
     VkPhysicalDeviceVulkan13Features f13 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+        .pNext = has_coopmat ? &fcm : NULL};
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .pNext = has13 ? &f13 : NULL};
@@ -163,6 +186,18 @@ void vka_device_query(const vka_vk_table *vk, VkPhysicalDevice pd, uint32_t inde
      * memory is plain memory there, shuffles are register moves). */
     info->subgroup_kernels =
         info->subgroup_shuffle && info->subgroup_arithmetic && info->type == VKATTN_DEVICE_TYPE_CPU;
+
+    vka_coopmat_query(vk, pd, has13 && has_coopmat && fcm.cooperativeMatrix, f12.vulkanMemoryModel,
+                      info);
+    if (vka_coopmat_offered(info) && !info->subgroup_size_control &&
+        info->type != VKATTN_DEVICE_TYPE_CPU) {
+        snprintf(info->coopmat_why, sizeof info->coopmat_why,
+                 "the coopmat kernels need a pinned subgroup size (subgroup size control)");
+        memset(&info->coopmat_shape, 0, sizeof info->coopmat_shape);
+    }
+    /* matrix units: GPUs only (CPU drivers emulate them slower than their
+     * scalar kernels run; docs/kernels.md) */
+    info->coopmat_kernels = vka_coopmat_offered(info) && info->type != VKATTN_DEVICE_TYPE_CPU;
 
     uint32_t ts_bits = 0;
     uint32_t family = vka_device_compute_family(vk, pd, false, &ts_bits);

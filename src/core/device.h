@@ -15,6 +15,9 @@ uint32_t vka_device_choose(const vkattn_device_info *infos, uint32_t count, cons
 uint32_t vka_device_compute_family(const vka_vk_table *vk, VkPhysicalDevice pd, bool compute_only,
                                    uint32_t *timestamp_bits);
 
+/* Whether the device lists the extension `name`. */
+bool vka_device_has_extension(const vka_vk_table *vk, VkPhysicalDevice pd, const char *name);
+
 /* Every physical device of the context's instance and its capabilities
  * (both arrays from vka_alloc, to vka_free). Checks every VkResult; a list
  * that changes between the count and the fill (VK_INCOMPLETE) is asked

@@ -13,7 +13,7 @@ typedef enum vka_binding_kind {
 } vka_binding_kind;
 
 #define VKA_MAX_BINDINGS 12
-#define VKA_MAX_SPEC 16
+#define VKA_MAX_SPEC 19
 
 /* One SPIR-V variant and its interface, as compiled from shaders/. */
 typedef struct vka_kernel {

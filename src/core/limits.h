@@ -20,6 +20,16 @@ static inline bool vka_subgroup_families_allowed(const vkattn_context *ctx)
            (ctx->info.subgroup_size_control || ctx->info.type == VKATTN_DEVICE_TYPE_CPU);
 }
 
+/* Whether the coopmat family (cooperative matrices) may run: the device
+ * offers it, its self-test check passed, the flags allow it, and 16-bit
+ * storage is on (its f16 variants read float16_t). Tuners may try it then;
+ * the built-in choice takes it where ctx->info.coopmat_kernels. */
+static inline bool vka_coopmat_allowed(const vkattn_context *ctx)
+{
+    return ctx->coopmat_works && ctx->info.storage_16bit &&
+           !(ctx->flags & VKATTN_CONTEXT_NO_COOPMAT_KERNELS);
+}
+
 /* The largest 1D workgroup the device allows. */
 static inline uint32_t vka_max_workgroup(const vkattn_context *ctx)
 {

@@ -4,6 +4,7 @@
 #include "core/selftest.h"
 
 #include "core/host.h"
+#include "core/coopmat.h"
 #include "core/quirks.h"
 #include "spec/error_text.h"
 
@@ -27,10 +28,11 @@ static const struct {
     [VKA_CHECK_TEXEL_RGBA16F] = {"texel.rgba16f", VKATTN_FEATURE_TEXEL_INPUTS},
     [VKA_CHECK_TEXEL_RGBA32UI] = {"texel.rgba32ui", VKATTN_FEATURE_TEXEL_INPUTS},
     [VKA_CHECK_STORAGE16] = {"storage16.load_store", VKATTN_FEATURE_STORAGE_16BIT},
+    [VKA_CHECK_COOPMAT] = {"coopmat.muladd", VKATTN_FEATURE_COOPMAT_KERNELS},
 };
 
 /* Bumped whenever a check changes: results of older checks are not taken. */
-#define CHECKS_VERSION 1u
+#define CHECKS_VERSION 2u
 static const char trailer_magic[8] = {'V', 'K', 'A', 'S', 'E', 'L', 'F', '1'};
 
 struct vka_self_test {
@@ -38,15 +40,17 @@ struct vka_self_test {
     uint32_t offered;         /* 1 << vkattn_feature */
     uint32_t quirked;         /* features the matching quirks switch off */
     bool subgroup_by_default; /* the device's own kernel choice */
-    uint64_t key;             /* device, driver and vkattn, for cached results */
-    bool cached;              /* a trailer with this key was read */
+    bool coopmat_by_default;
+    uint64_t key; /* device, driver and vkattn, for cached results */
+    bool cached;  /* a trailer with this key was read */
     uint32_t cached_checked, cached_passed;
 };
 
 const char *vkattn_feature_name(vkattn_feature feature)
 {
     static const char *const names[VKATTN_FEATURE_COUNT] = {
-        "subgroup kernels", "shared-memory kernels", "texel-buffer inputs", "16-bit storage"};
+        "subgroup kernels", "shared-memory kernels", "texel-buffer inputs", "16-bit storage",
+        "coopmat kernels"};
     return (unsigned)feature < VKATTN_FEATURE_COUNT ? names[feature] : "?";
 }
 
@@ -98,6 +102,9 @@ vkattn_result vka_self_test_create(vkattn_context *ctx)
     if (info->storage_16bit)
         st->offered |= 1u << VKATTN_FEATURE_STORAGE_16BIT;
     st->subgroup_by_default = info->subgroup_kernels;
+    if (vka_coopmat_offered(info))
+        st->offered |= 1u << VKATTN_FEATURE_COOPMAT_KERNELS;
+    st->coopmat_by_default = info->coopmat_kernels;
 
     VkPhysicalDeviceVulkan12Properties p12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
@@ -107,8 +114,14 @@ vkattn_result vka_self_test_create(vkattn_context *ctx)
                                          .pNext = &p11};
     ctx->vk.vkGetPhysicalDeviceProperties2(ctx->physical_device, &props);
     const VkPhysicalDeviceProperties *p = &props.properties;
-    uint32_t fields[6] = {CHECKS_VERSION, p->driverVersion,    p->vendorID,
-                          p->deviceID,    info->subgroup_size, runnable_checks(st)};
+    uint32_t fields[7] = {CHECKS_VERSION,
+                          p->driverVersion,
+                          p->vendorID,
+                          p->deviceID,
+                          info->subgroup_size,
+                          runnable_checks(st),
+                          info->coopmat_shape.m | info->coopmat_shape.n << 10 |
+                              info->coopmat_shape.k << 20};
     uint64_t key = hash(1469598103934665603ull, p11.driverUUID, VK_UUID_SIZE);
     key = hash(key, p->pipelineCacheUUID, VK_UUID_SIZE);
     key = hash(key, fields, sizeof fields);
@@ -208,6 +221,8 @@ static vkattn_result run_checks(vkattn_context *ctx, struct vka_self_test *st)
         r = vka_probe_texel(ctx, c, fail);
     if (r == VKATTN_SUCCESS && runs[VKATTN_FEATURE_STORAGE_16BIT])
         r = vka_probe_storage16(ctx, c);
+    if (r == VKATTN_SUCCESS && runs[VKATTN_FEATURE_COOPMAT_KERNELS])
+        r = vka_probe_coopmat(ctx, c);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     rep->ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     rep->source = VKATTN_SELF_TEST_RAN;
@@ -234,10 +249,15 @@ static void take_cached(struct vka_self_test *st)
 }
 
 /* Why feature f does not work, into `why` (empty: it works). */
-static void not_working(const struct vka_self_test *st, int f, char *why, size_t size)
+static void not_working(const vkattn_context *ctx, const struct vka_self_test *st, int f, char *why,
+                        size_t size)
 {
     why[0] = '\0';
     const vkattn_self_test_report *rep = &st->report;
+    if (!(st->offered & (1u << f)) && f == VKATTN_FEATURE_COOPMAT_KERNELS) {
+        snprintf(why, size, "%s", ctx->info.coopmat_why);
+        return;
+    }
     if (!(st->offered & (1u << f))) {
         static const char *const lacks[VKATTN_FEATURE_COUNT] = {
             [VKATTN_FEATURE_SUBGROUP_KERNELS] = ("the device has no subgroup shuffles and "
@@ -247,7 +267,8 @@ static void not_working(const struct vka_self_test *st, int f, char *why, size_t
             [VKATTN_FEATURE_TEXEL_INPUTS] = "the device cannot read rgba32f and rgba16f uniform "
                                             "texel buffers",
             [VKATTN_FEATURE_STORAGE_16BIT] = "the device has no 16-bit storage "
-                                             "(storageBuffer16BitAccess)"};
+                                             "(storageBuffer16BitAccess)",
+            [VKATTN_FEATURE_COOPMAT_KERNELS] = ""};
         snprintf(why, size, "%s", lacks[f]);
         return;
     }
@@ -265,6 +286,35 @@ static void not_working(const struct vka_self_test *st, int f, char *why, size_t
     }
 }
 
+/* The coopmat family: an overlay on the other two (the ops it implements
+ * take it, the rest keep their family), on by default where the device
+ * record says so (GPUs), forced or refused by the flags. */
+static vkattn_result decide_coopmat(vkattn_context *ctx, struct vka_self_test *st)
+{
+    vkattn_feature_report *f = &st->report.features[VKATTN_FEATURE_COOPMAT_KERNELS];
+    uint32_t flags = ctx->flags;
+    if ((flags & VKATTN_CONTEXT_COOPMAT_KERNELS) && (flags & VKATTN_CONTEXT_NO_COOPMAT_KERNELS))
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "desc->flags: VKATTN_CONTEXT_COOPMAT_KERNELS and "
+                        "VKATTN_CONTEXT_NO_COOPMAT_KERNELS contradict each other");
+    if ((flags & VKATTN_CONTEXT_COOPMAT_KERNELS) && !f->works)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "the coopmat kernels (VKATTN_CONTEXT_COOPMAT_KERNELS) do not work on "
+                        "\"%s\": %s",
+                        ctx->info.name, f->why);
+    bool on = f->works && !(flags & VKATTN_CONTEXT_NO_COOPMAT_KERNELS) &&
+              ((flags & VKATTN_CONTEXT_COOPMAT_KERNELS) || st->coopmat_by_default);
+    ctx->info.coopmat_kernels = f->on = on;
+    ctx->coopmat_works = f->works;
+    if (!on && f->works)
+        snprintf(f->why, sizeof f->why, "%s",
+                 flags & VKATTN_CONTEXT_NO_COOPMAT_KERNELS
+                     ? "VKATTN_CONTEXT_NO_COOPMAT_KERNELS"
+                     : "CPU drivers emulate cooperative matrices slower than their scalar "
+                       "kernels run (VKATTN_CONTEXT_COOPMAT_KERNELS takes them)");
+    return VKATTN_SUCCESS;
+}
+
 /* The features the context uses, from what works and the flags; an error
  * when a family the flags force does not work. */
 static vkattn_result decide(vkattn_context *ctx, struct vka_self_test *st)
@@ -272,7 +322,7 @@ static vkattn_result decide(vkattn_context *ctx, struct vka_self_test *st)
     vkattn_self_test_report *rep = &st->report;
     vkattn_feature_report *f = rep->features;
     for (int i = 0; i < VKATTN_FEATURE_COUNT; i++) {
-        not_working(st, i, f[i].why, sizeof f[i].why);
+        not_working(ctx, st, i, f[i].why, sizeof f[i].why);
         f[i].offered = st->offered & (1u << i);
         f[i].works = !f[i].why[0];
     }
@@ -302,9 +352,10 @@ static vkattn_result decide(vkattn_context *ctx, struct vka_self_test *st)
     bool s16 = f[VKATTN_FEATURE_STORAGE_16BIT].works;
     ctx->info.storage_16bit = f[VKATTN_FEATURE_STORAGE_16BIT].on = s16;
     ctx->info.f16_path = s16 ? VKATTN_F16_NATIVE : VKATTN_F16_PACKED;
+    VKA_TRY(decide_coopmat(ctx, st));
     /* the reason a working feature is not on */
     for (int i = 0; i < VKATTN_FEATURE_COUNT; i++) {
-        if (f[i].on || !f[i].works)
+        if (f[i].on || !f[i].works || i == VKATTN_FEATURE_COOPMAT_KERNELS)
             continue;
         const char *why = i == VKATTN_FEATURE_TEXEL_INPUTS ? "VKATTN_CONTEXT_NO_TEXEL_BUFFERS"
                           : forced ? (subgroup ? "VKATTN_CONTEXT_SUBGROUP_KERNELS"

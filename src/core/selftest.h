@@ -18,6 +18,7 @@ enum {
     VKA_CHECK_TEXEL_RGBA16F,
     VKA_CHECK_TEXEL_RGBA32UI,
     VKA_CHECK_STORAGE16,
+    VKA_CHECK_COOPMAT,
     VKA_CHECK_COUNT
 };
 
@@ -52,5 +53,7 @@ vkattn_result vka_probe_texel(vkattn_context *ctx, vkattn_self_test_check *check
                               bool fail_on_purpose);
 vkattn_result vka_probe_storage16(vkattn_context *ctx, vkattn_self_test_check *checks);
 vkattn_result vka_probe_shared(vkattn_context *ctx, vkattn_self_test_check *checks);
+/* At the context's coopmat shape (vkattn_device_info.coopmat_shape). */
+vkattn_result vka_probe_coopmat(vkattn_context *ctx, vkattn_self_test_check *checks);
 
 #endif

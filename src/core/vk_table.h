@@ -5,7 +5,7 @@
 #ifndef VKA_VK_TABLE_H
 #define VKA_VK_TABLE_H
 
-#include <vulkan/vulkan_core.h>
+#include "core/coopmat_vk.h"
 
 /* Loaded with get_instance_proc_addr(NULL, name). */
 #define VKA_VK_GLOBAL_FUNCS(X)            \
@@ -27,10 +27,12 @@
     X(vkCreateDevice)                           \
     X(vkGetDeviceProcAddr)
 
-/* Optional instance functions (VK_EXT_debug_utils): may stay NULL. */
+/* Optional instance functions (VK_EXT_debug_utils, VK_KHR_cooperative_matrix):
+ * may stay NULL. */
 #define VKA_VK_INSTANCE_OPTIONAL_FUNCS(X) \
     X(vkCreateDebugUtilsMessengerEXT)     \
-    X(vkDestroyDebugUtilsMessengerEXT)
+    X(vkDestroyDebugUtilsMessengerEXT)    \
+    X(vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)
 
 /* Loaded with get_device_proc_addr(device, name). */
 #define VKA_VK_DEVICE_FUNCS(X)        \

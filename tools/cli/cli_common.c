@@ -25,11 +25,14 @@ const char cli_device_options_help[] =
     "                        Progress on stderr: on a terminal a line redrawn per\n"
     "                        candidate, else one line per op measured\n"
     "  --quiet               no progress lines\n"
-    "  --kernels auto|subgroup|shared   the kernel family: the device's choice checked\n"
-    "                        by the start-up self-test (auto, default), the subgroup-\n"
-    "                        shuffle kernels or the shared-memory tiles; a family the\n"
-    "                        self-test or a driver quirk turned off is an error naming\n"
-    "                        the failed check (vkattn selftest shows them)\n"
+    "  --kernels auto|subgroup|shared|coopmat   the kernel family: the device's choice\n"
+    "                        checked by the start-up self-test (auto, default), the\n"
+    "                        subgroup-shuffle kernels, the shared-memory tiles, or the\n"
+    "                        cooperative-matrix kernels (matrix units) for the ops they\n"
+    "                        implement (GEMMs, prefill attention; the others keep the\n"
+    "                        device's family); a family the self-test or a driver quirk\n"
+    "                        turned off, or that the device lacks, is an error naming\n"
+    "                        why (vkattn selftest shows it)\n"
     "  --no-texel-buffers    read inputs through storage buffers only\n"
     "  --no-quirks           ignore the driver-quirk table (what it turns off for a known\n"
     "                        driver bug stays on: it may crash; vkattn selftest lists them)\n"
@@ -82,8 +85,8 @@ int cli_parse_device_option(int argc, char **argv, int *i, cli_device_options *o
     }
     *value = argv[++*i];
     if (value == &o->kernels && strcmp(o->kernels, "auto") && strcmp(o->kernels, "subgroup") &&
-        strcmp(o->kernels, "shared")) {
-        cli_error("--kernels \"%s\": expected auto, subgroup or shared", o->kernels);
+        strcmp(o->kernels, "shared") && strcmp(o->kernels, "coopmat")) {
+        cli_error("--kernels \"%s\": expected auto, subgroup, shared or coopmat", o->kernels);
         return -1;
     }
     return 1;
@@ -115,6 +118,8 @@ uint32_t cli_context_flags(const cli_device_options *o)
         flags |= VKATTN_CONTEXT_SUBGROUP_KERNELS;
     if (o->kernels && strcmp(o->kernels, "shared") == 0)
         flags |= VKATTN_CONTEXT_NO_SUBGROUP_KERNELS;
+    if (o->kernels && strcmp(o->kernels, "coopmat") == 0)
+        flags |= VKATTN_CONTEXT_COOPMAT_KERNELS;
     if (o->no_texel_buffers)
         flags |= VKATTN_CONTEXT_NO_TEXEL_BUFFERS;
     if (o->no_self_test)

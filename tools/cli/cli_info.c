@@ -43,6 +43,24 @@ static const char *f16_storage(const vkattn_device_info *d)
     return d->f16_path == VKATTN_F16_NATIVE ? "native" : "emulated";
 }
 
+/* The cooperative-matrix shapes (f16 x f16 -> f32, subgroup scope) and the
+ * kernels' one, or why the family cannot run. */
+static void print_coopmat(const vkattn_device_info *d)
+{
+    printf("    cooperative matrices (f16 x f16 -> f32, subgroup):");
+    if (!d->coopmat_shape_count)
+        printf(" none");
+    for (uint32_t i = 0; i < d->coopmat_shape_count; i++) {
+        const vkattn_coopmat_shape *s = &d->coopmat_shapes[i];
+        bool used =
+            s->m == d->coopmat_shape.m && s->n == d->coopmat_shape.n && s->k == d->coopmat_shape.k;
+        printf("%s %ux%ux%u%s", i ? "," : "", s->m, s->n, s->k, used ? " (the kernels')" : "");
+    }
+    if (d->coopmat_why[0])
+        printf("; coopmat kernels cannot run: %s", d->coopmat_why);
+    printf("\n");
+}
+
 static void print_text(const vkattn_device_info *d, bool chosen, const vkattn_self_test_report *rep)
 {
     printf("%s %u: %s%s\n", chosen ? "*" : " ", d->index, d->name, chosen ? "   (chosen)" : "");
@@ -66,9 +84,11 @@ static void print_text(const vkattn_device_info *d, bool chosen, const vkattn_se
            "texels, dequantized in the kernels); arithmetic f32\n",
            d->f16_path == VKATTN_F16_NATIVE ? "native (16-bit storage)"
                                             : "emulated (pairs in 32-bit words)");
-    printf("    kernels: %s, inputs through %s\n",
+    printf("    kernels: %s%s, inputs through %s\n",
            d->subgroup_kernels ? "subgroup (shuffles, no shared memory)" : "shared-memory tiles",
+           d->coopmat_kernels ? "; coopmat (matrix units) for the GEMMs and prefill attention" : "",
            d->texel_inputs ? "uniform texel buffers" : "storage buffers");
+    print_coopmat(d);
     printf("    max storage buffer range %llu B (%.0f MiB), texel buffer elements %llu\n",
            (unsigned long long)d->max_storage_buffer_range,
            (double)d->max_storage_buffer_range / (1 << 20),
@@ -99,8 +119,8 @@ static void json_string(const char *s)
 static void json_self_test(const vkattn_self_test_report *rep)
 {
     static const char *const source[3] = {"ran", "cached", "skipped"};
-    static const char *const keys[VKATTN_FEATURE_COUNT] = {"subgroup_kernels", "shared_kernels",
-                                                           "texel_inputs", "storage_16bit"};
+    static const char *const keys[VKATTN_FEATURE_COUNT] = {
+        "subgroup_kernels", "shared_kernels", "texel_inputs", "storage_16bit", "coopmat_kernels"};
     printf(", \"self_test\": {\"source\": \"%s\", \"ms\": %.3f, \"every_op_has_a_family\": %s",
            source[rep->source], rep->ms, rep->every_op_has_a_family ? "true" : "false");
     for (int f = 0; f < VKATTN_FEATURE_COUNT; f++) {
@@ -151,6 +171,14 @@ static void print_json(const vkattn_device_info *d, bool chosen, const vkattn_se
            (unsigned long long)d->max_storage_buffer_range,
            (unsigned long long)d->max_texel_buffer_elements, d->timestamps ? "true" : "false",
            f16_storage(d));
+    printf(", \"coopmat_shapes\": [");
+    for (uint32_t i = 0; i < d->coopmat_shape_count; i++)
+        printf("%s[%u, %u, %u]", i ? ", " : "", d->coopmat_shapes[i].m, d->coopmat_shapes[i].n,
+               d->coopmat_shapes[i].k);
+    printf("], \"coopmat_shape\": [%u, %u, %u], \"coopmat_kernels\": %s, \"coopmat_why\": ",
+           d->coopmat_shape.m, d->coopmat_shape.n, d->coopmat_shape.k,
+           d->coopmat_kernels ? "true" : "false");
+    json_string(d->coopmat_why);
     if (rep)
         json_self_test(rep);
     printf("}\n");

@@ -9,7 +9,7 @@
 #include <string.h>
 
 static const char help_text[] =
-    "usage: vkattn selftest [--device SEL] [--kernels auto|subgroup|shared]\n"
+    "usage: vkattn selftest [--device SEL] [--kernels auto|subgroup|shared|coopmat]\n"
     "                       [--no-texel-buffers] [--no-quirks] [--validate]\n"
     "Runs the start-up self-test's checks on the chosen device now (whatever a\n"
     "pipeline cache holds): tiny known-answer dispatches of what the kernels rely on\n"

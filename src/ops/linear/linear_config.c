@@ -79,6 +79,20 @@ static const gemv_sh_preset gemv_sh_presets[] = {
 };
 #define GEMV_SH_PRESETS (sizeof gemv_sh_presets / sizeof gemv_sh_presets[0])
 
+/* Cooperative-matrix GEMM tiles: subgroups along M and N, matrices per
+ * subgroup along M and N (each the device's CM_M x CM_N), K step in
+ * elements (rounded up to whole CM_K). */
+typedef struct cm_preset {
+    uint32_t sg_rows, sg_cols, tr, tc, bk;
+} cm_preset;
+static const cm_preset cm_presets[] = {
+    {2, 2, 2, 2, 32}, /* 0: the default: 4 subgroups, 4 matrices each */
+    {2, 2, 4, 2, 32}, /* 1: taller: fewer W loads per FMA (big M) */
+    {1, 1, 2, 2, 32}, /* 2: one subgroup: small problems, many workgroups */
+    {2, 2, 2, 4, 16}, /* 3: wider, shallower K step (shared memory) */
+};
+#define CM_PRESETS (sizeof cm_presets / sizeof cm_presets[0])
+
 static bool is_16bit(vkattn_dtype dt) { return dt == VKATTN_DTYPE_F16 || dt == VKATTN_DTYPE_BF16; }
 
 static bool has_16bit_operand(const vka_linear_problem *p)
@@ -101,6 +115,20 @@ static uint32_t subgroup_input(const vkattn_context *ctx, const vka_linear_probl
 static bool family_valid(const vkattn_context *ctx, const vka_linear_problem *p,
                          const vka_linear_config *c);
 
+/* Shared memory of a coopmat plan: the f16 tiles (a second copy of an
+ * operand that is split into two halves) and the staged f32 output tile
+ * with the epilogue's arrays (linear_io.glsl) beside it. */
+static uint64_t cm_shared(const vka_linear_problem *p, const vka_linear_plan *plan)
+{
+    uint64_t bm = plan->spec[1], bn = plan->spec[2], ldk = plan->spec[3] + 8;
+    uint64_t xs = p->x.dtype == VKATTN_DTYPE_F32 ? 2 : 1;
+    uint64_t ws = p->w.dtype == VKATTN_DTYPE_F32 || p->w.dtype == VKATTN_DTYPE_Q8_0 ? 2 : 1;
+    uint64_t hd = plan->spec[8] ? plan->spec[8] : bn, heads = bn / hd;
+    uint64_t rot = vka_linear_has_heads(p) ? p->heads.rope_dims / 2 : 0;
+    return (bm * xs + bn * ws) * ldk * 2 + bm * bn * 4 + bm * heads * 4 * 4 + (bm * rot + 1) * 8 +
+           bm * 3 * 4 + heads * 2 * 4;
+}
+
 /* The heads epilogue's tiles (see vka_linear_plan_make) within the
  * device's workgroup and shared-memory limits. */
 static bool heads_fit(const vkattn_context *ctx, const vka_linear_problem *p,
@@ -110,6 +138,10 @@ static bool heads_fit(const vkattn_context *ctx, const vka_linear_problem *p,
         return false;
     vka_linear_plan plan;
     vka_linear_plan_make(ctx, p, c, &plan);
+    if (c->family == LINEAR_FAM_CM)
+        return plan.epi_cols % p->head_dim[0] == 0 && plan.spec[5] <= 8 &&
+               plan.spec[0] <= vka_max_workgroup(ctx) &&
+               cm_shared(p, &plan) <= ctx->info.max_shared_memory;
     uint64_t hd = p->head_dim[0];
     if (!plan.epi_cols || plan.epi_cols % hd)
         return false;
@@ -164,6 +196,14 @@ static bool family_valid(const vkattn_context *ctx, const vka_linear_problem *p,
         uint64_t shared = 2ull * s->bm * (s->bk / 4 + 1) * 16;
         return wg <= max_wg && shared <= ctx->info.max_shared_memory;
     }
+    case LINEAR_FAM_CM: {
+        if (c->preset >= CM_PRESETS || c->input != LINEAR_INPUT_STORAGE ||
+            !vka_coopmat_allowed(ctx))
+            return false;
+        vka_linear_plan plan;
+        vka_linear_plan_make(ctx, p, c, &plan);
+        return plan.spec[0] <= max_wg && cm_shared(p, &plan) <= ctx->info.max_shared_memory;
+    }
     case LINEAR_FAM_GEMV_SH: {
         if (c->preset >= GEMV_SH_PRESETS)
             return false;
@@ -181,6 +221,20 @@ void vka_linear_config_default(const vkattn_context *ctx, const vka_linear_probl
 {
     bool gemv = p->M <= LINEAR_GEMV_MAX_ROWS;
     memset(c, 0, sizeof *c);
+    /* matrix units: GEMMs; few rows stay on the GEMVs (bandwidth-bound)
+     * unless the coopmat family is forced */
+    if (ctx->info.coopmat_kernels && (!gemv || (ctx->flags & VKATTN_CONTEXT_COOPMAT_KERNELS))) {
+        *c = (vka_linear_config){LINEAR_FAM_CM, LINEAR_INPUT_STORAGE, 0};
+        if (p->M >= 1024) /* tall tiles halve the W tile loads */
+            c->preset = 1;
+        uint32_t first = c->preset;
+        for (uint32_t i = 0; i < CM_PRESETS; i++) {
+            c->preset = (first + i) % CM_PRESETS;
+            if (vka_linear_config_valid(ctx, p, c))
+                return;
+        }
+        memset(c, 0, sizeof *c);
+    }
     if (ctx->info.subgroup_kernels) {
         c->family = gemv ? LINEAR_FAM_GEMV_SG : LINEAR_FAM_SG;
         if (gemv && p->M <= 2 && p->w.dtype == VKATTN_DTYPE_F16)
@@ -282,6 +336,8 @@ uint32_t vka_linear_config_candidates(const vkattn_context *ctx, const vka_linea
         for (uint32_t other = 0; other < LINEAR_INPUT_COUNT; other++)
             add(ctx, p, (vka_linear_config){fams[f], other, 0}, out, &n, max);
     }
+    for (uint32_t preset = 0; preset < CM_PRESETS; preset++)
+        add(ctx, p, (vka_linear_config){LINEAR_FAM_CM, LINEAR_INPUT_STORAGE, preset}, out, &n, max);
     /* few rows: the GEMM kernels too */
     if (gemv && vka_subgroup_families_allowed(ctx))
         add(ctx, p, (vka_linear_config){LINEAR_FAM_SG, subgroup_input(ctx, p), 3}, out, &n, max);
@@ -348,6 +404,17 @@ static void heads_tiles(const vkattn_context *ctx, const vka_linear_problem *p,
         plan->epi_rows = bm / tm;
         break;
     }
+    case LINEAR_FAM_CM: { /* spec: wg, bm, bn, bk, tr, tc; bn: whole heads and matrices */
+        uint32_t unit = plan->spec[2] / plan->spec[5]; /* columns of one matrix per subgroup row */
+        uint32_t bn = plan->spec[2] / gcd_u32(plan->spec[2], hd) * hd; /* lcm(bn, hd) */
+        plan->spec[2] = bn;
+        plan->spec[5] = bn / unit;
+        plan->spec[8] = hd;
+        plan->spec[15] = bn;
+        plan->tile_n = bn;
+        plan->epi_rows = plan->spec[1];
+        break;
+    }
     default:
         break;
     }
@@ -396,6 +463,35 @@ void vka_linear_plan_make(const vkattn_context *ctx, const vka_linear_problem *p
         plan->spec_count = 6;
         plan->tile_m = s->bm;
         plan->tile_n = s->bm;
+        break;
+    }
+    case LINEAR_FAM_CM: {
+        /* spec 0..5: workgroup, BM, BN, BK, TR, TC; 8: EPI_HD; 14, 15: the
+         * staged tile (BM x BN); 16..18: the device's matrix shape */
+        const cm_preset *s = &cm_presets[c->preset < CM_PRESETS ? c->preset : 0];
+        vkattn_coopmat_shape cm = in->coopmat_shape;
+        if (!cm.m) /* the family cannot run: a plan nobody dispatches */
+            cm = (vkattn_coopmat_shape){16, 16, 16};
+        uint32_t bm = s->sg_rows * s->tr * cm.m, bn = s->sg_cols * s->tc * cm.n;
+        uint32_t bk = (s->bk + cm.k - 1) / cm.k * cm.k;
+        bk = (bk + 3) / 4 * 4;
+        memset(plan->spec, 0, sizeof plan->spec);
+        memcpy(plan->spec, (uint32_t[]){s->sg_rows * s->sg_cols * sg, bm, bn, bk, s->tr, s->tc},
+               6 * sizeof(uint32_t));
+        plan->spec[8] = bn;
+        plan->spec[9] = 0;
+        float eps = 1e-6f;
+        memcpy(&plan->spec[10], &eps, 4);
+        plan->spec[14] = bm; /* the staged tile: EPI_ROWS x EPI_COLS */
+        plan->spec[15] = bn;
+        plan->spec[16] = cm.m;
+        plan->spec[17] = cm.n;
+        plan->spec[18] = cm.k;
+        plan->spec_count = 19;
+        plan->tile_m = bm;
+        plan->tile_n = bn;
+        plan->epi_rows = bm;
+        plan->epi_cols = bn;
         break;
     }
     case LINEAR_FAM_GEMV_SG: {

@@ -52,6 +52,7 @@ enum {
     LINEAR_FAM_SH,      /* GEMM, shared-memory tiles (GPUs, no shuffles) */
     LINEAR_FAM_GEMV_SG, /* few rows, K split over a subgroup */
     LINEAR_FAM_GEMV_SH, /* few rows, K split over a workgroup */
+    LINEAR_FAM_CM,      /* GEMM on cooperative matrices (matrix units) */
     LINEAR_FAM_COUNT
 };
 
@@ -98,7 +99,9 @@ uint32_t vka_linear_config_candidates(const vkattn_context *ctx, const vka_linea
  * specialization constants and the work one workgroup covers. */
 typedef struct vka_linear_plan {
     uint32_t family, input;
-    uint32_t spec[16]; /* the family's (0..5), pools (6), heads epilogue (7..15) */
+    /* the family's (0..5), pools (6), heads epilogue (7..15), the
+     * cooperative-matrix shape (16..18, LINEAR_FAM_CM) */
+    uint32_t spec[19];
     uint32_t spec_count;
     uint32_t epi_rows, epi_cols; /* the heads epilogue's staged tile */
     uint64_t tile_m, tile_n;     /* rows / columns of y per workgroup */

@@ -129,7 +129,36 @@ _Static_assert(sizeof(linear_push) == 128, "linear push constants must fit 128 b
 /* [family][mode][x storage][w storage]; entries without SPIR-V (texp of the
  * shared-memory GEMM, texp of f32 x f32, mode tex with a bf16, q8_0
  * outside mode vec and the GEMVs' tex) are never chosen. */
+#if VKATTN_HAVE_COOPMAT
+/* The coopmat GEMM: storage modes, no f16p (it needs 16-bit storage). */
+#define LINEAR_KERNELS_CM(mode)                                                             \
+    LINEAR_KERNEL(cm, mode, true, f32, f32), LINEAR_KERNEL(cm, mode, true, f32, f16),       \
+        LINEAR_KERNEL(cm, mode, true, f32, bf16), LINEAR_KERNEL(cm, mode, true, f16, f32),  \
+        LINEAR_KERNEL(cm, mode, true, f16, f16), LINEAR_KERNEL(cm, mode, true, f16, bf16),  \
+        LINEAR_KERNEL(cm, mode, true, bf16, f32), LINEAR_KERNEL(cm, mode, true, bf16, f16), \
+        LINEAR_KERNEL(cm, mode, true, bf16, bf16)
+#define LINEAR_FAMILY_CM                                                               \
+    {                                                                                  \
+        [MODE_VEC] = {LINEAR_KERNELS_CM(vec), LINEAR_KERNEL(cm, vec, true, f32, q8_0), \
+                      LINEAR_KERNEL(cm, vec, true, f16, q8_0),                         \
+                      LINEAR_KERNEL(cm, vec, true, bf16, q8_0)},                       \
+        [MODE_SCA] = {LINEAR_KERNELS_CM(sca)},                                         \
+    }
+#else
+#define LINEAR_FAMILY_CM \
+    {                    \
+        {                \
+            {            \
+                {        \
+                    0    \
+                }        \
+            }            \
+        }                \
+    }
+#endif
+
 static const vka_kernel linear_kernels[LINEAR_FAM_COUNT][MODE_COUNT][4][W_KINDS] = {
+    [LINEAR_FAM_CM] = LINEAR_FAMILY_CM,
     [LINEAR_FAM_SG] = LINEAR_FAMILY(sg, true),
     [LINEAR_FAM_SH] = LINEAR_FAMILY_NO_TEXP(sh, false),
     [LINEAR_FAM_GEMV_SG] = LINEAR_FAMILY_GEMV(gemvsg, true),
@@ -498,6 +527,8 @@ vkattn_result vka_linear_record(vkattn_context *ctx, VkCommandBuffer cmd,
         c.spec[SPEC_EPI_COLS] = c.epi_cols;
         c.spec_count = SPEC_COUNT;
     }
+    if (c.family == LINEAR_FAM_CM) /* its shape constants follow (16..18) */
+        c.spec_count = 19;
     vkattn_result r = vka_pipeline_get(ctx, kernel, c.spec, c.spec_count, &pipeline);
     if (r != VKATTN_SUCCESS)
         return r;
