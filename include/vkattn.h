@@ -243,8 +243,8 @@ typedef struct vkattn_device_info {
      * shapes of subgroup scope the device offers, and the one the coopmat
      * kernel family is specialized for (16x16x16 where offered, else the
      * largest; zeros when the family cannot run here). The family needs the
-     * extension and its feature, vulkanMemoryModel, shaderFloat16, 16-bit
-     * storage, Vulkan 1.3, and a vkattn built with those kernels
+     * extension and its feature, vulkanMemoryModel, maintenance4,
+     * shaderFloat16, 16-bit storage, Vulkan 1.3, and a vkattn built with those kernels
      * (VKATTN_HAVE_COOPMAT at build time); `coopmat_why` says which is
      * missing ("" when none). `coopmat_kernels`: the family runs the ops it
      * implements (GEMMs and prefill attention; docs/kernels.md) - the default

@@ -47,6 +47,7 @@ icd=$dir/lvp_icd.json
 lib=$root/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so
 ldso=$root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
 tools=("$root/usr/bin/glslangValidator" "$root/usr/bin/spirv-val" "$root/usr/bin/spirv-opt")
+layers=$root/usr/share/vulkan/explicit_layer.d
 # DIR/bin: the tools as commands of their own (CMake runs them directly).
 write_bin() {
   mkdir -p "$dir/bin"
@@ -59,7 +60,8 @@ write_bin() {
     mv "$dir/bin/$name.tmp" "$dir/bin/$name"
   done
 }
-if [[ -f $icd && -f $lib && -x $dir/run && -x ${tools[0]} && -x ${tools[1]} && -x ${tools[2]} ]]; then
+if [[ -f $icd && -f $lib && -x $dir/run && -x ${tools[0]} && -x ${tools[1]} && -x ${tools[2]} &&
+      -f $layers/VkLayer_khronos_validation.json ]] && grep -q VK_LAYER_PATH "$dir/run"; then
   [[ -x $dir/bin/spirv-opt ]] || write_bin
   exit 0
 fi
@@ -92,7 +94,8 @@ apt-get "${apt_opts[@]}" -q update > "$apt_dir/update.log" 2>&1 ||
 
 # Everything the three packages depend on, as apt would install it on an empty
 # system: "Inst NAME (VERSION ...)" lines of a simulated install.
-wanted=(mesa-vulkan-drivers/trixie-backports glslang-tools/trixie spirv-tools/trixie)
+wanted=(mesa-vulkan-drivers/trixie-backports glslang-tools/trixie spirv-tools/trixie
+  vulkan-validationlayers/trixie)
 apt-get "${apt_opts[@]}" -q -s --no-install-recommends install "${wanted[@]}" \
   > "$apt_dir/resolve.log" 2>&1 ||
   fail "apt cannot resolve ${wanted[*]} (log: $apt_dir/resolve.log)"
@@ -117,8 +120,10 @@ trixie_libs=$root/usr/lib/x86_64-linux-gnu
 
 # The driver and the tools must find every library in trixie's set alone: the
 # loader would otherwise quietly take the system's (older) copies.
-for elf in "$lib" "${tools[@]}"; do
-  [[ -x $elf || $elf == "$lib" ]] || fail "no $elf in the unpacked packages"
+layer_lib=$root/usr/lib/x86_64-linux-gnu/libVkLayer_khronos_validation.so
+for elf in "$lib" "$layer_lib" "${tools[@]}"; do
+  [[ -x $elf || $elf == "$lib" || $elf == "$layer_lib" ]] || fail "no $elf in the unpacked packages"
+  [[ -f $elf ]] || fail "no $elf in the unpacked packages"
   needs=$("$ldso" --library-path "$trixie_libs" --list "$elf" 2>&1) ||
     fail "trixie's loader cannot list $elf: $needs"
   outside=$(grep -F '=>' <<< "$needs" | grep -vF "=> $root/" || true)
@@ -144,14 +149,19 @@ mv "$icd.tmp" "$icd"
 # Debian trixie's dynamic loader with trixie's libraries first, then
 # LD_LIBRARY_PATH's, then the system's; the Vulkan driver is DIR/lvp_icd.json
 # unless VK_ICD_FILENAMES or VK_DRIVER_FILES is set. Programs that PROGRAM
-# starts run on the system's loader and libraries again.
+# starts run on the system's loader and libraries again. Vulkan layers come
+# from trixie's vulkan-validationlayers (VK_LAYER_PATH) unless it is set.
 EOF
-  printf 'icd=%q\nldso=%q\ntrixie_libs=%q\n' "$icd" "$ldso" "$trixie_libs"
+  printf 'icd=%q\nldso=%q\ntrixie_libs=%q\nlayers=%q\n' "$icd" "$ldso" "$trixie_libs" "$layers"
   cat <<'EOF'
 system_libs=/usr/local/lib/x86_64-linux-gnu:/usr/local/lib:/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:/lib:/usr/lib
 set -euo pipefail
 if [[ -z ${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-} ]]; then
   export VK_ICD_FILENAMES="$icd" VK_DRIVER_FILES="$icd"
+fi
+# trixie's validation layer (it knows VK_KHR_cooperative_matrix; bookworm's does not)
+if [[ -z ${VK_LAYER_PATH:-} ]]; then
+  export VK_LAYER_PATH="$layers"
 fi
 (($# > 0)) || { echo "usage: $0 PROGRAM [ARGS...]" >&2; exit 2; }
 prog=$1

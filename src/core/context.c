@@ -58,7 +58,8 @@ typedef struct feature_set {
     bool fp16;
     bool subgroup_size_control;
     bool memory_model;
-    bool coopmat; /* VK_KHR_cooperative_matrix's feature (so the extension too) */
+    bool maintenance4; /* LocalSizeId: the coopmat modules are SPIR-V 1.6 */
+    bool coopmat;      /* VK_KHR_cooperative_matrix's feature (so the extension too) */
 } feature_set;
 
 static void features_from_chain(const VkPhysicalDeviceFeatures2 *chain, feature_set *f)
@@ -93,8 +94,12 @@ static void features_from_chain(const VkPhysicalDeviceFeatures2 *chain, feature_
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES: {
             const VkPhysicalDeviceVulkan13Features *v = (const VkPhysicalDeviceVulkan13Features *)s;
             f->subgroup_size_control |= v->subgroupSizeControl && v->computeFullSubgroups;
+            f->maintenance4 |= v->maintenance4;
             break;
         }
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_FEATURES:
+            f->maintenance4 |= ((const VkPhysicalDeviceMaintenance4Features *)s)->maintenance4;
+            break;
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES: {
             const VkPhysicalDeviceSubgroupSizeControlFeatures *v =
                 (const VkPhysicalDeviceSubgroupSizeControlFeatures *)s;
@@ -115,8 +120,8 @@ static void apply_features(vkattn_device_info *info, const feature_set *f)
     info->fp16_arithmetic = info->fp16_arithmetic && f->fp16;
     info->subgroup_size_control = info->subgroup_size_control && f->subgroup_size_control;
     info->f16_path = info->storage_16bit ? VKATTN_F16_NATIVE : VKATTN_F16_PACKED;
-    if (vka_coopmat_offered(info) &&
-        !(f->coopmat && f->memory_model && info->fp16_arithmetic && info->storage_16bit)) {
+    if (vka_coopmat_offered(info) && !(f->coopmat && f->memory_model && f->maintenance4 &&
+                                       info->fp16_arithmetic && info->storage_16bit)) {
         snprintf(info->coopmat_why, sizeof info->coopmat_why, "the device was created without %s",
                  !f->coopmat              ? "VK_KHR_cooperative_matrix's cooperativeMatrix feature"
                  : !f->memory_model       ? "vulkanMemoryModel"
@@ -161,6 +166,7 @@ static vkattn_result create_device(vkattn_context *ctx)
     const char *extensions[] = {VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME};
     if (coopmat) {
         f13.pNext = &fcm;
+        f13.maintenance4 = VK_TRUE; /* required in Vulkan 1.3 */
         f12.vulkanMemoryModel = VK_TRUE;
     }
     feature_set enabled;

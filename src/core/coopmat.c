@@ -11,16 +11,17 @@ vkattn_coopmat_shape vka_coopmat_choose(const vkattn_coopmat_shape *shapes, uint
         const vkattn_coopmat_shape *s = &shapes[i];
         if (s->m == 16 && s->n == 16 && s->k == 16)
             return *s;
-        uint64_t size = (uint64_t)s->m * s->n * s->k, best_size = (uint64_t)best.m * best.n * best.k;
-        if (size > best_size || (size == best_size && (s->m > best.m ||
-                                                       (s->m == best.m && s->n > best.n))))
+        uint64_t size = (uint64_t)s->m * s->n * s->k,
+                 best_size = (uint64_t)best.m * best.n * best.k;
+        if (size > best_size ||
+            (size == best_size && (s->m > best.m || (s->m == best.m && s->n > best.n))))
             best = *s;
     }
     return best;
 }
 
-void vka_coopmat_query(const vka_vk_table *vk, VkPhysicalDevice pd, bool has_ext,
-                       bool memory_model, vkattn_device_info *info)
+void vka_coopmat_query(const vka_vk_table *vk, VkPhysicalDevice pd, bool has_ext, bool memory_model,
+                       vkattn_device_info *info)
 {
     info->coopmat_shape_count = 0;
     memset(&info->coopmat_shape, 0, sizeof info->coopmat_shape);
@@ -38,7 +39,8 @@ void vka_coopmat_query(const vka_vk_table *vk, VkPhysicalDevice pd, bool has_ext
             for (uint32_t i = 0; i < n && info->coopmat_shape_count < VKATTN_MAX_COOPMAT_SHAPES;
                  i++) {
                 const VkCooperativeMatrixPropertiesKHR *p = &props[i];
-                if (p->scope != VK_SCOPE_SUBGROUP_KHR || p->AType != VK_COMPONENT_TYPE_FLOAT16_KHR ||
+                if (p->scope != VK_SCOPE_SUBGROUP_KHR ||
+                    p->AType != VK_COMPONENT_TYPE_FLOAT16_KHR ||
                     p->BType != VK_COMPONENT_TYPE_FLOAT16_KHR ||
                     p->CType != VK_COMPONENT_TYPE_FLOAT32_KHR ||
                     p->ResultType != VK_COMPONENT_TYPE_FLOAT32_KHR || p->saturatingAccumulation)

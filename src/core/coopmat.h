@@ -11,8 +11,8 @@
  * of subgroup scope, the chosen one, and coopmat_why when the family
  * cannot run (extension, features, Vulkan 1.3, or the build). `has_ext`:
  * the device lists VK_KHR_cooperative_matrix. */
-void vka_coopmat_query(const vka_vk_table *vk, VkPhysicalDevice pd, bool has_ext,
-                       bool memory_model, vkattn_device_info *info);
+void vka_coopmat_query(const vka_vk_table *vk, VkPhysicalDevice pd, bool has_ext, bool memory_model,
+                       vkattn_device_info *info);
 
 /* The shape the kernels use among `shapes`: 16x16x16 where offered, else
  * the largest M*N*K (ties: the larger M, then N). {0,0,0} when none. */
