@@ -438,7 +438,7 @@ static void test_mha_masks(void **state)
     (void)state;
     static const int forms[2] = {3, 4};
     for (int i = 0; i < 2; i++)
-        test_for_each_policy(TEST_POLICY_COUNT - 1, run_mha, &forms[i]);
+        test_for_each_policy(TEST_POLICY_STORAGE_SHARED, run_mha, &forms[i]);
 }
 
 /* Shapes that do not broadcast and conventions that do not exist are
@@ -490,7 +490,7 @@ static void run_bad_masks(test_gpu *g, uint32_t policy, const void *arg)
 static void test_bad_masks(void **state)
 {
     (void)state;
-    test_for_each_policy(TEST_POLICY_COUNT - 1, run_bad_masks, NULL);
+    test_for_each_policy(TEST_POLICY_STORAGE_SHARED, run_bad_masks, NULL);
 }
 
 int main(void)

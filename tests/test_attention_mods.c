@@ -797,7 +797,7 @@ static void run_bad_input(test_gpu *g, uint32_t policy, const void *arg)
 static void test_bad_input(void **state)
 {
     (void)state;
-    test_for_each_policy(TEST_POLICY_COUNT - 1, run_bad_input, NULL);
+    test_for_each_policy(TEST_POLICY_STORAGE_SHARED, run_bad_input, NULL);
 }
 
 int main(void)

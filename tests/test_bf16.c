@@ -282,7 +282,7 @@ static void test_host_weight_dtypes(void **state)
     (void)state;
     static const vkattn_dtype layers[2] = {VKATTN_DTYPE_F32, VKATTN_DTYPE_F16};
     for (int i = 0; i < 2; i++)
-        test_for_each_policy(TEST_POLICY_COUNT - 1, run_weight_dtypes, &layers[i]);
+        test_for_each_policy(TEST_POLICY_STORAGE_SHARED, run_weight_dtypes, &layers[i]);
 }
 
 /* A whole layer in bf16 (weights, activations, the KV cache): the forward

@@ -172,7 +172,7 @@ static void layer_case(test_gpu *g, uint32_t policy, const void *arg)
  * families, both input paths, half the pipelines of all four. */
 static void on_both_families(void (*run)(test_gpu *, uint32_t, const void *), const void *arg)
 {
-    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p += TEST_POLICY_COUNT - 1) {
+    for (uint32_t p = 0; p < TEST_POLICY_COUNT; p += TEST_POLICY_STORAGE_SHARED) {
         if (!test_policy_selected(p))
             continue;
         test_gpu *g = test_gpu_open(test_policy_flags(p));

@@ -507,7 +507,9 @@ int main(void)
     int failed =
         cmocka_run_group_tests_name("linear_errors", once, test_gpu_setup, test_gpu_teardown);
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++) {
-        bool storage = test_policies[p].flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS;
+        /* the coopmat GEMM reads storage buffers: the storage groups' cases */
+        bool storage =
+            (test_policies[p].flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS) || p == TEST_POLICY_COOPMAT;
         if (storage)
             failed += test_policy_run_group("linear", p, storage_tests,
                                             sizeof storage_tests / sizeof storage_tests[0]);

@@ -12,6 +12,7 @@ const test_policy test_policies[TEST_POLICY_COUNT] = {
     {VKATTN_CONTEXT_NO_SUBGROUP_KERNELS, "shared+texel", "texel_shared"},
     {VKATTN_CONTEXT_NO_SUBGROUP_KERNELS | VKATTN_CONTEXT_NO_TEXEL_BUFFERS, "shared+storage",
      "storage_shared"},
+    {VKATTN_CONTEXT_COOPMAT_KERNELS, "coopmat", "coopmat"},
 };
 
 /* `var`_<IMPL> (the implementation ctest runs on, VKATTN_TEST_IMPL in upper
@@ -39,7 +40,7 @@ bool test_policy_selected(uint32_t policy)
 {
     const char *list = per_impl("VKATTN_TEST_POLICIES");
     if (!list || !*list)
-        return true;
+        return policy < TEST_POLICY_DEFAULT_COUNT;
     bool selected = false;
     for (const char *p = list; *p;) {
         size_t len = strcspn(p, ",");
@@ -53,9 +54,10 @@ bool test_policy_selected(uint32_t policy)
                 found = (int)k;
         }
         if (found < 0) {
-            fprintf(stderr, "VKATTN_TEST_POLICIES: '%s' names no policy (0-3 or %s, %s, %s, %s)\n",
+            fprintf(stderr,
+                    "VKATTN_TEST_POLICIES: '%s' names no policy (0-4 or %s, %s, %s, %s, %s)\n",
                     item, test_policies[0].group, test_policies[1].group, test_policies[2].group,
-                    test_policies[3].group);
+                    test_policies[3].group, test_policies[4].group);
             exit(1);
         }
         selected |= (uint32_t)found == policy;
@@ -134,12 +136,13 @@ static int setup_policy0(void **state) { return setup_policy(state, 0); }
 static int setup_policy1(void **state) { return setup_policy(state, 1); }
 static int setup_policy2(void **state) { return setup_policy(state, 2); }
 static int setup_policy3(void **state) { return setup_policy(state, 3); }
+static int setup_policy4(void **state) { return setup_policy(state, 4); }
 
 int test_policy_run_group(const char *prefix, uint32_t policy, const struct CMUnitTest *tests,
                           size_t count)
 {
-    static const CMFixtureFunction setups[TEST_POLICY_COUNT] = {setup_policy0, setup_policy1,
-                                                                setup_policy2, setup_policy3};
+    static const CMFixtureFunction setups[TEST_POLICY_COUNT] = {
+        setup_policy0, setup_policy1, setup_policy2, setup_policy3, setup_policy4};
     if (!test_policy_selected(policy))
         return 0;
     char name[96];

@@ -1,12 +1,20 @@
 /* The four kernel policies every op is tested under: the subgroup or the
  * shared-memory kernel family, each with texel-buffer or storage-buffer
- * inputs; selected by context flags. */
+ * inputs; and a fifth, the coopmat family forced (cooperative matrices, for
+ * the ops it implements), which runs only where named (VKATTN_TEST_POLICIES:
+ * the implementations that offer it, tests/CMakeLists.txt). Selected by
+ * context flags. */
 #ifndef VKATTN_TEST_POLICY_H
 #define VKATTN_TEST_POLICY_H
 
 #include "test_util.h"
 
-enum { TEST_POLICY_COUNT = 4 };
+enum {
+    TEST_POLICY_STORAGE_SHARED = 3, /* the last of the four */
+    TEST_POLICY_COOPMAT = 4,
+    TEST_POLICY_COUNT = 5,
+    TEST_POLICY_DEFAULT_COUNT = 4 /* what runs when VKATTN_TEST_POLICIES is unset */
+};
 
 typedef struct test_policy {
     uint32_t flags;    /* the context flags that select it */
@@ -14,7 +22,7 @@ typedef struct test_policy {
     const char *group; /* "texel_subgroup", ...: in cmocka group names */
 } test_policy;
 
-/* Policy 0 is the default (no flag), 3 has both flags. */
+/* Policy 0 is the default (no flag), 3 has both flags, 4 forces coopmat. */
 extern const test_policy test_policies[TEST_POLICY_COUNT];
 
 /* The context flags a policy's contexts are opened with: its flags, less
@@ -28,7 +36,8 @@ uint32_t test_policy_flags(uint32_t policy);
 /* Whether policy `policy` runs in this process: a way to run one policy of
  * a suite (or a few) on its own. VKATTN_TEST_POLICIES_<IMPL> (as for the
  * flags) overrides VKATTN_TEST_POLICIES, a comma-separated list of policy
- * indexes (0-3) or group names ("storage_shared"); unset or empty: all. An
+ * indexes (0-4) or group names ("storage_shared", "coopmat"); unset or
+ * empty: the four (0-3; the coopmat one only where named). An
  * entry that names no policy exits the process: a typo must not quietly
  * narrow what the suite covers. */
 bool test_policy_selected(uint32_t policy);
