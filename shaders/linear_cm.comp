@@ -8,12 +8,10 @@
 // BN x BK block of W in shared memory as float16_t (rows padded by 8
 // halves), then every subgroup multiplies its A and B fragments, CM_K at a
 // time: B = W^T is read column-major from W's rows. Operands that f16 cannot
-// hold exactly (f32, and q8_0's scale x int8) are split: hi = v's leading 11
-// bits, lo = f16((v - hi) * 2^11), and hi.hi + (hi.lo + lo.hi) / 2^11 keep f32's
-// accuracy (lo.lo is below f32's rounding; docs/kernels.md). The lo parts
-// are scaled to v's own magnitude so that a device that flushes f16
-// subnormals (lavapipe does) keeps them; their products go to accumulators
-// of their own. bf16 converts to f16 exactly within f16's range.
+// hold exactly (f32, and q8_0's scale x int8) are split (coopmat.glsl:
+// hi_part, lo_part): hi.hi + (hi.lo + lo.hi) / 2^11 keeps f32's accuracy
+// (lo.lo is below f32's rounding; docs/kernels.md); the lo products go to
+// accumulators of their own. bf16 converts to f16 exactly within f16's range.
 // The accumulators go to shared memory (epi_stage: EPI_ROWS = BM, EPI_COLS
 // = BN, the C side sets them), whence the heads epilogue or the plain
 // store (y_store_pair) writes them, as the other families do.
@@ -41,7 +39,6 @@ const bool X_SPLIT = X_SPLIT_ON != 0;
 const bool W_SPLIT = W_SPLIT_ON != 0;
 
 const bool SPLIT = X_SPLIT || W_SPLIT;
-const float LO_SCALE = 2048.0;
 
 const uint SG_ROWS = BM / (TR * CM_M);
 const uint SG_COLS = BN / (TC * CM_N);
@@ -54,13 +51,6 @@ shared float16_t xh_s[BM * LDK];
 shared float16_t xl_s[X_SPLIT ? BM * LDK : 1u];
 shared float16_t wh_s[BN * LDK];
 shared float16_t wl_s[W_SPLIT ? BN * LDK : 1u];
-
-// v's leading 11 significant bits (f16's precision), by masking: exact in
-// f16 within its range, and v - hi is exact; integer ops, so that no
-// compiler folds a round trip through f16 away.
-vec4 hi_part(vec4 v) {
-    return uintBitsToFloat(floatBitsToUint(v) & uvec4(0xFFFFE000u));
-}
 
 void put4(bool x, bool lo, uint at, f16vec4 v) {
     [[unroll]] for (uint u = 0u; u < 4u; u++) {
@@ -103,7 +93,7 @@ void main() {
                 vec4 h = X_SPLIT ? hi_part(v) : v;
                 put4(true, false, at, f16vec4(h));
                 if (X_SPLIT)
-                    put4(true, true, at, f16vec4((v - h) * LO_SCALE));
+                    put4(true, true, at, f16vec4(lo_part4(v, h)));
             }
         }
         [[unroll]] for (uint l = 0u; l < W_LOADS; l++) {
@@ -115,7 +105,7 @@ void main() {
                 vec4 h = W_SPLIT ? hi_part(v) : v;
                 put4(false, false, at, f16vec4(h));
                 if (W_SPLIT)
-                    put4(false, true, at, f16vec4((v - h) * LO_SCALE));
+                    put4(false, true, at, f16vec4(lo_part4(v, h)));
             }
         }
         barrier();

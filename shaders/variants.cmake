@@ -349,3 +349,23 @@ foreach(mode vec sca)
     endforeach()
   endforeach()
 endforeach()
+
+# attention_cm.comp: prefill attention on cooperative matrices (coopmat
+# family), storage inputs, q/out and k/v in f32 | f16 | bf16; f32 operands
+# split into two halves (Q_SPLIT_ON: q and the output's P, KV_SPLIT_ON).
+foreach(q f32 f16 bf16)
+  foreach(kv f32 f16 bf16)
+    set(extra "")
+    if(q STREQUAL "f16" OR kv STREQUAL "f16")
+      list(APPEND extra NEEDS_16BIT_STORAGE=1)
+    endif()
+    if(q STREQUAL "f32")
+      list(APPEND extra Q_SPLIT_ON=1)
+    endif()
+    if(kv STREQUAL "f32")
+      list(APPEND extra KV_SPLIT_ON=1)
+    endif()
+    vkattn_coopmat_shader(attention_cm_${q}_${kv} attention_cm.comp
+                          DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
+  endforeach()
+endforeach()

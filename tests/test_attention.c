@@ -434,17 +434,23 @@ static grid_property grid_property_of(const att_case *c)
     return c->Hq != c->Hkv ? GQA_MATCHES_REFERENCE : MHA_MATCHES_REFERENCE;
 }
 
-/* Runs the grid's cases that prove `which` (each on its own policy). */
+/* Runs the grid's cases that prove `which` (each on its own policy; the
+ * shared-memory policies' cases on the coopmat one too, when it runs: the
+ * family that takes their place on GPUs). */
 static void run_grid(test_policy_suite *s, grid_property which)
 {
     test_rng rng = test_rng_seed(20260611);
     uint32_t ran = 0;
     for (uint32_t i = 0; i < GRID_CASES; i++) {
         att_case c = grid_case(i, &rng);
-        if (grid_property_of(&c) != which || !s->gpu[c.policy])
+        if (grid_property_of(&c) != which)
             continue;
-        run_case(s->gpu[c.policy], &c, 1000 + i);
-        ran++;
+        if (s->gpu[c.policy])
+            run_case(s->gpu[c.policy], &c, 1000 + i), ran++;
+        if (c.policy >= 2 && s->gpu[TEST_POLICY_COOPMAT]) {
+            c.policy = TEST_POLICY_COOPMAT;
+            run_case(s->gpu[c.policy], &c, 1000 + i), ran++;
+        }
     }
     /* a run of some policies may have none of this property's cases */
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++)

@@ -43,8 +43,68 @@ static const sg_preset sg_presets[] = {
  * shared memory per workgroup, more resident workgroups). */
 #define SM_PRESETS 3u
 
+/* Coopmat family: rows and keys per workgroup as multiples of the device's
+ * matrices (preset 0: two of each, shrunk to fit; 1: one of each), four
+ * subgroups. */
+#define CM_PRESETS 2u
+#define CM_SUBGROUPS 4u
+
+typedef struct cm_tile {
+    uint32_t br, bc, wg;
+} cm_tile;
+
+/* Shared memory of attention_cm.comp's tiles (f16 tiles, a second copy of
+ * each split operand; f32 scores and P V). */
+static uint64_t cm_bytes(const vka_att_problem *p, const vkattn_coopmat_shape *s, cm_tile t)
+{
+    const vka_attention_dims *d = &p->dims;
+    uint64_t dkc = ((d->head_dim + 7) / 8 * 8 + s->k - 1) / s->k * s->k;
+    uint64_t dvc = ((d->v_head_dim + 7) / 8 * 8 + s->n - 1) / s->n * s->n;
+    uint64_t qs = d->q_dtype == VKATTN_DTYPE_F32 ? 2 : 1,
+             kvs = d->kv_dtype == VKATTN_DTYPE_F32 ? 2 : 1;
+    uint64_t tpr = t.wg / t.br;
+    return 2 * (qs * t.br * (dkc + 8) + kvs * t.bc * (dkc + 8) + kvs * t.bc * (dvc + 8) +
+                qs * t.br * (t.bc + 8)) +
+           4 * ((uint64_t)t.br * t.bc + t.br * dvc + t.br * tpr);
+}
+
+static bool cm_tile_for(const vkattn_context *ctx, const vka_att_problem *p, uint32_t preset,
+                        cm_tile *out)
+{
+    const vkattn_coopmat_shape *s = &ctx->info.coopmat_shape;
+    if (!s->m)
+        return false;
+    uint32_t kn = s->n > s->k ? s->n : s->k; /* keys: whole N (S) and K (P V) */
+    cm_tile t = {preset == 0 ? 2 * s->m : s->m, preset == 0 ? 2 * kn : kn,
+                 CM_SUBGROUPS * vka_subgroup_size(ctx)};
+    while (t.wg > vka_max_workgroup(ctx) && t.wg > vka_subgroup_size(ctx))
+        t.wg /= 2;
+    for (;;) {
+        bool ok =
+            t.br <= t.wg && t.wg % t.br == 0 && cm_bytes(p, s, t) <= ctx->info.max_shared_memory;
+        if (ok) {
+            *out = t;
+            return true;
+        }
+        if (t.bc > kn)
+            t.bc /= 2;
+        else if (t.br > s->m)
+            t.br /= 2;
+        else
+            return false;
+    }
+}
+
+bool vka_att_coopmat_fits(const vkattn_context *ctx, const vka_att_problem *p)
+{
+    cm_tile t;
+    return vka_coopmat_allowed(ctx) && cm_tile_for(ctx, p, CM_PRESETS - 1, &t);
+}
+
 bool vka_att_config_valid(const vkattn_context *ctx, const vka_att_config *cfg)
 {
+    if (cfg->family == ATT_FAMILY_COOPMAT) /* storage inputs only */
+        return vka_coopmat_allowed(ctx) && !cfg->texel && cfg->preset < CM_PRESETS;
     if (cfg->family == ATT_FAMILY_SUBGROUP)
         return vka_subgroup_families_allowed(ctx) && cfg->preset < SG_PRESETS;
     if (cfg->family == ATT_FAMILY_SHARED)
@@ -62,6 +122,16 @@ void vka_att_config_default(const vkattn_context *ctx, const vka_att_problem *p,
                             vka_att_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
+    /* matrix units: where the rows a KV head's workgroups share fill a
+     * matrix (prefill, or GQA groups as large), or wherever forced; head
+     * dims whose smallest tile does not fit keep the other families */
+    const vka_attention_dims *d = &p->dims;
+    uint64_t rows = (uint64_t)d->q_len * (d->num_heads / d->num_kv_heads);
+    if (ctx->info.coopmat_kernels && vka_att_coopmat_fits(ctx, p) &&
+        (rows >= ctx->info.coopmat_shape.m || (ctx->flags & VKATTN_CONTEXT_COOPMAT_KERNELS))) {
+        cfg->family = ATT_FAMILY_COOPMAT;
+        return;
+    }
     cfg->texel = ctx->info.texel_inputs;
     if (ctx->info.subgroup_kernels) {
         cfg->family = ATT_FAMILY_SUBGROUP;
@@ -97,7 +167,8 @@ void vka_att_config_choose(vkattn_context *ctx, const vka_att_problem *p, vka_at
         vka_att_config c = {stored.words[0], stored.words[1] != 0, stored.words[2]};
         /* texel inputs the device cannot take simply fall back to storage */
         c.texel = c.texel && ctx->info.texel_inputs;
-        if (vka_att_config_valid(ctx, &c)) {
+        if (vka_att_config_valid(ctx, &c) &&
+            (c.family != ATT_FAMILY_COOPMAT || vka_att_coopmat_fits(ctx, p))) {
             *cfg = c;
             return;
         }
@@ -108,8 +179,10 @@ void vka_att_config_choose(vkattn_context *ctx, const vka_att_problem *p, vka_at
 uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_problem *p,
                                    vka_att_config *out, uint32_t max)
 {
-    (void)p;
     uint32_t n = 0;
+    for (uint32_t preset = 0; vka_att_coopmat_fits(ctx, p) && preset < CM_PRESETS; preset++)
+        if (n < max)
+            out[n++] = (vka_att_config){ATT_FAMILY_COOPMAT, false, preset};
     for (uint32_t fam = ATT_FAMILY_SUBGROUP; fam <= ATT_FAMILY_SHARED; fam++) {
         uint32_t presets = fam == ATT_FAMILY_SUBGROUP ? SG_PRESETS : SM_PRESETS;
         for (int texel = ctx->info.texel_inputs ? 1 : 0; texel >= 0; texel--)
@@ -189,6 +262,14 @@ uint32_t vka_att_config_spec(const vkattn_context *ctx, const vka_att_problem *p
                              uint32_t *rows_per_group)
 {
     uint32_t d = p->dims.head_dim, dv = p->dims.v_head_dim;
+    cm_tile t;
+    if (cfg->family == ATT_FAMILY_COOPMAT && cm_tile_for(ctx, p, cfg->preset, &t)) {
+        /* (ids 16..18, the matrix shape, the recording adds) */
+        const uint32_t s[6] = {t.wg, d, t.br, t.bc, t.wg / t.br, dv};
+        memcpy(spec, s, sizeof s);
+        *rows_per_group = t.br;
+        return 6;
+    }
     if (cfg->family != ATT_FAMILY_SUBGROUP)
         return sm_spec(ctx, d, dv, cfg->preset, spec, rows_per_group);
     uint32_t sg = ctx->info.subgroup_size;

@@ -94,7 +94,7 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
 /* ---- kernel configuration (attention_config.c) */
 
 /* Kernel families (values are stored in tuning data: never renumber). */
-enum { ATT_FAMILY_SUBGROUP = 1, ATT_FAMILY_SHARED = 2 };
+enum { ATT_FAMILY_SUBGROUP = 1, ATT_FAMILY_SHARED = 2, ATT_FAMILY_COOPMAT = 3 };
 #define ATT_SPEC_MAX 8
 
 /* What a call runs: the kernel family, texel or storage inputs (texel
@@ -125,6 +125,9 @@ uint32_t vka_att_config_candidates(const vkattn_context *ctx, const vka_att_prob
                                    vka_att_config *out, uint32_t max);
 /* The tuning key of the problem's shape class. */
 void vka_att_tuning_key(const vka_att_problem *p, uint32_t key[7]);
+/* Whether the coopmat family's smallest tile fits the problem's head dims
+ * in the device's shared memory (and the family may run at all). */
+bool vka_att_coopmat_fits(const vkattn_context *ctx, const vka_att_problem *p);
 /* Specialization constants of the main kernel for `cfg` (count returned)
  * and the tile rows one workgroup covers. */
 uint32_t vka_att_config_spec(const vkattn_context *ctx, const vka_att_problem *p,

@@ -102,10 +102,30 @@ static const vka_kernel weights_texel[2][2] = {
     {WEIGHTS_KERNEL(tex_f16_f32, TEX), WEIGHTS_KERNEL(tex_f16_f16, TEX)},
 };
 
+/* The coopmat family (storage inputs; devices with 16-bit storage, so no
+ * f16p), by [q/out storage kind][k/v storage kind]. */
+#if VKATTN_HAVE_COOPMAT
+static const vka_kernel cm_storage[4][4] = {
+    [VKA_STORAGE_F32] = {[VKA_STORAGE_F32] = MAIN_KERNEL(cm, f32_f32, STO, true),
+                         [VKA_STORAGE_F16] = MAIN_KERNEL(cm, f32_f16, STO, true),
+                         [VKA_STORAGE_BF16] = MAIN_KERNEL(cm, f32_bf16, STO, true)},
+    [VKA_STORAGE_F16] = {[VKA_STORAGE_F32] = MAIN_KERNEL(cm, f16_f32, STO, true),
+                         [VKA_STORAGE_F16] = MAIN_KERNEL(cm, f16_f16, STO, true),
+                         [VKA_STORAGE_BF16] = MAIN_KERNEL(cm, f16_bf16, STO, true)},
+    [VKA_STORAGE_BF16] = {[VKA_STORAGE_F32] = MAIN_KERNEL(cm, bf16_f32, STO, true),
+                          [VKA_STORAGE_F16] = MAIN_KERNEL(cm, bf16_f16, STO, true),
+                          [VKA_STORAGE_BF16] = MAIN_KERNEL(cm, bf16_bf16, STO, true)},
+};
+#else
+static const vka_kernel cm_storage[4][4];
+#endif
+
 /* ------------------------------------------------------------ tile sizes */
 
-/* Specialization constants at most: the kernels' own, then the modifiers'. */
-#define SPEC_ALL (ATT_SPEC_MODS_ID + 3)
+/* Specialization constants at most: the kernels' own, then the modifiers',
+ * then (coopmat) the matrix shape at ids 16..18. */
+#define SPEC_ALL 19
+#define SPEC_CM_SHAPE 16
 
 #define WEIGHTS_WORKGROUP 64u
 
@@ -125,6 +145,8 @@ static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_att_pr
     uint32_t qs = vka_storage_kind(ctx, p->dims.q_dtype);
     uint32_t ks = vka_storage_kind(ctx, p->dims.kv_dtype);
     bool kv16 = p->dims.kv_dtype == VKATTN_DTYPE_F16;
+    if (cfg->family == ATT_FAMILY_COOPMAT)
+        return &cm_storage[qs][ks];
     if (qs == VKA_STORAGE_BF16 || ks == VKA_STORAGE_BF16) /* (never texel: vka_att_texel_ok) */
         return cfg->family == ATT_FAMILY_SUBGROUP ? &sg_bf16[qs][ks] : &sm_bf16[qs][ks];
     if (cfg->family == ATT_FAMILY_SUBGROUP)
@@ -378,6 +400,14 @@ static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
     const uint32_t bits = vka_att_mod_bits(p);
     pr->cfg.spec_count = vka_att_config_spec(ctx, p, cfg, pr->cfg.spec, &pr->cfg.rows_per_group);
     pr->cfg.spec_count = mod_spec(p, bits, pr->cfg.spec, pr->cfg.spec_count);
+    if (cfg->family == ATT_FAMILY_COOPMAT) {
+        for (uint32_t i = pr->cfg.spec_count; i < SPEC_CM_SHAPE; i++)
+            pr->cfg.spec[i] = 0; /* ids the kernel lacks, or the modifiers' defaults */
+        pr->cfg.spec[SPEC_CM_SHAPE] = ctx->info.coopmat_shape.m;
+        pr->cfg.spec[SPEC_CM_SHAPE + 1] = ctx->info.coopmat_shape.n;
+        pr->cfg.spec[SPEC_CM_SHAPE + 2] = ctx->info.coopmat_shape.k;
+        pr->cfg.spec_count = SPEC_CM_SHAPE + 3;
+    }
     vkattn_result r = vka_att_plan_main(ctx, p, pr->cfg.rows_per_group, cfg->texel,
                                         cfg->family == ATT_FAMILY_SUBGROUP, &pr->main_chunks);
     if (r != VKATTN_SUCCESS)
