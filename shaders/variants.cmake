@@ -369,3 +369,24 @@ foreach(q f32 f16 bf16)
                           DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
   endforeach()
 endforeach()
+
+# kv_attention_cm.comp: attention over a KV cache on cooperative matrices
+# (coopmat family), storage inputs, q/out in f32 | f16 | bf16, the cache in
+# f32 | f16 | bf16 | q8_0 | q4_0; f32 q (Q_SPLIT_ON) and f32 or quantized
+# caches (KV_SPLIT_ON) split into two halves.
+foreach(q f32 f16 bf16)
+  foreach(kv f32 f16 bf16 q8_0 q4_0)
+    set(extra "")
+    if(q STREQUAL "f16" OR kv STREQUAL "f16")
+      list(APPEND extra NEEDS_16BIT_STORAGE=1)
+    endif()
+    if(q STREQUAL "f32")
+      list(APPEND extra Q_SPLIT_ON=1)
+    endif()
+    if(kv STREQUAL "f32" OR kv STREQUAL "q8_0" OR kv STREQUAL "q4_0")
+      list(APPEND extra KV_SPLIT_ON=1)
+    endif()
+    vkattn_coopmat_shader(kv_attention_cm_${q}_${kv} kv_attention_cm.comp
+                          DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
+  endforeach()
+endforeach()

@@ -13,6 +13,20 @@
  * workgroup's rows (halved with `half_rows`, at most `max_rows`), BC at 4 TPR
  * (halved with `half_keys`); `key_extra_bytes` is shared memory per key
  * besides K and V (the KV kernels keep each key's pool row). */
+/* The coopmat family's tile (attention_cm.comp, kv_attention_cm.comp) for
+ * head dims dk and dv, split operands (f32 q; f32 or quantized k and v)
+ * and extra shared bytes per key: rows, keys and invocations per
+ * workgroup, the largest of preset 0 (two matrices of each) or 1 (one)
+ * that fits the device's shared memory; false when even one matrix of
+ * each does not, or the family may not run. */
+typedef struct vka_att_cm_dims {
+    uint32_t dk, dv;
+    bool q_split, kv_split;
+    uint32_t key_extra_bytes;
+} vka_att_cm_dims;
+bool vka_att_cm_tile(const vkattn_context *ctx, const vka_att_cm_dims *d, uint32_t preset,
+                     uint32_t *br, uint32_t *bc, uint32_t *wg);
+
 typedef struct vka_att_sm_tile {
     uint32_t tpr, br, bc;
 } vka_att_sm_tile;

@@ -53,26 +53,26 @@ typedef struct cm_tile {
     uint32_t br, bc, wg;
 } cm_tile;
 
-/* Shared memory of attention_cm.comp's tiles (f16 tiles, a second copy of
- * each split operand; f32 scores and P V). */
-static uint64_t cm_bytes(const vka_att_problem *p, const vkattn_coopmat_shape *s, cm_tile t)
+/* Shared memory of attention_cm.comp's (and kv_attention_cm.comp's) tiles:
+ * f16 tiles, a second copy of each split operand, f32 scores and P V, and
+ * `key_extra_bytes` per key. */
+static uint64_t cm_bytes(const vkattn_coopmat_shape *s, const vka_att_cm_dims *d, cm_tile t)
 {
-    const vka_attention_dims *d = &p->dims;
-    uint64_t dkc = ((d->head_dim + 7) / 8 * 8 + s->k - 1) / s->k * s->k;
-    uint64_t dvc = ((d->v_head_dim + 7) / 8 * 8 + s->n - 1) / s->n * s->n;
-    uint64_t qs = d->q_dtype == VKATTN_DTYPE_F32 ? 2 : 1,
-             kvs = d->kv_dtype == VKATTN_DTYPE_F32 ? 2 : 1;
+    uint64_t dkc = ((d->dk + 7) / 8 * 8 + s->k - 1) / s->k * s->k;
+    uint64_t dvc = ((d->dv + 7) / 8 * 8 + s->n - 1) / s->n * s->n;
+    uint64_t qs = d->q_split ? 2 : 1, kvs = d->kv_split ? 2 : 1;
     uint64_t tpr = t.wg / t.br;
     return 2 * (qs * t.br * (dkc + 8) + kvs * t.bc * (dkc + 8) + kvs * t.bc * (dvc + 8) +
                 qs * t.br * (t.bc + 8)) +
-           4 * ((uint64_t)t.br * t.bc + t.br * dvc + t.br * tpr);
+           4 * ((uint64_t)t.br * t.bc + t.br * dvc + t.br * tpr) +
+           (uint64_t)d->key_extra_bytes * t.bc;
 }
 
-static bool cm_tile_for(const vkattn_context *ctx, const vka_att_problem *p, uint32_t preset,
-                        cm_tile *out)
+bool vka_att_cm_tile(const vkattn_context *ctx, const vka_att_cm_dims *d, uint32_t preset,
+                     uint32_t *br, uint32_t *bc, uint32_t *wg)
 {
     const vkattn_coopmat_shape *s = &ctx->info.coopmat_shape;
-    if (!s->m)
+    if (!s->m || !vka_coopmat_allowed(ctx))
         return false;
     uint32_t kn = s->n > s->k ? s->n : s->k; /* keys: whole N (S) and K (P V) */
     cm_tile t = {preset == 0 ? 2 * s->m : s->m, preset == 0 ? 2 * kn : kn,
@@ -80,10 +80,10 @@ static bool cm_tile_for(const vkattn_context *ctx, const vka_att_problem *p, uin
     while (t.wg > vka_max_workgroup(ctx) && t.wg > vka_subgroup_size(ctx))
         t.wg /= 2;
     for (;;) {
-        bool ok =
-            t.br <= t.wg && t.wg % t.br == 0 && cm_bytes(p, s, t) <= ctx->info.max_shared_memory;
-        if (ok) {
-            *out = t;
+        if (t.br <= t.wg && t.wg % t.br == 0 && cm_bytes(s, d, t) <= ctx->info.max_shared_memory) {
+            *br = t.br;
+            *bc = t.bc;
+            *wg = t.wg;
             return true;
         }
         if (t.bc > kn)
@@ -93,6 +93,15 @@ static bool cm_tile_for(const vkattn_context *ctx, const vka_att_problem *p, uin
         else
             return false;
     }
+}
+
+static bool cm_tile_for(const vkattn_context *ctx, const vka_att_problem *p, uint32_t preset,
+                        cm_tile *out)
+{
+    const vka_attention_dims *d = &p->dims;
+    vka_att_cm_dims dims = {d->head_dim, d->v_head_dim, d->q_dtype == VKATTN_DTYPE_F32,
+                            d->kv_dtype == VKATTN_DTYPE_F32, 0};
+    return vka_att_cm_tile(ctx, &dims, preset, &out->br, &out->bc, &out->wg);
 }
 
 bool vka_att_coopmat_fits(const vkattn_context *ctx, const vka_att_problem *p)

@@ -175,6 +175,27 @@ static void sm_config(const vkattn_context *ctx, const vkattn_kv_cache *c, uint3
     cfg->block_keys = t.bc;
 }
 
+/* Coopmat family: the tile of vka_att_cm_tile (each key's pool row kept
+ * beside K and V); false where it cannot run or does not fit. Splits and
+ * everything after the tile work as in the shared-memory family. */
+static bool cm_config(const vkattn_context *ctx, const vkattn_kv_cache *c,
+                      const vka_kv_attention_problem *p, vka_kv_config *cfg)
+{
+    bool quant = vka_dtype_is_quantized(c->d.dtype);
+    vka_att_cm_dims d = {c->d.head_dim, c->d.v_head_dim, p->q.dtype == VKATTN_DTYPE_F32,
+                         c->d.dtype == VKATTN_DTYPE_F32 || quant, 4};
+    uint32_t br, bc, wg;
+    if (!vka_att_cm_tile(ctx, &d, 0, &br, &bc, &wg))
+        return false;
+    uint32_t spec[5] = {wg, c->d.head_dim, br, bc, wg / br};
+    memcpy(cfg->spec, spec, sizeof spec);
+    cfg->rows_per_group = br;
+    cfg->block_keys = bc;
+    cfg->texel = false;
+    cfg->kernel = VKA_KV_KERNEL_COOPMAT;
+    return true;
+}
+
 /* The most keys one row tile reads: the longest sequence, or with a window
  * W the W + T - 1 keys from its first query's window on (the split-KV work
  * covers only those: keys before the window are never read). */
@@ -265,6 +286,11 @@ static void choose_kernel(vkattn_context *ctx, const vkattn_kv_cache *c, const v
     /* bf16 through texel views in the decode kernel only; the others read
      * it from storage buffers */
     const bool bf16 = c->d.dtype == VKATTN_DTYPE_BF16 || p->q.dtype == VKATTN_DTYPE_BF16;
+    /* matrix units: prefill over the cache, and decode steps whose query
+     * heads per KV head fill a matrix's rows (GQA packing); the rest keep
+     * the other kernels, even when the family is forced */
+    if (ctx->info.coopmat_kernels && rows >= ctx->info.coopmat_shape.m && cm_config(ctx, c, p, cfg))
+        return;
     if (!ctx->info.subgroup_kernels) {
         cfg->texel = cfg->texel && !bf16;
         cfg->kernel = VKA_KV_KERNEL_SHARED;

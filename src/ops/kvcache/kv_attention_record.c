@@ -100,6 +100,23 @@ static const vka_kernel decq_texel[4][2] = {
     [VKA_STORAGE_F16P] = DECQ_KERNELS(f16p),
     [VKA_STORAGE_BF16] = DECQ_KERNELS(bf16),
 };
+/* The coopmat family (storage inputs, 16-bit storage: no f16p), by [q/out
+ * storage][cache: f32, f16, bf16, q8_0, q4_0]. */
+#if VKATTN_HAVE_COOPMAT
+#define CM_KERNELS(q)                                                               \
+    {                                                                               \
+        KV_KERNEL(cm, q##_f32, STO, true), KV_KERNEL(cm, q##_f16, STO, true),       \
+            KV_KERNEL(cm, q##_bf16, STO, true), KV_KERNEL(cm, q##_q8_0, STO, true), \
+            KV_KERNEL(cm, q##_q4_0, STO, true)                                      \
+    }
+static const vka_kernel cm_storage[4][5] = {
+    [VKA_STORAGE_F32] = CM_KERNELS(f32),
+    [VKA_STORAGE_F16] = CM_KERNELS(f16),
+    [VKA_STORAGE_BF16] = CM_KERNELS(bf16),
+};
+#else
+static const vka_kernel cm_storage[4][5];
+#endif
 static const vka_kernel combine_kernels[4] = {COMBINE_KERNEL(f32), COMBINE_KERNEL(f16),
                                               COMBINE_KERNEL(f16p), COMBINE_KERNEL(bf16)};
 
@@ -146,6 +163,14 @@ static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_kv_con
                                      vkattn_dtype q, vkattn_dtype kv)
 {
     uint32_t qs = vka_storage_kind(ctx, q);
+    if (cfg->kernel == VKA_KV_KERNEL_COOPMAT) {
+        uint32_t col = kv == VKATTN_DTYPE_F32    ? 0
+                       : kv == VKATTN_DTYPE_F16  ? 1
+                       : kv == VKATTN_DTYPE_BF16 ? 2
+                       : kv == VKATTN_DTYPE_Q8_0 ? 3
+                                                 : 4;
+        return &cm_storage[qs][col];
+    }
     if (cfg->kernel == VKA_KV_KERNEL_DECODE_QUANT)
         return &decq_texel[qs][kv == VKATTN_DTYPE_Q4_0];
     if (vka_dtype_is_quantized(kv))
@@ -384,12 +409,19 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
     cfg->spec[5] = mods;
     uint32_t main_mods =
         cfg->splits > 1 ? mods & ~(uint32_t)(VKA_KV_MOD_SINKS | VKA_KV_MOD_LSE) : mods;
-    uint32_t spec[7]; /* 6: the v head dim (sg and sm families) */
+    uint32_t spec[19] = {0}; /* 6: the v head dim (sg, sm, cm); 16..18: the matrix shape (cm) */
     memcpy(spec, cfg->spec, sizeof cfg->spec);
     spec[5] = main_mods;
     spec[6] = c->d.v_head_dim;
-    VKA_TRY(
-        vka_pipeline_get(ctx, main_kernel(ctx, cfg, p->q.dtype, c->d.dtype), spec, 7, &plan->main));
+    uint32_t count = 7;
+    if (cfg->kernel == VKA_KV_KERNEL_COOPMAT) {
+        spec[16] = ctx->info.coopmat_shape.m;
+        spec[17] = ctx->info.coopmat_shape.n;
+        spec[18] = ctx->info.coopmat_shape.k;
+        count = 19;
+    }
+    VKA_TRY(vka_pipeline_get(ctx, main_kernel(ctx, cfg, p->q.dtype, c->d.dtype), spec, count,
+                             &plan->main));
     return cfg->splits == 1 ? VKATTN_SUCCESS : prepare_combine(ctx, c, p, plan);
 }
 

@@ -219,6 +219,7 @@ enum {
     VKA_KV_KERNEL_SUBGROUP,     /* kv_attention_sg.comp */
     VKA_KV_KERNEL_SHARED,       /* kv_attention_sm.comp */
     VKA_KV_KERNEL_DECODE_QUANT, /* kv_decode_q_sg.comp */
+    VKA_KV_KERNEL_COOPMAT,      /* kv_attention_cm.comp */
 };
 typedef struct vka_kv_config {
     uint32_t kernel;         /* VKA_KV_KERNEL_* */
