@@ -24,6 +24,13 @@ def _info_dict(info, chosen=None):
         "max_storage_buffer_range": info.max_storage_buffer_range,
         "supported": bool(info.supported),
         "unsupported_reason": info.unsupported_reason.decode(errors="replace"),
+        # cooperative matrices: the f16 x f16 -> f32 subgroup shapes (m, n, k),
+        # the kernels' one (None: the family cannot run here, see coopmat_why)
+        "coopmat_shapes": [(s.m, s.n, s.k) for s in info.coopmat_shapes[:info.coopmat_shape_count]],
+        "coopmat_shape": ((info.coopmat_shape.m, info.coopmat_shape.n, info.coopmat_shape.k)
+                          if info.coopmat_shape.m else None),
+        "coopmat_kernels": bool(info.coopmat_kernels),
+        "coopmat_why": info.coopmat_why.decode(errors="replace"),
     }
     if chosen is not None:
         d["chosen"] = chosen
@@ -75,7 +82,9 @@ class Context:
     messages are counted (validation_counts()) and kept in `messages`.
     kernels: "auto" (the device's choice, checked by the start-up self-test),
     "subgroup" or "shared" (an error when the self-test turned that family
-    off); texel_buffers=False reads inputs through storage buffers only;
+    off), or "coopmat" (the cooperative-matrix kernels for the ops they
+    implement - GEMMs, prefill attention - on any device that has them, CPU
+    drivers included; an error where it has not); texel_buffers=False reads inputs through storage buffers only;
     self_test=False skips the start-up checks (see self_test()).
     Use as a context manager, or call close(). Objects made from a context
     (tensors, layers, caches) keep it alive and are closed with it."""
@@ -97,9 +106,11 @@ class Context:
         if device is not None:
             desc.device = str(device).encode()
         family = {"auto": 0, "subgroup": _lib.CONTEXT_SUBGROUP_KERNELS,
-                  "shared": _lib.CONTEXT_NO_SUBGROUP_KERNELS}
+                  "shared": _lib.CONTEXT_NO_SUBGROUP_KERNELS,
+                  "coopmat": _lib.CONTEXT_COOPMAT_KERNELS}
         if kernels not in family:
-            raise bad("kernels=%r: expected 'auto', 'subgroup' or 'shared'" % (kernels,))
+            raise bad("kernels=%r: expected 'auto', 'subgroup', 'shared' or 'coopmat'"
+                      % (kernels,))
         desc.flags = ((_lib.CONTEXT_VALIDATION if validate else 0) | family[kernels]
                       | (0 if texel_buffers else _lib.CONTEXT_NO_TEXEL_BUFFERS)
                       | (0 if self_test else _lib.CONTEXT_NO_SELF_TEST))
@@ -147,7 +158,7 @@ class Context:
         """The start-up self-test (vkattn/selftest.h) as a dict: "source"
         ("ran", "cached" from the pipeline cache, "skipped"), "ms",
         "every_op_has_a_family", "features" (subgroup_kernels,
-        shared_kernels, texel_inputs, storage_16bit: offered, works, on,
+        shared_kernels, texel_inputs, storage_16bit, coopmat_kernels: offered, works, on,
         why), "checks" (name, feature, checked, passed, ms, detail) and
         "quirks" (id, applied, turns_off, why, reproducer). run=True runs
         every check now and applies the result (vkattn_context_run_self_test)."""

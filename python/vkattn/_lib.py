@@ -25,7 +25,10 @@ CONTEXT_NO_SUBGROUP_KERNELS = 1 << 3
 CONTEXT_NO_SELF_TEST = 1 << 5
 CONTEXT_NO_QUIRKS = 1 << 6
 CONTEXT_SUBGROUP_KERNELS = 1 << 7
-FEATURES = ("subgroup_kernels", "shared_kernels", "texel_inputs", "storage_16bit")
+CONTEXT_COOPMAT_KERNELS = 1 << 10
+CONTEXT_NO_COOPMAT_KERNELS = 1 << 11
+FEATURES = ("subgroup_kernels", "shared_kernels", "texel_inputs", "storage_16bit",
+            "coopmat_kernels")
 SELF_TEST_SOURCES = ("ran", "cached", "skipped")
 CAUSAL_BOTTOM_RIGHT, CAUSAL_TOP_LEFT = 0, 1
 BOOL_MASK_TRUE_ATTENDS, BOOL_MASK_TRUE_BLOCKS = 0, 1
@@ -37,6 +40,10 @@ _u32, _u64, _i64, _f32, _bool, _int = (ctypes.c_uint32, ctypes.c_uint64, ctypes.
 _ptr = ctypes.c_void_p
 
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+
+
+class CoopmatShape(ctypes.Structure):
+    _fields_ = [("m", _u32), ("n", _u32), ("k", _u32)]
 
 
 class DeviceInfo(ctypes.Structure):
@@ -70,6 +77,11 @@ class DeviceInfo(ctypes.Structure):
         ("supported", _bool),
         ("unsupported_reason", ctypes.c_char * 128),
         ("driver_id", _u32), ("driver_version", _u32),
+        ("coopmat_shape_count", _u32),
+        ("coopmat_shapes", CoopmatShape * 8),
+        ("coopmat_shape", CoopmatShape),
+        ("coopmat_kernels", _bool),
+        ("coopmat_why", ctypes.c_char * 128),
     ]
 
 
@@ -90,7 +102,7 @@ class QuirkInfo(ctypes.Structure):
 
 class SelfTestReport(ctypes.Structure):
     _fields_ = [("source", _int), ("ms", ctypes.c_double), ("check_count", _u32),
-                ("checks", SelfTestCheck * 16), ("features", FeatureReport * 4),
+                ("checks", SelfTestCheck * 16), ("features", FeatureReport * len(FEATURES)),
                 ("every_op_has_a_family", _bool), ("quirk_count", _u32),
                 ("quirks", QuirkInfo * 8)]
 

@@ -5,7 +5,8 @@ import pytest
 
 import vkattn
 
-FEATURES = ("subgroup_kernels", "shared_kernels", "texel_inputs", "storage_16bit")
+FEATURES = ("subgroup_kernels", "shared_kernels", "texel_inputs", "storage_16bit",
+            "coopmat_kernels")
 
 
 def test_report(ctx):
@@ -56,3 +57,28 @@ def test_forced_choices_compute_the_same(rng, kernels, texel):
 def test_bad_kernels():
     with pytest.raises(vkattn.Error, match="kernels='sideways'"):
         vkattn.Context(kernels="sideways")
+
+
+def test_coopmat_forced_or_refused(rng):
+    """kernels="coopmat": the cooperative-matrix kernels where the device has
+    them (then the same results within f32's tolerance), else an error that
+    says what is missing (the device record's coopmat_why)."""
+    q = rng.standard_normal((1, 4, 19, 32)).astype(np.float32)
+    k = rng.standard_normal((1, 2, 23, 32)).astype(np.float32)
+    v = rng.standard_normal((1, 2, 23, 32)).astype(np.float32)
+    with vkattn.Context(validate=True) as c:
+        want = c.attention(q, k, v, causal=True)
+        info = c.device
+    assert isinstance(info["coopmat_shapes"], list)
+    if info["coopmat_shape"] is None:
+        assert info["coopmat_why"]
+        with pytest.raises(vkattn.Error, match="coopmat"):
+            vkattn.Context(kernels="coopmat")
+        return
+    with vkattn.Context(validate=True, kernels="coopmat") as c:
+        rep = c.self_test()
+        assert rep["features"]["coopmat_kernels"]["on"]
+        assert c.device["coopmat_kernels"]
+        got = c.attention(q, k, v, causal=True)
+        assert c.validation_counts() == (0, 0)
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-4)
