@@ -7,7 +7,8 @@
  * --check (the CPU reference) and its outputs match torch's within the
  * suite's tolerances. This is the suite run on every implementation, the
  * ones whose self-test or quirks switch kernels off included
- * (tests/CMakeLists.txt). */
+ * (tests/CMakeLists.txt). VKATTN_TEST_CLI_KERNELS, when set, is passed as
+ * --kernels (lavapipe26cm: coopmat). */
 #include "npy/npy.h"
 #include "test_cli_util.h"
 #include "test_util.h"
@@ -174,6 +175,9 @@ static void run_fixture(const char *dir, const char *dtype)
         mha_args(dir, text, args, sizeof args);
     snprintf(args + strlen(args), sizeof args - strlen(args), " --dtype %s --check --out %s", dtype,
              cli_path_of("O.npy"));
+    const char *kernels = getenv("VKATTN_TEST_CLI_KERNELS");
+    if (kernels && *kernels)
+        snprintf(args + strlen(args), sizeof args - strlen(args), " --kernels %s", kernels);
     if (cli_run_with("", args, err, sizeof err) != 0)
         fail_msg("vkattn %s failed:\n%s", args, err);
     double tol = strcmp(dtype, "f16") == 0 ? TEST_TOL_F16 : TEST_TOL_F32;
