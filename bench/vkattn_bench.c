@@ -35,6 +35,7 @@ typedef struct bench {
     bench_limits *limits;
     char device[2 * VK_MAX_PHYSICAL_DEVICE_NAME_SIZE]; /* JSON-escaped */
     char driver[2 * VK_MAX_DRIVER_INFO_SIZE];          /* JSON-escaped driver_info */
+    char kernels[64]; /* the context's families: "subgroup", "shared", "coopmat+shared", ... */
     const options *opt;
 } bench;
 
@@ -172,6 +173,7 @@ static void run_case(bench *b, const bench_case *c)
            fma ? "fma" : "read", limit_rate);
     if (limit_binding)
         printf(", \"limit_binding\": \"%s\"", limit_binding);
+    printf(", \"kernels\": \"%s\"", b->kernels);
     if (c->kind == BENCH_DECODE || c->kind == BENCH_LAYER_STEP)
         printf(", \"tokens_per_s\": %.1f", c->b / (med * 1e-3));
     bench_case_print_shape(c, stdout);
@@ -188,7 +190,7 @@ static int usage(FILE *f, int status)
         f,
         "usage: vkattn-bench [--list] [--peak] [--case NAME[,NAME...]]... [--reps N] [--warmup N]\n"
         "                    [--read-mb N] [--validate] [--tune] [--tuning FILE] [--quiet]\n"
-        "                    [--no-texel-buffers] [--kernels auto|subgroup|shared]\n"
+        "                    [--no-texel-buffers] [--kernels auto|subgroup|shared|coopmat]\n"
         "  --list       print the case names and exit\n"
         "  --peak       print the limit kernels' rates alone (with --case: then the cases)\n"
         "  --case       run these cases (repeatable; default: every case)\n"
@@ -203,7 +205,9 @@ static int usage(FILE *f, int status)
         "  --no-texel-buffers     storage-buffer inputs only (VKATTN_CONTEXT_NO_TEXEL_BUFFERS)\n"
         "  --kernels K  the kernel family, as the vkattn tool's: auto (default: the device's\n"
         "               choice after its self-test), subgroup (VKATTN_CONTEXT_SUBGROUP_KERNELS)\n"
-        "               or shared (VKATTN_CONTEXT_NO_SUBGROUP_KERNELS)\n"
+        "               shared (VKATTN_CONTEXT_NO_SUBGROUP_KERNELS) or coopmat\n"
+        "               (VKATTN_CONTEXT_COOPMAT_KERNELS: the cooperative-matrix kernels for the\n"
+        "               GEMMs and attention; the JSON lines' \"kernels\" says what ran)\n"
         "  --tuning F   start from the tuning data in file F (if it exists); with --tune, save to "
         "F\n"
         "One JSON line per case on stdout. Device: $VKATTN_DEVICE (index or name part) or "
@@ -244,12 +248,15 @@ static int parse(int argc, char **argv, options *o)
         } else if (strcmp(a, "--no-texel-buffers") == 0) {
             o->context_flags |= VKATTN_CONTEXT_NO_TEXEL_BUFFERS;
         } else if (strcmp(a, "--kernels") == 0 && v &&
-                   (!strcmp(v, "auto") || !strcmp(v, "subgroup") || !strcmp(v, "shared"))) {
+                   (!strcmp(v, "auto") || !strcmp(v, "subgroup") || !strcmp(v, "shared") ||
+                    !strcmp(v, "coopmat"))) {
             o->context_flags &=
-                ~(uint32_t)(VKATTN_CONTEXT_SUBGROUP_KERNELS | VKATTN_CONTEXT_NO_SUBGROUP_KERNELS);
-            o->context_flags |= !strcmp(v, "subgroup") ? VKATTN_CONTEXT_SUBGROUP_KERNELS
-                                : !strcmp(v, "shared") ? VKATTN_CONTEXT_NO_SUBGROUP_KERNELS
-                                                       : 0;
+                ~(uint32_t)(VKATTN_CONTEXT_SUBGROUP_KERNELS | VKATTN_CONTEXT_NO_SUBGROUP_KERNELS |
+                            VKATTN_CONTEXT_COOPMAT_KERNELS);
+            o->context_flags |= !strcmp(v, "subgroup")  ? VKATTN_CONTEXT_SUBGROUP_KERNELS
+                                : !strcmp(v, "shared")  ? VKATTN_CONTEXT_NO_SUBGROUP_KERNELS
+                                : !strcmp(v, "coopmat") ? VKATTN_CONTEXT_COOPMAT_KERNELS
+                                                        : 0;
             i++;
         } else if (strcmp(a, "--tuning") == 0 && v) {
             o->tuning = v;
@@ -331,6 +338,8 @@ int main(int argc, char **argv)
     const vkattn_device_info *info = vkattn_context_device_info(b.ctx);
     json_escape(info->name, b.device, sizeof b.device);
     json_escape(info->driver_info, b.driver, sizeof b.driver);
+    snprintf(b.kernels, sizeof b.kernels, "%s%s", info->coopmat_kernels ? "coopmat+" : "",
+             info->subgroup_kernels ? "subgroup" : "shared");
     BENCH_CHECK(b.ctx, vkattn_timer_create(b.ctx, 1, &b.timer), "creating a timer");
     /* saved once now too: an unwritable --tuning path fails before minutes of tuning */
     if (opt.tune && opt.tuning)

@@ -42,7 +42,8 @@
  * running the checks again: a warm start runs nothing. The bytes appended
  * (32) come after the driver's data, whose header stays first.
  *
- * Cost: four small pipelines and four dispatches when the checks run, each
+ * Cost: four small pipelines and four dispatches when the checks run (five
+ * where the device offers cooperative matrices), each
  * submitted and waited for on the context's queue during
  * vkattn_context_create (a borrowed context's: the host's queue), a few
  * milliseconds on GPUs and 8 to 70 ms on CPU drivers (docs/drivers.md);
