@@ -40,8 +40,8 @@ static void check_linear(vkattn_context *ctx, int64_t M, int64_t N, int64_t K, v
     char what[128];
     snprintf(what, sizeof what, "coopmat linear %lldx%lldx%lld %s", (long long)M, (long long)N,
              (long long)K, vkattn_dtype_name(dt));
-    test_assert_close(got, want, (size_t)(M * N), dt == VKATTN_DTYPE_F32 ? TEST_TOL_F32 : TEST_TOL_F16,
-                      what);
+    test_assert_close(got, want, (size_t)(M * N),
+                      dt == VKATTN_DTYPE_F32 ? TEST_TOL_F32 : TEST_TOL_F16, what);
     TEST_DESTROY_BUFFERS(bx, bw, bb, by);
     free(x), free(w), free(b), free(want), free(got);
 }
