@@ -137,4 +137,3 @@ void test_bad_input(void **state)
     (void)state;
     test_for_each_policy(TEST_POLICY_STORAGE_SHARED, run_bad_input, NULL);
 }
-

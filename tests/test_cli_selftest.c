@@ -17,9 +17,9 @@
 #endif
 
 static const char *const checks[] = {
-    "subgroup.add_one", "subgroup.ids",         "subgroup.reduce",     "subgroup.broadcast",
-    "subgroup.shuffle", "subgroup.shuffle_xor", "shared.barrier",      "texel.rgba32f",
-    "texel.rgba16f",    "texel.rgba32ui",       "storage16.load_store"};
+    "subgroup.add_one", "subgroup.ids",         "subgroup.reduce",      "subgroup.broadcast",
+    "subgroup.shuffle", "subgroup.shuffle_xor", "shared.barrier",       "texel.rgba32f",
+    "texel.rgba16f",    "texel.rgba32ui",       "storage16.load_store", "coopmat.muladd"};
 
 static bool subgroup_lie(void)
 {
@@ -74,8 +74,21 @@ static void test_selftest_command(void **state)
             fail_msg("selftest --kernels subgroup at width 1024: exit %d\n%s", code, err);
     }
     code = cli_run_with("", "selftest --kernels sideways", err, sizeof err);
-    if (code != 2 || !strstr(err, "--kernels \"sideways\": expected auto, subgroup or shared"))
+    if (code != 2 ||
+        !strstr(err, "--kernels \"sideways\": expected auto, subgroup, shared or coopmat"))
         fail_msg("selftest --kernels sideways: exit %d\n%s", code, err);
+    /* the coopmat family forced: on where the device has it (its check
+     * passed), else an error saying what is missing */
+    code = cli_run_with("", "selftest --kernels coopmat", err, sizeof err);
+    if (code == 0) {
+        stdout_text(out, sizeof out);
+        line_of(out, "coopmat.muladd", line, sizeof line);
+        if (!strstr(line, "passed"))
+            fail_msg("selftest --kernels coopmat: %s", line);
+    }
+    if (code != 0 &&
+        (code != 1 || !strstr(err, "coopmat kernels (VKATTN_CONTEXT_COOPMAT_KERNELS) do not work")))
+        fail_msg("selftest --kernels coopmat: exit %d\n%s", code, err);
 }
 
 static void test_info_shows_the_self_test(void **state)

@@ -41,6 +41,8 @@ static void expect_consistent(vkattn_context *ctx, const vkattn_self_test_report
     assert_int_equal(f[VKATTN_FEATURE_SHARED_KERNELS].on, !d->subgroup_kernels);
     assert_int_equal(f[VKATTN_FEATURE_TEXEL_INPUTS].on, d->texel_inputs);
     assert_int_equal(f[VKATTN_FEATURE_STORAGE_16BIT].on, d->storage_16bit);
+    assert_int_equal(f[VKATTN_FEATURE_COOPMAT_KERNELS].on, d->coopmat_kernels);
+    assert_int_equal(f[VKATTN_FEATURE_COOPMAT_KERNELS].offered, d->coopmat_shape.m != 0);
     assert_int_equal(d->f16_path, d->storage_16bit ? VKATTN_F16_NATIVE : VKATTN_F16_PACKED);
     for (int i = 0; i < VKATTN_FEATURE_COUNT; i++) {
         bool failed = false, quirked = false;
@@ -76,7 +78,7 @@ static void test_checks_on_this_device(void **state)
     test_gpu *g = test_gpu_open(0);
     vkattn_self_test_report rep = report_of(g->ctx);
     assert_int_equal(rep.source, VKATTN_SELF_TEST_RAN);
-    assert_int_equal(rep.check_count, 11);
+    assert_int_equal(rep.check_count, 12); /* coopmat.muladd the twelfth */
     expect_consistent(g->ctx, &rep);
     for (uint32_t k = 0; k < rep.check_count; k++) {
         const vkattn_self_test_check *c = &rep.checks[k];
