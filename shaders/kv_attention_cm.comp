@@ -20,7 +20,8 @@ layout(constant_id = 3) const uint BC = 32u;  // keys per block, a multiple of C
 layout(constant_id = 4) const uint TPR = 4u;  // invocations per row
 layout(constant_id = 6) const uint DV = 128u; // v/out head dimension
 
-// The build defines Q_SPLIT_ON (f32 q: and its output, so P too) and
+// The build defines Q_SPLIT_ON (f32 and bf16 q: and its output, so P too;
+// bf16 so that its output is the f32 one rounded) and
 // KV_SPLIT_ON (f32 and quantized caches).
 #ifndef Q_SPLIT_ON
 #define Q_SPLIT_ON 0

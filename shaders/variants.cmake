@@ -353,13 +353,16 @@ endforeach()
 # attention_cm.comp: prefill attention on cooperative matrices (coopmat
 # family), storage inputs, q/out and k/v in f32 | f16 | bf16; f32 operands
 # split into two halves (Q_SPLIT_ON: q and the output's P, KV_SPLIT_ON).
+# bf16 q takes Q_SPLIT_ON too (its values split exactly, lo 0): P is then
+# computed as for f32 q, so a bf16 output is the f32 output rounded, bit for
+# bit, as in the other families (test_bf16).
 foreach(q f32 f16 bf16)
   foreach(kv f32 f16 bf16)
     set(extra "")
     if(q STREQUAL "f16" OR kv STREQUAL "f16")
       list(APPEND extra NEEDS_16BIT_STORAGE=1)
     endif()
-    if(q STREQUAL "f32")
+    if(q STREQUAL "f32" OR q STREQUAL "bf16")
       list(APPEND extra Q_SPLIT_ON=1)
     endif()
     if(kv STREQUAL "f32")
@@ -380,7 +383,7 @@ foreach(q f32 f16 bf16)
     if(q STREQUAL "f16" OR kv STREQUAL "f16")
       list(APPEND extra NEEDS_16BIT_STORAGE=1)
     endif()
-    if(q STREQUAL "f32")
+    if(q STREQUAL "f32" OR q STREQUAL "bf16") # (bf16: see attention_cm above)
       list(APPEND extra Q_SPLIT_ON=1)
     endif()
     if(kv STREQUAL "f32" OR kv STREQUAL "q8_0" OR kv STREQUAL "q4_0")

@@ -507,10 +507,12 @@ int main(void)
     int failed =
         cmocka_run_group_tests_name("linear_errors", once, test_gpu_setup, test_gpu_teardown);
     for (uint32_t p = 0; p < TEST_POLICY_COUNT; p++) {
-        /* the coopmat GEMM reads storage buffers: the storage groups' cases */
-        bool storage =
-            (test_policies[p].flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS) || p == TEST_POLICY_COOPMAT;
-        if (storage)
+        bool storage = test_policies[p].flags & VKATTN_CONTEXT_NO_TEXEL_BUFFERS;
+        if (p == TEST_POLICY_COOPMAT) /* the grids and bf16 (windows: the storage groups') */
+            failed +=
+                test_policy_run_group("linear", p, texel_subgroup_tests,
+                                      sizeof texel_subgroup_tests / sizeof texel_subgroup_tests[0]);
+        else if (storage)
             failed += test_policy_run_group("linear", p, storage_tests,
                                             sizeof storage_tests / sizeof storage_tests[0]);
         else if (p == 0)

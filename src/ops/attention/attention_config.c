@@ -99,7 +99,8 @@ static bool cm_tile_for(const vkattn_context *ctx, const vka_att_problem *p, uin
                         cm_tile *out)
 {
     const vka_attention_dims *d = &p->dims;
-    vka_att_cm_dims dims = {d->head_dim, d->v_head_dim, d->q_dtype == VKATTN_DTYPE_F32,
+    vka_att_cm_dims dims = {d->head_dim, d->v_head_dim,
+                            d->q_dtype == VKATTN_DTYPE_F32 || d->q_dtype == VKATTN_DTYPE_BF16,
                             d->kv_dtype == VKATTN_DTYPE_F32, 0};
     return vka_att_cm_tile(ctx, &dims, preset, &out->br, &out->bc, &out->wg);
 }

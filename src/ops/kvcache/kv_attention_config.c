@@ -182,7 +182,8 @@ static bool cm_config(const vkattn_context *ctx, const vkattn_kv_cache *c,
                       const vka_kv_attention_problem *p, vka_kv_config *cfg)
 {
     bool quant = vka_dtype_is_quantized(c->d.dtype);
-    vka_att_cm_dims d = {c->d.head_dim, c->d.v_head_dim, p->q.dtype == VKATTN_DTYPE_F32,
+    vka_att_cm_dims d = {c->d.head_dim, c->d.v_head_dim,
+                         p->q.dtype == VKATTN_DTYPE_F32 || p->q.dtype == VKATTN_DTYPE_BF16,
                          c->d.dtype == VKATTN_DTYPE_F32 || quant, 4};
     uint32_t br, bc, wg;
     if (!vka_att_cm_tile(ctx, &d, 0, &br, &bc, &wg))
