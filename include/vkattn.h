@@ -247,7 +247,8 @@ typedef struct vkattn_device_info {
      * shaderFloat16, 16-bit storage, Vulkan 1.3, and a vkattn built with those kernels
      * (VKATTN_HAVE_COOPMAT at build time); `coopmat_why` says which is
      * missing ("" when none). `coopmat_kernels`: the family runs the ops it
-     * implements (GEMMs and prefill attention; docs/kernels.md) - the default
+     * implements (GEMMs, attention, and KV-cache attention whose rows per KV
+     * head fill a matrix; docs/kernels.md) - the default
      * on GPUs that offer it, never on CPU drivers (their emulation is slower
      * than their scalar kernels) unless VKATTN_CONTEXT_COOPMAT_KERNELS. */
     uint32_t coopmat_shape_count;

@@ -350,46 +350,31 @@ foreach(mode vec sca)
   endforeach()
 endforeach()
 
-# attention_cm.comp: prefill attention on cooperative matrices (coopmat
-# family), storage inputs, q/out and k/v in f32 | f16 | bf16; f32 operands
-# split into two halves (Q_SPLIT_ON: q and the output's P, KV_SPLIT_ON).
-# bf16 q takes Q_SPLIT_ON too (its values split exactly, lo 0): P is then
-# computed as for f32 q, so a bf16 output is the f32 output rounded, bit for
-# bit, as in the other families (test_bf16).
-foreach(q f32 f16 bf16)
-  foreach(kv f32 f16 bf16)
-    set(extra "")
-    if(q STREQUAL "f16" OR kv STREQUAL "f16")
-      list(APPEND extra NEEDS_16BIT_STORAGE=1)
-    endif()
-    if(q STREQUAL "f32" OR q STREQUAL "bf16")
-      list(APPEND extra Q_SPLIT_ON=1)
-    endif()
-    if(kv STREQUAL "f32")
-      list(APPEND extra KV_SPLIT_ON=1)
-    endif()
-    vkattn_coopmat_shader(attention_cm_${q}_${kv} attention_cm.comp
-                          DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
+# attention_cm.comp (prefill attention) and kv_attention_cm.comp (attention
+# over a KV cache) on cooperative matrices (coopmat family, attention_cm.glsl),
+# storage inputs: q/out in f32 | f16 | bf16; k/v in the same, the cache also
+# in q8_0 | q4_0. f32 operands are split into two halves (Q_SPLIT_ON: q and
+# the output's P; KV_SPLIT_ON: f32 and quantized k/v). bf16 q takes
+# Q_SPLIT_ON too (its values split exactly, lo 0): P is then computed as for
+# f32 q, so a bf16 output is the f32 output rounded, bit for bit, as in the
+# other families (test_bf16).
+function(vkattn_coopmat_attention_variants prefix)
+  foreach(q f32 f16 bf16)
+    foreach(kv IN LISTS ARGN)
+      set(extra "")
+      if(q STREQUAL "f16" OR kv STREQUAL "f16")
+        list(APPEND extra NEEDS_16BIT_STORAGE=1)
+      endif()
+      if(q STREQUAL "f32" OR q STREQUAL "bf16")
+        list(APPEND extra Q_SPLIT_ON=1)
+      endif()
+      if(kv STREQUAL "f32" OR kv STREQUAL "q8_0" OR kv STREQUAL "q4_0")
+        list(APPEND extra KV_SPLIT_ON=1)
+      endif()
+      vkattn_coopmat_shader(${prefix}_cm_${q}_${kv} ${prefix}_cm.comp
+                            DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
+    endforeach()
   endforeach()
-endforeach()
-
-# kv_attention_cm.comp: attention over a KV cache on cooperative matrices
-# (coopmat family), storage inputs, q/out in f32 | f16 | bf16, the cache in
-# f32 | f16 | bf16 | q8_0 | q4_0; f32 q (Q_SPLIT_ON) and f32 or quantized
-# caches (KV_SPLIT_ON) split into two halves.
-foreach(q f32 f16 bf16)
-  foreach(kv f32 f16 bf16 q8_0 q4_0)
-    set(extra "")
-    if(q STREQUAL "f16" OR kv STREQUAL "f16")
-      list(APPEND extra NEEDS_16BIT_STORAGE=1)
-    endif()
-    if(q STREQUAL "f32" OR q STREQUAL "bf16") # (bf16: see attention_cm above)
-      list(APPEND extra Q_SPLIT_ON=1)
-    endif()
-    if(kv STREQUAL "f32" OR kv STREQUAL "q8_0" OR kv STREQUAL "q4_0")
-      list(APPEND extra KV_SPLIT_ON=1)
-    endif()
-    vkattn_coopmat_shader(kv_attention_cm_${q}_${kv} kv_attention_cm.comp
-                          DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
-  endforeach()
-endforeach()
+endfunction()
+vkattn_coopmat_attention_variants(attention f32 f16 bf16)
+vkattn_coopmat_attention_variants(kv_attention f32 f16 bf16 q8_0 q4_0)

@@ -83,7 +83,7 @@ class Context:
     kernels: "auto" (the device's choice, checked by the start-up self-test),
     "subgroup" or "shared" (an error when the self-test turned that family
     off), or "coopmat" (the cooperative-matrix kernels for the ops they
-    implement - GEMMs, prefill attention - on any device that has them, CPU
+    implement - GEMMs, attention, KV-cache attention - on any device that has them, CPU
     drivers included; an error where it has not); texel_buffers=False reads inputs through storage buffers only;
     self_test=False skips the start-up checks (see self_test()).
     Use as a context manager, or call close(). Objects made from a context

@@ -86,7 +86,7 @@ static void print_text(const vkattn_device_info *d, bool chosen, const vkattn_se
                                             : "emulated (pairs in 32-bit words)");
     printf("    kernels: %s%s, inputs through %s\n",
            d->subgroup_kernels ? "subgroup (shuffles, no shared memory)" : "shared-memory tiles",
-           d->coopmat_kernels ? "; coopmat (matrix units) for the GEMMs and prefill attention" : "",
+           d->coopmat_kernels ? "; coopmat (matrix units) for the GEMMs and attention" : "",
            d->texel_inputs ? "uniform texel buffers" : "storage buffers");
     print_coopmat(d);
     printf("    max storage buffer range %llu B (%.0f MiB), texel buffer elements %llu\n",
