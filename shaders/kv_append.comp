@@ -3,7 +3,9 @@
 // elements (D rounded up to 8): the elements past D are written as zeros,
 // so the kernels reading whole quads and octets of a row add nothing from
 // them. The K and V of a step are two dispatches (their head dims may
-// differ). Variant: DT = f32 / f16 / f16p / bf16 (the cache's storage).
+// differ). Variant: DT = f32 / f16 / f16p / bf16 (the cache's storage),
+// SRC_DT the same for K and V (a float cache of another dtype than the
+// layer's: converted on the way, rounded to nearest even).
 //   ELEM 0: one invocation per quad of a row; src offsets and strides in
 //           quads (D a multiple of 4, rows on 4-element boundaries)
 //   ELEM 1: one invocation per pair of elements of a row (the word of a
@@ -27,8 +29,11 @@ layout(push_constant) uniform Push {
 } pc;
 
 layout(set = 0, binding = 0, std430) readonly buffer meta_buffer { uint meta[]; };
-DECLARE_IN4(1, src, DT)
-DECLARE_RO(1, src_e, DT)
+#ifndef SRC_DT
+#define SRC_DT DT
+#endif
+DECLARE_IN4(1, src, SRC_DT)
+DECLARE_RO(1, src_e, SRC_DT)
 DECLARE_OUT4(2, pool, DT)
 DECLARE_WO(2, pool_e, DT)
 

@@ -225,10 +225,15 @@ foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16) # bf16: pairs in words
   vkattn_shader(attention_merge_${dt} attention_merge.comp DEFINES O_DT=${dt} ${extra})
 endforeach()
 
-# kv_append.comp: K and V of a step copied into a KV cache's block pools.
+# kv_append.comp: K and V of a step copied into a KV cache's block pools
+# (kv_append_<cache>_<src>: by the cache's storage and K and V's).
 foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
-  vkattn_storage_defines(ok extra ${dt})
-  vkattn_shader(kv_append_${dt} kv_append.comp DEFINES DT=${dt} ${extra})
+  foreach(src IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+    vkattn_storage_defines(ok extra ${dt} ${src})
+    if(ok)
+      vkattn_shader(kv_append_${dt}_${src} kv_append.comp DEFINES DT=${dt} SRC_DT=${src} ${extra})
+    endif()
+  endforeach()
 endforeach()
 
 # kv_append_quant.comp: the same into a quantized cache (q8_0 / q4_0, QT = 8

@@ -4,7 +4,8 @@
  * contiguous and paged caches, f32 and f16, plain and modern layers (RoPE
  * styles and scalings, partial rotary dims, QK-norm, scale; their GPU
  * forward too, and a positions tensor past 32K), layers with score
- * modifiers (window, softcap, sinks, ALiBi) over plain and windowed caches. Plus determinism with a
+ * modifiers (window, softcap, sinks, ALiBi) over plain and windowed caches,
+ * caches of another dtype than the layer's. Plus determinism with a
  * fixed split count, and every step error leaving the cache unchanged. */
 #include "test_policy.h"
 #include "test_util.h"
@@ -72,7 +73,7 @@ typedef struct decode_case {
     const modern_opts *modern; /* NULL: a plain layer */
     const layer_mods *mods;    /* NULL: none */
     uint32_t dv;               /* V's head dim; 0: dh */
-    vkattn_dtype cache_dtype;  /* 0: dtype (a quantized one: q8_0, q4_0) */
+    vkattn_dtype cache_dtype;  /* 0: dtype; else any cache dtype */
 } decode_case;
 
 typedef struct layer_data {
@@ -310,12 +311,26 @@ static const decode_case grid[] = {
     {4, 1, 64, 16, VKATTN_DTYPE_F32, 0, NULL, NULL, 128, /* 21: 64 / 128 over q8_0 */
      VKATTN_DTYPE_Q8_0},
     {4, 2, 24, 0, VKATTN_DTYPE_F32, 3, &qwen3, NULL, 16}, /* 22: RoPE + QK-norm on Dk 24 */
+    /* caches of another dtype than the layer's (issue 29) */
+    {8, 2, 16, 5, VKATTN_DTYPE_F32, 2, NULL, NULL, 0, VKATTN_DTYPE_F16},    /* 23: f32 over f16 */
+    {4, 1, 32, 0, VKATTN_DTYPE_F32, 0, &qwen3, NULL, 0, VKATTN_DTYPE_BF16}, /* 24: over bf16 */
+    {8, 2, 16, 4, VKATTN_DTYPE_F16, 0, NULL, NULL, 0, VKATTN_DTYPE_F32},    /* 25: f16 over f32 */
+    {4, 2, 5, 0, VKATTN_DTYPE_F32, 0, NULL, NULL, 21, VKATTN_DTYPE_F16},    /* 26: padded rows */
+    {8, 2, 16, 0, VKATTN_DTYPE_F16, 0, NULL, NULL, 0, VKATTN_DTYPE_BF16},   /* 27: f16 over bf16 */
 };
 
 static void check_grid_cases(test_gpu *g, const size_t *cases, size_t count)
 {
     for (size_t n = 0; n < count; n++)
         check_case(g->ctx, &grid[cases[n]], 500 + cases[n]);
+}
+
+/* Layers keeping K and V in a cache of another dtype (converted as they
+ * are appended; the reference rounds them the same way). */
+static void test_cache_dtype_of_its_own(void **state)
+{
+    static const size_t cases[] = {23, 24, 25, 26, 27};
+    check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* The grid by head sharing (together: every case once). */
@@ -632,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_modern_steps_match_forward),
         cmocka_unit_test(test_mods_steps_match_forward),
         cmocka_unit_test(test_head_dims_steps_match_forward),
+        cmocka_unit_test(test_cache_dtype_of_its_own),
         cmocka_unit_test(test_forward_positions),
         cmocka_unit_test(test_other_paths),
         cmocka_unit_test(test_step_errors),

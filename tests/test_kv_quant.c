@@ -368,18 +368,18 @@ static void test_errors(void **state)
     uint32_t len = 1;
     TEST_OK(ctx, vkattn_kv_cache_length(c, 0, &len));
     assert_int_equal(len, 0);
-    /* the reference's cache option takes q8_0 / q4_0 (or none) only */
+    /* the reference's cache option takes the caches' dtypes only */
     vkattn_mha_desc md = {.embed_dim = 64, .num_heads = 1};
     float w[64 * 64] = {0}, xs[64] = {0}, ys[64];
     vkattn_mha_weights mw = {.wq = w, .wk = w, .wv = w, .wo = w};
     int64_t shape3[3] = {1, 1, 64};
     vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(xs, F32, 3, shape3),
                               .y = vkattn_host_tensor_make(ys, F32, 3, shape3),
-                              .kv_cache_dtype = VKATTN_DTYPE_F16};
+                              .kv_cache_dtype = VKATTN_DTYPE_U8};
     char err[256] = "";
     assert_int_equal(vkattn_ref_mha(&md, &mw, &ra, err, sizeof err),
                      VKATTN_ERROR_UNSUPPORTED_DTYPE);
-    assert_non_null(strstr(err, "args->kv_cache_dtype f16 is not supported"));
+    assert_non_null(strstr(err, "args->kv_cache_dtype u8 is not supported"));
     vkattn_buffer_destroy(b);
     vkattn_kv_cache_destroy(c);
     test_assert_no_validation_messages(ctx);

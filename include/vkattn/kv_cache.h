@@ -59,8 +59,11 @@ typedef struct vkattn_kv_cache_desc {
      * device has them and K and V share a head dim of 64, 128 or 256 with
      * pages (block_size, or the capacity) holding a multiple of 256 / D
      * tokens; the rest read 32-bit words. The MHA layer's steps take
-     * one too (any layer dtype): their projection writes K and V to the
-     * step's scratch and the same quantizing append stores them. */
+     * any cache dtype under any layer dtype (an f32 layer keeping an f16,
+     * bf16 or quantized cache, say): where it differs from the layer's,
+     * their projection writes K and V to the step's scratch and the same
+     * append as vkattn_cmd_kv_cache_append converts (rounding to nearest
+     * even) or quantizes them into the cache. */
     vkattn_dtype dtype;
     uint32_t max_sequences; /* required */
     uint32_t capacity;      /* the most tokens one sequence can hold, required */
@@ -110,8 +113,9 @@ VKATTN_API vkattn_result vkattn_kv_cache_truncate(vkattn_kv_cache *cache, uint32
 VKATTN_API uint32_t vkattn_kv_cache_free_blocks(const vkattn_kv_cache *cache);
 
 /* Appends T new keys and values per sequence, from tensors of your own:
- * k [B, Hkv, T, Dk] and v [B, Hkv, T, Dv] (B = batch), in the cache's dtype
- * (a quantized cache: f32, f16 or bf16, quantized as they are written), last
+ * k [B, Hkv, T, Dk] and v [B, Hkv, T, Dv] (B = batch), f32, f16 or bf16
+ * (each its own), converted to a float cache's dtype (rounding to nearest
+ * even) or quantized as they are written, last
  * dimension contiguous, the same T (with a head dim that is not a multiple
  * of 4, strides and offsets are free; else multiples of 4 elements). (The MHA layer's steps append without this copy: their
  * projection writes into the cache directly.) */
@@ -193,8 +197,9 @@ VKATTN_API vkattn_result vkattn_kv_attention(vkattn_context *ctx,
  * one step each); decoding is steps with T = 1. Prefill then decode steps
  * give the same y as one causal forward over the whole sequence. */
 typedef struct vkattn_mha_step_args {
-    /* Hkv, Dh and dtype must match the layer; or the cache is q8_0 / q4_0
-     * (K and V staged in the scratch, then quantized into it) */
+    /* Hkv and Dh must match the layer; its dtype is free (one of another
+     * dtype than the layer's gets K and V staged in the scratch, then
+     * converted or quantized into it) */
     vkattn_kv_cache *cache;
     uint32_t batch;
     const uint32_t *sequences; /* [batch], distinct */
@@ -216,8 +221,8 @@ typedef struct vkattn_mha_step_args {
 } vkattn_mha_step_args;
 
 /* Scratch bytes of a step of `batch` x `new_tokens`: Q and the merged
- * heads [B, T, Hq*Dh], and K and V [B, Hkv, T, Dh] (used with a quantized
- * cache; always counted), in the layer's dtype. */
+ * heads [B, T, Hq*Dh], and K and V [B, Hkv, T, Dh] (used with a cache of
+ * another dtype than the layer's; always counted), in the layer's dtype. */
 VKATTN_API vkattn_result vkattn_mha_step_scratch_size(vkattn_mha *mha, uint32_t batch,
                                                       uint32_t new_tokens, uint64_t *bytes);
 VKATTN_API vkattn_result vkattn_cmd_mha_step(vkattn_mha *mha, VkCommandBuffer cmd,

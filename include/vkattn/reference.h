@@ -131,8 +131,11 @@ typedef struct vkattn_ref_mha_args {
     vkattn_host_tensor positions; /* optional */
     vkattn_causal_align causal_align;
     /* The cache the layer's steps would keep K and V in: 0 (f32) for none;
-     * q8_0 or q4_0 round K (after QK-norm and RoPE) and V through
-     * vkattn_ref_quantize and back, as a quantized cache holds them (its
+     * f16 and bf16 round K (after QK-norm and RoPE) and V to nearest even
+     * (vkattn_f32_to_f16 / vkattn_f32_to_bf16), q8_0 and q4_0 through
+     * vkattn_ref_quantize and back, as such a cache holds them (a cache
+     * of another dtype than desc->dtype f16 or bf16 gets them rounded to
+     * that first, as the layer's steps stage them; a quantized one's
      * desc's head_dim rule applies: a multiple of 64). Other values are
      * refused. */
     vkattn_dtype kv_cache_dtype;

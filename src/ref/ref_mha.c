@@ -179,7 +179,7 @@ typedef struct layer_plan {
     vka_ref_attention_plan ap;
     vkattn_mha_desc desc;         /* resolved */
     const float *q_norm, *k_norm; /* desc.qk_norm only, else NULL */
-    vkattn_dtype kv_cache_dtype;  /* q8_0 / q4_0: K and V rounded through it */
+    vkattn_dtype kv_cache_dtype;  /* f16, bf16, q8_0, q4_0: K and V rounded through it */
     vkattn_host_tensor positions; /* resolved; data NULL: 0..Tq-1 */
     size_t nq, nk, nv, no;        /* floats of Q, K, V and O */
 } layer_plan;
@@ -294,6 +294,17 @@ static void norm_rope_heads(const layer_plan *plan, float *act, int64_t T, int64
 }
 
 /* Allocates Q, K, V, O (f32) and the double scratch, then runs the steps. */
+/* t rounded to nearest even f16 or bf16 values (other dtypes: as is). */
+static void round_to(vkattn_dtype dtype, float *t, size_t n)
+{
+    if (dtype == VKATTN_DTYPE_F16)
+        for (size_t e = 0; e < n; e++)
+            t[e] = vkattn_f16_to_f32(vkattn_f32_to_f16(t[e]));
+    else if (dtype == VKATTN_DTYPE_BF16)
+        for (size_t e = 0; e < n; e++)
+            t[e] = vkattn_bf16_to_f32(vkattn_f32_to_bf16(t[e]));
+}
+
 static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
 {
     size_t nq = plan->nq, nk = plan->nk, nv = plan->nv, no = plan->no, nf = 0;
@@ -327,6 +338,11 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
     norm_rope_heads(plan, q, plan->ap.dims.q_len, plan->desc.num_heads, plan->q_norm);
     norm_rope_heads(plan, k, plan->ap.dims.kv_len, plan->desc.num_kv_heads, plan->k_norm);
     vkattn_result r = VKATTN_SUCCESS;
+    /* the layer's steps stage K and V in its dtype on their way into a
+     * cache of another: rounded twice */
+    if (plan->kv_cache_dtype != VKATTN_DTYPE_F32 && plan->kv_cache_dtype != plan->desc.dtype)
+        for (int i = 0; i < 2; i++)
+            round_to(plan->desc.dtype, i ? v : k, i ? nv : nk);
     if (vka_dtype_is_quantized(plan->kv_cache_dtype)) { /* rows of Dk, Dv: whole blocks */
         void *blocks = malloc(vkattn_dtype_row_bytes(plan->kv_cache_dtype, nk > nv ? nk : nv) + 1);
         r = blocks ? VKATTN_SUCCESS : VKATTN_ERROR_OUT_OF_HOST_MEMORY;
@@ -340,6 +356,9 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
                 r = vkattn_ref_dequantize(plan->kv_cache_dtype, blocks, n, t, error, error_size);
         }
         free(blocks);
+    } else {
+        for (int i = 0; i < 2; i++)
+            round_to(plan->kv_cache_dtype, i ? v : k, i ? nv : nk);
     }
     if (r != VKATTN_SUCCESS) {
         free(scratch);
@@ -395,10 +414,12 @@ static vkattn_result run_with_weights(const vkattn_mha_desc *dp, const vka_mha_w
     plan.q_norm = wv.q_norm;
     plan.k_norm = wv.k_norm;
     plan.kv_cache_dtype = args->kv_cache_dtype;
-    if (args->kv_cache_dtype != VKATTN_DTYPE_F32 && !vka_dtype_is_quantized(args->kv_cache_dtype)) {
+    if (!vka_dtype_is_float(args->kv_cache_dtype) && args->kv_cache_dtype != VKATTN_DTYPE_BF16 &&
+        !vka_dtype_is_quantized(args->kv_cache_dtype)) {
         char b[VKA_DTYPE_TEXT];
         vka_error_format(error, error_size,
-                         "args->kv_cache_dtype %s is not supported: 0 (f32: none), q8_0 or q4_0",
+                         "args->kv_cache_dtype %s is not supported: 0 (f32: none), f16, bf16, "
+                         "q8_0 or q4_0",
                          vka_dtype_text(args->kv_cache_dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }

@@ -89,10 +89,11 @@ static const char help_text[] =
     "  --paged-block S       with --prefill: a paged cache of S-token blocks (with\n"
     "                        --window, blocks that fall out of the window are released)\n"
     "  --kv-splits K         with --prefill: split count of decode steps (default auto)\n"
-    "  --kv-dtype T          with --prefill: the cache's dtype, --dtype's (default) or\n"
-    "                        q8_0 / q4_0 (ggml's blocks, quantized as K and V are\n"
-    "                        appended; head dim a multiple of 64; --check then quantizes\n"
-    "                        the reference's K and V the same way)\n"
+    "  --kv-dtype T          with --prefill: the cache's dtype, --dtype's (default), any\n"
+    "                        of f32, f16, bf16 (K and V rounded to nearest even as they\n"
+    "                        are appended) or q8_0 / q4_0 (ggml's blocks, quantized as\n"
+    "                        they are appended; head dim a multiple of 64); --check\n"
+    "                        rounds or quantizes the reference's K and V the same way\n"
     "  --weight-dtype T      storage of the projection weights on the device: --dtype's\n"
     "                        (default), f16, bf16 or q8_0 (ggml's blocks along\n"
     "                        in_features, which must be multiples of 64; quantized once\n"
@@ -407,13 +408,6 @@ static int parse_options(mha_job *m, int argc, char **argv)
         cli_error("mha: --kv-dtype \"%s\": expected f32, f16, bf16, q8_0 or q4_0", m->kv_dtype);
         return 2;
     }
-    vkattn_dtype kv = kv_dtype_of(m);
-    if (kv != m->job.dtype && kv != VKATTN_DTYPE_Q8_0 && kv != VKATTN_DTYPE_Q4_0) {
-        cli_error("mha: --kv-dtype %s differs from --dtype %s: a float cache holds the layer's "
-                  "dtype (q8_0 and q4_0 quantize any)",
-                  m->kv_dtype, vkattn_dtype_name(m->job.dtype));
-        return 2;
-    }
     const cli_input *in = m->in;
     bool not_decode =
         in[KV].path || in[MASK].path || in[PAD].path || m->job.weights_path || m->weights_png;
@@ -652,16 +646,14 @@ static int run(void *user)
 }
 
 /* --check: the CPU reference on the same inputs and weights (K and V
- * through the cache's quantization with a quantized --kv-dtype). */
+ * rounded or quantized as the --kv-dtype cache holds them). */
 static int check(void *user)
 {
     mha_job *m = user;
     vkattn_ref_mha_args ra = {.causal = m->job.causal || m->job.causal_top_left,
                               .causal_align = cli_mods_align(&m->job),
                               .bool_mask = cli_job_bool_mask(&m->job)};
-    vkattn_dtype kv = kv_dtype_of(m);
-    if (kv == VKATTN_DTYPE_Q8_0 || kv == VKATTN_DTYPE_Q4_0)
-        ra.kv_cache_dtype = kv;
+    ra.kv_cache_dtype = kv_dtype_of(m);
     vkattn_host_tensor *slots[N_INPUTS] = {
         [X] = &ra.x,           [KV] = &ra.kv,          [MASK] = &ra.mask, [PAD] = &ra.key_padding,
         [POS] = &ra.positions, [HMASK] = &ra.head_mask};

@@ -9,18 +9,31 @@
 
 #define WORKGROUP 64u
 
-#define APPEND_KERNEL(s)                                                                \
-    {                                                                                   \
-        .name = "kv_append_" #s, .spirv = &vka_spirv_kv_append_##s, .binding_count = 3, \
-        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},    \
-        .push_size = sizeof(vka_kv_append_push)                                         \
+#define APPEND_KERNEL(c, s)                                                          \
+    {                                                                                \
+        .name = "kv_append_" #c "_" #s, .spirv = &vka_spirv_kv_append_##c##_##s,     \
+        .binding_count = 3,                                                          \
+        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, \
+        .push_size = sizeof(vka_kv_append_push)                                      \
     }
 
-static const vka_kernel append_kernels[4] = {
-    [VKA_STORAGE_F32] = APPEND_KERNEL(f32),
-    [VKA_STORAGE_F16] = APPEND_KERNEL(f16),
-    [VKA_STORAGE_F16P] = APPEND_KERNEL(f16p),
-    [VKA_STORAGE_BF16] = APPEND_KERNEL(bf16),
+/* by [the cache's storage][k and v's]; a device has one f16 path, so f16
+ * never meets f16p (no such kernel) */
+static const vka_kernel append_kernels[4][4] = {
+    [VKA_STORAGE_F32] = {[VKA_STORAGE_F32] = APPEND_KERNEL(f32, f32),
+                         [VKA_STORAGE_F16] = APPEND_KERNEL(f32, f16),
+                         [VKA_STORAGE_F16P] = APPEND_KERNEL(f32, f16p),
+                         [VKA_STORAGE_BF16] = APPEND_KERNEL(f32, bf16)},
+    [VKA_STORAGE_F16] = {[VKA_STORAGE_F32] = APPEND_KERNEL(f16, f32),
+                         [VKA_STORAGE_F16] = APPEND_KERNEL(f16, f16),
+                         [VKA_STORAGE_BF16] = APPEND_KERNEL(f16, bf16)},
+    [VKA_STORAGE_F16P] = {[VKA_STORAGE_F32] = APPEND_KERNEL(f16p, f32),
+                          [VKA_STORAGE_F16P] = APPEND_KERNEL(f16p, f16p),
+                          [VKA_STORAGE_BF16] = APPEND_KERNEL(f16p, bf16)},
+    [VKA_STORAGE_BF16] = {[VKA_STORAGE_F32] = APPEND_KERNEL(bf16, f32),
+                          [VKA_STORAGE_F16] = APPEND_KERNEL(bf16, f16),
+                          [VKA_STORAGE_F16P] = APPEND_KERNEL(bf16, f16p),
+                          [VKA_STORAGE_BF16] = APPEND_KERNEL(bf16, bf16)},
 };
 
 #define QUANT_KERNEL(q, s)                                                           \
@@ -42,9 +55,9 @@ static const vka_kernel quant_kernels[2][4] = {QUANT_KERNELS(q8_0), QUANT_KERNEL
  * time: rows, strides and offsets are then free). */
 static bool by_quads(uint32_t head_dim) { return head_dim % 4 == 0; }
 
-/* Checks k or v: [B, Hkv, T, D] in the cache's dtype (a quantized cache:
- * f32, f16 or bf16), with D the cache's head dim of it; rows on 4-element
- * boundaries where D is a multiple of 4. */
+/* Checks k or v: [B, Hkv, T, D] in f32, f16 or bf16 (converted to a float
+ * cache's dtype, or quantized), with D the cache's head dim of it; rows on
+ * 4-element boundaries where D is a multiple of 4. */
 static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, const char *name,
                                  uint32_t batch, bool is_v, vkattn_tensor *out)
 {
@@ -57,16 +70,11 @@ static vkattn_result check_input(vkattn_kv_cache *c, const vkattn_tensor *t, con
                         "%s.rank is %u: expected 4 ([B, Hkv, T, %s])", name, out->rank,
                         is_v ? "Dv" : "Dk");
     char b[VKA_DTYPE_TEXT];
-    if (vka_dtype_is_quantized(c->d.dtype)) {
-        if (!vka_dtype_is_float(out->dtype) && out->dtype != VKATTN_DTYPE_BF16)
-            return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                            "%s.dtype is %s: a %s cache quantizes f32, f16 or bf16 values", name,
-                            vka_dtype_text(out->dtype, b), vkattn_dtype_name(c->d.dtype));
-    } else if (out->dtype != c->d.dtype) {
+    if (!vka_dtype_is_float(out->dtype) && out->dtype != VKATTN_DTYPE_BF16)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        "%s.dtype is %s but the cache holds %s", name,
-                        vka_dtype_text(out->dtype, b), vkattn_dtype_name(c->d.dtype));
-    }
+                        "%s.dtype is %s: a %s cache %s f32, f16 or bf16 values", name,
+                        vka_dtype_text(out->dtype, b), vkattn_dtype_name(c->d.dtype),
+                        vka_dtype_is_quantized(c->d.dtype) ? "quantizes" : "takes");
     const uint32_t dim = is_v ? c->d.v_head_dim : c->d.head_dim;
     const int64_t want[4] = {batch, c->d.num_kv_heads, out->shape[2], dim};
     const char *what[4] = {"batch", "the cache's num_kv_heads", "",
@@ -90,7 +98,7 @@ static vkattn_result prepare_pass(vkattn_context *ctx, vkattn_kv_cache *c, const
                                   uint32_t dim, uint32_t row, vka_kv_append_pass *pass)
 {
     uint32_t tokens = (uint32_t)t->shape[2];
-    size_t es = vkattn_dtype_size(t->dtype);
+    size_t es = vkattn_dtype_size(t->dtype), pool_es = vkattn_dtype_size(c->d.dtype);
     uint64_t span =
         (uint64_t)((batch - 1) * t->strides[0] + (c->d.num_kv_heads - 1) * t->strides[1] +
                    (tokens - 1) * t->strides[2] + dim) *
@@ -101,12 +109,12 @@ static vkattn_result prepare_pass(vkattn_context *ctx, vkattn_kv_cache *c, const
     uint32_t unit = quads ? 4 : 1, first, unused;
     vka_binding *b = pass->bindings;
     VKA_TRY(vka_bind_window(ctx, t->buffer, t->offset, span, unit * es, &b[1], &first));
-    uint32_t pool_unit = quant ? 4 : (uint32_t)((quads ? 4 : 2) * es);
+    uint32_t pool_unit = quant ? 4 : (uint32_t)((quads ? 4 : 2) * pool_es);
     VKA_TRY(vka_bind_window(ctx, pool, 0, pool_bytes, pool_unit, &b[2], &unused));
     uint32_t spec[2] = {vka_workgroup_size(ctx, WORKGROUP), !quads};
     const vka_kernel *kernel =
         quant ? &quant_kernels[c->d.dtype == VKATTN_DTYPE_Q4_0][vka_storage_kind(ctx, t->dtype)]
-              : &append_kernels[vka_storage_kind(ctx, c->d.dtype)];
+              : &append_kernels[vka_storage_kind(ctx, c->d.dtype)][vka_storage_kind(ctx, t->dtype)];
     VKA_TRY(vka_pipeline_get(ctx, kernel, spec, quant ? 1 : 2, &pass->pipeline));
     /* per pool row: pairs of quantized blocks, quads or element pairs */
     uint32_t per_row = quant ? dim / 64 : quads ? row / 4 : row / 2;

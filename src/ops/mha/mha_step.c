@@ -17,7 +17,8 @@
 
 /* Q [B, Hq, T, Dk] and O [B, T, Hq*Dv] in the layer's dtype, and K and V
  * [B, Hkv, T, Dk / Dv] (staged there on their way into a cache the
- * projection cannot write - quantized, or rows padded to a multiple of 8 -
+ * projection cannot write - quantized, of another dtype, or rows padded to
+ * a multiple of 8 -
  * which the append fills; room for them is always part of the size, which
  * does not know the cache). */
 typedef struct step_scratch {
@@ -71,10 +72,6 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
                         "the layer has %u x %u (%u) for %u",
                         name, c->d.num_kv_heads, c->d.head_dim, c->d.v_head_dim, c->d.num_heads,
                         d->num_kv_heads, d->head_dim, d->v_head_dim, d->num_heads);
-    if (c->d.dtype != d->dtype && !vka_dtype_is_quantized(c->d.dtype))
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        "%s holds %s but the layer's dtype is %s", name,
-                        vkattn_dtype_name(c->d.dtype), vkattn_dtype_name(d->dtype));
     if (d->kv_dim != d->embed_dim)
         return vka_fail(
             ctx, VKATTN_ERROR_INVALID_ARGUMENT,
@@ -215,9 +212,10 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     vka_linear_heads heads;
     vka_mha_heads(m, VKA_POSITIONS_CACHE, NULL, &heads);
     /* K and V go through the scratch and an append into a cache the
-     * projection cannot write: quantized, or rows padded to a multiple of 8 */
-    const bool staged = vka_dtype_is_quantized(c->d.dtype) || c->k_row != c->d.head_dim ||
-                        c->v_row != c->d.v_head_dim;
+     * projection cannot write: quantized, of another dtype than the layer's,
+     * or rows padded to a multiple of 8 */
+    const bool staged =
+        c->d.dtype != d->dtype || c->k_row != c->d.head_dim || c->v_row != c->d.v_head_dim;
     vkattn_tensor kv_stage[2];
     for (int i = 0; i < 2; i++) {
         int64_t dh = i ? dv : dk;
