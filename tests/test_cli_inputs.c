@@ -1,0 +1,262 @@
+/* The vkattn command-line tool's input formats (test_cli.c's suite):
+ * float16 and bf16-bit .npy inputs widened exactly, and the layouts. */
+#include "npy/npy.h"
+#include "test_cli_util.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* float16 .npy inputs are taken wherever float32 ones are, widened
+ * exactly: attention (q, k, v and an additive mask) and mha (x and the
+ * weights) give, bit for bit, what the same values as float32 give, with
+ * --dtype f32 and f16. */
+void test_float16_inputs(void **state);
+void test_float16_inputs(void **state)
+{
+    (void)state;
+    test_rng rng = test_rng_seed(404);
+    const char *names[7] = {"hq", "hk", "hv", "hm", "hx", "hw", "hwo"};
+    const int64_t shapes[7][4] = {{1, 2, 5, 16}, {1, 2, 7, 16}, {1, 2, 7, 16}, {5, 7},
+                                  {2, 5, 32},    {32, 32},      {32, 32}};
+    const uint32_t ranks[7] = {4, 4, 4, 2, 3, 2, 2};
+    for (int i = 0; i < 7; i++) {
+        size_t n = 1;
+        for (uint32_t d = 0; d < ranks[i]; d++)
+            n *= (size_t)shapes[i][d];
+        uint16_t *h = malloc(n * 2);
+        float *f = malloc(n * 4);
+        assert_true(h && f);
+        for (size_t e = 0; e < n; e++) {
+            h[e] = vkattn_f32_to_f16(test_rng_uniform(&rng, -1.0f, 1.0f) * (i >= 5 ? 0.2f : 1.0f));
+            f[e] = vkattn_f16_to_f32(h[e]);
+        }
+        char name[32];
+        snprintf(name, sizeof name, "%s16.npy", names[i]);
+        cli_write_npy(name, NPY_F16, ranks[i], shapes[i], h);
+        snprintf(name, sizeof name, "%s32.npy", names[i]);
+        cli_write_npy(name, NPY_F32, ranks[i], shapes[i], f);
+        free(h);
+        free(f);
+    }
+    const char *dt[2] = {"f32", "f16"};
+    for (int d = 0; d < 2; d++)
+        for (int w = 0; w < 2; w++) {
+            const char *bits = w ? "32" : "16";
+            char args[4096], a[64], b[64], c[64], m[64], out[32];
+            snprintf(a, sizeof a, "hq%s.npy", bits), snprintf(b, sizeof b, "hk%s.npy", bits);
+            snprintf(c, sizeof c, "hv%s.npy", bits), snprintf(m, sizeof m, "hm%s.npy", bits);
+            snprintf(out, sizeof out, "ho%s.npy", bits);
+            snprintf(args, sizeof args,
+                     "attention --q %s --k %s --v %s --mask %s --dtype %s --check --out %s",
+                     cli_path_of(a), cli_path_of(b), cli_path_of(c), cli_path_of(m), dt[d],
+                     cli_path_of(out));
+            cli_expect_success(args);
+            snprintf(a, sizeof a, "hx%s.npy", bits), snprintf(b, sizeof b, "hw%s.npy", bits);
+            snprintf(c, sizeof c, "hwo%s.npy", bits), snprintf(out, sizeof out, "hy%s.npy", bits);
+            snprintf(args, sizeof args,
+                     "mha --x %s --heads 2 --wq %s --wk %s --wv %s --wo %s --dtype %s --check "
+                     "--out %s",
+                     cli_path_of(a), cli_path_of(b), cli_path_of(b), cli_path_of(b), cli_path_of(c),
+                     dt[d], cli_path_of(out));
+            cli_expect_success(args);
+            if (w == 1) {
+                cli_compare_outputs("ho16.npy", "ho32.npy", 0, false,
+                                    "attention: float16 vs float32 inputs");
+                cli_compare_outputs("hy16.npy", "hy32.npy", 0, false,
+                                    "mha: float16 vs float32 inputs");
+            }
+        }
+}
+
+/* --input-bf16: uint16 .npy files of bf16 bits give the same outputs, bit
+ * for bit, as float32 files of the widened values (attention and mha, with
+ * --dtype bf16 and f32); without the flag such a file is refused by name. */
+void test_bf16_bit_inputs(void **state);
+void test_bf16_bit_inputs(void **state)
+{
+    (void)state;
+    test_rng rng = test_rng_seed(505);
+    const char *names[5] = {"bq", "bk", "bv", "bx", "bw"};
+    const int64_t shapes[5][3] = {{2, 5, 16}, {2, 7, 16}, {2, 7, 16}, {2, 5, 32}, {32, 32}};
+    for (int i = 0; i < 5; i++) {
+        size_t n = (size_t)(shapes[i][0] * shapes[i][1] * shapes[i][2]);
+        uint32_t rank = i == 4 ? 2 : 3;
+        int64_t shape[4] = {1, shapes[i][0], shapes[i][1], shapes[i][2]};
+        const int64_t *sh = i < 3 ? shape : shapes[i];
+        if (i == 4)
+            n = 32 * 32;
+        uint16_t *h = malloc(n * 2);
+        float *f = malloc(n * 4);
+        assert_true(h && f);
+        for (size_t e = 0; e < n; e++) {
+            h[e] = vkattn_f32_to_bf16(test_rng_uniform(&rng, -1.0f, 1.0f) * (i == 4 ? 0.2f : 1));
+            f[e] = vkattn_bf16_to_f32(h[e]);
+        }
+        char name[32];
+        snprintf(name, sizeof name, "%s_bits.npy", names[i]);
+        cli_write_npy(name, NPY_U16, i < 3 ? 4 : rank, sh, h);
+        snprintf(name, sizeof name, "%s_f32.npy", names[i]);
+        cli_write_npy(name, NPY_F32, i < 3 ? 4 : rank, sh, f);
+        free(h);
+        free(f);
+    }
+    const char *dt[2] = {"bf16", "f32"};
+    for (int d = 0; d < 2; d++)
+        for (int w = 0; w < 2; w++) {
+            const char *kind = w ? "f32" : "bits", *flag = w ? "" : " --input-bf16";
+            char args[4096], f[5][64], out[2][32];
+            for (int i = 0; i < 5; i++)
+                snprintf(f[i], sizeof f[i], "%s_%s.npy", names[i], kind);
+            snprintf(out[0], sizeof out[0], "bo_%s.npy", kind);
+            snprintf(out[1], sizeof out[1], "by_%s.npy", kind);
+            snprintf(args, sizeof args,
+                     "attention --q %s --k %s --v %s%s --dtype %s --check --out %s",
+                     cli_path_of(f[0]), cli_path_of(f[1]), cli_path_of(f[2]), flag, dt[d],
+                     cli_path_of(out[0]));
+            cli_expect_success(args);
+            snprintf(args, sizeof args,
+                     "mha --x %s --heads 2 --wq %s --wk %s --wv %s --wo %s%s --dtype %s --check "
+                     "--out %s",
+                     cli_path_of(f[3]), cli_path_of(f[4]), cli_path_of(f[4]), cli_path_of(f[4]),
+                     cli_path_of(f[4]), flag, dt[d], cli_path_of(out[1]));
+            cli_expect_success(args);
+        }
+    cli_compare_outputs("bo_bits.npy", "bo_f32.npy", 0, false, "attention: bf16 bits vs float32");
+    cli_compare_outputs("by_bits.npy", "by_f32.npy", 0, false, "mha: bf16 bits vs float32");
+    char args[2048], err[2048];
+    snprintf(args, sizeof args, "attention --q %s --k %s --v %s --out %s",
+             cli_path_of("bq_bits.npy"), cli_path_of("bk_f32.npy"), cli_path_of("bv_f32.npy"),
+             cli_path_of("bo_none.npy"));
+    assert_int_equal(cli_run_with("", args, err, sizeof err), 1);
+    if (!strstr(err, "bq_bits.npy: dtype is uint16; inputs must be float32 or float16, or uint16 "
+                     "bf16 bits with --input-bf16"))
+        fail_msg("uint16 without --input-bf16: %s", err);
+    assert_false(cli_exists(cli_path_of("bo_none.npy")));
+}
+
+/* Dims 1 and 2 (`swap12`) or 0 and 1 of a rank-3/4 float array swapped
+ * into a new file `name`; returns nothing, fails the test on error. */
+static void write_transposed(const char *from, const char *name, bool swap12)
+{
+    npy_array a = cli_read_npy(from);
+    int64_t s[4] = {a.shape[0], a.shape[1], a.shape[2], a.rank == 4 ? a.shape[3] : 1};
+    int64_t t[4] = {s[0], s[1], s[2], s[3]};
+    int i0 = swap12 ? 1 : 0, i1 = swap12 ? 2 : 1;
+    t[i0] = s[i1], t[i1] = s[i0];
+    float *out = malloc(a.nbytes), *in = a.data;
+    assert_non_null(out);
+    for (int64_t a0 = 0; a0 < s[0]; a0++)
+        for (int64_t a1 = 0; a1 < s[1]; a1++)
+            for (int64_t a2 = 0; a2 < s[2]; a2++)
+                for (int64_t a3 = 0; a3 < s[3]; a3++) {
+                    int64_t idx[4] = {a0, a1, a2, a3};
+                    int64_t j = idx[i0];
+                    idx[i0] = idx[i1], idx[i1] = j;
+                    out[((idx[0] * t[1] + idx[1]) * t[2] + idx[2]) * t[3] + idx[3]] =
+                        in[((a0 * s[1] + a1) * s[2] + a2) * s[3] + a3];
+                }
+    cli_write_npy(name, NPY_F32, a.rank, t, out);
+    free(out);
+    npy_free(&a);
+}
+
+/* attention --layout bthd ([B,T,H,D] files) and mha --seq-first ([T,B,E]
+ * files) read and write through strides: their outputs are the default
+ * layout's transposed, bit for bit (GQA, causal, LSE, weights, RoPE;
+ * self- and cross-attention, and decoding with --prefill); bad values are
+ * refused by name without an output. */
+void test_layouts(void **state);
+void test_layouts(void **state)
+{
+    (void)state;
+    int64_t qs[4] = {2, 4, 5, 16}, ks[4] = {2, 2, 7, 16}, xs[3] = {2, 6, 64}, cs[3] = {2, 9, 64},
+            ws[2] = {64, 64};
+    cli_write_f32("lq.npy", 4, qs, 71, -1, 1);
+    cli_write_f32("lk.npy", 4, ks, 72, -1, 1);
+    cli_write_f32("lv.npy", 4, ks, 73, -1, 1);
+    cli_write_f32("lx.npy", 3, xs, 74, -1, 1);
+    cli_write_f32("lc.npy", 3, cs, 75, -1, 1);
+    cli_write_f32("lw.npy", 2, ws, 76, -0.2f, 0.2f);
+    const char *four[3] = {"lq", "lk", "lv"};
+    for (int i = 0; i < 3; i++) {
+        char a[32], b[32];
+        snprintf(a, sizeof a, "%s.npy", four[i]), snprintf(b, sizeof b, "%st.npy", four[i]);
+        write_transposed(a, b, true);
+    }
+    write_transposed("lx.npy", "lxt.npy", false);
+    write_transposed("lc.npy", "lct.npy", false);
+    char args[4096], err[2048];
+    for (int e = 0; e < 2; e++) /* causal with LSE and weights; RoPE */
+        for (int t = 0; t < 2; t++) {
+            const char *lq = t ? "lqt.npy" : "lq.npy", *lk = t ? "lkt.npy" : "lk.npy",
+                       *lv = t ? "lvt.npy" : "lv.npy", *lo = t ? "lot.npy" : "lo.npy";
+            char extra[1024];
+            if (e == 0)
+                snprintf(extra, sizeof extra, "--causal --lse-out %s --weights-out %s",
+                         cli_path_of(t ? "lL1.npy" : "lL0.npy"),
+                         cli_path_of(t ? "lW1.npy" : "lW0.npy"));
+            else
+                snprintf(extra, sizeof extra, "--rope-theta 10000");
+            snprintf(args, sizeof args, "attention --q %s --k %s --v %s %s%s --check --out %s",
+                     cli_path_of(lq), cli_path_of(lk), cli_path_of(lv), extra,
+                     t ? " --layout bthd" : "", cli_path_of(lo));
+            cli_expect_success(args);
+            if (!t)
+                continue;
+            write_transposed("lo.npy", "lo_t.npy", true);
+            cli_compare_outputs("lo_t.npy", "lot.npy", 0, false, "--layout bthd");
+            if (e == 0) {
+                cli_compare_outputs("lL0.npy", "lL1.npy", 0, false, "--layout bthd LSE");
+                cli_compare_outputs("lW0.npy", "lW1.npy", 0, false, "--layout bthd weights");
+            }
+        }
+    /* one head of 64 (q4_0 caches need head dims that are multiples of 64) */
+    const char *mha_extra[3] = {"--causal", "--kv", "--causal --prefill 2 --kv-dtype q4_0"};
+    for (int e = 0; e < 3; e++)
+        for (int t = 0; t < 2; t++) {
+            snprintf(args, sizeof args,
+                     "mha --x %s --heads 1 --wq %s --wk %s --wv %s --wo %s --check --out %s %s%s%s",
+                     cli_path_of(t ? "lxt.npy" : "lx.npy"), cli_path_of("lw.npy"),
+                     cli_path_of("lw.npy"), cli_path_of("lw.npy"), cli_path_of("lw.npy"),
+                     cli_path_of(t ? "lyt.npy" : "ly.npy"), mha_extra[e], e == 1 ? " " : "",
+                     e == 1 ? cli_path_of(t ? "lct.npy" : "lc.npy") : "");
+            if (t)
+                strcat(args, " --seq-first");
+            cli_expect_success(args);
+            if (t) {
+                write_transposed("ly.npy", "ly_t.npy", false);
+                cli_compare_outputs("ly_t.npy", "lyt.npy", 0, false, mha_extra[e]);
+            }
+        }
+    static const struct {
+        const char *args, *says;
+    } bad[] = {
+        {"attention --q @lqt.npy --k @lkt.npy --v @lvt.npy --layout bhdt --out @lbad.npy",
+         "--layout \"bhdt\": expected bhtd ([B,H,T,D]) or bthd ([B,T,H,D])"},
+        {"attention --q @lq.npy --k @lk.npy --v @lv.npy --seq-first --out @lbad.npy",
+         "--seq-first is for mha"},
+    };
+    for (int i = 0; i < 2; i++) {
+        char buf[2048];
+        size_t o = 0;
+        for (const char *p = bad[i].args; *p && o + 300 < sizeof buf;) {
+            if (*p == '@') {
+                size_t n = strcspn(p + 1, " ");
+                char name[64];
+                snprintf(name, sizeof name, "%.*s", (int)n, p + 1);
+                o += (size_t)snprintf(buf + o, sizeof buf - o, "%s", cli_path_of(name));
+                p += 1 + n;
+            } else {
+                buf[o++] = *p++;
+            }
+        }
+        buf[o] = '\0';
+        assert_int_equal(cli_run_with("", buf, err, sizeof err), 2);
+        if (!strstr(err, bad[i].says))
+            fail_msg("%s: %s", bad[i].args, err);
+        assert_false(cli_exists(cli_path_of("lbad.npy")));
+    }
+}
