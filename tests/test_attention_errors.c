@@ -108,7 +108,7 @@ static void test_null_arguments(void **state)
 static void test_shapes(void **state)
 {
     fixture *f = *state;
-    FAILS_WITH(f, INVALID, "args->q.rank is 3", a.q.rank = 3);
+    FAILS_WITH(f, INVALID, "args->q.rank is 2: q is rank 4: [B, H, T, D], or rank 3", a.q.rank = 2);
     FAILS_WITH(f, INVALID, "args->k.shape[2] is 0", a.k.shape[2] = 0);
     FAILS_WITH(f, INVALID, "(head_dim) 577 is not supported",
                a.q.shape[3] = a.k.shape[3] = a.v.shape[3] = a.out.shape[3] = 577);

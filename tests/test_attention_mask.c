@@ -6,7 +6,8 @@
  * compact mask and compares with vkattn_ref_attention on the same compact
  * mask, which in turn must equal the reference on the mask expanded here
  * into a dense additive [B, Hq, Tq, Tk] array (0 / -inf for booleans). Also
- * the chunk helper and the MHA layer with broadcast and boolean masks. */
+ * the chunk helper and the MHA layer with broadcast and boolean masks, and
+ * a rank-3 query broadcast over K/V's batch. */
 #include "test_policy.h"
 #include "test_util.h"
 
@@ -377,6 +378,87 @@ static void test_chunks_keep_broadcasts(void **state)
         test_for_each_policy(0, run_chunks, &forms[i]);
 }
 
+/* q of rank 3 [Hq, Tq, D] against K/V [B, Hkv, Tk, D] (SDPA's broadcast):
+ * equals q copied to every batch row, on the GPU and in the reference
+ * (which must agree bit for bit with its own expanded call); GQA, causal, a
+ * key padding mask, f32 and f16, head dims 64 and 20 (f32: element path) or
+ * 40 (f16). */
+static void run_broadcast_query(test_gpu *g, uint32_t policy, const void *arg)
+{
+    const vkattn_dtype dt = *(const vkattn_dtype *)arg;
+    vkattn_context *ctx = g->ctx;
+    /* (f16 at a head dim that is not a multiple of 8 needs 16-bit storage) */
+    const uint32_t dims[2] = {dt == VKATTN_DTYPE_F32 ? 20 : 40, 64};
+    for (int di = 0; di < 2; di++) {
+        const uint32_t d = dims[di];
+        enum { B = 3, HQ = 4, HKV = 2, TQ = 9, TK = 13 };
+        test_rng rng = test_rng_seed(515u + d + policy);
+        size_t n1 = (size_t)HQ * TQ * d, nq = B * n1, nk = (size_t)B * HKV * TK * d;
+        float *q = test_random_array(&rng, n1, 2.0f, dt), *qb = malloc(nq * 4);
+        float *k = test_random_array(&rng, nk, 2.0f, dt),
+              *v = test_random_array(&rng, nk, 1.0f, dt);
+        float *want = malloc(nq * 4), *want3 = malloc(nq * 4), *got = malloc(nq * 4);
+        assert_true(qb && want && want3 && got);
+        for (int b = 0; b < B; b++)
+            memcpy(qb + b * n1, q, n1 * 4);
+        uint8_t pad[B * TK];
+        for (int i = 0; i < B * TK; i++)
+            pad[i] = i % 5 != 2;
+        const int64_t q3[3] = {HQ, TQ, d}, q4[4] = {B, HQ, TQ, d}, ks[4] = {B, HKV, TK, d},
+                      ps[2] = {B, TK};
+        vkattn_ref_attention_args r = {
+            .q = vkattn_host_tensor_make(qb, VKATTN_DTYPE_F32, 4, q4),
+            .k = vkattn_host_tensor_make(k, VKATTN_DTYPE_F32, 4, ks),
+            .v = vkattn_host_tensor_make(v, VKATTN_DTYPE_F32, 4, ks),
+            .out = vkattn_host_tensor_make(want, VKATTN_DTYPE_F32, 4, q4),
+            .key_padding = vkattn_host_tensor_make(pad, VKATTN_DTYPE_U8, 2, ps),
+            .causal = true,
+        };
+        char err[512] = "";
+        if (vkattn_ref_attention(&r, err, sizeof err) != VKATTN_SUCCESS)
+            fail_msg("reference: %s", err);
+        r.q = vkattn_host_tensor_make(q, VKATTN_DTYPE_F32, 3, q3);
+        r.out = vkattn_host_tensor_make(want3, VKATTN_DTYPE_F32, 4, q4);
+        if (vkattn_ref_attention(&r, err, sizeof err) != VKATTN_SUCCESS)
+            fail_msg("reference, rank-3 q: %s", err);
+        assert_memory_equal(want3, want, nq * 4);
+        vkattn_buffer *bq = test_buffer_of(ctx, dt, q, n1), *bk = test_buffer_of(ctx, dt, k, nk);
+        vkattn_buffer *bv = test_buffer_of(ctx, dt, v, nk);
+        vkattn_buffer *bo = test_buffer_with(ctx, NULL, nq * vkattn_dtype_size(dt));
+        vkattn_buffer *bp = test_buffer_with(ctx, pad, sizeof pad);
+        vkattn_attention_args a = {
+            .q = vkattn_tensor_make(bq, 0, dt, 3, q3),
+            .k = vkattn_tensor_make(bk, 0, dt, 4, ks),
+            .v = vkattn_tensor_make(bv, 0, dt, 4, ks),
+            .out = vkattn_tensor_make(bo, 0, dt, 4, q4),
+            .key_padding = vkattn_tensor_make(bp, 0, VKATTN_DTYPE_U8, 2, ps),
+            .causal = true,
+        };
+        TEST_OK(ctx, vkattn_attention(ctx, &a));
+        test_download_as(ctx, bo, dt, got, nq);
+        char what[96];
+        snprintf(what, sizeof what, "rank-3 q %s d%u (%s)", vkattn_dtype_name(dt), d,
+                 test_policies[policy].name);
+        assert_no_nan(got, nq, what);
+        test_assert_close(got, want, nq, dt == VKATTN_DTYPE_F32 ? TEST_TOL_F32 : TEST_TOL_F16,
+                          what);
+        /* out must still be [B, Hq, Tq, Dv] */
+        a.out = vkattn_tensor_make(bo, 0, dt, 3, q3);
+        TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->out.rank is 3",
+                   vkattn_attention(ctx, &a));
+        TEST_DESTROY_BUFFERS(bq, bk, bv, bo, bp);
+        free(q), free(qb), free(k), free(v), free(want), free(want3), free(got);
+    }
+}
+
+static void test_broadcast_query(void **state)
+{
+    (void)state;
+    static const vkattn_dtype dts[2] = {VKATTN_DTYPE_F32, VKATTN_DTYPE_F16};
+    for (int i = 0; i < 2; i++)
+        test_for_each_policy(0, run_broadcast_query, &dts[i]);
+}
+
 /* The MHA layer's forward takes the same masks: nn.MultiheadAttention's
  * [B*Hq, Tq, Tk] boolean attn_mask (True = blocked) and a [B, 1, 1, Tk]
  * SDPA-style one, against vkattn_ref_mha. */
@@ -499,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_broadcast_shapes), cmocka_unit_test(test_rank3_and_strides),
         cmocka_unit_test(test_scalar_masks),     cmocka_unit_test(test_chunks_keep_broadcasts),
         cmocka_unit_test(test_mha_masks),        cmocka_unit_test(test_bad_masks),
+        cmocka_unit_test(test_broadcast_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

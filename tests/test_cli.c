@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -571,6 +572,46 @@ static void test_mha_v_head_dim(void **state)
     }
 }
 
+/* Q [Hq, Tq, D] against K/V [B, Hkv, Tk, D]: the same queries for every
+ * batch row (SDPA's broadcast), --check against the reference, and equal
+ * bit for bit to Q copied into every row; rank 2 and --rope-theta are
+ * refused without an output. */
+static void test_broadcast_query(void **state)
+{
+    (void)state;
+    int64_t q3[3] = {4, 5, 32}, ks[4] = {3, 2, 7, 32}, q4[4] = {3, 4, 5, 32}, q2[2] = {5, 32};
+    write_f32("bq3.npy", 3, q3, 91);
+    write_f32("bk.npy", 4, ks, 92);
+    write_f32("bv.npy", 4, ks, 93);
+    write_f32("bq2.npy", 2, q2, 94);
+    float *q = malloc(sizeof(float) * 3 * 4 * 5 * 32);
+    test_rng r = test_rng_seed(91);
+    test_fill_uniform(&r, q, 4 * 5 * 32, -1.0f, 1.0f);
+    for (int b = 1; b < 3; b++)
+        memcpy(q + b * 4 * 5 * 32, q, sizeof(float) * 4 * 5 * 32);
+    char err[512], args[4096];
+    if (npy_write(cli_path_of("bq4.npy"), NPY_F32, 4, q4, q, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    free(q);
+    const char *kv = "--k %s --v %s --causal";
+    char kvs[2048];
+    snprintf(kvs, sizeof kvs, kv, cli_path_of("bk.npy"), cli_path_of("bv.npy"));
+    snprintf(args, sizeof args, "attention --q %s %s --check --out %s", cli_path_of("bq3.npy"), kvs,
+             cli_path_of("bo3.npy"));
+    expect_success(args, err, sizeof err);
+    snprintf(args, sizeof args, "attention --q %s %s --out %s", cli_path_of("bq4.npy"), kvs,
+             cli_path_of("bo4.npy"));
+    expect_success(args, err, sizeof err);
+    cli_compare_outputs("bo3.npy", "bo4.npy", 0.0, false, "rank-3 --q vs Q copied per batch");
+    snprintf(args, sizeof args, "attention --q %s %s --out %s", cli_path_of("bq2.npy"), kvs,
+             cli_path_of("bbad.npy"));
+    expect_failure(args, "2 dimensions; Q is [B,Hq,Tq,Dk], or [Hq,Tq,Dk]");
+    snprintf(args, sizeof args, "attention --q %s %s --rope-theta 10000 --out %s",
+             cli_path_of("bq3.npy"), kvs, cli_path_of("bbad.npy"));
+    expect_failure(args, "does not take --rope-theta");
+    assert_false(cli_exists(cli_path_of("bbad.npy")));
+}
+
 /* --tune reports progress on stderr - not a terminal here: one line per op
  * measured - and nothing with --quiet. The two runs tune separately on a
  * shared machine and may pick different tilings, which sum in another
@@ -625,19 +666,13 @@ void test_layouts(void **state);
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_attention_command),
-        cmocka_unit_test(test_tuning_file),
-        cmocka_unit_test(test_pipeline_cache_file),
-        cmocka_unit_test(test_mha_command),
-        cmocka_unit_test(test_bad_inputs),
-        cmocka_unit_test(test_help_lists_flags),
-        cmocka_unit_test(test_info_without_any_device),
-        cmocka_unit_test(test_info_types),
-        cmocka_unit_test(test_mha_kv_dtype),
-        cmocka_unit_test(test_mha_v_head_dim),
-        cmocka_unit_test(test_float16_inputs),
-        cmocka_unit_test(test_bf16_bit_inputs),
-        cmocka_unit_test(test_layouts),
+        cmocka_unit_test(test_attention_command),   cmocka_unit_test(test_broadcast_query),
+        cmocka_unit_test(test_tuning_file),         cmocka_unit_test(test_pipeline_cache_file),
+        cmocka_unit_test(test_mha_command),         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_help_lists_flags),    cmocka_unit_test(test_info_without_any_device),
+        cmocka_unit_test(test_info_types),          cmocka_unit_test(test_mha_kv_dtype),
+        cmocka_unit_test(test_mha_v_head_dim),      cmocka_unit_test(test_float16_inputs),
+        cmocka_unit_test(test_bf16_bit_inputs),     cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_tune_progress_lines),
     };
     return cmocka_run_group_tests(tests, cli_setup, cli_teardown);

@@ -133,7 +133,10 @@ typedef enum vkattn_bool_mask {
  *     v   [B, Hkv, Tk, Dv]
  *     out [B, Hq,  Tq, Dv]
  * Strides are free, so [B, T, H, D] storage is passed as shape [B, H, T, D]
- * with strides {T*H*D, D, H*D, 1} - no copies either way.
+ * with strides {T*H*D, D, H*D, 1} - no copies either way. q may also be
+ * rank 3, [Hq, Tq, Dk]: one query for every batch row of k and v (as
+ * PyTorch's scaled_dot_product_attention broadcasts it); out is still
+ * [B, Hq, Tq, Dv]. (vkattn_attention_chunk takes rank-4 tensors only.)
  * GQA: Hq % Hkv == 0 and query head h reads key/value head h / (Hq / Hkv):
  * Hkv == Hq is MHA, Hkv == 1 is MQA. K and V are never repeated.
  * Head dims (vkattn_attention and vkattn_ref_attention): Dk and Dv are each

@@ -46,13 +46,18 @@ def _attention(backend, q, k, v, causal, mask, key_padding, key_padding_mask, sc
     code = A.dtype_code(dtype)
     perm = layout_perm(layout)
     args = backend.args()
-    # q, k, v: [B, H, T, D] seen through the layout
+    # q, k, v: [B, H, T, D] seen through the layout; q may be [H, T, D]
+    # (one query for every batch row of k and v, as SDPA broadcasts it)
     shapes = {}
+    q_rank = len(getattr(q, "shape", ()))
     for name, x in (("q", q), ("k", k), ("v", v)):
-        t = backend.input(name, x, code, ranks=(4,), perm=perm)
+        three = name == "q" and q_rank == 3
+        t = backend.input(name, x, code, ranks=(3, 4) if name == "q" else (4,),
+                          perm=(None if perm is None else (1, 0, 2)) if three else perm)
         setattr(args, name, t)
-        shapes[name] = list(t.shape)[:4]
-    B, Hq, Tq, _ = shapes["q"]
+        shapes[name] = list(t.shape)[:t.rank]
+    B = shapes["k"][0]
+    Hq, Tq = shapes["q"][-3], shapes["q"][-2]
     Tk, Dv = shapes["k"][2], shapes["v"][3]
     out_code = args.q.dtype
     outputs = [backend.output("out", [B, Hq, Tq, Dv], out_code, perm=perm)]

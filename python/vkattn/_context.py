@@ -225,6 +225,9 @@ class Context:
 
         q [B, Hq, Tq, Dk], k [B, Hkv, Tk, Dk], v [B, Hkv, Tk, Dv]
         (layout="bthd": [B, T, H, D], read through strides, output likewise);
+        q may be [Hq, Tq, Dk] ("bthd": [Tq, Hq, Dk]): the same queries for
+        every batch row of k and v, as torch's scaled_dot_product_attention
+        broadcasts it;
         Hq % Hkv == 0 (GQA: head h reads KV head h // (Hq // Hkv)).
         Returns out [B, Hq, Tq, Dv] (numpy, dtype float32 / float16; bf16 as
         float32), or a tuple (out, weights?, lse?) with need_weights /

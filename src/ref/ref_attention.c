@@ -109,6 +109,16 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
             VKA_TRY(check_finite(tensors[i].out, name, error, error_size));
     }
 
+    if (p.dims.q_broadcast) { /* [Hq, Tq, D]: every batch row reads it (stride 0) */
+        vkattn_host_tensor q = p.q;
+        p.q.rank = 4;
+        p.q.shape[0] = p.dims.batch;
+        p.q.strides[0] = 0;
+        for (int i = 0; i < 3; i++) {
+            p.q.shape[i + 1] = q.shape[i];
+            p.q.strides[i + 1] = q.strides[i];
+        }
+    }
     VKA_TRY(vka_bool_mask_check(args->bool_mask, prefix, error, error_size));
     if (p.mask.data) {
         int64_t shape4[4];

@@ -112,6 +112,9 @@ static vkattn_result check_head_dim(const check_state *st, const vka_shape_view 
 
 static const char qkv_layout[] = "rank 4: [B, H, T, D]";
 
+static const char q_layout[] =
+    "rank 4: [B, H, T, D], or rank 3: [H, T, D] (broadcast over k's batch)";
+
 static vkattn_result check_required(const check_state *st, const vka_attention_shapes *s)
 {
     const vka_shape_view *views[4] = {&s->q, &s->k, &s->v, &s->out};
@@ -123,7 +126,7 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
                              names[i]);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
-        VKA_TRY(check_rank(st, views[i], names[i], 4, 4, qkv_layout));
+        VKA_TRY(check_rank(st, views[i], names[i], i ? 4 : 3, 4, i ? qkv_layout : q_layout));
     }
     VKA_TRY(check_float(st, &s->q, "q"));
     VKA_TRY(check_float(st, &s->k, "k"));
@@ -220,6 +223,19 @@ vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *pre
         vka_error_format(error, error_size, "%sattention shapes are NULL", st.prefix);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
+    /* q [Hq, Tq, D] broadcast over k's batch: checked as [B, Hq, Tq, D] */
+    vka_attention_shapes full;
+    int64_t q4[4];
+    const bool q_broadcast = s->q.present && s->q.rank == 3 && s->k.present && s->k.rank == 4;
+    if (q_broadcast) {
+        q4[0] = s->k.shape[0];
+        for (int i = 0; i < 3; i++)
+            q4[i + 1] = s->q.shape[i];
+        full = *s;
+        full.q.rank = 4;
+        full.q.shape = q4;
+        s = &full;
+    }
     VKA_TRY(check_required(&st, s));
     VKA_TRY(check_optional(&st, s));
     if (dims) {
@@ -239,6 +255,7 @@ vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *pre
         }
         d.key_padding = s->key_padding.present;
         d.weights_rank = s->weights.present ? s->weights.rank : 0;
+        d.q_broadcast = q_broadcast;
         *dims = d;
     }
     return VKATTN_SUCCESS;

@@ -40,6 +40,7 @@ typedef struct vka_attention_dims {
     vkattn_dtype mask_dtype;
     bool key_padding;
     uint32_t weights_rank; /* 0: no weights, else 3 or 4 */
+    bool q_broadcast;      /* q is [Hq, Tq, D], the same for every batch row */
 } vka_attention_dims;
 
 /* Checks the shapes and dtypes against "attention semantics" in vkattn.h.

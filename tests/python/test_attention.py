@@ -31,6 +31,21 @@ def test_head_dims(ctx, rng, dk, dv):
     close(out, vkattn.reference.attention(q, k, v, causal=True), 2e-5)
 
 
+@pytest.mark.parametrize("layout", ["bhtd", "bthd"])
+def test_query_broadcast_over_batch(ctx, rng, layout):
+    """q [Hq, Tq, D] ("bthd": [Tq, Hq, D]) serves every batch row of k and v."""
+    q3, k, v = randn(rng, 4, 5, 16), randn(rng, 3, 2, 9, 16), randn(rng, 3, 2, 9, 16)
+    q4 = np.broadcast_to(q3, (3,) + q3.shape).copy()
+    if layout == "bthd":
+        q3, q4 = q3.transpose(1, 0, 2).copy(), q4.transpose(0, 2, 1, 3).copy()
+        k, v = k.transpose(0, 2, 1, 3).copy(), v.transpose(0, 2, 1, 3).copy()
+    out = ctx.attention(q3, k, v, causal=True, layout=layout)
+    want = ctx.attention(q4, k, v, causal=True, layout=layout)
+    assert out.shape == want.shape
+    assert np.array_equal(out, want)
+    close(out, vkattn.reference.attention(q3, k, v, causal=True, layout=layout), 2e-5)
+
+
 @pytest.mark.parametrize("shape", [(5, 9), (1, 9), (5, 1), (2, 1, 1, 9), (1, 1, 5, 9),
                                    (8, 5, 9), (1, 5, 9)])
 def test_float_mask_broadcast(ctx, rng, shape):

@@ -15,7 +15,8 @@ static const char help_text[] =
     "Attention of float32 .npy tensors on the device: Q [B,Hq,Tq,Dk], K [B,Hkv,Tk,Dk],\n"
     "V [B,Hkv,Tk,Dv] (Hq a multiple of Hkv: MHA, GQA or MQA; Dk and Dv up to 576, Dv\n"
     "may differ from Dk; multiples of 8 up to 256 are fastest); writes O [B,Hq,Tq,Dv]\n"
-    "float32. Outputs are all or nothing: checked before any work, placed only\n"
+    "float32. Q may be [Hq,Tq,Dk]: the same queries for every batch row of K and V. Outputs are "
+    "all or nothing: checked before any work, placed only\n"
     "when everything succeeded; earlier files at their paths stay otherwise.\n"
     "  --mask M.npy          float32 (additive, -inf hides) or bool/uint8 mask, shaped\n"
     "                        [Tq,Tk], [B*Hq,Tq,Tk] or [B,Hq,Tq,Tk]; any dimension may\n"
@@ -64,6 +65,9 @@ typedef struct attention_job {
     cli_job job;
     float scale; /* --scale; 0: 1/sqrt(Dk) */
     bool bthd;   /* --layout bthd: Q, K, V, O stored [B, T, H, D] */
+    /* --q [Hq, Tq, Dk] (loaded as [1, Hq, Tq, Dk]): one query for every
+     * batch row of K and V, passed to the library as rank 3 */
+    bool q_broadcast;
     cli_rope_options rope;
     cli_mods mods;
     cli_input in[N_INPUTS];
@@ -73,6 +77,19 @@ typedef struct attention_job {
     const char *weights_png;   /* --weights-png */
     cli_viz_picture png;       /* ... drawn after the run, written last */
 } attention_job;
+
+/* B: K's batch (Q's too, unless Q is broadcast). */
+static int64_t batch_of(const attention_job *a) { return a->in[K].array.shape[0]; }
+
+/* A rank-4 view of a broadcast Q ([1, Hq, Tq, Dk]) as the rank-3 tensor
+ * the library broadcasts. */
+#define DROP_BATCH(t)                                                    \
+    do {                                                                 \
+        (t).rank = 3;                                                    \
+        memmove((t).shape, (t).shape + 1, 3 * sizeof(t).shape[0]);       \
+        memmove((t).strides, (t).strides + 1, 3 * sizeof(t).strides[0]); \
+        (t).shape[3] = (t).strides[3] = 0;                               \
+    } while (0)
 
 static int own_option(void *user, const char *flag, const char *value)
 {
@@ -139,7 +156,7 @@ static int check_rope_inputs(const attention_job *a)
     if (a->rope.rope.theta == 0)
         return 0;
     if (cli_rope_check_head_dim(&a->rope, qs[3], "the last dimension of --q") != 0 ||
-        (in[POS].path && cli_check_positions_shape(&in[POS], qs[0], qs[2], "--q's tokens")) ||
+        (in[POS].path && cli_check_positions_shape(&in[POS], batch_of(a), qs[2], "--q's tokens")) ||
         (in[KPOS].path && cli_check_positions_shape(&in[KPOS], ks[0], ks[2], "--k's tokens")))
         return -1;
     if (!in[POS].path && qs[2] > ks[2] && !a->job.causal_top_left) {
@@ -157,9 +174,29 @@ static int load_inputs(void *user)
 {
     attention_job *a = user;
     static const uint32_t ranks[N_INPUTS] = {
-        4, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK, CLI_HEADS_RANK, CLI_HEADS_RANK, 0};
+        0, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK, CLI_HEADS_RANK, CLI_HEADS_RANK, 0};
     if (cli_job_load(&a->job, ranks, PAD) != 0)
         return -1;
+    npy_array *q = &a->in[Q].array;
+    if (q->rank != 3 && q->rank != 4) {
+        cli_error("--q %s: %u dimensions; Q is [B,Hq,Tq,Dk], or [Hq,Tq,Dk] for the same "
+                  "queries in every batch row%s",
+                  a->in[Q].path, q->rank,
+                  a->bthd ? " (--layout bthd: [B,Tq,Hq,Dk] or [Tq,Hq,Dk])" : "");
+        return -1;
+    }
+    if (q->rank == 3) {
+        if (a->rope.rope.theta != 0) {
+            cli_error("--q %s: a Q of 3 dimensions (broadcast over the batch) does not take "
+                      "--rope-theta: give Q [B,Hq,Tq,Dk]",
+                      a->in[Q].path);
+            return -1;
+        }
+        a->q_broadcast = true;
+        memmove(q->shape + 1, q->shape, 3 * sizeof q->shape[0]);
+        q->shape[0] = 1;
+        q->rank = 4;
+    }
     for (int k = Q; a->bthd && k <= V; k++)
         cli_input_swap_dims(&a->in[k], 1, 2);
     if (check_rope_inputs(a) != 0)
@@ -167,7 +204,7 @@ static int load_inputs(void *user)
     int64_t hq = a->in[Q].array.shape[1];
     if (cli_mods_check_heads(&a->in[SINKS], hq, "dimension 1 of --q") != 0 ||
         cli_mods_check_heads(&a->in[SLOPES], hq, "dimension 1 of --q") != 0 ||
-        cli_check_head_mask(&a->in[HMASK], hq, a->in[Q].array.shape[0], "dimension 1 of --q"))
+        cli_check_head_mask(&a->in[HMASK], hq, batch_of(a), "dimension 1 of --q"))
         return -1;
     /* the mask stays f32 on the device (cli_job_upload): not rounded */
     for (int k = 0; k < N_INPUTS; k++)
@@ -215,10 +252,10 @@ static int run(void *user)
     cli_job *j = &a->job;
     const int64_t *qs = a->in[Q].array.shape, *ks = a->in[K].array.shape;
     /* out [B, Hq, Tq, Dv]: v's head dim may differ from q's and k's */
-    const int64_t os[4] = {qs[0], qs[1], qs[2], a->in[V].array.shape[3]};
+    const int64_t os[4] = {batch_of(a), qs[1], qs[2], a->in[V].array.shape[3]};
     cli_job_shape_outputs(j, 4, os, qs[1], qs[2], ks[2]);
     if (a->weights_png) /* the picture needs every head's */
-        cli_viz_shape_weights(j, qs[0], qs[1], qs[2], ks[2]);
+        cli_viz_shape_weights(j, batch_of(a), qs[1], qs[2], ks[2]);
     if (a->bthd) /* O is written as stored: [B, Tq, Hq, Dv] */
         cli_swap_dims(j->out.shape, 1, 2);
     vkattn_attention_args args = {.scale = a->scale, .bool_mask = cli_job_bool_mask(j)};
@@ -236,11 +273,13 @@ static int run(void *user)
         for (int k = 0; k < 4; k++)
             cli_swapped_strides(t[k]->shape, 4, 1, 2, t[k]->strides);
     }
+    if (a->q_broadcast)
+        DROP_BATCH(args.q);
     vkattn_result r = rotate(a, &args, positions);
     if (j->device.tune && r == VKATTN_SUCCESS)
         r = vkattn_attention_tune(
             j->ctx, &(vkattn_attention_tune_args){
-                        (uint32_t)qs[0], (uint32_t)qs[1], (uint32_t)ks[1], (uint32_t)qs[2],
+                        (uint32_t)batch_of(a), (uint32_t)qs[1], (uint32_t)ks[1], (uint32_t)qs[2],
                         (uint32_t)ks[2], (uint32_t)qs[3], args.causal, j->dtype, j->dtype,
                         cli_tune_progress(&j->device), NULL, (uint32_t)args.v.shape[3]});
     if (j->device.tune && r == VKATTN_SUCCESS)
@@ -304,9 +343,12 @@ static int check(void *user)
     if (a->bthd) {
         vkattn_host_tensor *t[4] = {&ra.q, &ra.k, &ra.v, &ra.out};
         memcpy(ra.out.shape, ra.q.shape, sizeof ra.out.shape);
+        ra.out.shape[0] = batch_of(a);
         for (int k = 0; k < 4; k++)
             cli_swapped_strides(t[k]->shape, 4, 1, 2, t[k]->strides);
     }
+    if (a->q_broadcast)
+        DROP_BATCH(ra.q);
     char err[512];
     if (rotate_on_host(a, &ra, positions, err, sizeof err) != VKATTN_SUCCESS ||
         vkattn_ref_attention(&ra, err, sizeof err) != VKATTN_SUCCESS) {
