@@ -2,16 +2,26 @@
 // quantized KV cache (layout: src/ops/kvcache/kvcache.h), quantizing as it
 // writes: ggml's q8_0 or q4_0 blocks of 32 values along the head dim (QT =
 // 8 or 4; the layouts: attention_io.glsl). The K and V of a step are two
-// dispatches (their head dims may differ). One invocation quantizes a pair
-// of blocks (64 values) of one token row: a pair is 68 or 36 bytes, whole
-// 32-bit words, so no two invocations share a word (the head dim is a
-// multiple of 64). The arithmetic is the CPU reference's
-// (vkattn_ref_quantize) step by step in f32, `precise` so that nothing is
-// fused; the scale is rounded to f16 to nearest even by hand. Variant: DT =
-// f32 / f16 / f16p / bf16 (the storage of k and v).
+// dispatches (their head dims may differ). Where a head dim is an even
+// number of blocks, one invocation quantizes a pair of blocks (64 values)
+// of one token row: 68 or 36 bytes, whole 32-bit words, so no two
+// invocations share a word. Where it is odd (ODD_BLOCKS), one invocation
+// quantizes one block (34 or 18 bytes): it starts on a word or halfway into
+// one, and the word it shares with its neighbour (the block before or
+// after, maybe another token's row) is written by both through atomic AND /
+// OR on their own halves (device scope: contexts whose memory model forbids
+// it refuse such caches); the words it holds alone are stored. The
+// arithmetic is the CPU reference's (vkattn_ref_quantize) step by step in
+// f32, `precise` so that nothing is fused; the scale is rounded to f16 to
+// nearest even by hand. Variant: DT = f32 / f16 / f16p / bf16 (the storage
+// of k and v).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "tensor_io.glsl"
+
+#ifndef ODD_BLOCKS
+#define ODD_BLOCKS 0
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u;
@@ -21,11 +31,17 @@ const uint BLOCK_BYTES = 34u;
 #else
 const uint BLOCK_BYTES = 18u;
 #endif
-const uint PAIR_WORDS = BLOCK_BYTES / 2u; // 2 blocks = BLOCK_BYTES / 2 words
+#if ODD_BLOCKS
+// the words a block touches: it starts on a word or halfway into one, and
+// BLOCK_BYTES is 2 more than a multiple of 4
+const uint SPAN_WORDS = (BLOCK_BYTES + 2u) / 4u;
+#else
+const uint SPAN_WORDS = BLOCK_BYTES / 2u; // 2 blocks = BLOCK_BYTES / 2 words
+#endif
 
 layout(push_constant) uniform Push {
-    uint batch, heads, tokens, pairs; // pairs: D / 64
-    uint dh;                           // D (unused: pairs says it)
+    uint batch, heads, tokens, units; // per row: pairs of blocks (D / 64), or blocks (D / 32)
+    uint dh;                           // D (unused: units says it)
     uint first;                        // element index of src[0,0,0,0] in its binding
     uint stride_b, stride_h, stride_t; // of src, in elements
     uint block_size, table_width;
@@ -33,7 +49,11 @@ layout(push_constant) uniform Push {
 
 layout(set = 0, binding = 0, std430) readonly buffer meta_buffer { uint meta[]; };
 DECLARE_RO(1, src, DT)
+#if ODD_BLOCKS
+layout(set = 0, binding = 2, std430) buffer pool_buffer { uint pool[]; };
+#else
 layout(set = 0, binding = 2, std430) writeonly buffer pool_buffer { uint pool[]; };
+#endif
 
 // IEEE binary16 bits of x, rounded to nearest even (vkattn_f32_to_f16's
 // rounding; packHalf2x16 leaves the rounding mode to the implementation).
@@ -67,16 +87,16 @@ float round_away(float x) {
     return abs(x - t) >= 0.5 ? t + sign(x) : t;
 }
 
-uint words[PAIR_WORDS];
+uint words[SPAN_WORDS];
 
 void put_byte(uint at, uint value) {
     uint w = at >> 2u, shift = (at & 3u) * 8u;
     words[w] = (words[w] & ~(0xffu << shift)) | ((value & 0xffu) << shift);
 }
 
-// Block `blk` (0 or 1) of the pair: x its 32 values.
-void quantize_block(uint blk, float x[32]) {
-    uint base = blk * BLOCK_BYTES;
+// The block, x its 32 values, at byte `base` of words[] (the pair's second
+// block: BLOCK_BYTES; ODD_BLOCKS: 0 or 2).
+void quantize_block(uint base, float x[32]) {
 #if QT == 8
     float amax = 0.0;
     for (uint j = 0u; j < 32u; j++)
@@ -113,8 +133,8 @@ void quantize_block(uint blk, float x[32]) {
 void main() {
     uint id = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WORKGROUP_SIZE +
               gl_LocalInvocationID.x;
-    uint p = id % pc.pairs;
-    uint rest = id / pc.pairs;
+    uint u = id % pc.units;
+    uint rest = id / pc.units;
     uint t = rest % pc.tokens;
     rest /= pc.tokens;
     uint h = rest % pc.heads;
@@ -124,16 +144,39 @@ void main() {
     uint token = meta[b] + t; // position in the sequence
     uint block = meta[2u * pc.batch + b * pc.table_width + token / pc.block_size];
     uint row = (block * pc.heads + h) * pc.block_size + token % pc.block_size;
-    uint dst = (row * pc.pairs + p) * PAIR_WORDS;
-    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t + p * 64u;
     float x[32];
-    for (uint w = 0u; w < PAIR_WORDS; w++)
+    for (uint w = 0u; w < SPAN_WORDS; w++)
         words[w] = 0u;
+#if ODD_BLOCKS
+    uint at = (row * pc.units + u) * BLOCK_BYTES; // the block's first byte in the pool
+    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t + u * 32u;
+    for (uint j = 0u; j < 32u; j++)
+        x[j] = src_load(pc.first + src + j);
+    uint lead = at & 3u; // 0 or 2
+    quantize_block(lead, x);
+    // the half word before the block (lead 2) or after it (lead 0) is the
+    // neighbour's: the shared word takes only this block's half
+    uint first = at >> 2u, last = SPAN_WORDS - 1u;
+    if (lead == 0u) {
+        for (uint w = 0u; w < last; w++)
+            pool[first + w] = words[w];
+        atomicAnd(pool[first + last], 0xffff0000u);
+        atomicOr(pool[first + last], words[last]);
+    } else {
+        atomicAnd(pool[first], 0x0000ffffu);
+        atomicOr(pool[first], words[0]);
+        for (uint w = 1u; w <= last; w++)
+            pool[first + w] = words[w];
+    }
+#else
+    uint dst = (row * pc.units + u) * SPAN_WORDS;
+    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t + u * 64u;
     for (uint blk = 0u; blk < 2u; blk++) {
         for (uint j = 0u; j < 32u; j++)
             x[j] = src_load(pc.first + src + blk * 32u + j);
-        quantize_block(blk, x);
+        quantize_block(blk * BLOCK_BYTES, x);
     }
-    for (uint w = 0u; w < PAIR_WORDS; w++)
+    for (uint w = 0u; w < SPAN_WORDS; w++)
         pool[dst + w] = words[w];
+#endif
 }

@@ -237,11 +237,14 @@ foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
 endforeach()
 
 # kv_append_quant.comp: the same into a quantized cache (q8_0 / q4_0, QT = 8
-# / 4), from K and V in any storage.
+# / 4), from K and V in any storage; _odd: head dims of an odd number of
+# blocks.
 foreach(qt 8 4)
   foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
     vkattn_storage_defines(ok extra ${dt})
     vkattn_shader(kv_append_q${qt}_0_${dt} kv_append_quant.comp DEFINES DT=${dt} QT=${qt} ${extra})
+    vkattn_shader(kv_append_q${qt}_0_${dt}_odd kv_append_quant.comp
+                  DEFINES DT=${dt} QT=${qt} ODD_BLOCKS=1 ${extra})
   endforeach()
 endforeach()
 

@@ -317,6 +317,9 @@ static const decode_case grid[] = {
     {8, 2, 16, 4, VKATTN_DTYPE_F16, 0, NULL, NULL, 0, VKATTN_DTYPE_F32},    /* 25: f16 over f32 */
     {4, 2, 5, 0, VKATTN_DTYPE_F32, 0, NULL, NULL, 21, VKATTN_DTYPE_F16},    /* 26: padded rows */
     {8, 2, 16, 0, VKATTN_DTYPE_F16, 0, NULL, NULL, 0, VKATTN_DTYPE_BF16},   /* 27: f16 over bf16 */
+    /* quantized caches at head dims of an odd number of blocks */
+    {4, 1, 96, 0, VKATTN_DTYPE_F32, 0, &llama3, NULL, 0, VKATTN_DTYPE_Q4_0}, /* 28: 96, q4_0 */
+    {8, 2, 32, 5, VKATTN_DTYPE_F16, 2, NULL, NULL, 0, VKATTN_DTYPE_Q8_0},    /* 29: 32, q8_0 */
 };
 
 static void check_grid_cases(test_gpu *g, const size_t *cases, size_t count)
@@ -325,11 +328,12 @@ static void check_grid_cases(test_gpu *g, const size_t *cases, size_t count)
         check_case(g->ctx, &grid[cases[n]], 500 + cases[n]);
 }
 
-/* Layers keeping K and V in a cache of another dtype (converted as they
- * are appended; the reference rounds them the same way). */
+/* Layers keeping K and V in a cache of another dtype (converted or
+ * quantized as they are appended; the reference rounds them the same way),
+ * quantized ones at head dims of 3 blocks and 1. */
 static void test_cache_dtype_of_its_own(void **state)
 {
-    static const size_t cases[] = {23, 24, 25, 26, 27};
+    static const size_t cases[] = {23, 24, 25, 26, 27, 28, 29};
     check_grid_cases(*state, cases, sizeof cases / sizeof cases[0]);
 }
 

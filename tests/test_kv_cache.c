@@ -178,7 +178,7 @@ static void test_append_errors_leave_cache_unchanged(void **state)
         CASE(INV, "both sequence 1", b.sequences = dup);
         CASE(INV, "sequences is NULL", b.sequences = NULL);
         CASE(VKATTN_ERROR_SHAPE_MISMATCH, "args->k.shape[1] is 1", b.k.shape[1] = 1);
-        CASE(VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->v.dtype", b.v.dtype = VKATTN_DTYPE_F16);
+        CASE(VKATTN_ERROR_UNSUPPORTED_DTYPE, "args->v.dtype is u8", b.v.dtype = VKATTN_DTYPE_U8);
         CASE(INV, "offset", (b.k.offset = 8, b.k.shape[0] = 1, b.v.shape[0] = 1, b.batch = 1));
         CASE(INV, "args->cache is NULL", b.cache = NULL);
 #undef CASE

@@ -3,12 +3,13 @@
  * writes) and read by vkattn_kv_attention (which dequantizes inside the
  * kernels): decode, split-KV with fixed and automatic splits, prefill on
  * empty and non-empty sequences, paged (blocks of 16 and 5) and contiguous,
- * MHA / GQA / MQA, head dims 64 to 256, q/out in f32, f16 and bf16 - every
+ * MHA / GQA / MQA, head dims 32 to 256 (odd numbers of blocks too), q/out
+ * in f32, f16 and bf16 - every
  * result against vkattn_ref_attention on the keys and values the reference
  * quantizer gives (vkattn_ref_quantize / _dequantize: the tolerance of q's
  * dtype), and, reported, against the unquantized values. Plus the sizes
  * (vkattn_kv_cache_memory), the tuner over a quantized cache, and the
- * refusals: head dims that are not whole pairs of blocks, inputs that are
+ * refusals: head dims that are not whole blocks, inputs that are
  * not floats. And the MHA layer's steps writing such a cache. Every case on every kernel policy (the
  * texel ones fall back to storage inputs: blocks are read as words). */
 #include "test_kv_util.h"
@@ -53,6 +54,14 @@ static const quant_case cases[] = {
     {4, 2, 256, Q8, F32, F32, 16, 48, 2, {0, 1}, {30, 1}, 1, 3, false},
     /* head dim 192 decode over 300 keys, automatic splits */
     {2, 1, 192, Q4, BF16, F32, 16, 320, 1, {0}, {299}, 1, 0, false},
+    /* odd numbers of blocks per row (issue 29): head dim 32 decode, GQA 4,
+     * paged 5, 2 splits; 96 prefill on a non-empty sequence, contiguous;
+     * 96 decode over paged 7, f16 in and out; 160 (5 blocks) prefill */
+    {8, 2, 32, Q8, F32, F32, 5, 64, 3, {2, 0, 1}, {0, 37, 13}, 1, 2, false},
+    {8, 2, 32, Q4, F16, F32, 0, 64, 2, {0, 1}, {7, 30}, 1, 0, true},
+    {4, 2, 96, Q4, F32, F32, 0, 80, 2, {1, 0}, {0, 21}, 24, 0, false},
+    {4, 4, 96, Q8, F16, F16, 7, 90, 3, {0, 2, 1}, {44, 3, 70}, 1, 0, false},
+    {2, 1, 160, Q8, BF16, BF16, 16, 64, 1, {0}, {11}, 19, 0, false},
 };
 
 static double tolerance(vkattn_dtype q)
@@ -143,14 +152,17 @@ static void test_cases_match_reference(void **state)
 static void test_quantized_bytes(void **state)
 {
     test_policy_suite *s = *state;
-    enum { T = 8, D = 64, HKV = 2 };
-    for (int q = 0; q < 2; q++)
+    enum { T = 8, HKV = 2, DMAX = 96 };
+    /* 64: pairs of blocks per row; 96: rows of 3 blocks, every other one
+     * starting halfway into a word shared with the row before */
+    for (int q = 0; q < 4; q++)
         for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy += 3) {
             if (!s->gpu[policy])
                 continue;
             vkattn_context *ctx = s->gpu[policy]->ctx;
-            const vkattn_dtype dt = q ? Q4 : Q8;
-            float x[HKV * T * D];
+            const vkattn_dtype dt = q & 1 ? Q4 : Q8;
+            const int D = q & 2 ? 96 : 64;
+            float x[HKV * T * DMAX];
             test_rng rng = test_rng_seed(77 + q);
             for (int i = 0; i < HKV * T * D; i++) {
                 int row = i / D, j = i % D;
@@ -178,7 +190,7 @@ static void test_quantized_bytes(void **state)
             TEST_OK(ctx, vkattn_cmd_kv_cache_append(ctx, cmd, &a));
             TEST_OK(ctx, vkattn_commands_submit(ctx));
             uint64_t bytes = vkattn_dtype_row_bytes(dt, (uint64_t)HKV * T * D);
-            uint8_t want[HKV * T * D / 32 * 34], got[2][sizeof want];
+            uint8_t want[HKV * T * DMAX / 32 * 34], got[2][sizeof want];
             char err[256] = "";
             if (vkattn_ref_quantize(dt, x, HKV * T * D, want, err, sizeof err) != VKATTN_SUCCESS)
                 fail_msg("%s", err);
@@ -340,9 +352,9 @@ static void test_errors(void **state)
     test_policy_suite *s = *state;
     vkattn_context *ctx = test_policy_suite_first(s)->ctx;
     vkattn_kv_cache_desc d = {
-        .num_kv_heads = 1, .head_dim = 96, .dtype = Q8, .max_sequences = 1, .capacity = 32};
+        .num_kv_heads = 1, .head_dim = 80, .dtype = Q8, .max_sequences = 1, .capacity = 32};
     vkattn_kv_cache *c = (vkattn_kv_cache *)&d;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->head_dim 96 does not suit a q8_0 cache",
+    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "desc->head_dim 80 does not suit a q8_0 cache",
                vkattn_kv_cache_create(ctx, &d, &c));
     assert_null(c);
     d.head_dim = 64;

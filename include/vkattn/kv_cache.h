@@ -38,7 +38,9 @@ typedef struct vkattn_kv_cache_desc {
     uint32_t num_kv_heads; /* Hkv, required */
     uint32_t num_heads;    /* Hq of the queries that attend to it; 0: num_kv_heads */
     /* Dk, the head dim of K (and of the queries), required: 1 to 576 (q8_0,
-     * q4_0: a multiple of 64). A size that is not a multiple of 8 is kept
+     * q4_0: a multiple of 32, whole blocks; an odd number of blocks is
+     * written through device-scope atomics, which a borrowed device with
+     * vulkanMemoryModel enabled must allow: vulkanMemoryModelDeviceScope). A size that is not a multiple of 8 is kept
      * zero-padded to one (memory counts the padding) and takes the slower
      * paths of "attention semantics" (include/vkattn/ops.h), as does one
      * above 256. */

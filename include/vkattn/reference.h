@@ -136,7 +136,7 @@ typedef struct vkattn_ref_mha_args {
      * vkattn_ref_quantize and back, as such a cache holds them (a cache
      * of another dtype than desc->dtype f16 or bf16 gets them rounded to
      * that first, as the layer's steps stage them; a quantized one's
-     * desc's head_dim rule applies: a multiple of 64). Other values are
+     * desc's head_dim rule applies: a multiple of 32). Other values are
      * refused. */
     vkattn_dtype kv_cache_dtype;
     /* optional, f32 [Hq] or [B, Hq]: as in vkattn_mha_forward_args */

@@ -459,7 +459,7 @@ class MultiheadAttention:
         """A KV cache for this layer: `batch` sequences of up to max_tokens
         each; paged_block > 0 makes it paged with blocks of that many tokens.
         dtype: None (the layer's), or "q8_0" / "q4_0" (ggml's blocks,
-        quantized as K and V are appended; head_dim a multiple of 64)."""
+        quantized as K and V are appended; head_dim a multiple of 32)."""
         return KVCache(self, max_tokens, batch, paged_block, num_blocks, dtype)
 
     def step(self, x_new, cache, sequences=None, mask=None, head_mask=None):

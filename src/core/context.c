@@ -58,6 +58,7 @@ typedef struct feature_set {
     bool fp16;
     bool subgroup_size_control;
     bool memory_model;
+    bool memory_model_device_scope;
     bool maintenance4; /* LocalSizeId: the coopmat modules are SPIR-V 1.6 */
     bool coopmat;      /* VK_KHR_cooperative_matrix's feature (so the extension too) */
 } feature_set;
@@ -82,10 +83,14 @@ static void features_from_chain(const VkPhysicalDeviceFeatures2 *chain, feature_
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES:
             f->fp16 |= ((const VkPhysicalDeviceVulkan12Features *)s)->shaderFloat16;
             f->memory_model |= ((const VkPhysicalDeviceVulkan12Features *)s)->vulkanMemoryModel;
+            f->memory_model_device_scope |=
+                ((const VkPhysicalDeviceVulkan12Features *)s)->vulkanMemoryModelDeviceScope;
             break;
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES:
             f->memory_model |=
                 ((const VkPhysicalDeviceVulkanMemoryModelFeatures *)s)->vulkanMemoryModel;
+            f->memory_model_device_scope |= ((const VkPhysicalDeviceVulkanMemoryModelFeatures *)s)
+                                                ->vulkanMemoryModelDeviceScope;
             break;
 
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES:
@@ -168,10 +173,19 @@ static vkattn_result create_device(vkattn_context *ctx)
         f13.pNext = &fcm;
         f13.maintenance4 = VK_TRUE; /* required in Vulkan 1.3 */
         f12.vulkanMemoryModel = VK_TRUE;
+        /* where offered: the quantized caches' appends use device-scope
+         * atomics, which the memory model forbids without it */
+        VkPhysicalDeviceVulkan12Features offered = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+        VkPhysicalDeviceFeatures2 query = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                           .pNext = &offered};
+        ctx->vk.vkGetPhysicalDeviceFeatures2(ctx->physical_device, &query);
+        f12.vulkanMemoryModelDeviceScope = offered.vulkanMemoryModelDeviceScope;
     }
     feature_set enabled;
     features_from_chain(&features, &enabled);
     apply_features(&ctx->info, &enabled);
+    ctx->device_scope_atomics = !enabled.memory_model || enabled.memory_model_device_scope;
 
     float priority = 1.0f;
     VkDeviceQueueCreateInfo queue = {
@@ -276,6 +290,7 @@ static vkattn_result open_borrowed(vkattn_context *ctx, const vkattn_vulkan_borr
     feature_set enabled;
     features_from_chain(b->enabled_features, &enabled);
     apply_features(&ctx->info, &enabled);
+    ctx->device_scope_atomics = !enabled.memory_model || enabled.memory_model_device_scope;
     return VKATTN_SUCCESS;
 }
 

@@ -52,6 +52,9 @@ struct vkattn_context {
      * subgroup kernel may run, not even one a tuner would try. */
     bool subgroup_families_off;
     bool coopmat_works; /* the coopmat family is offered and passed its check */
+    /* atomics of device scope are allowed: the memory model is off, or on
+     * with vulkanMemoryModelDeviceScope */
+    bool device_scope_atomics;
     VkPhysicalDeviceMemoryProperties memory;
     uint32_t buffer_memory_type;  /* memory type of vkattn buffers */
     uint32_t staging_memory_type; /* host-visible type for staging */

@@ -423,9 +423,9 @@ static vkattn_result run_with_weights(const vkattn_mha_desc *dp, const vka_mha_w
                          vka_dtype_text(args->kv_cache_dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
-    if (vka_dtype_is_quantized(args->kv_cache_dtype) && (d.head_dim % 64 || d.v_head_dim % 64)) {
+    if (vka_dtype_is_quantized(args->kv_cache_dtype) && (d.head_dim % 32 || d.v_head_dim % 32)) {
         vka_error_format(error, error_size,
-                         "args->kv_cache_dtype %s needs head dims that are multiples of 64; the "
+                         "args->kv_cache_dtype %s needs head dims that are multiples of 32; the "
                          "layer's are %u and %u",
                          vkattn_dtype_name(args->kv_cache_dtype), d.head_dim, d.v_head_dim);
         return VKATTN_ERROR_INVALID_ARGUMENT;

@@ -37,6 +37,14 @@ static bool compute_sizes(const vkattn_kv_cache_desc *d, vka_kv_cache_sizes *z)
               vka_mul_u64(z->k_block_bytes, d->num_blocks, &z->k_pool_bytes) &&
               vka_mul_u64(z->v_block_bytes, d->num_blocks, &z->v_pool_bytes) &&
               vka_product_u64(scratch, 5, &z->split_scratch_bytes);
+    /* a quantized pool: blocks of 34 or 18 bytes may end halfway into a
+     * word, and the word readers read whole words, one past a block that
+     * ends so: up to the next word, and one more */
+    ok = ok && z->k_pool_bytes < UINT64_MAX - 8 && z->v_pool_bytes < UINT64_MAX - 8;
+    if (ok && vka_dtype_is_quantized(d->dtype)) {
+        z->k_pool_bytes = (z->k_pool_bytes | 3) + 5;
+        z->v_pool_bytes = (z->v_pool_bytes | 3) + 5;
+    }
     /* start and length per sequence, then its block table (fits: checked
      * against UINT32_MAX entries by the caller) */
     z->meta_bytes = 4 * (2ull * d->max_sequences + z->table_entries);
@@ -44,8 +52,7 @@ static bool compute_sizes(const vkattn_kv_cache_desc *d, vka_kv_cache_sizes *z)
 }
 
 /* A head dim of the desc (`name`: "head_dim" or "v_head_dim"): 1 to 576, a
- * multiple of 64 for a quantized cache (written a pair of 32-value blocks
- * at a time: whole 32-bit words, no word shared between two writers). */
+ * multiple of 32 for a quantized cache (whole ggml blocks). */
 static vkattn_result check_head_dim(const vkattn_kv_cache_desc *d, uint32_t value, const char *name,
                                     char *error, size_t error_size)
 {
@@ -54,10 +61,10 @@ static vkattn_result check_head_dim(const vkattn_kv_cache_desc *d, uint32_t valu
                          name, value, VKA_ATTENTION_HEAD_DIM_MAX);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    if (vka_dtype_is_quantized(d->dtype) && value % 64) {
+    if (vka_dtype_is_quantized(d->dtype) && value % 32) {
         vka_error_format(error, error_size,
-                         "desc->%s %u does not suit a %s cache: it must be a multiple of 64 "
-                         "(pairs of ggml's 32-value blocks)",
+                         "desc->%s %u does not suit a %s cache: it must be a multiple of 32 "
+                         "(ggml's 32-value blocks)",
                          name, value, vkattn_dtype_name(d->dtype));
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }

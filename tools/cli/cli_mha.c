@@ -92,7 +92,7 @@ static const char help_text[] =
     "  --kv-dtype T          with --prefill: the cache's dtype, --dtype's (default), any\n"
     "                        of f32, f16, bf16 (K and V rounded to nearest even as they\n"
     "                        are appended) or q8_0 / q4_0 (ggml's blocks, quantized as\n"
-    "                        they are appended; head dim a multiple of 64); --check\n"
+    "                        they are appended; head dim a multiple of 32); --check\n"
     "                        rounds or quantizes the reference's K and V the same way\n"
     "  --weight-dtype T      storage of the projection weights on the device: --dtype's\n"
     "                        (default), f16, bf16 or q8_0 (ggml's blocks along\n"

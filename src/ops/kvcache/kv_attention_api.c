@@ -120,8 +120,7 @@ vkattn_result vka_kv_attention_check(vkattn_kv_cache *c, const vkattn_tensor *q,
                         (unsigned long long)kv_splits * p->new_tokens, VKATTN_KV_MAX_SPLIT_ROWS);
     /* The pools are bound whole: a pool past one window would need the cache
      * to split it. */
-    uint64_t k_pool = c->k_block_bytes * c->d.num_blocks,
-             v_pool = c->v_block_bytes * c->d.num_blocks;
+    uint64_t k_pool = c->k_pool_bytes, v_pool = c->v_pool_bytes;
     uint64_t pool = k_pool > v_pool ? k_pool : v_pool;
     uint64_t align = ctx->info.min_storage_buffer_offset_alignment;
     if (pool + (align < 16 ? 16 : align) + 4 > vka_storage_window_limit(ctx))

@@ -107,7 +107,7 @@ static bool dec_config(const vkattn_context *ctx, uint32_t d, uint32_t rows, vka
 static bool pools_fit_texel(vkattn_context *ctx, const vkattn_kv_cache *c, size_t es)
 {
     for (int i = 0; i < 2; i++) {
-        uint64_t bytes = (i ? c->v_block_bytes : c->k_block_bytes) * c->d.num_blocks;
+        uint64_t bytes = i ? c->v_pool_bytes : c->k_pool_bytes;
         vkattn_tensor pool = vkattn_tensor_make(i ? c->v : c->k, 0, c->d.dtype, 1, NULL);
         pool.dtype = es == 4 ? VKATTN_DTYPE_F32 : c->d.dtype;
         pool.shape[0] = (int64_t)(bytes / es);

@@ -143,7 +143,7 @@ static vkattn_result bind_tensor(vkattn_context *ctx, const vkattn_tensor *t, bo
 static vkattn_result bind_pool(vkattn_context *ctx, const vkattn_kv_cache *c,
                                const vkattn_buffer *pool, bool texel, vka_binding *b)
 {
-    uint64_t bytes = (pool == c->k ? c->k_block_bytes : c->v_block_bytes) * c->d.num_blocks;
+    uint64_t bytes = pool == c->k ? c->k_pool_bytes : c->v_pool_bytes;
     uint32_t first;
     if (vka_dtype_is_quantized(c->d.dtype)) { /* whole: raw texels or 32-bit words */
         if (!texel)

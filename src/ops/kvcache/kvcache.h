@@ -42,8 +42,12 @@ struct vkattn_kv_cache {
      * zeros) unless quantized */
     uint32_t k_row, v_row;
     uint64_t k_block_bytes, v_block_bytes; /* bytes of one block of K / of V */
-    vkattn_buffer *k, *v;                  /* the pools */
-    vkattn_buffer *meta;                   /* step metadata */
+    /* bytes of the pools: num_blocks blocks, and for a quantized cache the
+     * rest of the last word and one word more, which the word readers may
+     * read past the last block (never used) */
+    uint64_t k_pool_bytes, v_pool_bytes;
+    vkattn_buffer *k, *v; /* the pools */
+    vkattn_buffer *meta;  /* step metadata */
     /* split-KV partial results: [max_sequences][num_heads][VKATTN_KV_MAX_SPLIT_ROWS]
      * rows of Dv + 2 floats (unnormalised output, running max, running sum) */
     vkattn_buffer *split_scratch;

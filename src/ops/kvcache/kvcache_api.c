@@ -44,6 +44,16 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
     vkattn_result r = vka_kv_cache_desc_resolve(desc, &d, &z, why, sizeof why);
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", why);
+    /* blocks sharing words with their neighbours are appended through
+     * atomics of device scope (kv_append_quant.comp) */
+    const uint32_t odd_dim = d.head_dim / 32 % 2 ? d.head_dim : d.v_head_dim;
+    if (vka_dtype_is_quantized(d.dtype) && odd_dim / 32 % 2 && !ctx->device_scope_atomics)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "desc: a %s cache of head dim %u (an odd number of 32-value blocks) is "
+                        "written with device-scope atomics, which this device's enabled features "
+                        "forbid (vulkanMemoryModel without vulkanMemoryModelDeviceScope): enable "
+                        "vulkanMemoryModelDeviceScope, or use an even number of blocks",
+                        vkattn_dtype_name(d.dtype), odd_dim);
     /* the kernels bind the step metadata (positions and block tables) whole */
     if (z.meta_bytes > ctx->info.max_storage_buffer_range)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
@@ -90,6 +100,8 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
     c->v_row = z.v_row;
     c->k_block_bytes = z.k_block_bytes;
     c->v_block_bytes = z.v_block_bytes;
+    c->k_pool_bytes = z.k_pool_bytes;
+    c->v_pool_bytes = z.v_pool_bytes;
     /* device memory first: it checks the sizes against the device's limits
      * before the host tables are made */
     vkattn_buffer_desc k_pool = {.size = z.k_pool_bytes};

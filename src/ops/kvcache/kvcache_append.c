@@ -43,13 +43,18 @@ static const vka_kernel append_kernels[4][4] = {
         .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, \
         .push_size = sizeof(vka_kv_append_push)                                      \
     }
-#define QUANT_KERNELS(q)                                                                        \
-    {                                                                                           \
-        [VKA_STORAGE_F32] = QUANT_KERNEL(q, f32), [VKA_STORAGE_F16] = QUANT_KERNEL(q, f16),     \
-        [VKA_STORAGE_F16P] = QUANT_KERNEL(q, f16p), [VKA_STORAGE_BF16] = QUANT_KERNEL(q, bf16), \
+#define QUANT_KERNELS(q, odd)                            \
+    {                                                    \
+        [VKA_STORAGE_F32] = QUANT_KERNEL(q, f32##odd),   \
+        [VKA_STORAGE_F16] = QUANT_KERNEL(q, f16##odd),   \
+        [VKA_STORAGE_F16P] = QUANT_KERNEL(q, f16p##odd), \
+        [VKA_STORAGE_BF16] = QUANT_KERNEL(q, bf16##odd), \
     }
-/* by [cache is q4_0][storage of k and v] */
-static const vka_kernel quant_kernels[2][4] = {QUANT_KERNELS(q8_0), QUANT_KERNELS(q4_0)};
+/* by [head dim an odd number of blocks][cache is q4_0][storage of k and v] */
+static const vka_kernel quant_kernels[2][2][4] = {
+    {QUANT_KERNELS(q8_0, ), QUANT_KERNELS(q4_0, )},
+    {QUANT_KERNELS(q8_0, _odd), QUANT_KERNELS(q4_0, _odd)},
+};
 
 /* Whether a head dim is appended a quad at a time (else an element at a
  * time: rows, strides and offsets are then free). */
@@ -104,6 +109,7 @@ static vkattn_result prepare_pass(vkattn_context *ctx, vkattn_kv_cache *c, const
                    (tokens - 1) * t->strides[2] + dim) *
         es;
     const bool quant = vka_dtype_is_quantized(c->d.dtype), quads = !quant && by_quads(dim);
+    const bool odd = quant && dim / 32 % 2; /* blocks that share words with their neighbours */
     /* sources by quads or elements; the pool whole: quads or element pairs
      * of the cache's dtype, or a quantized one's words */
     uint32_t unit = quads ? 4 : 1, first, unused;
@@ -113,11 +119,13 @@ static vkattn_result prepare_pass(vkattn_context *ctx, vkattn_kv_cache *c, const
     VKA_TRY(vka_bind_window(ctx, pool, 0, pool_bytes, pool_unit, &b[2], &unused));
     uint32_t spec[2] = {vka_workgroup_size(ctx, WORKGROUP), !quads};
     const vka_kernel *kernel =
-        quant ? &quant_kernels[c->d.dtype == VKATTN_DTYPE_Q4_0][vka_storage_kind(ctx, t->dtype)]
-              : &append_kernels[vka_storage_kind(ctx, c->d.dtype)][vka_storage_kind(ctx, t->dtype)];
+        quant
+            ? &quant_kernels[odd][c->d.dtype == VKATTN_DTYPE_Q4_0][vka_storage_kind(ctx, t->dtype)]
+            : &append_kernels[vka_storage_kind(ctx, c->d.dtype)][vka_storage_kind(ctx, t->dtype)];
     VKA_TRY(vka_pipeline_get(ctx, kernel, spec, quant ? 1 : 2, &pass->pipeline));
-    /* per pool row: pairs of quantized blocks, quads or element pairs */
-    uint32_t per_row = quant ? dim / 64 : quads ? row / 4 : row / 2;
+    /* per pool row: pairs of quantized blocks or single ones, quads or
+     * element pairs */
+    uint32_t per_row = odd ? dim / 32 : quant ? dim / 64 : quads ? row / 4 : row / 2;
     uint64_t units = (uint64_t)batch * c->d.num_kv_heads * tokens * per_row;
     vka_grid_2d(ctx, vka_div_up64(units, spec[0]), &pass->gx, &pass->gy);
     if (pass->gy > ctx->info.max_workgroup_count[1] || units > UINT32_MAX)
@@ -147,11 +155,10 @@ vkattn_result vka_kv_append_prepare(vkattn_context *ctx, vkattn_kv_cache *c, con
                                     const vkattn_tensor *v, uint32_t batch,
                                     vka_kv_append_plan *plan)
 {
-    const uint64_t blocks = c->d.num_blocks;
-    VKA_TRY(prepare_pass(ctx, c, k, batch, c->k, c->k_block_bytes * blocks, c->d.head_dim, c->k_row,
+    VKA_TRY(prepare_pass(ctx, c, k, batch, c->k, c->k_pool_bytes, c->d.head_dim, c->k_row,
                          &plan->pass[0]));
-    return prepare_pass(ctx, c, v, batch, c->v, c->v_block_bytes * blocks, c->d.v_head_dim,
-                        c->v_row, &plan->pass[1]);
+    return prepare_pass(ctx, c, v, batch, c->v, c->v_pool_bytes, c->d.v_head_dim, c->v_row,
+                        &plan->pass[1]);
 }
 
 vkattn_result vka_kv_append_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,

@@ -96,8 +96,7 @@ static vkattn_result check_pool_targets(vkattn_context *ctx, const vka_linear_se
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache->new_tokens is 0");
     /* The pools are bound whole: which rows a step touches is only known on
      * the GPU (block tables). */
-    uint64_t k_pool = c->k_block_bytes * c->d.num_blocks,
-             v_pool = c->v_block_bytes * c->d.num_blocks;
+    uint64_t k_pool = c->k_pool_bytes, v_pool = c->v_pool_bytes;
     uint64_t pool = k_pool > v_pool ? k_pool : v_pool;
     uint64_t limit = vka_min_u64(ctx->info.max_storage_buffer_range, 1ull << 32);
     if (vka_align_up(pool, 4) > limit)
@@ -150,7 +149,7 @@ static vkattn_result check_pool_segment(vkattn_context *ctx, const vka_linear_se
                         "(padded to a multiple of 8), which the projection cannot write",
                         i, pool_name(s), row, is_k ? "head_dim" : "v_head_dim", dim);
     vkattn_buffer *pool = is_k ? c->k : c->v;
-    uint64_t pool_bytes = (is_k ? c->k_block_bytes : c->v_block_bytes) * d->num_blocks;
+    uint64_t pool_bytes = is_k ? c->k_pool_bytes : c->v_pool_bytes;
     int64_t elements = (int64_t)(pool_bytes / vkattn_dtype_size(d->dtype));
     p->dst[i] = vkattn_tensor_make(pool, 0, d->dtype, 1, &elements);
     return VKATTN_SUCCESS;
