@@ -119,8 +119,10 @@ VKATTN_API uint32_t vkattn_kv_cache_free_blocks(const vkattn_kv_cache *cache);
  * (each its own), converted to a float cache's dtype (rounding to nearest
  * even) or quantized as they are written, last
  * dimension contiguous, the same T (with a head dim that is not a multiple
- * of 4, strides and offsets are free; else multiples of 4 elements). (The MHA layer's steps append without this copy: their
- * projection writes into the cache directly.) */
+ * of 4, strides and offsets are free; else multiples of 4 elements). (The
+ * MHA layer's steps append without this copy into a cache of the layer's
+ * float dtype whose rows need no padding: their projection writes into it
+ * directly; into any other, through the same append from their scratch.) */
 typedef struct vkattn_kv_append_args {
     vkattn_kv_cache *cache;
     uint32_t batch;

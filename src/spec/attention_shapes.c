@@ -215,6 +215,16 @@ static vkattn_result check_optional(const check_state *st, const vka_attention_s
     return VKATTN_SUCCESS;
 }
 
+void vka_query_view4(const vka_attention_dims *dims, int64_t *shape, int64_t *strides)
+{
+    for (int i = 3; i > 0; i--) {
+        shape[i] = shape[i - 1];
+        strides[i] = strides[i - 1];
+    }
+    shape[0] = dims->batch;
+    strides[0] = 0;
+}
+
 vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *prefix,
                                   vka_attention_dims *dims, char *error, size_t error_size)
 {

@@ -59,6 +59,11 @@ typedef struct vka_attention_dims {
 vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *prefix,
                                   vka_attention_dims *dims, char *error, size_t error_size);
 
+/* A checked q of rank 3 [Hq, Tq, Dk] (dims->q_broadcast) as the rank-4
+ * view [B, Hq, Tq, Dk] at batch stride 0, in place: its first three shape
+ * and stride entries move up one; the caller sets the rank to 4. */
+void vka_query_view4(const vka_attention_dims *dims, int64_t *shape, int64_t *strides);
+
 /* A checked mask of `rank` 2, 3 or 4 as one rank-4 view [B, Hq, Tq, Tk]:
  * shape4 holds 1 where it broadcasts, else the full size, and strides4 the
  * element stride of each dimension from the mask's own `strides` (0 where

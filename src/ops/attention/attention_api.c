@@ -106,14 +106,8 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
             return r;
     }
     if (p->dims.q_broadcast) { /* [Hq, Tq, D]: every batch row reads it (stride 0) */
-        vkattn_tensor q = p->q;
+        vka_query_view4(&p->dims, p->q.shape, p->q.strides);
         p->q.rank = 4;
-        p->q.shape[0] = p->dims.batch;
-        p->q.strides[0] = 0;
-        for (int i = 0; i < 3; i++) {
-            p->q.shape[i + 1] = q.shape[i];
-            p->q.strides[i + 1] = q.strides[i];
-        }
     }
     r = vka_bool_mask_check(args->bool_mask, "args->", error, sizeof error);
     if (r != VKATTN_SUCCESS)

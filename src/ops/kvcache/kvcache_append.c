@@ -9,13 +9,15 @@
 
 #define WORKGROUP 64u
 
-#define APPEND_KERNEL(c, s)                                                          \
-    {                                                                                \
-        .name = "kv_append_" #c "_" #s, .spirv = &vka_spirv_kv_append_##c##_##s,     \
-        .binding_count = 3,                                                          \
-        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, \
-        .push_size = sizeof(vka_kv_append_push)                                      \
+/* kv_append_<id>: kv_append.comp or kv_append_quant.comp, by variant */
+#define KERNEL_(id)                                                                       \
+    {                                                                                     \
+        .name = "kv_append_" #id, .spirv = &vka_spirv_kv_append_##id, .binding_count = 3, \
+        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE},      \
+        .push_size = sizeof(vka_kv_append_push)                                           \
     }
+#define KERNEL(id) KERNEL_(id)
+#define APPEND_KERNEL(c, s) KERNEL(c##_##s)
 
 /* by [the cache's storage][k and v's]; a device has one f16 path, so f16
  * never meets f16p (no such kernel) */
@@ -36,13 +38,7 @@ static const vka_kernel append_kernels[4][4] = {
                           [VKA_STORAGE_BF16] = APPEND_KERNEL(bf16, bf16)},
 };
 
-#define QUANT_KERNEL(q, s)                                                           \
-    {                                                                                \
-        .name = "kv_append_" #q "_" #s, .spirv = &vka_spirv_kv_append_##q##_##s,     \
-        .binding_count = 3,                                                          \
-        .bindings = {VKA_BINDING_STORAGE, VKA_BINDING_STORAGE, VKA_BINDING_STORAGE}, \
-        .push_size = sizeof(vka_kv_append_push)                                      \
-    }
+#define QUANT_KERNEL(q, s) KERNEL(q##_##s)
 #define QUANT_KERNELS(q, odd)                            \
     {                                                    \
         [VKA_STORAGE_F32] = QUANT_KERNEL(q, f32##odd),   \
