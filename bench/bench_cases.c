@@ -63,6 +63,16 @@ const bench_case bench_cases[] = {
      Q8},
     {"attn_decode_gqa_d128_kv4096_q4_0", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
      Q4},
+    /* ... and llama.cpp's other cache types (q4_1, q5_0, q5_1, iq4_nl: 31%,
+     * 34%, 38% and 28% of f16's bytes), read through storage buffers */
+    {"attn_decode_gqa_d128_kv4096_q4_1", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
+     VKATTN_DTYPE_Q4_1},
+    {"attn_decode_gqa_d128_kv4096_q5_0", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
+     VKATTN_DTYPE_Q5_0},
+    {"attn_decode_gqa_d128_kv4096_q5_1", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
+     VKATTN_DTYPE_Q5_1},
+    {"attn_decode_gqa_d128_kv4096_iq4_nl", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false, F16,
+     VKATTN_DTYPE_IQ4_NL},
     /* DeepSeek MLA's absorbed decode: 16 query heads over one KV head of
      * 4096 tokens, Dk 576 (latent 512 + rope 64), Dv 512, f16; through
      * vkattn_attention (Tq 1), as the KV cache keeps Dk = Dv <= 256. */

@@ -519,6 +519,20 @@ typedef enum vkattn_dtype {
     /* block_q4_0, 18 bytes: uint16 d, uint8 qs[16]; value i (i < 16) =
      * d * ((qs[i] & 0xF) - 8), value i + 16 = d * ((qs[i] >> 4) - 8) */
     VKATTN_DTYPE_Q4_0 = 6,
+    /* block_q4_1, 20 bytes: uint16 d, uint16 m (halves), uint8 qs[16];
+     * value i = d * (qs[i] & 0xF) + m, value i + 16 = d * (qs[i] >> 4) + m */
+    VKATTN_DTYPE_Q4_1 = 7,
+    /* block_q5_0, 22 bytes: uint16 d, uint32 qh (little endian), uint8
+     * qs[16]; q[i] = (qs[i] & 0xF) | bit i of qh << 4, q[i + 16] =
+     * (qs[i] >> 4) | bit i + 16 of qh << 4; value = d * (q - 16) */
+    VKATTN_DTYPE_Q5_0 = 8,
+    /* block_q5_1, 24 bytes: uint16 d, uint16 m, uint32 qh, uint8 qs[16];
+     * q as q5_0's; value = d * q + m */
+    VKATTN_DTYPE_Q5_1 = 9,
+    /* block_iq4_nl, 18 bytes: uint16 d, uint8 qs[16]; value i = d *
+     * T[qs[i] & 0xF], value i + 16 = d * T[qs[i] >> 4], T = {-127, -104,
+     * -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113} */
+    VKATTN_DTYPE_IQ4_NL = 10,
 } vkattn_dtype;
 
 #define VKATTN_MAX_RANK 4
@@ -547,15 +561,17 @@ VKATTN_API vkattn_tensor vkattn_tensor_make(vkattn_buffer *buffer, uint64_t offs
                                             const int64_t *shape);
 /* Bytes per element of a dtype (0 for quantized and unknown values). */
 VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype);
-/* Values per block: 32 for q8_0 and q4_0, 1 for the others, 0 for unknown
- * values. */
+/* Values per block: 32 for the quantized dtypes, 1 for the others, 0 for
+ * unknown values. */
 VKATTN_API uint32_t vkattn_dtype_block_size(vkattn_dtype dtype);
 /* Bytes of `elements` consecutive values: elements * size, or for a
- * quantized dtype elements / 32 blocks of 34 (q8_0) or 18 (q4_0) bytes; 0
+ * quantized dtype elements / 32 blocks of 34 (q8_0), 18 (q4_0, iq4_nl), 20
+ * (q4_1), 22 (q5_0) or 24 (q5_1) bytes; 0
  * when `elements` is not a whole number of blocks, the dtype is unknown or
  * the size does not fit 64 bits. */
 VKATTN_API uint64_t vkattn_dtype_row_bytes(vkattn_dtype dtype, uint64_t elements);
-/* "f32", "f16", "u8", "i32", "bf16", "q8_0", "q4_0"; NULL for unknown values. */
+/* "f32", "f16", "u8", "i32", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+ * "iq4_nl"; NULL for unknown values. */
 VKATTN_API const char *vkattn_dtype_name(vkattn_dtype dtype);
 /* Number of elements (product of the shape); -1 when a dimension is negative
  * or the product does not fit int64_t. */

@@ -88,25 +88,22 @@
         hi = name_##_load4(i + 1u);                                                  \
     }
 
-// ---- quantized K/V (KV caches only): ggml's q8_0 and q4_0 blocks, read a
-// quad at a time by tensor_io.glsl's DECLARE_Q8_0_QUADS / DECLARE_Q4_0_QUADS
-// (quad i is values 4i..4i+3 of the binding; the host binds whole pools of
-// an even number of blocks, so the last block ends on a word).
-#define DECLARE_IN4_q8_0(binding_, name_)                                           \
-    DECLARE_Q8_0_QUADS(binding_, name_)                                              \
+// ---- quantized K/V (KV caches only): ggml's blocks, read a quad at a time
+// by tensor_io.glsl's DECLARE_<FORMAT>_QUADS (quad i is values 4i..4i+3 of
+// the binding; the host binds whole pools that end on a word).
+#define DECLARE_IN4_QUANT(binding_, name_, format_)                                 \
+    DECLARE_##format_##_QUADS(binding_, name_)                                       \
     vec4 name_##_load4(uint i) { return name_##_quad(i); }                           \
     void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
         lo = name_##_quad(i);                                                        \
         hi = name_##_quad(i + 1u);                                                   \
     }
-
-#define DECLARE_IN4_q4_0(binding_, name_)                                           \
-    DECLARE_Q4_0_QUADS(binding_, name_)                                              \
-    vec4 name_##_load4(uint i) { return name_##_quad(i); }                           \
-    void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
-        lo = name_##_quad(i);                                                        \
-        hi = name_##_quad(i + 1u);                                                   \
-    }
+#define DECLARE_IN4_q8_0(binding_, name_) DECLARE_IN4_QUANT(binding_, name_, Q8_0)
+#define DECLARE_IN4_q4_0(binding_, name_) DECLARE_IN4_QUANT(binding_, name_, Q4_0)
+#define DECLARE_IN4_q4_1(binding_, name_) DECLARE_IN4_QUANT(binding_, name_, Q4_1)
+#define DECLARE_IN4_q5_0(binding_, name_) DECLARE_IN4_QUANT(binding_, name_, Q5_0)
+#define DECLARE_IN4_q5_1(binding_, name_) DECLARE_IN4_QUANT(binding_, name_, Q5_1)
+#define DECLARE_IN4_iq4_nl(binding_, name_) DECLARE_IN4_QUANT(binding_, name_, IQ4_NL)
 
 // ---- outputs: name_store4(i, v). One invocation writes all four elements of
 // a quad, so packed halves never need a read-modify-write.

@@ -1,20 +1,21 @@
 // Appends one of K or V ([B, Hkv, T, D] of a step) to its pool of a
 // quantized KV cache (layout: src/ops/kvcache/kvcache.h), quantizing as it
-// writes: ggml's q8_0 or q4_0 blocks of 32 values along the head dim (QT =
-// 8 or 4; the layouts: attention_io.glsl). The K and V of a step are two
-// dispatches (their head dims may differ). Where a head dim is an even
-// number of blocks, one invocation quantizes a pair of blocks (64 values)
-// of one token row: 68 or 36 bytes, whole 32-bit words, so no two
-// invocations share a word. Where it is odd (ODD_BLOCKS), one invocation
-// quantizes one block (34 or 18 bytes): it starts on a word or halfway into
-// one, and the word it shares with its neighbour (the block before or
-// after, maybe another token's row) is written by both through atomic AND /
-// OR on their own halves (device scope: contexts whose memory model forbids
-// it refuse such caches); the words it holds alone are stored. The
-// arithmetic is the CPU reference's (vkattn_ref_quantize) step by step in
-// f32, `precise` so that nothing is fused; the scale is rounded to f16 to
-// nearest even by hand. Variant: DT = f32 / f16 / f16p / bf16 (the storage
-// of k and v).
+// writes ggml's blocks of 32 values along the head dim (QF: 0 q8_0, 1 q4_0,
+// 2 q4_1, 3 q5_0, 4 q5_1, 5 iq4_nl; the layouts: tensor_io.glsl). The K and
+// V of a step are two dispatches (their head dims may differ). Blocks of
+// whole 32-bit words (q4_1, q5_1: 20 and 24 bytes) are one invocation's
+// each. The others are 2 bytes more than whole words (34, 18, 22): where a
+// head dim is an even number of blocks, one invocation quantizes a pair of
+// blocks (64 values) of one token row, whole words, so no two invocations
+// share a word. Where it is odd (ODD_BLOCKS), one invocation quantizes one
+// block: it starts on a word or halfway into one, and the word it shares
+// with its neighbour (the block before or after, maybe another token's
+// row) is written by both through atomic AND / OR on their own halves
+// (device scope: contexts whose memory model forbids it refuse such
+// caches); the words it holds alone are stored. The arithmetic is the CPU
+// reference's (vkattn_ref_quantize) step by step in f32, `precise` so that
+// nothing is fused; scales are rounded to f16 to nearest even by hand.
+// Variant: DT = f32 / f16 / f16p / bf16 (the storage of k and v).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "tensor_io.glsl"
@@ -26,12 +27,22 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u;
 
-#if QT == 8
+#if QF == 0
 const uint BLOCK_BYTES = 34u;
-#else
+#elif QF == 1 || QF == 5
 const uint BLOCK_BYTES = 18u;
+#elif QF == 2
+const uint BLOCK_BYTES = 20u;
+#elif QF == 3
+const uint BLOCK_BYTES = 22u;
+#else
+const uint BLOCK_BYTES = 24u;
 #endif
-#if ODD_BLOCKS
+// blocks of whole words: one per invocation
+#define WORD_BLOCKS (QF == 2 || QF == 4)
+#if WORD_BLOCKS
+const uint SPAN_WORDS = BLOCK_BYTES / 4u;
+#elif ODD_BLOCKS
 // the words a block touches: it starts on a word or halfway into one, and
 // BLOCK_BYTES is 2 more than a multiple of 4
 const uint SPAN_WORDS = (BLOCK_BYTES + 2u) / 4u;
@@ -49,7 +60,7 @@ layout(push_constant) uniform Push {
 
 layout(set = 0, binding = 0, std430) readonly buffer meta_buffer { uint meta[]; };
 DECLARE_RO(1, src, DT)
-#if ODD_BLOCKS
+#if ODD_BLOCKS && !WORD_BLOCKS
 layout(set = 0, binding = 2, std430) buffer pool_buffer { uint pool[]; };
 #else
 layout(set = 0, binding = 2, std430) writeonly buffer pool_buffer { uint pool[]; };
@@ -94,10 +105,46 @@ void put_byte(uint at, uint value) {
     words[w] = (words[w] & ~(0xffu << shift)) | ((value & 0xffu) << shift);
 }
 
+void put_f16(uint at, float x) {
+    uint h = f16_bits(x);
+    put_byte(at, h);
+    put_byte(at + 1u, h >> 8u);
+}
+
+void put_word(uint at, uint value) {
+    for (uint k = 0u; k < 4u; k++)
+        put_byte(at + k, value >> (8u * k));
+}
+
+#if QF == 5
+const float LEVELS[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
+                                   1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+
+// The level nearest to v (ties to the upper one), as the reference's
+// nearest_level: a bisection over the sorted levels.
+uint nearest_level(float v) {
+    if (v <= LEVELS[0])
+        return 0u;
+    if (v >= LEVELS[15])
+        return 15u;
+    uint lo = 0u, hi = 15u;
+    while (hi - lo > 1u) {
+        uint mid = (lo + hi) / 2u;
+        if (v < LEVELS[mid])
+            hi = mid;
+        else
+            lo = mid;
+    }
+    precise float below = v - LEVELS[hi - 1u];
+    precise float above = LEVELS[hi] - v;
+    return below < above ? hi - 1u : hi;
+}
+#endif
+
 // The block, x its 32 values, at byte `base` of words[] (the pair's second
 // block: BLOCK_BYTES; ODD_BLOCKS: 0 or 2).
 void quantize_block(uint base, float x[32]) {
-#if QT == 8
+#if QF == 0
     float amax = 0.0;
     for (uint j = 0u; j < 32u; j++)
         amax = max(amax, abs(x[j]));
@@ -107,27 +154,103 @@ void quantize_block(uint base, float x[32]) {
         precise float v = x[j] * id;
         put_byte(base + 2u + j, uint(int(round_away(v))));
     }
-#else
+    put_f16(base, d);
+#elif QF == 1 || QF == 3
+    // q4_0, q5_0: steps of the largest magnitude (signed) / -8 or -16
+    const float HALF_RANGE = QF == 1 ? 8.0 : 16.0;
     float amax = 0.0, mx = 0.0;
     for (uint j = 0u; j < 32u; j++)
         if (amax < abs(x[j])) {
             amax = abs(x[j]);
             mx = x[j];
         }
-    precise float d = mx / -8.0;
+    precise float d = mx / -HALF_RANGE;
     precise float id = d != 0.0 ? 1.0 / d : 0.0;
+    uint qh = 0u;
     for (uint j = 0u; j < 16u; j++) {
         precise float v0 = x[j] * id;
         precise float v1 = x[j + 16u] * id;
-        precise float s0 = v0 + 8.5;
-        precise float s1 = v1 + 8.5;
-        uint q0 = min(15u, uint(int(s0))), q1 = min(15u, uint(int(s1)));
-        put_byte(base + 2u + j, q0 | (q1 << 4u));
+        precise float s0 = v0 + (HALF_RANGE + 0.5);
+        precise float s1 = v1 + (HALF_RANGE + 0.5);
+        uint top = uint(2.0 * HALF_RANGE) - 1u;
+        uint q0 = min(top, uint(int(s0))), q1 = min(top, uint(int(s1)));
+        put_byte(base + (QF == 1 ? 2u : 6u) + j, (q0 & 15u) | ((q1 & 15u) << 4u));
+        qh |= ((q0 >> 4u) & 1u) << j;
+        qh |= ((q1 >> 4u) & 1u) << (j + 16u);
     }
+    put_f16(base, d);
+#if QF == 3
+    put_word(base + 2u, qh);
 #endif
-    uint h = f16_bits(d);
-    put_byte(base, h);
-    put_byte(base + 1u, h >> 8u);
+#elif QF == 2 || QF == 4
+    // q4_1, q5_1: the block's range in 15 or 31 steps from its minimum
+    const float STEPS = QF == 2 ? 15.0 : 31.0;
+    float lo = 3.402823466e38, hi = -3.402823466e38;
+    for (uint j = 0u; j < 32u; j++) {
+        if (x[j] < lo)
+            lo = x[j];
+        if (x[j] > hi)
+            hi = x[j];
+    }
+    precise float range = hi - lo;
+    precise float d = range / STEPS;
+    precise float id = d != 0.0 ? 1.0 / d : 0.0;
+    uint qh = 0u;
+    for (uint j = 0u; j < 16u; j++) {
+        precise float u0 = x[j] - lo;
+        precise float u1 = x[j + 16u] - lo;
+        precise float v0 = u0 * id;
+        precise float v1 = u1 * id;
+        precise float s0 = v0 + 0.5;
+        precise float s1 = v1 + 0.5;
+        uint q0 = uint(int(s0)), q1 = uint(int(s1));
+#if QF == 2
+        q0 = min(15u, q0);
+        q1 = min(15u, q1);
+#endif
+        put_byte(base + (QF == 2 ? 4u : 8u) + j, (q0 & 15u) | ((q1 & 15u) << 4u));
+        qh |= ((q0 >> 4u) & 1u) << j;
+        qh |= ((q1 >> 4u) & 1u) << (j + 16u);
+    }
+    put_f16(base, d);
+    put_f16(base + 2u, lo);
+#if QF == 4
+    put_word(base + 4u, qh);
+#endif
+#else
+    // iq4_nl: each value's nearest level at the scale that maps the largest
+    // magnitude to -127, then the least-squares scale with weights x^2
+    float amax = 0.0, mx = 0.0;
+    for (uint j = 0u; j < 32u; j++)
+        if (abs(x[j]) > amax) {
+            amax = abs(x[j]);
+            mx = x[j];
+        }
+    uint level[32];
+    for (uint j = 0u; j < 32u; j++)
+        level[j] = 0u;
+    precise float d = 0.0;
+    if (!(amax < 1e-15)) {
+        precise float d0 = mx / -127.0;
+        precise float id = 1.0 / d0;
+        precise float sumqx = 0.0, sumq2 = 0.0;
+        for (uint j = 0u; j < 32u; j++) {
+            precise float al = id * x[j];
+            level[j] = nearest_level(al);
+            float q = LEVELS[level[j]];
+            precise float w = x[j] * x[j];
+            precise float wq = w * q;
+            precise float wqx = wq * x[j];
+            precise float wqq = wq * q;
+            sumqx = sumqx + wqx;
+            sumq2 = sumq2 + wqq;
+        }
+        d = sumq2 > 0.0 ? sumqx / sumq2 : 0.0;
+    }
+    for (uint j = 0u; j < 16u; j++)
+        put_byte(base + 2u + j, level[j] | (level[j + 16u] << 4u));
+    put_f16(base, d);
+#endif
 }
 
 void main() {
@@ -147,7 +270,15 @@ void main() {
     float x[32];
     for (uint w = 0u; w < SPAN_WORDS; w++)
         words[w] = 0u;
-#if ODD_BLOCKS
+#if WORD_BLOCKS
+    uint dst = (row * pc.units + u) * SPAN_WORDS;
+    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t + u * 32u;
+    for (uint j = 0u; j < 32u; j++)
+        x[j] = src_load(pc.first + src + j);
+    quantize_block(0u, x);
+    for (uint w = 0u; w < SPAN_WORDS; w++)
+        pool[dst + w] = words[w];
+#elif ODD_BLOCKS
     uint at = (row * pc.units + u) * BLOCK_BYTES; // the block's first byte in the pool
     uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t + u * 32u;
     for (uint j = 0u; j < 32u; j++)

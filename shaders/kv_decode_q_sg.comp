@@ -1,11 +1,13 @@
-// Attention over a quantized KV cache (q8_0 or q4_0, QT = 8 or 4) for few
+// Attention over a quantized KV cache (QF: 0 q8_0, 1 q4_0, 2 q4_1, 3 q5_0,
+// 4 q5_1, 5 iq4_nl; layouts: tensor_io.glsl) for few
 // rows (decode, T <= 16), subgroup family, through rgba32ui texel views of
 // the pools. Same interface, grid, splits and scratch as kv_attention_sg.comp
 // (see kv_attention_main.glsl).
 //
-// ggml's blocks (34 or 18 bytes) fall on a 16-byte texel only every 8
-// blocks, so the unit of this kernel is a group of 8 blocks: 256 values, 17
-// texels (q8_0) or 9 (q4_0), KPG = 256 / D whole keys (D is 64, 128 or 256;
+// ggml's blocks (34, 18, 20, 22 or 24 bytes) fall on a 16-byte texel only
+// every 8 blocks, so the unit of this kernel is a group of 8 blocks: 256
+// values, 17 texels (q8_0), 9 (q4_0, iq4_nl), 10 (q4_1), 11 (q5_0) or 12
+// (q5_1), KPG = 256 / D whole keys (D is 64, 128 or 256;
 // the cache's pages hold a multiple of KPG keys, so a group never
 // straddles two). Lane l owns group l of every block of SG groups: it
 // fetches the group's texels, finds each block's scale and words at fixed
@@ -18,8 +20,9 @@
 // than LAZY (log2 domain): the probabilities stay below 2^LAZY, and the
 // output copies are rescaled a few times per sequence instead of every
 // block. Dequantization is folded into the sums: d * sum(q_i x_i) for a
-// score, (p d) q_i for a value; q4_0's offset of 8 once per block (the sum
-// of q over a block, the sum of p d over a block's keys).
+// score, (p d) q_i for a value; the offset of q4_0 (8) and q5_0 (16) and
+// the minimum m of q4_1 and q5_1 once per block (through the sum of q over
+// a block, and the sums of p d and p m over a block's keys).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -35,11 +38,27 @@ layout(constant_id = 2) const uint D = 128u; // head dimension: 64, 128 or 256
 layout(constant_id = 3) const uint R = 4u;   // rows per subgroup
 layout(constant_id = 4) const uint GPL = 1u; // groups per lane (1, 2 or 4)
 
-#if QT == 8
+#if QF == 0
 const uint BLOCK_BYTES = 34u;
-#else
+#elif QF == 1 || QF == 5
 const uint BLOCK_BYTES = 18u;
+#elif QF == 2
+const uint BLOCK_BYTES = 20u;
+#elif QF == 3
+const uint BLOCK_BYTES = 22u;
+#else
+const uint BLOCK_BYTES = 24u;
 #endif
+// the nibble formats' fields: nibbles at QS_OFF; a fifth bit per value in
+// the word at QH_OFF (q5_0, q5_1); the minimum's f16 at byte 2 (q4_1,
+// q5_1); the offset subtracted from q (q4_0 8, q5_0 16)
+#define NIBBLES (QF != 0)
+#define FIFTH (QF == 3 || QF == 4)
+#define HAS_MIN (QF == 2 || QF == 4)
+#define HAS_OFFSET (QF == 1 || QF == 3)
+const uint QS_OFF = QF == 2 ? 4u : QF == 3 ? 6u : QF == 4 ? 8u : 2u;
+const uint QH_OFF = QF == 3 ? 2u : 4u;
+const float OFFSET = QF == 3 ? 16.0 : 8.0;
 const uint GT = BLOCK_BYTES / 2u; // texels of a group of 8 blocks
 const uint KPG = 256u / D;        // keys of a group
 const uint KPL = KPG * GPL;       // keys of a lane
@@ -66,8 +85,24 @@ const float LAZY = 8.0;
 vec4 q8_values(uint w) {
     return vec4(ivec4(int(w << 24u), int(w << 16u), int(w << 8u), int(w)) >> 24);
 }
-vec4 q4_low(uint w) { return vec4(uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xfu); }
-vec4 q4_high(uint w) { return q4_low(w >> 4u); }
+uvec4 nib_low(uint w) { return uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xfu; }
+// The values (less their offset, before the scale) of the four bytes' low
+// and high nibbles of word w: quad c of a block and quad c + 4; qh the
+// block's fifth bits (q5_0, q5_1).
+void nibble_values(uint w, uint qh, uint c, out vec4 lo, out vec4 hi) {
+    uvec4 nl = nib_low(w), nh = nib_low(w >> 4u);
+#if FIFTH
+    nl |= ((uvec4(qh >> (4u * c)) >> uvec4(0u, 1u, 2u, 3u)) & 1u) << 4u;
+    nh |= ((uvec4(qh >> (16u + 4u * c)) >> uvec4(0u, 1u, 2u, 3u)) & 1u) << 4u;
+#endif
+#if QF == 5
+    lo = iq4nl_levels4(nl);
+    hi = iq4nl_levels4(nh);
+#else
+    lo = vec4(nl);
+    hi = vec4(nh);
+#endif
+}
 
 // a + dot(x, y) as four FMAs
 float fma4(vec4 x, vec4 y, float a) {
@@ -107,9 +142,14 @@ void main() {
     vec4 q[R][DQ];
     vec4 o[R][DQ];
     float m[R], l[R];
-#if QT == 4
+#if HAS_OFFSET || HAS_MIN
     float qsum[R][BPK]; // sum of q over each block's 32 values
+#endif
+#if HAS_OFFSET
     float pdsum[R][BPK]; // sum of p d over the keys, per block of the values
+#endif
+#if HAS_MIN
+    float pmsum[R][BPK]; // sum of p m over the keys, per block of the values
 #endif
     [[unroll]] for (uint r = 0u; r < R; r++) {
         rw[r] = kv_row_info(min(row0 + r, last_row), b, kv_head, shift, D);
@@ -117,13 +157,18 @@ void main() {
             q[r][c] = q_load4(rw[r].q + c);
             o[r][c] = vec4(0.0);
         }
-#if QT == 4
+#if HAS_OFFSET || HAS_MIN
         [[unroll]] for (uint bb = 0u; bb < BPK; bb++) {
             vec4 t = vec4(0.0);
             [[unroll]] for (uint c = 0u; c < 8u; c++)
                 t += q[r][bb * 8u + c];
             qsum[r][bb] = (t.x + t.y) + (t.z + t.w);
+#if HAS_OFFSET
             pdsum[r][bb] = 0.0;
+#endif
+#if HAS_MIN
+            pmsum[r][bb] = 0.0;
+#endif
         }
 #endif
         m[r] = NEG_INF;
@@ -162,7 +207,7 @@ void main() {
             [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
                 [[unroll]] for (uint r = 0u; r < R; r++)
                     part[kk][r] = 0.0;
-#if QT == 8
+#if !NIBBLES
             [[unroll]] for (uint c = 0u; c < 8u; c++)
                 [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
                     vec4 x = q8_values(GWORD(kt, GBASE(kk), KOFF(kk, bb) + 2u + 4u * c));
@@ -170,10 +215,14 @@ void main() {
                         part[kk][r] = fma4(q[r][bb * 8u + c], x, part[kk][r]);
                 }
 #else
+            uint qh[KPL];
+            [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
+                qh[kk] = FIFTH ? GWORD(kt, GBASE(kk), KOFF(kk, bb) + QH_OFF) : 0u;
             [[unroll]] for (uint c = 0u; c < 4u; c++)
                 [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
-                    uint w = GWORD(kt, GBASE(kk), KOFF(kk, bb) + 2u + 4u * c);
-                    vec4 xl = q4_low(w), xh = q4_high(w);
+                    uint w = GWORD(kt, GBASE(kk), KOFF(kk, bb) + QS_OFF + 4u * c);
+                    vec4 xl, xh;
+                    nibble_values(w, qh[kk], c, xl, xh);
                     [[unroll]] for (uint r = 0u; r < R; r++)
                         part[kk][r] = fma4(q[r][bb * 8u + 4u + c], xh,
                                            fma4(q[r][bb * 8u + c], xl, part[kk][r]));
@@ -181,11 +230,16 @@ void main() {
 #endif
             [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
                 float d = GSCALE(kt, GBASE(kk), KOFF(kk, bb));
+#if HAS_MIN
+                float mn = GSCALE(kt, GBASE(kk), KOFF(kk, bb) + 2u);
+#endif
                 [[unroll]] for (uint r = 0u; r < R; r++)
-#if QT == 8
-                    s[kk][r] = fma(d, part[kk][r], s[kk][r]);
+#if HAS_OFFSET
+                    s[kk][r] = fma(d, fma(-OFFSET, qsum[r][bb], part[kk][r]), s[kk][r]);
+#elif HAS_MIN
+                    s[kk][r] = fma(mn, qsum[r][bb], fma(d, part[kk][r], s[kk][r]));
 #else
-                    s[kk][r] = fma(d, fma(-8.0, qsum[r][bb], part[kk][r]), s[kk][r]);
+                    s[kk][r] = fma(d, part[kk][r], s[kk][r]);
 #endif
             }
         }
@@ -215,9 +269,13 @@ void main() {
                 l[r] *= alpha;
                 [[unroll]] for (uint c = 0u; c < DQ; c++)
                     o[r][c] *= alpha;
-#if QT == 4
+#if HAS_OFFSET
                 [[unroll]] for (uint bb = 0u; bb < BPK; bb++)
                     pdsum[r][bb] *= alpha;
+#endif
+#if HAS_MIN
+                [[unroll]] for (uint bb = 0u; bb < BPK; bb++)
+                    pmsum[r][bb] *= alpha;
 #endif
             }
             float m_safe = m[r] == NEG_INF ? 0.0 : m[r];
@@ -242,8 +300,13 @@ void main() {
                 float d = GSCALE(vt, GBASE(kk), KOFF(kk, bb));
                 [[unroll]] for (uint r = 0u; r < R; r++)
                     pd[kk][r] = p[kk][r] == 0.0 ? 0.0 : p[kk][r] * d;
+#if HAS_MIN
+                float mn = GSCALE(vt, GBASE(kk), KOFF(kk, bb) + 2u);
+                [[unroll]] for (uint r = 0u; r < R; r++)
+                    pmsum[r][bb] += p[kk][r] == 0.0 ? 0.0 : p[kk][r] * mn;
+#endif
             }
-#if QT == 8
+#if !NIBBLES
             [[unroll]] for (uint c = 0u; c < 8u; c++) {
                 vec4 x[KPL];
                 [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
@@ -256,15 +319,19 @@ void main() {
                 }
             }
 #else
+#if HAS_OFFSET
             [[unroll]] for (uint r = 0u; r < R; r++)
                 [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
                     pdsum[r][bb] += pd[kk][r];
+#endif
+            uint qh[KPL];
+            [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
+                qh[kk] = FIFTH ? GWORD(vt, GBASE(kk), KOFF(kk, bb) + QH_OFF) : 0u;
             [[unroll]] for (uint c = 0u; c < 4u; c++) {
                 vec4 xl[KPL], xh[KPL];
                 [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
-                    uint w = GWORD(vt, GBASE(kk), KOFF(kk, bb) + 2u + 4u * c);
-                    xl[kk] = q4_low(w);
-                    xh[kk] = q4_high(w);
+                    uint w = GWORD(vt, GBASE(kk), KOFF(kk, bb) + QS_OFF + 4u * c);
+                    nibble_values(w, qh[kk], c, xl[kk], xh[kk]);
                 }
                 [[unroll]] for (uint r = 0u; r < R; r++) {
                     vec4 al = o[r][bb * 8u + c], ah = o[r][bb * 8u + 4u + c];
@@ -280,8 +347,8 @@ void main() {
         }
     }
 
-    // ---- the lanes' copies added up (q4_0: less 8 times the sum of p d of
-    // each block); lane c % SG stores quad c. One split: normalise and store
+    // ---- the lanes' copies added up (less the offset times the sum of p d
+    // of each block, plus the sum of p m); lane c % SG stores quad c. One split: normalise and store
     // (no visible key: l = 0 -> zeros); several: the unnormalised row, its
     // max and its sum
     const uint s_off = split_step(split, D);
@@ -291,11 +358,14 @@ void main() {
         if (pc.splits == 1u && row0 + r <= last_row)
             inv = kv_finish(rw[r], b, m[r], total, lane == 0u);
         [[unroll]] for (uint c = 0u; c < DQ; c++) {
-#if QT == 4
-            vec4 sum = subgroupAdd(fma(vec4(-8.0), vec4(pdsum[r][c / 8u]), o[r][c]));
-#else
-            vec4 sum = subgroupAdd(o[r][c]);
+            vec4 oc = o[r][c];
+#if HAS_OFFSET
+            oc = fma(vec4(-OFFSET), vec4(pdsum[r][c / 8u]), oc);
 #endif
+#if HAS_MIN
+            oc += vec4(pmsum[r][c / 8u]);
+#endif
+            vec4 sum = subgroupAdd(oc);
             if (c % SG != lane || row0 + r > last_row)
                 continue;
             if (pc.splits == 1u) {

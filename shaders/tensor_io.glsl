@@ -159,16 +159,19 @@ uint BF16_BITS(float x) {
 #define DECLARE_WO_(binding_, name_, dt_) DECLARE_WO_##dt_(binding_, name_)
 #define DECLARE_WO(binding_, name_, dt_) DECLARE_WO_(binding_, name_, dt_)
 
-// ---- quantized tensors: ggml's q8_0 and q4_0 blocks of 32 values packed
-// back to back with no padding (34 and 18 bytes: an f16 scale d, then 32
-// int8 q / 16 bytes of nibbles, value i in the low nibble of byte i and value
-// i + 16 in its high nibble; value = d * q, d * (nibble - 8)), read as 32-bit
-// words, so neither 8- nor 16-bit storage is needed. name_##_quad(i) is
-// values 4i..4i+3 of the binding: quad i & 7 of block i >> 3. A block starts
-// on an even byte, so every field starts on one: name_##_bytes4 reads the
-// four bytes at an even offset (a second word only when it straddles one).
-// Bindings hold an even number of blocks, so the last block ends on a word
-// and nothing past it is read.
+// ---- quantized tensors: ggml's blocks of 32 values packed back to back
+// with no padding (layouts: vkattn_dtype in vkattn.h): q8_0 (34 bytes: an
+// f16 scale d, then 32 int8 q), q4_0 (18: d, 16 bytes of nibbles, value i in
+// the low nibble of byte i and value i + 16 in its high nibble; d (q - 8)),
+// q4_1 (20: d, an f16 minimum m, nibbles; d q + m), q5_0 (22: d, 32 fifth
+// bits qh, nibbles; d (q - 16)), q5_1 (24: d, m, qh, nibbles; d q + m) and
+// iq4_nl (18: d, nibbles indexing its levels T, iq4nl_levels4; d T[q]). They are read as
+// 32-bit words, so neither 8- nor 16-bit storage is needed. name_##_quad(i)
+// is values 4i..4i+3 of the binding: quad i & 7 of block i >> 3. Blocks are
+// an even number of bytes and every field starts on an even byte:
+// name_##_bytes4 reads the four bytes at an even offset (a second word only
+// when it straddles one). Bindings hold an even number of blocks (or more
+// words), so the last block ends on a word and nothing past it is read.
 #define Q_DECLARE_WORDS(binding_, name_)                                             \
     layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {    \
         uint name_##_words[];                                                        \
@@ -197,6 +200,59 @@ uint BF16_BITS(float x) {
         uint w = name_##_bytes4(b + 2u + (i & 3u) * 4u) >> ((i & 4u) != 0u ? 4u : 0u); \
         uvec4 q = uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xfu;                      \
         return name_##_scale(b) * (vec4(q) - 8.0);                                   \
+    }
+
+// The low (quad i & 7 < 4) or high nibbles of the four bytes of quad i & 3
+// of a block whose nibbles start at byte qs.
+#define Q_NIBBLES4(name_, qs, i)                                                     \
+    ((uvec4(name_##_bytes4((qs) + ((i) & 3u) * 4u) >> (((i) & 4u) != 0u ? 4u : 0u)) >> \
+      uvec4(0u, 8u, 16u, 24u)) & 0xfu)
+
+// Bit 4 of the four values of quad i: bits 4 (i & 7) .. 4 (i & 7) + 3 of qh.
+#define Q_FIFTH4(qh, i) \
+    (((uvec4((qh) >> (((i) & 7u) * 4u)) >> uvec4(0u, 1u, 2u, 3u)) & 1u) << 4u)
+
+#define DECLARE_Q4_1_QUADS(binding_, name_)                                         \
+    Q_DECLARE_WORDS(binding_, name_)                                                 \
+    vec4 name_##_quad(uint i) {                                                      \
+        uint b = (i >> 3u) * 20u;                                                    \
+        uvec4 q = Q_NIBBLES4(name_, b + 4u, i);                                      \
+        return name_##_scale(b) * vec4(q) + name_##_scale(b + 2u);                   \
+    }
+
+#define DECLARE_Q5_0_QUADS(binding_, name_)                                         \
+    Q_DECLARE_WORDS(binding_, name_)                                                 \
+    vec4 name_##_quad(uint i) {                                                      \
+        uint b = (i >> 3u) * 22u;                                                    \
+        uvec4 q = Q_NIBBLES4(name_, b + 6u, i) | Q_FIFTH4(name_##_bytes4(b + 2u), i); \
+        return name_##_scale(b) * (vec4(q) - 16.0);                                  \
+    }
+
+#define DECLARE_Q5_1_QUADS(binding_, name_)                                         \
+    Q_DECLARE_WORDS(binding_, name_)                                                 \
+    vec4 name_##_quad(uint i) {                                                      \
+        uint b = (i >> 3u) * 24u;                                                    \
+        uvec4 q = Q_NIBBLES4(name_, b + 8u, i) | Q_FIFTH4(name_##_words[(b + 4u) >> 2u], i); \
+        return name_##_scale(b) * vec4(q) + name_##_scale(b + 2u);                   \
+    }
+
+// iq4_nl's sixteen levels (ggml's kvalues_iq4nl: -127, -104, -83, -65, -49,
+// -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113) of four nibbles, as int8
+// bytes of four words picked by the nibbles' top bits: selects and shifts,
+// no indexed array (which the CPU drivers spill to memory).
+vec4 iq4nl_levels4(uvec4 n) {
+    bvec4 b2 = notEqual(n & 4u, uvec4(0u)), b3 = notEqual(n & 8u, uvec4(0u));
+    uvec4 w = mix(mix(uvec4(0xbfad9881u), uvec4(0xf6eaddcfu), b2),
+                  mix(uvec4(0x26190d01u), uvec4(0x71594535u), b2), b3);
+    return vec4(ivec4(w << (24u - 8u * (n & 3u))) >> 24);
+}
+
+#define DECLARE_IQ4_NL_QUADS(binding_, name_)                                       \
+    Q_DECLARE_WORDS(binding_, name_)                                                 \
+    vec4 name_##_quad(uint i) {                                                      \
+        uint b = (i >> 3u) * 18u;                                                    \
+        uvec4 q = Q_NIBBLES4(name_, b + 2u, i);                                      \
+        return name_##_scale(b) * iq4nl_levels4(q);                                  \
     }
 
 // Linear invocation index over a 2D grid of 1D workgroups of `wg_size`

@@ -236,15 +236,21 @@ foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   endforeach()
 endforeach()
 
-# kv_append_quant.comp: the same into a quantized cache (q8_0 / q4_0, QT = 8
-# / 4), from K and V in any storage; _odd: head dims of an odd number of
-# blocks.
-foreach(qt 8 4)
+# kv_append_quant.comp: the same into a quantized cache (QF: the format's
+# index, src/spec/dtype.h's vka_quant_index), from K and V in any storage;
+# _odd: head dims of an odd number of blocks, for the formats whose blocks
+# share words (34, 18, 22 bytes).
+set(VKATTN_QUANT_FORMATS q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl)
+set(VKATTN_QUANT_SHARING q8_0 q4_0 q5_0 iq4_nl)
+foreach(qf IN LISTS VKATTN_QUANT_FORMATS)
+  list(FIND VKATTN_QUANT_FORMATS ${qf} qf_index)
   foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
     vkattn_storage_defines(ok extra ${dt})
-    vkattn_shader(kv_append_q${qt}_0_${dt} kv_append_quant.comp DEFINES DT=${dt} QT=${qt} ${extra})
-    vkattn_shader(kv_append_q${qt}_0_${dt}_odd kv_append_quant.comp
-                  DEFINES DT=${dt} QT=${qt} ODD_BLOCKS=1 ${extra})
+    vkattn_shader(kv_append_${qf}_${dt} kv_append_quant.comp DEFINES DT=${dt} QF=${qf_index} ${extra})
+    if(qf IN_LIST VKATTN_QUANT_SHARING)
+      vkattn_shader(kv_append_${qf}_${dt}_odd kv_append_quant.comp
+                    DEFINES DT=${dt} QF=${qf_index} ODD_BLOCKS=1 ${extra})
+    endif()
   endforeach()
 endforeach()
 
@@ -253,11 +259,11 @@ endforeach()
 # cache's storage), writing either the output (one split) or split-KV partial
 # results, which kv_attention_combine.comp merges (by out storage).
 vkattn_attention_variants(kv_attention sg sm)
-# ... over a quantized cache (kv: q8_0 / q4_0, read as words and dequantized
+# ... over a quantized cache (kv: any format, read as words and dequantized
 # in the kernel; storage inputs only), q and out in any storage
 foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_storage_defines(ok extra ${q})
-  foreach(kv q8_0 q4_0)
+  foreach(kv IN LISTS VKATTN_QUANT_FORMATS)
     foreach(family sg sm)
       vkattn_shader(kv_attention_${family}_${q}_${kv} kv_attention_${family}.comp
                     DEFINES Q_DT=${q} KV_DT=${kv} O_DT=${q} ${extra})
@@ -289,14 +295,15 @@ foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   endforeach()
 endforeach()
 
-# kv_decode_q_sg.comp: the same over a quantized cache (q8_0 / q4_0 blocks
-# through rgba32ui views, QT = 8 / 4), by q/out storage.
+# kv_decode_q_sg.comp: the same over a quantized cache (blocks through
+# rgba32ui views, QF: the format's index), by q/out storage.
 foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_texel_view(qtex ${q})
   vkattn_storage_defines(ok extra ${q})
-  foreach(qt 8 4)
-    vkattn_shader(kv_decode_q_sg_${q}_q${qt}_0 kv_decode_q_sg.comp
-                  DEFINES Q_DT=${qtex} KV_DT=texq O_DT=${q} QT=${qt} ${extra})
+  foreach(qf IN LISTS VKATTN_QUANT_FORMATS)
+    list(FIND VKATTN_QUANT_FORMATS ${qf} qf_index)
+    vkattn_shader(kv_decode_q_sg_${q}_${qf} kv_decode_q_sg.comp
+                  DEFINES Q_DT=${qtex} KV_DT=texq O_DT=${q} QF=${qf_index} ${extra})
   endforeach()
 endforeach()
 
@@ -361,7 +368,7 @@ endforeach()
 # attention_cm.comp (prefill attention) and kv_attention_cm.comp (attention
 # over a KV cache) on cooperative matrices (coopmat family, attention_cm.glsl),
 # storage inputs: q/out in f32 | f16 | bf16; k/v in the same, the cache also
-# in q8_0 | q4_0. f32 operands are split into two halves (Q_SPLIT_ON: q and
+# in any quantized format. f32 operands are split into two halves (Q_SPLIT_ON: q and
 # the output's P; KV_SPLIT_ON: f32 and quantized k/v). bf16 q takes
 # Q_SPLIT_ON too (its values split exactly, lo 0): P is then computed as for
 # f32 q, so a bf16 output is the f32 output rounded, bit for bit, as in the
@@ -376,7 +383,7 @@ function(vkattn_coopmat_attention_variants prefix)
       if(q STREQUAL "f32" OR q STREQUAL "bf16")
         list(APPEND extra Q_SPLIT_ON=1)
       endif()
-      if(kv STREQUAL "f32" OR kv STREQUAL "q8_0" OR kv STREQUAL "q4_0")
+      if(kv STREQUAL "f32" OR kv IN_LIST VKATTN_QUANT_FORMATS)
         list(APPEND extra KV_SPLIT_ON=1)
       endif()
       vkattn_coopmat_shader(${prefix}_cm_${q}_${kv} ${prefix}_cm.comp
@@ -385,4 +392,4 @@ function(vkattn_coopmat_attention_variants prefix)
   endforeach()
 endfunction()
 vkattn_coopmat_attention_variants(attention f32 f16 bf16)
-vkattn_coopmat_attention_variants(kv_attention f32 f16 bf16 q8_0 q4_0)
+vkattn_coopmat_attention_variants(kv_attention f32 f16 bf16 ${VKATTN_QUANT_FORMATS})

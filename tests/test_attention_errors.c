@@ -140,8 +140,8 @@ static void test_dtypes(void **state)
     FAILS_WITH(f, INVALID, "args->bool_mask is 5", a.bool_mask = (vkattn_bool_mask)5);
     FAILS_WITH(f, DTYPE, "args->key_padding.dtype f32", a.key_padding.dtype = VKATTN_DTYPE_F32);
     FAILS_WITH(f, DTYPE, "args->weights.dtype f16", a.weights.dtype = VKATTN_DTYPE_F16);
-    FAILS_WITH(f, DTYPE, "args->k.dtype 7",
-               (a.k.dtype = (vkattn_dtype)7, a.v.dtype = (vkattn_dtype)7));
+    FAILS_WITH(f, DTYPE, "args->k.dtype 19",
+               (a.k.dtype = (vkattn_dtype)19, a.v.dtype = (vkattn_dtype)19));
 }
 
 static void test_memory_and_strides(void **state)

@@ -463,7 +463,8 @@ static void test_info_without_any_device(void **state)
 }
 
 /* mha --prefill --kv-dtype: decode through a cache of any dtype under an
- * f32 layer (and a bf16 layer over q4_0, an f16 one over f32), --check
+ * f32 layer (and bf16 layers over q4_0 and iq4_nl, f16 ones over f32 and
+ * q5_0), --check
  * against the reference that rounds or quantizes K and V the same way; the
  * output differs from the f32 cache's by the rounding, more for q4_0; bad
  * values are refused without an output. */
@@ -490,6 +491,10 @@ static void test_mha_kv_dtype(void **state)
         {"--kv-dtype bf16", "ky_bf16.npy"},
         {"--dtype bf16 --kv-dtype q4_0", "ky_bf16_q4.npy"},
         {"--dtype f16 --kv-dtype f32", "ky_f16_f32.npy"},
+        {"--kv-dtype q4_1", "ky_q41.npy"},
+        {"--dtype f16 --kv-dtype q5_0", "ky_f16_q50.npy"},
+        {"--kv-dtype q5_1", "ky_q51.npy"},
+        {"--dtype bf16 --kv-dtype iq4_nl", "ky_bf16_iq4.npy"},
     };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         snprintf(args, sizeof args, "%s %s --check --out %s", base, kinds[i].opts,
@@ -500,10 +505,13 @@ static void test_mha_kv_dtype(void **state)
     cli_compare_outputs("ky_f32.npy", "ky_q4.npy", 1e-3, true, "q4_0 cache vs f32 cache");
     cli_compare_outputs("ky_f32.npy", "ky_f16.npy", 0.01, false, "f16 cache vs f32 cache");
     cli_compare_outputs("ky_f32.npy", "ky_bf16.npy", 0.05, false, "bf16 cache vs f32 cache");
+    cli_compare_outputs("ky_f32.npy", "ky_q41.npy", 1e-3, true, "q4_1 cache vs f32 cache");
+    cli_compare_outputs("ky_f32.npy", "ky_q51.npy", 1e-3, true, "q5_1 cache vs f32 cache");
     static const struct {
         const char *opts, *says;
     } bad[] = {
-        {"--kv-dtype q5_1", "--kv-dtype \"q5_1\": expected f32, f16, bf16, q8_0 or q4_0"},
+        {"--kv-dtype q6_k",
+         "--kv-dtype \"q6_k\": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl"},
     };
     for (int i = 0; i < 1; i++) {
         snprintf(args, sizeof args, "%s %s --out %s", base, bad[i].opts, cli_path_of("kbad.npy"));
@@ -649,12 +657,14 @@ static void test_info_types(void **state)
                        : impl && strcmp(impl, "swiftshader") == 0 ? "\"f16\": \"emulated\""
                                                                   : "\"f16\": \"";
     if (!strstr(out, "\"types\": {\"f32\": \"native\", ") || !strstr(out, want) ||
-        !strstr(out, "\"bf16\": \"emulated\", \"q8_0\": \"emulated\", \"q4_0\": \"emulated\"}"))
+        !strstr(out, "\"bf16\": \"emulated\", \"q8_0\": \"emulated\", \"q4_0\": \"emulated\", "
+                     "\"q4_1\": \"emulated\", \"q5_0\": \"emulated\", \"q5_1\": \"emulated\", "
+                     "\"iq4_nl\": \"emulated\"}"))
         fail_msg("info --json (%s) does not list the types as expected (%s):\n%s",
                  impl ? impl : "?", want, out);
     assert_int_equal(cli_run_with("", "info", err, sizeof err), 0);
     cli_read_text(cli_path_of("stdout.txt"), out, sizeof out);
-    if (!strstr(out, "types: f32 native; f16 ") || !strstr(out, "q8_0, q4_0 emulated"))
+    if (!strstr(out, "types: f32 native; f16 ") || !strstr(out, "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl emulated"))
         fail_msg("info does not list the types:\n%s", out);
 }
 

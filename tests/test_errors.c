@@ -143,7 +143,7 @@ static void test_tensor_errors(void **state)
 #define CASE(code, needle, change) \
     TEST_FAILS_CHANGED(ctx, bad, args, change, code, needle, vkattn_convert(ctx, &bad))
     CASE(INVALID, "args->src.buffer is NULL", bad.src.buffer = NULL);
-    CASE(DTYPE, "args->dst.dtype 9", bad.dst.dtype = (vkattn_dtype)9);
+    CASE(DTYPE, "args->dst.dtype 19", bad.dst.dtype = (vkattn_dtype)19);
     CASE(DTYPE, "args->dst.dtype is u8", bad.dst.dtype = VKATTN_DTYPE_U8);
     CASE(INVALID, "args->src.offset 2", bad.src.offset = 2);
     CASE(INVALID, "args->src.rank 0", bad.src.rank = 0);

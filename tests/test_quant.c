@@ -162,8 +162,7 @@ static void test_refusals(void **state)
          "n 40 is not a multiple of the block "
          "size 32"},
         {VKATTN_DTYPE_F16, 64, -1, 0, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-         "dtype f16 is not q8_0 or "
-         "q4_0"},
+         "dtype f16 is not quantized (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int i = 0; i < 64; i++)

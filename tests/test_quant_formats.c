@@ -7,12 +7,15 @@
  * 127, its clipped end 14 more), plus the f16 rounding of the scale and
  * the minimum; all-zero
  * blocks come back as zeros. */
-#include "spec/quant_formats.h"
+#include "spec/dtype.h"
+#include "spec/quant.h"
 #include "test_util.h"
 
 #include <math.h>
 
 static const char *const names[4] = {"q4_1", "q5_0", "q5_1", "iq4_nl"};
+static const vkattn_dtype formats[4] = {VKATTN_DTYPE_Q4_1, VKATTN_DTYPE_Q5_0, VKATTN_DTYPE_Q5_1,
+                                        VKATTN_DTYPE_IQ4_NL};
 static const int8_t levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                   1,    13,   25,  38,  53,  69,  89,  113};
 
@@ -20,15 +23,18 @@ static void test_block_bytes(void **state)
 {
     (void)state;
     const size_t want[4] = {20, 22, 24, 18};
-    for (int f = 0; f < 4; f++)
-        assert_int_equal(vka_block_format_bytes((vka_block_format)f), want[f]);
+    for (int f = 0; f < 4; f++) {
+        assert_int_equal(vka_quant_block_bytes(formats[f]), want[f]);
+        assert_int_equal(vkattn_dtype_row_bytes(formats[f], 96), 3 * want[f]);
+        assert_string_equal(vkattn_dtype_name(formats[f]), names[f]);
+    }
 }
 
-static void round_trip(vka_block_format f, const float *x, float *y)
+static void round_trip(int f, const float *x, float *y)
 {
     uint8_t block[32];
-    vka_quantize_block_format(f, x, block);
-    vka_dequantize_block_format(f, block, y);
+    vka_quantize_block(formats[f], x, block);
+    vka_dequantize_block(formats[f], block, y);
 }
 
 static void test_exact_blocks(void **state)
@@ -43,7 +49,7 @@ static void test_exact_blocks(void **state)
                    : f == 2 ? (float)k * 0.125f + 1.0f       /* q5_1: 1 .. 4.875 */
                             : levels[k % 16] / 64.0f;        /* iq4_nl: levels / 64 */
         }
-        round_trip((vka_block_format)f, x, y);
+        round_trip(f, x, y);
         for (int j = 0; j < 32; j++)
             if (y[j] != x[j])
                 fail_msg("%s: value %d is %.9g, sent %.9g", names[f], j, y[j], x[j]);
@@ -65,7 +71,7 @@ static void test_random_blocks(void **state)
                 hi = fmaxf(hi, x[j]);
                 amax = fmaxf(amax, fabsf(x[j]));
             }
-            round_trip((vka_block_format)f, x, y);
+            round_trip(f, x, y);
             /* half a step (q5_0: a whole one, its levels -16 .. 15 clip
              * the end opposite the block's largest value; iq4_nl: 20 steps
              * of amax / 127, its clipped end 14 and the least-squares scale
@@ -91,7 +97,7 @@ static void test_zero_blocks(void **state)
     for (int f = 0; f < 4; f++) {
         for (int j = 0; j < 32; j++)
             y[j] = 1.0f;
-        round_trip((vka_block_format)f, x, y);
+        round_trip(f, x, y);
         for (int j = 0; j < 32; j++)
             if (y[j] != 0.0f)
                 fail_msg("%s: value %d of a zero block is %g", names[f], j, y[j]);

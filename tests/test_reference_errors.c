@@ -73,7 +73,7 @@ static void test_attention_errors(void **state)
     CASE(INVALID, "args->q.shape[2] is 0", a.q.shape[2] = 0);
     CASE(INVALID, "args->v.shape[0] is 4294967296", a.v.shape[0] = 1ll << 32);
     CASE(DTYPE, "args->q.dtype u8", a.q.dtype = VKATTN_DTYPE_U8);
-    CASE(DTYPE, "args->k.dtype 9", a.k.dtype = (vkattn_dtype)9);
+    CASE(DTYPE, "args->k.dtype 19", a.k.dtype = (vkattn_dtype)19);
     CASE(DTYPE, "args->out.dtype f16 differs from args->q.dtype f32",
          a.out.dtype = VKATTN_DTYPE_F16);
     CASE(DTYPE, "args->v.dtype f16 differs from args->k.dtype f32", a.v.dtype = VKATTN_DTYPE_F16);

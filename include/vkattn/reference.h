@@ -80,29 +80,38 @@ typedef struct vkattn_ref_rope_args {
 VKATTN_API vkattn_result vkattn_ref_rope(const vkattn_ref_rope_args *args, char *error,
                                          size_t error_size);
 
-/* Quantization to ggml's q8_0 / q4_0 blocks (layouts: vkattn_dtype), in
- * f32 arithmetic exactly as ggml's reference quantizers
- * (quantize_row_q8_0_ref, quantize_row_q4_0_ref), so a cache the GPU
- * fills is compared with this bit for bit:
+/* Quantization to ggml's blocks (layouts: vkattn_dtype), in f32 arithmetic
+ * exactly as ggml's reference quantizers (quantize_row_<type>_ref), so a
+ * cache the GPU fills is compared with this bit for bit:
  *   q8_0: amax = max |x|; d = amax / 127; id = d ? 1 / d : 0;
  *         q[i] = roundf(x[i] * id) (halves away from zero)
  *   q4_0: m = the value of largest magnitude (the first on ties);
  *         d = m / -8; id = d ? 1 / d : 0;
  *         q[i] = min(15, (int)(x[i] * id + 8.5)) (truncated; no fused
  *         multiply-add)
- * and d stored as f16 (vkattn_f32_to_f16: to nearest even). n values from
- * x into n / 32 blocks at `out` (vkattn_dtype_row_bytes(dtype, n) bytes).
- * Refused, with nothing written: a dtype other than q8_0 / q4_0, n not a
- * multiple of 32 (VKATTN_ERROR_INVALID_ARGUMENT), a NaN or infinite value,
- * and a block whose scale f16 cannot hold (|x| over 65504 * 127 for q8_0,
- * 65504 * 8 for q4_0), each naming the element. */
+ *   q5_0: as q4_0 with d = m / -16, q[i] = min(31, (int)(x[i] * id + 16.5))
+ *   q4_1, q5_1: lo, hi = min, max of x; d = (hi - lo) / 15 (31);
+ *         id = d ? 1 / d : 0; m = lo; q[i] = (int)((x[i] - lo) * id + 0.5),
+ *         q4_1's at most 15
+ *   iq4_nl: m as q4_0's; d0 = m / -127; each q[i] the level of T nearest
+ *         x[i] / d0 (ties to the upper one); then d = sum(w q x) / sum(w
+ *         q^2) with w = x^2, summed in order (0 when amax < 1e-15: the
+ *         nibbles are then 0)
+ * and d, m stored as f16 (vkattn_f32_to_f16: to nearest even). n values
+ * from x into n / 32 blocks at `out` (vkattn_dtype_row_bytes(dtype, n)
+ * bytes). Refused, with nothing written: a dtype that is not quantized, n
+ * not a multiple of 32 (VKATTN_ERROR_INVALID_ARGUMENT), a NaN or infinite
+ * value, and a block whose scale f16 cannot hold (|x| over 65504 * 127
+ * for q8_0, 65504 * 8 for q4_0, 65504 * 16 for q5_0, 65504 * 18 for
+ * iq4_nl, 65504 for q4_1 and q5_1), each naming the element. */
 VKATTN_API vkattn_result vkattn_ref_quantize(vkattn_dtype dtype, const float *x, uint64_t n,
                                              void *out, char *error, size_t error_size);
 VKATTN_API vkattn_result vkattn_ref_quantize_q8_0(const float *x, uint64_t n, void *out,
                                                   char *error, size_t error_size);
 VKATTN_API vkattn_result vkattn_ref_quantize_q4_0(const float *x, uint64_t n, void *out,
                                                   char *error, size_t error_size);
-/* The values of n / 32 blocks: d * q in f32, as the kernels read them. */
+/* The values of n / 32 blocks: d * q, d * q + m or d * T[q] in f32, as
+ * the kernels read them. */
 VKATTN_API vkattn_result vkattn_ref_dequantize(vkattn_dtype dtype, const void *in, uint64_t n,
                                                float *out, char *error, size_t error_size);
 

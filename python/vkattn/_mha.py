@@ -29,7 +29,9 @@ _ROPE_SCALINGS = {None: 0, "default": 0, "linear": 1, "llama3": 2}
 _WEIGHT_DTYPES = {None: _lib.DTYPE_F32, "f32": _lib.DTYPE_F32, "f16": _lib.DTYPE_F16,
                   "bf16": _lib.DTYPE_BF16, "q8_0": _lib.DTYPE_Q8_0}
 _CACHE_DTYPES = {"f32": _lib.DTYPE_F32, "f16": _lib.DTYPE_F16, "bf16": _lib.DTYPE_BF16,
-                 "q8_0": _lib.DTYPE_Q8_0, "q4_0": _lib.DTYPE_Q4_0}
+                 "q8_0": _lib.DTYPE_Q8_0, "q4_0": _lib.DTYPE_Q4_0, "q4_1": _lib.DTYPE_Q4_1,
+                 "q5_0": _lib.DTYPE_Q5_0, "q5_1": _lib.DTYPE_Q5_1, "iq4_nl": _lib.DTYPE_IQ4_NL}
+_CACHE_DTYPE_NAMES = ", ".join("'%s'" % k for k in _CACHE_DTYPES)
 
 
 def _weight_dtype_code(name):
@@ -458,8 +460,10 @@ class MultiheadAttention:
     def kv_cache(self, max_tokens, batch=1, paged_block=0, num_blocks=0, dtype=None):
         """A KV cache for this layer: `batch` sequences of up to max_tokens
         each; paged_block > 0 makes it paged with blocks of that many tokens.
-        dtype: None (the layer's), or "q8_0" / "q4_0" (ggml's blocks,
-        quantized as K and V are appended; head_dim a multiple of 32)."""
+        dtype: None (the layer's), "f32", "f16", "bf16", or one of ggml's
+        block formats "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"
+        (quantized as K and V are appended, as ggml's reference quantizers
+        do; head_dim a multiple of 32)."""
         return KVCache(self, max_tokens, batch, paged_block, num_blocks, dtype)
 
     def step(self, x_new, cache, sequences=None, mask=None, head_mask=None):
@@ -527,9 +531,9 @@ def kv_cache_bytes(num_heads, num_kv_heads, head_dim, v_head_dim=None, dtype="f1
                    context=1, sequences=1):
     """(bytes per token, bytes of a cache of `sequences` x `context` tokens) of
     one layer's KV cache (vkattn_kv_cache_memory); dtype: "f32", "f16",
-    "bf16", "q8_0" or "q4_0"."""
+    "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1" or "iq4_nl"."""
     if dtype not in _CACHE_DTYPES:
-        raise bad("dtype %r: use 'f32', 'f16', 'bf16', 'q8_0' or 'q4_0'" % (dtype,))
+        raise bad("dtype %r: use one of %s" % (dtype, _CACHE_DTYPE_NAMES))
     desc = _lib.KvCacheDesc()
     desc.num_heads = A.u32("num_heads", num_heads)
     desc.num_kv_heads = A.u32("num_kv_heads", num_kv_heads)
@@ -560,7 +564,7 @@ class KVCache:
         desc.num_kv_heads, desc.num_heads, desc.head_dim = d.num_kv_heads, d.num_heads, d.head_dim
         desc.v_head_dim = d.v_head_dim
         if dtype is not None and dtype not in _CACHE_DTYPES:
-            raise bad("dtype %r: use None (the layer's), 'q8_0' or 'q4_0'" % (dtype,))
+            raise bad("dtype %r: use None (the layer's) or one of %s" % (dtype, _CACHE_DTYPE_NAMES))
         desc.dtype = d.dtype if dtype is None else _CACHE_DTYPES[dtype]
         desc.max_sequences = A.u32("batch", batch)
         desc.capacity = A.u32("max_tokens", max_tokens)

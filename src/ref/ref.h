@@ -41,8 +41,7 @@ static inline double vka_host_load(const vkattn_host_tensor *t, int64_t i)
         return ((const int32_t *)t->data)[i];
     case VKATTN_DTYPE_BF16:
         return vkattn_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    case VKATTN_DTYPE_Q8_0: /* no elements of their own: refused by the checks */
-    case VKATTN_DTYPE_Q4_0:
+    default: /* quantized: no elements of their own, refused by the checks */
         break;
     }
     return 0.0;
@@ -68,8 +67,7 @@ static inline void vka_host_store(const vkattn_host_tensor *t, int64_t i, double
     case VKATTN_DTYPE_BF16:
         ((uint16_t *)t->data)[i] = vkattn_f32_to_bf16((float)value);
         break;
-    case VKATTN_DTYPE_Q8_0: /* refused by the checks */
-    case VKATTN_DTYPE_Q4_0:
+    default: /* quantized: refused by the checks */
         break;
     }
 }

@@ -1,4 +1,4 @@
-/* The reference's ggml q8_0 and q4_0 quantizers (the block formulas are
+/* The reference's ggml block quantizers (the block formulas are
  * spec/quant.c's, shared with the library) and their dequantization. */
 #include "ref/ref.h"
 #include "spec/dtype.h"
@@ -16,7 +16,7 @@ static vkattn_result check(vkattn_dtype dtype, const void *data, uint64_t n, con
 {
     char b[VKA_DTYPE_TEXT];
     if (!vka_dtype_is_quantized(dtype)) {
-        vka_error_format(error, error_size, "%s: dtype %s is not q8_0 or q4_0", fn,
+        vka_error_format(error, error_size, "%s: dtype %s is not quantized (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)", fn,
                          vka_dtype_text(dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
@@ -49,11 +49,6 @@ static vkattn_result check(vkattn_dtype dtype, const void *data, uint64_t n, con
         }
     }
     return VKATTN_SUCCESS;
-}
-
-static float get_scale(const uint8_t *block)
-{
-    return vkattn_f16_to_f32((uint16_t)(block[0] | block[1] << 8));
 }
 
 vkattn_result vkattn_ref_quantize(vkattn_dtype dtype, const float *x, uint64_t n, void *out,
@@ -97,17 +92,7 @@ vkattn_result vkattn_ref_dequantize(vkattn_dtype dtype, const void *in, uint64_t
         return r;
     const uint32_t bytes = vka_quant_block_bytes(dtype);
     const uint8_t *p = in;
-    for (uint64_t b = 0; b < n / BLOCK; b++, p += bytes) {
-        const float d = get_scale(p);
-        float *y = out + b * BLOCK;
-        for (int j = 0; j < BLOCK; j++) {
-            if (dtype == VKATTN_DTYPE_Q8_0) {
-                y[j] = d * (float)(int8_t)p[2 + j];
-            } else {
-                int q = j < BLOCK / 2 ? (p[2 + j] & 0xf) : (p[2 + j - BLOCK / 2] >> 4);
-                y[j] = d * (float)(q - 8);
-            }
-        }
-    }
+    for (uint64_t b = 0; b < n / BLOCK; b++, p += bytes)
+        vka_dequantize_block(dtype, p, out + b * BLOCK);
     return VKATTN_SUCCESS;
 }

@@ -21,6 +21,10 @@ size_t vkattn_dtype_size(vkattn_dtype dtype)
         return 2;
     case VKATTN_DTYPE_Q8_0:
     case VKATTN_DTYPE_Q4_0:
+    case VKATTN_DTYPE_Q4_1:
+    case VKATTN_DTYPE_Q5_0:
+    case VKATTN_DTYPE_Q5_1:
+    case VKATTN_DTYPE_IQ4_NL:
         return 0; /* no per-element size: vkattn_dtype_row_bytes */
     }
     return 0;
@@ -60,6 +64,14 @@ const char *vkattn_dtype_name(vkattn_dtype dtype)
         return "q8_0";
     case VKATTN_DTYPE_Q4_0:
         return "q4_0";
+    case VKATTN_DTYPE_Q4_1:
+        return "q4_1";
+    case VKATTN_DTYPE_Q5_0:
+        return "q5_0";
+    case VKATTN_DTYPE_Q5_1:
+        return "q5_1";
+    case VKATTN_DTYPE_IQ4_NL:
+        return "iq4_nl";
     }
     return NULL;
 }

@@ -37,7 +37,7 @@ static bool compute_sizes(const vkattn_kv_cache_desc *d, vka_kv_cache_sizes *z)
               vka_mul_u64(z->k_block_bytes, d->num_blocks, &z->k_pool_bytes) &&
               vka_mul_u64(z->v_block_bytes, d->num_blocks, &z->v_pool_bytes) &&
               vka_product_u64(scratch, 5, &z->split_scratch_bytes);
-    /* a quantized pool: blocks of 34 or 18 bytes may end halfway into a
+    /* a quantized pool: blocks of 34, 18 or 22 bytes may end halfway into a
      * word, and the word readers read whole words, one past a block that
      * ends so: up to the next word, and one more */
     ok = ok && z->k_pool_bytes < UINT64_MAX - 8 && z->v_pool_bytes < UINT64_MAX - 8;

@@ -1,5 +1,4 @@
-/* llama.cpp's other KV cache block formats (issue 29): q4_1, q5_0, q5_1
- * and iq4_nl, quantized as ggml's reference quantizers do
+/* llama.cpp's other KV cache block formats: q4_1, q5_0, q5_1 and iq4_nl, quantized as ggml's reference quantizers do
  * (quantize_row_*_ref), step by step in f32 and compiled without
  * floating-point contraction like quant.c: bit for bit ggml's blocks where
  * ggml is built without contraction too (built with it, ggml fuses iq4_nl's
@@ -24,12 +23,6 @@
 /* iq4_nl's sixteen levels (ggml's kvalues_iq4nl). */
 static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
-
-size_t vka_block_format_bytes(vka_block_format format)
-{
-    static const size_t bytes[] = {20, 22, 24, 18};
-    return bytes[format];
-}
 
 static void put_f16(uint8_t *at, float v)
 {
@@ -182,40 +175,40 @@ static void quantize_iq4_nl(const float *x, uint8_t *out)
         out[2 + j] = (uint8_t)(level[j] | level[HALF + j] << 4);
 }
 
-void vka_quantize_block_format(vka_block_format format, const float *x, uint8_t *out)
+void vka_quantize_block_format(vkattn_dtype format, const float *x, uint8_t *out)
 {
     switch (format) {
-    case VKA_BLOCK_Q4_1:
+    case VKATTN_DTYPE_Q4_1:
         quantize_affine(x, 4, out);
         break;
-    case VKA_BLOCK_Q5_0:
+    case VKATTN_DTYPE_Q5_0:
         quantize_q5_0(x, out);
         break;
-    case VKA_BLOCK_Q5_1:
+    case VKATTN_DTYPE_Q5_1:
         quantize_affine(x, 5, out);
         break;
-    case VKA_BLOCK_IQ4_NL:
+    default: /* iq4_nl */
         quantize_iq4_nl(x, out);
         break;
     }
 }
 
-void vka_dequantize_block_format(vka_block_format format, const uint8_t *in, float *y)
+void vka_dequantize_block_format(vkattn_dtype format, const uint8_t *in, float *y)
 {
     const float d = get_f16(in);
-    const bool five = format == VKA_BLOCK_Q5_0 || format == VKA_BLOCK_Q5_1;
-    const bool affine = format == VKA_BLOCK_Q4_1 || format == VKA_BLOCK_Q5_1;
+    const bool five = format == VKATTN_DTYPE_Q5_0 || format == VKATTN_DTYPE_Q5_1;
+    const bool affine = format == VKATTN_DTYPE_Q4_1 || format == VKATTN_DTYPE_Q5_1;
     const float m = affine ? get_f16(in + 2) : 0.0f;
-    const uint32_t qh = format == VKA_BLOCK_Q5_0   ? get_u32(in + 2)
-                        : format == VKA_BLOCK_Q5_1 ? get_u32(in + 4)
+    const uint32_t qh = format == VKATTN_DTYPE_Q5_0   ? get_u32(in + 2)
+                        : format == VKATTN_DTYPE_Q5_1 ? get_u32(in + 4)
                                                    : 0;
-    const uint8_t *qs = in + (format == VKA_BLOCK_Q5_1   ? 8
-                              : format == VKA_BLOCK_Q5_0 ? 6
+    const uint8_t *qs = in + (format == VKATTN_DTYPE_Q5_1   ? 8
+                              : format == VKATTN_DTYPE_Q5_0 ? 6
                               : affine                   ? 4
                                                          : 2);
     for (int j = 0; j < HALF; j++) {
         int q0 = qs[j] & 0x0f, q1 = qs[j] >> 4;
-        if (format == VKA_BLOCK_IQ4_NL) {
+        if (format == VKATTN_DTYPE_IQ4_NL) {
             y[j] = d * iq4nl_levels[q0];
             y[HALF + j] = d * iq4nl_levels[q1];
             continue;
@@ -224,7 +217,7 @@ void vka_dequantize_block_format(vka_block_format format, const uint8_t *in, flo
             q0 |= (int)((qh >> j) & 1) << 4;
             q1 |= (int)((qh >> (j + HALF)) & 1) << 4;
         }
-        if (format == VKA_BLOCK_Q5_0) {
+        if (format == VKATTN_DTYPE_Q5_0) {
             q0 -= 16;
             q1 -= 16;
         }

@@ -78,6 +78,8 @@ def test_param_count_and_kv_cache_bytes():
     assert g["bytes"] == 41943040 // 32 * 34 + 4 * 10240
     assert vkattn.kv_cache_bytes(32, 8, 128, dtype="f16")[0] == 2 * 8 * 128 * 2
     assert vkattn.kv_cache_bytes(32, 1, 128, dtype="q8_0")[0] == 2 * 4 * 34
+    for name, block in (("q4_1", 20), ("q5_0", 22), ("q5_1", 24), ("iq4_nl", 18)):
+        assert vkattn.kv_cache_bytes(32, 1, 128, dtype=name)[0] == 2 * 4 * block
     assert vkattn.kv_cache_bytes(12, 12, 64, dtype="f32", context=100)[1] >= 100 * 6144
     with pytest.raises(vkattn.InvalidInput, match="num_heads"):
         vkattn.param_count(768, 7)

@@ -30,7 +30,10 @@ void kv_host_create(test_gpu *g, const vkattn_kv_cache_desc *d, kv_host *h)
     }
 }
 
-bool kv_quantized(vkattn_dtype dt) { return dt == VKATTN_DTYPE_Q8_0 || dt == VKATTN_DTYPE_Q4_0; }
+bool kv_quantized(vkattn_dtype dt)
+{
+    return vkattn_dtype_block_size(dt) == 32; /* the quantized dtypes' blocks */
+}
 
 /* x quantized to the cache's blocks and dequantized, by the reference. */
 static void quantize_round_trip(vkattn_dtype dt, float *x, size_t n)

@@ -26,7 +26,7 @@ typedef struct kv_host {
     float *k0, *v0;
 } kv_host;
 
-/* Whether `dt` is a quantized dtype (q8_0, q4_0). */
+/* Whether `dt` is a quantized dtype (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl). */
 bool kv_quantized(vkattn_dtype dt);
 
 void kv_host_create(test_gpu *g, const vkattn_kv_cache_desc *d, kv_host *h);

@@ -45,6 +45,10 @@ const cli_term cli_command_terms[] = {
     {"args->kv_cache_dtype", "--kv-dtype"},
     {"a q8_0 cache", "a q8_0 cache (--kv-dtype q8_0)"},
     {"a q4_0 cache", "a q4_0 cache (--kv-dtype q4_0)"},
+    {"a q4_1 cache", "a q4_1 cache (--kv-dtype q4_1)"},
+    {"a q5_0 cache", "a q5_0 cache (--kv-dtype q5_0)"},
+    {"a q5_1 cache", "a q5_1 cache (--kv-dtype q5_1)"},
+    {"a iq4_nl cache", "an iq4_nl cache (--kv-dtype iq4_nl)"},
     {NULL, NULL},
 };
 

@@ -91,8 +91,9 @@ static const char help_text[] =
     "  --kv-splits K         with --prefill: split count of decode steps (default auto)\n"
     "  --kv-dtype T          with --prefill: the cache's dtype, --dtype's (default), any\n"
     "                        of f32, f16, bf16 (K and V rounded to nearest even as they\n"
-    "                        are appended) or q8_0 / q4_0 (ggml's blocks, quantized as\n"
-    "                        they are appended; head dim a multiple of 32); --check\n"
+    "                        are appended) or q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl\n"
+    "                        (ggml's blocks, quantized as they are appended, as ggml's\n"
+    "                        reference quantizers do; head dim a multiple of 32); --check\n"
     "                        rounds or quantizes the reference's K and V the same way\n"
     "  --weight-dtype T      storage of the projection weights on the device: --dtype's\n"
     "                        (default), f16, bf16 or q8_0 (ggml's blocks along\n"
@@ -343,7 +344,11 @@ static vkattn_dtype dtype_named(const char *name, vkattn_dtype fallback)
                  {"f16", VKATTN_DTYPE_F16},
                  {"bf16", VKATTN_DTYPE_BF16},
                  {"q8_0", VKATTN_DTYPE_Q8_0},
-                 {"q4_0", VKATTN_DTYPE_Q4_0}};
+                 {"q4_0", VKATTN_DTYPE_Q4_0},
+                 {"q4_1", VKATTN_DTYPE_Q4_1},
+                 {"q5_0", VKATTN_DTYPE_Q5_0},
+                 {"q5_1", VKATTN_DTYPE_Q5_1},
+                 {"iq4_nl", VKATTN_DTYPE_IQ4_NL}};
     for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i].name) == 0)
             return names[i].dtype;
@@ -403,9 +408,10 @@ static int parse_options(mha_job *m, int argc, char **argv)
                                                             : "--kv-dtype");
         return 2;
     }
-    if (m->kv_dtype && strcmp(m->kv_dtype, "q8_0") && strcmp(m->kv_dtype, "q4_0") &&
-        strcmp(m->kv_dtype, "f32") && strcmp(m->kv_dtype, "f16") && strcmp(m->kv_dtype, "bf16")) {
-        cli_error("mha: --kv-dtype \"%s\": expected f32, f16, bf16, q8_0 or q4_0", m->kv_dtype);
+    if (m->kv_dtype && dtype_named(m->kv_dtype, (vkattn_dtype)-1) == (vkattn_dtype)-1) {
+        cli_error("mha: --kv-dtype \"%s\": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+                  "q5_1 or iq4_nl",
+                  m->kv_dtype);
         return 2;
     }
     const cli_input *in = m->in;

@@ -169,13 +169,16 @@ static void print_parameters(FILE *f, const vkattn_mha_desc *d, const report_col
 static void print_cache(FILE *f, const vkattn_mha_desc *d, const report_columns *c,
                         uint64_t context, char *why, size_t why_size)
 {
-    static const vkattn_dtype types[4] = {VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, VKATTN_DTYPE_Q8_0,
-                                          VKATTN_DTYPE_Q4_0};
-    static const char *labels[4] = {"f32", "f16 / bf16", "q8_0", "q4_0"};
-    uint64_t per_token[4][3], total[4][3];
+    enum { TYPES = 8 };
+    static const vkattn_dtype types[TYPES] = {
+        VKATTN_DTYPE_F32,  VKATTN_DTYPE_F16,  VKATTN_DTYPE_Q8_0, VKATTN_DTYPE_Q5_1,
+        VKATTN_DTYPE_Q5_0, VKATTN_DTYPE_Q4_1, VKATTN_DTYPE_Q4_0, VKATTN_DTYPE_IQ4_NL};
+    static const char *labels[TYPES] = {"f32",  "f16 / bf16", "q8_0", "q5_1",
+                                        "q5_0", "q4_1",       "q4_0", "iq4_nl"};
+    uint64_t per_token[TYPES][3], total[TYPES][3];
     uint32_t dh = d->head_dim ? d->head_dim : d->embed_dim / d->num_heads;
     uint32_t cap = context > UINT32_MAX ? UINT32_MAX : (uint32_t)context;
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < TYPES; t++)
         for (int k = 0; k < c->count; k++) {
             vkattn_kv_cache_desc cd = {.num_kv_heads = c->kv_heads[k],
                                        .num_heads = d->num_heads,
@@ -193,13 +196,13 @@ static void print_cache(FILE *f, const vkattn_mha_desc *d, const report_columns 
             }
         }
     print_header(f, "KV cache bytes per token", c);
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < TYPES; t++)
         print_row(f, labels[t], per_token[t], c->count);
     fputc('\n', f);
     char title[64];
     snprintf(title, sizeof title, "KV cache of %" PRIu64 " tokens", context);
     print_header(f, title, c);
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < TYPES; t++) {
         print_row(f, labels[t], total[t], c->count);
         if (total[t][0] == UINT64_MAX)
             continue; /* refused for every column alike: no sizes to show */

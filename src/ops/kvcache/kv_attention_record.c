@@ -37,10 +37,12 @@ static const vka_kernel sm_storage[3][3] = VKA_STORAGE_PAIRS(KV_STORAGE, sm, fal
 static const vka_kernel sg_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(KV_STORAGE, sg, true);
 static const vka_kernel sm_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(KV_STORAGE, sm, false);
 /* ... over a quantized cache (storage only), by [family is sm][q/out
- * storage][cache is q4_0] */
-#define KV_QUANT(fam, full, q)                                                   \
-    {                                                                            \
-        KV_KERNEL(fam, q##_q8_0, STO, full), KV_KERNEL(fam, q##_q4_0, STO, full) \
+ * storage][vka_quant_index of the cache's format] */
+#define KV_QUANT(fam, full, q)                                                         \
+    {                                                                                  \
+        KV_KERNEL(fam, q##_q8_0, STO, full), KV_KERNEL(fam, q##_q4_0, STO, full),      \
+            KV_KERNEL(fam, q##_q4_1, STO, full), KV_KERNEL(fam, q##_q5_0, STO, full),  \
+            KV_KERNEL(fam, q##_q5_1, STO, full), KV_KERNEL(fam, q##_iq4_nl, STO, full) \
     }
 #define KV_QUANT_TABLE(fam, full)                       \
     {                                                   \
@@ -49,8 +51,8 @@ static const vka_kernel sm_bf16[4][4] = VKA_STORAGE_PAIRS_BF16(KV_STORAGE, sm, f
         [VKA_STORAGE_F16P] = KV_QUANT(fam, full, f16p), \
         [VKA_STORAGE_BF16] = KV_QUANT(fam, full, bf16), \
     }
-static const vka_kernel quant_kernels[2][4][2] = {KV_QUANT_TABLE(sg, true),
-                                                  KV_QUANT_TABLE(sm, false)};
+static const vka_kernel quant_kernels[2][4][VKA_QUANT_FORMATS] = {KV_QUANT_TABLE(sg, true),
+                                                                  KV_QUANT_TABLE(sm, false)};
 /* Texel inputs (rgba32f views of f32 data, rgba32ui views of f16 data), by
  * [q/out storage][cache dtype is f16]. */
 #define KV_TEXEL_TABLE(fam, full)                                       \
@@ -82,40 +84,45 @@ static const vka_kernel dec_texel[4][3] = {
     [VKA_STORAGE_F16P] = DEC_KERNELS(f16p),
     [VKA_STORAGE_BF16] = DEC_KERNELS(bf16),
 };
-/* ... over a quantized cache (kv_decode_q_sg.comp), by [q/out storage][cache
- * is q4_0]. */
+/* ... over a quantized cache (kv_decode_q_sg.comp), by [q/out storage]
+ * [vka_quant_index of the cache's format]. */
 #define DECQ_KERNEL(variant)                                                                 \
     {                                                                                        \
         .name = "kv_decode_q_sg_" #variant, .spirv = &vka_spirv_kv_decode_q_sg_##variant,    \
         .binding_count = 10, .bindings = {STO, TEX, TEX, TEX, STO, STO, STO, STO, STO, STO}, \
         .push_size = sizeof(vka_kv_main_push), .full_subgroups = true                        \
     }
-#define DECQ_KERNELS(q)                              \
-    {                                                \
-        DECQ_KERNEL(q##_q8_0), DECQ_KERNEL(q##_q4_0) \
+#define DECQ_KERNELS(q)                                                              \
+    {                                                                                \
+        DECQ_KERNEL(q##_q8_0), DECQ_KERNEL(q##_q4_0), DECQ_KERNEL(q##_q4_1),         \
+            DECQ_KERNEL(q##_q5_0), DECQ_KERNEL(q##_q5_1), DECQ_KERNEL(q##_iq4_nl)    \
     }
-static const vka_kernel decq_texel[4][2] = {
+static const vka_kernel decq_texel[4][VKA_QUANT_FORMATS] = {
     [VKA_STORAGE_F32] = DECQ_KERNELS(f32),
     [VKA_STORAGE_F16] = DECQ_KERNELS(f16),
     [VKA_STORAGE_F16P] = DECQ_KERNELS(f16p),
     [VKA_STORAGE_BF16] = DECQ_KERNELS(bf16),
 };
 /* The coopmat family (storage inputs, 16-bit storage: no f16p), by [q/out
- * storage][cache: f32, f16, bf16, q8_0, q4_0]. */
+ * storage][cache: f32, f16, bf16, then the quantized formats by
+ * vka_quant_index]. */
+#define CM_COLUMNS (3 + VKA_QUANT_FORMATS)
 #if VKATTN_HAVE_COOPMAT
-#define CM_KERNELS(q)                                                               \
-    {                                                                               \
-        KV_KERNEL(cm, q##_f32, STO, true), KV_KERNEL(cm, q##_f16, STO, true),       \
-            KV_KERNEL(cm, q##_bf16, STO, true), KV_KERNEL(cm, q##_q8_0, STO, true), \
-            KV_KERNEL(cm, q##_q4_0, STO, true)                                      \
+#define CM_KERNELS(q)                                                                 \
+    {                                                                                 \
+        KV_KERNEL(cm, q##_f32, STO, true), KV_KERNEL(cm, q##_f16, STO, true),         \
+            KV_KERNEL(cm, q##_bf16, STO, true), KV_KERNEL(cm, q##_q8_0, STO, true),   \
+            KV_KERNEL(cm, q##_q4_0, STO, true), KV_KERNEL(cm, q##_q4_1, STO, true),   \
+            KV_KERNEL(cm, q##_q5_0, STO, true), KV_KERNEL(cm, q##_q5_1, STO, true),   \
+            KV_KERNEL(cm, q##_iq4_nl, STO, true)                                      \
     }
-static const vka_kernel cm_storage[4][5] = {
+static const vka_kernel cm_storage[4][CM_COLUMNS] = {
     [VKA_STORAGE_F32] = CM_KERNELS(f32),
     [VKA_STORAGE_F16] = CM_KERNELS(f16),
     [VKA_STORAGE_BF16] = CM_KERNELS(bf16),
 };
 #else
-static const vka_kernel cm_storage[4][5];
+static const vka_kernel cm_storage[4][CM_COLUMNS];
 #endif
 static const vka_kernel combine_kernels[4] = {COMBINE_KERNEL(f32), COMBINE_KERNEL(f16),
                                               COMBINE_KERNEL(f16p), COMBINE_KERNEL(bf16)};
@@ -167,14 +174,13 @@ static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_kv_con
         uint32_t col = kv == VKATTN_DTYPE_F32    ? 0
                        : kv == VKATTN_DTYPE_F16  ? 1
                        : kv == VKATTN_DTYPE_BF16 ? 2
-                       : kv == VKATTN_DTYPE_Q8_0 ? 3
-                                                 : 4;
+                                                 : 3 + (uint32_t)vka_quant_index(kv);
         return &cm_storage[qs][col];
     }
     if (cfg->kernel == VKA_KV_KERNEL_DECODE_QUANT)
-        return &decq_texel[qs][kv == VKATTN_DTYPE_Q4_0];
+        return &decq_texel[qs][vka_quant_index(kv)];
     if (vka_dtype_is_quantized(kv))
-        return &quant_kernels[cfg->kernel != VKA_KV_KERNEL_SUBGROUP][qs][kv == VKATTN_DTYPE_Q4_0];
+        return &quant_kernels[cfg->kernel != VKA_KV_KERNEL_SUBGROUP][qs][vka_quant_index(kv)];
     uint32_t ks = vka_storage_kind(ctx, kv);
     bool f16 = kv == VKATTN_DTYPE_F16;
     if (cfg->kernel == VKA_KV_KERNEL_DECODE)

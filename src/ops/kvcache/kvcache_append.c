@@ -1,5 +1,5 @@
 /* vkattn_cmd_kv_cache_append: copies K and V of your own into a KV cache
- * (kv_append.comp), or quantizes them into a q8_0 / q4_0 one
+ * (kv_append.comp), or quantizes them into a quantized one
  * (kv_append_quant.comp). The MHA layer's steps do not use it for the
  * others: their projection writes into the cache itself. */
 #include "ops/kvcache/kvcache_internal.h"
@@ -46,10 +46,14 @@ static const vka_kernel append_kernels[4][4] = {
         [VKA_STORAGE_F16P] = QUANT_KERNEL(q, f16p##odd), \
         [VKA_STORAGE_BF16] = QUANT_KERNEL(q, bf16##odd), \
     }
-/* by [head dim an odd number of blocks][cache is q4_0][storage of k and v] */
-static const vka_kernel quant_kernels[2][2][4] = {
-    {QUANT_KERNELS(q8_0, ), QUANT_KERNELS(q4_0, )},
-    {QUANT_KERNELS(q8_0, _odd), QUANT_KERNELS(q4_0, _odd)},
+/* by [head dim an odd number of blocks that share words][vka_quant_index
+ * of the cache's format][storage of k and v]; blocks of whole words (q4_1,
+ * q5_1) have no odd variants: each invocation writes its own */
+static const vka_kernel quant_kernels[2][VKA_QUANT_FORMATS][4] = {
+    {QUANT_KERNELS(q8_0, ), QUANT_KERNELS(q4_0, ), QUANT_KERNELS(q4_1, ), QUANT_KERNELS(q5_0, ),
+     QUANT_KERNELS(q5_1, ), QUANT_KERNELS(iq4_nl, )},
+    {QUANT_KERNELS(q8_0, _odd), QUANT_KERNELS(q4_0, _odd), [3] = QUANT_KERNELS(q5_0, _odd),
+     [5] = QUANT_KERNELS(iq4_nl, _odd)},
 };
 
 /* Whether a head dim is appended a quad at a time (else an element at a
@@ -105,7 +109,9 @@ static vkattn_result prepare_pass(vkattn_context *ctx, vkattn_kv_cache *c, const
                    (tokens - 1) * t->strides[2] + dim) *
         es;
     const bool quant = vka_dtype_is_quantized(c->d.dtype), quads = !quant && by_quads(dim);
-    const bool odd = quant && dim / 32 % 2; /* blocks that share words with their neighbours */
+    /* blocks that share words with their neighbours: one per invocation */
+    const bool sharing = quant && vka_quant_blocks_share_words(c->d.dtype);
+    const bool odd = sharing && dim / 32 % 2;
     /* sources by quads or elements; the pool whole: quads or element pairs
      * of the cache's dtype, or a quantized one's words */
     uint32_t unit = quads ? 4 : 1, first, unused;
@@ -116,12 +122,12 @@ static vkattn_result prepare_pass(vkattn_context *ctx, vkattn_kv_cache *c, const
     uint32_t spec[2] = {vka_workgroup_size(ctx, WORKGROUP), !quads};
     const vka_kernel *kernel =
         quant
-            ? &quant_kernels[odd][c->d.dtype == VKATTN_DTYPE_Q4_0][vka_storage_kind(ctx, t->dtype)]
+            ? &quant_kernels[odd][vka_quant_index(c->d.dtype)][vka_storage_kind(ctx, t->dtype)]
             : &append_kernels[vka_storage_kind(ctx, c->d.dtype)][vka_storage_kind(ctx, t->dtype)];
     VKA_TRY(vka_pipeline_get(ctx, kernel, spec, quant ? 1 : 2, &pass->pipeline));
     /* per pool row: pairs of quantized blocks or single ones, quads or
      * element pairs */
-    uint32_t per_row = odd ? dim / 32 : quant ? dim / 64 : quads ? row / 4 : row / 2;
+    uint32_t per_row = quant ? (sharing && !odd ? dim / 64 : dim / 32) : quads ? row / 4 : row / 2;
     uint64_t units = (uint64_t)batch * c->d.num_kv_heads * tokens * per_row;
     vka_grid_2d(ctx, vka_div_up64(units, spec[0]), &pass->gx, &pass->gy);
     if (pass->gy > ctx->info.max_workgroup_count[1] || units > UINT32_MAX)
