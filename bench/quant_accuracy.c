@@ -60,11 +60,10 @@ static int store_as(vkattn_dtype dt, const float *x, float *y, size_t n, void *b
 static int attend(const float *q, const float *k, const float *v, float *out, uint32_t keys)
 {
     int64_t qs[4] = {1, HQ, 1, D}, ks[4] = {1, HKV, keys, D};
-    vkattn_ref_attention_args a = {
-        .q = vkattn_host_tensor_make((void *)q, VKATTN_DTYPE_F32, 4, qs),
-        .k = vkattn_host_tensor_make((void *)k, VKATTN_DTYPE_F32, 4, ks),
-        .v = vkattn_host_tensor_make((void *)v, VKATTN_DTYPE_F32, 4, ks),
-        .out = vkattn_host_tensor_make(out, VKATTN_DTYPE_F32, 4, qs)};
+    vkattn_ref_attention_args a = {.q = vkattn_host_tensor_make((void *)q, VKATTN_DTYPE_F32, 4, qs),
+                                   .k = vkattn_host_tensor_make((void *)k, VKATTN_DTYPE_F32, 4, ks),
+                                   .v = vkattn_host_tensor_make((void *)v, VKATTN_DTYPE_F32, 4, ks),
+                                   .out = vkattn_host_tensor_make(out, VKATTN_DTYPE_F32, 4, qs)};
     char err[512] = "";
     if (vkattn_ref_attention(&a, err, sizeof err) != VKATTN_SUCCESS) {
         fprintf(stderr, "vkattn-quant-accuracy: %s\n", err);
@@ -91,12 +90,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "vkattn-quant-accuracy: --keys must be 1 to 1048576, --seed nonzero\n");
         return 2;
     }
-    const vkattn_dtype types[] = {VKATTN_DTYPE_F16,  VKATTN_DTYPE_BF16, VKATTN_DTYPE_Q8_0,
-                                  VKATTN_DTYPE_Q5_1, VKATTN_DTYPE_Q5_0, VKATTN_DTYPE_Q4_1,
+    const vkattn_dtype types[] = {VKATTN_DTYPE_F16,  VKATTN_DTYPE_BF16,  VKATTN_DTYPE_Q8_0,
+                                  VKATTN_DTYPE_Q5_1, VKATTN_DTYPE_Q5_0,  VKATTN_DTYPE_Q4_1,
                                   VKATTN_DTYPE_Q4_0, VKATTN_DTYPE_IQ4_NL};
     const size_t nkv = (size_t)HKV * keys * D, nq = (size_t)HQ * D;
-    float *k = malloc(nkv * sizeof *k), *v = malloc(nkv * sizeof *v), *kq = malloc(nkv * sizeof *kq),
-          *vq = malloc(nkv * sizeof *vq), q[HQ * D], exact[HQ * D], got[HQ * D];
+    float *k = malloc(nkv * sizeof *k), *v = malloc(nkv * sizeof *v),
+          *kq = malloc(nkv * sizeof *kq), *vq = malloc(nkv * sizeof *vq), q[HQ * D], exact[HQ * D],
+          got[HQ * D];
     void *blocks = malloc(nkv / 32 * 34);
     int rc = !(k && v && kq && vq && blocks);
     for (int dist = 0; dist < 2 && !rc; dist++) {

@@ -664,7 +664,8 @@ static void test_info_types(void **state)
                  impl ? impl : "?", want, out);
     assert_int_equal(cli_run_with("", "info", err, sizeof err), 0);
     cli_read_text(cli_path_of("stdout.txt"), out, sizeof out);
-    if (!strstr(out, "types: f32 native; f16 ") || !strstr(out, "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl emulated"))
+    if (!strstr(out, "types: f32 native; f16 ") ||
+        !strstr(out, "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl emulated"))
         fail_msg("info does not list the types:\n%s", out);
 }
 

@@ -31,6 +31,8 @@ set(_vkattn_test_costs
   test_heads.lavapipe25=60
   test_attention_head_dims.lavapipe=59
   test_kv_quant.lavapipe=59
+  test_kv_quant_formats.lavapipe=74
+  test_kv_quant_formats.swiftshader=60
   test_mha.lavapipe1024=56
   test_tuning.swiftshader=54
   test_kv_mask.lavapipe=54

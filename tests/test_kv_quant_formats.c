@@ -97,10 +97,8 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_memory),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_quantized_bytes),
-        cmocka_unit_test(test_cases_match_reference),
+        cmocka_unit_test(test_memory),          cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_quantized_bytes), cmocka_unit_test(test_cases_match_reference),
         cmocka_unit_test(test_layer_steps),
     };
     return cmocka_run_group_tests(tests, test_policy_suite_setup, test_policy_suite_teardown);

@@ -43,11 +43,11 @@ static void test_exact_blocks(void **state)
     float x[32], y[32];
     for (int f = 0; f < 4; f++) {
         for (int j = 0; j < 32; j++) {
-            int k = (j * 7) % 32; /* every step, out of order */
-            x[j] = f == 0   ? (float)(k % 16) * 0.5f - 4.0f  /* q4_1: 16 steps of 1/2 */
-                   : f == 1 ? (float)(k - 16) * 0.25f        /* q5_0: -4 .. 3.75 */
-                   : f == 2 ? (float)k * 0.125f + 1.0f       /* q5_1: 1 .. 4.875 */
-                            : levels[k % 16] / 64.0f;        /* iq4_nl: levels / 64 */
+            int k = (j * 7) % 32;                           /* every step, out of order */
+            x[j] = f == 0   ? (float)(k % 16) * 0.5f - 4.0f /* q4_1: 16 steps of 1/2 */
+                   : f == 1 ? (float)(k - 16) * 0.25f       /* q5_0: -4 .. 3.75 */
+                   : f == 2 ? (float)k * 0.125f + 1.0f      /* q5_1: 1 .. 4.875 */
+                            : levels[k % 16] / 64.0f;       /* iq4_nl: levels / 64 */
         }
         round_trip(f, x, y);
         for (int j = 0; j < 32; j++)

@@ -16,7 +16,8 @@ static vkattn_result check(vkattn_dtype dtype, const void *data, uint64_t n, con
 {
     char b[VKA_DTYPE_TEXT];
     if (!vka_dtype_is_quantized(dtype)) {
-        vka_error_format(error, error_size, "%s: dtype %s is not quantized (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)", fn,
+        vka_error_format(error, error_size,
+                         "%s: dtype %s is not quantized (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)", fn,
                          vka_dtype_text(dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }

@@ -25,9 +25,8 @@ static inline bool vka_dtype_is_float(vkattn_dtype dtype)
 #define VKA_QUANT_BLOCK 32u
 static inline bool vka_dtype_is_quantized(vkattn_dtype dtype)
 {
-    return dtype == VKATTN_DTYPE_Q8_0 || dtype == VKATTN_DTYPE_Q4_0 ||
-           dtype == VKATTN_DTYPE_Q4_1 || dtype == VKATTN_DTYPE_Q5_0 ||
-           dtype == VKATTN_DTYPE_Q5_1 || dtype == VKATTN_DTYPE_IQ4_NL;
+    return dtype == VKATTN_DTYPE_Q8_0 || dtype == VKATTN_DTYPE_Q4_0 || dtype == VKATTN_DTYPE_Q4_1 ||
+           dtype == VKATTN_DTYPE_Q5_0 || dtype == VKATTN_DTYPE_Q5_1 || dtype == VKATTN_DTYPE_IQ4_NL;
 }
 /* Bytes of one block: 34 (q8_0), 18 (q4_0, iq4_nl), 20 (q4_1), 22 (q5_0),
  * 24 (q5_1); 0 for the others. */

@@ -31,7 +31,10 @@ static void put_f16(uint8_t *at, float v)
     at[1] = (uint8_t)(h >> 8);
 }
 
-static float get_f16(const uint8_t *at) { return vkattn_f16_to_f32((uint16_t)(at[0] | at[1] << 8)); }
+static float get_f16(const uint8_t *at)
+{
+    return vkattn_f16_to_f32((uint16_t)(at[0] | at[1] << 8));
+}
 
 static void put_u32(uint8_t *at, uint32_t v)
 {
@@ -201,11 +204,11 @@ void vka_dequantize_block_format(vkattn_dtype format, const uint8_t *in, float *
     const float m = affine ? get_f16(in + 2) : 0.0f;
     const uint32_t qh = format == VKATTN_DTYPE_Q5_0   ? get_u32(in + 2)
                         : format == VKATTN_DTYPE_Q5_1 ? get_u32(in + 4)
-                                                   : 0;
+                                                      : 0;
     const uint8_t *qs = in + (format == VKATTN_DTYPE_Q5_1   ? 8
                               : format == VKATTN_DTYPE_Q5_0 ? 6
-                              : affine                   ? 4
-                                                         : 2);
+                              : affine                      ? 4
+                                                            : 2);
     for (int j = 0; j < HALF; j++) {
         int q0 = qs[j] & 0x0f, q1 = qs[j] >> 4;
         if (format == VKATTN_DTYPE_IQ4_NL) {

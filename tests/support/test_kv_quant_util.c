@@ -153,8 +153,7 @@ void quant_bytes_check(test_policy_suite *s, const vkattn_dtype *dtypes, int n)
  * from double sums: a value within a rounding of a quantization boundary
  * may land one step apart, hence the callers' tolerances (q8_0 2e-3, the
  * 4- and 5-bit formats 2e-2: the seeds meet them on both drivers). */
-void quant_layer_steps_check(test_policy_suite *s, vkattn_dtype dt, uint32_t block_size,
-                             double tol)
+void quant_layer_steps_check(test_policy_suite *s, vkattn_dtype dt, uint32_t block_size, double tol)
 {
     enum { DM = 256, HQ = 4, HKV = 2, DH = 64, T = 8, PREFILL = 5 };
     test_rng rng = test_rng_seed(5);
@@ -179,62 +178,61 @@ void quant_layer_steps_check(test_policy_suite *s, vkattn_dtype dt, uint32_t blo
                           .rope = {.theta = 10000.0f}};
     vkattn_mha_weights mw = {.wqkv = w, .wo = wo, .bqkv = bias, .bo = bo};
     for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy += 3) {
-            if (!s->gpu[policy])
-                continue;
-            vkattn_context *ctx = s->gpu[policy]->ctx;
-            vkattn_mha *m;
-            TEST_OK(ctx, vkattn_mha_create(ctx, &md, &m));
-            TEST_OK(ctx, vkattn_mha_set_weights(m, &mw));
-            vkattn_kv_cache_desc cd = {.num_kv_heads = HKV,
-                                       .num_heads = HQ,
-                                       .head_dim = DH,
-                                       .dtype = dt,
-                                       .max_sequences = 1,
-                                       .capacity = T,
-                                       .block_size = block_size};
-            vkattn_kv_cache *c;
-            TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &c));
-            vkattn_buffer *xb = test_buffer_with(ctx, x, sizeof x);
-            vkattn_buffer *yb = test_buffer_with(ctx, NULL, sizeof x);
-            uint32_t seq = 0;
-            for (uint32_t t = 0; t < T; t = t ? t + 1 : PREFILL) {
-                int64_t n = t ? 1 : PREFILL, shape[3] = {1, n, DM};
-                vkattn_mha_step_args sa = {
-                    .cache = c,
-                    .batch = 1,
-                    .sequences = &seq,
-                    .x = vkattn_tensor_make(xb, (uint64_t)t * DM * 4, F32, 3, shape),
-                    .y = vkattn_tensor_make(yb, (uint64_t)t * DM * 4, F32, 3, shape)};
-                TEST_OK(ctx, vkattn_mha_step(m, &sa));
-            }
-            float got[T * DM], want[T * DM], exact[T * DM];
-            TEST_OK(ctx, vkattn_buffer_download(yb, 0, got, sizeof got));
-            int64_t shape[3] = {1, T, DM};
-            vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(x, F32, 3, shape),
-                                      .y = vkattn_host_tensor_make(want, F32, 3, shape),
-                                      .causal = true,
-                                      .kv_cache_dtype = dt};
-            char err[256] = "";
-            if (vkattn_ref_mha(&md, &mw, &ra, err, sizeof err) != VKATTN_SUCCESS)
-                fail_msg("%s", err);
-            ra.kv_cache_dtype = F32;
-            ra.y = vkattn_host_tensor_make(exact, F32, 3, shape);
-            if (vkattn_ref_mha(&md, &mw, &ra, err, sizeof err) != VKATTN_SUCCESS)
-                fail_msg("%s", err);
-            char what[120];
-            snprintf(what, sizeof what, "%s layer steps over a %s cache",
-                     test_policies[policy].name, vkattn_dtype_name(dt));
-            test_assert_close(got, want, T * DM, tol, what);
-            print_message("    %s: max |error| %.3g against the reference with the cache's "
-                          "quantization, %.3g against none\n",
-                          what, max_abs_diff(got, want, T * DM), max_abs_diff(got, exact, T * DM));
-            vkattn_buffer_destroy(xb);
-            vkattn_buffer_destroy(yb);
-            vkattn_kv_cache_destroy(c);
-            vkattn_mha_destroy(m);
-            test_assert_no_validation_messages(ctx);
+        if (!s->gpu[policy])
+            continue;
+        vkattn_context *ctx = s->gpu[policy]->ctx;
+        vkattn_mha *m;
+        TEST_OK(ctx, vkattn_mha_create(ctx, &md, &m));
+        TEST_OK(ctx, vkattn_mha_set_weights(m, &mw));
+        vkattn_kv_cache_desc cd = {.num_kv_heads = HKV,
+                                   .num_heads = HQ,
+                                   .head_dim = DH,
+                                   .dtype = dt,
+                                   .max_sequences = 1,
+                                   .capacity = T,
+                                   .block_size = block_size};
+        vkattn_kv_cache *c;
+        TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &c));
+        vkattn_buffer *xb = test_buffer_with(ctx, x, sizeof x);
+        vkattn_buffer *yb = test_buffer_with(ctx, NULL, sizeof x);
+        uint32_t seq = 0;
+        for (uint32_t t = 0; t < T; t = t ? t + 1 : PREFILL) {
+            int64_t n = t ? 1 : PREFILL, shape[3] = {1, n, DM};
+            vkattn_mha_step_args sa = {
+                .cache = c,
+                .batch = 1,
+                .sequences = &seq,
+                .x = vkattn_tensor_make(xb, (uint64_t)t * DM * 4, F32, 3, shape),
+                .y = vkattn_tensor_make(yb, (uint64_t)t * DM * 4, F32, 3, shape)};
+            TEST_OK(ctx, vkattn_mha_step(m, &sa));
         }
+        float got[T * DM], want[T * DM], exact[T * DM];
+        TEST_OK(ctx, vkattn_buffer_download(yb, 0, got, sizeof got));
+        int64_t shape[3] = {1, T, DM};
+        vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(x, F32, 3, shape),
+                                  .y = vkattn_host_tensor_make(want, F32, 3, shape),
+                                  .causal = true,
+                                  .kv_cache_dtype = dt};
+        char err[256] = "";
+        if (vkattn_ref_mha(&md, &mw, &ra, err, sizeof err) != VKATTN_SUCCESS)
+            fail_msg("%s", err);
+        ra.kv_cache_dtype = F32;
+        ra.y = vkattn_host_tensor_make(exact, F32, 3, shape);
+        if (vkattn_ref_mha(&md, &mw, &ra, err, sizeof err) != VKATTN_SUCCESS)
+            fail_msg("%s", err);
+        char what[120];
+        snprintf(what, sizeof what, "%s layer steps over a %s cache", test_policies[policy].name,
+                 vkattn_dtype_name(dt));
+        test_assert_close(got, want, T * DM, tol, what);
+        print_message("    %s: max |error| %.3g against the reference with the cache's "
+                      "quantization, %.3g against none\n",
+                      what, max_abs_diff(got, want, T * DM), max_abs_diff(got, exact, T * DM));
+        vkattn_buffer_destroy(xb);
+        vkattn_buffer_destroy(yb);
+        vkattn_kv_cache_destroy(c);
+        vkattn_mha_destroy(m);
+        test_assert_no_validation_messages(ctx);
+    }
     free(w);
     free(wo);
 }
-

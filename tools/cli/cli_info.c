@@ -80,7 +80,8 @@ static void print_text(const vkattn_device_info *d, bool chosen, const vkattn_se
     printf("    fp16 arithmetic %s, 16-bit storage %s -> f16 tensors: %s\n", yn(d->fp16_arithmetic),
            yn(d->storage_16bit), f16_path_name(d));
     printf("    types: f32 native; f16 %s; bf16 emulated (pairs in 32-bit words); q8_0, q4_0, "
-           "q4_1, q5_0, q5_1, iq4_nl emulated (KV caches and q8_0 weights: blocks read as 32-bit words or 16-byte "
+           "q4_1, q5_0, q5_1, iq4_nl emulated (KV caches and q8_0 weights: blocks read as 32-bit "
+           "words or 16-byte "
            "texels, dequantized in the kernels); arithmetic f32\n",
            d->f16_path == VKATTN_F16_NATIVE ? "native (16-bit storage)"
                                             : "emulated (pairs in 32-bit words)");

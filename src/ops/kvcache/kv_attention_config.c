@@ -249,11 +249,11 @@ void vka_kv_tuning_key(const vkattn_kv_cache *c, vkattn_dtype q_dtype, uint32_t 
     key->values[2] = vka_tuning_bucket(new_tokens, tokens, 4);
     key->values[3] = vka_tuning_bucket(length, lens, 4);
     key->values[4] = vka_tuning_bucket((uint64_t)batch * c->d.num_kv_heads, work, 4);
-    key->values[5] = (q_dtype == VKATTN_DTYPE_F16) + 2u * (c->d.dtype == VKATTN_DTYPE_F16) +
-                     4u * (q_dtype == VKATTN_DTYPE_BF16) + 8u * (c->d.dtype == VKATTN_DTYPE_BF16) +
-                     16u * (vka_dtype_is_quantized(c->d.dtype)
-                                ? (uint32_t)vka_quant_index(c->d.dtype) + 1u
-                                : 0u);
+    key->values[5] =
+        (q_dtype == VKATTN_DTYPE_F16) + 2u * (c->d.dtype == VKATTN_DTYPE_F16) +
+        4u * (q_dtype == VKATTN_DTYPE_BF16) + 8u * (c->d.dtype == VKATTN_DTYPE_BF16) +
+        16u *
+            (vka_dtype_is_quantized(c->d.dtype) ? (uint32_t)vka_quant_index(c->d.dtype) + 1u : 0u);
     key->values[6] = c->paged;
 }
 

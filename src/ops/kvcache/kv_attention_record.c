@@ -92,10 +92,10 @@ static const vka_kernel dec_texel[4][3] = {
         .binding_count = 10, .bindings = {STO, TEX, TEX, TEX, STO, STO, STO, STO, STO, STO}, \
         .push_size = sizeof(vka_kv_main_push), .full_subgroups = true                        \
     }
-#define DECQ_KERNELS(q)                                                              \
-    {                                                                                \
-        DECQ_KERNEL(q##_q8_0), DECQ_KERNEL(q##_q4_0), DECQ_KERNEL(q##_q4_1),         \
-            DECQ_KERNEL(q##_q5_0), DECQ_KERNEL(q##_q5_1), DECQ_KERNEL(q##_iq4_nl)    \
+#define DECQ_KERNELS(q)                                                           \
+    {                                                                             \
+        DECQ_KERNEL(q##_q8_0), DECQ_KERNEL(q##_q4_0), DECQ_KERNEL(q##_q4_1),      \
+            DECQ_KERNEL(q##_q5_0), DECQ_KERNEL(q##_q5_1), DECQ_KERNEL(q##_iq4_nl) \
     }
 static const vka_kernel decq_texel[4][VKA_QUANT_FORMATS] = {
     [VKA_STORAGE_F32] = DECQ_KERNELS(f32),
@@ -108,13 +108,13 @@ static const vka_kernel decq_texel[4][VKA_QUANT_FORMATS] = {
  * vka_quant_index]. */
 #define CM_COLUMNS (3 + VKA_QUANT_FORMATS)
 #if VKATTN_HAVE_COOPMAT
-#define CM_KERNELS(q)                                                                 \
-    {                                                                                 \
-        KV_KERNEL(cm, q##_f32, STO, true), KV_KERNEL(cm, q##_f16, STO, true),         \
-            KV_KERNEL(cm, q##_bf16, STO, true), KV_KERNEL(cm, q##_q8_0, STO, true),   \
-            KV_KERNEL(cm, q##_q4_0, STO, true), KV_KERNEL(cm, q##_q4_1, STO, true),   \
-            KV_KERNEL(cm, q##_q5_0, STO, true), KV_KERNEL(cm, q##_q5_1, STO, true),   \
-            KV_KERNEL(cm, q##_iq4_nl, STO, true)                                      \
+#define CM_KERNELS(q)                                                               \
+    {                                                                               \
+        KV_KERNEL(cm, q##_f32, STO, true), KV_KERNEL(cm, q##_f16, STO, true),       \
+            KV_KERNEL(cm, q##_bf16, STO, true), KV_KERNEL(cm, q##_q8_0, STO, true), \
+            KV_KERNEL(cm, q##_q4_0, STO, true), KV_KERNEL(cm, q##_q4_1, STO, true), \
+            KV_KERNEL(cm, q##_q5_0, STO, true), KV_KERNEL(cm, q##_q5_1, STO, true), \
+            KV_KERNEL(cm, q##_iq4_nl, STO, true)                                    \
     }
 static const vka_kernel cm_storage[4][CM_COLUMNS] = {
     [VKA_STORAGE_F32] = CM_KERNELS(f32),

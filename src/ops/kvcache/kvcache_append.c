@@ -52,8 +52,8 @@ static const vka_kernel append_kernels[4][4] = {
 static const vka_kernel quant_kernels[2][VKA_QUANT_FORMATS][4] = {
     {QUANT_KERNELS(q8_0, ), QUANT_KERNELS(q4_0, ), QUANT_KERNELS(q4_1, ), QUANT_KERNELS(q5_0, ),
      QUANT_KERNELS(q5_1, ), QUANT_KERNELS(iq4_nl, )},
-    {QUANT_KERNELS(q8_0, _odd), QUANT_KERNELS(q4_0, _odd), [3] = QUANT_KERNELS(q5_0, _odd),
-     [5] = QUANT_KERNELS(iq4_nl, _odd)},
+    {QUANT_KERNELS(q8_0, _odd),
+     QUANT_KERNELS(q4_0, _odd), [3] = QUANT_KERNELS(q5_0, _odd), [5] = QUANT_KERNELS(iq4_nl, _odd)},
 };
 
 /* Whether a head dim is appended a quad at a time (else an element at a
@@ -121,9 +121,8 @@ static vkattn_result prepare_pass(vkattn_context *ctx, vkattn_kv_cache *c, const
     VKA_TRY(vka_bind_window(ctx, pool, 0, pool_bytes, pool_unit, &b[2], &unused));
     uint32_t spec[2] = {vka_workgroup_size(ctx, WORKGROUP), !quads};
     const vka_kernel *kernel =
-        quant
-            ? &quant_kernels[odd][vka_quant_index(c->d.dtype)][vka_storage_kind(ctx, t->dtype)]
-            : &append_kernels[vka_storage_kind(ctx, c->d.dtype)][vka_storage_kind(ctx, t->dtype)];
+        quant ? &quant_kernels[odd][vka_quant_index(c->d.dtype)][vka_storage_kind(ctx, t->dtype)]
+              : &append_kernels[vka_storage_kind(ctx, c->d.dtype)][vka_storage_kind(ctx, t->dtype)];
     VKA_TRY(vka_pipeline_get(ctx, kernel, spec, quant ? 1 : 2, &pass->pipeline));
     /* per pool row: pairs of quantized blocks or single ones, quads or
      * element pairs */
