@@ -27,17 +27,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 64u;
 
-#if QF == 0
-const uint BLOCK_BYTES = 34u;
-#elif QF == 1 || QF == 5
-const uint BLOCK_BYTES = 18u;
-#elif QF == 2
-const uint BLOCK_BYTES = 20u;
-#elif QF == 3
-const uint BLOCK_BYTES = 22u;
-#else
-const uint BLOCK_BYTES = 24u;
-#endif
+const uint BLOCK_BYTES = QUANT_BLOCK_BYTES(QF);
 // blocks of whole words: one per invocation
 #define WORD_BLOCKS (QF == 2 || QF == 4)
 #if WORD_BLOCKS

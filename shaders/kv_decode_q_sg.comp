@@ -38,17 +38,7 @@ layout(constant_id = 2) const uint D = 128u; // head dimension: 64, 128 or 256
 layout(constant_id = 3) const uint R = 4u;   // rows per subgroup
 layout(constant_id = 4) const uint GPL = 1u; // groups per lane (1, 2 or 4)
 
-#if QF == 0
-const uint BLOCK_BYTES = 34u;
-#elif QF == 1 || QF == 5
-const uint BLOCK_BYTES = 18u;
-#elif QF == 2
-const uint BLOCK_BYTES = 20u;
-#elif QF == 3
-const uint BLOCK_BYTES = 22u;
-#else
-const uint BLOCK_BYTES = 24u;
-#endif
+const uint BLOCK_BYTES = QUANT_BLOCK_BYTES(QF);
 // the nibble formats' fields: nibbles at QS_OFF; a fifth bit per value in
 // the word at QH_OFF (q5_0, q5_1); the minimum's f16 at byte 2 (q4_1,
 // q5_1); the offset subtracted from q (q4_0 8, q5_0 16)

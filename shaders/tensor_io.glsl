@@ -172,6 +172,12 @@ uint BF16_BITS(float x) {
 // name_##_bytes4 reads the four bytes at an even offset (a second word only
 // when it straddles one). Bindings hold an even number of blocks (or more
 // words), so the last block ends on a word and nothing past it is read.
+// Bytes of one block of format qf, in the order of the kernels' QF define
+// (src/spec/dtype.h's vka_quant_index): 0 q8_0, 1 q4_0, 2 q4_1, 3 q5_0,
+// 4 q5_1, 5 iq4_nl.
+#define QUANT_BLOCK_BYTES(qf) \
+    ((qf) == 0 ? 34u : (qf) == 2 ? 20u : (qf) == 3 ? 22u : (qf) == 4 ? 24u : 18u)
+
 #define Q_DECLARE_WORDS(binding_, name_)                                             \
     layout(set = 0, binding = binding_, std430) readonly buffer name_##_buffer {    \
         uint name_##_words[];                                                        \

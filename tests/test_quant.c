@@ -158,6 +158,16 @@ static void test_refusals(void **state)
          "element 9 is 1e+07: the block scale "
          "would overflow f16"},
         {Q4, 64, 1, 600000.0f, VKATTN_ERROR_INVALID_ARGUMENT, "would overflow f16"},
+        /* the minimum itself is stored (q4_1, q5_1); q5_0 steps max / 16;
+         * iq4_nl's least-squares scale stays below amax * 7 / 127 */
+        {VKATTN_DTYPE_Q4_1, 64, 2, -70000.0f, VKATTN_ERROR_INVALID_ARGUMENT,
+         "element 2 is -70000: the block scale would overflow f16 (|x| at most 65504 for q4_1)"},
+        {VKATTN_DTYPE_Q5_1, 64, 5, 65505.0f, VKATTN_ERROR_INVALID_ARGUMENT,
+         "at most 65504 for q5_1"},
+        {VKATTN_DTYPE_Q5_0, 64, 7, 1.1e6f, VKATTN_ERROR_INVALID_ARGUMENT,
+         "at most 1.04806e+06 for q5_0"},
+        {VKATTN_DTYPE_IQ4_NL, 64, 8, 1.2e6f, VKATTN_ERROR_INVALID_ARGUMENT,
+         "at most 1.17907e+06 for iq4_nl"},
         {Q8, 40, -1, 0, VKATTN_ERROR_INVALID_ARGUMENT,
          "n 40 is not a multiple of the block "
          "size 32"},

@@ -37,9 +37,10 @@ typedef struct vkattn_kv_cache vkattn_kv_cache;
 typedef struct vkattn_kv_cache_desc {
     uint32_t num_kv_heads; /* Hkv, required */
     uint32_t num_heads;    /* Hq of the queries that attend to it; 0: num_kv_heads */
-    /* Dk, the head dim of K (and of the queries), required: 1 to 576 (q8_0,
-     * q4_0: a multiple of 32, whole blocks; an odd number of blocks is
-     * written through device-scope atomics, which a borrowed device with
+    /* Dk, the head dim of K (and of the queries), required: 1 to 576 (quantized:
+     * a multiple of 32, whole blocks; in q8_0, q4_0, q5_0 and iq4_nl, whose
+     * blocks share 32-bit words, an odd number of blocks is written through
+     * device-scope atomics, which a borrowed device with
      * vulkanMemoryModel enabled must allow: vulkanMemoryModelDeviceScope). A size that is not a multiple of 8 is kept
      * zero-padded to one (memory counts the padding) and takes the slower
      * paths of "attention semantics" (include/vkattn/ops.h), as does one
@@ -49,8 +50,9 @@ typedef struct vkattn_kv_cache_desc {
      * DeepSeek's MLA: 192 and 128 (K with its rotary part), or 576 and 512
      * with one KV head (the absorbed form). */
     uint32_t v_head_dim;
-    /* f32 (default), f16, bf16, or quantized: q8_0 or q4_0, ggml's blocks
-     * of 32 values along Dh (layouts: vkattn_dtype). A quantized cache is
+    /* f32 (default), f16, bf16, or quantized: q8_0, q4_0, q4_1, q5_0, q5_1
+     * or iq4_nl, ggml's blocks of 32 values along Dh (layouts:
+     * vkattn_dtype), quantized as ggml's reference quantizers do. A quantized cache is
      * filled by vkattn_cmd_kv_cache_append, which quantizes f32, f16 or
      * bf16 K/V as it writes them (exactly as vkattn_ref_quantize, on devices
      * whose f32 division is correctly rounded, as CPU drivers' is; others
@@ -92,8 +94,8 @@ typedef struct vkattn_kv_cache_desc {
 
 /* What a cache needs, before creating it: bytes of K and V per token of one
  * layer (Hkv * the bytes of a row of Dk and of Dv values: each rounded up
- * to a multiple of 8 times the dtype size, or D / 32 blocks of 34 (q8_0) or
- * 18 (q4_0) bytes) and the device memory it would allocate. */
+ * to a multiple of 8 times the dtype size, or D / 32 blocks of 34 (q8_0), 24
+ * (q5_1), 22 (q5_0), 20 (q4_1) or 18 (q4_0, iq4_nl) bytes) and the device memory it would allocate. */
 VKATTN_API vkattn_result vkattn_kv_cache_memory(const vkattn_kv_cache_desc *desc,
                                                 uint64_t *bytes_per_token, uint64_t *total_bytes,
                                                 char *error, size_t error_size);

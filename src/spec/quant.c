@@ -1,7 +1,8 @@
-/* ggml's q8_0 and q4_0 block quantizers (the other formats: quant_formats.c), step by step in f32 (compiled
- * without floating-point contraction: a fused multiply-add would round
- * x * id + 8.5 once instead of twice). The reference and the library both
- * quantize with these, so their blocks are bit-identical. */
+/* ggml's q8_0 block quantizer (the nibble formats: quant_formats.c) and the
+ * entry points for every format, step by step in f32 (compiled without
+ * floating-point contraction: a fused multiply-add would round x * id + 8.5
+ * once instead of twice). The reference and the library both quantize with
+ * these, so their blocks are bit-identical. */
 #include "spec/quant.h"
 #include "spec/quant_formats.h"
 
@@ -51,52 +52,21 @@ static void quantize_q8_0(const float *x, uint8_t *out)
     }
 }
 
-static void quantize_q4_0(const float *x, uint8_t *out)
-{
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < BLOCK; j++)
-        if (amax < fabsf(x[j])) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    put_scale(out, d);
-    for (int j = 0; j < BLOCK / 2; j++) {
-        const float v0 = x[j] * id;
-        const float v1 = x[BLOCK / 2 + j] * id;
-        const float s0 = v0 + 8.5f;
-        const float s1 = v1 + 8.5f;
-        int q0 = (int8_t)s0, q1 = (int8_t)s1;
-        q0 = q0 < 15 ? q0 : 15;
-        q1 = q1 < 15 ? q1 : 15;
-        out[2 + j] = (uint8_t)(q0 | q1 << 4);
-    }
-}
-
 void vka_quantize_block(vkattn_dtype dtype, const float *x, uint8_t *out)
 {
     if (dtype == VKATTN_DTYPE_Q8_0)
         quantize_q8_0(x, out);
-    else if (dtype == VKATTN_DTYPE_Q4_0)
-        quantize_q4_0(x, out);
     else
         vka_quantize_block_format(dtype, x, out);
 }
 
 void vka_dequantize_block(vkattn_dtype dtype, const uint8_t *in, float *y)
 {
-    if (dtype != VKATTN_DTYPE_Q8_0 && dtype != VKATTN_DTYPE_Q4_0) {
+    if (dtype != VKATTN_DTYPE_Q8_0) {
         vka_dequantize_block_format(dtype, in, y);
         return;
     }
     const float d = vkattn_f16_to_f32((uint16_t)(in[0] | in[1] << 8));
-    for (int j = 0; j < BLOCK; j++) {
-        if (dtype == VKATTN_DTYPE_Q8_0) {
-            y[j] = d * (float)(int8_t)in[2 + j];
-        } else {
-            int q = j < BLOCK / 2 ? (in[2 + j] & 0xf) : (in[2 + j - BLOCK / 2] >> 4);
-            y[j] = d * (float)(q - 8);
-        }
-    }
+    for (int j = 0; j < BLOCK; j++)
+        y[j] = d * (float)(int8_t)in[2 + j];
 }

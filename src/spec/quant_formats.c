@@ -1,10 +1,12 @@
-/* llama.cpp's other KV cache block formats: q4_1, q5_0, q5_1 and iq4_nl, quantized as ggml's reference quantizers do
+/* ggml's nibble block formats: q4_0, and llama.cpp's other KV cache types
+ * q4_1, q5_0, q5_1 and iq4_nl, quantized as ggml's reference quantizers do
  * (quantize_row_*_ref), step by step in f32 and compiled without
  * floating-point contraction like quant.c: bit for bit ggml's blocks where
  * ggml is built without contraction too (built with it, ggml fuses iq4_nl's
  * sums and its scale may land one f16 step apart; docs/quantization.md has
  * the comparison). Layouts,
  * little-endian, 32 values per block:
+ *   q4_0   f16 d, 16 bytes of nibbles                   18 bytes  x = d (q - 8)
  *   q4_1   f16 d, f16 m, 16 bytes of nibbles            20 bytes  x = d q + m
  *   q5_0   f16 d, 32-bit qh, 16 bytes of low nibbles    22 bytes  x = d (q - 16)
  *   q5_1   f16 d, f16 m, 32-bit qh, 16 bytes            24 bytes  x = d q + m
@@ -93,8 +95,9 @@ static void quantize_affine(const float *x, int bits, uint8_t *out)
         put_u32(out + 4, qh);
 }
 
-/* q5_0: like q4_0 with 32 steps, d = max / -16. */
-static void quantize_q5_0(const float *x, uint8_t *out)
+/* The value of largest magnitude (the first on ties; 0 for an all-zero
+ * block), as ggml's q4_0, q5_0 and iq4_nl quantizers find it. */
+static float largest_magnitude(const float *x)
 {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < BLOCK; j++)
@@ -102,23 +105,33 @@ static void quantize_q5_0(const float *x, uint8_t *out)
             amax = fabsf(x[j]);
             max = x[j];
         }
-    const float d = max / -16.0f;
+    return max;
+}
+
+/* q4_0 and q5_0: 2^bits steps around zero, d = max / -2^(bits - 1). */
+static void quantize_centred(const float *x, int bits, uint8_t *out)
+{
+    const float half = (float)(1 << (bits - 1));
+    const int top = (1 << bits) - 1;
+    const float d = largest_magnitude(x) / -half;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     put_f16(out, d);
+    uint8_t *qs = out + (bits == 5 ? 6 : 2);
     uint32_t qh = 0;
     for (int j = 0; j < HALF; j++) {
         const float v0 = x[j] * id;
         const float v1 = x[HALF + j] * id;
-        const float s0 = v0 + 16.5f;
-        const float s1 = v1 + 16.5f;
-        int q0 = (int8_t)s0, q1 = (int8_t)s1;
-        q0 = q0 < 31 ? q0 : 31;
-        q1 = q1 < 31 ? q1 : 31;
-        out[6 + j] = (uint8_t)((q0 & 0x0f) | (q1 & 0x0f) << 4);
+        const float s0 = v0 + (half + 0.5f);
+        const float s1 = v1 + (half + 0.5f);
+        int q0 = (int8_t)s0, q1 = (int8_t)s1; /* ggml: MIN(top, (int8_t)(v + half + 0.5f)) */
+        q0 = q0 < top ? q0 : top;
+        q1 = q1 < top ? q1 : top;
+        qs[j] = (uint8_t)((q0 & 0x0f) | (q1 & 0x0f) << 4);
         qh |= (uint32_t)((q0 >> 4) & 1) << j;
         qh |= (uint32_t)((q1 >> 4) & 1) << (j + HALF);
     }
-    put_u32(out + 2, qh);
+    if (bits == 5)
+        put_u32(out + 2, qh);
 }
 
 /* The level nearest to v (ties to the upper one, as ggml's
@@ -148,17 +161,10 @@ static int nearest_level(float v)
  * them: any nibbles give zeros with scale 0). */
 static void quantize_iq4_nl(const float *x, uint8_t *out)
 {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < BLOCK; j++) {
-        const float ax = fabsf(x[j]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[j];
-        }
-    }
+    const float max = largest_magnitude(x);
     int level[BLOCK] = {0};
     float d = 0.0f;
-    if (!(amax < 1e-15f)) {
+    if (!(fabsf(max) < 1e-15f)) {
         const float d0 = max / (float)iq4nl_levels[0];
         const float id = 1.0f / d0;
         float sumqx = 0.0f, sumq2 = 0.0f;
@@ -184,8 +190,11 @@ void vka_quantize_block_format(vkattn_dtype format, const float *x, uint8_t *out
     case VKATTN_DTYPE_Q4_1:
         quantize_affine(x, 4, out);
         break;
+    case VKATTN_DTYPE_Q4_0:
+        quantize_centred(x, 4, out);
+        break;
     case VKATTN_DTYPE_Q5_0:
-        quantize_q5_0(x, out);
+        quantize_centred(x, 5, out);
         break;
     case VKATTN_DTYPE_Q5_1:
         quantize_affine(x, 5, out);
@@ -220,9 +229,12 @@ void vka_dequantize_block_format(vkattn_dtype format, const uint8_t *in, float *
             q0 |= (int)((qh >> j) & 1) << 4;
             q1 |= (int)((qh >> (j + HALF)) & 1) << 4;
         }
-        if (format == VKATTN_DTYPE_Q5_0) {
-            q0 -= 16;
-            q1 -= 16;
+        if (!affine) { /* q4_0, q5_0: centred on zero */
+            q0 -= five ? 16 : 8;
+            q1 -= five ? 16 : 8;
+            y[j] = d * (float)q0;
+            y[HALF + j] = d * (float)q1;
+            continue;
         }
         y[j] = (float)q0 * d + m;
         y[HALF + j] = (float)q1 * d + m;
