@@ -27,6 +27,15 @@
 #define ELEM_IN_bf16(binding_, name_)                                            \
     DECLARE_ELEMS(binding_, readonly, bf16, name_##_e)                           \
     float name_##_elem(uint e) { return BF16_PAIR(name_##_e[e >> 1u])[e & 1u]; }
+// any (attention_io.glsl): the words DECLARE_IN4_any declared, float dtypes
+// only (quantized rows are whole blocks, never element-wise)
+#define ELEM_IN_any(binding_, name_)                                             \
+    float name_##_elem(uint e) {                                                 \
+        if (name_##_dtype == 0u)                                                 \
+            return uintBitsToFloat(name_##_words[e]);                            \
+        uint w = name_##_words[e >> 1u];                                         \
+        return name_##_dtype == 1u ? unpackHalf2x16(w)[e & 1u] : BF16_PAIR(w)[e & 1u]; \
+    }
 // (texel inputs never take this path: the host binds storage buffers)
 #define ELEM_IN_tex32(binding_, name_) \
     float name_##_elem(uint e) { return texelFetch(name_##_tex, int(e >> 2u))[e & 3u]; }

@@ -105,6 +105,46 @@
 #define DECLARE_IN4_q5_1(binding_, name_) DECLARE_IN4_QUANT(binding_, name_, Q5_1)
 #define DECLARE_IN4_iq4_nl(binding_, name_) DECLARE_IN4_QUANT(binding_, name_, IQ4_NL)
 
+// ---- any: k and v bound as 32-bit words, each read in the dtype of a
+// specialization constant name_##_dtype (a vkattn_dtype value: 0 f32, 1 f16,
+// 4 bf16, 5.. ggml's blocks), which the kernel declares (attention_main.glsl,
+// KV_ANY). The driver folds the other dtypes' branches away when it
+// specializes the pipeline. One variant serves k and v of different dtypes
+// and quantized k and v; f16 is unpacked from words, so no 16-bit storage.
+#define DECLARE_IN4_any(binding_, name_)                                            \
+    Q_DECLARE_WORDS(binding_, name_)                                                 \
+    Q8_0_QUAD_FN(name_, name_##_q8_0)                                                \
+    Q4_0_QUAD_FN(name_, name_##_q4_0)                                                \
+    Q4_1_QUAD_FN(name_, name_##_q4_1)                                                \
+    Q5_0_QUAD_FN(name_, name_##_q5_0)                                                \
+    Q5_1_QUAD_FN(name_, name_##_q5_1)                                                \
+    IQ4_NL_QUAD_FN(name_, name_##_iq4_nl)                                            \
+    vec4 name_##_load4(uint i) {                                                     \
+        if (name_##_dtype == 0u)                                                     \
+            return uintBitsToFloat(uvec4(name_##_words[4u * i], name_##_words[4u * i + 1u], \
+                                         name_##_words[4u * i + 2u],                 \
+                                         name_##_words[4u * i + 3u]));               \
+        if (name_##_dtype == 1u)                                                     \
+            return UNPACK_HALVES4(uvec2(name_##_words[2u * i], name_##_words[2u * i + 1u])); \
+        if (name_##_dtype == 4u)                                                     \
+            return UNPACK_BF16x4(uvec2(name_##_words[2u * i], name_##_words[2u * i + 1u])); \
+        if (name_##_dtype == 5u)                                                     \
+            return name_##_q8_0(i);                                                  \
+        if (name_##_dtype == 6u)                                                     \
+            return name_##_q4_0(i);                                                  \
+        if (name_##_dtype == 7u)                                                     \
+            return name_##_q4_1(i);                                                  \
+        if (name_##_dtype == 8u)                                                     \
+            return name_##_q5_0(i);                                                  \
+        if (name_##_dtype == 9u)                                                     \
+            return name_##_q5_1(i);                                                  \
+        return name_##_iq4_nl(i);                                                    \
+    }                                                                                \
+    void name_##_load8(uint i, out vec4 lo, out vec4 hi) {                          \
+        lo = name_##_load4(i);                                                       \
+        hi = name_##_load4(i + 1u);                                                  \
+    }
+
 // ---- outputs: name_store4(i, v). One invocation writes all four elements of
 // a quad, so packed halves never need a read-modify-write.
 #define DECLARE_OUT4_f32(binding_, name_)                                           \

@@ -52,6 +52,11 @@ const bool HAS_SINKS = (MODS & 4u) != 0u;
 const bool HAS_ALIBI = (MODS & 8u) != 0u;
 const bool HAS_LSE = (MODS & 16u) != 0u;
 
+#ifdef KV_ANY
+// k and v in storage `any` (attention_io.glsl): their vkattn_dtype values
+layout(constant_id = 11) const uint k_dtype = 0u;
+layout(constant_id = 12) const uint v_dtype = 0u;
+#endif
 DECLARE_IN4(0, q, Q_DT)
 DECLARE_IN4(1, k, KV_DT)
 DECLARE_IN4(2, v, KV_DT)

@@ -172,6 +172,9 @@ uint BF16_BITS(float x) {
 // name_##_bytes4 reads the four bytes at an even offset (a second word only
 // when it straddles one). Bindings hold an even number of blocks (or more
 // words), so the last block ends on a word and nothing past it is read.
+// <FORMAT>_QUAD_FN(name_, fn_) defines that reader as fn_ over the words of
+// a binding Q_DECLARE_WORDS declared, so one binding can be read in every
+// format (attention_io.glsl's `any` storage).
 // Bytes of one block of format qf, in the order of the kernels' QF define
 // (src/spec/dtype.h's vka_quant_index): 0 q8_0, 1 q4_0, 2 q4_1, 3 q5_0,
 // 4 q5_1, 5 iq4_nl.
@@ -190,23 +193,25 @@ uint BF16_BITS(float x) {
         return unpackHalf2x16(name_##_words[b >> 2u] >> ((b & 2u) * 8u)).x;          \
     }
 
-#define DECLARE_Q8_0_QUADS(binding_, name_)                                         \
-    Q_DECLARE_WORDS(binding_, name_)                                                 \
-    vec4 name_##_quad(uint i) {                                                      \
+#define Q8_0_QUAD_FN(name_, fn_)           \
+    vec4 fn_(uint i) {                                                               \
         uint b = (i >> 3u) * 34u;                                                    \
         uint w = name_##_bytes4(b + 2u + (i & 7u) * 4u);                             \
         ivec4 q = ivec4(int(w << 24u), int(w << 16u), int(w << 8u), int(w)) >> 24;   \
         return name_##_scale(b) * vec4(q);                                           \
     }
+#define DECLARE_Q8_0_QUADS(binding_, name_) \
+    Q_DECLARE_WORDS(binding_, name_) Q8_0_QUAD_FN(name_, name_##_quad)
 
-#define DECLARE_Q4_0_QUADS(binding_, name_)                                         \
-    Q_DECLARE_WORDS(binding_, name_)                                                 \
-    vec4 name_##_quad(uint i) {                                                      \
+#define Q4_0_QUAD_FN(name_, fn_)           \
+    vec4 fn_(uint i) {                                                               \
         uint b = (i >> 3u) * 18u;                                                    \
         uint w = name_##_bytes4(b + 2u + (i & 3u) * 4u) >> ((i & 4u) != 0u ? 4u : 0u); \
         uvec4 q = uvec4(w, w >> 8u, w >> 16u, w >> 24u) & 0xfu;                      \
         return name_##_scale(b) * (vec4(q) - 8.0);                                   \
     }
+#define DECLARE_Q4_0_QUADS(binding_, name_) \
+    Q_DECLARE_WORDS(binding_, name_) Q4_0_QUAD_FN(name_, name_##_quad)
 
 // The low (quad i & 7 < 4) or high nibbles of the four bytes of quad i & 3
 // of a block whose nibbles start at byte qs.
@@ -218,29 +223,32 @@ uint BF16_BITS(float x) {
 #define Q_FIFTH4(qh, i) \
     (((uvec4((qh) >> (((i) & 7u) * 4u)) >> uvec4(0u, 1u, 2u, 3u)) & 1u) << 4u)
 
-#define DECLARE_Q4_1_QUADS(binding_, name_)                                         \
-    Q_DECLARE_WORDS(binding_, name_)                                                 \
-    vec4 name_##_quad(uint i) {                                                      \
+#define Q4_1_QUAD_FN(name_, fn_)           \
+    vec4 fn_(uint i) {                                                               \
         uint b = (i >> 3u) * 20u;                                                    \
         uvec4 q = Q_NIBBLES4(name_, b + 4u, i);                                      \
         return name_##_scale(b) * vec4(q) + name_##_scale(b + 2u);                   \
     }
+#define DECLARE_Q4_1_QUADS(binding_, name_) \
+    Q_DECLARE_WORDS(binding_, name_) Q4_1_QUAD_FN(name_, name_##_quad)
 
-#define DECLARE_Q5_0_QUADS(binding_, name_)                                         \
-    Q_DECLARE_WORDS(binding_, name_)                                                 \
-    vec4 name_##_quad(uint i) {                                                      \
+#define Q5_0_QUAD_FN(name_, fn_)           \
+    vec4 fn_(uint i) {                                                               \
         uint b = (i >> 3u) * 22u;                                                    \
         uvec4 q = Q_NIBBLES4(name_, b + 6u, i) | Q_FIFTH4(name_##_bytes4(b + 2u), i); \
         return name_##_scale(b) * (vec4(q) - 16.0);                                  \
     }
+#define DECLARE_Q5_0_QUADS(binding_, name_) \
+    Q_DECLARE_WORDS(binding_, name_) Q5_0_QUAD_FN(name_, name_##_quad)
 
-#define DECLARE_Q5_1_QUADS(binding_, name_)                                         \
-    Q_DECLARE_WORDS(binding_, name_)                                                 \
-    vec4 name_##_quad(uint i) {                                                      \
+#define Q5_1_QUAD_FN(name_, fn_)           \
+    vec4 fn_(uint i) {                                                               \
         uint b = (i >> 3u) * 24u;                                                    \
         uvec4 q = Q_NIBBLES4(name_, b + 8u, i) | Q_FIFTH4(name_##_words[(b + 4u) >> 2u], i); \
         return name_##_scale(b) * vec4(q) + name_##_scale(b + 2u);                   \
     }
+#define DECLARE_Q5_1_QUADS(binding_, name_) \
+    Q_DECLARE_WORDS(binding_, name_) Q5_1_QUAD_FN(name_, name_##_quad)
 
 // iq4_nl's sixteen levels (ggml's kvalues_iq4nl: -127, -104, -83, -65, -49,
 // -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113) of four nibbles, as int8
@@ -253,13 +261,14 @@ vec4 iq4nl_levels4(uvec4 n) {
     return vec4(ivec4(w << (24u - 8u * (n & 3u))) >> 24);
 }
 
-#define DECLARE_IQ4_NL_QUADS(binding_, name_)                                       \
-    Q_DECLARE_WORDS(binding_, name_)                                                 \
-    vec4 name_##_quad(uint i) {                                                      \
+#define IQ4_NL_QUAD_FN(name_, fn_)           \
+    vec4 fn_(uint i) {                                                               \
         uint b = (i >> 3u) * 18u;                                                    \
         uvec4 q = Q_NIBBLES4(name_, b + 2u, i);                                      \
         return name_##_scale(b) * iq4nl_levels4(q);                                  \
     }
+#define DECLARE_IQ4_NL_QUADS(binding_, name_) \
+    Q_DECLARE_WORDS(binding_, name_) IQ4_NL_QUAD_FN(name_, name_##_quad)
 
 // Linear invocation index over a 2D grid of 1D workgroups of `wg_size`
 // invocations (x is capped by maxComputeWorkGroupCount[0], so large launches

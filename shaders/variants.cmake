@@ -219,6 +219,16 @@ endforeach()
 # probabilities, when asked for.
 vkattn_attention_variants(attention sg sm)
 vkattn_attention_variants(attention weights NO_OUTPUT)
+# ... with k and v in storage `any` (attention_io.glsl: 32-bit words read in
+# the dtypes of specialization constants 11 and 12): k and v of different
+# dtypes, and quantized k and v; q and out in any storage.
+foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+  vkattn_storage_defines(ok extra ${q})
+  foreach(family sg sm)
+    vkattn_shader(attention_${family}_${q}_any attention_${family}.comp
+                  DEFINES Q_DT=${q} KV_DT=any KV_ANY=1 O_DT=${q} ${extra})
+  endforeach()
+endforeach()
 # attention_merge.comp: two results merged by their LSE (by out storage).
 foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16) # bf16: pairs in words
   vkattn_storage_defines(ok extra ${dt})
@@ -392,4 +402,14 @@ function(vkattn_coopmat_attention_variants prefix)
   endforeach()
 endfunction()
 vkattn_coopmat_attention_variants(attention f32 f16 bf16)
+foreach(q f32 f16 bf16) # k and v `any` (above): split, as f32 or quantized
+  set(extra KV_SPLIT_ON=1)
+  if(q STREQUAL "f16")
+    list(APPEND extra NEEDS_16BIT_STORAGE=1)
+  else()
+    list(APPEND extra Q_SPLIT_ON=1)
+  endif()
+  vkattn_coopmat_shader(attention_cm_${q}_any attention_cm.comp
+                        DEFINES Q_DT=${q} KV_DT=any KV_ANY=1 O_DT=${q} ${extra})
+endforeach()
 vkattn_coopmat_attention_variants(kv_attention f32 f16 bf16 ${VKATTN_QUANT_FORMATS})

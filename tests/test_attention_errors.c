@@ -134,8 +134,8 @@ static void test_dtypes(void **state)
     FAILS_WITH(f, DTYPE, "args->q.dtype u8 is not supported", a.q.dtype = VKATTN_DTYPE_U8);
     FAILS_WITH(f, DTYPE, "args->out.dtype f16 differs from args->q.dtype f32",
                a.out.dtype = VKATTN_DTYPE_F16);
-    FAILS_WITH(f, DTYPE, "args->v.dtype f16 differs from args->k.dtype f32",
-               a.v.dtype = VKATTN_DTYPE_F16);
+    FAILS_WITH(f, DTYPE, "args->v.dtype i32 is not supported: v is f32, f16 or bf16",
+               a.v.dtype = VKATTN_DTYPE_I32);
     FAILS_WITH(f, DTYPE, "args->mask.dtype i32", a.mask.dtype = VKATTN_DTYPE_I32);
     FAILS_WITH(f, INVALID, "args->bool_mask is 5", a.bool_mask = (vkattn_bool_mask)5);
     FAILS_WITH(f, DTYPE, "args->key_padding.dtype f32", a.key_padding.dtype = VKATTN_DTYPE_F32);

@@ -336,10 +336,12 @@ VKATTN_API vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_
 
 /* Attention on tensors: see "attention semantics" above for shapes, GQA and
  * masks. Tiled (FlashAttention-2): the Tq x Tk score matrix is never stored.
- * q and out share a dtype, k and v share a dtype (f32, f16 or bf16 each;
- * bf16 is read and written as 32-bit words on every device, storage-buffer
- * kernels only, and the output rounds to nearest even as vkattn_f32_to_bf16
- * does); mask f32, f16, bf16 or u8 (boolean); key_padding u8; weights f32. The last dimension of q, k, v and out
+ * q and out share a dtype; k and v are each f32, f16 or bf16 (bf16 is read
+ * and written as 32-bit words on every device, storage-buffer kernels only,
+ * and the output rounds to nearest even as vkattn_f32_to_bf16 does); k and
+ * v may differ (llama.cpp's f16 K with f32 V): those calls read both from
+ * storage buffers as 32-bit words, each unpacked in its own dtype, never
+ * converted or copied; mask f32, f16, bf16 or u8 (boolean); key_padding u8; weights f32. The last dimension of q, k, v and out
  * must be contiguous (stride 1), their other strides multiples of 4, their
  * offsets multiples of 16 bytes - except where the head dim is not a
  * multiple of 8 (Dk for q and k, Dv for v and out): there the other strides

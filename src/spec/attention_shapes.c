@@ -131,7 +131,7 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
     VKA_TRY(check_float(st, &s->q, "q"));
     VKA_TRY(check_float(st, &s->k, "k"));
     VKA_TRY(check_same_dtype(st, &s->out, "out", &s->q, "q"));
-    VKA_TRY(check_same_dtype(st, &s->v, "v", &s->k, "k"));
+    VKA_TRY(check_float(st, &s->v, "v")); /* (k and v may differ) */
 
     /* Batch, heads (GQA), key length, head dimension. */
     VKA_TRY(check_dim(st, &s->k, "k", 0, "batch", &s->q, "q", 0));
@@ -259,6 +259,7 @@ vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *pre
         d.v_head_dim = (uint32_t)s->v.shape[3];
         d.q_dtype = s->q.dtype;
         d.kv_dtype = s->k.dtype;
+        d.v_dtype = s->v.dtype;
         if (s->mask.present) {
             d.mask_rank = s->mask.rank;
             d.mask_dtype = s->mask.dtype;

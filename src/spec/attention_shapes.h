@@ -35,7 +35,8 @@ typedef struct vka_attention_dims {
     uint32_t batch, num_heads, num_kv_heads, q_len, kv_len, head_dim;
     uint32_t v_head_dim;   /* of v and out (head_dim: of q and k) */
     vkattn_dtype q_dtype;  /* of q and out */
-    vkattn_dtype kv_dtype; /* of k and v */
+    vkattn_dtype kv_dtype; /* of k */
+    vkattn_dtype v_dtype;  /* of v (k's or another float dtype) */
     uint32_t mask_rank;    /* 0: no mask, else 2, 3 or 4 */
     vkattn_dtype mask_dtype;
     bool key_padding;

@@ -125,9 +125,10 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
     const bool k_odd = p->dims.head_dim % 8 != 0, v_odd = p->dims.v_head_dim % 8 != 0;
     const uint32_t qs = (uint32_t)vkattn_dtype_size(p->dims.q_dtype);
     const uint32_t ks = (uint32_t)vkattn_dtype_size(p->dims.kv_dtype);
+    const uint32_t vs = (uint32_t)vkattn_dtype_size(p->dims.v_dtype);
     VKA_TRY(vka_tensor_check_rows(ctx, &p->q, "args->q", k_odd ? 1 : 4, k_odd ? qs : 16));
     VKA_TRY(vka_tensor_check_rows(ctx, &p->k, "args->k", k_odd ? 1 : 4, k_odd ? ks : 16));
-    VKA_TRY(vka_tensor_check_rows(ctx, &p->v, "args->v", v_odd ? 1 : 4, v_odd ? ks : 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->v, "args->v", v_odd ? 1 : 4, v_odd ? vs : 16));
     VKA_TRY(vka_tensor_check_rows(ctx, &p->out, "args->out", v_odd ? 1 : 4, v_odd ? qs : 16));
     uint32_t out_kind = vka_storage_kind(ctx, p->dims.q_dtype);
     if (v_odd && (out_kind == VKA_STORAGE_F16P || out_kind == VKA_STORAGE_BF16)) {

@@ -12,7 +12,7 @@ bool vka_att_texel_ok(const vka_att_problem *p)
 {
     /* element-wise rows (head dims not multiples of 8) use storage buffers */
     return p->dims.q_dtype != VKATTN_DTYPE_BF16 && p->dims.kv_dtype != VKATTN_DTYPE_BF16 &&
-           !vka_att_elem(p);
+           !vka_att_kv_any(p) && !vka_att_elem(p);
 }
 
 bool vka_att_octet_aligned(const vkattn_tensor *t)

@@ -9,7 +9,9 @@
  *   2 queries per head (Tq), bucketed 1, <=16, <=64, <=256, <=1024, more
  *   3 keys (Tk), bucketed the same way
  *   4 causal (0/1)
- *   5 dtypes: 1 if q/out are f16, + 2 if k/v are f16
+ *   5 dtypes: 1 if q/out are f16, + 2 if k/v are f16, + 4 if q/out are
+ *     bf16, + 8 if k/v are bf16; where v's dtype differs from k's (k's then
+ *     counts), + 16 (v's dtype + 1)
  *   6 batch x KV heads (independent work), bucketed 1, <=4, <=16, more
  * Config words: 0 family (ATT_FAMILY_*), 1 texel inputs (0/1), 2 preset,
  * 3 the version (ATT_CONFIG_VERSION: entries of another are not found). */
@@ -101,7 +103,7 @@ static bool cm_tile_for(const vkattn_context *ctx, const vka_att_problem *p, uin
     const vka_attention_dims *d = &p->dims;
     vka_att_cm_dims dims = {d->head_dim, d->v_head_dim,
                             d->q_dtype == VKATTN_DTYPE_F32 || d->q_dtype == VKATTN_DTYPE_BF16,
-                            d->kv_dtype == VKATTN_DTYPE_F32, 0};
+                            d->kv_dtype == VKATTN_DTYPE_F32 || vka_att_kv_any(p), 0};
     return vka_att_cm_tile(ctx, &dims, preset, &out->br, &out->bc, &out->wg);
 }
 
@@ -164,7 +166,8 @@ void vka_att_tuning_key(const vka_att_problem *p, uint32_t key[7])
     key[3] = vka_tuning_bucket(d->kv_len, lens, 5);
     key[4] = p->causal;
     key[5] = (d->q_dtype == VKATTN_DTYPE_F16) + 2u * (d->kv_dtype == VKATTN_DTYPE_F16) +
-             4u * (d->q_dtype == VKATTN_DTYPE_BF16) + 8u * (d->kv_dtype == VKATTN_DTYPE_BF16);
+             4u * (d->q_dtype == VKATTN_DTYPE_BF16) + 8u * (d->kv_dtype == VKATTN_DTYPE_BF16) +
+             (d->v_dtype != d->kv_dtype ? 16u * (1u + (uint32_t)d->v_dtype) : 0u);
     key[6] = vka_tuning_bucket((uint64_t)d->batch * d->num_kv_heads, work, 3);
 }
 

@@ -47,6 +47,9 @@ enum {
 /* The modifiers' specialization constants follow the kernels' own at this
  * id (MODS, WINDOW, SOFTCAP). */
 #define ATT_SPEC_MODS_ID 8u
+/* The `any` variants' k and v dtypes (attention_main.glsl's k_dtype,
+ * v_dtype) at this id and the next. */
+#define ATT_SPEC_KV_DTYPE_ID 11u
 
 /* A validated call: tensors with resolved strides (absent optional ones have
  * buffer NULL) and the sizes. */
@@ -77,6 +80,13 @@ static inline bool vka_att_elem(const vka_att_problem *p)
 static inline bool vka_att_weights_elem(const vka_att_problem *p)
 {
     return p->dims.head_dim % 8 != 0;
+}
+
+/* Whether the main kernels read k and v as storage `any` (32-bit words in
+ * the dtypes of specialization constants): k and v of different dtypes. */
+static inline bool vka_att_kv_any(const vka_att_problem *p)
+{
+    return p->dims.kv_dtype != p->dims.v_dtype;
 }
 
 /* The batch stride of a checked head mask (0: one row for every batch row). */

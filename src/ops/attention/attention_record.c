@@ -120,6 +120,30 @@ static const vka_kernel cm_storage[4][4] = {
 static const vka_kernel cm_storage[4][4];
 #endif
 
+/* k and v in storage `any` (attention_main.glsl's KV_ANY: their dtypes are
+ * specialization constants), by q/out storage kind. */
+static const vka_kernel sg_any[4] = {
+    [VKA_STORAGE_F32] = MAIN_KERNEL(sg, f32_any, STO, true),
+    [VKA_STORAGE_F16] = MAIN_KERNEL(sg, f16_any, STO, true),
+    [VKA_STORAGE_F16P] = MAIN_KERNEL(sg, f16p_any, STO, true),
+    [VKA_STORAGE_BF16] = MAIN_KERNEL(sg, bf16_any, STO, true),
+};
+static const vka_kernel sm_any[4] = {
+    [VKA_STORAGE_F32] = MAIN_KERNEL(sm, f32_any, STO, false),
+    [VKA_STORAGE_F16] = MAIN_KERNEL(sm, f16_any, STO, false),
+    [VKA_STORAGE_F16P] = MAIN_KERNEL(sm, f16p_any, STO, false),
+    [VKA_STORAGE_BF16] = MAIN_KERNEL(sm, bf16_any, STO, false),
+};
+#if VKATTN_HAVE_COOPMAT
+static const vka_kernel cm_any[4] = {
+    [VKA_STORAGE_F32] = MAIN_KERNEL(cm, f32_any, STO, true),
+    [VKA_STORAGE_F16] = MAIN_KERNEL(cm, f16_any, STO, true),
+    [VKA_STORAGE_BF16] = MAIN_KERNEL(cm, bf16_any, STO, true),
+};
+#else
+static const vka_kernel cm_any[4];
+#endif
+
 /* ------------------------------------------------------------ tile sizes */
 
 /* Specialization constants at most: the kernels' own, then the modifiers',
@@ -145,6 +169,10 @@ static const vka_kernel *main_kernel(const vkattn_context *ctx, const vka_att_pr
     uint32_t qs = vka_storage_kind(ctx, p->dims.q_dtype);
     uint32_t ks = vka_storage_kind(ctx, p->dims.kv_dtype);
     bool kv16 = p->dims.kv_dtype == VKATTN_DTYPE_F16;
+    if (vka_att_kv_any(p)) /* (never texel: vka_att_texel_ok) */
+        return cfg->family == ATT_FAMILY_COOPMAT    ? &cm_any[qs]
+               : cfg->family == ATT_FAMILY_SUBGROUP ? &sg_any[qs]
+                                                    : &sm_any[qs];
     if (cfg->family == ATT_FAMILY_COOPMAT)
         return &cm_storage[qs][ks];
     if (qs == VKA_STORAGE_BF16 || ks == VKA_STORAGE_BF16) /* (never texel: vka_att_texel_ok) */
@@ -400,6 +428,13 @@ static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
     const uint32_t bits = vka_att_mod_bits(p);
     pr->cfg.spec_count = vka_att_config_spec(ctx, p, cfg, pr->cfg.spec, &pr->cfg.rows_per_group);
     pr->cfg.spec_count = mod_spec(p, bits, pr->cfg.spec, pr->cfg.spec_count);
+    if (vka_att_kv_any(p)) { /* the dtypes of k and v, ids between them 0 */
+        for (uint32_t i = pr->cfg.spec_count; i < ATT_SPEC_KV_DTYPE_ID; i++)
+            pr->cfg.spec[i] = 0;
+        pr->cfg.spec[ATT_SPEC_KV_DTYPE_ID] = (uint32_t)d->kv_dtype;
+        pr->cfg.spec[ATT_SPEC_KV_DTYPE_ID + 1] = (uint32_t)d->v_dtype;
+        pr->cfg.spec_count = ATT_SPEC_KV_DTYPE_ID + 2;
+    }
     if (cfg->family == ATT_FAMILY_COOPMAT) {
         for (uint32_t i = pr->cfg.spec_count; i < SPEC_CM_SHAPE; i++)
             pr->cfg.spec[i] = 0; /* ids the kernel lacks, or the modifiers' defaults */
