@@ -509,7 +509,8 @@ typedef enum vkattn_dtype {
     VKATTN_DTYPE_U8 = 2,   /* masks (key padding, boolean masks): 0 or nonzero */
     VKATTN_DTYPE_I32 = 3,  /* positions (rotary embeddings) */
     VKATTN_DTYPE_BF16 = 4, /* bfloat16: the top half of an f32 (see vkattn_f32_to_bf16) */
-    /* Quantized (KV caches: vkattn_kv_cache_desc.dtype), ggml's formats:
+    /* Quantized (KV caches: vkattn_kv_cache_desc.dtype; attention's k and
+     * v; linear's w: q8_0), ggml's formats:
      * blocks of 32 consecutive values along the last dimension (a multiple
      * of 32), packed back to back without padding. They have no element
      * size (vkattn_dtype_size gives 0): see vkattn_dtype_row_bytes. */

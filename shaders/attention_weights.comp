@@ -58,6 +58,10 @@ const bool HAS_SINKS = (MODS & 4u) != 0u;
 const bool HAS_ALIBI = (MODS & 8u) != 0u;
 const bool HAS_HEAD_GATE = (MODS & 32u) != 0u; // head_mask scales each head's weights
 
+#ifdef KV_ANY
+// k in storage `any` (attention_io.glsl): its vkattn_dtype value (quantized k)
+layout(constant_id = 11) const uint k_dtype = 0u;
+#endif
 DECLARE_IN4(0, q, Q_DT)
 DECLARE_IN4(1, k, KV_DT)
 DECLARE_ELEM_IN(0, q, Q_DT)

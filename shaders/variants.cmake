@@ -228,6 +228,9 @@ foreach(q IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
     vkattn_shader(attention_${family}_${q}_any attention_${family}.comp
                   DEFINES Q_DT=${q} KV_DT=any KV_ANY=1 O_DT=${q} ${extra})
   endforeach()
+  # the weights kernel reads only k: `any` for a quantized k
+  vkattn_shader(attention_weights_${q}_any attention_weights.comp
+                DEFINES Q_DT=${q} KV_DT=any KV_ANY=1 ${extra})
 endforeach()
 # attention_merge.comp: two results merged by their LSE (by out storage).
 foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16) # bf16: pairs in words

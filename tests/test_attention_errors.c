@@ -134,7 +134,9 @@ static void test_dtypes(void **state)
     FAILS_WITH(f, DTYPE, "args->q.dtype u8 is not supported", a.q.dtype = VKATTN_DTYPE_U8);
     FAILS_WITH(f, DTYPE, "args->out.dtype f16 differs from args->q.dtype f32",
                a.out.dtype = VKATTN_DTYPE_F16);
-    FAILS_WITH(f, DTYPE, "args->v.dtype i32 is not supported: v is f32, f16 or bf16",
+    FAILS_WITH(f, DTYPE,
+               "args->v.dtype i32 is not supported: v is f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+               "q5_1 or iq4_nl",
                a.v.dtype = VKATTN_DTYPE_I32);
     FAILS_WITH(f, DTYPE, "args->mask.dtype i32", a.mask.dtype = VKATTN_DTYPE_I32);
     FAILS_WITH(f, INVALID, "args->bool_mask is 5", a.bool_mask = (vkattn_bool_mask)5);

@@ -260,3 +260,101 @@ void test_layouts(void **state)
         assert_false(cli_exists(cli_path_of("lbad.npy")));
     }
 }
+
+/* attention --k-dtype / --v-dtype / --quantize-kv (issue 29, part 4): K and
+ * V of different float dtypes; quantized K and V quantized on load, or read
+ * as uint8 raw ggml blocks, which give the same output bit for bit as the
+ * same blocks made on load; other formats and layouts; what is refused. */
+void test_kv_dtype_inputs(void **state);
+void test_kv_dtype_inputs(void **state)
+{
+    (void)state;
+    const int64_t qs[4] = {2, 4, 7, 64}, ks[4] = {2, 2, 19, 64}, k80[4] = {2, 2, 19, 80};
+    cli_write_f32("kq.npy", 4, qs, 71, -1.0f, 1.0f);
+    cli_write_f32("kk.npy", 4, ks, 72, -1.0f, 1.0f);
+    cli_write_f32("kv.npy", 4, ks, 73, -1.0f, 1.0f);
+    cli_write_f32("kk80.npy", 4, k80, 74, -1.0f, 1.0f);
+    const int64_t qt[4] = {2, 7, 4, 64}, kt[4] = {2, 19, 2, 64}; /* --layout bthd */
+    cli_write_f32("kqt.npy", 4, qt, 75, -1.0f, 1.0f);
+    cli_write_f32("kkt.npy", 4, kt, 76, -1.0f, 1.0f);
+    /* K as raw q8_0 blocks: uint8 [B, Hkv, Tk, 64 / 32 * 34] */
+    npy_array k = cli_read_npy("kk.npy");
+    size_t n = (size_t)2 * 2 * 19 * 64;
+    uint8_t *blocks = malloc(n / 32 * 34);
+    char err[4096], args[4096];
+    assert_non_null(blocks);
+    assert_int_equal(vkattn_ref_quantize(VKATTN_DTYPE_Q8_0, k.data, n, blocks, err, sizeof err),
+                     VKATTN_SUCCESS);
+    const int64_t bs[4] = {2, 2, 19, 68};
+    cli_write_npy("kk_q8.npy", NPY_U8, 4, bs, blocks);
+    free(blocks);
+    npy_free(&k);
+    char q[256], kk[256], v[256];
+    snprintf(q, sizeof q, "%s", cli_path_of("kq.npy"));
+    snprintf(kk, sizeof kk, "%s", cli_path_of("kk.npy"));
+    snprintf(v, sizeof v, "%s", cli_path_of("kv.npy"));
+    static const char *const runs[][2] = {
+        {"--k-dtype f16 --v-dtype f32 --causal", "ko_mixed.npy"},
+        {"--dtype f16 --k-dtype f32 --v-dtype bf16", "ko_mixed16.npy"},
+        {"--k-dtype q8_0 --quantize-kv --causal", "ko_q8.npy"},
+        {"--k-dtype q5_0 --v-dtype q5_1 --quantize-kv --weights-out kw.npy", "ko_q5.npy"},
+        {"--k-dtype q4_0 --v-dtype q4_0 --quantize-kv --causal", "ko_q4.npy"},
+        {"--causal", "ko_f32.npy"},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        snprintf(args, sizeof args, "attention --q %s --k %s --v %s %s --check --out %s", q, kk, v,
+                 runs[i][0], cli_path_of(runs[i][1]));
+        if (strstr(args, "kw.npy")) {
+            char *at = strstr(args, "kw.npy");
+            char rest[4096];
+            snprintf(rest, sizeof rest, "%s", at + strlen("kw.npy"));
+            snprintf(at, sizeof args - (size_t)(at - args), "%s%s", cli_path_of("kw.npy"), rest);
+        }
+        cli_expect_success(args);
+    }
+    snprintf(args, sizeof args,
+             "attention --q %s --k %s --v %s --k-dtype q4_1 --v-dtype iq4_nl --quantize-kv "
+             "--layout bthd --causal --check --out %s",
+             cli_path_of("kqt.npy"), cli_path_of("kkt.npy"), cli_path_of("kkt.npy"),
+             cli_path_of("ko_bthd.npy"));
+    cli_expect_success(args);
+    /* raw blocks read as they are: the same output as quantized on load */
+    snprintf(args, sizeof args,
+             "attention --q %s --k %s --v %s --k-dtype q8_0 --causal --check --out %s", q,
+             cli_path_of("kk_q8.npy"), v, cli_path_of("ko_raw.npy"));
+    cli_expect_success(args);
+    cli_compare_outputs("ko_raw.npy", "ko_q8.npy", 0, false, "raw q8_0 blocks vs --quantize-kv");
+    cli_compare_outputs("ko_q4.npy", "ko_f32.npy", 0, true, "q4_0 K and V vs f32");
+    static const struct {
+        const char *args;
+        int status;
+        const char *needle;
+    } bad[] = {
+        {"--quantize-kv", 2, "--quantize-kv quantizes K or V on load, but neither"},
+        {"--k-dtype q9", 2, "--k-dtype \"q9\": expected f32, f16, bf16, q8_0"},
+        {"--k-dtype q8_0", 1, "a q8_0 --k is uint8 raw blocks [B,Hkv,Tk,D/32*34]"},
+        {"--v-dtype q8_0 --quantize-kv --k K80 --v K80 --q K80", 1,
+         "head dim 80 does not suit --v-dtype q8_0: quantized K and V hold whole 32-value"},
+        {"--k-dtype q4_0 --quantize-kv --k K80 --v K80 --q K80", 1,
+         "head dim 80 does not suit --k-dtype q4_0"},
+        {"--k-dtype q8_0 --quantize-kv --rope-theta 10000", 2,
+         "--rope-theta rotates K on the device"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *kfile = strstr(bad[i].args, "--k K80") ? cli_path_of("kk80.npy") : kk;
+        char extra[512];
+        snprintf(extra, sizeof extra, "%s", bad[i].args);
+        char *cut = strstr(extra, " --k K80");
+        if (cut)
+            *cut = 0;
+        const char *vfile = strstr(bad[i].args, "--v K80") ? cli_path_of("kk80.npy") : v;
+        const char *qfile = strstr(bad[i].args, "--q K80") ? cli_path_of("kk80.npy") : q;
+        snprintf(args, sizeof args, "attention --q %s --k %s --v %s %s --out %s", qfile, kfile,
+                 vfile, extra, cli_path_of("ko_bad.npy"));
+        int status = cli_run_with("", args, err, sizeof err);
+        if (status != bad[i].status || !strstr(err, bad[i].needle))
+            fail_msg("%s: exit %d (want %d), stderr does not mention \"%s\":\n%s", bad[i].args,
+                     status, bad[i].status, bad[i].needle, err);
+        assert_false(cli_exists(cli_path_of("ko_bad.npy")));
+    }
+}

@@ -17,6 +17,9 @@ set(_vkattn_test_costs
   test_cli_golden.swiftshader=94
   test_decode.swiftshader=87
   test_attention.lavapipe=86
+  test_attention_kv_dtypes.swiftshader=80
+  test_attention_kv_dtypes.lavapipe=55
+  test_attention_kv_dtypes.lavapipe26cm.coopmat=45
   test_attention_mods.swiftshader=82
   test_mha_weight_dtypes.lavapipe=75
   test_torch_parity.lavapipe26=74

@@ -76,7 +76,7 @@ static void test_attention_errors(void **state)
     CASE(DTYPE, "args->k.dtype 19", a.k.dtype = (vkattn_dtype)19);
     CASE(DTYPE, "args->out.dtype f16 differs from args->q.dtype f32",
          a.out.dtype = VKATTN_DTYPE_F16);
-    CASE(DTYPE, "args->v.dtype f16 differs from args->k.dtype f32", a.v.dtype = VKATTN_DTYPE_F16);
+    CASE(DTYPE, "args->v.dtype i32 is not supported", a.v.dtype = VKATTN_DTYPE_I32);
     CASE(SHAPE, "args->k.shape[0] (batch) 3 differs from args->q.shape[0] (batch) 2",
          a.k.shape[0] = 3);
     CASE(SHAPE, "args->v.shape[1] (num_kv_heads) 4 differs from args->k.shape[1]",

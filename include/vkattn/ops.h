@@ -339,9 +339,15 @@ VKATTN_API vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_
  * q and out share a dtype; k and v are each f32, f16 or bf16 (bf16 is read
  * and written as 32-bit words on every device, storage-buffer kernels only,
  * and the output rounds to nearest even as vkattn_f32_to_bf16 does); k and
- * v may differ (llama.cpp's f16 K with f32 V): those calls read both from
- * storage buffers as 32-bit words, each unpacked in its own dtype, never
- * converted or copied; mask f32, f16, bf16 or u8 (boolean); key_padding u8; weights f32. The last dimension of q, k, v and out
+ * v may differ (llama.cpp's f16 K with f32 V), and either may be quantized
+ * (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl: ggml's blocks of 32 values along
+ * its head dim, which must be a multiple of 32; shape in values, strides
+ * counting values in whole blocks - the last 1, the others multiples of 32
+ * - and the offset, in bytes, a multiple of the device's
+ * minStorageBufferOffsetAlignment (at least 16): a runtime's own ggml cache,
+ * [B, Tk, Hkv, D] included, passes as it is). Those calls read k and v from
+ * storage buffers as 32-bit words, each unpacked (or dequantized) in its
+ * own dtype, never converted or copied; mask f32, f16, bf16 or u8 (boolean); key_padding u8; weights f32. The last dimension of q, k, v and out
  * must be contiguous (stride 1), their other strides multiples of 4, their
  * offsets multiples of 16 bytes - except where the head dim is not a
  * multiple of 8 (Dk for q and k, Dv for v and out): there the other strides

@@ -19,8 +19,10 @@
 
 /* A tensor in host memory: like vkattn_tensor, with a pointer instead of a
  * buffer (strides in elements; all 0 means contiguous row-major). Float data
- * may be f32, f16 or bf16 (uint16_t bits); masks u8 (or float). Inputs are
- * only read. */
+ * may be f32, f16 or bf16 (uint16_t bits); masks u8 (or float); attention's
+ * k and v also ggml's blocks (a quantized dtype: shape and strides count
+ * values, rows whole blocks, as vkattn_attention takes them; read as
+ * vkattn_ref_dequantize reads them). Inputs are only read. */
 typedef struct vkattn_host_tensor {
     void *data;
     vkattn_dtype dtype;

@@ -4,6 +4,7 @@
 
 #include "core/buffer.h"
 #include "core/host.h"
+#include "spec/attention_shapes.h"
 #include "spec/dtype.h"
 #include "spec/size_math.h"
 
@@ -64,30 +65,19 @@ bool vka_tensor_is_contiguous(const vkattn_tensor *t)
     return true;
 }
 
-vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
-                                 vkattn_tensor *out)
+/* The rank, shape and strides of a tensor on a buffer of this context,
+ * default strides resolved into *out (the rest of it copied from t). */
+static vkattn_result resolve_view(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
+                                  vkattn_tensor *out)
 {
     if (!t->buffer)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", what);
     if (t->buffer->ctx != ctx)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer belongs to another context",
                         what);
-    size_t esize = vkattn_dtype_size(t->dtype);
-    if (!esize && vka_dtype_is_quantized(t->dtype))
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                        "%s.dtype is %s: quantized data has no element size; it is taken as a KV "
-                        "cache's dtype only (vkattn_kv_cache_desc.dtype)",
-                        what, vkattn_dtype_name(t->dtype));
-    if (!esize)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype %d is not a vkattn_dtype",
-                        what, (int)t->dtype);
     if (t->rank == 0 || t->rank > VKATTN_MAX_RANK)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank %u is not in 1..%d", what,
                         t->rank, VKATTN_MAX_RANK);
-    if (t->offset % esize)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                        "%s.offset %llu is not a multiple of the %s element size %zu", what,
-                        (unsigned long long)t->offset, vkattn_dtype_name(t->dtype), esize);
     *out = *t;
     bool default_strides = true;
     for (uint32_t i = 0; i < t->rank; i++) {
@@ -104,6 +94,32 @@ vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, co
     if (default_strides && !contiguous_strides(t->shape, t->rank, out->strides))
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
                         "%s.shape: the number of elements does not fit 64 bits", what);
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
+                                 vkattn_tensor *out)
+{
+    if (!t->buffer)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", what);
+    if (t->buffer->ctx != ctx)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer belongs to another context",
+                        what);
+    size_t esize = vkattn_dtype_size(t->dtype);
+    if (!esize && vka_dtype_is_quantized(t->dtype))
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+                        "%s.dtype is %s: quantized data has no element size; it is taken as a KV "
+                        "cache's dtype (vkattn_kv_cache_desc.dtype), as attention's k and v, and "
+                        "as linear's w (q8_0), not here",
+                        what, vkattn_dtype_name(t->dtype));
+    if (!esize)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE, "%s.dtype %d is not a vkattn_dtype",
+                        what, (int)t->dtype);
+    if (t->offset % esize)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s.offset %llu is not a multiple of the %s element size %zu", what,
+                        (unsigned long long)t->offset, vkattn_dtype_name(t->dtype), esize);
+    VKA_TRY(resolve_view(ctx, t, what, out));
     /* Bytes spanned: from the offset to the last element (strides are
      * non-negative, so it is the farthest) plus one element; every step
      * checked, so no huge stride or offset wraps around into the buffer. */
@@ -184,6 +200,41 @@ vkattn_result vka_tensor_resolve_blocks(vkattn_context *ctx, const vkattn_tensor
 }
 
 /* ------------------------------------------------------- shared checks */
+
+vkattn_result vka_tensor_resolve_quant(vkattn_context *ctx, const vkattn_tensor *t,
+                                       const char *what, uint64_t align, vkattn_tensor *out)
+{
+    VKA_TRY(resolve_view(ctx, t, what, out));
+    char error[VKA_ERROR_MAX];
+    vkattn_result r = vka_quant_strides_check(what, t->dtype, t->rank, t->shape, out->strides,
+                                              error, sizeof error);
+    if (r != VKATTN_SUCCESS)
+        return vka_fail(ctx, r, "%s", error);
+    const char *name = vkattn_dtype_name(t->dtype);
+    if (t->offset % align)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "%s.offset %llu is not a multiple of %llu bytes (the device's storage "
+                        "buffer offset alignment, at least 16): %s data is bound from its start",
+                        what, (unsigned long long)t->offset, (unsigned long long)align, name);
+    uint64_t last = 0, term, bytes = 0, end = 0;
+    bool fits = true;
+    for (uint32_t i = 0; i < t->rank && fits; i++)
+        fits = vka_mul_u64((uint64_t)(t->shape[i] - 1), (uint64_t)out->strides[i], &term) &&
+               vka_add_u64(last, term, &last);
+    fits = fits && vka_add_u64(last, 1, &last);
+    if (fits)
+        bytes = vkattn_dtype_row_bytes(t->dtype, last);
+    /* (the word the last block ends in is the buffer's: every buffer is whole
+     * 32-bit words, vkattn_buffer's vk_size) */
+    fits = fits && bytes && vka_add_u64(t->offset, bytes, &end);
+    if (!fits || end > t->buffer->size)
+        return vka_fail(ctx, VKATTN_ERROR_OUT_OF_RANGE,
+                        "%s (%s, %llu bytes) from offset %llu does not fit its buffer of %llu "
+                        "bytes",
+                        what, name, (unsigned long long)bytes, (unsigned long long)t->offset,
+                        (unsigned long long)t->buffer->size);
+    return VKATTN_SUCCESS;
+}
 
 void vka_tensor_bytes(const vkattn_tensor *t, uint64_t *begin, uint64_t *end)
 {

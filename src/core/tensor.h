@@ -17,6 +17,12 @@ bool vka_tensor_is_contiguous(const vkattn_tensor *t);
  * start at block boundaries. Other dtypes go to vka_tensor_resolve. */
 vkattn_result vka_tensor_resolve_blocks(vkattn_context *ctx, const vkattn_tensor *t,
                                         const char *what, uint64_t align, vkattn_tensor *out);
+/* A quantized tensor read through the kernels' word readers (attention's k
+ * and v): strides count values, rows are whole blocks (the last stride 1,
+ * the others multiples of 32: vka_quant_strides_check), the offset a
+ * multiple of `align` bytes (it is bound from there). */
+vkattn_result vka_tensor_resolve_quant(vkattn_context *ctx, const vkattn_tensor *t,
+                                       const char *what, uint64_t align, vkattn_tensor *out);
 
 /* The checks the ops share, on resolved tensors; `name` names the tensor in
  * messages ("args->q"). */

@@ -89,6 +89,8 @@ uint64_t vka_box_bytes(const vkattn_tensor *t, const vka_box *box)
 {
     uint64_t first, extent;
     vka_box_span(t, box, &first, &extent);
+    if (vka_dtype_is_quantized(t->dtype)) /* bound from the tensor's offset on */
+        return vkattn_dtype_row_bytes(t->dtype, first + extent);
     return extent * vkattn_dtype_size(t->dtype);
 }
 

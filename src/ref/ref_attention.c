@@ -4,6 +4,7 @@
  * the LSE output. */
 #include "ref/ref.h"
 
+#include "spec/dtype.h"
 #include "spec/error_text.h"
 
 #include <math.h>
@@ -107,6 +108,10 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
                                         error, error_size));
         if (tensors[i].values)
             VKA_TRY(check_finite(tensors[i].out, name, error, error_size));
+        const vkattn_host_tensor *t = tensors[i].out;
+        if (vka_dtype_is_quantized(t->dtype))
+            VKA_TRY(vka_quant_strides_check(name, t->dtype, t->rank, t->shape, t->strides, error,
+                                            error_size));
     }
 
     if (p.dims.q_broadcast) { /* [Hq, Tq, D]: every batch row reads it (stride 0) */
@@ -327,15 +332,50 @@ void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
     }
 }
 
+/* A quantized k or v as f32 values (d * q as the kernels read them) at the
+ * same value strides, in `*owned` for the caller to free. */
+static vkattn_result dequantized(vkattn_host_tensor *t, const char *name, float **owned,
+                                 char *error, size_t error_size)
+{
+    *owned = NULL;
+    if (!vka_dtype_is_quantized(t->dtype))
+        return VKATTN_SUCCESS;
+    uint64_t values = 1; /* the last value's index + 1: whole blocks */
+    for (uint32_t i = 0; i < t->rank; i++)
+        values += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
+    float *f = values <= SIZE_MAX / sizeof(float) ? malloc((size_t)values * sizeof(float)) : NULL;
+    if (!f) {
+        vka_error_format(error, error_size, "args->%s: out of host memory for its %llu values",
+                         name, (unsigned long long)values);
+        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    vkattn_result r = vkattn_ref_dequantize(t->dtype, t->data, values, f, error, error_size);
+    if (r != VKATTN_SUCCESS) {
+        free(f);
+        return r;
+    }
+    t->data = f;
+    t->dtype = VKATTN_DTYPE_F32;
+    *owned = f;
+    return VKATTN_SUCCESS;
+}
+
 vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *error,
                                    size_t error_size)
 {
     vka_ref_attention_plan plan;
     VKA_TRY(vka_ref_attention_prepare(args, "args->", &plan, error, error_size));
-    double *scratch = vka_ref_scratch(plan.scratch_doubles, error, error_size);
-    if (!scratch)
-        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
-    vka_ref_attention_run(&plan, scratch);
-    free(scratch);
-    return VKATTN_SUCCESS;
+    float *kf = NULL, *vf = NULL;
+    vkattn_result r = dequantized(&plan.k, "k", &kf, error, error_size);
+    if (r == VKATTN_SUCCESS)
+        r = dequantized(&plan.v, "v", &vf, error, error_size);
+    double *scratch = NULL;
+    if (r == VKATTN_SUCCESS) {
+        scratch = vka_ref_scratch(plan.scratch_doubles, error, error_size);
+        r = scratch ? VKATTN_SUCCESS : VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    if (r == VKATTN_SUCCESS)
+        vka_ref_attention_run(&plan, scratch);
+    free(scratch), free(kf), free(vf);
+    return r;
 }

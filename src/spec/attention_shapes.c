@@ -54,6 +54,51 @@ static vkattn_result check_float(const check_state *st, const vka_shape_view *t,
     return check_dtype(st, t, name, VKATTN_DTYPE_F32, VKATTN_DTYPE_F16, "f32, f16 or bf16");
 }
 
+/* k or v: f32, f16, bf16, or one of ggml's block formats when its head
+ * dim (shape[3], `dim_name`) is whole blocks. */
+static vkattn_result check_kv(const check_state *st, const vka_shape_view *t, const char *name,
+                              const char *dim_name)
+{
+    if (vka_dtype_is_quantized(t->dtype)) {
+        if (t->shape[3] % VKA_QUANT_BLOCK == 0)
+            return VKATTN_SUCCESS;
+        vka_error_format(st->error, st->error_size,
+                         "%s%s.shape[3] (%s) %lld does not suit a %s %s: it must be a multiple "
+                         "of %u (whole blocks)",
+                         st->prefix, name, dim_name, (long long)t->shape[3],
+                         vkattn_dtype_name(t->dtype), name, VKA_QUANT_BLOCK);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (t->dtype == VKATTN_DTYPE_BF16)
+        return VKATTN_SUCCESS;
+    return check_dtype(st, t, name, VKATTN_DTYPE_F32, VKATTN_DTYPE_F16,
+                       "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl");
+}
+
+vkattn_result vka_quant_strides_check(const char *name, vkattn_dtype dtype, uint32_t rank,
+                                      const int64_t *shape, const int64_t *strides, char *error,
+                                      size_t error_size)
+{
+    uint32_t l = rank - 1;
+    if (shape[l] > 1 && strides[l] != 1) {
+        vka_error_format(error, error_size,
+                         "%s.strides[%u] is %lld: a %s tensor's rows are contiguous blocks "
+                         "(stride 1)",
+                         name, l, (long long)strides[l], vkattn_dtype_name(dtype));
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    for (uint32_t d = 0; d < l; d++)
+        if (shape[d] > 1 && strides[d] % VKA_QUANT_BLOCK) {
+            vka_error_format(error, error_size,
+                             "%s.strides[%u] is %lld: a %s tensor's strides count values and "
+                             "must be multiples of %u (whole blocks)",
+                             name, d, (long long)strides[d], vkattn_dtype_name(dtype),
+                             VKA_QUANT_BLOCK);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+    return VKATTN_SUCCESS;
+}
+
 /* `t` must have the dtype of `ref` (they share one). */
 static vkattn_result check_same_dtype(const check_state *st, const vka_shape_view *t,
                                       const char *name, const vka_shape_view *ref,
@@ -129,9 +174,9 @@ static vkattn_result check_required(const check_state *st, const vka_attention_s
         VKA_TRY(check_rank(st, views[i], names[i], i ? 4 : 3, 4, i ? qkv_layout : q_layout));
     }
     VKA_TRY(check_float(st, &s->q, "q"));
-    VKA_TRY(check_float(st, &s->k, "k"));
+    VKA_TRY(check_kv(st, &s->k, "k", "head_dim"));
     VKA_TRY(check_same_dtype(st, &s->out, "out", &s->q, "q"));
-    VKA_TRY(check_float(st, &s->v, "v")); /* (k and v may differ) */
+    VKA_TRY(check_kv(st, &s->v, "v", "v_head_dim")); /* (k and v may differ) */
 
     /* Batch, heads (GQA), key length, head dimension. */
     VKA_TRY(check_dim(st, &s->k, "k", 0, "batch", &s->q, "q", 0));

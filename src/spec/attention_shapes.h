@@ -60,6 +60,14 @@ typedef struct vka_attention_dims {
 vkattn_result vka_attention_check(const vka_attention_shapes *s, const char *prefix,
                                   vka_attention_dims *dims, char *error, size_t error_size);
 
+/* A quantized k or v (or any tensor of ggml's blocks) with resolved
+ * strides, which count values: rows are whole blocks back to back, so the
+ * last stride is 1 and the others multiples of 32 (whole blocks). Else
+ * VKATTN_ERROR_INVALID_ARGUMENT naming `name`.strides[i]. */
+vkattn_result vka_quant_strides_check(const char *name, vkattn_dtype dtype, uint32_t rank,
+                                      const int64_t *shape, const int64_t *strides, char *error,
+                                      size_t error_size);
+
 /* A checked q of rank 3 [Hq, Tq, Dk] (dims->q_broadcast) as the rank-4
  * view [B, Hq, Tq, Dk] at batch stride 0, in place: its first three shape
  * and stride entries move up one; the caller sets the rank to 4. */

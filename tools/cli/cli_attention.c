@@ -1,5 +1,6 @@
 /* vkattn attention: scaled dot-product attention on .npy tensors. */
 #include "cli_job.h"
+#include "cli_kv_inputs.h"
 #include "cli_messages.h"
 #include "cli_mha_heads.h"
 #include "cli_mods.h"
@@ -70,6 +71,7 @@ typedef struct attention_job {
     bool q_broadcast;
     cli_rope_options rope;
     cli_mods mods;
+    cli_kv_inputs kv; /* --k-dtype, --v-dtype, --quantize-kv */
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_buffer *rotated[2]; /* with --rope-theta: Q and K rotated */
@@ -100,6 +102,9 @@ static int own_option(void *user, const char *flag, const char *value)
     int mod = cli_mods_option(&a->mods, flag, value);
     if (mod != 0)
         return mod;
+    int kv = cli_kv_inputs_option(&a->kv, flag, value);
+    if (kv != 0)
+        return kv;
     if (strcmp(flag, "--scale") == 0)
         return cli_parse_float(flag, value, &a->scale) != 0 ? -1 : 1;
     if (strcmp(flag, "--weights-png") == 0) {
@@ -118,12 +123,18 @@ static int own_option(void *user, const char *flag, const char *value)
     return 0;
 }
 
+static bool own_switch(void *user, const char *flag)
+{
+    attention_job *a = user;
+    return cli_kv_inputs_switch(&a->kv, flag);
+}
+
 /* CLI_ARGS_OK, or the exit status. */
 static int parse_options(attention_job *a, int argc, char **argv)
 {
     char help[16384];
-    snprintf(help, sizeof help, "%s%s%s%s%s", help_text, cli_mods_help, help_rope, cli_rope_help,
-             help_positions);
+    snprintf(help, sizeof help, "%s%s%s%s%s%s", help_text, cli_kv_inputs_help, cli_mods_help,
+             help_rope, cli_rope_help, help_positions);
     int code = cli_job_parse(&a->job, argc, argv, help, own_option, a);
     if (code != CLI_ARGS_OK)
         return code;
@@ -133,7 +144,8 @@ static int parse_options(attention_job *a, int argc, char **argv)
                   "--layout bthd for [B,T,H,D] tensors");
         return 2;
     }
-    if (cli_mods_check_given(&a->mods, &a->job, &in[SLOPES]) != 0)
+    if (cli_mods_check_given(&a->mods, &a->job, &in[SLOPES]) != 0 ||
+        cli_kv_inputs_check(&a->kv, a->job.dtype, a->rope.rope.theta != 0, a->job.input_bf16) != 0)
         return 2;
     const char *positions = in[POS].path ? "--positions" : in[KPOS].path ? "--k-positions" : NULL;
     if (cli_rope_check_given(&a->rope, "attention", positions) != 0)
@@ -175,7 +187,9 @@ static int load_inputs(void *user)
     attention_job *a = user;
     static const uint32_t ranks[N_INPUTS] = {
         0, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK, CLI_HEADS_RANK, CLI_HEADS_RANK, 0};
-    if (cli_job_load(&a->job, ranks, PAD) != 0)
+    cli_input *kv[2] = {&a->in[K], &a->in[V]};
+    cli_kv_inputs_prepare(&a->kv, kv);
+    if (cli_job_load(&a->job, ranks, PAD) != 0 || cli_kv_inputs_load(&a->kv, kv) != 0)
         return -1;
     npy_array *q = &a->in[Q].array;
     if (q->rank != 3 && q->rank != 4) {
@@ -206,9 +220,11 @@ static int load_inputs(void *user)
         cli_mods_check_heads(&a->in[SLOPES], hq, "dimension 1 of --q") != 0 ||
         cli_check_head_mask(&a->in[HMASK], hq, batch_of(a), "dimension 1 of --q"))
         return -1;
-    /* the mask stays f32 on the device (cli_job_upload): not rounded */
+    /* the mask stays f32 on the device (cli_job_upload): not rounded; K and
+     * V are in their own dtypes (cli_kv_inputs_load) */
     for (int k = 0; k < N_INPUTS; k++)
-        if (k != PAD && k != MASK && cli_round_to_dtype(&a->in[k], a->job.dtype) != 0)
+        if (k != PAD && k != MASK && k != K && k != V &&
+            cli_round_to_dtype(&a->in[k], a->job.dtype) != 0)
             return -1;
     return 0;
 }
@@ -262,9 +278,11 @@ static int run(void *user)
     cli_mods_attention(&a->mods, j, &args);
     vkattn_tensor positions[2] = {{0}};
     vkattn_tensor *slots[N_INPUTS] = {
-        &args.q,       &args.k,       &args.v,     &args.mask,         &args.key_padding,
+        &args.q,       NULL,          NULL,        &args.mask,         &args.key_padding,
         &positions[0], &positions[1], &args.sinks, &args.alibi_slopes, &args.head_mask};
     if (cli_job_upload(j, slots, MASK) != 0 ||
+        !(a->bufs[K] = cli_kv_inputs_upload(&a->kv, 0, j->ctx, &a->in[K].array, &args.k)) ||
+        !(a->bufs[V] = cli_kv_inputs_upload(&a->kv, 1, j->ctx, &a->in[V].array, &args.v)) ||
         cli_job_create_outputs(j, &args.out, &args.weights, &args.lse) != 0)
         return -1;
     if (a->bthd) {
@@ -338,6 +356,8 @@ static int check(void *user)
         &ra.q,         &ra.k,         &ra.v,     &ra.mask,         &ra.key_padding,
         &positions[0], &positions[1], &ra.sinks, &ra.alibi_slopes, &ra.head_mask};
     cli_job_host_inputs(&a->job, slots);
+    ra.k = cli_kv_inputs_host(&a->kv, 0, &a->in[K].array);
+    ra.v = cli_kv_inputs_host(&a->kv, 1, &a->in[V].array);
     if (cli_job_reference(&a->job, &ra.out, &ra.weights, &ra.lse) != 0)
         return -1;
     if (a->bthd) {
@@ -374,7 +394,8 @@ int cli_attention(int argc, char **argv)
                       .inputs = a.in,
                       .bufs = a.bufs,
                       .n_inputs = N_INPUTS,
-                      .device = {.tunable = true}};
+                      .device = {.tunable = true},
+                      .own_switch = own_switch};
     int code = parse_options(&a, argc, argv);
     if (code != CLI_ARGS_OK)
         return code;

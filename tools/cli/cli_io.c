@@ -324,6 +324,21 @@ int cli_write_f32(const char *path, uint32_t rank, const int64_t *shape, const f
 
 double cli_tolerance(vkattn_dtype dtype) { return dtype == VKATTN_DTYPE_F32 ? 2e-4 : 1.5e-2; }
 
+vkattn_dtype cli_dtype_named(const char *name, vkattn_dtype fallback)
+{
+    static const struct {
+        const char *name;
+        vkattn_dtype dtype;
+    } names[] = {
+        {"f32", VKATTN_DTYPE_F32},   {"f16", VKATTN_DTYPE_F16},   {"bf16", VKATTN_DTYPE_BF16},
+        {"q8_0", VKATTN_DTYPE_Q8_0}, {"q4_0", VKATTN_DTYPE_Q4_0}, {"q4_1", VKATTN_DTYPE_Q4_1},
+        {"q5_0", VKATTN_DTYPE_Q5_0}, {"q5_1", VKATTN_DTYPE_Q5_1}, {"iq4_nl", VKATTN_DTYPE_IQ4_NL}};
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i].name) == 0)
+            return names[i].dtype;
+    return fallback;
+}
+
 int cli_parse_dtype(const char *text, vkattn_dtype *dtype)
 {
     if (strcmp(text, "f32") == 0)

@@ -86,6 +86,10 @@ double cli_tolerance(vkattn_dtype dtype);
 /* Parses "f32" / "f16" / "bf16" into *dtype; prints an error and returns -1
  * otherwise. */
 int cli_parse_dtype(const char *text, vkattn_dtype *dtype);
+/* The dtype a cache-type name names (f32, f16, bf16, q8_0, q4_0, q4_1,
+ * q5_0, q5_1, iq4_nl: mha's --kv-dtype, attention's --k-dtype / --v-dtype);
+ * `fallback` for NULL or another name. */
+vkattn_dtype cli_dtype_named(const char *name, vkattn_dtype fallback);
 /* Parses a float option value: the whole text, finite and, unless 0, a
  * normal float; prints an error naming the option and returns -1 if not. */
 int cli_parse_float(const char *flag, const char *text, float *out);

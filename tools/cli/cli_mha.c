@@ -333,25 +333,11 @@ static int check_weight_source(const mha_job *m)
     return 0;
 }
 
-/* The dtype a --kv-dtype / --weight-dtype value names (checked when
- * parsed); `fallback` (--dtype's) when it was not given. */
-static vkattn_dtype dtype_named(const char *name, vkattn_dtype fallback)
-{
-    static const struct {
-        const char *name;
-        vkattn_dtype dtype;
-    } names[] = {
-        {"f32", VKATTN_DTYPE_F32},   {"f16", VKATTN_DTYPE_F16},   {"bf16", VKATTN_DTYPE_BF16},
-        {"q8_0", VKATTN_DTYPE_Q8_0}, {"q4_0", VKATTN_DTYPE_Q4_0}, {"q4_1", VKATTN_DTYPE_Q4_1},
-        {"q5_0", VKATTN_DTYPE_Q5_0}, {"q5_1", VKATTN_DTYPE_Q5_1}, {"iq4_nl", VKATTN_DTYPE_IQ4_NL}};
-    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(name, names[i].name) == 0)
-            return names[i].dtype;
-    return fallback;
-}
-
 /* The cache's dtype: --kv-dtype, else --dtype's. */
-static vkattn_dtype kv_dtype_of(const mha_job *m) { return dtype_named(m->kv_dtype, m->job.dtype); }
+static vkattn_dtype kv_dtype_of(const mha_job *m)
+{
+    return cli_dtype_named(m->kv_dtype, m->job.dtype);
+}
 
 /* --weight-dtype: one of f32 (with --dtype f32), f16, bf16, q8_0. */
 static int check_weight_dtype(const mha_job *m)
@@ -403,7 +389,7 @@ static int parse_options(mha_job *m, int argc, char **argv)
                                                             : "--kv-dtype");
         return 2;
     }
-    if (m->kv_dtype && dtype_named(m->kv_dtype, (vkattn_dtype)-1) == (vkattn_dtype)-1) {
+    if (m->kv_dtype && cli_dtype_named(m->kv_dtype, (vkattn_dtype)-1) == (vkattn_dtype)-1) {
         cli_error("mha: --kv-dtype \"%s\": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
                   "q5_1 or iq4_nl",
                   m->kv_dtype);
@@ -510,7 +496,7 @@ static int load_inputs(void *user)
         .kv_dim = (uint32_t)dkv,
         .bias = in[BQ].path || in[BK].path || in[BV].path || in[BO].path,
         .dtype = m->job.dtype,
-        .weight_dtype = dtype_named(m->weight_dtype, m->job.dtype),
+        .weight_dtype = cli_dtype_named(m->weight_dtype, m->job.dtype),
         .scale = m->scale,
         .rope = m->rope.rope,
         .qk_norm = in[QN].path != NULL,

@@ -56,6 +56,13 @@ static vkattn_result check_windows(vkattn_context *ctx, const vka_att_problem *p
     return VKATTN_SUCCESS;
 }
 
+/* Where quantized k and v may start: they are bound from their offset. */
+static uint64_t quant_align(const vkattn_context *ctx)
+{
+    uint64_t a = ctx->info.min_storage_buffer_offset_alignment;
+    return a < 16 ? 16 : a;
+}
+
 vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args *args,
                                vka_att_problem *p)
 {
@@ -101,7 +108,10 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
         if (!tensors[i].in->buffer)
             continue; /* optional and absent (required ones were checked) */
-        r = vka_tensor_resolve(ctx, tensors[i].in, tensors[i].name, tensors[i].out);
+        r = vka_dtype_is_quantized(tensors[i].in->dtype)
+                ? vka_tensor_resolve_quant(ctx, tensors[i].in, tensors[i].name, quant_align(ctx),
+                                           tensors[i].out)
+                : vka_tensor_resolve(ctx, tensors[i].in, tensors[i].name, tensors[i].out);
         if (r != VKATTN_SUCCESS)
             return r;
     }
@@ -127,8 +137,11 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
     const uint32_t ks = (uint32_t)vkattn_dtype_size(p->dims.kv_dtype);
     const uint32_t vs = (uint32_t)vkattn_dtype_size(p->dims.v_dtype);
     VKA_TRY(vka_tensor_check_rows(ctx, &p->q, "args->q", k_odd ? 1 : 4, k_odd ? qs : 16));
-    VKA_TRY(vka_tensor_check_rows(ctx, &p->k, "args->k", k_odd ? 1 : 4, k_odd ? ks : 16));
-    VKA_TRY(vka_tensor_check_rows(ctx, &p->v, "args->v", v_odd ? 1 : 4, v_odd ? vs : 16));
+    /* (quantized k and v: vka_tensor_resolve_quant's rules, stricter) */
+    if (!vka_dtype_is_quantized(p->dims.kv_dtype))
+        VKA_TRY(vka_tensor_check_rows(ctx, &p->k, "args->k", k_odd ? 1 : 4, k_odd ? ks : 16));
+    if (!vka_dtype_is_quantized(p->dims.v_dtype))
+        VKA_TRY(vka_tensor_check_rows(ctx, &p->v, "args->v", v_odd ? 1 : 4, v_odd ? vs : 16));
     VKA_TRY(vka_tensor_check_rows(ctx, &p->out, "args->out", v_odd ? 1 : 4, v_odd ? qs : 16));
     uint32_t out_kind = vka_storage_kind(ctx, p->dims.q_dtype);
     if (v_odd && (out_kind == VKA_STORAGE_F16P || out_kind == VKA_STORAGE_BF16)) {

@@ -26,7 +26,10 @@ static void narrow(vkattn_tensor *t, uint32_t dim, int64_t begin, int64_t count)
 {
     /* unsigned, so any caller's numbers wrap instead of overflowing: the
      * chunk is an ordinary call, checked by the op that takes it */
-    t->offset += (uint64_t)begin * (uint64_t)t->strides[dim] * vkattn_dtype_size(t->dtype);
+    uint64_t skip = (uint64_t)begin * (uint64_t)t->strides[dim];
+    /* (quantized k and v: strides count values, whole blocks) */
+    t->offset += vkattn_dtype_block_size(t->dtype) > 1 ? vkattn_dtype_row_bytes(t->dtype, skip)
+                                                       : skip * vkattn_dtype_size(t->dtype);
     t->shape[dim] = count;
 }
 

@@ -10,8 +10,8 @@
  *   3 keys (Tk), bucketed the same way
  *   4 causal (0/1)
  *   5 dtypes: 1 if q/out are f16, + 2 if k/v are f16, + 4 if q/out are
- *     bf16, + 8 if k/v are bf16; where v's dtype differs from k's (k's then
- *     counts), + 16 (v's dtype + 1)
+ *     bf16, + 8 if k/v are bf16; where v's dtype differs from k's or they
+ *     are quantized, + 16 (v's dtype + 1) + 256 (k's dtype + 1)
  *   6 batch x KV heads (independent work), bucketed 1, <=4, <=16, more
  * Config words: 0 family (ATT_FAMILY_*), 1 texel inputs (0/1), 2 preset,
  * 3 the version (ATT_CONFIG_VERSION: entries of another are not found). */
@@ -165,9 +165,11 @@ void vka_att_tuning_key(const vka_att_problem *p, uint32_t key[7])
     key[2] = vka_tuning_bucket(d->q_len, lens, 5);
     key[3] = vka_tuning_bucket(d->kv_len, lens, 5);
     key[4] = p->causal;
-    key[5] = (d->q_dtype == VKATTN_DTYPE_F16) + 2u * (d->kv_dtype == VKATTN_DTYPE_F16) +
-             4u * (d->q_dtype == VKATTN_DTYPE_BF16) + 8u * (d->kv_dtype == VKATTN_DTYPE_BF16) +
-             (d->v_dtype != d->kv_dtype ? 16u * (1u + (uint32_t)d->v_dtype) : 0u);
+    key[5] =
+        (d->q_dtype == VKATTN_DTYPE_F16) + 2u * (d->kv_dtype == VKATTN_DTYPE_F16) +
+        4u * (d->q_dtype == VKATTN_DTYPE_BF16) + 8u * (d->kv_dtype == VKATTN_DTYPE_BF16) +
+        (vka_att_kv_any(p) ? 16u * (1u + (uint32_t)d->v_dtype) + 256u * (1u + (uint32_t)d->kv_dtype)
+                           : 0u);
     key[6] = vka_tuning_bucket((uint64_t)d->batch * d->num_kv_heads, work, 3);
 }
 

@@ -82,11 +82,12 @@ static inline bool vka_att_weights_elem(const vka_att_problem *p)
     return p->dims.head_dim % 8 != 0;
 }
 
-/* Whether the main kernels read k and v as storage `any` (32-bit words in
- * the dtypes of specialization constants): k and v of different dtypes. */
+/* Whether the kernels read k and v as storage `any` (32-bit words in the
+ * dtypes of specialization constants): k and v of different dtypes, or
+ * quantized. */
 static inline bool vka_att_kv_any(const vka_att_problem *p)
 {
-    return p->dims.kv_dtype != p->dims.v_dtype;
+    return p->dims.kv_dtype != p->dims.v_dtype || vka_dtype_is_quantized(p->dims.kv_dtype);
 }
 
 /* The batch stride of a checked head mask (0: one row for every batch row). */

@@ -134,6 +134,12 @@ static const vka_kernel sm_any[4] = {
     [VKA_STORAGE_F16P] = MAIN_KERNEL(sm, f16p_any, STO, false),
     [VKA_STORAGE_BF16] = MAIN_KERNEL(sm, bf16_any, STO, false),
 };
+static const vka_kernel weights_any[4] = {
+    [VKA_STORAGE_F32] = WEIGHTS_KERNEL(f32_any, STO),
+    [VKA_STORAGE_F16] = WEIGHTS_KERNEL(f16_any, STO),
+    [VKA_STORAGE_F16P] = WEIGHTS_KERNEL(f16p_any, STO),
+    [VKA_STORAGE_BF16] = WEIGHTS_KERNEL(bf16_any, STO),
+};
 #if VKATTN_HAVE_COOPMAT
 static const vka_kernel cm_any[4] = {
     [VKA_STORAGE_F32] = MAIN_KERNEL(cm, f32_any, STO, true),
@@ -193,6 +199,16 @@ static vkattn_result bind_box(vkattn_context *ctx, const vkattn_tensor *t, const
         return vka_bind_dummy(ctx, texel ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_UNDEFINED, b);
     uint64_t f, extent;
     vka_box_span(t, box, &f, &extent);
+    if (vka_dtype_is_quantized(t->dtype)) {
+        /* ggml's blocks (k and v of the `any` kernels): bound from the
+         * tensor's offset (aligned: vka_tensor_resolve_quant) to the word
+         * the box's last block ends in; quads count values from there, and
+         * the box starts on a block (strides are whole blocks) */
+        uint64_t bytes = vkattn_dtype_row_bytes(t->dtype, f + extent);
+        VKA_TRY(vka_bind_window(ctx, t->buffer, t->offset, (bytes + 3) / 4 * 4, 4, b, first));
+        *first += (uint32_t)(f / 4);
+        return VKATTN_SUCCESS;
+    }
     size_t es = vkattn_dtype_size(t->dtype);
     uint64_t offset = t->offset + f * es, bytes = extent * es;
     if (texel)
@@ -456,9 +472,12 @@ static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
     r = vka_att_plan_weights(ctx, p, &pr->weights_chunks);
     if (r != VKATTN_SUCCESS)
         return r;
-    uint32_t qs = vka_storage_kind(ctx, d->q_dtype), ks = vka_storage_kind(ctx, d->kv_dtype);
+    const bool k_quant = vka_dtype_is_quantized(d->kv_dtype);
+    uint32_t qs = vka_storage_kind(ctx, d->q_dtype),
+             ks = k_quant ? 0 : vka_storage_kind(ctx, d->kv_dtype);
     const vka_kernel *kernel =
-        qs == VKA_STORAGE_BF16 || ks == VKA_STORAGE_BF16 ? &weights_bf16[qs][ks]
+        k_quant                                            ? &weights_any[qs]
+        : qs == VKA_STORAGE_BF16 || ks == VKA_STORAGE_BF16 ? &weights_bf16[qs][ks]
         : pr->weights_chunks.texel
             ? &weights_texel[d->q_dtype == VKATTN_DTYPE_F16][d->kv_dtype == VKATTN_DTYPE_F16]
             : &weights_storage[qs][ks];
@@ -466,6 +485,12 @@ static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
     uint32_t wbits =
         (bits & ~(uint32_t)ATT_MOD_LSE) | (p->head_mask.buffer ? ATT_MOD_HEAD_GATE : 0);
     uint32_t count = mod_spec(p, wbits, spec, 2);
+    if (k_quant) { /* k's dtype (the weights kernel reads only k) */
+        for (uint32_t i = count; i < ATT_SPEC_KV_DTYPE_ID; i++)
+            spec[i] = 0;
+        spec[ATT_SPEC_KV_DTYPE_ID] = (uint32_t)d->kv_dtype;
+        count = ATT_SPEC_KV_DTYPE_ID + 1;
+    }
     return vka_pipeline_get(ctx, kernel, spec, count, &pr->weights_pipeline);
 }
 
