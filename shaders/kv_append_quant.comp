@@ -41,8 +41,8 @@ const uint SPAN_WORDS = BLOCK_BYTES / 2u; // 2 blocks = BLOCK_BYTES / 2 words
 #endif
 
 layout(push_constant) uniform Push {
-    uint batch, heads, tokens, units; // per row: pairs of blocks (D / 64), or blocks (D / 32)
-    uint dh;                           // D (unused: units says it)
+    uint batch, heads, tokens, units; // per pool row: pairs of blocks, or blocks
+    uint dh;                           // D: values from D on (the row's padding) are zeros
     uint first;                        // element index of src[0,0,0,0] in its binding
     uint stride_b, stride_h, stride_t; // of src, in elements
     uint block_size, table_width;
@@ -89,6 +89,14 @@ float round_away(float x) {
 }
 
 uint words[SPAN_WORDS];
+
+// Value e of the source row starting at element `row` (pc.first added):
+// zero from the head dim on, where a pool row pads to whole blocks; the
+// load stays in the row (a select, no branch, picks the zero).
+float src_value(uint row, uint e) {
+    float x = src_load(pc.first + row + min(e, pc.dh - 1u));
+    return e < pc.dh ? x : 0.0;
+}
 
 void put_byte(uint at, uint value) {
     uint w = at >> 2u, shift = (at & 3u) * 8u;
@@ -262,17 +270,17 @@ void main() {
         words[w] = 0u;
 #if WORD_BLOCKS
     uint dst = (row * pc.units + u) * SPAN_WORDS;
-    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t + u * 32u;
+    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t;
     for (uint j = 0u; j < 32u; j++)
-        x[j] = src_load(pc.first + src + j);
+        x[j] = src_value(src, u * 32u + j);
     quantize_block(0u, x);
     for (uint w = 0u; w < SPAN_WORDS; w++)
         pool[dst + w] = words[w];
 #elif ODD_BLOCKS
     uint at = (row * pc.units + u) * BLOCK_BYTES; // the block's first byte in the pool
-    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t + u * 32u;
+    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t;
     for (uint j = 0u; j < 32u; j++)
-        x[j] = src_load(pc.first + src + j);
+        x[j] = src_value(src, u * 32u + j);
     uint lead = at & 3u; // 0 or 2
     quantize_block(lead, x);
     // the half word before the block (lead 2) or after it (lead 0) is the
@@ -291,10 +299,10 @@ void main() {
     }
 #else
     uint dst = (row * pc.units + u) * SPAN_WORDS;
-    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t + u * 64u;
+    uint src = b * pc.stride_b + h * pc.stride_h + t * pc.stride_t;
     for (uint blk = 0u; blk < 2u; blk++) {
         for (uint j = 0u; j < 32u; j++)
-            x[j] = src_load(pc.first + src + blk * 32u + j);
+            x[j] = src_value(src, u * 64u + blk * 32u + j);
         quantize_block(blk * BLOCK_BYTES, x);
     }
     for (uint w = 0u; w < SPAN_WORDS; w++)

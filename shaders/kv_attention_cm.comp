@@ -89,11 +89,11 @@ void main() {
         barrier();
         for (uint idx = lid; idx < BC * (DKC / 4u); idx += WORKGROUP_SIZE) {
             uint j = idx / (DKC / 4u), c = idx % (DKC / 4u);
-            put_k(j * LDQ + 4u * c, c < DC ? k_load4(kr_s[j] * DC + c) : vec4(0.0));
+            put_k(j * LDQ + 4u * c, c < DC ? k_load4(kr_s[j] * KRQ + c) : vec4(0.0));
         }
         for (uint idx = lid; idx < BC * (DVC / 4u); idx += WORKGROUP_SIZE) {
             uint j = idx / (DVC / 4u), c = idx % (DVC / 4u);
-            put_v(j * LDV + 4u * c, c < VC ? v_load4(kr_s[j] * VC + c) : vec4(0.0));
+            put_v(j * LDV + 4u * c, c < VC ? v_load4(kr_s[j] * VRQ + c) : vec4(0.0));
         }
         barrier();
         scores(g);

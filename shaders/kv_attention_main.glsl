@@ -58,6 +58,14 @@ layout(push_constant) uniform Push {
 } pc;
 
 layout(constant_id = 5) const uint MODS = 0u;
+// The pools' token rows in values (7: K's, 8: V's): the head dims padded to
+// multiples of 8 in a float cache, to whole 32-value blocks in a quantized
+// one (src/spec/kv_cache_desc.c); the kernels read the first DKP / DVP
+// values of each, so the rows' zero padding is never read. KRQ, VRQ: in
+// quads.
+layout(constant_id = 7) const uint K_ROW = 128u;
+layout(constant_id = 8) const uint V_ROW = 128u;
+const uint KRQ = K_ROW / 4u, VRQ = V_ROW / 4u;
 const uint MOD_WINDOW = 1u, MOD_SOFTCAP = 2u, MOD_ALIBI = 4u, MOD_SINKS = 8u, MOD_LSE = 16u;
 const uint MOD_MASK = 32u, MOD_MASK_F16 = 64u; // the mask; its dtype is f16
 const bool M_WINDOW = (MODS & MOD_WINDOW) != 0u;
@@ -88,7 +96,7 @@ const uint SPLIT_ROWS = 64u; // VKATTN_KV_MAX_SPLIT_ROWS
 
 uint seq_length(uint b) { return meta[pc.batch + b]; }
 
-// Token row of key j in the pools (multiply by D / 4 for its first vec4).
+// Token row of key j in the pools (multiply by KRQ / VRQ for its first vec4).
 // The K and V pools have the same layout, so one row serves both.
 uint key_row(uint b, uint kv_head, uint j) {
     uint block = meta[2u * pc.batch + b * pc.table_width + j / pc.block_size];

@@ -96,7 +96,7 @@ void main() {
     for (uint j0 = lo; j0 < key_end; j0 += BC) {
         // ---- scores of this lane's keys j0 + lane + SG * ci (clamped to a
         // real key: past key_end they are masked and get p = 0); token rows
-        // of the pools (K's quads: * DC, V's: * VC)
+        // of the pools (K's quads: * KRQ, V's: * VRQ)
         uint k_row[C];
         [[unroll]] for (uint ci = 0u; ci < C; ci++)
             k_row[ci] = key_row(b, kv_head, min(j0 + lane + SG * ci, key_end - 1u));
@@ -115,7 +115,7 @@ void main() {
                 if (EVEN || c0 + src < DC) {
                     vec4 kc[C];
                     [[unroll]] for (uint ci = 0u; ci < C; ci++)
-                        kc[ci] = k_load4(k_row[ci] * DC + c0 + src);
+                        kc[ci] = k_load4(k_row[ci] * KRQ + c0 + src);
                     [[unroll]] for (uint r = 0u; r < R; r++) {
                         vec4 qv = subgroupShuffle(qc[r], src);
                         [[unroll]] for (uint ci = 0u; ci < C; ci++)
@@ -172,7 +172,7 @@ void main() {
                 float p[R];
                 [[unroll]] for (uint r = 0u; r < R; r++)
                     p[r] = subgroupShuffle(pl[r], src);
-                const uint v_row = subgroupShuffle(rl, src) * VC;
+                const uint v_row = subgroupShuffle(rl, src) * VRQ;
                 [[unroll]] for (uint t = 0u; t < CPL; t++) {
                     uint c = lane + SG * t;
                     vec4 vc = vec4(0.0);

@@ -102,14 +102,14 @@ void main() {
             [[unroll]] for (uint u = 0u; u < 4u; u++) {
                 uint idx = idx0 + u * WORKGROUP_SIZE;
                 if (idx < BC * DC)
-                    k_s[idx] = k_load4(kr_s[idx / DC] * DC + idx % DC);
+                    k_s[idx] = k_load4(kr_s[idx / DC] * KRQ + idx % DC);
             }
         }
         for (uint idx0 = lid; idx0 < BC * VC; idx0 += 4u * WORKGROUP_SIZE) {
             [[unroll]] for (uint u = 0u; u < 4u; u++) {
                 uint idx = idx0 + u * WORKGROUP_SIZE;
                 if (idx < BC * VC)
-                    v_s[idx] = v_load4(kr_s[idx / VC] * VC + idx % VC);
+                    v_s[idx] = v_load4(kr_s[idx / VC] * VRQ + idx % VC);
             }
         }
         barrier();

@@ -501,6 +501,23 @@ static void test_mha_kv_dtype(void **state)
                  cli_path_of(kinds[i].out));
         cli_expect_success(args);
     }
+    /* head dims that are not whole blocks (8 heads of 16, 3 of 40 from
+     * --wq's 120 rows): rows padded to whole blocks */
+    static const char *const padded[] = {"--heads 8 --kv-dtype q5_0", "--heads 8 --kv-dtype q4_1",
+                                         "--heads 3 --kv-dtype q8_0 --dtype f16"};
+    const int64_t w120[2] = {120, 128}, wo120[2] = {128, 120};
+    cli_write_f32("kwq120.npy", 2, w120, 71, -0.1f, 0.1f);
+    cli_write_f32("kwo120.npy", 2, wo120, 72, -0.1f, 0.1f);
+    for (int i = 0; i < 3; i++) {
+        bool h3 = strstr(padded[i], "--heads 3") != NULL;
+        snprintf(args, sizeof args,
+                 "mha --x %s %s --wq %s --wk %s --wv %s --wo %s --causal --prefill 3 --check "
+                 "--out %s",
+                 cli_path_of("kx.npy"), padded[i], cli_path_of(h3 ? "kwq120.npy" : w[0]),
+                 cli_path_of(h3 ? "kwq120.npy" : w[1]), cli_path_of(h3 ? "kwq120.npy" : w[2]),
+                 cli_path_of(h3 ? "kwo120.npy" : w[3]), cli_path_of("ky_pad.npy"));
+        cli_expect_success(args);
+    }
     cli_compare_outputs("ky_f32.npy", "ky_q8.npy", 0.05, false, "q8_0 cache vs f32 cache");
     cli_compare_outputs("ky_f32.npy", "ky_q4.npy", 1e-3, true, "q4_0 cache vs f32 cache");
     cli_compare_outputs("ky_f32.npy", "ky_f16.npy", 0.01, false, "f16 cache vs f32 cache");

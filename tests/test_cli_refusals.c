@@ -166,13 +166,6 @@ static void test_messages_in_cli_terms(void **state)
                           "dimension 2 of --q (", NULL};
     expect_refusal(bthd, "attention --q %s --k %s --v %s --layout bthd --out %s", p(0, "Qt.npy"),
                    p(1, "Kt.npy"), p(1, "Kt.npy"), p(2, "O.npy"));
-    const char *kv_dtype[] = {"head_dim (rows of --wq / --heads) 16 does not suit a q8_0 cache",
-                              "--kv-dtype q8_0", NULL};
-    expect_refusal(kv_dtype,
-                   "mha --x %s --heads 2 --wq %s --wk %s --wv %s --wo %s --causal --prefill 2 "
-                   "--kv-dtype q8_0 --out %s",
-                   p(0, "X.npy"), p(1, "W.npy"), p(1, "W.npy"), p(1, "W.npy"), p(1, "W.npy"),
-                   p(2, "O.npy"));
     const char *layer[] = {"--layer 64,8,5: Hkv 5 does not divide H 8", NULL};
     assert_int_equal(cli_run_with("", "info --layer 64,8,5", err, sizeof err), 2);
     for (int k = 0; layer[k]; k++)

@@ -6,8 +6,10 @@
  * and contiguous, MHA / GQA / MQA, head dims 32 to 256 (blocks of whole
  * words, 20 and 24 bytes, and blocks that share words with their
  * neighbours, 22 and 18 bytes, at odd and even numbers of blocks), q/out in
- * f32, f16 and bf16; the append's bytes against vkattn_ref_quantize's; the
- * layer's steps over each format. Every case on every kernel policy. */
+ * f32, f16 and bf16, and head dims that are not whole blocks (80, 48, 20:
+ * rows zero-padded to whole blocks); the append's bytes against
+ * vkattn_ref_quantize's; the layer's steps over each format (q5_0 at head
+ * dim 80). Every case on every kernel policy. */
 #include "test_kv_quant_util.h"
 
 #define Q41 VKATTN_DTYPE_Q4_1
@@ -33,6 +35,13 @@ static const quant_case cases[] = {
     {8, 2, 128, IQ4, F16, F16, 16, 160, 4, {3, 1, 0, 2}, {0, 37, 16, 150}, 1, 0, true},
     {4, 2, 96, IQ4, F32, F32, 5, 120, 3, {0, 1, 2}, {0, 23, 48}, 40, 0, false},
     {8, 2, 32, IQ4, BF16, F32, 0, 64, 2, {0, 1}, {7, 30}, 1, 0, false},
+    /* head dims that are not whole blocks, rows padded with zeros: Phi-2's
+     * 80 (3 blocks) decode over paged 16 and prefill; 48 (2 blocks) and 20
+     * (1 block; element-wise q and out) */
+    {8, 2, 80, Q51, F32, F32, 16, 96, 2, {1, 0}, {40, 3}, 1, 2, false},
+    {4, 4, 80, IQ4, F16, F16, 0, 64, 2, {0, 1}, {0, 17}, 12, 0, false},
+    {4, 2, 48, Q50, F32, F32, 7, 64, 2, {0, 1}, {9, 30}, 5, 0, false},
+    {2, 1, 20, Q41, F32, F32, 0, 48, 1, {0}, {11}, 3, 0, false},
 };
 
 static void test_cases_match_reference(void **state)
@@ -55,10 +64,11 @@ static void test_quantized_bytes(void **state)
 
 static void test_layer_steps(void **state)
 {
-    quant_layer_steps_check(*state, Q41, 0, 2e-2);
-    quant_layer_steps_check(*state, Q50, 4, 2e-2);
-    quant_layer_steps_check(*state, Q51, 3, 2e-2);
-    quant_layer_steps_check(*state, IQ4, 0, 2e-2);
+    quant_layer_steps_check(*state, Q41, 0, 64, 2e-2);
+    quant_layer_steps_check(*state, Q50, 16, 80, 2e-2);
+    quant_layer_steps_check(*state, Q50, 4, 64, 2e-2);
+    quant_layer_steps_check(*state, Q51, 3, 64, 2e-2);
+    quant_layer_steps_check(*state, IQ4, 0, 64, 2e-2);
 }
 
 /* Per token: 2 (K and V) x Hkv x Dh / 32 blocks of the format's bytes. */
@@ -79,19 +89,23 @@ static void test_memory(void **state)
     }
 }
 
-/* Head dims that are not whole blocks are refused with the rule. */
+/* Head dims that are not whole blocks keep rows padded to whole blocks:
+ * memory counts them (80: 3 blocks, 48: 2). */
 static void test_errors(void **state)
 {
-    test_policy_suite *s = *state;
-    vkattn_context *ctx = test_policy_suite_first(s)->ctx;
-    vkattn_kv_cache_desc d = {
-        .num_kv_heads = 1, .head_dim = 48, .dtype = Q51, .max_sequences = 1, .capacity = 32};
-    vkattn_kv_cache *c = (vkattn_kv_cache *)&d;
-    TEST_FAILS(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-               "desc->head_dim 48 does not suit a q5_1 cache: it must be a multiple of 32",
-               vkattn_kv_cache_create(ctx, &d, &c));
-    assert_null(c);
-    test_assert_no_validation_messages(ctx);
+    (void)state;
+    const uint32_t dims[2] = {80, 48}, blocks[2] = {3, 2};
+    for (int i = 0; i < 2; i++) {
+        vkattn_kv_cache_desc d = {.num_kv_heads = 2,
+                                  .head_dim = dims[i],
+                                  .dtype = Q51,
+                                  .max_sequences = 1,
+                                  .capacity = 32};
+        uint64_t per, total;
+        char err[256] = "";
+        assert_int_equal(vkattn_kv_cache_memory(&d, &per, &total, err, sizeof err), VKATTN_SUCCESS);
+        assert_int_equal(per, 2 * 2 * blocks[i] * 24);
+    }
 }
 
 int main(void)

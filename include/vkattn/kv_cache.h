@@ -37,14 +37,17 @@ typedef struct vkattn_kv_cache vkattn_kv_cache;
 typedef struct vkattn_kv_cache_desc {
     uint32_t num_kv_heads; /* Hkv, required */
     uint32_t num_heads;    /* Hq of the queries that attend to it; 0: num_kv_heads */
-    /* Dk, the head dim of K (and of the queries), required: 1 to 576 (quantized:
-     * a multiple of 32, whole blocks; in q8_0, q4_0, q5_0 and iq4_nl, whose
-     * blocks share 32-bit words, an odd number of blocks is written through
-     * device-scope atomics, which a borrowed device with
-     * vulkanMemoryModel enabled must allow: vulkanMemoryModelDeviceScope). A size that is not a multiple of 8 is kept
-     * zero-padded to one (memory counts the padding) and takes the slower
-     * paths of "attention semantics" (include/vkattn/ops.h), as does one
-     * above 256. */
+    /* Dk, the head dim of K (and of the queries), required: 1 to 576. A
+     * quantized cache keeps rows of whole 32-value blocks: a head dim that is
+     * not a multiple of 32 (Phi-2's 80) is padded with zeros to one (80: 3
+     * blocks; memory counts the padding; the kernels never read the padded
+     * values). In q8_0, q4_0, q5_0 and iq4_nl, whose blocks share 32-bit
+     * words, rows of an odd number of blocks are written through
+     * device-scope atomics, which a borrowed device with vulkanMemoryModel
+     * enabled must allow: vulkanMemoryModelDeviceScope. A float cache keeps
+     * a size that is not a multiple of 8 zero-padded to one (memory counts
+     * the padding); such sizes take the slower paths of "attention
+     * semantics" (include/vkattn/ops.h), as do those above 256. */
     uint32_t head_dim;
     /* Dv, the head dim of V (and of the output); 0: head_dim. Same rules.
      * DeepSeek's MLA: 192 and 128 (K with its rotary part), or 576 and 512

@@ -146,9 +146,9 @@ typedef struct vkattn_ref_mha_args {
      * (vkattn_f32_to_f16 / vkattn_f32_to_bf16), q8_0 and q4_0 through
      * vkattn_ref_quantize and back, as such a cache holds them (a cache
      * of another dtype than desc->dtype f16 or bf16 gets them rounded to
-     * that first, as the layer's steps stage them; a quantized one's
-     * desc's head_dim rule applies: a multiple of 32). Other values are
-     * refused. */
+     * that first, as the layer's steps stage them; a quantized one's rows
+     * padded with zeros to whole blocks, as such a cache keeps them). Other
+     * values are refused. */
     vkattn_dtype kv_cache_dtype;
     /* optional, f32 [Hq] or [B, Hq]: as in vkattn_mha_forward_args */
     vkattn_host_tensor head_mask;

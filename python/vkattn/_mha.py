@@ -463,7 +463,7 @@ class MultiheadAttention:
         dtype: None (the layer's), "f32", "f16", "bf16", or one of ggml's
         block formats "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"
         (quantized as K and V are appended, as ggml's reference quantizers
-        do; head_dim a multiple of 32)."""
+        do; rows padded with zeros to whole 32-value blocks)."""
         return KVCache(self, max_tokens, batch, paged_block, num_blocks, dtype)
 
     def step(self, x_new, cache, sequences=None, mask=None, head_mask=None):

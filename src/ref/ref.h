@@ -97,6 +97,14 @@ vkattn_result vka_host_positions_resolve(const vkattn_host_tensor *p, int64_t ba
  * resolved desc, see spec/rope.h); angles, sin and cos in double. */
 void vka_ref_rope_rotate(const vkattn_rope_desc *resolved, int64_t position, double *x);
 
+/* ---- quantized KV rows (ref_quant.c) */
+
+/* K or V rows as a quantized cache keeps them: every `d` consecutive values
+ * of x[n] padded with zeros to whole 32-value blocks, quantized as
+ * vkattn_ref_quantize does, and replaced by their dequantized values. */
+vkattn_result vka_ref_quantize_rows(vkattn_dtype dtype, float *x, size_t n, uint32_t d, char *error,
+                                    size_t error_size);
+
 /* ---- attention (ref_attention.c) */
 
 typedef struct vka_ref_attention_plan {

@@ -343,19 +343,11 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
     if (plan->kv_cache_dtype != VKATTN_DTYPE_F32 && plan->kv_cache_dtype != plan->desc.dtype)
         for (int i = 0; i < 2; i++)
             round_to(plan->desc.dtype, i ? v : k, i ? nv : nk);
-    if (vka_dtype_is_quantized(plan->kv_cache_dtype)) { /* rows of Dk, Dv: whole blocks */
-        void *blocks = malloc(vkattn_dtype_row_bytes(plan->kv_cache_dtype, nk > nv ? nk : nv) + 1);
-        r = blocks ? VKATTN_SUCCESS : VKATTN_ERROR_OUT_OF_HOST_MEMORY;
-        if (!blocks)
-            vka_error_format(error, error_size, "cannot allocate the quantized K and V");
-        for (int i = 0; i < 2 && r == VKATTN_SUCCESS; i++) {
-            float *t = i ? v : k;
-            size_t n = i ? nv : nk;
-            r = vkattn_ref_quantize(plan->kv_cache_dtype, t, n, blocks, error, error_size);
-            if (r == VKATTN_SUCCESS)
-                r = vkattn_ref_dequantize(plan->kv_cache_dtype, blocks, n, t, error, error_size);
-        }
-        free(blocks);
+    if (vka_dtype_is_quantized(plan->kv_cache_dtype)) {
+        for (int i = 0; i < 2 && r == VKATTN_SUCCESS; i++)
+            r = vka_ref_quantize_rows(plan->kv_cache_dtype, i ? v : k, i ? nv : nk,
+                                      i ? plan->ap.dims.v_head_dim : plan->ap.dims.head_dim, error,
+                                      error_size);
     } else {
         for (int i = 0; i < 2; i++)
             round_to(plan->kv_cache_dtype, i ? v : k, i ? nv : nk);
@@ -422,13 +414,6 @@ static vkattn_result run_with_weights(const vkattn_mha_desc *dp, const vka_mha_w
                          "q8_0 or q4_0",
                          vka_dtype_text(args->kv_cache_dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
-    }
-    if (vka_dtype_is_quantized(args->kv_cache_dtype) && (d.head_dim % 32 || d.v_head_dim % 32)) {
-        vka_error_format(error, error_size,
-                         "args->kv_cache_dtype %s needs head dims that are multiples of 32; the "
-                         "layer's are %u and %u",
-                         vkattn_dtype_name(args->kv_cache_dtype), d.head_dim, d.v_head_dim);
-        return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     return run_layer(&plan, error, error_size);
 }

@@ -6,6 +6,7 @@
 #include "spec/error_text.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BLOCK 32
@@ -96,4 +97,28 @@ vkattn_result vkattn_ref_dequantize(vkattn_dtype dtype, const void *in, uint64_t
     for (uint64_t b = 0; b < n / BLOCK; b++, p += bytes)
         vka_dequantize_block(dtype, p, out + b * BLOCK);
     return VKATTN_SUCCESS;
+}
+
+vkattn_result vka_ref_quantize_rows(vkattn_dtype dtype, float *x, size_t n, uint32_t d, char *error,
+                                    size_t error_size)
+{
+    const uint32_t r = (d + 31) / 32 * 32;
+    float *row = malloc((size_t)r * sizeof(float));
+    void *blocks = malloc(vkattn_dtype_row_bytes(dtype, r) + 1);
+    vkattn_result res = row && blocks ? VKATTN_SUCCESS : VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    if (res != VKATTN_SUCCESS)
+        vka_error_format(error, error_size, "cannot allocate a quantized %s row",
+                         vkattn_dtype_name(dtype));
+    for (size_t at = 0; at + d <= n && res == VKATTN_SUCCESS; at += d) {
+        memcpy(row, x + at, (size_t)d * sizeof(float));
+        memset(row + d, 0, (size_t)(r - d) * sizeof(float));
+        res = vkattn_ref_quantize(dtype, row, r, blocks, error, error_size);
+        if (res == VKATTN_SUCCESS)
+            res = vkattn_ref_dequantize(dtype, blocks, r, row, error, error_size);
+        if (res == VKATTN_SUCCESS)
+            memcpy(x + at, row, (size_t)d * sizeof(float));
+    }
+    free(row);
+    free(blocks);
+    return res;
 }

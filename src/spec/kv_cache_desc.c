@@ -9,12 +9,14 @@
 #include "spec/error_text.h"
 #include "spec/size_math.h"
 
-/* Elements a cache keeps per token row of a head dim: whole blocks when
- * quantized, else the head dim zero-padded to a multiple of 8 (the
- * kernels read rows by quads and octets). */
+/* Elements a cache keeps per token row of a head dim: whole 32-value
+ * blocks when quantized (the values past the head dim quantized as zeros),
+ * else the head dim zero-padded to a multiple of 8 (the kernels read rows
+ * by quads and octets). */
 static uint32_t row_elements(vkattn_dtype dtype, uint32_t head_dim)
 {
-    return vka_dtype_is_quantized(dtype) ? head_dim : vka_head_dim_padded(head_dim);
+    return vka_dtype_is_quantized(dtype) ? (head_dim + 31) / 32 * 32
+                                         : vka_head_dim_padded(head_dim);
 }
 
 /* Fills `z` from a resolved desc; false when a size does not fit 64 bits. */
@@ -51,21 +53,14 @@ static bool compute_sizes(const vkattn_kv_cache_desc *d, vka_kv_cache_sizes *z)
     return ok;
 }
 
-/* A head dim of the desc (`name`: "head_dim" or "v_head_dim"): 1 to 576, a
- * multiple of 32 for a quantized cache (whole ggml blocks). */
-static vkattn_result check_head_dim(const vkattn_kv_cache_desc *d, uint32_t value, const char *name,
-                                    char *error, size_t error_size)
+/* A head dim of the desc (`name`: "head_dim" or "v_head_dim"): 1 to 576
+ * (a quantized cache pads its rows to whole blocks: row_elements). */
+static vkattn_result check_head_dim(uint32_t value, const char *name, char *error,
+                                    size_t error_size)
 {
     if (!value || value > VKA_ATTENTION_HEAD_DIM_MAX) {
         vka_error_format(error, error_size, "desc->%s %u is not supported: it must be from 1 to %u",
                          name, value, VKA_ATTENTION_HEAD_DIM_MAX);
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    }
-    if (vka_dtype_is_quantized(d->dtype) && value % 32) {
-        vka_error_format(error, error_size,
-                         "desc->%s %u does not suit a %s cache: it must be a multiple of 32 "
-                         "(ggml's 32-value blocks)",
-                         name, value, vkattn_dtype_name(d->dtype));
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     return VKATTN_SUCCESS;
@@ -105,8 +100,8 @@ vkattn_result vka_kv_cache_desc_resolve(const vkattn_kv_cache_desc *in, vkattn_k
     }
     if (!d->v_head_dim)
         d->v_head_dim = d->head_dim;
-    VKA_TRY(check_head_dim(d, d->head_dim, "head_dim", error, error_size));
-    VKA_TRY(check_head_dim(d, d->v_head_dim, "v_head_dim", error, error_size));
+    VKA_TRY(check_head_dim(d->head_dim, "head_dim", error, error_size));
+    VKA_TRY(check_head_dim(d->v_head_dim, "v_head_dim", error, error_size));
     /* A contiguous cache is one block of `capacity` tokens per sequence. */
     bool paged = d->block_size != 0;
     uint32_t block_tokens = paged ? d->block_size : d->capacity;

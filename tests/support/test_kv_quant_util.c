@@ -153,14 +153,20 @@ void quant_bytes_check(test_policy_suite *s, const vkattn_dtype *dtypes, int n)
  * from double sums: a value within a rounding of a quantization boundary
  * may land one step apart, hence the callers' tolerances (q8_0 2e-3, the
  * 4- and 5-bit formats 2e-2: the seeds meet them on both drivers). */
-void quant_layer_steps_check(test_policy_suite *s, vkattn_dtype dt, uint32_t block_size, double tol)
+void quant_layer_steps_check(test_policy_suite *s, vkattn_dtype dt, uint32_t block_size,
+                             uint32_t head_dim, double tol)
 {
-    enum { DM = 256, HQ = 4, HKV = 2, DH = 64, T = 8, PREFILL = 5 };
+    enum { HQ = 4, HKV = 2, T = 8, PREFILL = 5 };
+    const int DH = (int)head_dim, DM = HQ * DH;
     test_rng rng = test_rng_seed(5);
     float *w = malloc(sizeof(float) * (size_t)(HQ + 2 * HKV) * DH * DM),
-          *wo = malloc(sizeof(float) * (size_t)DM * HQ * DH), bias[(HQ + 2 * HKV) * DH], bo[DM],
-          x[T * DM];
-    assert_true(w && wo);
+          *wo = malloc(sizeof(float) * (size_t)DM * HQ * DH),
+          *bias = malloc(sizeof(float) * (size_t)(HQ + 2 * HKV) * DH),
+          *bo = malloc(sizeof(float) * (size_t)DM), *x = malloc(sizeof(float) * (size_t)T * DM),
+          *got = malloc(sizeof(float) * (size_t)T * DM),
+          *want = malloc(sizeof(float) * (size_t)T * DM),
+          *exact = malloc(sizeof(float) * (size_t)T * DM);
+    assert_true(w && wo && bias && bo && x && got && want && exact);
     for (size_t i = 0; i < (size_t)(HQ + 2 * HKV) * DH * DM; i++)
         w[i] = test_rng_uniform(&rng, -0.1f, 0.1f);
     for (size_t i = 0; i < (size_t)DM * HQ * DH; i++)
@@ -193,8 +199,8 @@ void quant_layer_steps_check(test_policy_suite *s, vkattn_dtype dt, uint32_t blo
                                    .block_size = block_size};
         vkattn_kv_cache *c;
         TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &c));
-        vkattn_buffer *xb = test_buffer_with(ctx, x, sizeof x);
-        vkattn_buffer *yb = test_buffer_with(ctx, NULL, sizeof x);
+        vkattn_buffer *xb = test_buffer_with(ctx, x, sizeof(float) * (size_t)T * DM);
+        vkattn_buffer *yb = test_buffer_with(ctx, NULL, sizeof(float) * (size_t)T * DM);
         uint32_t seq = 0;
         for (uint32_t t = 0; t < T; t = t ? t + 1 : PREFILL) {
             int64_t n = t ? 1 : PREFILL, shape[3] = {1, n, DM};
@@ -206,8 +212,7 @@ void quant_layer_steps_check(test_policy_suite *s, vkattn_dtype dt, uint32_t blo
                 .y = vkattn_tensor_make(yb, (uint64_t)t * DM * 4, F32, 3, shape)};
             TEST_OK(ctx, vkattn_mha_step(m, &sa));
         }
-        float got[T * DM], want[T * DM], exact[T * DM];
-        TEST_OK(ctx, vkattn_buffer_download(yb, 0, got, sizeof got));
+        TEST_OK(ctx, vkattn_buffer_download(yb, 0, got, sizeof(float) * (size_t)T * DM));
         int64_t shape[3] = {1, T, DM};
         vkattn_ref_mha_args ra = {.x = vkattn_host_tensor_make(x, F32, 3, shape),
                                   .y = vkattn_host_tensor_make(want, F32, 3, shape),
@@ -221,8 +226,8 @@ void quant_layer_steps_check(test_policy_suite *s, vkattn_dtype dt, uint32_t blo
         if (vkattn_ref_mha(&md, &mw, &ra, err, sizeof err) != VKATTN_SUCCESS)
             fail_msg("%s", err);
         char what[120];
-        snprintf(what, sizeof what, "%s layer steps over a %s cache", test_policies[policy].name,
-                 vkattn_dtype_name(dt));
+        snprintf(what, sizeof what, "%s layer steps over a %s cache, head dim %d",
+                 test_policies[policy].name, vkattn_dtype_name(dt), DH);
         test_assert_close(got, want, T * DM, tol, what);
         print_message("    %s: max |error| %.3g against the reference with the cache's "
                       "quantization, %.3g against none\n",
@@ -233,6 +238,5 @@ void quant_layer_steps_check(test_policy_suite *s, vkattn_dtype dt, uint32_t blo
         vkattn_mha_destroy(m);
         test_assert_no_validation_messages(ctx);
     }
-    free(w);
-    free(wo);
+    free(w), free(wo), free(bias), free(bo), free(x), free(got), free(want), free(exact);
 }

@@ -31,9 +31,9 @@ void quant_case_run(test_gpu *g, const quant_case *c, uint32_t policy, uint64_t 
 void quant_bytes_check(test_policy_suite *s, const vkattn_dtype *dtypes, int n);
 
 /* The layer's steps over a cache of dtype `dt` (block size `block_size`, 0
- * contiguous) against vkattn_ref_mha with kv_cache_dtype `dt` within
- * `tol`, on every third policy. */
+ * contiguous; 4 heads of `head_dim`) against vkattn_ref_mha with
+ * kv_cache_dtype `dt` within `tol`, on every third policy. */
 void quant_layer_steps_check(test_policy_suite *s, vkattn_dtype dt, uint32_t block_size,
-                             double tol);
+                             uint32_t head_dim, double tol);
 
 #endif

@@ -35,15 +35,25 @@ bool kv_quantized(vkattn_dtype dt)
     return vkattn_dtype_block_size(dt) == 32; /* the quantized dtypes' blocks */
 }
 
-/* x quantized to the cache's blocks and dequantized, by the reference. */
-static void quantize_round_trip(vkattn_dtype dt, float *x, size_t n)
+/* x, rows of d values, quantized to the cache's blocks and dequantized, by
+ * the reference: each row zero-padded to whole 32-value blocks, as the
+ * cache keeps it. */
+static void quantize_round_trip(vkattn_dtype dt, float *x, size_t n, uint32_t d)
 {
-    void *blocks = test_alloc(vkattn_dtype_row_bytes(dt, n));
+    const uint32_t r = (d + 31) / 32 * 32;
+    void *blocks = test_alloc(vkattn_dtype_row_bytes(dt, r));
+    float *row = test_alloc((size_t)r * sizeof *row);
     char err[256] = "";
-    if (vkattn_ref_quantize(dt, x, n, blocks, err, sizeof err) != VKATTN_SUCCESS ||
-        vkattn_ref_dequantize(dt, blocks, n, x, err, sizeof err) != VKATTN_SUCCESS)
-        fail_msg("reference quantizer: %s", err);
+    for (size_t at = 0; at < n; at += d) {
+        memset(row, 0, (size_t)r * sizeof *row);
+        memcpy(row, x + at, (size_t)d * sizeof *row);
+        if (vkattn_ref_quantize(dt, row, r, blocks, err, sizeof err) != VKATTN_SUCCESS ||
+            vkattn_ref_dequantize(dt, blocks, r, row, err, sizeof err) != VKATTN_SUCCESS)
+            fail_msg("reference quantizer: %s", err);
+        memcpy(x + at, row, (size_t)d * sizeof *row);
+    }
     free(blocks);
+    free(row);
 }
 
 void kv_host_destroy(kv_host *h)
@@ -92,8 +102,8 @@ void prepare_append(vkattn_context *ctx, kv_host *h, uint32_t batch, const uint3
                     size_t at = kv_index(h, D, seqs[b], g, h->len[seqs[b]] + t, 0);
                     memcpy(mirror0 + at, x + i, D * sizeof *x);
                 }
-        if (quant) /* rows of D: whole blocks */
-            quantize_round_trip(h->d.dtype, x, n);
+        if (quant)
+            quantize_round_trip(h->d.dtype, x, n, D);
         for (uint32_t b = 0; b < batch; b++)
             for (uint32_t g = 0; g < hkv; g++)
                 for (uint32_t t = 0; t < T; t++)

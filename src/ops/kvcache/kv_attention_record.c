@@ -415,11 +415,15 @@ vkattn_result vka_kv_attention_prepare(vkattn_context *ctx, vkattn_kv_cache *c,
     cfg->spec[5] = mods;
     uint32_t main_mods =
         cfg->splits > 1 ? mods & ~(uint32_t)(VKA_KV_MOD_SINKS | VKA_KV_MOD_LSE) : mods;
-    uint32_t spec[19] = {0}; /* 6: the v head dim (sg, sm, cm); 16..18: the matrix shape (cm) */
+    /* 6: the v head dim (sg, sm, cm); 7, 8: the pools' rows (kv_attention_main.glsl);
+     * 16..18: the matrix shape (cm) */
+    uint32_t spec[19] = {0};
     memcpy(spec, cfg->spec, sizeof cfg->spec);
     spec[5] = main_mods;
     spec[6] = c->d.v_head_dim;
-    uint32_t count = 7;
+    spec[7] = c->k_row;
+    spec[8] = c->v_row;
+    uint32_t count = 9;
     if (cfg->kernel == VKA_KV_KERNEL_COOPMAT) {
         spec[16] = ctx->info.coopmat_shape.m;
         spec[17] = ctx->info.coopmat_shape.n;

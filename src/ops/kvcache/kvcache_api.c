@@ -46,9 +46,9 @@ vkattn_result vkattn_kv_cache_create(vkattn_context *ctx, const vkattn_kv_cache_
         return vka_fail(ctx, r, "%s", why);
     /* blocks sharing words with their neighbours are appended through
      * atomics of device scope (kv_append_quant.comp) */
-    const uint32_t odd_dim = d.head_dim / 32 % 2 ? d.head_dim : d.v_head_dim;
+    const uint32_t odd_dim = z.k_row / 32 % 2 ? d.head_dim : d.v_head_dim;
     if (vka_dtype_is_quantized(d.dtype) && vka_quant_blocks_share_words(d.dtype) &&
-        odd_dim / 32 % 2 && !ctx->device_scope_atomics)
+        (z.k_row / 32 % 2 || z.v_row / 32 % 2) && !ctx->device_scope_atomics)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                         "desc: a %s cache of head dim %u (an odd number of 32-value blocks) is "
                         "written with device-scope atomics, which this device's enabled features "

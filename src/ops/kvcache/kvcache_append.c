@@ -111,7 +111,7 @@ static vkattn_result prepare_pass(vkattn_context *ctx, vkattn_kv_cache *c, const
     const bool quant = vka_dtype_is_quantized(c->d.dtype), quads = !quant && by_quads(dim);
     /* blocks that share words with their neighbours: one per invocation */
     const bool sharing = quant && vka_quant_blocks_share_words(c->d.dtype);
-    const bool odd = sharing && dim / 32 % 2;
+    const bool odd = sharing && row / 32 % 2; /* (a quantized row: whole blocks) */
     /* sources by quads or elements; the pool whole: quads or element pairs
      * of the cache's dtype, or a quantized one's words */
     uint32_t unit = quads ? 4 : 1, first, unused;
@@ -126,7 +126,7 @@ static vkattn_result prepare_pass(vkattn_context *ctx, vkattn_kv_cache *c, const
     VKA_TRY(vka_pipeline_get(ctx, kernel, spec, quant ? 1 : 2, &pass->pipeline));
     /* per pool row: pairs of quantized blocks or single ones, quads or
      * element pairs */
-    uint32_t per_row = quant ? (sharing && !odd ? dim / 64 : dim / 32) : quads ? row / 4 : row / 2;
+    uint32_t per_row = quant ? (sharing && !odd ? row / 64 : row / 32) : quads ? row / 4 : row / 2;
     uint64_t units = (uint64_t)batch * c->d.num_kv_heads * tokens * per_row;
     vka_grid_2d(ctx, vka_div_up64(units, spec[0]), &pass->gx, &pass->gy);
     if (pass->gy > ctx->info.max_workgroup_count[1] || units > UINT32_MAX)
