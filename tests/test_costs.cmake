@@ -18,6 +18,7 @@ set(_vkattn_test_costs
   test_decode.swiftshader=87
   test_attention.lavapipe=86
   test_attention_kv_dtypes.swiftshader=80
+  test_kv_cache_types.lavapipe=150
   test_attention_kv_dtypes.lavapipe=55
   test_attention_kv_dtypes.lavapipe26cm.coopmat=45
   test_attention_mods.swiftshader=82

@@ -63,7 +63,8 @@ void quant_case_run(test_gpu *g, const quant_case *c, uint32_t policy, uint64_t 
     /* the same reference on the values before quantization: the error the
      * cache's format costs (reported; bounded loosely) */
     float *qk = h.k, *qv = h.v;
-    h.k = h.k0, h.v = h.v0;
+    if (h.k0) /* (a float cache's mirror holds the values rounded to it) */
+        h.k = h.k0, h.v = h.v0;
     kv_reference(&h, c->batch, c->seqs, c->Hq, c->T, 0.0f, io.q, exact);
     h.k = qk, h.v = qv;
     double err = max_abs_diff(got, exact, n);
