@@ -14,9 +14,9 @@
 static void test_every_type_and_head_dim(void **state)
 {
     test_policy_suite *s = *state;
-    static const vkattn_dtype types[] = {
-        VKATTN_DTYPE_F32,  VKATTN_DTYPE_F16,  VKATTN_DTYPE_BF16, VKATTN_DTYPE_Q8_0,  VKATTN_DTYPE_Q4_0,
-        VKATTN_DTYPE_Q4_1, VKATTN_DTYPE_Q5_0, VKATTN_DTYPE_Q5_1, VKATTN_DTYPE_IQ4_NL};
+    static const vkattn_dtype types[] = {VKATTN_DTYPE_F32,  VKATTN_DTYPE_F16,  VKATTN_DTYPE_BF16,
+                                         VKATTN_DTYPE_Q8_0, VKATTN_DTYPE_Q4_0, VKATTN_DTYPE_Q4_1,
+                                         VKATTN_DTYPE_Q5_0, VKATTN_DTYPE_Q5_1, VKATTN_DTYPE_IQ4_NL};
     static const uint32_t dims[] = {32, 64, 80, 96, 128, 256};
     uint32_t policy = 0;
     while (policy < TEST_POLICY_COUNT && !s->gpu[policy])
@@ -28,14 +28,14 @@ static void test_every_type_and_head_dim(void **state)
             const vkattn_dtype dt = types[t];
             /* against unquantized K/V: 8-bit and float caches tight, 5-bit
              * formats half of 4-bit ones' steps */
-            const double bound = dt == VKATTN_DTYPE_Q8_0                               ? 0.05
+            const double bound = dt == VKATTN_DTYPE_Q8_0                              ? 0.05
                                  : dt == VKATTN_DTYPE_Q5_0 || dt == VKATTN_DTYPE_Q5_1 ? 0.2
                                  : vkattn_dtype_block_size(dt) == 32                  ? 0.35
                                                                                       : 0.02;
-            const quant_case prefill = {4, 2, dims[d], dt, F32, F32, 16, 48, 1, {0}, {9}, 7, 0,
-                                        false};
-            const quant_case decode = {4, 2, dims[d], dt, F32, F32, 0, 48, 2, {1, 0}, {30, 5},
-                                       1, 2, false};
+            const quant_case prefill = {4,  2, dims[d], dt,  F32, F32, 16,
+                                        48, 1, {0},     {9}, 7,   0,   false};
+            const quant_case decode = {4,  2, dims[d], dt,      F32, F32, 0,
+                                       48, 2, {1, 0},  {30, 5}, 1,   2,   false};
             quant_case_run(s->gpu[policy], &prefill, policy, seed++, bound);
             quant_case_run(s->gpu[policy], &decode, policy, seed++, bound);
         }
