@@ -65,16 +65,23 @@ bool vka_tensor_is_contiguous(const vkattn_tensor *t)
     return true;
 }
 
-/* The rank, shape and strides of a tensor on a buffer of this context,
- * default strides resolved into *out (the rest of it copied from t). */
-static vkattn_result resolve_view(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
-                                  vkattn_tensor *out)
+/* A tensor's buffer: given, and of this context. */
+static vkattn_result check_buffer(vkattn_context *ctx, const vkattn_tensor *t, const char *what)
 {
     if (!t->buffer)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", what);
     if (t->buffer->ctx != ctx)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer belongs to another context",
                         what);
+    return VKATTN_SUCCESS;
+}
+
+/* The rank, shape and strides of a tensor on a buffer of this context,
+ * default strides resolved into *out (the rest of it copied from t). */
+static vkattn_result resolve_view(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
+                                  vkattn_tensor *out)
+{
+    VKA_TRY(check_buffer(ctx, t, what));
     if (t->rank == 0 || t->rank > VKATTN_MAX_RANK)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank %u is not in 1..%d", what,
                         t->rank, VKATTN_MAX_RANK);
@@ -100,11 +107,7 @@ static vkattn_result resolve_view(vkattn_context *ctx, const vkattn_tensor *t, c
 vkattn_result vka_tensor_resolve(vkattn_context *ctx, const vkattn_tensor *t, const char *what,
                                  vkattn_tensor *out)
 {
-    if (!t->buffer)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", what);
-    if (t->buffer->ctx != ctx)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer belongs to another context",
-                        what);
+    VKA_TRY(check_buffer(ctx, t, what));
     size_t esize = vkattn_dtype_size(t->dtype);
     if (!esize && vka_dtype_is_quantized(t->dtype))
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
@@ -148,11 +151,7 @@ vkattn_result vka_tensor_resolve_blocks(vkattn_context *ctx, const vkattn_tensor
 {
     if (!vka_dtype_is_quantized(t->dtype))
         return vka_tensor_resolve(ctx, t, what, out);
-    if (!t->buffer)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", what);
-    if (t->buffer->ctx != ctx)
-        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer belongs to another context",
-                        what);
+    VKA_TRY(check_buffer(ctx, t, what));
     if (t->rank == 0 || t->rank > VKATTN_MAX_RANK)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank %u is not in 1..%d", what,
                         t->rank, VKATTN_MAX_RANK);
