@@ -229,7 +229,8 @@ static void test_mha_desc_errors(void **state)
     MHA_CASE(INVALID, "weights->wk is NULL", w.wk = NULL);
     MHA_CASE(INVALID, "weights->wo is NULL", w.wo = NULL);
     MHA_CASE(INVALID, "weights->wqkv and weights->wq are both set", w.wqkv = f->wqkv);
-    MHA_CASE(INVALID, "weights->wqkv needs desc->kv_dim (8) == desc->embed_dim (16)",
+    MHA_CASE(INVALID,
+             "weights->wqkv needs desc->kv_dim (8) == desc->value_dim (8) == desc->embed_dim (16)",
              w.wq = w.wk = w.wv = NULL, w.wqkv = f->wqkv, desc.kv_dim = 8);
     MHA_CASE(INVALID, "weights->bqkv and weights->bq are both set", desc.bias = true,
              w.bqkv = f->bqkv, w.bq = f->bq);

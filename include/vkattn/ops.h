@@ -212,11 +212,14 @@ typedef enum vkattn_bool_mask {
  *
  * ------------------------------------------------------------- MHA layer
  *
- * Input X [B, Tq, Dm]; keys/values come from C [B, Tk, Dkv] (C = X for
- * self-attention, then Tk = Tq). Weights use the torch.nn.Linear layout
- * [out_features, in_features], y = x W^T + b, so PyTorch weights load as is:
- *     Wq [Hq*Dk, Dm]   Wk [Hkv*Dk, Dkv]   Wv [Hkv*Dv, Dkv]   Wo [Dm, Hq*Dv]
- *     Q = X Wq^T + bq, K = C Wk^T + bk, V = C Wv^T + bv (split into heads:
+ * Input X [B, Tq, Dm]; keys come from C [B, Tk, Dkv] and values from
+ * C' [B, Tk, Dvin] (torch's key and value: C = X for self-attention, then
+ * Tk = Tq; C' = C unless the forward is given a value input of its own,
+ * which a layer with desc.value_dim != kv_dim needs). Weights use the
+ * torch.nn.Linear layout [out_features, in_features], y = x W^T + b, so
+ * PyTorch weights load as is (kdim and vdim: Dkv and Dvin):
+ *     Wq [Hq*Dk, Dm]   Wk [Hkv*Dk, Dkv]   Wv [Hkv*Dv, Dvin]   Wo [Dm, Hq*Dv]
+ *     Q = X Wq^T + bq, K = C Wk^T + bk, V = C' Wv^T + bv (split into heads:
  *     feature h*D + d of a row is head h, dimension d),
  *     O = attention(Q, K, V) merged back to [B, Tq, Hq*Dv],
  *     Y = O Wo^T + bo.
@@ -238,7 +241,7 @@ typedef enum vkattn_bool_mask {
  * projection GEMM's epilogue, where each head's row is already held: no
  * extra pass over Q or K.
  * A packed Wqkv [(Hq + Hkv)*Dk + Hkv*Dv, Dm] holds the rows of Wq, then Wk, then Wv
- * (torch's in_proj_weight); it needs Dkv == Dm.
+ * (torch's in_proj_weight); it needs Dkv == Dvin == Dm.
  */
 
 typedef struct vkattn_mha_desc {
@@ -276,6 +279,11 @@ typedef struct vkattn_mha_desc {
      * another dtype are converted (rounded to nearest even, or quantized as
      * vkattn_ref_quantize does) once, by vkattn_mha_set_weights. */
     vkattn_dtype weight_dtype;
+    /* Dvin, the width of the value input C' (torch's vdim); 0: kv_dim.
+     * When it differs from kv_dim the forward takes args->value apart from
+     * args->kv; such a layer (as any whose kv_dim or value_dim is not
+     * embed_dim) is cross-attention only: no RoPE, QK-norm or steps. */
+    uint32_t value_dim;
 } vkattn_mha_desc;
 
 /* Weights on the host, torch.nn.Linear layout (see above). Give either
@@ -289,7 +297,7 @@ typedef struct vkattn_mha_desc {
  * wq, wk and wv back to back; the biases are then f32). The norm weights,
  * sinks and slopes are always f32. */
 typedef struct vkattn_mha_weights {
-    const float *wq, *wk, *wv; /* [Hq*Dk, Dm], [Hkv*Dk, Dkv], [Hkv*Dv, Dkv] */
+    const float *wq, *wk, *wv; /* [Hq*Dk, Dm], [Hkv*Dk, Dkv], [Hkv*Dv, Dvin] */
     const float *wqkv;         /* [(Hq + Hkv)*Dk + Hkv*Dv, Dm] */
     const float *wo;           /* [Dm, Hq*Dv] */
     const float *bq, *bk, *bv; /* [Hq*Dk], [Hkv*Dk], [Hkv*Dv] */
@@ -433,15 +441,18 @@ VKATTN_API vkattn_result vkattn_mha_set_weights(vkattn_mha *mha, const vkattn_mh
  * layer. Each is contiguous (torch.nn.Linear's layout), of the layer's
  * desc.weight_dtype (biases: that float type, f32 beside q8_0), at an
  * offset that is a multiple of 16 bytes (q8_0: of the device's storage and
- * texel offset alignments). A self-attention layer (kv_dim == embed_dim)
- * takes wqkv [(Hq + Hkv)*Dk + Hkv*Dv, Dm] (and bqkv), any other wq [Hq*Dk, Dm]
- * and wkv [Hkv*(Dk + Dv), Dkv] (Wk's rows, then Wv's; bq and bkv), so every
- * projection stays one GEMM. The per-head parameters are small host arrays,
+ * texel offset alignments). A self-attention layer (kv_dim == value_dim ==
+ * embed_dim) takes wqkv [(Hq + Hkv)*Dk + Hkv*Dv, Dm] (and bqkv), one whose
+ * kv_dim equals its value_dim wq [Hq*Dk, Dm] and wkv [Hkv*(Dk + Dv), Dkv]
+ * (Wk's rows, then Wv's; bq and bkv), so every projection stays one GEMM,
+ * and one whose kv_dim and value_dim differ wq, wk [Hkv*Dk, Dkv] and wv
+ * [Hkv*Dv, Dvin] (bq and bkv [Hkv*(Dk + Dv)]). The per-head parameters are small host arrays,
  * uploaded as vkattn_mha_set_weights does. Setting host weights again makes
  * the layer read its own copy. */
 typedef struct vkattn_mha_weight_tensors {
     vkattn_tensor wqkv;                                  /* self-attention */
     vkattn_tensor wq, wkv;                               /* kv_dim != embed_dim */
+    vkattn_tensor wk, wv;                                /* kv_dim != value_dim */
     vkattn_tensor wo;                                    /* [Dm, Hq*Dv] */
     vkattn_tensor bqkv;                                  /* desc.bias, self-attention */
     vkattn_tensor bq, bkv;                               /* desc.bias, kv_dim != embed_dim */
@@ -456,7 +467,7 @@ VKATTN_API vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *mha,
  * holds them: desc.weight_dtype (f32, f16 or bf16 values as uint16_t bits
  * for the 16-bit types, or q8_0 blocks), the biases in that float type (f32
  * beside q8_0). Shapes as vkattn_mha_weights': wq [Hq*Dk, Dm], wk
- * [Hkv*Dk, Dkv], wv [Hkv*Dv, Dkv], wo [Dm, Hq*Dv]; with desc.bias bq
+ * [Hkv*Dk, Dkv], wv [Hkv*Dv, Dvin], wo [Dm, Hq*Dv]; with desc.bias bq
  * [Hq*Dk], bk [Hkv*Dk], bv [Hkv*Dv], bo [Dm]. NULL destinations are
  * skipped (vkattn_dtype_row_bytes gives the sizes). Synchronous. */
 typedef struct vkattn_mha_weight_copy {
@@ -485,9 +496,11 @@ VKATTN_API vkattn_result vkattn_mha_prune_heads(vkattn_mha *mha, const uint32_t 
                                                 uint32_t count);
 
 /* x [B, Tq, Dm]; kv [B, Tk, Dkv] for cross-attention (buffer NULL: self-
- * attention, C = x); y [B, Tq, Dm]; all in the layer's dtype, last dimension
- * contiguous. Masks and weights as for vkattn_attention_args (the mask's
- * head dimension is Hq). */
+ * attention, C = x); value [B, Tk, Dvin] when the values come from another
+ * tensor than the keys (torch's forward(query, key, value); buffer NULL:
+ * C' = C, which needs desc.value_dim == kv_dim); y [B, Tq, Dm]; all in the
+ * layer's dtype, last dimension contiguous. Masks and weights as for
+ * vkattn_attention_args (the mask's head dimension is Hq). */
 typedef struct vkattn_mha_forward_args {
     vkattn_tensor x;
     vkattn_tensor kv; /* optional */
@@ -515,6 +528,7 @@ typedef struct vkattn_mha_forward_args {
      * batch row b scaled by head_mask[b, h] before the output projection -
      * what vkattn_mha_prune_heads makes permanent. */
     vkattn_tensor head_mask;
+    vkattn_tensor value; /* optional: C' [B, Tk, Dvin] */
 } vkattn_mha_forward_args;
 
 /* Head importance for given inputs: importance[h] (Hq floats) is the root

@@ -129,7 +129,8 @@ VKATTN_API vkattn_result vkattn_ref_linear(const vkattn_ref_linear_args *args, c
 
 /* A whole MHA layer: see "MHA layer", with the desc's QK-norm, RoPE and
  * scale. x [B, Tq, Dm]; kv [B, Tk, Dkv] (optional: data NULL means
- * self-attention); y [B, Tq, Dm]; masks and weights as for attention;
+ * self-attention); value [B, Tk, Dvin] (optional: data NULL means the
+ * values come from kv, or x); y [B, Tq, Dm]; masks and weights as for attention;
  * positions int32 [B, Tq] as in vkattn_mha_forward_args (optional, RoPE
  * layers only; data NULL: 0..Tq-1). All f32. */
 typedef struct vkattn_ref_mha_args {
@@ -152,6 +153,7 @@ typedef struct vkattn_ref_mha_args {
     vkattn_dtype kv_cache_dtype;
     /* optional, f32 [Hq] or [B, Hq]: as in vkattn_mha_forward_args */
     vkattn_host_tensor head_mask;
+    vkattn_host_tensor value; /* optional */
 } vkattn_ref_mha_args;
 
 VKATTN_API vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc,

@@ -218,6 +218,7 @@ class MhaDesc(ctypes.Structure):
         ("alibi", _bool),
         ("alibi_max_bias", _f32),
         ("weight_dtype", _int),
+        ("value_dim", _u32),
     ]
 
 
@@ -238,6 +239,7 @@ class MhaForwardArgs(ctypes.Structure):
         ("scratch", _ptr),
         ("scratch_offset", _u64),
         ("head_mask", Tensor),
+        ("value", Tensor),
     ]
 
 
@@ -251,6 +253,7 @@ class RefMhaArgs(ctypes.Structure):
         ("causal_align", _int),
         ("kv_cache_dtype", _int),
         ("head_mask", HostTensor),
+        ("value", HostTensor),
     ]
 
 

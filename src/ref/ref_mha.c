@@ -94,11 +94,12 @@ static vkattn_host_tensor activation(float *data, int64_t b, int64_t t, int64_t 
     return vkattn_host_tensor_make(data, VKATTN_DTYPE_F32, 3, shape);
 }
 
-/* x, kv and y against the desc; resolved into x, kv (x itself for
- * self-attention) and y. */
+/* x, kv, value and y against the desc; resolved into x, kv (x itself for
+ * self-attention), vin (the values' input: value, else kv's) and y. */
 static vkattn_result check_io(const vkattn_mha_desc *d, const vkattn_ref_mha_args *args,
-                              vkattn_host_tensor *x, vkattn_host_tensor *kv, vkattn_host_tensor *y,
-                              char *error, size_t error_size)
+                              vkattn_host_tensor *x, vkattn_host_tensor *kv,
+                              vkattn_host_tensor *vin, vkattn_host_tensor *y, char *error,
+                              size_t error_size)
 {
     char want[96];
     VKA_TRY(check_activation(&args->x, "x", error, error_size));
@@ -118,14 +119,37 @@ static vkattn_result check_io(const vkattn_mha_desc *d, const vkattn_ref_mha_arg
                            error_size));
         VKA_TRY(check_size(&args->kv, "kv", 2, d->kv_dim, "desc->kv_dim", error, error_size));
     }
+    const vkattn_host_tensor *keys = self ? &args->x : &args->kv;
+    if (args->value.data) {
+        VKA_TRY(check_activation(&args->value, "value", error, error_size));
+        VKA_TRY(check_size(&args->value, "value", 0, args->x.shape[0], "args->x.shape[0] (batch)",
+                           error, error_size));
+        VKA_TRY(check_size(&args->value, "value", 1, keys->shape[1],
+                           self ? "args->x.shape[1] (the keys' length)"
+                                : "args->kv.shape[1] (the keys' length)",
+                           error, error_size));
+        VKA_TRY(check_size(&args->value, "value", 2, d->value_dim, "desc->value_dim", error,
+                           error_size));
+    } else if (d->value_dim != d->kv_dim) {
+        vka_error_format(error, error_size,
+                         "args->value.data is NULL but desc->value_dim %u differs from "
+                         "desc->kv_dim %u: give the values' input",
+                         d->value_dim, d->kv_dim);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
     VKA_TRY(check_activation(&args->y, "y", error, error_size));
     for (uint32_t i = 0; i < 3; i++) {
         vka_error_format(want, sizeof want, "args->x.shape[%u]", i);
         VKA_TRY(check_size(&args->y, "y", i, args->x.shape[i], want, error, error_size));
     }
     VKA_TRY(vka_host_tensor_resolve(&args->x, "args->x", false, x, error, error_size));
-    VKA_TRY(vka_host_tensor_resolve(self ? &args->x : &args->kv, self ? "args->x" : "args->kv",
-                                    false, kv, error, error_size));
+    VKA_TRY(
+        vka_host_tensor_resolve(keys, self ? "args->x" : "args->kv", false, kv, error, error_size));
+    if (args->value.data)
+        VKA_TRY(
+            vka_host_tensor_resolve(&args->value, "args->value", false, vin, error, error_size));
+    else
+        *vin = *kv;
     return vka_host_tensor_resolve(&args->y, "args->y", true, y, error, error_size);
 }
 
@@ -139,11 +163,12 @@ static vkattn_result check_modern(const vkattn_mha_desc *d, const vkattn_ref_mha
 {
     const bool rope = d->rope.theta != 0.0f;
     memset(pos, 0, sizeof *pos);
-    if ((rope || d->qk_norm) && args->kv.data) {
+    if ((rope || d->qk_norm) && (args->kv.data || args->value.data)) {
+        const char *which = args->kv.data ? "kv" : "value";
         vka_error_format(error, error_size,
-                         "args->kv is given (cross-attention) but desc->%s needs self-attention: "
-                         "leave args->kv.data NULL",
-                         rope ? "rope" : "qk_norm");
+                         "args->%s is given (cross-attention) but desc->%s needs self-attention: "
+                         "leave args->%s.data NULL",
+                         which, rope ? "rope" : "qk_norm", which);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     const vkattn_host_tensor *p = &args->positions;
@@ -188,9 +213,9 @@ typedef struct layer_plan {
  * stands in for their data until every check has passed. */
 static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_views *wv,
                                 const vkattn_ref_mha_args *args, const vkattn_host_tensor *x,
-                                const vkattn_host_tensor *kv, const vkattn_host_tensor *y,
-                                float *placeholder, layer_plan *plan, char *error,
-                                size_t error_size)
+                                const vkattn_host_tensor *kv, const vkattn_host_tensor *vin,
+                                const vkattn_host_tensor *y, float *placeholder, layer_plan *plan,
+                                char *error, size_t error_size)
 {
     const int64_t B = x->shape[0], Tq = x->shape[1], Tk = kv->shape[1];
     const int64_t Dm = d->embed_dim, Dkv = d->kv_dim, Dk = d->head_dim, Dv = d->v_head_dim;
@@ -206,8 +231,8 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     la[1].w = weight_tensor(wv->wk, wv->dtype, KW, Dkv);
     la[1].b = bias_tensor(wv->bk, wv->dtype, KW);
     la[1].y = activation(placeholder, B, Tk, KW);
-    la[2].x = *kv;
-    la[2].w = weight_tensor(wv->wv, wv->dtype, VW, Dkv);
+    la[2].x = *vin;
+    la[2].w = weight_tensor(wv->wv, wv->dtype, VW, d->value_dim);
     la[2].b = bias_tensor(wv->bv, wv->dtype, VW);
     la[2].y = activation(placeholder, B, Tk, VW);
     la[3].x = activation(placeholder, B, Tq, OW);
@@ -396,12 +421,12 @@ static vkattn_result run_with_weights(const vkattn_mha_desc *dp, const vka_mha_w
         vka_error_format(error, error_size, "args is NULL");
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    vkattn_host_tensor x, kv, y;
-    VKA_TRY(check_io(&d, args, &x, &kv, &y, error, error_size));
+    vkattn_host_tensor x, kv, vin, y;
+    VKA_TRY(check_io(&d, args, &x, &kv, &vin, &y, error, error_size));
     layer_plan plan;
     VKA_TRY(check_modern(&d, args, &plan.positions, error, error_size));
     float placeholder = 0.0f;
-    VKA_TRY(plan_layer(&d, &wv, args, &x, &kv, &y, &placeholder, &plan, error, error_size));
+    VKA_TRY(plan_layer(&d, &wv, args, &x, &kv, &vin, &y, &placeholder, &plan, error, error_size));
     plan.desc = d;
     plan.q_norm = wv.q_norm;
     plan.k_norm = wv.k_norm;

@@ -59,9 +59,14 @@ vkattn_result vka_ref_mha_store_weights(const vkattn_mha_desc *d, vka_mha_weight
     uint64_t qw = vka_mha_q_width(d), kw = vka_mha_k_width(d), vw = vka_mha_v_width(d),
              ow = vka_mha_o_width(d);
     const void **slot[8] = {&wv->wq, &wv->wk, &wv->wv, &wv->wo, &wv->bq, &wv->bk, &wv->bv, &wv->bo};
-    const uint64_t n[8] = {
-        qw * d->embed_dim, kw * d->kv_dim, vw * d->kv_dim, (uint64_t)d->embed_dim * ow, qw, kw, vw,
-        d->embed_dim};
+    const uint64_t n[8] = {qw * d->embed_dim,
+                           kw * d->kv_dim,
+                           vw * d->value_dim,
+                           (uint64_t)d->embed_dim * ow,
+                           qw,
+                           kw,
+                           vw,
+                           d->embed_dim};
     static const char *const names[8] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"};
     for (int i = 0; i < 8; i++) {
         if (!*slot[i])

@@ -29,11 +29,12 @@ static vkattn_result resolve_weight_dtype(vkattn_mha_desc *d, char *error, size_
     const struct {
         uint64_t n;
         const char *what;
-    } in[3] = {{d->embed_dim, "desc->embed_dim (Wq's in_features)"},
-               {d->kv_dim, "desc->kv_dim (Wk's and Wv's in_features)"},
+    } in[4] = {{d->embed_dim, "desc->embed_dim (Wq's in_features)"},
+               {d->kv_dim, "desc->kv_dim (Wk's in_features)"},
+               {d->value_dim, "desc->value_dim (Wv's in_features)"},
                {(uint64_t)d->num_heads * d->v_head_dim,
                 "desc->num_heads x v_head_dim (Wo's in_features)"}};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (in[i].n % 64) {
             vka_error_format(error, error_size,
                              "desc->weight_dtype q8_0 needs in_features that are multiples of "
@@ -89,11 +90,13 @@ static vkattn_result resolve_modern(vkattn_mha_desc *d, char *error, size_t erro
                          rope ? "rope" : "qk_norm", d->head_dim);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    if ((rope || d->qk_norm) && d->kv_dim != d->embed_dim) {
+    if ((rope || d->qk_norm) && !vka_mha_packed(d)) {
+        bool k = d->kv_dim != d->embed_dim;
         vka_error_format(error, error_size,
-                         "desc->%s needs self-attention, but desc->kv_dim %u differs from "
+                         "desc->%s needs self-attention, but desc->%s %u differs from "
                          "desc->embed_dim %u",
-                         rope ? "rope" : "qk_norm", d->kv_dim, d->embed_dim);
+                         rope ? "rope" : "qk_norm", k ? "kv_dim" : "value_dim",
+                         k ? d->kv_dim : d->value_dim, d->embed_dim);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     return VKATTN_SUCCESS;
@@ -155,6 +158,8 @@ vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolv
     }
     if (d.kv_dim == 0)
         d.kv_dim = d.embed_dim;
+    if (d.value_dim == 0)
+        d.value_dim = d.kv_dim;
     if (!vka_dtype_is_float(d.dtype) && d.dtype != VKATTN_DTYPE_BF16) {
         char b[VKA_DTYPE_TEXT];
         vka_error_format(error, error_size, "desc->dtype %s is not supported: f32, f16 or bf16",
@@ -230,11 +235,11 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
     if (w->wqkv) {
         if (w->wq || w->wk || w->wv)
             return packed_and_split(error, error_size, "w", w->wq ? "wq" : w->wk ? "wk" : "wv");
-        if (resolved->kv_dim != resolved->embed_dim) {
+        if (!vka_mha_packed(resolved)) {
             vka_error_format(error, error_size,
-                             "weights->wqkv needs desc->kv_dim (%u) == desc->embed_dim (%u): "
-                             "give wq, wk and wv instead",
-                             resolved->kv_dim, resolved->embed_dim);
+                             "weights->wqkv needs desc->kv_dim (%u) == desc->value_dim (%u) == "
+                             "desc->embed_dim (%u): give wq, wk and wv instead",
+                             resolved->kv_dim, resolved->value_dim, resolved->embed_dim);
             return VKATTN_ERROR_INVALID_ARGUMENT;
         }
         v.packed = true;
@@ -309,7 +314,7 @@ vkattn_result vkattn_mha_param_count(const vkattn_mha_desc *desc, vkattn_mha_par
     vkattn_mha_param_counts c = {0};
     c.wq = (uint64_t)vka_mha_q_width(&d) * d.embed_dim;
     c.wk = (uint64_t)vka_mha_k_width(&d) * d.kv_dim;
-    c.wv = (uint64_t)vka_mha_v_width(&d) * d.kv_dim;
+    c.wv = (uint64_t)vka_mha_v_width(&d) * d.value_dim;
     c.wo = (uint64_t)d.embed_dim * vka_mha_o_width(&d);
     if (d.bias) {
         c.bq = vka_mha_q_width(&d);
@@ -324,7 +329,7 @@ vkattn_result vkattn_mha_param_count(const vkattn_mha_desc *desc, vkattn_mha_par
         d.weight_dtype == VKATTN_DTYPE_Q8_0 ? VKATTN_DTYPE_F32 : d.weight_dtype;
     const uint64_t rows[4] = {vka_mha_q_width(&d), vka_mha_k_width(&d), vka_mha_v_width(&d),
                               d.embed_dim};
-    const uint64_t cols[4] = {d.embed_dim, d.kv_dim, d.kv_dim, vka_mha_o_width(&d)};
+    const uint64_t cols[4] = {d.embed_dim, d.kv_dim, d.value_dim, vka_mha_o_width(&d)};
     for (int i = 0; i < 4; i++) /* q8_0: whole blocks per row */
         c.bytes += rows[i] * vkattn_dtype_row_bytes(d.weight_dtype, cols[i]);
     c.bytes += c.biases * vkattn_dtype_size(bias_dtype);

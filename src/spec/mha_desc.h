@@ -11,12 +11,12 @@
 #include <stdint.h>
 
 /* Copies `in` to `resolved` with every default filled in (num_kv_heads,
- * head_dim, v_head_dim, kv_dim, dtype) and checks it: embed_dim and
+ * head_dim, v_head_dim, kv_dim, value_dim, dtype) and checks it: embed_dim and
  * num_heads > 0, num_kv_heads divides num_heads, head_dim and v_head_dim
  * from 1 to 576,
  * dtype f32 or f16, projection widths within uint32_t; scale (0: 1/sqrt(Dh),
  * filled in), rope (theta 0: none; else vka_rope_resolve), norm_eps (0:
- * 1e-6) and that RoPE and QK-norm have self-attention (kv_dim == embed_dim);
+ * 1e-6) and that RoPE and QK-norm have self-attention (vka_mha_packed);
  * softcap 0 or finite > 0; alibi_max_bias (with alibi: 0 means 8; without:
  * set to 0). `resolved` is written
  * only on success, `error` (may be NULL) only on failure. Codes:
@@ -43,6 +43,14 @@ static inline uint32_t vka_mha_o_width(const vkattn_mha_desc *d)
     return d->num_heads * d->v_head_dim;
 }
 
+/* Whether a resolved desc projects keys and values from inputs as wide as
+ * X (kv_dim == value_dim == embed_dim): self-attention can then be one
+ * GEMM over a packed Wqkv, and RoPE, QK-norm and steps are possible. */
+static inline bool vka_mha_packed(const vkattn_mha_desc *d)
+{
+    return d->kv_dim == d->embed_dim && d->value_dim == d->embed_dim;
+}
+
 /* The weights of one layer with the packed form taken apart: wq, wk, wv
  * point into wqkv when it was given (rows Hq*Dk, then Hkv*Dk, then Hkv*Dv),
  * and likewise bq, bk, bv into bqkv. Biases are NULL when desc.bias is false
@@ -60,7 +68,7 @@ typedef struct vka_mha_weight_views {
 } vka_mha_weight_views;
 
 /* Checks `weights` against a desc that went through vka_mha_resolve:
- * either wq, wk and wv, or wqkv (only when kv_dim == embed_dim), and wo;
+ * either wq, wk and wv, or wqkv (only when vka_mha_packed), and wo;
  * when desc.bias, not both bqkv and any of bq/bk/bv; weights->dtype f32,
  * f16 or bf16. Fills `views` (may be NULL) on success. Code on failure:
  * VKATTN_ERROR_INVALID_ARGUMENT (VKATTN_ERROR_UNSUPPORTED_DTYPE for the

@@ -101,13 +101,14 @@ void vka_mha_layout_of(const vkattn_mha_desc *d, vka_mha_layout *l)
     uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_k_width(d) + (uint64_t)vka_mha_v_width(d);
     uint64_t bes = vkattn_dtype_size(vka_mha_bias_dtype(d));
     uint64_t cursor = 0;
-    if (d->kv_dim == d->embed_dim) { /* one [(Hq+Hkv)*Dk + Hkv*Dv, Dm] matrix */
+    if (vka_mha_packed(d)) { /* one [(Hq+Hkv)*Dk + Hkv*Dv, Dm] matrix */
         l->off_wq = vka_mha_place(&cursor, 0);
         l->off_wkv = l->off_wq + vka_mha_weight_bytes(d, qw, d->embed_dim);
         vka_mha_place(&cursor, vka_mha_weight_bytes(d, qw + kvw, d->embed_dim));
-    } else {
+    } else { /* Wk's rows, then Wv's (of another width when value_dim differs) */
+        uint64_t wk = vka_mha_wk_bytes(d), wv = vka_mha_wv_bytes(d);
         l->off_wq = vka_mha_place(&cursor, vka_mha_weight_bytes(d, qw, d->embed_dim));
-        l->off_wkv = vka_mha_place(&cursor, vka_mha_weight_bytes(d, kvw, d->kv_dim));
+        l->off_wkv = vka_mha_place(&cursor, wk > UINT64_MAX - wv ? UINT64_MAX : wk + wv);
     }
     l->off_wo = vka_mha_place(&cursor, vka_mha_weight_bytes(d, d->embed_dim, vka_mha_o_width(d)));
     l->off_bq = vka_mha_place(&cursor, 0);
@@ -257,8 +258,10 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
     uint64_t qw = vka_mha_q_width(d), kw = vka_mha_k_width(d), vw = vka_mha_v_width(d),
              ow = vka_mha_o_width(d);
     uint64_t largest = qw * d->embed_dim;
-    if ((kw > vw ? kw : vw) * d->kv_dim > largest)
-        largest = (kw > vw ? kw : vw) * d->kv_dim;
+    if (kw * d->kv_dim > largest)
+        largest = kw * d->kv_dim;
+    if (vw * d->value_dim > largest)
+        largest = vw * d->value_dim;
     if ((uint64_t)d->embed_dim * ow > largest)
         largest = (uint64_t)d->embed_dim * ow;
     /* f32 is the widest form a matrix takes on the host (q8_0: before it is
@@ -274,10 +277,10 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
     }
     vkattn_dtype wdt = d->weight_dtype, bdt = vka_mha_bias_dtype(d);
     uint64_t bes = vkattn_dtype_size(bdt);
-    uint64_t off_wk = m->off_wkv, off_wv = m->off_wkv + vka_mha_weight_bytes(d, kw, d->kv_dim);
+    uint64_t off_wk = m->off_wkv, off_wv = m->off_wkv + vka_mha_wk_bytes(d);
     const char *wn[3] = {v.packed ? "wqkv" : "wq", v.packed ? "wqkv" : "wk",
                          v.packed ? "wqkv" : "wv"};
-    uint64_t nq = qw * d->embed_dim, nk = kw * d->kv_dim, nv = vw * d->kv_dim;
+    uint64_t nq = qw * d->embed_dim, nk = kw * d->kv_dim, nv = vw * d->value_dim;
     r = upload(&u, m->off_wq, v.wq, wdt, nq, wn[0], 0);
     if (r == VKATTN_SUCCESS)
         r = upload(&u, off_wk, v.wk, wdt, nk, wn[1], v.packed ? nq : 0);
@@ -299,11 +302,30 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
     if (r == VKATTN_SUCCESS)
         r = vka_mha_upload_params(m, v.q_norm, v.k_norm, v.sinks, v.alibi_slopes);
     if (r == VKATTN_SUCCESS)
-        m->src = (vka_mha_weight_source){m->weights, m->weights, m->weights, m->weights,
-                                         m->weights, m->weights, m->off_wq,  m->off_wkv,
-                                         m->off_wo,  m->off_bq,  m->off_bkv, m->off_bo};
+        vka_mha_use_own_weights(m);
     m->weights_set = r == VKATTN_SUCCESS;
     return r;
+}
+
+void vka_mha_use_own_weights(vkattn_mha *m)
+{
+    vkattn_buffer *w = m->weights;
+    m->src = (vka_mha_weight_source){
+        .q = w,
+        .kv = w,
+        .o = w,
+        .bq = w,
+        .bkv = w,
+        .bo = w,
+        .off_q = m->off_wq,
+        .off_kv = m->off_wkv,
+        .off_o = m->off_wo,
+        .off_bq = m->off_bq,
+        .off_bkv = m->off_bkv,
+        .off_bo = m->off_bo,
+        .v = w,
+        .off_v = m->off_wkv + vka_mha_wk_bytes(&m->d),
+    };
 }
 
 /* sinks and slopes are logits and factors: a NaN or infinity would poison

@@ -72,7 +72,7 @@ static vkattn_tensor scratch_tensor(const vkattn_mha *m, vkattn_buffer *buf, uin
     return t;
 }
 
-/* Checks x / kv / y against the layer; returns B, Tq, Tk. */
+/* Checks x / kv / value / y against the layer; returns B, Tq, Tk. */
 static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, uint32_t *b,
                               uint32_t *tq, uint32_t *tk)
 {
@@ -83,13 +83,14 @@ static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, u
         const char *name;
         uint32_t width;
         const char *width_name;
-    } io[3] = {{&a->x, "args->x", d->embed_dim, "embed_dim"},
+    } io[4] = {{&a->x, "args->x", d->embed_dim, "embed_dim"},
                {&a->y, "args->y", d->embed_dim, "embed_dim"},
-               {&a->kv, "args->kv", d->kv_dim, "kv_dim"}};
-    for (int i = 0; i < 3; i++) {
+               {&a->kv, "args->kv", d->kv_dim, "kv_dim"},
+               {&a->value, "args->value", d->value_dim, "value_dim"}};
+    for (int i = 0; i < 4; i++) {
         const vkattn_tensor *t = io[i].t;
-        if (i == 2 && !t->buffer)
-            break; /* self-attention */
+        if (i >= 2 && !t->buffer)
+            continue; /* self-attention; values from the keys' input */
         if (!t->buffer)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", io[i].name);
         if (t->rank != 3)
@@ -120,13 +121,25 @@ static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, u
                         "args->kv is NULL (self-attention) but the layer's kv_dim %u differs from "
                         "its embed_dim %u: pass C as args->kv",
                         d->kv_dim, d->embed_dim);
+    if (!a->value.buffer && d->value_dim != d->kv_dim)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->value is NULL but the layer's value_dim %u differs from its kv_dim "
+                        "%u: pass the values' input [B, Tk, %u] as args->value",
+                        d->value_dim, d->kv_dim, d->value_dim);
+    const vkattn_tensor *keys = a->kv.buffer ? &a->kv : &a->x;
+    if (a->value.buffer && a->value.shape[1] != keys->shape[1])
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                        "args->value.shape[1] is %lld but %s.shape[1] (the keys' length) is %lld",
+                        (long long)a->value.shape[1], a->kv.buffer ? "args->kv" : "args->x",
+                        (long long)keys->shape[1]);
     if (a->y.shape[1] != a->x.shape[1])
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                         "args->y.shape[1] is %lld but args->x.shape[1] (q_len) is %lld",
                         (long long)a->y.shape[1], (long long)a->x.shape[1]);
-    if (a->kv.buffer && m->heads_params)
+    if ((a->kv.buffer || a->value.buffer) && m->heads_params)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                        "args->kv is given but the layer has %s: it is self-attention only",
+                        "args->%s is given but the layer has %s: it is self-attention only",
+                        a->kv.buffer ? "kv" : "value",
                         d->rope.theta != 0.0f ? "RoPE (desc->rope)" : "QK-norm (desc->qk_norm)");
     if (a->positions.buffer && d->rope.theta == 0.0f)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
@@ -187,6 +200,46 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
                                           why);
 }
 
+/* K = C Wk^T + bk and V = C' Wv^T + bv: one GEMM over Wk's and Wv's rows
+ * when both come from `keys` and the rows are back to back, else one each. */
+static vkattn_result record_kv_projection(vkattn_mha *m, VkCommandBuffer cmd,
+                                          const vkattn_tensor *keys, const vkattn_tensor *values,
+                                          vka_linear_segment seg_k, vka_linear_segment seg_v)
+{
+    const vkattn_mha_desc *d = &m->d;
+    const vka_mha_weight_source *s = &m->src;
+    uint64_t kw = vka_mha_k_width(d), vw = vka_mha_v_width(d);
+    vkattn_tensor wk = {.buffer = s->kv,
+                        .offset = s->off_kv,
+                        .dtype = d->weight_dtype,
+                        .rank = 2,
+                        .shape = {(int64_t)kw, d->kv_dim}};
+    vkattn_tensor bk = {.buffer = d->bias ? s->bkv : NULL,
+                        .offset = s->off_bkv,
+                        .dtype = vka_mha_bias_dtype(d),
+                        .rank = 1,
+                        .shape = {(int64_t)kw}};
+    bool together = !values->buffer && s->v == s->kv && s->off_v == s->off_kv + vka_mha_wk_bytes(d);
+    if (together) { /* Wk's rows, then Wv's: one [Hkv*(Dk + Dv), Dkv] matrix */
+        wk.shape[0] += (int64_t)vw;
+        bk.shape[0] += (int64_t)vw;
+        vka_linear_segments_args p = {*keys, wk, bk, 2, {seg_k, seg_v}};
+        return vka_cmd_linear_segments(m->ctx, cmd, &p);
+    }
+    vkattn_tensor wv = {.buffer = s->v,
+                        .offset = s->off_v,
+                        .dtype = d->weight_dtype,
+                        .rank = 2,
+                        .shape = {(int64_t)vw, d->value_dim}};
+    vkattn_tensor bv = bk;
+    bv.offset += kw * vkattn_dtype_size(vka_mha_bias_dtype(d));
+    bv.shape[0] = (int64_t)vw;
+    vka_linear_segments_args pk = {*keys, wk, bk, 1, {seg_k}};
+    vka_linear_segments_args pv = {values->buffer ? *values : *keys, wv, bv, 1, {seg_v}};
+    VKA_TRY(vka_cmd_linear_segments(m->ctx, cmd, &pk));
+    return vka_cmd_linear_segments(m->ctx, cmd, &pv);
+}
+
 vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
                                      const vkattn_mha_forward_args *a)
 {
@@ -233,7 +286,7 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
     vka_linear_segment seg_k = {(uint32_t)kw, (uint32_t)dk, k};
     vka_linear_segment seg_v = {(uint32_t)vw, (uint32_t)dv, v};
 
-    if (!a->kv.buffer && d->kv_dim == d->embed_dim) {
+    if (!a->kv.buffer && !a->value.buffer && vka_mha_packed(d)) {
         /* self-attention: one GEMM over the packed Wqkv writes Q, K and V
          * (normed and rotated in its epilogue) */
         vka_linear_heads heads;
@@ -245,21 +298,11 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         vkattn_tensor wq = w_all, bq = b_all;
         wq.shape[0] = (int64_t)qw;
         bq.shape[0] = (int64_t)qw;
-        vkattn_tensor wkv = {.buffer = m->src.kv,
-                             .offset = m->src.off_kv,
-                             .dtype = d->weight_dtype,
-                             .rank = 2,
-                             .shape = {(int64_t)(kw + vw), d->kv_dim}};
-        vkattn_tensor bkv = {.buffer = d->bias ? m->src.bkv : NULL,
-                             .offset = m->src.off_bkv,
-                             .dtype = vka_mha_bias_dtype(d),
-                             .rank = 1,
-                             .shape = {(int64_t)(kw + vw)}};
         vka_linear_segments_args pq = {a->x, wq, bq, 1, {seg_q}};
-        vka_linear_segments_args pkv = {a->kv.buffer ? a->kv : a->x, wkv, bkv, 2, {seg_k, seg_v}};
         r = vka_cmd_linear_segments(ctx, cmd, &pq);
         if (r == VKATTN_SUCCESS)
-            r = vka_cmd_linear_segments(ctx, cmd, &pkv);
+            r = record_kv_projection(m, cmd, a->kv.buffer ? &a->kv : &a->x, &a->value, seg_k,
+                                     seg_v);
     }
     if (r != VKATTN_SUCCESS)
         return r;

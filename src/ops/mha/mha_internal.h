@@ -13,6 +13,7 @@
 #include "core/submit.h"
 #include "spec/dtype.h"
 #include "spec/error_text.h"
+#include "spec/mha_desc.h"
 #include "spec/size_math.h"
 
 /* Every tensor the layer places in a buffer starts on this boundary (texel
@@ -22,11 +23,15 @@
 /* Where the forward and the steps read the projection weights: the layer's
  * own buffer (vkattn_mha_set_weights) or the caller's tensors
  * (vkattn_mha_set_weight_tensors, borrowed, never destroyed). Wq's rows at
- * q/off_q, Wk's then Wv's at kv/off_kv (in a self-attention layer right
- * after Wq's: one packed matrix), Wo at o/off_o; biases alike. */
+ * q/off_q, Wk's at kv/off_kv (in a self-attention layer right after Wq's:
+ * one packed matrix), Wv's at v/off_v (right after Wk's unless the caller's
+ * wk and wv are apart), Wo at o/off_o; biases alike (bk's and bv's values
+ * always back to back at bkv/off_bkv). */
 typedef struct vka_mha_weight_source {
     vkattn_buffer *q, *kv, *o, *bq, *bkv, *bo;
     uint64_t off_q, off_kv, off_o, off_bq, off_bkv, off_bo;
+    vkattn_buffer *v;
+    uint64_t off_v;
 } vka_mha_weight_source;
 
 struct vkattn_mha {
@@ -62,6 +67,9 @@ void vka_mha_mods(const vkattn_mha *m, vkattn_tensor *sinks, vkattn_tensor *slop
 bool vka_mha_heads(const vkattn_mha *m, vka_linear_positions source, const vkattn_tensor *positions,
                    vka_linear_heads *out);
 
+/* The layer's own weights buffer as what the recorded passes read. */
+void vka_mha_use_own_weights(vkattn_mha *m);
+
 /* The storage of the layer's biases: the weights' (f32 beside q8_0). */
 static inline vkattn_dtype vka_mha_bias_dtype(const vkattn_mha_desc *d)
 {
@@ -79,9 +87,19 @@ static inline uint64_t vka_mha_weight_bytes(const vkattn_mha_desc *d, uint64_t r
     return bytes ? bytes : UINT64_MAX;
 }
 
+/* Bytes of Wk [Hkv*Dk, Dkv] and of Wv [Hkv*Dv, Dvin] (saturating). */
+static inline uint64_t vka_mha_wk_bytes(const vkattn_mha_desc *d)
+{
+    return vka_mha_weight_bytes(d, vka_mha_k_width(d), d->kv_dim);
+}
+static inline uint64_t vka_mha_wv_bytes(const vkattn_mha_desc *d)
+{
+    return vka_mha_weight_bytes(d, vka_mha_v_width(d), d->value_dim);
+}
+
 /* Where a layer of desc `d` keeps its weights in its own buffer (weights in
  * d->weight_dtype, biases in vka_mha_bias_dtype): Wq's rows then Wk's and
- * Wv's (one matrix when kv_dim == embed_dim), Wo, then the biases; `bytes`
+ * Wv's (one matrix when vka_mha_packed), Wo, then the biases; `bytes`
  * the total (VKA_MHA_TOO_LARGE past 2^64). (mha_api.c) */
 typedef struct vka_mha_layout {
     uint64_t off_wq, off_wkv, off_wo, off_bq, off_bkv, off_bo, bytes;

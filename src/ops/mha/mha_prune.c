@@ -93,15 +93,16 @@ static void build_pruned(const vkattn_mha_desc *d, const vkattn_mha_desc *nd,
     const uint64_t dk = d->head_dim, dv = d->v_head_dim;
     const uint64_t bes = vkattn_dtype_size(vka_mha_bias_dtype(d));
     const uint64_t q_row = vkattn_dtype_row_bytes(wdt, d->embed_dim);
-    const uint64_t kv_row = vkattn_dtype_row_bytes(wdt, d->kv_dim);
+    const uint64_t k_row = vkattn_dtype_row_bytes(wdt, d->kv_dim);
+    const uint64_t v_row = vkattn_dtype_row_bytes(wdt, d->value_dim);
     uint8_t *at = out + nl->off_wq;
     for (uint32_t i = 0; i < p->count; i++)
         at = copy_rows(at, old->wq, p->heads[i] * dk, dk, q_row);
     at = out + nl->off_wkv; /* Wk's rows then Wv's, right after Wq's when packed */
     for (uint32_t i = 0; i < p->kv_count; i++)
-        at = copy_rows(at, old->wk, p->kv[i] * dk, dk, kv_row);
+        at = copy_rows(at, old->wk, p->kv[i] * dk, dk, k_row);
     for (uint32_t i = 0; i < p->kv_count; i++)
-        at = copy_rows(at, old->wv, p->kv[i] * dv, dv, kv_row);
+        at = copy_rows(at, old->wv, p->kv[i] * dv, dv, v_row);
     /* Wo [Dm, Hq*Dv]: each row keeps its kept heads' columns (q8_0: whole
      * blocks, Dv a multiple of 32) */
     const uint64_t old_o = vkattn_dtype_row_bytes(wdt, (uint64_t)d->num_heads * dv);
@@ -170,7 +171,7 @@ static vkattn_result read_weights(vkattn_mha *m, vkattn_mha_weight_copy *w, uint
     const uint64_t bes = vkattn_dtype_size(vka_mha_bias_dtype(d));
     const uint64_t n[8] = {vka_mha_weight_bytes(d, vka_mha_q_width(d), d->embed_dim),
                            vka_mha_weight_bytes(d, vka_mha_k_width(d), d->kv_dim),
-                           vka_mha_weight_bytes(d, vka_mha_v_width(d), d->kv_dim),
+                           vka_mha_wv_bytes(d),
                            vka_mha_weight_bytes(d, d->embed_dim, vka_mha_o_width(d)),
                            vka_mha_q_width(d) * bes,
                            vka_mha_k_width(d) * bes,
@@ -249,9 +250,7 @@ vkattn_result vkattn_mha_prune_heads(vkattn_mha *m, const uint32_t *keep, uint32
         m->weights_bytes = nl.bytes;
         m->off_wq = nl.off_wq, m->off_wkv = nl.off_wkv, m->off_wo = nl.off_wo;
         m->off_bq = nl.off_bq, m->off_bkv = nl.off_bkv, m->off_bo = nl.off_bo;
-        m->src = (vka_mha_weight_source){m->weights, m->weights, m->weights, m->weights,
-                                         m->weights, m->weights, m->off_wq,  m->off_wkv,
-                                         m->off_wo,  m->off_bq,  m->off_bkv, m->off_bo};
+        vka_mha_use_own_weights(m);
     }
     vkattn_buffer_destroy(weights);
     vka_free(ctx, fresh);

@@ -72,11 +72,12 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
                         "the layer has %u x %u (%u) for %u",
                         name, c->d.num_kv_heads, c->d.head_dim, c->d.v_head_dim, c->d.num_heads,
                         d->num_kv_heads, d->head_dim, d->v_head_dim, d->num_heads);
-    if (d->kv_dim != d->embed_dim)
-        return vka_fail(
-            ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-            "steps are self-attention: the layer's kv_dim %u must equal its embed_dim %u",
-            d->kv_dim, d->embed_dim);
+    if (!vka_mha_packed(d)) {
+        bool k = d->kv_dim != d->embed_dim;
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "steps are self-attention: the layer's %s %u must equal its embed_dim %u",
+                        k ? "kv_dim" : "value_dim", k ? d->kv_dim : d->value_dim, d->embed_dim);
+    }
     return VKATTN_SUCCESS;
 }
 

@@ -86,11 +86,15 @@ vkattn_result vkattn_mha_tune(vkattn_mha *m, const vkattn_mha_tune_args *args)
     VKA_TRY(row_count(ctx, "vkattn_mha_tune", "kv_len", args->batch, args->kv_len, &kv_rows));
     bool self = args->q_len == args->kv_len;
     progress_sink p = {args->progress, args->progress_user};
-    if (self && d->kv_dim == d->embed_dim) {
+    if (self && vka_mha_packed(d)) {
         VKA_TRY(tune_packed_projection(m, rows, p));
-    } else {
+    } else if (d->value_dim == d->kv_dim) {
         VKA_TRY(tune_projection(m, rows, vka_mha_q_width(d), d->embed_dim, p));
         VKA_TRY(tune_projection(m, kv_rows, vka_mha_k_width(d) + vka_mha_v_width(d), d->kv_dim, p));
+    } else { /* K and V from inputs of their own widths */
+        VKA_TRY(tune_projection(m, rows, vka_mha_q_width(d), d->embed_dim, p));
+        VKA_TRY(tune_projection(m, kv_rows, vka_mha_k_width(d), d->kv_dim, p));
+        VKA_TRY(tune_projection(m, kv_rows, vka_mha_v_width(d), d->value_dim, p));
     }
     /* both mask kinds of self-attention (decoders and encoders); cross-
      * attention is rarely causal */

@@ -56,22 +56,40 @@ vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *m, const vkattn_mha_weig
     uint64_t qw = vka_mha_q_width(d), kvw = vka_mha_k_width(d) + (uint64_t)vka_mha_v_width(d),
              ow = vka_mha_o_width(d);
     vkattn_dtype wdt = d->weight_dtype, bdt = vka_mha_bias_dtype(d);
-    bool packed = d->kv_dim == d->embed_dim;
+    bool packed = vka_mha_packed(d), apart = d->value_dim != d->kv_dim;
     const char *missing = NULL;
-    if (packed && (t->wq.buffer || t->wkv.buffer))
+    if (packed && (t->wq.buffer || t->wkv.buffer || t->wk.buffer || t->wv.buffer))
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                        "t->%s is set but the layer is self-attention (kv_dim == embed_dim): give "
-                        "its Q, K and V rows as one packed t->wqkv",
-                        t->wq.buffer ? "wq" : "wkv");
+                        "t->%s is set but the layer is self-attention (kv_dim == value_dim == "
+                        "embed_dim): give its Q, K and V rows as one packed t->wqkv",
+                        t->wq.buffer    ? "wq"
+                        : t->wkv.buffer ? "wkv"
+                        : t->wk.buffer  ? "wk"
+                                        : "wv");
     if (!packed && t->wqkv.buffer)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                        "t->wqkv is set but desc.kv_dim %u differs from embed_dim %u: give t->wq "
-                        "and t->wkv (Wk's rows, then Wv's)",
-                        d->kv_dim, d->embed_dim);
-    missing = packed ? (!t->wqkv.buffer ? "wqkv" : NULL)
-                     : (!t->wq.buffer    ? "wq"
-                        : !t->wkv.buffer ? "wkv"
-                                         : NULL);
+                        "t->wqkv is set but desc.kv_dim %u, value_dim %u and embed_dim %u are not "
+                        "all equal: give t->wq and %s",
+                        d->kv_dim, d->value_dim, d->embed_dim,
+                        apart ? "t->wk and t->wv" : "t->wkv (Wk's rows, then Wv's)");
+    if (!packed && !apart && (t->wk.buffer || t->wv.buffer))
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "t->%s is set but the layer's kv_dim equals its value_dim (%u): give Wk's "
+                        "rows, then Wv's, as one t->wkv",
+                        t->wk.buffer ? "wk" : "wv", d->kv_dim);
+    if (apart && t->wkv.buffer)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "t->wkv is set but desc.kv_dim %u differs from value_dim %u: give t->wk "
+                        "and t->wv",
+                        d->kv_dim, d->value_dim);
+    missing = packed  ? (!t->wqkv.buffer ? "wqkv" : NULL)
+              : apart ? (!t->wq.buffer   ? "wq"
+                         : !t->wk.buffer ? "wk"
+                         : !t->wv.buffer ? "wv"
+                                         : NULL)
+                      : (!t->wq.buffer    ? "wq"
+                         : !t->wkv.buffer ? "wkv"
+                                          : NULL);
     if (!missing && !t->wo.buffer)
         missing = "wo";
     if (!missing && d->bias)
@@ -90,9 +108,19 @@ vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *m, const vkattn_mha_weig
             check_tensor(m, &t->wqkv, "t->wqkv", wdt, 2, qw + kvw, d->embed_dim, &s.q, &s.off_q));
         s.kv = s.q;
         s.off_kv = s.off_q + vka_mha_weight_bytes(d, qw, d->embed_dim);
+    } else if (apart) {
+        VKA_TRY(check_tensor(m, &t->wq, "t->wq", wdt, 2, qw, d->embed_dim, &s.q, &s.off_q));
+        VKA_TRY(check_tensor(m, &t->wk, "t->wk", wdt, 2, vka_mha_k_width(d), d->kv_dim, &s.kv,
+                             &s.off_kv));
+        VKA_TRY(check_tensor(m, &t->wv, "t->wv", wdt, 2, vka_mha_v_width(d), d->value_dim, &s.v,
+                             &s.off_v));
     } else {
         VKA_TRY(check_tensor(m, &t->wq, "t->wq", wdt, 2, qw, d->embed_dim, &s.q, &s.off_q));
         VKA_TRY(check_tensor(m, &t->wkv, "t->wkv", wdt, 2, kvw, d->kv_dim, &s.kv, &s.off_kv));
+    }
+    if (!apart) { /* Wv's rows right after Wk's */
+        s.v = s.kv;
+        s.off_v = s.off_kv + vka_mha_wk_bytes(d);
     }
     VKA_TRY(check_tensor(m, &t->wo, "t->wo", wdt, 2, d->embed_dim, ow, &s.o, &s.off_o));
     if (d->bias) {

@@ -10,13 +10,13 @@ static void sources(const vkattn_mha *m, vkattn_buffer *buf[8], uint64_t off[8],
     const vka_mha_weight_source *s = &m->src;
     const uint64_t qw = vka_mha_q_width(d), kw = vka_mha_k_width(d), vw = vka_mha_v_width(d);
     const uint64_t bes = vkattn_dtype_size(vka_mha_bias_dtype(d));
-    const uint64_t wk_bytes = vka_mha_weight_bytes(d, kw, d->kv_dim);
-    vkattn_buffer *b[8] = {s->q, s->kv, s->kv, s->o, s->bq, s->bkv, s->bkv, s->bo};
-    const uint64_t o[8] = {s->off_q,  s->off_kv,  s->off_kv + wk_bytes,  s->off_o,
-                           s->off_bq, s->off_bkv, s->off_bkv + kw * bes, s->off_bo};
+    vkattn_buffer *b[8] = {s->q, s->kv, s->v, s->o, s->bq, s->bkv, s->bkv, s->bo};
+    const uint64_t o[8] = {
+        s->off_q, s->off_kv, s->off_v, s->off_o, s->off_bq, s->off_bkv, s->off_bkv + kw * bes,
+        s->off_bo};
     const uint64_t n[8] = {vka_mha_weight_bytes(d, qw, d->embed_dim),
-                           wk_bytes,
-                           vka_mha_weight_bytes(d, vw, d->kv_dim),
+                           vka_mha_wk_bytes(d),
+                           vka_mha_wv_bytes(d),
                            vka_mha_weight_bytes(d, d->embed_dim, vka_mha_o_width(d)),
                            qw * bes,
                            kw * bes,
