@@ -75,7 +75,7 @@ static void layer_make(const value_case *c, uint64_t seed, value_layer *l)
 
 static void layer_free(value_layer *l)
 {
-    float *all[] = {l->wq, l->wk, l->wv, l->wo, l->bq,    l->bk,
+    float *all[] = {l->wq, l->wk, l->wv, l->wo,  l->bq,    l->bk,
                     l->bv, l->bo, l->x,  l->key, l->value, l->mask};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
@@ -357,7 +357,7 @@ static void test_value_input_errors(void **state)
                                     .kv = vkattn_tensor_make(bk, 0, dt, 3, ks),
                                     .value = vkattn_tensor_make(bv, 0, dt, 3, vs),
                                     .y = vkattn_tensor_make(by, 0, dt, 3, xs)},
-                           a;
+                            a;
     TEST_OK(ctx, vkattn_mha_forward(layer, &good));
     TEST_FAILS_CHANGED(ctx, a, good, a.value.buffer = NULL, VKATTN_ERROR_INVALID_ARGUMENT,
                        "args->value is NULL but the layer's value_dim 40 differs from its kv_dim "
@@ -372,10 +372,9 @@ static void test_value_input_errors(void **state)
     TEST_FAILS_CHANGED(ctx, a, good, a.value.shape[0] = 1, VKATTN_ERROR_SHAPE_MISMATCH,
                        "args->value.shape[0] (batch) is 1 but args->x.shape[0] is 2",
                        vkattn_mha_forward(layer, &a));
-    TEST_FAILS_CHANGED(ctx, a, good, a.value.dtype = VKATTN_DTYPE_F16,
-                       VKATTN_ERROR_UNSUPPORTED_DTYPE,
-                       "args->value.dtype is f16 but the layer's dtype is f32",
-                       vkattn_mha_forward(layer, &a));
+    TEST_FAILS_CHANGED(
+        ctx, a, good, a.value.dtype = VKATTN_DTYPE_F16, VKATTN_ERROR_UNSUPPORTED_DTYPE,
+        "args->value.dtype is f16 but the layer's dtype is f32", vkattn_mha_forward(layer, &a));
 
     /* descs: packed weights, RoPE, q8_0 widths; steps */
     vkattn_mha_desc d = l.desc;

@@ -113,59 +113,7 @@ static const char help_positions[] =
     "  --positions P.npy     int32 or int64 [B,Tq]: each token's position (default 0..Tq-1;\n"
     "                        not with --prefill, whose steps are at cache length + t)\n";
 
-enum {
-    X,
-    KV,
-    WQ,
-    WK,
-    WV,
-    WO,
-    BQ,
-    BK,
-    BV,
-    BO,
-    MASK,
-    PAD,
-    POS,
-    QN,
-    KN,
-    SINKS,
-    SLOPES,
-    HMASK,
-    WEIGHTS,
-    N_INPUTS
-};
-
-/* One run: what mha adds to cli_job. */
-typedef struct mha_job {
-    cli_job job;
-    uint32_t heads, kv_heads, prefill, paged_block, kv_splits;
-    uint32_t context;      /* --context; 0: CLI_REPORT_CONTEXT */
-    float scale, norm_eps; /* --scale, --norm-eps; 0: the layer's defaults */
-    cli_rope_options rope;
-    cli_mods mods;
-    const char *prefix;       /* --prefix */
-    const char *kv_dtype;     /* --kv-dtype (NULL: the layer's dtype) */
-    const char *weight_dtype; /* --weight-dtype (NULL: the layer's dtype) */
-    const char *prune_text;   /* --prune-heads: the heads to remove */
-    const char *save_weights; /* --save-weights */
-    const char *report_json;  /* --head-report-json */
-    const char *weights_png;  /* --weights-png */
-    bool head_report, report; /* --head-report, --report */
-    uint32_t *keep, kept;     /* with --prune-heads: the heads that stay */
-    npy_array mask_pruned;    /* ... --head-mask's columns of those heads */
-    npy_array mask_masked;    /* ... and for the reference, removed heads 0 */
-    vkattn_buffer *mask_buffer;
-    float *importance;       /* --head-report: [kept heads] */
-    cli_saved_weights saved; /* --save-weights, read back after the run */
-    cli_viz_picture png;     /* --weights-png, drawn after the run */
-    cli_weight_names names;  /* --names */
-    char *weight_labels[8];  /* "<file>:<name>" of the tensors from --weights */
-    cli_input in[N_INPUTS];
-    vkattn_buffer *bufs[N_INPUTS];
-    vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */
-    vkattn_mha *layer;
-} mha_job;
+#include "cli_mha_job.h"
 
 /* Shapes of the weight files against the layer's sizes (head dims dh of
  * Q and K, dv of V), naming the file. */
@@ -240,123 +188,10 @@ static bool own_switch(void *user, const char *flag)
     return b != NULL;
 }
 
-/* Whether the layer's heads get measured (--head-report, or its JSON). */
-static bool measures_heads(const mha_job *m) { return m->head_report || m->report_json; }
-
-/* The options of --head-report, --report, --prune-heads, --save-weights
- * and --weights-png with the rest, and their files against every other
- * file: 0, or -1 after printing. */
-static int check_head_options(mha_job *m)
-{
-    if (measures_heads(m) && (m->prefill || m->in[HMASK].path)) {
-        cli_error("mha: --head-report measures every head on the forward pass, unmasked: it "
-                  "takes no %s",
-                  m->prefill ? "--prefill" : "--head-mask");
-        return -1;
-    }
-    if (m->context && !m->report) {
-        cli_error("mha: --context needs --report");
-        return -1;
-    }
-    const char *ext = m->save_weights ? strrchr(m->save_weights, '.') : NULL;
-    if (m->save_weights && (!ext || strcmp(ext, ".safetensors") != 0)) {
-        cli_error("mha: --save-weights \"%s\": expected a .safetensors path", m->save_weights);
-        return -1;
-    }
-    if (m->weights_png && cli_viz_check_output("mha", "--weights-png", m->weights_png) != 0)
-        return -1;
-    return m->prune_text ? cli_parse_pruned_heads("--prune-heads", m->prune_text, m->heads,
-                                                  &m->keep, &m->kept)
-                         : 0;
-}
-
-/* The options of a modern decoder layer (QK-norm, RoPE, positions) with
- * each other and with the rest: 0, or -1 after printing. */
-static int check_layer_options(const mha_job *m)
-{
-    const cli_input *in = m->in;
-    if (cli_rope_check_given(&m->rope, "mha", in[POS].path ? "--positions" : NULL) != 0)
-        return -1;
-    if (!in[QN].path != !in[KN].path) {
-        cli_error("mha: %s needs %s: QK-norm normalises both Q and K",
-                  in[QN].path ? "--q-norm" : "--k-norm", in[QN].path ? "--k-norm" : "--q-norm");
-        return -1;
-    }
-    if (m->norm_eps > 0 && !in[QN].path) {
-        cli_error("mha: --norm-eps needs --q-norm and --k-norm");
-        return -1;
-    }
-    const char *decoder = m->rope.rope.theta > 0 ? "--rope-theta" : in[QN].path ? "--q-norm" : NULL;
-    if (decoder && in[KV].path) {
-        cli_error("mha: %s is for self-attention layers: it takes no --kv", decoder);
-        return -1;
-    }
-    if (in[POS].path && m->prefill) {
-        cli_error("mha: --positions with --prefill: the decode steps take their positions from "
-                  "the KV cache (cache length + t), so there are none to give");
-        return -1;
-    }
-    if (m->job.lse_path) {
-        cli_error("mha: --lse-out is for attention only: the layer's output projection mixes "
-                  "the heads, so its rows have no single softmax (use vkattn attention)");
-        return -1;
-    }
-    if (cli_mods_check_given(&m->mods, &m->job, &in[SLOPES]) != 0)
-        return -1;
-    if (m->job.causal_top_left && m->prefill) {
-        cli_error("mha: --causal-top-left with --prefill: a KV cache's queries are its newest "
-                  "tokens, so its steps are causal bottom-right aligned (use --causal)");
-        return -1;
-    }
-    return 0;
-}
-
-/* The weights come from --weights or from --wq..--bo, not both; --prefix
- * only with --weights or --save-weights (the names it reads or writes),
- * --names only with --weights. 0, or -1 after printing. */
-static int check_weight_source(const mha_job *m)
-{
-    const cli_input *in = m->in;
-    if (!in[WEIGHTS].path) {
-        if ((m->prefix && !m->save_weights) || m->names != CLI_NAMES_AUTO) {
-            cli_error("mha: %s needs --weights%s", m->prefix ? "--prefix" : "--names",
-                      m->prefix ? " or --save-weights" : "");
-            return -1;
-        }
-        return 0;
-    }
-    for (int k = WQ; k <= BO; k++)
-        if (in[k].path) {
-            cli_error("mha: --weights %s takes the weights and biases from the file: drop %s %s",
-                      in[WEIGHTS].path, in[k].flag, in[k].path);
-            return -1;
-        }
-    return 0;
-}
-
 /* The cache's dtype: --kv-dtype, else --dtype's. */
 static vkattn_dtype kv_dtype_of(const mha_job *m)
 {
     return cli_dtype_named(m->kv_dtype, m->job.dtype);
-}
-
-/* --weight-dtype: one of f32 (with --dtype f32), f16, bf16, q8_0. */
-static int check_weight_dtype(const mha_job *m)
-{
-    const char *w = m->weight_dtype;
-    if (!w)
-        return 0;
-    if (strcmp(w, "f32") && strcmp(w, "f16") && strcmp(w, "bf16") && strcmp(w, "q8_0")) {
-        cli_error("mha: --weight-dtype \"%s\": expected f32, f16, bf16 or q8_0", w);
-        return -1;
-    }
-    if (strcmp(w, "f32") == 0 && m->job.dtype != VKATTN_DTYPE_F32) {
-        cli_error("mha: --weight-dtype f32 with --dtype %s: the layer then keeps its weights "
-                  "in %s, bf16 or q8_0",
-                  vkattn_dtype_name(m->job.dtype), vkattn_dtype_name(m->job.dtype));
-        return -1;
-    }
-    return 0;
 }
 
 /* CLI_ARGS_OK, or the exit status. */
@@ -368,9 +203,9 @@ static int parse_options(mha_job *m, int argc, char **argv)
     int code = cli_job_parse(&m->job, argc, argv, help, own_option, m);
     if (code != CLI_ARGS_OK)
         return code;
-    if (check_layer_options(m) != 0)
+    if (cli_mha_check_layer_options(m) != 0)
         return 2;
-    if (check_weight_source(m) != 0)
+    if (cli_mha_check_weight_source(m) != 0)
         return 2;
     cli_job *j = &m->job;
     const cli_path_use own[3] = {{"--save-weights", m->save_weights, true},
@@ -382,7 +217,7 @@ static int parse_options(mha_job *m, int argc, char **argv)
     int n_required = m->in[WEIGHTS].path ? 1 : 5;
     if (cli_job_check_required(&m->job, required, n_required, !m->heads ? "--heads" : NULL) != 0)
         return 2;
-    if (check_weight_dtype(m) != 0 || check_head_options(m) != 0)
+    if (cli_mha_check_weight_dtype(m) != 0 || cli_mha_check_head_options(m) != 0)
         return 2;
     if ((m->paged_block || m->kv_splits || m->kv_dtype) && !m->prefill) {
         cli_error("mha: %s needs --prefill", m->paged_block ? "--paged-block"
@@ -610,14 +445,14 @@ static int run(void *user)
             r = cli_save_tuning(j->ctx, &j->device);
     }
     uint32_t heads = vkattn_mha_config(m->layer)->num_heads;
-    if (r == VKATTN_SUCCESS && measures_heads(m) &&
+    if (r == VKATTN_SUCCESS && cli_mha_measures_heads(m) &&
         !(m->importance = malloc(heads * sizeof *m->importance)))
         r = VKATTN_ERROR_OUT_OF_HOST_MEMORY;
     if (r == VKATTN_SUCCESS) /* the head report's last forward is the plain one */
-        r = m->prefill          ? cli_mha_run_steps(j->ctx, m->layer, &fa, j->dtype, kv_dtype_of(m),
-                                                    m->prefill, m->paged_block, m->kv_splits, &j->device)
-            : measures_heads(m) ? vkattn_mha_head_importance(m->layer, &fa, m->importance)
-                                : vkattn_mha_forward(m->layer, &fa);
+        r = m->prefill ? cli_mha_run_steps(j->ctx, m->layer, &fa, j->dtype, kv_dtype_of(m),
+                                           m->prefill, m->paged_block, m->kv_splits, &j->device)
+            : cli_mha_measures_heads(m) ? vkattn_mha_head_importance(m->layer, &fa, m->importance)
+                                        : vkattn_mha_forward(m->layer, &fa);
     if (r != VKATTN_SUCCESS) {
         cli_report_error(j->ctx, r, m->in, N_INPUTS);
         return -1;

@@ -1,0 +1,80 @@
+/* vkattn mha's run: its inputs (by index into in[]) and what it adds to
+ * cli_job, shared by the command (cli_mha.c) and its option checks
+ * (cli_mha_options.c). */
+#ifndef VKATTN_CLI_MHA_JOB_H
+#define VKATTN_CLI_MHA_JOB_H
+
+#include "cli_job.h"
+#include "cli_mha_heads.h"
+#include "cli_mods.h"
+#include "cli_rope.h"
+#include "cli_viz.h"
+#include "cli_weights.h"
+
+enum {
+    X,
+    KV,
+    WQ,
+    WK,
+    WV,
+    WO,
+    BQ,
+    BK,
+    BV,
+    BO,
+    MASK,
+    PAD,
+    POS,
+    QN,
+    KN,
+    SINKS,
+    SLOPES,
+    HMASK,
+    WEIGHTS,
+    N_INPUTS
+};
+
+/* One run: what mha adds to cli_job. */
+typedef struct mha_job {
+    cli_job job;
+    uint32_t heads, kv_heads, prefill, paged_block, kv_splits;
+    uint32_t context;      /* --context; 0: CLI_REPORT_CONTEXT */
+    float scale, norm_eps; /* --scale, --norm-eps; 0: the layer's defaults */
+    cli_rope_options rope;
+    cli_mods mods;
+    const char *prefix;       /* --prefix */
+    const char *kv_dtype;     /* --kv-dtype (NULL: the layer's dtype) */
+    const char *weight_dtype; /* --weight-dtype (NULL: the layer's dtype) */
+    const char *prune_text;   /* --prune-heads: the heads to remove */
+    const char *save_weights; /* --save-weights */
+    const char *report_json;  /* --head-report-json */
+    const char *weights_png;  /* --weights-png */
+    bool head_report, report; /* --head-report, --report */
+    uint32_t *keep, kept;     /* with --prune-heads: the heads that stay */
+    npy_array mask_pruned;    /* ... --head-mask's columns of those heads */
+    npy_array mask_masked;    /* ... and for the reference, removed heads 0 */
+    vkattn_buffer *mask_buffer;
+    float *importance;       /* --head-report: [kept heads] */
+    cli_saved_weights saved; /* --save-weights, read back after the run */
+    cli_viz_picture png;     /* --weights-png, drawn after the run */
+    cli_weight_names names;  /* --names */
+    char *weight_labels[8];  /* "<file>:<name>" of the tensors from --weights */
+    cli_input in[N_INPUTS];
+    vkattn_buffer *bufs[N_INPUTS];
+    vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */
+    vkattn_mha *layer;
+} mha_job;
+
+/* Whether the layer's heads get measured (--head-report, or its JSON). */
+static inline bool cli_mha_measures_heads(const mha_job *m)
+{
+    return m->head_report || m->report_json;
+}
+
+/* The option checks (cli_mha_options.c): 0, or -1 after printing. */
+int cli_mha_check_head_options(mha_job *m);
+int cli_mha_check_layer_options(const mha_job *m);
+int cli_mha_check_weight_source(const mha_job *m);
+int cli_mha_check_weight_dtype(const mha_job *m);
+
+#endif
