@@ -102,7 +102,10 @@ static void mha_args(const char *dir, const char *text, char *args, size_t size)
         snprintf(file, sizeof file, "%s.npy", biases[k]);
         add_file(args, size, dir, flag, file);
     }
-    add_file(args, size, dir, "--kv", "kv.npy");
+    /* a value of its own: the key through --key (torch's key, value) */
+    bool value = has_file(dir, "value.npy");
+    add_file(args, size, dir, value ? "--key" : "--kv", "kv.npy");
+    add_file(args, size, dir, "--value", "value.npy");
     add_file(args, size, dir, "--mask", "mask.npy");
     add_file(args, size, dir, "--key-padding", "key_padding.npy");
     add_file(args, size, dir, "--positions", "positions.npy");

@@ -358,3 +358,98 @@ void test_kv_dtype_inputs(void **state)
         assert_false(cli_exists(cli_path_of("ko_bad.npy")));
     }
 }
+
+/* mha --key K --value V (torch's key and value, kdim 24 and vdim 40):
+ * checked against the reference in both layouts; --key with a value file
+ * of the keys' width differs from --kv (the values are read); --key alone
+ * is --kv bit for bit; each wrong combination refused without an output. */
+void test_key_value_inputs(void **state);
+void test_key_value_inputs(void **state)
+{
+    (void)state;
+    const int64_t x[3] = {2, 5, 32}, k[3] = {2, 7, 24}, v[3] = {2, 7, 40}, v6[3] = {2, 6, 40},
+                  wq[2] = {32, 32}, wk[2] = {16, 24}, wv[2] = {16, 40}, wo[2] = {32, 32};
+    cli_write_f32("vx.npy", 3, x, 81, -1.0f, 1.0f);
+    cli_write_f32("vk.npy", 3, k, 82, -1.0f, 1.0f);
+    cli_write_f32("vv.npy", 3, v, 83, -1.0f, 1.0f);
+    cli_write_f32("vk2.npy", 3, k, 84, -1.0f, 1.0f);
+    cli_write_f32("vv6.npy", 3, v6, 85, -1.0f, 1.0f);
+    cli_write_f32("vwq.npy", 2, wq, 86, -0.3f, 0.3f);
+    cli_write_f32("vwk.npy", 2, wk, 87, -0.3f, 0.3f);
+    cli_write_f32("vwv.npy", 2, wv, 88, -0.3f, 0.3f);
+    cli_write_f32("vwk2.npy", 2, wk, 89, -0.3f, 0.3f); /* a Wv of the keys' width */
+    cli_write_f32("vwo.npy", 2, wo, 90, -0.3f, 0.3f);
+    write_transposed("vx.npy", "vxt.npy", false);
+    write_transposed("vk.npy", "vkt.npy", false);
+    write_transposed("vv.npy", "vvt.npy", false);
+    char layer[2048], args[4096], err[4096];
+    snprintf(layer, sizeof layer, "mha --heads 4 --kv-heads 2 --wq %s --wk %s --wo %s",
+             cli_path_of("vwq.npy"), cli_path_of("vwk.npy"), cli_path_of("vwo.npy"));
+    snprintf(args, sizeof args,
+             "%s --x %s --key %s --value %s --wv %s --weights-out %s --check "
+             "--out %s",
+             layer, cli_path_of("vx.npy"), cli_path_of("vk.npy"), cli_path_of("vv.npy"),
+             cli_path_of("vwv.npy"), cli_path_of("vw.npy"), cli_path_of("vo.npy"));
+    cli_expect_success(args);
+    snprintf(args, sizeof args,
+             "%s --x %s --key %s --value %s --wv %s --seq-first --check --out %s", layer,
+             cli_path_of("vxt.npy"), cli_path_of("vkt.npy"), cli_path_of("vvt.npy"),
+             cli_path_of("vwv.npy"), cli_path_of("vot.npy"));
+    cli_expect_success(args);
+    write_transposed("vot.npy", "vot_back.npy", false);
+    cli_compare_outputs("vot_back.npy", "vo.npy", 0, false, "--seq-first vs batch-first");
+    /* values of the keys' width: from their own file they differ from --kv's */
+    const char *same_width[3][2] = {{"--kv", NULL}, {"--key", "vk2.npy"}, {"--key", NULL}};
+    const char *outs[3] = {"vo_kv.npy", "vo_apart.npy", "vo_key.npy"};
+    for (int i = 0; i < 3; i++) {
+        char value[512] = "";
+        if (same_width[i][1])
+            snprintf(value, sizeof value, " --value %s", cli_path_of(same_width[i][1]));
+        snprintf(args, sizeof args, "%s --x %s %s %s%s --wv %s --check --out %s", layer,
+                 cli_path_of("vx.npy"), same_width[i][0], cli_path_of("vk.npy"), value,
+                 cli_path_of("vwk2.npy"), cli_path_of(outs[i]));
+        cli_expect_success(args);
+    }
+    cli_compare_outputs("vo_apart.npy", "vo_kv.npy", 0, true, "--value of its own vs --kv");
+    cli_compare_outputs("vo_key.npy", "vo_kv.npy", 0, false, "--key alone vs --kv");
+    static const struct {
+        const char *extra;
+        int status;
+        const char *needle;
+    } bad[] = {
+        {"--kv K --key K --value V --wv WV", 2, "--key and --kv both name the keys' input"},
+        {"--value V --wv WV", 2, "needs --key (the keys' input"},
+        {"--kv K --value V --wv WV", 2, "--kv gives keys and values from one input"},
+        {"--key K --value V --wv WV --rope-theta 10000", 2,
+         "--rope-theta is for self-attention layers: it takes no --key"},
+        {"--key K --value V --wv WV --causal --prefill 2", 2, "takes no --kv, --key, --value"},
+        {"--key K --value V --wv WK", 1, "value_dim (--value's last dimension) is 40"},
+        {"--key K --value V6 --wv WV", 1, "6 tokens, but --key"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char extra[2048] = "";
+        const char *rest = bad[i].extra;
+        while (*rest) { /* the single letters name the files */
+            const char *space = strchr(rest, ' ');
+            size_t len = space ? (size_t)(space - rest) : strlen(rest);
+            char word[64];
+            snprintf(word, sizeof word, "%.*s", (int)len, rest);
+            const char *file = strcmp(word, "K") == 0    ? "vk.npy"
+                               : strcmp(word, "V") == 0  ? "vv.npy"
+                               : strcmp(word, "V6") == 0 ? "vv6.npy"
+                               : strcmp(word, "WV") == 0 ? "vwv.npy"
+                               : strcmp(word, "WK") == 0 ? "vwk2.npy"
+                                                         : NULL;
+            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " %s",
+                     file ? cli_path_of(file) : word);
+            rest += len + (space != NULL);
+        }
+        snprintf(args, sizeof args, "%s --x %s%s --out %s", layer, cli_path_of("vx.npy"), extra,
+                 cli_path_of("vo_bad.npy"));
+        int status = cli_run_with("", args, err, sizeof err);
+        if (status != bad[i].status || !strstr(err, bad[i].needle))
+            fail_msg("%s: exit %d (want %d), stderr does not mention \"%s\":\n%s", bad[i].extra,
+                     status, bad[i].status, bad[i].needle, err);
+        assert_false(cli_exists(cli_path_of("vo_bad.npy")));
+    }
+}

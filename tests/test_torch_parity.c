@@ -102,9 +102,9 @@ static void load_fixture(fixture *f, const char *dir)
     }
     fclose(meta);
     static const char *const all[] = {
-        "x",         "kv",          "wq",     "wk",    "wv",           "wo", "bq", "bk", "bv",
-        "bo",        "key_padding", "mask",   "y",     "weights",      "q",  "k",  "v",  "out",
-        "positions", "q_norm",      "k_norm", "sinks", "alibi_slopes", "lse"};
+        "x",         "kv",          "wq",     "wk",    "wv",           "wo",  "bq",   "bk", "bv",
+        "bo",        "key_padding", "mask",   "y",     "weights",      "q",   "k",    "v",  "out",
+        "positions", "q_norm",      "k_norm", "sinks", "alibi_slopes", "lse", "value"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const char *name = all[i];
         snprintf(path, sizeof path, "%s/%s.npy", dir, name);
@@ -188,12 +188,13 @@ static void mha_layer(const fixture *f, vkattn_dtype dt, vkattn_mha_desc *desc,
                       vkattn_mha_weights *w)
 {
     fixture *mf = (fixture *)f;
-    const npy_array *x = get(mf, "x"), *wk = get(mf, "wk");
+    const npy_array *x = get(mf, "x"), *wk = get(mf, "wk"), *wv = get(mf, "wv");
     vkattn_mha_desc d = {.embed_dim = (uint32_t)x->shape[2],
                          .num_heads = (uint32_t)f->heads,
                          .num_kv_heads = (uint32_t)f->kv_heads,
                          .head_dim = (uint32_t)f->head_dim,
                          .kv_dim = (uint32_t)wk->shape[1],
+                         .value_dim = (uint32_t)wv->shape[1],
                          .bias = f->bias,
                          .dtype = dt,
                          .scale = (float)f->scale,
@@ -213,7 +214,8 @@ static void mha_layer(const fixture *f, vkattn_dtype dt, vkattn_mha_desc *desc,
 static void ref_mha(fixture *f)
 {
     npy_array *x = get(f, "x"), *kv = get(f, "kv"), *y = get(f, "y"), *wts = get(f, "weights"),
-              *pad = get(f, "key_padding"), *mask = get(f, "mask"), *pos = get(f, "positions");
+              *pad = get(f, "key_padding"), *mask = get(f, "mask"), *pos = get(f, "positions"),
+              *value = get(f, "value");
     vkattn_mha_desc desc;
     vkattn_mha_weights w;
     mha_layer(f, VKATTN_DTYPE_F32, &desc, &w);
@@ -223,6 +225,8 @@ static void ref_mha(fixture *f)
     ra.x = vkattn_host_tensor_make(x->data, VKATTN_DTYPE_F32, 3, x->shape);
     if (kv)
         ra.kv = vkattn_host_tensor_make(kv->data, VKATTN_DTYPE_F32, 3, kv->shape);
+    if (value)
+        ra.value = vkattn_host_tensor_make(value->data, VKATTN_DTYPE_F32, 3, value->shape);
     if (pad)
         ra.key_padding = vkattn_host_tensor_make(pad->data, VKATTN_DTYPE_U8, 2, pad->shape);
     if (mask)
@@ -245,7 +249,8 @@ static void ref_mha(fixture *f)
 static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
 {
     npy_array *x = get(f, "x"), *kv = get(f, "kv"), *y = get(f, "y"), *wts = get(f, "weights"),
-              *pad = get(f, "key_padding"), *mask = get(f, "mask"), *pos = get(f, "positions");
+              *pad = get(f, "key_padding"), *mask = get(f, "mask"), *pos = get(f, "positions"),
+              *value = get(f, "value");
     vkattn_mha_desc desc;
     vkattn_mha_weights w;
     mha_layer(f, dt, &desc, &w);
@@ -258,6 +263,7 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     vkattn_buffer *bpad = pad ? upload(ctx, pad, dt, &fa.key_padding) : NULL;
     vkattn_buffer *bmask = mask ? upload(ctx, mask, VKATTN_DTYPE_F32, &fa.mask) : NULL;
     vkattn_buffer *bpos = pos ? upload(ctx, pos, dt, &fa.positions) : NULL;
+    vkattn_buffer *bvalue = value ? upload(ctx, value, dt, &fa.value) : NULL;
     size_t es = vkattn_dtype_size(dt);
     vkattn_buffer *by = test_buffer_with(ctx, NULL, (uint64_t)numel(y) * es);
     vkattn_buffer *bw = test_buffer_with(ctx, NULL, wts->nbytes);
@@ -271,7 +277,7 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     test_assert_close(gy, y->data, (size_t)numel(y), tol, what);
     snprintf(what, sizeof what, "%s (%s): GPU weights vs torch", f->dir, vkattn_dtype_name(dt));
     test_assert_close(gw, wts->data, (size_t)numel(wts), tol, what);
-    vkattn_buffer *bufs[] = {bx, bkv, bpad, bmask, bpos, by, bw};
+    vkattn_buffer *bufs[] = {bx, bkv, bpad, bmask, bpos, bvalue, by, bw};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         vkattn_buffer_destroy(bufs[i]);
     vkattn_mha_destroy(layer);

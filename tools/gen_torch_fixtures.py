@@ -6,7 +6,8 @@ read them and never need torch). Needs Debian's python3-torch:
 Each case is a folder of float32/uint8 .npy files plus `case.txt` (key value
 lines) describing how to run it:
   mha cases       nn.MultiheadAttention(batch_first=True) in eval mode: x, kv
-                  (cross only), wq wk wv wo, bq bk bv bo (bias only),
+                  (cross only: the key, and the value unless value is there:
+                  a value of its own, vdim), wq wk wv wo, bq bk bv bo (bias only),
                   key_padding (vkattn's convention: 1 = token, 0 = padding;
                   torch's is the opposite), mask (additive float, or bool
                   [B*H, Tq, Tk] with mask_true_blocks 1: torch's convention),
@@ -69,17 +70,18 @@ def causal_mask(tq, tk):
 
 
 def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=False,
-             padding=None, per_head=False, bool_mask_3d=False):
+             padding=None, per_head=False, bool_mask_3d=False, vdim=None):
     torch.manual_seed(seed)
     cross = Tk is not None
     Tk = Tk if cross else Tq
     m = torch.nn.MultiheadAttention(Dm, H, bias=bias, batch_first=True,
-                                    kdim=kdim, vdim=kdim).eval()
+                                    kdim=kdim, vdim=vdim or kdim).eval()
     with torch.no_grad():  # make biases non-zero so they are really checked
         for p in m.parameters():
             p.add_(0.05 * torch.randn_like(p))
     x = torch.randn(B, Tq, Dm)
     c = torch.randn(B, Tk, kdim or Dm) if cross else x
+    value = torch.randn(B, Tk, vdim) if vdim else c  # torch's value apart from its key
     mask = torch.from_numpy(causal_mask(Tq, Tk)) if causal else None
     if bool_mask_3d:  # torch's [B*H, Tq, Tk] boolean attn_mask: True = blocked
         blocked = torch.rand(B * H, Tq, Tk) < 0.35
@@ -95,7 +97,7 @@ def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=Fal
         kpm = torch.from_numpy(pad == 0)  # torch: True = ignore
     # with gradients on, torch takes its reference (non-fused) path: its fused
     # inference path fails on bias=False in 1.13
-    y, w = m(x, c, c, key_padding_mask=kpm, attn_mask=mask, need_weights=True,
+    y, w = m(x, c, value, key_padding_mask=kpm, attn_mask=mask, need_weights=True,
              average_attn_weights=not per_head)
     y, w = y.detach(), w.detach()
     assert torch.isfinite(y).all() and torch.isfinite(w).all(), name
@@ -110,6 +112,8 @@ def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=Fal
         arrays.update(bq=bq.numpy(), bk=bk.numpy(), bv=bv.numpy(), bo=m.out_proj.bias.detach().numpy())
     if cross:
         arrays["kv"] = c.numpy()
+    if vdim:
+        arrays["value"] = value.numpy()
     if pad is not None:
         arrays["key_padding"] = pad
     if bool_mask_3d:
@@ -488,4 +492,9 @@ if __name__ == "__main__":
     mods_attention_cases()
     mask_form_cases()
     mha_case("mha_bool_mask_3d", 22, B=2, Tq=6, Dm=16, H=2, bool_mask_3d=True)
+    # key and value apart, with kdim and vdim of their own (issue 30)
+    mha_case("mha_kdim_vdim", 23, B=2, Tq=5, Dm=32, H=4, Tk=7, kdim=24, vdim=40,
+             padding=[0, 2])
+    mha_case("mha_vdim_per_head_nobias", 24, B=1, Tq=6, Dm=16, H=2, Tk=9, kdim=16, vdim=24,
+             bias=False, per_head=True)
     print("fixtures written to", os.path.normpath(ROOT))

@@ -49,7 +49,7 @@ class LayerSpec:
                  bias=True, dtype="f32", scale=None, window=0, softcap=0.0, rope_theta=0.0,
                  rope_dims=0, rope_style="neox", rope_scaling=None, qk_norm=False, norm_eps=0.0,
                  sinks=False, alibi=False, alibi_max_bias=0.0, weight_dtype=None,
-                 v_head_dim=None):
+                 v_head_dim=None, vdim=None):
         for name, val in (("embed_dim", embed_dim), ("num_heads", num_heads)):
             if int(val) <= 0:
                 raise bad("%s %d: must be > 0" % (name, int(val)))
@@ -69,6 +69,7 @@ class LayerSpec:
         d.embed_dim, d.num_heads, d.num_kv_heads, d.head_dim = Dm, Hq, Hkv, Dh
         d.v_head_dim = Dh if v_head_dim is None else A.u32("v_head_dim", v_head_dim)
         d.kv_dim = Dm if kdim is None else A.u32("kdim", kdim)
+        d.value_dim = d.kv_dim if vdim is None else A.u32("vdim", vdim)
         d.bias = bool(bias)
         d.dtype = A.dtype_code(dtype)
         d.scale = 0.0 if scale is None else float(scale)
@@ -103,7 +104,7 @@ class LayerSpec:
         d = self.desc
         q, k = d.num_heads * d.head_dim, d.num_kv_heads * d.head_dim
         v, o = d.num_kv_heads * d.v_head_dim, d.num_heads * d.v_head_dim
-        return {"wq": (q, d.embed_dim), "wk": (k, d.kv_dim), "wv": (v, d.kv_dim),
+        return {"wq": (q, d.embed_dim), "wk": (k, d.kv_dim), "wv": (v, d.value_dim),
                 "wo": (d.embed_dim, o), "bq": (q,), "bk": (k,), "bv": (v,),
                 "bo": (d.embed_dim,), "q_norm": (d.head_dim,), "k_norm": (d.head_dim,),
                 "sinks": (d.num_heads,), "alibi_slopes": (d.num_heads,)}
@@ -186,7 +187,9 @@ class MultiheadAttention:
     rope_theta=0.0, rope_dims=0, rope_style="neox", rope_scaling=None (HF's dict),
     qk_norm=False, norm_eps=0.0, sinks=False, alibi=False, alibi_max_bias=0.0,
     weight_dtype=None ("f16", "bf16", "q8_0": the weights' storage on the device),
-    v_head_dim=None (V's head dim when it differs from head_dim: DeepSeek's MLA)):
+    v_head_dim=None (V's head dim when it differs from head_dim: DeepSeek's MLA),
+    vdim=None (the value input's features when they differ from kdim's, as
+    torch's vdim: forward then takes value apart from kv)):
     modern decoder layers (see include/vkattn/ops.h "MHA layer"); their weights
     come as q_norm.weight, k_norm.weight, sinks, alibi_slopes.
     Weights use torch.nn.Linear's layout; load them with load_state_dict,
@@ -293,10 +296,12 @@ class MultiheadAttention:
         if self.host_weights is None:
             raise Error("load_state_dict first: the layer has no weights")
 
-    def forward(self, x, kv=None, causal=False, key_padding_mask=None, need_weights=False,
-                mask=None, key_padding=None, mask_true_blocks=True, causal_top_left=False,
-                positions=None, head_mask=None):
-        """y = the layer on x [B, Tq, embed_dim] (kv [B, Tk, kdim]: cross-attention).
+    def forward(self, x, kv=None, value=None, causal=False, key_padding_mask=None,
+                need_weights=False, mask=None, key_padding=None, mask_true_blocks=True,
+                causal_top_left=False, positions=None, head_mask=None):
+        """y = the layer on x [B, Tq, embed_dim] (kv [B, Tk, kdim]: cross-attention;
+        value [B, Tk, vdim]: the values from an input of their own, as torch's
+        layer(query, key, value); None: from kv, or x).
         Returns y [B, Tq, embed_dim], or (y, weights [B, Tq, Tk] averaged over
         heads) with need_weights.
         key_padding_mask: torch's convention, True = ignore; key_padding:
@@ -307,22 +312,22 @@ class MultiheadAttention:
         head_mask: float32 [num_heads] or [B, num_heads], Hugging Face's:
         head h's attention output of batch row b times head_mask[b, h] before
         the output projection (0 removes the head)."""
-        return self._run(x, kv, causal, key_padding_mask, need_weights, mask, key_padding,
+        return self._run(x, kv, value, causal, key_padding_mask, need_weights, mask, key_padding,
                          mask_true_blocks, causal_top_left, positions, head_mask)
 
-    def head_importance(self, x, kv=None, causal=False, key_padding_mask=None, mask=None,
-                        key_padding=None, mask_true_blocks=True, causal_top_left=False,
-                        positions=None):
+    def head_importance(self, x, kv=None, value=None, causal=False, key_padding_mask=None,
+                        mask=None, key_padding=None, mask_true_blocks=True,
+                        causal_top_left=False, positions=None):
         """Each head's importance for these inputs (forward's arguments):
         float32 [num_heads], the RMS change of y when that head alone is
         masked, i.e. its share of the output (vkattn_mha_head_importance; runs
         num_heads + 1 forwards). Prune the smallest with prune_heads."""
         imp = np.zeros(self.spec.desc.num_heads, dtype=np.float32)
-        self._run(x, kv, causal, key_padding_mask, False, mask, key_padding, mask_true_blocks,
-                  causal_top_left, positions, None, imp)
+        self._run(x, kv, value, causal, key_padding_mask, False, mask, key_padding,
+                  mask_true_blocks, causal_top_left, positions, None, imp)
         return imp
 
-    def _run(self, x, kv, causal, key_padding_mask, need_weights, mask, key_padding,
+    def _run(self, x, kv, value, causal, key_padding_mask, need_weights, mask, key_padding,
              mask_true_blocks, causal_top_left, positions, head_mask, importance=None):
         """forward, or with `importance` (float32 [num_heads]) head_importance."""
         self._loaded()
@@ -335,6 +340,8 @@ class MultiheadAttention:
             if kv is not None:
                 args.kv, ks = self._input("kv", kv, keep)
                 Tk = ks[1]
+            if value is not None:
+                args.value, _ = self._input("value", value, keep)
             y = Tensor(self.ctx, (B, Tq, self.embed_dim), self.spec.desc.dtype)
             outs.append(y)
             args.y = y._vk()
@@ -377,15 +384,15 @@ class MultiheadAttention:
 
     __call__ = forward
 
-    def reference(self, x, kv=None, causal=False, key_padding_mask=None, need_weights=False,
-                  mask=None, key_padding=None, mask_true_blocks=True, causal_top_left=False,
-                  positions=None, head_mask=None):
+    def reference(self, x, kv=None, value=None, causal=False, key_padding_mask=None,
+                  need_weights=False, mask=None, key_padding=None, mask_true_blocks=True,
+                  causal_top_left=False, positions=None, head_mask=None):
         """The same forward on the CPU reference (vkattn_ref_mha), in f32."""
         from .reference import ref_layer
         self._loaded()
         return ref_layer(self.spec, self.host_weights, x, kv, causal, mask, key_padding,
                          key_padding_mask, need_weights, mask_true_blocks, causal_top_left,
-                         positions, head_mask)
+                         positions, head_mask, value)
 
     def prune_heads(self, heads):
         """Removes the query heads `heads` (numbers of the current layer, as
@@ -517,13 +524,13 @@ def param_count_of(desc):
 
 
 def param_count(embed_dim, num_heads, num_kv_heads=None, head_dim=None, kdim=None, bias=True,
-                weight_dtype=None, v_head_dim=None, dtype="f32"):
+                weight_dtype=None, v_head_dim=None, dtype="f32", vdim=None):
     """The parameters of a layer of this shape without making it
     (vkattn_mha_param_count): wq, wk, wv, wo, bq, bk, bv, bo, weights,
     biases, total, and bytes in weight_dtype (None: dtype's). E.g.
     param_count(768, 12, bias=False)["total"] == 2359296."""
     spec = LayerSpec(embed_dim, num_heads, num_kv_heads, head_dim, kdim, bias, dtype,
-                     weight_dtype=weight_dtype, v_head_dim=v_head_dim)
+                     weight_dtype=weight_dtype, v_head_dim=v_head_dim, vdim=vdim)
     return param_count_of(spec.desc)
 
 

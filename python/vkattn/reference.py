@@ -60,21 +60,23 @@ def attention(q, k, v, **kw):
 def mha(x, state_dict, *, embed_dim, num_heads, num_kv_heads=None, head_dim=None, kdim=None,
         bias=True, scale=None, window=0, softcap=0.0, kv=None, causal=False, mask=None,
         key_padding=None, key_padding_mask=None, need_weights=False, mask_true_blocks=True,
-        causal_top_left=False, positions=None, head_mask=None, **options):
+        causal_top_left=False, positions=None, head_mask=None, value=None, **options):
     """vkattn_ref_mha: the layer of vkattn.MultiheadAttention (same
     constructor keywords and state-dict names) on the CPU, all f32.
-    x [B, Tq, embed_dim]; kv [B, Tk, kdim] (None: self-attention).
+    x [B, Tq, embed_dim]; kv [B, Tk, kdim] (None: self-attention); value
+    [B, Tk, vdim] (None: the values from kv, or x; vdim= as the layer's).
     Returns y [B, Tq, embed_dim], or (y, weights [B, Tq, Tk]) with need_weights."""
     from ._mha import LayerSpec
     spec = LayerSpec(embed_dim, num_heads, num_kv_heads, head_dim, kdim, bias, "f32", scale,
                      window, softcap, **options)
     weights = spec.parse_state_dict(state_dict)
     return ref_layer(spec, weights, x, kv, causal, mask, key_padding, key_padding_mask,
-                     need_weights, mask_true_blocks, causal_top_left, positions, head_mask)
+                     need_weights, mask_true_blocks, causal_top_left, positions, head_mask,
+                     value)
 
 
 def ref_layer(spec, weights, x, kv, causal, mask, key_padding, key_padding_mask, need_weights,
-              mask_true_blocks, causal_top_left, positions=None, head_mask=None):
+              mask_true_blocks, causal_top_left, positions=None, head_mask=None, value=None):
     keep = []
 
     def host(name, a, code, ranks):
@@ -98,6 +100,8 @@ def ref_layer(spec, weights, x, kv, causal, mask, key_padding, key_padding_mask,
     if kv is not None:
         args.kv, kva = host("kv", kv, _lib.DTYPE_F32, (3,))
         Tk = kva.shape[1]
+    if value is not None:
+        args.value, _ = host("value", value, _lib.DTYPE_F32, (3,))
     y = np.zeros((B, Tq, spec.desc.embed_dim), dtype=np.float32)
     args.y, _ = host("y", y, _lib.DTYPE_F32, (3,))
     y = keep[-1]

@@ -8,11 +8,12 @@ import vkattn
 from conftest import close, np_attention, randn
 
 
-def np_mha(x, w, Hq, Hkv, kv=None, causal=False, mask=None):
+def np_mha(x, w, Hq, Hkv, kv=None, causal=False, mask=None, value=None):
     c = x if kv is None else kv
+    cv = c if value is None else value
     lin = lambda a, W, b: a @ W.T + (0 if b is None else b)  # noqa: E731
     Q = lin(x, w["wq"], w.get("bq"))
-    K, V = lin(c, w["wk"], w.get("bk")), lin(c, w["wv"], w.get("bv"))
+    K, V = lin(c, w["wk"], w.get("bk")), lin(cv, w["wv"], w.get("bv"))
     B, Tq, _ = x.shape
     Tk = c.shape[1]
     Dh, Dv = Q.shape[-1] // Hq, V.shape[-1] // Hkv
@@ -23,10 +24,11 @@ def np_mha(x, w, Hq, Hkv, kv=None, causal=False, mask=None):
     return lin(o, w["wo"], w.get("bo"))
 
 
-def hf_state(rng, Dm, Hq, Hkv, Dh, bias, Dkv=None, Dv=None):
+def hf_state(rng, Dm, Hq, Hkv, Dh, bias, Dkv=None, Dv=None, Dvin=None):
     Dkv, Dv = Dkv or Dm, Dv or Dh
+    Dvin = Dvin or Dkv
     w = {"wq": randn(rng, Hq * Dh, Dm) * 0.2, "wk": randn(rng, Hkv * Dh, Dkv) * 0.2,
-         "wv": randn(rng, Hkv * Dv, Dkv) * 0.2, "wo": randn(rng, Dm, Hq * Dv) * 0.2}
+         "wv": randn(rng, Hkv * Dv, Dvin) * 0.2, "wo": randn(rng, Dm, Hq * Dv) * 0.2}
     if bias:
         w.update(bq=randn(rng, Hq * Dh), bk=randn(rng, Hkv * Dh), bv=randn(rng, Hkv * Dv),
                  bo=randn(rng, Dm))
@@ -67,6 +69,37 @@ def test_torch_names_cross_attention_kdim(ctx, rng):
     close(y, expect, 2e-4)
     assert wts.shape == (2, 5, 11) and np.allclose(wts.sum(-1), 1, atol=1e-5)
     assert np.all(wts[1, :, 8:] == 0)
+
+
+@pytest.mark.parametrize("dtype,tol", [("f32", 2e-4), ("f16", 1.5e-2)])
+def test_key_and_value_apart(ctx, rng, dtype, tol):
+    """torch's layer(query, key, value) with kdim 24 and vdim 40."""
+    Dm, Dkv, Dvin, H = 32, 24, 40, 4
+    w, _ = hf_state(rng, Dm, H, H, 8, True, Dkv, Dvin=Dvin)
+    sd = {"q_proj_weight": w["wq"], "k_proj_weight": w["wk"], "v_proj_weight": w["wv"],
+          "in_proj_bias": np.concatenate([w["bq"], w["bk"], w["bv"]]),
+          "out_proj.weight": w["wo"], "out_proj.bias": w["bo"]}
+    layer = vkattn.MultiheadAttention(ctx, Dm, H, kdim=Dkv, vdim=Dvin, dtype=dtype)
+    layer.load_state_dict(sd)
+    x, k, v = randn(rng, 2, 5, Dm), randn(rng, 2, 9, Dkv), randn(rng, 2, 9, Dvin)
+    pad = np.zeros((2, 9), dtype=bool)
+    pad[0, 6:] = True
+    expect = np_mha(x, w, H, H, kv=k, value=v, mask=np.where(pad, -np.inf, 0.0)[:, None, None, :])
+    close(layer(x, k, v, key_padding_mask=pad), expect, tol)
+    close(layer.reference(x, k, v, key_padding_mask=pad), expect, 2e-5)
+    close(vkattn.reference.mha(x, sd, embed_dim=Dm, num_heads=H, kdim=Dkv, vdim=Dvin, kv=k,
+                               value=v, key_padding_mask=pad), expect, 2e-5)
+    with pytest.raises(vkattn.Error, match="value_dim 40 differs from its kv_dim 24"):
+        layer(x, k)
+    try:
+        import torch
+    except ImportError:
+        return
+    m = torch.nn.MultiheadAttention(Dm, H, batch_first=True, kdim=Dkv, vdim=Dvin).eval()
+    m.load_state_dict({n: torch.from_numpy(np.asarray(a, np.float32)) for n, a in sd.items()})
+    t = lambda a: torch.from_numpy(a.astype(np.float32))  # noqa: E731
+    ty = m(t(x), t(k), t(v), key_padding_mask=torch.from_numpy(pad))[0].detach().numpy()
+    close(layer(x, k, v, key_padding_mask=pad), ty, tol)
 
 
 @pytest.mark.parametrize("dtype,tol", [("f32", 2e-4), ("f16", 2e-2)])

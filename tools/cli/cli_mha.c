@@ -18,7 +18,7 @@ static const char help_text[] =
     "usage: vkattn mha --x X.npy --heads H --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy\n"
     "                  --out Y.npy [options]\n"
     "One attention layer on the device, float32 .npy in and out, torch.nn.Linear weight\n"
-    "layout (y = x W^T + b): X [B,Tq,Dm]; WQ [H*Dh,Dm]; WK [G*Dh,Dkv]; WV [G*Dv,Dkv];\n"
+    "layout (y = x W^T + b): X [B,Tq,Dm]; WQ [H*Dh,Dm]; WK [G*Dh,Dkv]; WV [G*Dv,Dvin];\n"
     "WO [Dm,H*Dv]; Y [B,Tq,Dm]. Dh is WQ's rows / H (usually Dm / H), Dv WV's rows / G\n"
     "(usually Dh; any of 1..576 each). Outputs are all or nothing: checked before any\n"
     "work, placed only when everything succeeded; earlier files at their paths stay.\n"
@@ -27,6 +27,9 @@ static const char help_text[] =
     "                        masks, padding and weights keep their batch-first shapes\n"
     "  --kv C.npy            keys/values come from C [B,Tk,Dkv] (cross-attention);\n"
     "                        default: self-attention (C = X)\n"
+    "  --key K.npy --value V.npy   keys from K [B,Tk,Dkv] and values from V [B,Tk,Dvin]\n"
+    "                        (torch's key and value, kdim and vdim), instead of --kv;\n"
+    "                        --key alone is --kv\n"
     "  --kv-heads G          key/value heads (GQA; 1 = MQA; default H)\n"
     "  --bq/--bk/--bv/--bo B.npy   biases [H*Dh], [G*Dh], [G*Dv], [Dm] (missing ones: 0)\n"
     "  --weights F.safetensors  the weights and biases by name from a .safetensors file\n"
@@ -117,14 +120,16 @@ static const char help_positions[] =
 
 /* Shapes of the weight files against the layer's sizes (head dims dh of
  * Q and K, dv of V), naming the file. */
-static int check_weight_shapes(cli_input *in, int64_t dm, int64_t dkv, int64_t hq, int64_t hkv,
-                               int64_t dh, int64_t dv)
+static int check_weight_shapes(cli_input *in, int64_t dm, int64_t dkv, int64_t dvin, int64_t hq,
+                               int64_t hkv, int64_t dh, int64_t dv)
 {
     if (cli_expect_dim(&in[WQ], 1, dm, "embed_dim (X's last dimension)") ||
         cli_expect_dim(&in[WK], 0, hkv * dh, "kv_heads * head_dim") ||
         cli_expect_dim(&in[WK], 1, dkv, "kv_dim") ||
         cli_expect_dim(&in[WV], 0, hkv * dv, "kv_heads * v_head_dim") ||
-        cli_expect_dim(&in[WV], 1, dkv, "kv_dim") || cli_expect_dim(&in[WO], 0, dm, "embed_dim") ||
+        cli_expect_dim(&in[WV], 1, dvin,
+                       in[VALUE].path ? "value_dim (--value's last dimension)" : "kv_dim") ||
+        cli_expect_dim(&in[WO], 0, dm, "embed_dim") ||
         cli_expect_dim(&in[WO], 1, hq * dv, "heads * v_head_dim"))
         return -1;
     int64_t bias_len[4] = {hq * dh, hkv * dh, hkv * dv, dm};
@@ -203,7 +208,7 @@ static int parse_options(mha_job *m, int argc, char **argv)
     int code = cli_job_parse(&m->job, argc, argv, help, own_option, m);
     if (code != CLI_ARGS_OK)
         return code;
-    if (cli_mha_check_layer_options(m) != 0)
+    if (cli_mha_key_value_options(m) != 0 || cli_mha_check_layer_options(m) != 0)
         return 2;
     if (cli_mha_check_weight_source(m) != 0)
         return 2;
@@ -232,12 +237,12 @@ static int parse_options(mha_job *m, int argc, char **argv)
         return 2;
     }
     const cli_input *in = m->in;
-    bool not_decode =
-        in[KV].path || in[MASK].path || in[PAD].path || m->job.weights_path || m->weights_png;
+    bool not_decode = in[KV].path || in[VALUE].path || in[MASK].path || in[PAD].path ||
+                      m->job.weights_path || m->weights_png;
     if (m->prefill && (!m->job.causal || not_decode)) {
         cli_error("mha: --prefill decodes causal self-attention through a KV cache: it needs "
-                  "--causal and takes no --kv, --mask, --key-padding, --weights-out or "
-                  "--weights-png");
+                  "--causal and takes no --kv, --key, --value, --mask, --key-padding, "
+                  "--weights-out or --weights-png");
         return 2;
     }
     return CLI_ARGS_OK;
@@ -249,25 +254,27 @@ static int parse_options(mha_job *m, int argc, char **argv)
 static int load_inputs(void *user)
 {
     mha_job *m = user;
-    static const uint32_t ranks[N_INPUTS] = {3,
-                                             3,
-                                             2,
-                                             2,
-                                             2,
-                                             2,
-                                             1,
-                                             1,
-                                             1,
-                                             1,
-                                             0,
-                                             2,
-                                             CLI_POSITIONS_RANK,
-                                             1,
-                                             1,
-                                             CLI_HEADS_RANK,
-                                             CLI_HEADS_RANK,
-                                             0,
-                                             0};
+    static const uint32_t ranks[N_INPUTS] = {[X] = 3,
+                                             [KV] = 3,
+                                             [WQ] = 2,
+                                             [WK] = 2,
+                                             [WV] = 2,
+                                             [WO] = 2,
+                                             [BQ] = 1,
+                                             [BK] = 1,
+                                             [BV] = 1,
+                                             [BO] = 1,
+                                             [MASK] = 0,
+                                             [PAD] = 2,
+                                             [POS] = CLI_POSITIONS_RANK,
+                                             [QN] = 1,
+                                             [KN] = 1,
+                                             [SINKS] = CLI_HEADS_RANK,
+                                             [SLOPES] = CLI_HEADS_RANK,
+                                             [HMASK] = 0,
+                                             [VALUE] = 3,
+                                             [KEY] = 3,
+                                             [WEIGHTS] = 0};
     cli_input *in = m->in;
     if (in[WEIGHTS].path &&
         cli_load_weight_file(in[WEIGHTS].path, m->prefix, m->names, &in[WQ], m->weight_labels))
@@ -284,6 +291,8 @@ static int load_inputs(void *user)
         cli_input_swap_dims(&in[X], 0, 1);
         if (in[KV].path)
             cli_input_swap_dims(&in[KV], 0, 1);
+        if (in[VALUE].path)
+            cli_input_swap_dims(&in[VALUE], 0, 1);
     }
     /* with --weight-dtype the layer and the reference convert the
      * projection weights themselves (never through --dtype first) */
@@ -293,6 +302,7 @@ static int load_inputs(void *user)
             return -1;
     const int64_t *xs = in[X].array.shape;
     int64_t dm = xs[2], dkv = in[KV].path ? in[KV].array.shape[2] : in[WK].array.shape[1];
+    int64_t dvin = in[VALUE].path ? in[VALUE].array.shape[2] : dkv;
     int64_t hq = m->heads, hkv = m->kv_heads ? m->kv_heads : m->heads;
     int64_t wq_rows = in[WQ].array.shape[0];
     if (wq_rows % hq != 0) {
@@ -309,11 +319,18 @@ static int load_inputs(void *user)
         return -1;
     }
     int64_t dv = wv_rows / hkv;
-    if (check_weight_shapes(in, dm, dkv, hq, hkv, dh, dv) != 0)
+    if (check_weight_shapes(in, dm, dkv, dvin, hq, hkv, dh, dv) != 0)
         return -1;
-    if (in[KV].path && in[KV].array.shape[0] != xs[0]) {
-        cli_error("--kv %s: batch %lld differs from --x's %lld", in[KV].path,
-                  (long long)in[KV].array.shape[0], (long long)xs[0]);
+    for (int k = KV; k <= VALUE; k += VALUE - KV)
+        if (in[k].path && in[k].array.shape[0] != xs[0]) {
+            cli_error("%s %s: batch %lld differs from --x's %lld", in[k].flag, in[k].path,
+                      (long long)in[k].array.shape[0], (long long)xs[0]);
+            return -1;
+        }
+    if (in[VALUE].path && in[VALUE].array.shape[1] != in[KV].array.shape[1]) {
+        cli_error("--value %s: %lld tokens, but --key %s has %lld", in[VALUE].path,
+                  (long long)in[VALUE].array.shape[1], in[KV].path,
+                  (long long)in[KV].array.shape[1]);
         return -1;
     }
     if (cli_rope_check_head_dim(&m->rope, dh, "rows of --wq / --heads") != 0 ||
@@ -330,6 +347,7 @@ static int load_inputs(void *user)
         .head_dim = wq_rows == dm ? 0 : (uint32_t)dh,
         .v_head_dim = dv == dh ? 0 : (uint32_t)dv,
         .kv_dim = (uint32_t)dkv,
+        .value_dim = (uint32_t)dvin,
         .bias = in[BQ].path || in[BK].path || in[BV].path || in[BO].path,
         .dtype = m->job.dtype,
         .weight_dtype = cli_dtype_named(m->weight_dtype, m->job.dtype),
@@ -397,10 +415,13 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
     if (m->job.seq_first) /* Y is written as stored: [T, B, E] */
         cli_swap_dims(j->out.shape, 0, 1);
     /* a pruned layer's head mask: the columns of its heads */
-    vkattn_tensor *slots[N_INPUTS] = {
-        [X] = &fa->x,           [KV] = &fa->kv,
-        [MASK] = &fa->mask,     [PAD] = &fa->key_padding,
-        [POS] = &fa->positions, [HMASK] = m->keep ? NULL : &fa->head_mask};
+    vkattn_tensor *slots[N_INPUTS] = {[X] = &fa->x,
+                                      [KV] = &fa->kv,
+                                      [VALUE] = &fa->value,
+                                      [MASK] = &fa->mask,
+                                      [PAD] = &fa->key_padding,
+                                      [POS] = &fa->positions,
+                                      [HMASK] = m->keep ? NULL : &fa->head_mask};
     if (cli_job_upload(j, slots, MASK) != 0 ||
         cli_job_create_outputs(j, &fa->y, &fa->weights, NULL) != 0)
         return -1;
@@ -410,9 +431,9 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
         fa->head_mask = cli_tensor(m->mask_buffer, &m->mask_pruned, VKATTN_DTYPE_F32);
     }
     if (m->job.seq_first) {
-        vkattn_tensor *t[3] = {&fa->x, &fa->kv, &fa->y};
+        vkattn_tensor *t[4] = {&fa->x, &fa->kv, &fa->value, &fa->y};
         memcpy(fa->y.shape, xs, sizeof(int64_t) * 3);
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             if (t[k]->buffer)
                 cli_swapped_strides(t[k]->shape, 3, 0, 1, t[k]->strides);
     }
@@ -478,8 +499,8 @@ static int check(void *user)
                               .bool_mask = cli_job_bool_mask(&m->job)};
     ra.kv_cache_dtype = kv_dtype_of(m);
     vkattn_host_tensor *slots[N_INPUTS] = {
-        [X] = &ra.x,           [KV] = &ra.kv,          [MASK] = &ra.mask, [PAD] = &ra.key_padding,
-        [POS] = &ra.positions, [HMASK] = &ra.head_mask};
+        [X] = &ra.x,         [KV] = &ra.kv,         [MASK] = &ra.mask,      [PAD] = &ra.key_padding,
+        [VALUE] = &ra.value, [POS] = &ra.positions, [HMASK] = &ra.head_mask};
     cli_job_host_inputs(&m->job, slots);
     if (cli_job_reference(&m->job, &ra.y, &ra.weights, NULL) != 0)
         return -1;
@@ -504,9 +525,9 @@ static int check(void *user)
         }
     }
     if (m->job.seq_first) {
-        vkattn_host_tensor *t[3] = {&ra.x, &ra.kv, &ra.y};
+        vkattn_host_tensor *t[4] = {&ra.x, &ra.kv, &ra.value, &ra.y};
         memcpy(ra.y.shape, ra.x.shape, sizeof ra.y.shape);
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             if (t[k]->data)
                 cli_swapped_strides(t[k]->shape, 3, 0, 1, t[k]->strides);
     }
@@ -575,6 +596,8 @@ int cli_mha(int argc, char **argv)
                         {"--sinks", .keep_f32 = true},
                         {"--alibi-slopes", .keep_f32 = true},
                         {"--head-mask", .keep_f32 = true},
+                        {"--value"},
+                        {"--key"},
                         {"--weights", .external = true}}};
     m.job = (cli_job){.command = "mha",
                       .inputs = m.in,

@@ -30,6 +30,8 @@ enum {
     SINKS,
     SLOPES,
     HMASK,
+    VALUE, /* --value: the values' input apart from the keys' */
+    KEY,   /* --key: another name of --kv's input (moved there when parsed) */
     WEIGHTS,
     N_INPUTS
 };
@@ -76,5 +78,8 @@ int cli_mha_check_head_options(mha_job *m);
 int cli_mha_check_layer_options(const mha_job *m);
 int cli_mha_check_weight_source(const mha_job *m);
 int cli_mha_check_weight_dtype(const mha_job *m);
+/* --key and --value against --kv; --key's file becomes in[KV]'s (named
+ * --key in messages). */
+int cli_mha_key_value_options(mha_job *m);
 
 #endif

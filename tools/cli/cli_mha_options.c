@@ -49,8 +49,9 @@ int cli_mha_check_layer_options(const mha_job *m)
         return -1;
     }
     const char *decoder = m->rope.rope.theta > 0 ? "--rope-theta" : in[QN].path ? "--q-norm" : NULL;
-    if (decoder && in[KV].path) {
-        cli_error("mha: %s is for self-attention layers: it takes no --kv", decoder);
+    if (decoder && (in[KV].path || in[VALUE].path)) {
+        cli_error("mha: %s is for self-attention layers: it takes no %s", decoder,
+                  in[KV].path ? in[KV].flag : "--value");
         return -1;
     }
     if (in[POS].path && m->prefill) {
@@ -96,7 +97,6 @@ int cli_mha_check_weight_source(const mha_job *m)
     return 0;
 }
 
-
 /* --weight-dtype: one of f32 (with --dtype f32), f16, bf16, q8_0. */
 int cli_mha_check_weight_dtype(const mha_job *m)
 {
@@ -112,6 +112,27 @@ int cli_mha_check_weight_dtype(const mha_job *m)
                   "in %s, bf16 or q8_0",
                   vkattn_dtype_name(m->job.dtype), vkattn_dtype_name(m->job.dtype));
         return -1;
+    }
+    return 0;
+}
+
+int cli_mha_key_value_options(mha_job *m)
+{
+    cli_input *in = m->in;
+    if (in[KEY].path && in[KV].path) {
+        cli_error("mha: --key and --kv both name the keys' input: give --kv C.npy (keys and "
+                  "values from C) or --key K.npy --value V.npy (each from its own)");
+        return -1;
+    }
+    if (in[VALUE].path && !in[KEY].path) {
+        cli_error("mha: --value %s needs --key (the keys' input of the values' tokens)%s",
+                  in[VALUE].path, in[KV].path ? ": --kv gives keys and values from one input" : "");
+        return -1;
+    }
+    if (in[KEY].path) { /* from here on the keys' input, named as given */
+        in[KV].path = in[KEY].path;
+        in[KV].flag = in[KEY].flag;
+        in[KEY].path = NULL;
     }
     return 0;
 }
