@@ -337,6 +337,39 @@ static void test_weight_tensors_read_back_and_prune(void **state)
     layer_free(&l);
 }
 
+/* The shapes a tuner reports ("m=.. n=.. k=.." of each GEMM): `seen`. */
+static void note_shape(const vkattn_tune_progress *p, void *user)
+{
+    char *seen = user;
+    if (p->done && strcmp(p->op, "linear") == 0 && strlen(seen) + strlen(p->shape) + 2 < 1024) {
+        strcat(seen, p->shape);
+        strcat(seen, ";");
+    }
+}
+
+/* The layer's tuner measures the V projection at the value input's width
+ * (k=40) apart from the K projection's (k=24); the tuned layer still gives
+ * the reference's result. */
+static void test_tune_projects_values_apart(void **state)
+{
+    test_gpu *g = test_policy_suite_first(*state);
+    value_case c = cases[0];
+    c.weights = false;
+    value_layer l;
+    layer_make(&c, 9, &l);
+    vkattn_mha_weights w = layer_weights(&l);
+    vkattn_mha *layer = test_mha_create(g->ctx, &l.desc, &w);
+    char seen[1024] = "";
+    vkattn_mha_tune_args ta = {
+        .batch = c.b, .q_len = c.tq, .kv_len = c.tk, .progress = note_shape, .progress_user = seen};
+    TEST_OK(g->ctx, vkattn_mha_tune(layer, &ta));
+    if (!strstr(seen, "n=16 k=24") || !strstr(seen, "n=32 k=40"))
+        fail_msg("the tuner's GEMMs were %s: expected K's n=16 k=24 and V's n=32 k=40", seen);
+    forward_and_compare(g->ctx, layer, &c, &l, "tuned, wk and wv apart");
+    vkattn_mha_destroy(layer);
+    layer_free(&l);
+}
+
 /* Every refusal that the value input brings, by name. */
 static void test_value_input_errors(void **state)
 {
@@ -432,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_key_value_apart_match_reference),
         cmocka_unit_test(test_reference_equals_one_input),
         cmocka_unit_test(test_weight_tensors_read_back_and_prune),
+        cmocka_unit_test(test_tune_projects_values_apart),
         cmocka_unit_test(test_value_input_errors),
     };
     return cmocka_run_group_tests(tests, test_policy_suite_setup, test_policy_suite_teardown);
