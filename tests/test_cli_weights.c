@@ -215,7 +215,7 @@ static void test_torch_packed(void **state)
 }
 
 /* kdim != embed_dim: q/k/v_proj_weight separate (torch), cross-attention;
- * no biases. */
+ * no biases; then a vdim of its own (--key, --value). */
 static void test_torch_separate(void **state)
 {
     (void)state;
@@ -239,6 +239,28 @@ static void test_torch_separate(void **state)
              cli_path_of("CX.npy"));
     run_mha(opts, "Y_st.npy");
     cli_compare_outputs("Y_npy.npy", "Y_st.npy", 0, false, "torch separate vs .npy files");
+
+    /* and vdim 32 apart from kdim 48: --key and --value, v_proj_weight [64, 32] */
+    int64_t vin[3] = {B, TC, 32}, wvv[2] = {HEADS * DH, 32};
+    cli_write_f32("VX32.npy", 3, vin, 34, -1, 1);
+    cli_write_f32("WV32.npy", 2, wvv, 35, -0.3f, 0.3f);
+    t[3] = from_npy(&a[3], "WV32.npy", "v_proj_weight");
+    for (int k = 0; k < 3; k++)
+        t[k] = from_npy(&a[k], k == 0 ? "WO.npy" : k == 1 ? "WQ.npy" : "WKX.npy", t[k].name);
+    test_write_safetensors(cli_path_of("vdim.safetensors"), t, 4);
+    for (int k = 0; k < 4; k++)
+        npy_free(&a[k]);
+    static const char *const vfiles[8] = {"WQ.npy", "WKX.npy", "WV32.npy", "WO.npy"};
+    npy_weights(opts, sizeof opts, vfiles);
+    n = strlen(opts);
+    snprintf(opts + n, sizeof opts - n, " --key %s --value %s", cli_path_of("CX.npy"),
+             cli_path_of("VX32.npy"));
+    run_mha(opts, "YV_npy.npy");
+    snprintf(opts, sizeof opts, "--weights %s --names torch --key %s --value %s",
+             cli_path_of("vdim.safetensors"), cli_path_of("CX.npy"), cli_path_of("VX32.npy"));
+    run_mha(opts, "YV_st.npy");
+    cli_compare_outputs("YV_npy.npy", "YV_st.npy", 0, false, "torch kdim/vdim vs .npy files");
+    cli_compare_outputs("YV_st.npy", "Y_st.npy", 0, true, "vdim 32 values vs --kv's");
 }
 
 /* BF16 and F16 tensors: the layer gets their exact values, on f32 and
