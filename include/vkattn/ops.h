@@ -446,17 +446,17 @@ VKATTN_API vkattn_result vkattn_mha_set_weights(vkattn_mha *mha, const vkattn_mh
  * kv_dim equals its value_dim wq [Hq*Dk, Dm] and wkv [Hkv*(Dk + Dv), Dkv]
  * (Wk's rows, then Wv's; bq and bkv), so every projection stays one GEMM,
  * and one whose kv_dim and value_dim differ wq, wk [Hkv*Dk, Dkv] and wv
- * [Hkv*Dv, Dvin] (bq and bkv [Hkv*(Dk + Dv)]). The per-head parameters are small host arrays,
- * uploaded as vkattn_mha_set_weights does. Setting host weights again makes
- * the layer read its own copy. */
+ * [Hkv*Dv, Dvin] (bq and bkv [Hkv*(Dk + Dv)]). The per-head parameters are
+ * small host arrays, uploaded as vkattn_mha_set_weights does. Setting host
+ * weights again makes the layer read its own copy. */
 typedef struct vkattn_mha_weight_tensors {
-    vkattn_tensor wqkv;                                  /* self-attention */
-    vkattn_tensor wq, wkv;                               /* kv_dim != embed_dim */
-    vkattn_tensor wk, wv;                                /* kv_dim != value_dim */
-    vkattn_tensor wo;                                    /* [Dm, Hq*Dv] */
-    vkattn_tensor bqkv;                                  /* desc.bias, self-attention */
-    vkattn_tensor bq, bkv;                               /* desc.bias, kv_dim != embed_dim */
-    vkattn_tensor bo;                                    /* desc.bias */
+    vkattn_tensor wqkv;    /* self-attention */
+    vkattn_tensor wq, wkv; /* not self-attention, kv_dim == value_dim */
+    vkattn_tensor wk, wv;  /* kv_dim != value_dim */
+    vkattn_tensor wo;      /* [Dm, Hq*Dv] */
+    vkattn_tensor bqkv;    /* desc.bias, self-attention */
+    vkattn_tensor bq, bkv; /* desc.bias, not self-attention */
+    vkattn_tensor bo;      /* desc.bias */
     const float *q_norm, *k_norm, *sinks, *alibi_slopes; /* as in vkattn_mha_weights */
 } vkattn_mha_weight_tensors;
 
