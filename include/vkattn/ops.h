@@ -284,6 +284,21 @@ typedef struct vkattn_mha_desc {
      * args->kv; such a layer (as any whose kv_dim or value_dim is not
      * embed_dim) is cross-attention only: no RoPE, QK-norm or steps. */
     uint32_t value_dim;
+    /* torch's add_bias_kv and add_zero_attn: after the projections, every
+     * KV head's keys and values get one more row, bias_k and bias_v
+     * (weights->bias_k [Hkv*Dk], bias_v [Hkv*Dv]: feature h*D + d is head h),
+     * then, with add_zero_attn, a row of zeros (a score of 0 that adds
+     * nothing to the output). The appended rows are visible to every query
+     * whatever causal, the window or the caller's masks say (torch pads its
+     * masks with "visible" for them); masks and key_padding keep the
+     * caller's Tk columns. They are not stored as keys anywhere: the
+     * forward attends to them in a pass of its own and merges that result
+     * by LSE (vkattn_cmd_attention_merge), so Dv must be a multiple of 4.
+     * Not with sinks, ALiBi, RoPE or QK-norm (torch has none), and not yet
+     * with a layer's steps over a KV cache or attention weights
+     * (args->weights). */
+    bool add_bias_kv;
+    bool add_zero_attn;
 } vkattn_mha_desc;
 
 /* Weights on the host, torch.nn.Linear layout (see above). Give either
@@ -309,6 +324,10 @@ typedef struct vkattn_mha_weights {
      * (optional with desc.alibi; NULL: the standard slopes) */
     const float *sinks, *alibi_slopes;
     vkattn_dtype dtype; /* of wq .. bo: f32 (0), f16 or bf16 */
+    /* desc.add_bias_kv: the appended key and value rows, f32 [Hkv*Dk] and
+     * [Hkv*Dv] (torch's bias_k and bias_v, [1, 1, E] there), stored in
+     * the layer's dtype; required with it, else ignored */
+    const float *bias_k, *bias_v;
 } vkattn_mha_weights;
 
 /* ------------------------------------------------------------------ linear */
@@ -458,6 +477,7 @@ typedef struct vkattn_mha_weight_tensors {
     vkattn_tensor bq, bkv; /* desc.bias, not self-attention */
     vkattn_tensor bo;      /* desc.bias */
     const float *q_norm, *k_norm, *sinks, *alibi_slopes; /* as in vkattn_mha_weights */
+    const float *bias_k, *bias_v;                        /* as in vkattn_mha_weights */
 } vkattn_mha_weight_tensors;
 
 VKATTN_API vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *mha,

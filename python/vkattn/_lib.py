@@ -219,13 +219,15 @@ class MhaDesc(ctypes.Structure):
         ("alibi_max_bias", _f32),
         ("weight_dtype", _int),
         ("value_dim", _u32),
+        ("add_bias_kv", _bool),
+        ("add_zero_attn", _bool),
     ]
 
 
 class MhaWeights(ctypes.Structure):
     _fields_ = [(n, _ptr) for n in ("wq", "wk", "wv", "wqkv", "wo", "bq", "bk", "bv", "bqkv",
                                     "bo", "q_norm", "k_norm", "sinks", "alibi_slopes")]
-    _fields_ = _fields_ + [("dtype", _int)]
+    _fields_ = _fields_ + [("dtype", _int), ("bias_k", _ptr), ("bias_v", _ptr)]
 
 
 class MhaForwardArgs(ctypes.Structure):

@@ -131,6 +131,24 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
 /* Computes; `scratch` holds plan->scratch_doubles doubles. Cannot fail. */
 void vka_ref_attention_run(const vka_ref_attention_plan *plan, double *scratch);
 
+/* ---- the MHA layer's appended rows (ref_mha_appended.c) */
+
+/* What vka_ref_mha_appended reads and widens: Q [B, Tq, Hq*Dk] and the
+ * main pass's O [B, Tq, Hq*Dv] (gated by the head mask; rewritten in
+ * place) and LSE [B, Hq, Tq], f32; the layer's bias_k and bias_v (f32 as
+ * given, NULL without add_bias_kv); the resolved head mask (data NULL:
+ * none). */
+typedef struct vka_ref_appended_rows {
+    int64_t batch, q_len;
+    const float *q, *lse;
+    float *o;
+    const float *bias_k, *bias_v;
+    const vkattn_host_tensor *head_mask;
+} vka_ref_appended_rows;
+
+/* Widens the attention by desc's add_bias_kv and add_zero_attn rows. */
+void vka_ref_mha_appended(const vkattn_mha_desc *resolved, const vka_ref_appended_rows *rows);
+
 /* ---- linear (ref_linear.c) */
 
 typedef struct vka_ref_linear_plan {

@@ -207,6 +207,8 @@ typedef struct layer_plan {
     vkattn_dtype kv_cache_dtype;  /* f16, bf16, q8_0, q4_0: K and V rounded through it */
     vkattn_host_tensor positions; /* resolved; data NULL: 0..Tq-1 */
     size_t nq, nk, nv, no;        /* floats of Q, K, V and O */
+    size_t nl;                    /* floats of the LSE (appended rows only, else 0) */
+    const float *bias_k, *bias_v; /* desc.add_bias_kv only, else NULL */
 } layer_plan;
 
 /* Plans every step, with the f32 temporaries not yet allocated: `placeholder`
@@ -259,6 +261,19 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     aa.softcap = d->softcap;
     aa.head_mask = args->head_mask;
     int64_t heads = d->num_heads;
+    plan->nl = 0;
+    if (d->add_bias_kv || d->add_zero_attn) {
+        if (args->weights.data) {
+            vka_error_format(error, error_size,
+                             "args->weights is given but desc->%s rows are not supported with "
+                             "attention weights yet",
+                             d->add_bias_kv ? "add_bias_kv" : "add_zero_attn");
+            return VKATTN_ERROR_UNSUPPORTED;
+        }
+        int64_t lse_shape[3] = {B, heads, Tq};
+        aa.lse = vkattn_host_tensor_make(placeholder, VKATTN_DTYPE_F32, 3, lse_shape);
+        plan->nl = (size_t)(B * heads * Tq);
+    }
     if (wv->sinks)
         aa.sinks = vkattn_host_tensor_make((void *)wv->sinks, VKATTN_DTYPE_F32, 1, &heads);
     if (wv->alibi_slopes)
@@ -333,8 +348,10 @@ static void round_to(vkattn_dtype dtype, float *t, size_t n)
 static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
 {
     size_t nq = plan->nq, nk = plan->nk, nv = plan->nv, no = plan->no, nf = 0;
-    bool ok = nq <= SIZE_MAX / 4 && nk <= SIZE_MAX / 4 && nv <= SIZE_MAX / 4 &&
-              no <= SIZE_MAX / 4 && vka_size_mul(nq + nk + nv + no, sizeof(float), &nf);
+    size_t nl = plan->nl;
+    bool ok = nq <= SIZE_MAX / 5 && nk <= SIZE_MAX / 5 && nv <= SIZE_MAX / 5 &&
+              no <= SIZE_MAX / 5 && nl <= SIZE_MAX / 5 &&
+              vka_size_mul(nq + nk + nv + no + nl, sizeof(float), &nf);
     size_t ns = plan->ap.scratch_doubles;
     for (int i = 0; i < 4; i++)
         if (plan->lp[i].scratch_doubles > ns)
@@ -358,6 +375,7 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
     plan->ap.k.data = k;
     plan->ap.v.data = v;
     plan->ap.out.data = o;
+    plan->ap.lse.data = nl ? o + no : NULL;
     for (int i = 0; i < 3; i++)
         vka_ref_linear_run(&plan->lp[i], scratch);
     norm_rope_heads(plan, q, plan->ap.dims.q_len, plan->desc.num_heads, plan->q_norm);
@@ -383,6 +401,19 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
         return r;
     }
     vka_ref_attention_run(&plan->ap, scratch);
+    if (nl) {
+        vka_ref_appended_rows rows = {
+            .batch = plan->ap.dims.batch,
+            .q_len = plan->ap.dims.q_len,
+            .q = q,
+            .lse = o + no,
+            .o = o,
+            .bias_k = plan->bias_k,
+            .bias_v = plan->bias_v,
+            .head_mask = &plan->ap.head_mask,
+        };
+        vka_ref_mha_appended(&plan->desc, &rows);
+    }
     vka_ref_linear_run(&plan->lp[3], scratch);
     free(scratch);
     free(act);
@@ -402,6 +433,8 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     VKA_TRY(vka_mha_weights_check(&d, weights, &wv, error, error_size));
     VKA_TRY(check_finite(wv.sinks, "sinks", d.num_heads, error, error_size));
     VKA_TRY(check_finite(wv.alibi_slopes, "alibi_slopes", d.num_heads, error, error_size));
+    VKA_TRY(check_finite(wv.bias_k, "bias_k", vka_mha_k_width(&d), error, error_size));
+    VKA_TRY(check_finite(wv.bias_v, "bias_v", vka_mha_v_width(&d), error, error_size));
     void *owned[8];
     VKA_TRY(vka_ref_mha_store_weights(&d, &wv, owned, error, error_size));
     vkattn_result r = run_with_weights(&d, &wv, args, error, error_size);
@@ -430,6 +463,8 @@ static vkattn_result run_with_weights(const vkattn_mha_desc *dp, const vka_mha_w
     plan.desc = d;
     plan.q_norm = wv.q_norm;
     plan.k_norm = wv.k_norm;
+    plan.bias_k = wv.bias_k;
+    plan.bias_v = wv.bias_v;
     plan.kv_cache_dtype = args->kv_cache_dtype;
     if (!vka_dtype_is_float(args->kv_cache_dtype) && args->kv_cache_dtype != VKATTN_DTYPE_BF16 &&
         !vka_dtype_is_quantized(args->kv_cache_dtype)) {

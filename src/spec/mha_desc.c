@@ -45,6 +45,36 @@ static vkattn_result resolve_weight_dtype(vkattn_mha_desc *d, char *error, size_
     return VKATTN_SUCCESS;
 }
 
+/* add_bias_kv and add_zero_attn (torch's): the rows join through a pass of
+ * their own merged by LSE, or, for the zero row alone, as a sink of logit
+ * 0, so nothing may already use the sinks or give keys positions. */
+static vkattn_result check_appended_rows(const vkattn_mha_desc *d, char *error, size_t error_size)
+{
+    if (!d->add_bias_kv && !d->add_zero_attn)
+        return VKATTN_SUCCESS;
+    const char *flag = d->add_bias_kv ? "add_bias_kv" : "add_zero_attn";
+    const char *other = d->sinks                ? "sinks"
+                        : d->alibi              ? "alibi"
+                        : d->rope.theta != 0.0f ? "rope"
+                        : d->qk_norm            ? "qk_norm"
+                                                : NULL;
+    if (other) {
+        vka_error_format(error, error_size,
+                         "desc->%s cannot be combined with desc->%s (torch's appended rows have "
+                         "no position and take no sink)",
+                         flag, other);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (d->add_bias_kv && d->v_head_dim % 4) {
+        vka_error_format(error, error_size,
+                         "desc->add_bias_kv needs a v_head_dim that is a multiple of 4 (the "
+                         "bias row's result is merged by LSE), but desc->v_head_dim is %u",
+                         d->v_head_dim);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    return VKATTN_SUCCESS;
+}
+
 /* The modern decoder options: scale, RoPE, QK-norm (see vkattn_mha_desc). */
 static vkattn_result resolve_modern(vkattn_mha_desc *d, char *error, size_t error_size)
 {
@@ -99,7 +129,7 @@ static vkattn_result resolve_modern(vkattn_mha_desc *d, char *error, size_t erro
                          k ? d->kv_dim : d->value_dim, d->embed_dim);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
-    return VKATTN_SUCCESS;
+    return check_appended_rows(d, error, error_size);
 }
 
 vkattn_result vka_mha_resolve(const vkattn_mha_desc *in, vkattn_mha_desc *resolved, char *error,
@@ -292,6 +322,16 @@ vkattn_result vka_mha_weights_check(const vkattn_mha_desc *resolved,
                          resolved->num_heads);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
+    if (resolved->add_bias_kv && (!w->bias_k || !w->bias_v)) {
+        vka_error_format(error, error_size,
+                         "weights->%s is NULL but desc->add_bias_kv is set: give bias_k "
+                         "([num_kv_heads * head_dim] = [%u]) and bias_v ([%u])",
+                         !w->bias_k ? "bias_k" : "bias_v", vka_mha_k_width(resolved),
+                         vka_mha_v_width(resolved));
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    v.bias_k = resolved->add_bias_kv ? w->bias_k : NULL;
+    v.bias_v = resolved->add_bias_kv ? w->bias_v : NULL;
     v.sinks = resolved->sinks ? w->sinks : NULL;
     v.alibi_slopes = resolved->alibi ? w->alibi_slopes : NULL;
     v.q_norm = resolved->qk_norm ? w->q_norm : NULL;

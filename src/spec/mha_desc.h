@@ -65,6 +65,7 @@ typedef struct vka_mha_weight_views {
     const float *sinks;           /* desc.sinks only, else NULL */
     const float *alibi_slopes;    /* desc.alibi with custom slopes, else NULL */
     bool packed;                  /* the projections came from weights->wqkv */
+    const float *bias_k, *bias_v; /* desc.add_bias_kv only, else NULL */
 } vka_mha_weight_views;
 
 /* Checks `weights` against a desc that went through vka_mha_resolve:

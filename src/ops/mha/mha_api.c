@@ -60,6 +60,72 @@ static vkattn_result create_mods_params(vkattn_mha *m)
     return r;
 }
 
+/* The appended rows' storage (see vkattn_mha): zero sinks, and the bias
+ * rows (zeros until weights are set). */
+static vkattn_result create_extras(vkattn_mha *m)
+{
+    const vkattn_mha_desc *d = &m->d;
+    if (!vka_mha_appends(d))
+        return VKATTN_SUCCESS;
+    uint64_t cursor = 0;
+    vka_mha_place(&cursor, 4ull * d->num_heads);
+    m->off_bias_k = vka_mha_place(&cursor, (uint64_t)vka_mha_k_width(d) * m->esize);
+    m->off_bias_v = vka_mha_place(&cursor, (uint64_t)vka_mha_v_width(d) * m->esize);
+    void *host = vka_alloc(m->ctx, cursor);
+    if (!host)
+        return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    memset(host, 0, cursor);
+    vkattn_buffer_desc bd = {.size = cursor};
+    vkattn_result r = vkattn_buffer_create(m->ctx, &bd, &m->extras);
+    if (r == VKATTN_SUCCESS)
+        r = vkattn_buffer_upload(m->extras, 0, host, cursor);
+    vka_free(m->ctx, host);
+    return r;
+}
+
+vkattn_result vka_mha_check_appended(vkattn_mha *m, const float *bias_k, const float *bias_v,
+                                     const char *prefix)
+{
+    const float *rows[2] = {bias_k, bias_v};
+    const char *names[2] = {"bias_k", "bias_v"};
+    const uint32_t widths[2] = {vka_mha_k_width(&m->d), vka_mha_v_width(&m->d)};
+    for (int t = 0; t < 2; t++)
+        for (uint32_t i = 0; rows[t] && i < widths[t]; i++)
+            if (!isfinite(rows[t][i]))
+                return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                                "%s%s[%u] is %g: it must be finite", prefix, names[t], i,
+                                (double)rows[t][i]);
+    return VKATTN_SUCCESS;
+}
+
+vkattn_result vka_mha_upload_appended(vkattn_mha *m, const float *bias_k, const float *bias_v)
+{
+    const vkattn_mha_desc *d = &m->d;
+    if (!d->add_bias_kv)
+        return VKATTN_SUCCESS;
+    const float *rows[2] = {bias_k, bias_v};
+    const uint64_t widths[2] = {vka_mha_k_width(d), vka_mha_v_width(d)};
+    const uint64_t at[2] = {m->off_bias_k, m->off_bias_v};
+    void *host = vka_alloc(m->ctx, 4 * (widths[0] > widths[1] ? widths[0] : widths[1]));
+    if (!host)
+        return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    vkattn_result r = VKATTN_SUCCESS;
+    for (int t = 0; t < 2 && r == VKATTN_SUCCESS; t++) {
+        for (uint64_t i = 0; i < widths[t]; i++) {
+            float x = rows[t][i];
+            if (d->dtype == VKATTN_DTYPE_F16)
+                ((uint16_t *)host)[i] = vkattn_f32_to_f16(x);
+            else if (d->dtype == VKATTN_DTYPE_BF16)
+                ((uint16_t *)host)[i] = vkattn_f32_to_bf16(x);
+            else
+                ((float *)host)[i] = x;
+        }
+        r = vkattn_buffer_upload(m->extras, at[t], host, widths[t] * m->esize);
+    }
+    vka_free(m->ctx, host);
+    return r;
+}
+
 void vka_mha_mods(const vkattn_mha *m, vkattn_tensor *sinks, vkattn_tensor *slopes)
 {
     const vkattn_mha_desc *d = &m->d;
@@ -160,6 +226,8 @@ vkattn_result vkattn_mha_create(vkattn_context *ctx, const vkattn_mha_desc *desc
     r = create_heads_params(m);
     if (r == VKATTN_SUCCESS)
         r = create_mods_params(m);
+    if (r == VKATTN_SUCCESS)
+        r = create_extras(m);
     if (r != VKATTN_SUCCESS) {
         vkattn_mha_destroy(m);
         return r;
@@ -176,6 +244,7 @@ void vkattn_mha_destroy(vkattn_mha *m)
     vkattn_buffer_destroy(m->scratch);
     vkattn_buffer_destroy(m->heads_params);
     vkattn_buffer_destroy(m->mods_params);
+    vkattn_buffer_destroy(m->extras);
     vka_free(m->ctx, m);
 }
 
@@ -250,6 +319,7 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
         return vka_fail(ctx, r, "%s", why);
     const vkattn_mha_desc *d = &m->d;
     VKA_TRY(vka_mha_check_params(m, v.sinks, v.alibi_slopes, "weights->"));
+    VKA_TRY(vka_mha_check_appended(m, v.bias_k, v.bias_v, "weights->"));
     if (!m->weights) { /* the layer's own storage, made on first use */
         vkattn_buffer_desc bd = {.size = m->weights_bytes};
         VKA_TRY(vkattn_buffer_create(ctx, &bd, &m->weights));
@@ -301,6 +371,8 @@ vkattn_result vkattn_mha_set_weights(vkattn_mha *m, const vkattn_mha_weights *w)
     vka_free(ctx, u.widened);
     if (r == VKATTN_SUCCESS)
         r = vka_mha_upload_params(m, v.q_norm, v.k_norm, v.sinks, v.alibi_slopes);
+    if (r == VKATTN_SUCCESS)
+        r = vka_mha_upload_appended(m, v.bias_k, v.bias_v);
     if (r == VKATTN_SUCCESS)
         vka_mha_use_own_weights(m);
     m->weights_set = r == VKATTN_SUCCESS;

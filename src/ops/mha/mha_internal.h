@@ -55,7 +55,26 @@ struct vkattn_mha {
      * weights give others) */
     vkattn_buffer *mods_params;
     uint64_t off_slopes;
+    /* desc.add_bias_kv / add_zero_attn (NULL without both): f32 zeros [Hq]
+     * at 0 (the zero row's sink logits), then, with add_bias_kv, bias_k
+     * [Hkv*Dk] at off_bias_k and bias_v [Hkv*Dv] at off_bias_v in d.dtype */
+    vkattn_buffer *extras;
+    uint64_t off_bias_k, off_bias_v;
 };
+
+/* Whether the layer appends rows to its keys and values (add_bias_kv,
+ * add_zero_attn). */
+static inline bool vka_mha_appends(const vkattn_mha_desc *d)
+{
+    return d->add_bias_kv || d->add_zero_attn;
+}
+
+/* bias_k and bias_v (f32 host arrays, checked finite; NULL when the layer
+ * has no add_bias_kv) into the layer's extras buffer, in its dtype; `prefix`
+ * names them in messages. (mha_api.c) */
+vkattn_result vka_mha_check_appended(vkattn_mha *m, const float *bias_k, const float *bias_v,
+                                     const char *prefix);
+vkattn_result vka_mha_upload_appended(vkattn_mha *m, const float *bias_k, const float *bias_v);
 
 /* The layer's score modifiers as the attention ops take them: sinks and
  * ALiBi slopes as tensors over mods_params (buffer NULL when the layer has

@@ -201,6 +201,10 @@ vkattn_result vkattn_mha_prune_heads(vkattn_mha *m, const uint32_t *keep, uint32
     if (!m->weights_set)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "the layer has no weights yet (call vkattn_mha_set_weights)");
+    if (vka_mha_appends(&m->d))
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "vkattn_mha_prune_heads: a layer with desc.%s cannot be pruned yet",
+                        m->d.add_bias_kv ? "add_bias_kv" : "add_zero_attn");
     prune_plan p = {0};
     vkattn_result r = plan_heads(m, keep, count, &p);
     /* the new desc, checked as a new layer's would be */

@@ -78,6 +78,11 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
                         "steps are self-attention: the layer's %s %u must equal its embed_dim %u",
                         k ? "kv_dim" : "value_dim", k ? d->kv_dim : d->value_dim, d->embed_dim);
     }
+    if (vka_mha_appends(d))
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "the layer's desc.%s rows are not supported in steps over a KV cache yet: "
+                        "run vkattn_mha_forward over the whole sequence",
+                        d->add_bias_kv ? "add_bias_kv" : "add_zero_attn");
     return VKATTN_SUCCESS;
 }
 

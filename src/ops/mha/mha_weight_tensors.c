@@ -134,18 +134,25 @@ vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *m, const vkattn_mha_weig
         }
         VKA_TRY(check_tensor(m, &t->bo, "t->bo", bdt, 1, d->embed_dim, 0, &s.bo, &s.off_bo));
     }
-    const char *param = d->qk_norm && (!t->q_norm || !t->k_norm)
-                            ? (!t->q_norm ? "q_norm" : "k_norm")
-                        : d->sinks && !t->sinks ? "sinks"
-                                                : NULL;
+    const char *param =
+        d->qk_norm && (!t->q_norm || !t->k_norm)       ? (!t->q_norm ? "q_norm" : "k_norm")
+        : d->sinks && !t->sinks                        ? "sinks"
+        : d->add_bias_kv && (!t->bias_k || !t->bias_v) ? (!t->bias_k ? "bias_k" : "bias_v")
+                                                       : NULL;
     if (param)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "t->%s is NULL but the layer's desc needs it (desc.%s)", param,
-                        d->sinks && !t->sinks ? "sinks" : "qk_norm");
+                        param[0] == 'b'   ? "add_bias_kv"
+                        : param[0] == 's' ? "sinks"
+                                          : "qk_norm");
     const float *sinks = d->sinks ? t->sinks : NULL, *slopes = d->alibi ? t->alibi_slopes : NULL;
     VKA_TRY(vka_mha_check_params(m, sinks, slopes, "t->"));
+    const float *bias_k = d->add_bias_kv ? t->bias_k : NULL,
+                *bias_v = d->add_bias_kv ? t->bias_v : NULL;
+    VKA_TRY(vka_mha_check_appended(m, bias_k, bias_v, "t->"));
     m->weights_set = false; /* from here on the old weights are no longer whole */
     VKA_TRY(vka_mha_upload_params(m, t->q_norm, t->k_norm, sinks, slopes));
+    VKA_TRY(vka_mha_upload_appended(m, bias_k, bias_v));
     m->src = s;
     m->weights_set = true;
     /* the layer's own copy, if any, is no longer read */
