@@ -111,6 +111,10 @@ static void mha_args(const char *dir, const char *text, char *args, size_t size)
     add_file(args, size, dir, "--positions", "positions.npy");
     add_file(args, size, dir, "--q-norm", "q_norm.npy");
     add_file(args, size, dir, "--k-norm", "k_norm.npy");
+    add_file(args, size, dir, "--bias-k", "bias_k.npy");
+    add_file(args, size, dir, "--bias-v", "bias_v.npy");
+    if (is(text, "add_zero_attn", "1"))
+        strncat(args, " --add-zero-attn", size - strlen(args) - 1);
     add_value(args, size, text, "--scale", "scale");
     add_value(args, size, text, "--norm-eps", "norm_eps");
     add_value(args, size, text, "--rope-theta", "rope_theta");

@@ -81,8 +81,8 @@ static void layer_make(const rows_case *k, uint64_t seed, rows_layer *l)
 
 static void layer_free(rows_layer *l)
 {
-    float *all[] = {l->wq,     l->wk,     l->wv, l->wo, l->bq,   l->bk,   l->bv,
-                    l->bo,     l->bias_k, l->bias_v, l->x, l->c, l->mask, l->gate};
+    float *all[] = {l->wq, l->wk,     l->wv,     l->wo, l->bq, l->bk,   l->bv,
+                    l->bo, l->bias_k, l->bias_v, l->x,  l->c,  l->mask, l->gate};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
     free(l->pad);
@@ -153,8 +153,7 @@ static void forward_and_compare(vkattn_context *ctx, vkattn_mha *layer, const ro
     TEST_OK(ctx, vkattn_mha_forward(layer, &fa));
     float *gy = malloc(l->nx * 4);
     test_download_as(ctx, by, dt, gy, l->nx);
-    test_assert_close(gy, ref_y, l->nx, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32,
-                      what);
+    test_assert_close(gy, ref_y, l->nx, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
     TEST_DESTROY_BUFFERS(bx, bc, bpad, bmask, bgate, by);
     free(gy);
     free(ref_y);
@@ -186,8 +185,8 @@ static void test_appended_rows_match_reference(void **state)
             vkattn_mha *layer = test_mha_create(s->gpu[policy]->ctx, &l.desc, &w);
             char what[160];
             snprintf(what, sizeof what, "mha rows%s%s Hq%u Hkv%u Dh%u Dv%u %s policy %u",
-                     k->bias_kv ? " bias_kv" : "", k->zero_attn ? " zero_attn" : "", k->hq,
-                     k->hkv, k->dh, k->dv, vkattn_dtype_name(k->dtype), policy);
+                     k->bias_kv ? " bias_kv" : "", k->zero_attn ? " zero_attn" : "", k->hq, k->hkv,
+                     k->dh, k->dv, vkattn_dtype_name(k->dtype), policy);
             forward_and_compare(s->gpu[policy]->ctx, layer, k, &l, what);
             vkattn_mha_destroy(layer);
             layer_free(&l);
@@ -243,17 +242,17 @@ static void reference_against_extra_token(bool zero_attn)
         fail_msg("reference: %s", err);
     test_assert_close(got, want, l.nx, 1e-5, zero_attn ? "zero row" : "bias row");
     /* the row matters: without it the result moves */
-    if (vkattn_ref_mha(&plain, &w,
-                       &(vkattn_ref_mha_args){
-                           .x = ra.x,
-                           .kv = vkattn_host_tensor_make(l.c, VKATTN_DTYPE_F32, 3,
-                                                         (int64_t[3]){k.b, tk, k.dm}),
-                           .key_padding = vkattn_host_tensor_make(l.pad, VKATTN_DTYPE_U8, 2,
-                                                                  (int64_t[2]){k.b, tk}),
-                           .mask = vkattn_host_tensor_make(l.mask, VKATTN_DTYPE_F32, 2,
-                                                           (int64_t[2]){k.tq, tk}),
-                           .y = ra.y},
-                       err, sizeof err) != VKATTN_SUCCESS)
+    if (vkattn_ref_mha(
+            &plain, &w,
+            &(vkattn_ref_mha_args){.x = ra.x,
+                                   .kv = vkattn_host_tensor_make(l.c, VKATTN_DTYPE_F32, 3,
+                                                                 (int64_t[3]){k.b, tk, k.dm}),
+                                   .key_padding = vkattn_host_tensor_make(l.pad, VKATTN_DTYPE_U8, 2,
+                                                                          (int64_t[2]){k.b, tk}),
+                                   .mask = vkattn_host_tensor_make(l.mask, VKATTN_DTYPE_F32, 2,
+                                                                   (int64_t[2]){k.tq, tk}),
+                                   .y = ra.y},
+            err, sizeof err) != VKATTN_SUCCESS)
         fail_msg("reference: %s", err);
     double most = 0.0;
     for (size_t i = 0; i < l.nx; i++)

@@ -70,12 +70,14 @@ def causal_mask(tq, tk):
 
 
 def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=False,
-             padding=None, per_head=False, bool_mask_3d=False, vdim=None):
+             padding=None, per_head=False, bool_mask_3d=False, vdim=None, add_bias_kv=False,
+             add_zero_attn=False):
     torch.manual_seed(seed)
     cross = Tk is not None
     Tk = Tk if cross else Tq
     m = torch.nn.MultiheadAttention(Dm, H, bias=bias, batch_first=True,
-                                    kdim=kdim, vdim=vdim or kdim).eval()
+                                    kdim=kdim, vdim=vdim or kdim, add_bias_kv=add_bias_kv,
+                                    add_zero_attn=add_zero_attn).eval()
     with torch.no_grad():  # make biases non-zero so they are really checked
         for p in m.parameters():
             p.add_(0.05 * torch.randn_like(p))
@@ -101,12 +103,17 @@ def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=Fal
              average_attn_weights=not per_head)
     y, w = y.detach(), w.detach()
     assert torch.isfinite(y).all() and torch.isfinite(w).all(), name
+    appended = add_bias_kv or add_zero_attn  # vkattn gives no weights with them yet
     if m._qkv_same_embed_dim:
         wq, wk, wv = m.in_proj_weight.detach().chunk(3)
     else:
         wq, wk, wv = m.q_proj_weight.detach(), m.k_proj_weight.detach(), m.v_proj_weight.detach()
     arrays = {"x": x.numpy(), "wq": wq.numpy(), "wk": wk.numpy(), "wv": wv.numpy(),
-              "wo": m.out_proj.weight.detach().numpy(), "y": y.numpy(), "weights": w.numpy()}
+              "wo": m.out_proj.weight.detach().numpy(), "y": y.numpy()}
+    if not appended:
+        arrays["weights"] = w.numpy()
+    if add_bias_kv:  # torch's [1, 1, E]
+        arrays.update(bias_k=m.bias_k.detach().numpy(), bias_v=m.bias_v.detach().numpy())
     if bias:
         bq, bk, bv = m.in_proj_bias.detach().chunk(3)
         arrays.update(bq=bq.numpy(), bk=bk.numpy(), bv=bv.numpy(), bo=m.out_proj.bias.detach().numpy())
@@ -122,6 +129,8 @@ def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=Fal
                 per_head=per_head)
     if bool_mask_3d:  # bool mask [B*H, Tq, Tk], True = blocked
         meta["mask_true_blocks"] = True
+    if add_zero_attn:
+        meta["add_zero_attn"] = True
     write_case(name, meta, arrays)
 
 
@@ -497,4 +506,10 @@ if __name__ == "__main__":
              padding=[0, 2])
     mha_case("mha_vdim_per_head_nobias", 24, B=1, Tq=6, Dm=16, H=2, Tk=9, kdim=16, vdim=24,
              bias=False, per_head=True)
+    # add_bias_kv and add_zero_attn, alone and together, with masks (issue 30)
+    mha_case("mha_bias_kv_causal", 25, B=2, Tq=6, Dm=32, H=4, causal=True, add_bias_kv=True)
+    mha_case("mha_zero_attn_cross_padding", 26, B=2, Tq=5, Dm=32, H=2, Tk=8, kdim=24,
+             padding=[0, 3], add_zero_attn=True)
+    mha_case("mha_bias_kv_zero_attn_kdim_vdim", 27, B=2, Tq=4, Dm=32, H=4, Tk=7, kdim=24,
+             vdim=40, padding=[2, 0], add_bias_kv=True, add_zero_attn=True)
     print("fixtures written to", os.path.normpath(ROOT))

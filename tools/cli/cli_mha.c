@@ -30,6 +30,12 @@ static const char help_text[] =
     "  --key K.npy --value V.npy   keys from K [B,Tk,Dkv] and values from V [B,Tk,Dvin]\n"
     "                        (torch's key and value, kdim and vdim), instead of --kv;\n"
     "                        --key alone is --kv\n"
+    "  --bias-k BK.npy --bias-v BV.npy   torch's add_bias_kv: float32 [G*Dh] and [G*Dv]\n"
+    "                        (or torch's [1,1,E]) appended to every KV head's keys and\n"
+    "                        values as one more key, visible to every query whatever\n"
+    "                        --causal, --mask or --key-padding say (those keep Tk\n"
+    "                        columns); not with --prefill, --weights-out or RoPE\n"
+    "  --add-zero-attn       torch's add_zero_attn: then a key and value of zeros\n"
     "  --kv-heads G          key/value heads (GQA; 1 = MQA; default H)\n"
     "  --bq/--bk/--bv/--bo B.npy   biases [H*Dh], [G*Dh], [G*Dv], [Dm] (missing ones: 0)\n"
     "  --weights F.safetensors  the weights and biases by name from a .safetensors file\n"
@@ -185,9 +191,10 @@ static int own_option(void *user, const char *flag, const char *value)
 static bool own_switch(void *user, const char *flag)
 {
     mha_job *m = user;
-    bool *b = strcmp(flag, "--head-report") == 0 ? &m->head_report
-              : strcmp(flag, "--report") == 0    ? &m->report
-                                                 : NULL;
+    bool *b = strcmp(flag, "--head-report") == 0     ? &m->head_report
+              : strcmp(flag, "--report") == 0        ? &m->report
+              : strcmp(flag, "--add-zero-attn") == 0 ? &m->add_zero_attn
+                                                     : NULL;
     if (b)
         *b = true;
     return b != NULL;
@@ -251,6 +258,33 @@ static int parse_options(mha_job *m, int argc, char **argv)
 /* The inputs, the weights and activations as the device will store them (so
  * that the CPU reference sees the same values), and the layer's sizes from
  * their shapes, each checked against the others. */
+/* --bias-k and --bias-v: both or neither, each [width] or torch's [1, 1,
+ * width] (any shape of that many values, read as one row per KV head). */
+static int check_bias_rows(const cli_input *in, int64_t k_width, int64_t v_width)
+{
+    if (!in[BIAS_K].path != !in[BIAS_V].path) {
+        cli_error("%s needs %s too (torch's bias_k and bias_v come together)",
+                  in[BIAS_K].path ? "--bias-k" : "--bias-v",
+                  in[BIAS_K].path ? "--bias-v" : "--bias-k");
+        return -1;
+    }
+    const int64_t widths[2] = {k_width, v_width};
+    for (int t = 0; t < 2 && in[BIAS_K].path; t++) {
+        const cli_input *b = &in[BIAS_K + t];
+        int64_t n = 1;
+        for (uint32_t d = 0; d < b->array.rank; d++)
+            n *= b->array.shape[d];
+        if (n != widths[t] || b->array.shape[b->array.rank - 1] != widths[t]) {
+            cli_error("%s %s: %lld values in its last dimension of %lld, expected [%lld] or "
+                      "[1,1,%lld] (KV heads x %s)",
+                      b->flag, b->path, (long long)n, (long long)b->array.shape[b->array.rank - 1],
+                      (long long)widths[t], (long long)widths[t], t ? "Dv" : "Dh");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int load_inputs(void *user)
 {
     mha_job *m = user;
@@ -274,15 +308,17 @@ static int load_inputs(void *user)
                                              [HMASK] = 0,
                                              [VALUE] = 3,
                                              [KEY] = 3,
+                                             [BIAS_K] = 0,
+                                             [BIAS_V] = 0,
                                              [WEIGHTS] = 0};
     cli_input *in = m->in;
-    if (in[WEIGHTS].path &&
-        cli_load_weight_file(in[WEIGHTS].path, m->prefix, m->names, &in[WQ], m->weight_labels))
+    if (in[WEIGHTS].path && cli_load_weight_file(in[WEIGHTS].path, m->prefix, m->names, &in[WQ],
+                                                 &in[BIAS_K], m->weight_labels))
         return -1;
     if (cli_job_load(&m->job, ranks, PAD) != 0)
         return -1;
     /* a NaN or inf weight would turn every output NaN with exit 0 */
-    const int weights[] = {WQ, WK, WV, WO, BQ, BK, BV, BO, QN, KN};
+    const int weights[] = {WQ, WK, WV, WO, BQ, BK, BV, BO, QN, KN, BIAS_K, BIAS_V};
     for (size_t k = 0; k < sizeof weights / sizeof weights[0]; k++)
         if (in[weights[k]].path &&
             cli_check_finite(&in[weights[k]], "weights and biases must be finite") != 0)
@@ -338,7 +374,8 @@ static int load_inputs(void *user)
                          cli_expect_dim(&in[KN], 0, dh, "head_dim (rows of --wq / --heads)"))) ||
         (in[POS].path && cli_check_positions_shape(&in[POS], xs[0], xs[1], "--x's tokens")) ||
         cli_mods_check_heads(&in[SINKS], hq, "--heads") != 0 ||
-        cli_mods_check_heads(&in[SLOPES], hq, "--heads") != 0)
+        cli_mods_check_heads(&in[SLOPES], hq, "--heads") != 0 ||
+        check_bias_rows(in, hkv * dh, hkv * dv) != 0)
         return -1;
     m->desc = (vkattn_mha_desc){
         .embed_dim = (uint32_t)dm,
@@ -357,6 +394,8 @@ static int load_inputs(void *user)
         .norm_eps = m->norm_eps,
     };
     cli_mods_desc(&m->mods, &in[SINKS], &in[SLOPES], &m->desc);
+    m->desc.add_bias_kv = in[BIAS_K].path != NULL;
+    m->desc.add_zero_attn = m->add_zero_attn;
     if (cli_check_head_mask(&in[HMASK], hq, xs[0], "--heads") != 0)
         return -1;
     if (m->keep &&
@@ -379,6 +418,8 @@ static vkattn_mha_weights host_weights(const mha_job *m)
     w.k_norm = in[KN].path ? in[KN].array.data : NULL;
     w.sinks = in[SINKS].path ? in[SINKS].array.data : NULL;
     w.alibi_slopes = in[SLOPES].path ? in[SLOPES].array.data : NULL;
+    w.bias_k = in[BIAS_K].path ? in[BIAS_K].array.data : NULL;
+    w.bias_v = in[BIAS_V].path ? in[BIAS_V].array.data : NULL;
     return w;
 }
 
@@ -598,6 +639,8 @@ int cli_mha(int argc, char **argv)
                         {"--head-mask", .keep_f32 = true},
                         {"--value"},
                         {"--key"},
+                        {"--bias-k", .keep_f32 = true},
+                        {"--bias-v", .keep_f32 = true},
                         {"--weights", .external = true}}};
     m.job = (cli_job){.command = "mha",
                       .inputs = m.in,
@@ -618,7 +661,7 @@ int cli_mha(int argc, char **argv)
     vkattn_mha_destroy(m.layer); /* before cli_job_end closes its context */
     vkattn_buffer_destroy(m.mask_buffer);
     status = cli_job_end(&m.job, status);
-    for (int k = 0; k < 8; k++)
+    for (int k = 0; k < 10; k++)
         free(m.weight_labels[k]);
     free(m.keep);
     free(m.importance);

@@ -30,8 +30,10 @@ enum {
     SINKS,
     SLOPES,
     HMASK,
-    VALUE, /* --value: the values' input apart from the keys' */
-    KEY,   /* --key: another name of --kv's input (moved there when parsed) */
+    VALUE,  /* --value: the values' input apart from the keys' */
+    KEY,    /* --key: another name of --kv's input (moved there when parsed) */
+    BIAS_K, /* --bias-k, --bias-v: torch's add_bias_kv rows */
+    BIAS_V,
     WEIGHTS,
     N_INPUTS
 };
@@ -52,6 +54,7 @@ typedef struct mha_job {
     const char *report_json;  /* --head-report-json */
     const char *weights_png;  /* --weights-png */
     bool head_report, report; /* --head-report, --report */
+    bool add_zero_attn;       /* --add-zero-attn */
     uint32_t *keep, kept;     /* with --prune-heads: the heads that stay */
     npy_array mask_pruned;    /* ... --head-mask's columns of those heads */
     npy_array mask_masked;    /* ... and for the reference, removed heads 0 */
@@ -60,7 +63,7 @@ typedef struct mha_job {
     cli_saved_weights saved; /* --save-weights, read back after the run */
     cli_viz_picture png;     /* --weights-png, drawn after the run */
     cli_weight_names names;  /* --names */
-    char *weight_labels[8];  /* "<file>:<name>" of the tensors from --weights */
+    char *weight_labels[10]; /* "<file>:<name>" of the tensors from --weights */
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */

@@ -134,18 +134,32 @@ static int take_thirds(const weight_search *s, const st_tensor *t, uint32_t rank
     return 0;
 }
 
-/* nn.MultiheadAttention's names: in_proj_weight [3E, E] packed, or
- * q/k/v_proj_weight when kdim/vdim differ; in_proj_bias [3E]. */
-static int load_torch(const weight_search *s, cli_input *w, char **labels)
+/* add_bias_kv's bias_k and bias_v ([1, 1, E] in torch), flattened, into
+ * rows[0] and rows[1] when the file has them. */
+static int load_bias_rows(const weight_search *s, cli_input *rows, char **labels)
 {
-    static const char *const unsupported[2] = {"bias_k", "bias_v"};
-    for (int k = 0; k < 2; k++)
-        if (find(s, unsupported[k])) {
-            cli_error("--weights %s: tensor \"%s%s\": add_bias_kv is not supported (vkattn "
-                      "appends no bias token to the keys and values)",
-                      s->file, s->prefix, unsupported[k]);
+    static const char *const names[2] = {"bias_k", "bias_v"};
+    for (int k = 0; k < 2; k++) {
+        const st_tensor *t = find(s, names[k]);
+        if (!t)
+            continue;
+        st_tensor flat = *t;
+        flat.rank = 1;
+        for (uint32_t d = 1; d < t->rank; d++)
+            flat.shape[0] *= t->shape[d];
+        if (take(s, &flat, 1, 0, flat.shape[0], &rows[k], &labels[k]) != 0)
             return -1;
-        }
+    }
+    return 0;
+}
+
+/* nn.MultiheadAttention's names: in_proj_weight [3E, E] packed, or
+ * q/k/v_proj_weight when kdim/vdim differ; in_proj_bias [3E]; bias_k and
+ * bias_v (add_bias_kv). */
+static int load_torch(const weight_search *s, cli_input *w, cli_input *rows, char **labels)
+{
+    if (load_bias_rows(s, rows, labels + 8) != 0)
+        return -1;
     const st_tensor *packed = find(s, "in_proj_weight"), *t;
     if (packed) {
         if (take_thirds(s, packed, 2, w, labels) != 0)
@@ -193,7 +207,7 @@ static void report_no_layer(const weight_search *s)
 }
 
 int cli_load_weight_file(const char *file, const char *prefix, cli_weight_names names, cli_input *w,
-                         char **labels)
+                         cli_input *bias_rows, char **labels)
 {
     st_file st;
     char err[512];
@@ -212,7 +226,8 @@ int cli_load_weight_file(const char *file, const char *prefix, cli_weight_names 
     if (names == CLI_NAMES_AUTO)
         report_no_layer(&s);
     else
-        status = names == CLI_NAMES_HF ? load_hf(&s, w, labels) : load_torch(&s, w, labels);
+        status =
+            names == CLI_NAMES_HF ? load_hf(&s, w, labels) : load_torch(&s, w, bias_rows, labels);
     st_close(&st);
     return status;
 }

@@ -17,7 +17,9 @@ typedef enum cli_weight_names {
 int cli_parse_weight_names(const char *text, cli_weight_names *out);
 
 /* Loads Wq, Wk, Wv, Wo and (those present) bq, bk, bv, bo from `file`,
- * each under `prefix` (NULL: none), into the 8 inputs at `w` in that order:
+ * each under `prefix` (NULL: none), into the 8 inputs at `w` in that order
+ * (torch names: also bias_k and bias_v, when present, flattened, into
+ * bias_rows[0] and [1], labels[8] and [9]):
  * float32 arrays (F16 and BF16 tensors widened exactly), flag "--weights",
  * path "<file>:<tensor name>" (malloc'd into labels[k]; free them after the
  * inputs). Weights must be rank 2, biases rank 1, each F32, F16 or BF16;
@@ -25,6 +27,6 @@ int cli_parse_weight_names(const char *text, cli_weight_names *out);
  * file and tensor (and, when no name set fits, the file's first tensor
  * names under the prefix). */
 int cli_load_weight_file(const char *file, const char *prefix, cli_weight_names names, cli_input *w,
-                         char **labels);
+                         cli_input *bias_rows, char **labels);
 
 #endif
