@@ -322,6 +322,64 @@ static void test_weight_tensors_take_bias_rows(void **state)
     layer_free(&l);
 }
 
+/* Prefill then decode steps over a KV cache (contiguous and paged, with
+ * split-KV decode): each step's queries see the cache causally and the
+ * appended rows, so the outputs equal one causal forward's. */
+static void test_steps_match_causal_forward(void **state)
+{
+    test_policy_suite *s = *state;
+    static const struct {
+        bool bias_kv, zero_attn;
+        uint32_t block_size, kv_splits;
+    } runs[] = {{true, true, 0, 0}, {true, false, 4, 2}, {false, true, 0, 3}};
+    for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy++)
+        for (size_t r = 0; s->gpu[policy] && r < sizeof runs / sizeof runs[0]; r++) {
+            vkattn_context *ctx = s->gpu[policy]->ctx;
+            rows_case k = cases[0];
+            k.b = 1;
+            k.tq = 7;
+            k.bias_kv = runs[r].bias_kv;
+            k.zero_attn = runs[r].zero_attn;
+            k.softcap = 4.0f;
+            rows_layer l;
+            layer_make(&k, 900 + policy * 10 + r, &l);
+            float *want = reference_of(&k, &l);
+            vkattn_mha_weights w = layer_weights(&l);
+            vkattn_mha *layer = test_mha_create(ctx, &l.desc, &w);
+            vkattn_kv_cache_desc cd = test_kv_desc(k.hkv, k.hq, k.dh, 1, 16, runs[r].block_size);
+            vkattn_kv_cache *cache = NULL;
+            TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &cache));
+            vkattn_buffer *bx = test_buffer_with(ctx, NULL, l.nx * 4),
+                          *by = test_buffer_with(ctx, NULL, l.nx * 4);
+            float *got = malloc(l.nx * 4);
+            const uint32_t seq = 0, prefill = 4;
+            for (uint32_t t0 = 0; t0 < k.tq;) {
+                uint32_t n = t0 == 0 ? prefill : 1;
+                int64_t shape[3] = {1, n, k.dm};
+                test_upload_as(ctx, bx, k.dtype, l.x + (size_t)t0 * k.dm, (size_t)n * k.dm);
+                vkattn_mha_step_args a = {.cache = cache,
+                                          .batch = 1,
+                                          .sequences = &seq,
+                                          .x = vkattn_tensor_make(bx, 0, k.dtype, 3, shape),
+                                          .y = vkattn_tensor_make(by, 0, k.dtype, 3, shape),
+                                          .kv_splits = n == 1 ? runs[r].kv_splits : 0};
+                TEST_OK(ctx, vkattn_mha_step(layer, &a));
+                test_download_as(ctx, by, k.dtype, got + (size_t)t0 * k.dm, (size_t)n * k.dm);
+                t0 += n;
+            }
+            char what[128];
+            snprintf(what, sizeof what, "steps with rows%s%s, block %u, splits %u, policy %u",
+                     k.bias_kv ? " bias_kv" : "", k.zero_attn ? " zero_attn" : "",
+                     runs[r].block_size, runs[r].kv_splits, policy);
+            test_assert_close(got, want, l.nx, TEST_TOL_F32, what);
+            vkattn_kv_cache_destroy(cache);
+            vkattn_mha_destroy(layer);
+            TEST_DESTROY_BUFFERS(bx, by);
+            free(got), free(want);
+            layer_free(&l);
+        }
+}
+
 /* Every refusal the appended rows bring, by name. */
 static void test_appended_rows_errors(void **state)
 {
@@ -402,20 +460,6 @@ static void test_appended_rows_errors(void **state)
     TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED,
                "vkattn_mha_prune_heads: a layer with desc.add_bias_kv cannot be pruned yet",
                vkattn_mha_prune_heads(layer, keep, 1));
-    vkattn_kv_cache_desc cd = test_kv_desc(k.hkv, k.hq, k.dh, 1, 16, 0);
-    vkattn_kv_cache *cache = NULL;
-    TEST_OK(ctx, vkattn_kv_cache_create(ctx, &cd, &cache));
-    int64_t one[3] = {1, 1, k.dm};
-    const uint32_t seq = 0;
-    vkattn_mha_step_args step = {.cache = cache,
-                                 .batch = 1,
-                                 .sequences = &seq,
-                                 .x = vkattn_tensor_make(bx, 0, k.dtype, 3, one),
-                                 .y = vkattn_tensor_make(by, 0, k.dtype, 3, one)};
-    TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED,
-               "the layer's desc.add_bias_kv rows are not supported in steps over a KV cache yet",
-               vkattn_mha_step(layer, &step));
-    vkattn_kv_cache_destroy(cache);
     vkattn_mha_destroy(layer);
     TEST_DESTROY_BUFFERS(bx, by, bw);
     free(y), free(wt);
@@ -428,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_appended_rows_match_reference),
         cmocka_unit_test(test_reference_equals_extra_token),
         cmocka_unit_test(test_weight_tensors_take_bias_rows),
+        cmocka_unit_test(test_steps_match_causal_forward),
         cmocka_unit_test(test_appended_rows_errors),
     };
     return cmocka_run_group_tests(tests, test_policy_suite_setup, test_policy_suite_teardown);

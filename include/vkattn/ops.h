@@ -291,12 +291,14 @@ typedef struct vkattn_mha_desc {
      * nothing to the output). The appended rows are visible to every query
      * whatever causal, the window or the caller's masks say (torch pads its
      * masks with "visible" for them); masks and key_padding keep the
-     * caller's Tk columns. They are not stored as keys anywhere: the
-     * forward attends to them in a pass of its own and merges that result
-     * by LSE (vkattn_cmd_attention_merge), so Dv must be a multiple of 4.
-     * Not with sinks, ALiBi, RoPE or QK-norm (torch has none), and not yet
-     * with a layer's steps over a KV cache or attention weights
-     * (args->weights). */
+     * caller's Tk columns. They are not stored as keys anywhere, neither
+     * in the scratch nor in a KV cache: the forward and the steps attend to
+     * the zero row as a sink of logit 0 and to the bias row in a pass of
+     * its own, merged by LSE (vkattn_cmd_attention_merge), so with
+     * add_bias_kv Dv must be a multiple of 4. A step's queries see them as
+     * the forward's do (a prefill in steps equals the causal forward). Not
+     * with sinks, ALiBi, RoPE or QK-norm (torch has none), and not yet with
+     * attention weights (args->weights) or vkattn_mha_prune_heads. */
     bool add_bias_kv;
     bool add_zero_attn;
 } vkattn_mha_desc;

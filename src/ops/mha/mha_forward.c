@@ -15,28 +15,18 @@
 /* Where Q, K, V and O live inside the scratch, from its start. */
 typedef struct scratch_plan {
     uint64_t q, k, v, o, bytes;
-    /* add_bias_kv: the bias row's attention [B, Hq, Tq, Dv] and both
-     * passes' LSE f32 [B, Hq, Tq] */
-    uint64_t o_rows, lse_main, lse_rows;
+    vka_mha_rows_scratch rows; /* add_bias_kv */
 } scratch_plan;
 
 static scratch_plan plan_scratch(const vkattn_mha *m, uint64_t b, uint64_t tq, uint64_t tk)
 {
-    scratch_plan p = {0};
+    scratch_plan p;
     uint64_t dk = m->d.head_dim, dv = m->d.v_head_dim, hq = m->d.num_heads, cursor = 0;
     p.q = vka_mha_place(&cursor, vka_mha_bytes(m, b, hq, tq, dk));
     p.k = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dk));
     p.v = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dv));
     p.o = vka_mha_place(&cursor, vka_mha_bytes(m, b, tq, hq, dv));
-    if (m->d.add_bias_kv) {
-        p.o_rows = vka_mha_place(&cursor, vka_mha_bytes(m, b, hq, tq, dv));
-        const uint64_t f[4] = {b, hq, tq, 4};
-        uint64_t lse_bytes;
-        if (!vka_product_u64(f, 4, &lse_bytes))
-            lse_bytes = UINT64_MAX;
-        p.lse_main = vka_mha_place(&cursor, lse_bytes);
-        p.lse_rows = vka_mha_place(&cursor, lse_bytes);
-    }
+    vka_mha_place_rows(m, b, tq, &cursor, &p.rows);
     p.bytes = cursor;
     return p;
 }
@@ -257,62 +247,6 @@ static vkattn_result record_kv_projection(vkattn_mha *m, VkCommandBuffer cmd,
     return vka_cmd_linear_segments(m->ctx, cmd, &pv);
 }
 
-/* Attention over the caller's keys plus the appended rows (add_bias_kv,
- * add_zero_attn). The zero row is a score of 0 with nothing to add: a sink
- * of logit 0. The bias row is attended in a pass of its own, unmasked
- * (every query sees it), over the layer's [Hkv, Dk] row read for every
- * batch row (stride 0), and merged into the main pass's output by LSE. */
-static vkattn_result record_appended_attention(vkattn_mha *m, VkCommandBuffer cmd,
-                                               const vkattn_attention_args *main_pass,
-                                               vkattn_buffer *sbuf, uint64_t base,
-                                               const scratch_plan *sp)
-{
-    vkattn_context *ctx = m->ctx;
-    const vkattn_mha_desc *d = &m->d;
-    int64_t heads[1] = {d->num_heads};
-    vkattn_tensor zero_sinks = vkattn_tensor_make(m->extras, 0, VKATTN_DTYPE_F32, 1, heads);
-    vkattn_attention_args at = *main_pass;
-    if (!d->add_bias_kv) {
-        at.sinks = zero_sinks;
-        return vkattn_cmd_attention(ctx, cmd, &at);
-    }
-    const int64_t b = at.q.shape[0], hq = d->num_heads, tq = at.q.shape[2];
-    const int64_t hkv = d->num_kv_heads, dk = d->head_dim, dv = d->v_head_dim;
-    int64_t lse_shape[3] = {b, hq, tq};
-    vkattn_tensor lse_main =
-        vkattn_tensor_make(sbuf, base + sp->lse_main, VKATTN_DTYPE_F32, 3, lse_shape);
-    vkattn_tensor lse_rows =
-        vkattn_tensor_make(sbuf, base + sp->lse_rows, VKATTN_DTYPE_F32, 3, lse_shape);
-    at.lse = lse_main;
-    VKA_TRY(vkattn_cmd_attention(ctx, cmd, &at));
-
-    int64_t o_shape[4] = {b, hq, tq, dv}, k_shape[4] = {b, hkv, 1, dk},
-            v_shape[4] = {b, hkv, 1, dv};
-    vkattn_attention_args rows = {
-        .q = at.q,
-        .k = {m->extras, m->off_bias_k, d->dtype, 4, {0}, {0, dk, dk, 1}},
-        .v = {m->extras, m->off_bias_v, d->dtype, 4, {0}, {0, dv, dv, 1}},
-        .out = vkattn_tensor_make(sbuf, base + sp->o_rows, d->dtype, 4, o_shape),
-        .scale = at.scale,
-        .softcap = at.softcap,
-        .sinks = d->add_zero_attn ? zero_sinks : (vkattn_tensor){0},
-        .lse = lse_rows,
-        .head_mask = at.head_mask,
-    };
-    memcpy(rows.k.shape, k_shape, sizeof k_shape);
-    memcpy(rows.v.shape, v_shape, sizeof v_shape);
-    VKA_TRY(vkattn_cmd_attention(ctx, cmd, &rows));
-    vka_cmd_compute_barrier(ctx, cmd);
-    vkattn_attention_merge_args mg = {
-        .out_a = at.out,
-        .lse_a = lse_main,
-        .out_b = rows.out,
-        .lse_b = lse_rows,
-        .out = at.out,
-    };
-    return vkattn_cmd_attention_merge(ctx, cmd, &mg);
-}
-
 vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
                                      const vkattn_mha_forward_args *a)
 {
@@ -398,13 +332,15 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         .head_mask = a->head_mask,
     };
     vka_mha_mods(m, &at.sinks, &at.alibi_slopes);
-    if (vka_mha_appends(d))
-        r = record_appended_attention(m, cmd, &at, sbuf, base, &sp);
-    else
-        r = vkattn_cmd_attention(ctx, cmd, &at);
+    vka_mha_main_pass_mods(m, &q, sbuf, base, &sp.rows, &at.sinks, &at.lse);
+    r = vkattn_cmd_attention(ctx, cmd, &at);
     if (r != VKATTN_SUCCESS)
         return r;
     vka_cmd_compute_barrier(ctx, cmd);
+    if (d->add_bias_kv) {
+        VKA_TRY(vka_mha_record_bias_row(m, cmd, &q, &o_heads, &a->head_mask, sbuf, base, &sp.rows));
+        vka_cmd_compute_barrier(ctx, cmd);
+    }
 
     int64_t o_shape[3] = {b, tq, (int64_t)vka_mha_o_width(d)};
     vkattn_tensor o = vkattn_tensor_make(sbuf, base + sp.o, d->dtype, 3, o_shape);

@@ -76,6 +76,29 @@ vkattn_result vka_mha_check_appended(vkattn_mha *m, const float *bias_k, const f
                                      const char *prefix);
 vkattn_result vka_mha_upload_appended(vkattn_mha *m, const float *bias_k, const float *bias_v);
 
+/* The passes' side of the appended rows (mha_appended.c). With
+ * add_bias_kv, scratch for the bias row's attention [B, Hq, T, Dv] and both
+ * passes' LSE f32 [B, Hq, T] (all zero offsets without it), placed at
+ * *cursor. */
+typedef struct vka_mha_rows_scratch {
+    uint64_t o_rows, lse_main, lse_rows;
+} vka_mha_rows_scratch;
+void vka_mha_place_rows(const vkattn_mha *m, uint64_t batch, uint64_t tokens, uint64_t *cursor,
+                        vka_mha_rows_scratch *out);
+/* What the main pass over queries q [B, Hq, T, Dk] takes: the LSE it must
+ * write (add_bias_kv; else buffer NULL) or the zero row's sinks
+ * (add_zero_attn alone; else *sinks unchanged). */
+void vka_mha_main_pass_mods(const vkattn_mha *m, const vkattn_tensor *q, vkattn_buffer *sbuf,
+                            uint64_t base, const vka_mha_rows_scratch *rs, vkattn_tensor *sinks,
+                            vkattn_tensor *lse);
+/* After the main pass wrote `out` [B, Hq, T, Dv] and its LSE: the bias row's
+ * pass (with the zero row as a sink) merged into `out` in place; nothing
+ * without add_bias_kv. The caller's barrier comes before. */
+vkattn_result vka_mha_record_bias_row(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *q,
+                                      const vkattn_tensor *out, const vkattn_tensor *head_mask,
+                                      vkattn_buffer *sbuf, uint64_t base,
+                                      const vka_mha_rows_scratch *rs);
+
 /* The layer's score modifiers as the attention ops take them: sinks and
  * ALiBi slopes as tensors over mods_params (buffer NULL when the layer has
  * none). */

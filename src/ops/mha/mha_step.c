@@ -23,6 +23,7 @@
  * does not know the cache). */
 typedef struct step_scratch {
     uint64_t q, o, k, v, bytes;
+    vka_mha_rows_scratch rows; /* add_bias_kv */
 } step_scratch;
 
 static step_scratch plan(const vkattn_mha *m, uint64_t batch, uint64_t tokens)
@@ -34,6 +35,7 @@ static step_scratch plan(const vkattn_mha *m, uint64_t batch, uint64_t tokens)
     s.o = vka_mha_place(&cursor, vka_mha_bytes(m, batch, tokens, d->num_heads, d->v_head_dim));
     s.k = vka_mha_place(&cursor, vka_mha_bytes(m, batch, tokens, d->num_kv_heads, d->head_dim));
     s.v = vka_mha_place(&cursor, vka_mha_bytes(m, batch, tokens, d->num_kv_heads, d->v_head_dim));
+    vka_mha_place_rows(m, batch, tokens, &cursor, &s.rows);
     s.bytes = cursor;
     return s;
 }
@@ -78,11 +80,6 @@ vkattn_result vka_mha_check_cache(vkattn_mha *m, const vkattn_kv_cache *c, const
                         "steps are self-attention: the layer's %s %u must equal its embed_dim %u",
                         k ? "kv_dim" : "value_dim", k ? d->kv_dim : d->value_dim, d->embed_dim);
     }
-    if (vka_mha_appends(d))
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                        "the layer's desc.%s rows are not supported in steps over a KV cache yet: "
-                        "run vkattn_mha_forward over the whole sequence",
-                        d->add_bias_kv ? "add_bias_kv" : "add_zero_attn");
     return VKATTN_SUCCESS;
 }
 
@@ -203,6 +200,7 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     if (r == VKATTN_SUCCESS) { /* the layer's modifiers ("args->window": the layer's) */
         vka_kv_mods_args mods = {.window = d->window, .softcap = d->softcap};
         vka_mha_mods(m, &mods.sinks, &mods.alibi_slopes);
+        vka_mha_main_pass_mods(m, &q, sbuf, base, &sp.rows, &mods.sinks, &mods.lse);
         r = vka_kv_attention_check_mods(c, &mods, "the layer's ", &problem);
     }
     if (r == VKATTN_SUCCESS)
@@ -277,6 +275,10 @@ vkattn_result vkattn_cmd_mha_step(vkattn_mha *m, VkCommandBuffer cmd, const vkat
     }
     if (r == VKATTN_SUCCESS && gate.buffer) /* (its own barrier first) */
         r = vka_att_record_head_gate(ctx, cmd, &o_heads, &gate);
+    if (r == VKATTN_SUCCESS && m->d.add_bias_kv) {
+        vka_cmd_compute_barrier(ctx, cmd);
+        r = vka_mha_record_bias_row(m, cmd, &q, &o_heads, &a->head_mask, sbuf, base, &sp.rows);
+    }
     if (r == VKATTN_SUCCESS) {
         vka_cmd_compute_barrier(ctx, cmd);
         int64_t o_shape[3] = {b, t, hq * dv};
