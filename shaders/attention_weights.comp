@@ -10,6 +10,12 @@
 // dispatch per head, each adding its share (flag ACCUMULATE after the first),
 // so no atomics and no scratch memory are needed.
 //
+// With GIVEN_LSE (the MHA layer's appended rows) the row's log-denominator
+// comes from outside, for keys that are one part of a larger softmax: no
+// first pass, each weight exp2(score - given); no sinks (the given value
+// holds them). A given -inf means no other key is visible: the row takes
+// its own softmax over this call's keys.
+//
 // Loops are short on purpose: lavapipe stops every loop of an invocation
 // after 65535 iterations in total (LP_MAX_TGSI_LOOP_ITERATIONS), so the dot
 // product advances eight vec4 chunks per iteration where it can.
@@ -35,13 +41,16 @@ layout(push_constant) uniform Push {
     uint m_off, m_sb, m_sh, m_sq, m_sk; // elements
     uint p_off, p_sb, p_sk;             // elements
     uint w_off, w_sb, w_sh, w_sq, w_sk; // elements (w_sh 0 for rank 3)
+    // q_len and heads (unused here: the grid holds them) are, with
+    // GIVEN_LSE, the given LSE's batch and head strides (queries at 1)
     uint q_len, kv_len;
     uint group;      // query heads per KV head
     uint heads;      // query heads in this dispatch (grid y)
     uint head_first; // group position of the dispatch's first head (h0 % group)
     int causal_shift; // local query i sits at position i + causal_shift
     // bits 0-7: flags; bits 8-15 and 16-23: the first element of the sinks
-    // and slopes windows (which start at the dispatch's first head)
+    // (or given LSE) and slopes windows (which start at the dispatch's first
+    // head)
     uint flags;
     float scale_log2;
     float head_weight; // 1 / Hq for rank 3, 1 for rank 4
@@ -56,6 +65,7 @@ const bool HAS_WINDOW = (MODS & 1u) != 0u;
 const bool HAS_SOFTCAP = (MODS & 2u) != 0u;
 const bool HAS_SINKS = (MODS & 4u) != 0u;
 const bool HAS_ALIBI = (MODS & 8u) != 0u;
+const bool GIVEN_LSE = (MODS & 16u) != 0u;     // the row's LSE in sinks_buffer
 const bool HAS_HEAD_GATE = (MODS & 32u) != 0u; // head_mask scales each head's weights
 
 #ifdef KV_ANY
@@ -119,29 +129,36 @@ void main() {
     const uint k_row = pc.k_off + batch * pc.k_sb + kv * pc.k_sh;
     const uint mask_row = pc.m_off + batch * pc.m_sb + h * pc.m_sh + i * pc.m_sq;
 
-    // ---- pass 1: this invocation's max and sum, then the row's
-    float m = NEG_INF, l = 0.0;
-    for (uint j = lid; j < pc.kv_len; j += WORKGROUP_SIZE) {
-        float s = score(q_row, k_row, mask_row, batch, first, last, pos, slope2, j);
-        float m_new = max(m, s);
-        float m_safe = m_new == NEG_INF ? 0.0 : m_new; // no exp2(-inf - -inf)
-        l = l * exp2(m - m_safe) + exp2(s - m_safe);
-        m = m_new;
-    }
-    red_m[lid] = m;
-    red_l[lid] = l;
-    barrier();
-    m = NEG_INF;
-    [[unroll]] for (uint u = 0u; u < WORKGROUP_SIZE; u++)
-        m = max(m, red_m[u]);
-    float m_safe = m == NEG_INF ? 0.0 : m;
-    l = 0.0;
-    [[unroll]] for (uint u = 0u; u < WORKGROUP_SIZE; u++)
-        l += red_l[u] * exp2(red_m[u] - m_safe);
-    if (HAS_SINKS && l > 0.0) { // the sink joins the denominator (rescaled)
-        float mm = max(m, sink2);
-        l = l * exp2(m - mm) + exp2(sink2 - mm);
-        m_safe = mm;
+    float m = NEG_INF, l = 0.0, m_safe = 0.0, given = NEG_INF;
+    if (GIVEN_LSE) // (one row per workgroup: uniform, and so is the branch below)
+        given = sinks_data[((pc.flags >> 8u) & 0xffu) + batch * pc.q_len + h * pc.heads + i];
+    if (given != NEG_INF) {
+        m_safe = given * LOG2E;
+        l = 1.0;
+    } else { // a given -inf: nothing else is visible, the call's own softmax
+        // ---- pass 1: this invocation's max and sum, then the row's
+        for (uint j = lid; j < pc.kv_len; j += WORKGROUP_SIZE) {
+            float s = score(q_row, k_row, mask_row, batch, first, last, pos, slope2, j);
+            float m_new = max(m, s);
+            float m_safe = m_new == NEG_INF ? 0.0 : m_new; // no exp2(-inf - -inf)
+            l = l * exp2(m - m_safe) + exp2(s - m_safe);
+            m = m_new;
+        }
+        red_m[lid] = m;
+        red_l[lid] = l;
+        barrier();
+        m = NEG_INF;
+        [[unroll]] for (uint u = 0u; u < WORKGROUP_SIZE; u++)
+            m = max(m, red_m[u]);
+        m_safe = m == NEG_INF ? 0.0 : m;
+        l = 0.0;
+        [[unroll]] for (uint u = 0u; u < WORKGROUP_SIZE; u++)
+            l += red_l[u] * exp2(red_m[u] - m_safe);
+        if (HAS_SINKS && l > 0.0) { // the sink joins the denominator (rescaled)
+            float mm = max(m, sink2);
+            l = l * exp2(m - mm) + exp2(sink2 - mm);
+            m_safe = mm;
+        }
     }
 
     // ---- pass 2: the probabilities (no visible key: all 0)

@@ -435,11 +435,12 @@ static void test_help_lists_flags(void **state)
     assert_non_null(strstr(out, "mha"));
     assert_int_equal(run("mha --help", err, sizeof err), 0);
     cli_read_text(cli_path_of("stdout.txt"), out, sizeof out);
-    const char *flags[] = {"--x",        "--kv",          "--heads",  "--kv-heads", "--wq",
-                           "--wk",       "--wv",          "--wo",     "--bq",       "--bo",
-                           "--causal",   "--key-padding", "--mask",   "--dtype",    "--weights-out",
-                           "--per-head", "--check",       "--device", "--validate", "--tune",
-                           "--tuning",   "--key",         "--value"};
+    const char *flags[] = {
+        "--x",        "--kv",           "--heads",       "--kv-heads", "--wq",     "--wk",
+        "--wv",       "--wo",           "--bq",          "--bo",       "--causal", "--key-padding",
+        "--mask",     "--dtype",        "--weights-out", "--per-head", "--check",  "--device",
+        "--validate", "--tune",         "--tuning",      "--key",      "--value",  "--bias-k",
+        "--bias-v",   "--add-zero-attn"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strstr(out, flags[i]))
             fail_msg("vkattn mha --help does not list %s", flags[i]);
@@ -691,20 +692,21 @@ void test_float16_inputs(void **state);
 void test_bf16_bit_inputs(void **state);
 void test_kv_dtype_inputs(void **state);
 void test_key_value_inputs(void **state);
+void test_appended_rows_inputs(void **state);
 void test_layouts(void **state);
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_attention_command),   cmocka_unit_test(test_broadcast_query),
-        cmocka_unit_test(test_tuning_file),         cmocka_unit_test(test_pipeline_cache_file),
-        cmocka_unit_test(test_mha_command),         cmocka_unit_test(test_bad_inputs),
-        cmocka_unit_test(test_help_lists_flags),    cmocka_unit_test(test_info_without_any_device),
-        cmocka_unit_test(test_info_types),          cmocka_unit_test(test_mha_kv_dtype),
-        cmocka_unit_test(test_mha_v_head_dim),      cmocka_unit_test(test_float16_inputs),
-        cmocka_unit_test(test_bf16_bit_inputs),     cmocka_unit_test(test_layouts),
-        cmocka_unit_test(test_kv_dtype_inputs),     cmocka_unit_test(test_key_value_inputs),
-        cmocka_unit_test(test_tune_progress_lines),
+        cmocka_unit_test(test_attention_command),    cmocka_unit_test(test_broadcast_query),
+        cmocka_unit_test(test_tuning_file),          cmocka_unit_test(test_pipeline_cache_file),
+        cmocka_unit_test(test_mha_command),          cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_help_lists_flags),     cmocka_unit_test(test_info_without_any_device),
+        cmocka_unit_test(test_info_types),           cmocka_unit_test(test_mha_kv_dtype),
+        cmocka_unit_test(test_mha_v_head_dim),       cmocka_unit_test(test_float16_inputs),
+        cmocka_unit_test(test_bf16_bit_inputs),      cmocka_unit_test(test_layouts),
+        cmocka_unit_test(test_kv_dtype_inputs),      cmocka_unit_test(test_key_value_inputs),
+        cmocka_unit_test(test_appended_rows_inputs), cmocka_unit_test(test_tune_progress_lines),
     };
     return cmocka_run_group_tests(tests, cli_setup, cli_teardown);
 }

@@ -359,6 +359,44 @@ void test_kv_dtype_inputs(void **state)
     }
 }
 
+/* One refused command line: `extra` after `layer`, its capital words
+ * naming files (files[k][0] -> files[k][1]); it must exit with `status`,
+ * mention `needle` on stderr and write no `out`. */
+typedef struct refusal {
+    const char *extra;
+    int status;
+    const char *needle;
+} refusal;
+
+static void expect_refusals(const char *layer, const refusal *bad, size_t count,
+                            const char *const files[][2], size_t file_count, const char *out)
+{
+    char args[4096], err[4096];
+    for (size_t i = 0; i < count; i++) {
+        char extra[2048] = "";
+        const char *rest = bad[i].extra;
+        while (*rest) {
+            const char *space = strchr(rest, ' ');
+            size_t len = space ? (size_t)(space - rest) : strlen(rest);
+            char word[64];
+            snprintf(word, sizeof word, "%.*s", (int)len, rest);
+            const char *file = NULL;
+            for (size_t k = 0; k < file_count && !file; k++)
+                if (strcmp(word, files[k][0]) == 0)
+                    file = files[k][1];
+            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " %s",
+                     file ? cli_path_of(file) : word);
+            rest += len + (space != NULL);
+        }
+        snprintf(args, sizeof args, "%s%s --out %s", layer, extra, cli_path_of(out));
+        int status = cli_run_with("", args, err, sizeof err);
+        if (status != bad[i].status || !strstr(err, bad[i].needle))
+            fail_msg("%s: exit %d (want %d), stderr does not mention \"%s\":\n%s", bad[i].extra,
+                     status, bad[i].status, bad[i].needle, err);
+        assert_false(cli_exists(cli_path_of(out)));
+    }
+}
+
 /* mha --key K --value V (torch's key and value, kdim 24 and vdim 40):
  * checked against the reference in both layouts; --key with a value file
  * of the keys' width differs from --kv (the values are read); --key alone
@@ -382,7 +420,7 @@ void test_key_value_inputs(void **state)
     write_transposed("vx.npy", "vxt.npy", false);
     write_transposed("vk.npy", "vkt.npy", false);
     write_transposed("vv.npy", "vvt.npy", false);
-    char layer[2048], args[4096], err[4096];
+    char layer[2048], args[4096];
     snprintf(layer, sizeof layer, "mha --heads 4 --kv-heads 2 --wq %s --wk %s --wo %s",
              cli_path_of("vwq.npy"), cli_path_of("vwk.npy"), cli_path_of("vwo.npy"));
     snprintf(args, sizeof args,
@@ -412,11 +450,7 @@ void test_key_value_inputs(void **state)
     }
     cli_compare_outputs("vo_apart.npy", "vo_kv.npy", 0, true, "--value of its own vs --kv");
     cli_compare_outputs("vo_key.npy", "vo_kv.npy", 0, false, "--key alone vs --kv");
-    static const struct {
-        const char *extra;
-        int status;
-        const char *needle;
-    } bad[] = {
+    static const refusal bad[] = {
         {"--kv K --key K --value V --wv WV", 2, "--key and --kv both name the keys' input"},
         {"--value V --wv WV", 2, "needs --key (the keys' input"},
         {"--kv K --value V --wv WV", 2, "--kv gives keys and values from one input"},
@@ -426,30 +460,65 @@ void test_key_value_inputs(void **state)
         {"--key K --value V --wv WK", 1, "value_dim (--value's last dimension) is 40"},
         {"--key K --value V6 --wv WV", 1, "6 tokens, but --key"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char extra[2048] = "";
-        const char *rest = bad[i].extra;
-        while (*rest) { /* the single letters name the files */
-            const char *space = strchr(rest, ' ');
-            size_t len = space ? (size_t)(space - rest) : strlen(rest);
-            char word[64];
-            snprintf(word, sizeof word, "%.*s", (int)len, rest);
-            const char *file = strcmp(word, "K") == 0    ? "vk.npy"
-                               : strcmp(word, "V") == 0  ? "vv.npy"
-                               : strcmp(word, "V6") == 0 ? "vv6.npy"
-                               : strcmp(word, "WV") == 0 ? "vwv.npy"
-                               : strcmp(word, "WK") == 0 ? "vwk2.npy"
-                                                         : NULL;
-            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " %s",
-                     file ? cli_path_of(file) : word);
-            rest += len + (space != NULL);
-        }
-        snprintf(args, sizeof args, "%s --x %s%s --out %s", layer, cli_path_of("vx.npy"), extra,
-                 cli_path_of("vo_bad.npy"));
-        int status = cli_run_with("", args, err, sizeof err);
-        if (status != bad[i].status || !strstr(err, bad[i].needle))
-            fail_msg("%s: exit %d (want %d), stderr does not mention \"%s\":\n%s", bad[i].extra,
-                     status, bad[i].status, bad[i].needle, err);
-        assert_false(cli_exists(cli_path_of("vo_bad.npy")));
+    static const char *const files[][2] = {
+        {"K", "vk.npy"}, {"V", "vv.npy"}, {"V6", "vv6.npy"}, {"WV", "vwv.npy"}, {"WK", "vwk2.npy"}};
+    snprintf(args, sizeof args, "%s --x %s", layer, cli_path_of("vx.npy"));
+    expect_refusals(args, bad, sizeof bad / sizeof bad[0], files, sizeof files / sizeof files[0],
+                    "vo_bad.npy");
+}
+
+/* mha --bias-k/--bias-v (torch's [1,1,E] rows) and --add-zero-attn: the
+ * forward (weights with Tk + 2 columns, per head too) and the --prefill
+ * steps against the reference and each other; each wrong combination
+ * refused without an output. */
+void test_appended_rows_inputs(void **state);
+void test_appended_rows_inputs(void **state)
+{
+    (void)state;
+    const int64_t x[3] = {2, 5, 32}, w[2] = {32, 32}, kv16[3] = {1, 1, 16}, row32[3] = {1, 1, 32},
+                  wkv[2] = {16, 32};
+    cli_write_f32("ax.npy", 3, x, 91, -1.0f, 1.0f);
+    cli_write_f32("awq.npy", 2, w, 92, -0.3f, 0.3f);
+    cli_write_f32("awk.npy", 2, wkv, 93, -0.3f, 0.3f);
+    cli_write_f32("awv.npy", 2, wkv, 94, -0.3f, 0.3f);
+    cli_write_f32("awo.npy", 2, w, 95, -0.3f, 0.3f);
+    cli_write_f32("abk.npy", 3, kv16, 96, -1.0f, 1.0f);
+    cli_write_f32("abv.npy", 3, kv16, 97, -1.0f, 1.0f);
+    cli_write_f32("abad.npy", 3, row32, 98, -1.0f, 1.0f);
+    char layer[2048], args[4096];
+    snprintf(layer, sizeof layer,
+             "mha --heads 4 --kv-heads 2 --x %s --wq %s --wk %s --wv %s --wo %s",
+             cli_path_of("ax.npy"), cli_path_of("awq.npy"), cli_path_of("awk.npy"),
+             cli_path_of("awv.npy"), cli_path_of("awo.npy"));
+    const char *rows_flags[2] = {"--bias-k", "--bias-v"};
+    char rows[1024];
+    snprintf(rows, sizeof rows, "%s %s %s %s --add-zero-attn", rows_flags[0],
+             cli_path_of("abk.npy"), rows_flags[1], cli_path_of("abv.npy"));
+    for (int per_head = 0; per_head < 2; per_head++) {
+        snprintf(args, sizeof args, "%s %s --causal --weights-out %s%s --check --out %s", layer,
+                 rows, cli_path_of("aw.npy"), per_head ? " --per-head" : "", cli_path_of("ao.npy"));
+        cli_expect_success(args);
+        npy_array weights = cli_read_npy("aw.npy");
+        assert_int_equal(weights.rank, per_head ? 4 : 3);
+        assert_int_equal(weights.shape[weights.rank - 1], 5 + 2); /* Tk + the two rows */
+        npy_free(&weights);
     }
+    snprintf(args, sizeof args, "%s %s --causal --prefill 2 --check --out %s", layer, rows,
+             cli_path_of("ao_steps.npy"));
+    cli_expect_success(args);
+    cli_compare_outputs("ao_steps.npy", "ao.npy", 2e-5, false, "--prefill steps vs forward");
+    snprintf(args, sizeof args, "%s --causal --out %s", layer, cli_path_of("ao_plain.npy"));
+    cli_expect_success(args);
+    cli_compare_outputs("ao_plain.npy", "ao.npy", 0, true, "the rows change the output");
+    static const refusal bad[] = {
+        {"--bias-k BK", 1, "--bias-k needs --bias-v too"},
+        {"--bias-k BK --bias-v BAD", 1, "--bias-v "},
+        {"--bias-k BK --bias-v BV --prune-heads 1", 1, "cannot be pruned yet"},
+        {"--bias-k BK --bias-v BV --rope-theta 10000", 1, "cannot be combined"},
+        {"--add-zero-attn --sinks BAD", 1, "--sinks"},
+    };
+    static const char *const files[][2] = {
+        {"BK", "abk.npy"}, {"BV", "abv.npy"}, {"BAD", "abad.npy"}};
+    expect_refusals(layer, bad, sizeof bad / sizeof bad[0], files, sizeof files / sizeof files[0],
+                    "ao_bad.npy");
 }

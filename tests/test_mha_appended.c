@@ -17,6 +17,7 @@ typedef struct rows_case {
     bool bias_kv, zero_attn, cross, causal, padding, mask, gate;
     float softcap;
     vkattn_dtype dtype;
+    uint32_t weights; /* the attention weights' rank: 3, 4, or 0 for none */
 } rows_case;
 
 typedef struct rows_layer {
@@ -102,7 +103,16 @@ static vkattn_mha_weights layer_weights(const rows_layer *l)
                                 .bias_v = l->bias_v};
 }
 
-static float *reference_of(const rows_case *k, const rows_layer *l)
+/* Columns of the weights: the keys, then the appended rows. */
+static size_t weight_count(const rows_case *k, const rows_layer *l, int64_t ws[4])
+{
+    int64_t cols = l->tk + (int64_t)k->bias_kv + (int64_t)k->zero_attn;
+    int64_t s4[4] = {k->b, k->hq, k->tq, cols}, s3[4] = {k->b, k->tq, cols, 0};
+    memcpy(ws, k->weights == 4 ? s4 : s3, sizeof s4);
+    return (size_t)k->b * (k->weights == 4 ? k->hq : 1) * k->tq * (size_t)cols;
+}
+
+static float *reference_of(const rows_case *k, const rows_layer *l, float **weights)
 {
     int64_t xs[3] = {k->b, k->tq, k->dm}, cs[3] = {k->b, l->tk, k->dm}, ps[2] = {k->b, l->tk},
             ms[2] = {k->tq, l->tk}, gs[1] = {k->hq};
@@ -118,6 +128,11 @@ static float *reference_of(const rows_case *k, const rows_layer *l)
     if (l->gate)
         ra.head_mask = vkattn_host_tensor_make(l->gate, VKATTN_DTYPE_F32, 1, gs);
     ra.y = vkattn_host_tensor_make(y, VKATTN_DTYPE_F32, 3, xs);
+    if (weights) {
+        int64_t ws[4];
+        *weights = malloc(weight_count(k, l, ws) * 4);
+        ra.weights = vkattn_host_tensor_make(*weights, VKATTN_DTYPE_F32, k->weights, ws);
+    }
     vkattn_mha_weights w = layer_weights(l);
     char err[512];
     if (vkattn_ref_mha(&l->desc, &w, &ra, err, sizeof err) != VKATTN_SUCCESS)
@@ -129,7 +144,10 @@ static void forward_and_compare(vkattn_context *ctx, vkattn_mha *layer, const ro
                                 const rows_layer *l, const char *what)
 {
     const vkattn_dtype dt = k->dtype;
-    float *ref_y = reference_of(k, l);
+    float *ref_w = NULL;
+    float *ref_y = reference_of(k, l, k->weights ? &ref_w : NULL);
+    int64_t ws[4];
+    size_t nw = k->weights ? weight_count(k, l, ws) : 0;
     int64_t xs[3] = {k->b, k->tq, k->dm}, cs[3] = {k->b, l->tk, k->dm}, ps[2] = {k->b, l->tk},
             ms[2] = {k->tq, l->tk}, gs[1] = {k->hq};
     vkattn_buffer *bx = test_buffer_of(ctx, dt, l->x, l->nx);
@@ -139,6 +157,7 @@ static void forward_and_compare(vkattn_context *ctx, vkattn_mha *layer, const ro
         l->mask ? test_buffer_with(ctx, l->mask, (size_t)k->tq * l->tk * 4) : NULL;
     vkattn_buffer *bgate = l->gate ? test_buffer_with(ctx, l->gate, k->hq * 4) : NULL;
     vkattn_buffer *by = test_buffer_with(ctx, NULL, l->nx * vkattn_dtype_size(dt));
+    vkattn_buffer *bw = nw ? test_buffer_with(ctx, NULL, nw * 4) : NULL;
     vkattn_mha_forward_args fa = {.x = vkattn_tensor_make(bx, 0, dt, 3, xs),
                                   .y = vkattn_tensor_make(by, 0, dt, 3, xs),
                                   .causal = k->causal};
@@ -150,13 +169,25 @@ static void forward_and_compare(vkattn_context *ctx, vkattn_mha *layer, const ro
         fa.mask = vkattn_tensor_make(bmask, 0, VKATTN_DTYPE_F32, 2, ms);
     if (bgate)
         fa.head_mask = vkattn_tensor_make(bgate, 0, VKATTN_DTYPE_F32, 1, gs);
+    if (bw)
+        fa.weights = vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, k->weights, ws);
     TEST_OK(ctx, vkattn_mha_forward(layer, &fa));
     float *gy = malloc(l->nx * 4);
     test_download_as(ctx, by, dt, gy, l->nx);
-    test_assert_close(gy, ref_y, l->nx, dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
-    TEST_DESTROY_BUFFERS(bx, bc, bpad, bmask, bgate, by);
+    double tol = dt == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32;
+    test_assert_close(gy, ref_y, l->nx, tol, what);
+    if (bw) {
+        float *gw = malloc(nw * 4);
+        test_download_as(ctx, bw, VKATTN_DTYPE_F32, gw, nw);
+        char wwhat[200];
+        snprintf(wwhat, sizeof wwhat, "%s: rank-%u weights", what, k->weights);
+        test_assert_close(gw, ref_w, nw, tol, wwhat);
+        free(gw);
+    }
+    TEST_DESTROY_BUFFERS(bx, bc, bpad, bmask, bgate, by, bw);
     free(gy);
     free(ref_y);
+    free(ref_w);
 }
 
 static const rows_case cases[] = {
@@ -178,7 +209,9 @@ static void test_appended_rows_match_reference(void **state)
     test_policy_suite *s = *state;
     for (uint32_t policy = 0; policy < TEST_POLICY_COUNT; policy++)
         for (size_t i = 0; s->gpu[policy] && i < sizeof cases / sizeof cases[0]; i++) {
-            const rows_case *k = &cases[i];
+            rows_case kw = cases[i];
+            kw.weights = 3 + (uint32_t)((i + policy) % 2); /* averaged or per head */
+            const rows_case *k = &kw;
             rows_layer l;
             layer_make(k, 500 + policy * 10 + i, &l);
             vkattn_mha_weights w = layer_weights(&l);
@@ -210,7 +243,7 @@ static void reference_against_extra_token(bool zero_attn)
         memcpy(l.bias_k, l.bk, (size_t)k.hkv * k.dh * 4);
         memcpy(l.bias_v, l.bv, (size_t)k.hkv * k.dv * 4);
     }
-    float *want = reference_of(&k, &l);
+    float *want = reference_of(&k, &l, NULL);
 
     const uint32_t tk = l.tk, tw = tk + 1;
     float *c = calloc((size_t)k.b * tw * k.dm, 4), *mask = malloc((size_t)k.tq * tw * 4);
@@ -343,7 +376,7 @@ static void test_steps_match_causal_forward(void **state)
             k.softcap = 4.0f;
             rows_layer l;
             layer_make(&k, 900 + policy * 10 + r, &l);
-            float *want = reference_of(&k, &l);
+            float *want = reference_of(&k, &l, NULL);
             vkattn_mha_weights w = layer_weights(&l);
             vkattn_mha *layer = test_mha_create(ctx, &l.desc, &w);
             vkattn_kv_cache_desc cd = test_kv_desc(k.hkv, k.hq, k.dh, 1, 16, runs[r].block_size);
@@ -441,9 +474,10 @@ static void test_appended_rows_errors(void **state)
     assert_non_null(strstr(err, "weights->bias_k[5] is inf: it must be finite"));
     l.bias_k[5] = 0.5f;
     ra.weights = vkattn_host_tensor_make(wt, VKATTN_DTYPE_F32, 3, ws);
-    assert_int_equal(vkattn_ref_mha(&l.desc, &w, &ra, err, sizeof err), VKATTN_ERROR_UNSUPPORTED);
-    assert_non_null(strstr(err, "args->weights is given but desc->add_bias_kv rows are not "
-                                "supported with attention weights yet"));
+    assert_int_equal(vkattn_ref_mha(&l.desc, &w, &ra, err, sizeof err),
+                     VKATTN_ERROR_SHAPE_MISMATCH);
+    assert_non_null(strstr(err, "args->weights.shape[2] is 6 but the layer's is 8 (with the 2 "
+                                "appended rows of desc->add_bias_kv / add_zero_attn)"));
     TEST_OK(ctx, vkattn_mha_set_weights(layer, &w));
 
     vkattn_buffer *bx = test_buffer_of(ctx, k.dtype, l.x, l.nx),
@@ -452,9 +486,9 @@ static void test_appended_rows_errors(void **state)
     vkattn_mha_forward_args fa = {.x = vkattn_tensor_make(bx, 0, k.dtype, 3, xs),
                                   .y = vkattn_tensor_make(by, 0, k.dtype, 3, xs),
                                   .weights = vkattn_tensor_make(bw, 0, VKATTN_DTYPE_F32, 3, ws)};
-    TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED,
-               "args->weights is given but the layer's desc.add_bias_kv rows are not supported "
-               "with attention weights yet",
+    TEST_FAILS(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+               "args->weights.shape[2] is 6 but the layer attends to 6 keys plus 2 appended "
+               "rows (desc.add_bias_kv / add_zero_attn): 8",
                vkattn_mha_forward(layer, &fa));
     const uint32_t keep[1] = {0};
     TEST_FAILS(ctx, VKATTN_ERROR_UNSUPPORTED,

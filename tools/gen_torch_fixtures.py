@@ -103,15 +103,12 @@ def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=Fal
              average_attn_weights=not per_head)
     y, w = y.detach(), w.detach()
     assert torch.isfinite(y).all() and torch.isfinite(w).all(), name
-    appended = add_bias_kv or add_zero_attn  # vkattn gives no weights with them yet
     if m._qkv_same_embed_dim:
         wq, wk, wv = m.in_proj_weight.detach().chunk(3)
     else:
         wq, wk, wv = m.q_proj_weight.detach(), m.k_proj_weight.detach(), m.v_proj_weight.detach()
     arrays = {"x": x.numpy(), "wq": wq.numpy(), "wk": wk.numpy(), "wv": wv.numpy(),
-              "wo": m.out_proj.weight.detach().numpy(), "y": y.numpy()}
-    if not appended:
-        arrays["weights"] = w.numpy()
+              "wo": m.out_proj.weight.detach().numpy(), "y": y.numpy(), "weights": w.numpy()}
     if add_bias_kv:  # torch's [1, 1, E]
         arrays.update(bias_k=m.bias_k.detach().numpy(), bias_v=m.bias_v.detach().numpy())
     if bias:
@@ -509,7 +506,7 @@ if __name__ == "__main__":
     # add_bias_kv and add_zero_attn, alone and together, with masks (issue 30)
     mha_case("mha_bias_kv_causal", 25, B=2, Tq=6, Dm=32, H=4, causal=True, add_bias_kv=True)
     mha_case("mha_zero_attn_cross_padding", 26, B=2, Tq=5, Dm=32, H=2, Tk=8, kdim=24,
-             padding=[0, 3], add_zero_attn=True)
+             padding=[0, 3], add_zero_attn=True, per_head=True)
     mha_case("mha_bias_kv_zero_attn_kdim_vdim", 27, B=2, Tq=4, Dm=32, H=4, Tk=7, kdim=24,
              vdim=40, padding=[2, 0], add_bias_kv=True, add_zero_attn=True)
     print("fixtures written to", os.path.normpath(ROOT))

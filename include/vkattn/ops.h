@@ -296,9 +296,11 @@ typedef struct vkattn_mha_desc {
      * the zero row as a sink of logit 0 and to the bias row in a pass of
      * its own, merged by LSE (vkattn_cmd_attention_merge), so with
      * add_bias_kv Dv must be a multiple of 4. A step's queries see them as
-     * the forward's do (a prefill in steps equals the causal forward). Not
-     * with sinks, ALiBi, RoPE or QK-norm (torch has none), and not yet with
-     * attention weights (args->weights) or vkattn_mha_prune_heads. */
+     * the forward's do (a prefill in steps equals the causal forward). The
+     * forward's attention weights (args->weights) then have Tk + 1 or + 2
+     * columns, the rows' last (bias, then zero), as torch's need_weights
+     * gives. Not with sinks, ALiBi, RoPE or QK-norm (torch has none), and
+     * not yet with vkattn_mha_prune_heads. */
     bool add_bias_kv;
     bool add_zero_attn;
 } vkattn_mha_desc;

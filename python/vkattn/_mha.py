@@ -21,6 +21,7 @@ _NAMES = {
     "in_proj_weight": "wqkv", "in_proj_bias": "bqkv",
     "q_norm.weight": "q_norm", "k_norm.weight": "k_norm",
     "sinks": "sinks", "alibi_slopes": "alibi_slopes",
+    "bias_k": "bias_k", "bias_v": "bias_v",
 }
 _ROPE_STYLES = {"neox": 0, "gptj": 1}
 _ROPE_SCALINGS = {None: 0, "default": 0, "linear": 1, "llama3": 2}
@@ -49,7 +50,7 @@ class LayerSpec:
                  bias=True, dtype="f32", scale=None, window=0, softcap=0.0, rope_theta=0.0,
                  rope_dims=0, rope_style="neox", rope_scaling=None, qk_norm=False, norm_eps=0.0,
                  sinks=False, alibi=False, alibi_max_bias=0.0, weight_dtype=None,
-                 v_head_dim=None, vdim=None):
+                 v_head_dim=None, vdim=None, add_bias_kv=False, add_zero_attn=False):
         for name, val in (("embed_dim", embed_dim), ("num_heads", num_heads)):
             if int(val) <= 0:
                 raise bad("%s %d: must be > 0" % (name, int(val)))
@@ -98,7 +99,13 @@ class LayerSpec:
         d.alibi = bool(alibi or alibi_max_bias)
         d.alibi_max_bias = float(alibi_max_bias)
         d.weight_dtype = _weight_dtype_code(weight_dtype)
+        d.add_bias_kv = bool(add_bias_kv)
+        d.add_zero_attn = bool(add_zero_attn)
         self.desc = d
+
+    def appended_rows(self):
+        """Keys torch's add_bias_kv and add_zero_attn append (0, 1 or 2)."""
+        return int(self.desc.add_bias_kv) + int(self.desc.add_zero_attn)
 
     def sizes(self):
         d = self.desc
@@ -107,7 +114,8 @@ class LayerSpec:
         return {"wq": (q, d.embed_dim), "wk": (k, d.kv_dim), "wv": (v, d.value_dim),
                 "wo": (d.embed_dim, o), "bq": (q,), "bk": (k,), "bv": (v,),
                 "bo": (d.embed_dim,), "q_norm": (d.head_dim,), "k_norm": (d.head_dim,),
-                "sinks": (d.num_heads,), "alibi_slopes": (d.num_heads,)}
+                "sinks": (d.num_heads,), "alibi_slopes": (d.num_heads,),
+                "bias_k": (k,), "bias_v": (v,)}
 
     def parse_state_dict(self, state, prefix=""):
         """{wq, wk, wv, wo, [bq, bk, bv, bo]}: float32 arrays of checked shapes."""
@@ -118,12 +126,13 @@ class LayerSpec:
             if not key.startswith(prefix):
                 continue
             name = key[len(prefix):]
-            if name in ("bias_k", "bias_v"):
-                raise bad("state_dict: %s (add_bias_kv) is not supported" % key)
             if name not in _NAMES:
                 unknown.append(key)
                 continue
-            found[_NAMES[name]] = (key, A.as_numpy(val, key).astype(np.float32))
+            a = A.as_numpy(val, key).astype(np.float32)
+            if name in ("bias_k", "bias_v"):  # torch's [1, 1, E]: one row
+                a = a.reshape(-1)
+            found[_NAMES[name]] = (key, a)
         if unknown:
             raise bad("state_dict: unknown names %s (known: %s)"
                       % (", ".join(sorted(unknown)), ", ".join(sorted(_NAMES))))
@@ -147,16 +156,20 @@ class LayerSpec:
             if name not in found:
                 raise bad("state_dict: no %s weight (names: %s)" % (
                     name[1], ", ".join(k for k, v in _NAMES.items() if v in (name, "wqkv"))))
-        needed = {"q_norm": d.qk_norm, "k_norm": d.qk_norm, "sinks": d.sinks}
+        needed = {"q_norm": d.qk_norm, "k_norm": d.qk_norm, "sinks": d.sinks,
+                  "bias_k": d.add_bias_kv, "bias_v": d.add_bias_kv}
         for name, need in needed.items():
             if need and name not in found:
                 raise bad("state_dict: no %s (the layer has %s)"
-                          % (name, "qk_norm" if "norm" in name else "sinks"))
+                          % (name, "qk_norm" if "norm" in name else
+                             "add_bias_kv" if "bias" in name else "sinks"))
         for name, (key, a) in found.items():
-            if name.startswith("b") and not d.bias:
+            if name in ("bq", "bk", "bv", "bo") and not d.bias:
                 raise bad("state_dict: %s, but the layer has bias=False" % key)
             if name in needed and not needed[name] or name == "alibi_slopes" and not d.alibi:
-                raise bad("state_dict: %s, but the layer was made without %s" % (key, name))
+                flag = {"q_norm": "qk_norm", "k_norm": "qk_norm", "bias_k": "add_bias_kv",
+                        "bias_v": "add_bias_kv"}.get(name, name)
+                raise bad("state_dict: %s, but the layer was made without %s" % (key, flag))
             if tuple(a.shape) != sizes[name]:
                 raise bad("state_dict: %s has shape %s; the layer needs %s"
                           % (key, tuple(a.shape), sizes[name]))
@@ -189,7 +202,10 @@ class MultiheadAttention:
     weight_dtype=None ("f16", "bf16", "q8_0": the weights' storage on the device),
     v_head_dim=None (V's head dim when it differs from head_dim: DeepSeek's MLA),
     vdim=None (the value input's features when they differ from kdim's, as
-    torch's vdim: forward then takes value apart from kv)):
+    torch's vdim: forward then takes value apart from kv), add_bias_kv=False,
+    add_zero_attn=False (torch's: a learned key/value row, then a zero row,
+    appended after the projections, visible to every query; weights get
+    their columns after the keys'; state dicts carry bias_k and bias_v)):
     modern decoder layers (see include/vkattn/ops.h "MHA layer"); their weights
     come as q_norm.weight, k_norm.weight, sinks, alibi_slopes.
     Weights use torch.nn.Linear's layout; load them with load_state_dict,
@@ -269,7 +285,8 @@ class MultiheadAttention:
         names = {"wq": "q_proj.weight", "wk": "k_proj.weight", "wv": "v_proj.weight",
                  "wo": "o_proj.weight", "bq": "q_proj.bias", "bk": "k_proj.bias",
                  "bv": "v_proj.bias", "bo": "o_proj.bias", "q_norm": "q_norm.weight",
-                 "k_norm": "k_norm.weight", "sinks": "sinks", "alibi_slopes": "alibi_slopes"}
+                 "k_norm": "k_norm.weight", "sinks": "sinks", "alibi_slopes": "alibi_slopes",
+                 "bias_k": "bias_k", "bias_v": "bias_v"}
         return {names[k]: v.copy() for k, v in (self.host_weights or {}).items()}
 
     # -------------------------------------------------------------- calls
@@ -355,8 +372,8 @@ class MultiheadAttention:
                     args.key_padding, _ = self._input("key_padding", pad, keep, (2,),
                                                       _lib.DTYPE_U8)
             w = None
-            if need_weights:
-                w = Tensor(self.ctx, (B, Tq, Tk), _lib.DTYPE_F32)
+            if need_weights:  # torch's appended rows have columns after the keys'
+                w = Tensor(self.ctx, (B, Tq, Tk + self.spec.appended_rows()), _lib.DTYPE_F32)
                 outs.append(w)
                 args.weights = w._vk()
             if positions is not None:

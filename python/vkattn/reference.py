@@ -112,7 +112,7 @@ def ref_layer(spec, weights, x, kv, causal, mask, key_padding, key_padding_mask,
         args.key_padding, _ = host("key_padding", pad, _lib.DTYPE_U8, (2,))
     w = None
     if need_weights:
-        w = np.zeros((B, Tq, Tk), dtype=np.float32)
+        w = np.zeros((B, Tq, Tk + spec.appended_rows()), dtype=np.float32)
         args.weights, _ = host("weights", w, _lib.DTYPE_F32, (3,))
         w = keep[-1]
     if positions is not None:

@@ -144,6 +144,13 @@ typedef struct vka_ref_appended_rows {
     float *o;
     const float *bias_k, *bias_v;
     const vkattn_host_tensor *head_mask;
+    /* With weights (else weights->data NULL): the main pass's per-head
+     * weights p_main [B, Hq, Tq, Tk] (gated), written widened into
+     * `weights` (resolved, rank 3 [B, Tq, Tk + rows] averaged over the
+     * heads, or rank 4 [B, Hq, Tq, Tk + rows]). */
+    int64_t kv_len;
+    const float *p_main;
+    const vkattn_host_tensor *weights;
 } vka_ref_appended_rows;
 
 /* Widens the attention by desc's add_bias_kv and add_zero_attn rows. */

@@ -208,8 +208,38 @@ typedef struct layer_plan {
     vkattn_host_tensor positions; /* resolved; data NULL: 0..Tq-1 */
     size_t nq, nk, nv, no;        /* floats of Q, K, V and O */
     size_t nl;                    /* floats of the LSE (appended rows only, else 0) */
+    size_t nw;                    /* ... and of the main pass's weights, when asked for */
+    vkattn_host_tensor weights;   /* ... the caller's weights, resolved (else data NULL) */
     const float *bias_k, *bias_v; /* desc.add_bias_kv only, else NULL */
 } layer_plan;
+
+/* The weights of a layer with appended rows: f32, rank 3 [B, Tq, Tk + n]
+ * or rank 4 [B, Hq, Tq, Tk + n]; resolved into `out`. */
+static vkattn_result check_appended_weights(const vkattn_mha_desc *d, const vkattn_host_tensor *w,
+                                            int64_t B, int64_t Tq, int64_t Tk,
+                                            vkattn_host_tensor *out, char *error, size_t error_size)
+{
+    const int64_t n = (int64_t)d->add_bias_kv + (int64_t)d->add_zero_attn;
+    if (w->dtype != VKATTN_DTYPE_F32 || (w->rank != 3 && w->rank != 4)) {
+        vka_error_format(error, error_size,
+                         "args->weights must be f32 of rank 3 [B, Tq, Tk + %lld] or 4 [B, Hq, Tq, "
+                         "Tk + %lld] (the appended rows' columns last)",
+                         (long long)n, (long long)n);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    const int64_t want4[4] = {B, d->num_heads, Tq, Tk + n}, want3[3] = {B, Tq, Tk + n};
+    const int64_t *want = w->rank == 4 ? want4 : want3;
+    for (uint32_t i = 0; i < w->rank; i++)
+        if (w->shape[i] != want[i]) {
+            vka_error_format(error, error_size,
+                             "args->weights.shape[%u] is %lld but the layer's is %lld (with the "
+                             "%lld appended row%s of desc->add_bias_kv / add_zero_attn)",
+                             i, (long long)w->shape[i], (long long)want[i], (long long)n,
+                             n > 1 ? "s" : "");
+            return VKATTN_ERROR_SHAPE_MISMATCH;
+        }
+    return vka_host_tensor_resolve(w, "args->weights", true, out, error, error_size);
+}
 
 /* Plans every step, with the f32 temporaries not yet allocated: `placeholder`
  * stands in for their data until every check has passed. */
@@ -261,18 +291,19 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     aa.softcap = d->softcap;
     aa.head_mask = args->head_mask;
     int64_t heads = d->num_heads;
-    plan->nl = 0;
+    plan->nl = plan->nw = 0;
+    memset(&plan->weights, 0, sizeof plan->weights);
     if (d->add_bias_kv || d->add_zero_attn) {
-        if (args->weights.data) {
-            vka_error_format(error, error_size,
-                             "args->weights is given but desc->%s rows are not supported with "
-                             "attention weights yet",
-                             d->add_bias_kv ? "add_bias_kv" : "add_zero_attn");
-            return VKATTN_ERROR_UNSUPPORTED;
-        }
         int64_t lse_shape[3] = {B, heads, Tq};
         aa.lse = vkattn_host_tensor_make(placeholder, VKATTN_DTYPE_F32, 3, lse_shape);
         plan->nl = (size_t)(B * heads * Tq);
+        if (args->weights.data) {
+            VKA_TRY(check_appended_weights(d, &args->weights, B, Tq, Tk, &plan->weights, error,
+                                           error_size));
+            int64_t w_shape[4] = {B, heads, Tq, Tk};
+            aa.weights = vkattn_host_tensor_make(placeholder, VKATTN_DTYPE_F32, 4, w_shape);
+            plan->nw = plan->nl * (size_t)Tk;
+        }
     }
     if (wv->sinks)
         aa.sinks = vkattn_host_tensor_make((void *)wv->sinks, VKATTN_DTYPE_F32, 1, &heads);
@@ -348,10 +379,10 @@ static void round_to(vkattn_dtype dtype, float *t, size_t n)
 static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
 {
     size_t nq = plan->nq, nk = plan->nk, nv = plan->nv, no = plan->no, nf = 0;
-    size_t nl = plan->nl;
-    bool ok = nq <= SIZE_MAX / 5 && nk <= SIZE_MAX / 5 && nv <= SIZE_MAX / 5 &&
-              no <= SIZE_MAX / 5 && nl <= SIZE_MAX / 5 &&
-              vka_size_mul(nq + nk + nv + no + nl, sizeof(float), &nf);
+    size_t nl = plan->nl, nw = plan->nw;
+    bool ok = nq <= SIZE_MAX / 6 && nk <= SIZE_MAX / 6 && nv <= SIZE_MAX / 6 &&
+              no <= SIZE_MAX / 6 && nl <= SIZE_MAX / 6 && nw <= SIZE_MAX / 6 &&
+              vka_size_mul(nq + nk + nv + no + nl + nw, sizeof(float), &nf);
     size_t ns = plan->ap.scratch_doubles;
     for (int i = 0; i < 4; i++)
         if (plan->lp[i].scratch_doubles > ns)
@@ -376,6 +407,8 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
     plan->ap.v.data = v;
     plan->ap.out.data = o;
     plan->ap.lse.data = nl ? o + no : NULL;
+    if (nw)
+        plan->ap.weights.data = o + no + nl;
     for (int i = 0; i < 3; i++)
         vka_ref_linear_run(&plan->lp[i], scratch);
     norm_rope_heads(plan, q, plan->ap.dims.q_len, plan->desc.num_heads, plan->q_norm);
@@ -411,6 +444,9 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
             .bias_k = plan->bias_k,
             .bias_v = plan->bias_v,
             .head_mask = &plan->ap.head_mask,
+            .kv_len = plan->ap.dims.kv_len,
+            .p_main = nw ? o + no + nl : NULL,
+            .weights = &plan->weights,
         };
         vka_ref_mha_appended(&plan->desc, &rows);
     }

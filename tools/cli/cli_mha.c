@@ -34,8 +34,9 @@ static const char help_text[] =
     "                        (or torch's [1,1,E]) appended to every KV head's keys and\n"
     "                        values as one more key, visible to every query whatever\n"
     "                        --causal, --mask or --key-padding say (those keep Tk\n"
-    "                        columns), in the forward and the --prefill steps; not\n"
-    "                        with --weights-out, --prune-heads or RoPE\n"
+    "                        columns), in the forward and the --prefill steps;\n"
+    "                        --weights-out gets their columns after the Tk keys'\n"
+    "                        (as torch's); not with --prune-heads or RoPE\n"
     "  --add-zero-attn       torch's add_zero_attn: then a key and value of zeros\n"
     "  --kv-heads G          key/value heads (GQA; 1 = MQA; default H)\n"
     "  --bq/--bk/--bv/--bo B.npy   biases [H*Dh], [G*Dh], [G*Dv], [Dm] (missing ones: 0)\n"
@@ -430,6 +431,13 @@ static int64_t kv_len(const mha_job *m)
     return m->in[KV].path ? m->in[KV].array.shape[1] : m->in[X].array.shape[1];
 }
 
+/* Columns of the attention weights: the keys, then torch's appended rows
+ * (--bias-k, --add-zero-attn). */
+static int64_t weight_columns(const mha_job *m)
+{
+    return kv_len(m) + (m->in[BIAS_K].path ? 1 : 0) + (m->add_zero_attn ? 1 : 0);
+}
+
 /* The layer with its weights, and the activations and outputs on the device. */
 static int setup(mha_job *m, vkattn_mha_forward_args *fa)
 {
@@ -451,9 +459,9 @@ static int setup(mha_job *m, vkattn_mha_forward_args *fa)
         return -1;
     const int64_t *xs = m->in[X].array.shape;
     int64_t tq = xs[1];
-    cli_job_shape_outputs(j, 3, xs, d->num_heads, tq, kv_len(m));
+    cli_job_shape_outputs(j, 3, xs, d->num_heads, tq, weight_columns(m));
     if (m->weights_png) /* the picture needs every head's */
-        cli_viz_shape_weights(j, xs[0], d->num_heads, tq, kv_len(m));
+        cli_viz_shape_weights(j, xs[0], d->num_heads, tq, weight_columns(m));
     if (m->job.seq_first) /* Y is written as stored: [T, B, E] */
         cli_swap_dims(j->out.shape, 0, 1);
     /* a pruned layer's head mask: the columns of its heads */
@@ -558,7 +566,7 @@ static int check(void *user)
             ws[0] = r->weights_shape[0];
             ws[1] = m->heads;
             ws[2] = m->in[X].array.shape[1];
-            ws[3] = kv_len(m);
+            ws[3] = weight_columns(m);
             if (!(all_weights = malloc((size_t)(ws[0] * ws[1] * ws[2] * ws[3]) * 4))) {
                 cli_error("CPU reference failed: out of memory");
                 return -1;

@@ -48,4 +48,15 @@ vkattn_result vka_att_check_head_mask(vkattn_context *ctx, const vkattn_tensor *
 vkattn_result vka_att_record_head_gate(vkattn_context *ctx, VkCommandBuffer cmd,
                                        const vkattn_tensor *x, const vkattn_tensor *gate);
 
+/* Records only the attention weights of `args` (args->weights required;
+ * args->out is validated but not written), each exp(score - L) with L the
+ * row's given log-denominator args->lse f32 [B, Hq, Tq] (natural log, as
+ * the LSE output), instead of the softmax over this call's keys: the
+ * weights of keys that are one part of a larger softmax (the MHA layer's
+ * appended rows). A row whose L is -inf (no other key visible; the zero
+ * row's sink ignored, as sinks are without a visible key) takes this
+ * call's own softmax. No sinks (L holds them). (attention_api.c) */
+vkattn_result vka_att_cmd_weights_given(vkattn_context *ctx, VkCommandBuffer cmd,
+                                        const vkattn_attention_args *args);
+
 #endif

@@ -224,3 +224,15 @@ static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const
 
 /* vkattn_cmd_attention and vkattn_attention */
 VKA_OP_ENTRY_POINTS(attention, vkattn_attention_args, vka_att_problem, check_call, record_call)
+
+vkattn_result vka_att_cmd_weights_given(vkattn_context *ctx, VkCommandBuffer cmd,
+                                        const vkattn_attention_args *args)
+{
+    if (!args->weights.buffer || !args->lse.buffer || args->sinks.buffer)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "vka_att_cmd_weights_given: weights and lse are required, sinks refused");
+    vka_att_problem p;
+    VKA_TRY(vka_att_validate(ctx, args, &p));
+    p.weights_given_lse = true;
+    return vka_att_record_weights_only(ctx, cmd, &p);
+}

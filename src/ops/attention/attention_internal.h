@@ -41,7 +41,7 @@ enum {
     ATT_MOD_SOFTCAP = 2u,
     ATT_MOD_SINKS = 4u,
     ATT_MOD_ALIBI = 8u,
-    ATT_MOD_LSE = 16u,
+    ATT_MOD_LSE = 16u,       /* the weights kernel: the row's LSE is given */
     ATT_MOD_HEAD_GATE = 32u, /* the weights kernel: head_mask scales each head */
 };
 /* The modifiers' specialization constants follow the kernels' own at this
@@ -68,6 +68,9 @@ typedef struct vka_att_problem {
     /* The window the kernels apply: 0 where args->window is 0 or reaches
      * every key of every query (W >= Tq + Tk). */
     uint32_t window;
+    /* vka_att_cmd_weights_given: the weights kernel reads each row's
+     * log-denominator from lse instead of computing it (no main pass). */
+    bool weights_given_lse;
 } vka_att_problem;
 
 /* Whether the main kernels read and write rows element by element (a head
@@ -150,6 +153,9 @@ uint32_t vka_att_config_spec(const vkattn_context *ctx, const vka_att_problem *p
 vkattn_result vka_att_record(vkattn_context *ctx, VkCommandBuffer cmd, const vka_att_problem *p);
 vkattn_result vka_att_record_with(vkattn_context *ctx, VkCommandBuffer cmd,
                                   const vka_att_problem *p, const vka_att_config *cfg);
+/* Records only the weights kernel of a problem (with weights_given_lse). */
+vkattn_result vka_att_record_weights_only(vkattn_context *ctx, VkCommandBuffer cmd,
+                                          const vka_att_problem *p);
 
 /* ---- cutting a call into dispatches (attention_chunks.c) */
 

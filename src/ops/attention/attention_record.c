@@ -384,6 +384,26 @@ static vkattn_result bind_bhtd(vkattn_context *ctx, const vkattn_tensor *t, cons
     return r;
 }
 
+/* A chunk's window of the LSE (p->lse, present): its first element
+ * (<= 0xff) and its batch and head strides (queries at 1). */
+typedef struct lse_window {
+    uint32_t first, sb, sh;
+} lse_window;
+
+static vkattn_result bind_lse_window(vkattn_context *ctx, const vka_att_problem *p, uint32_t b0,
+                                     uint32_t nb, uint32_t h0, uint32_t nh, uint32_t i0,
+                                     uint32_t nq, vka_binding *b, lse_window *w)
+{
+    vka_box box = vka_att_chunk_box(p, 'l', b0, nb, h0, nh, i0, nq);
+    VKA_TRY(bind_box(ctx, &p->lse, &box, false, false, b, &w->first));
+    if (w->first > 0xff)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "a binding offset alignment above 1 KiB is not supported");
+    w->sb = stride_of(&p->lse, &box, 0, 1);
+    w->sh = stride_of(&p->lse, &box, 1, 1);
+    return VKATTN_SUCCESS;
+}
+
 /* The LSE window of a chunk (a dummy without LSE, which the caller replaces
  * by the output's window): its first element into
  * bits 24-31 of the flags, its batch and head strides. */
@@ -394,15 +414,11 @@ static vkattn_result bind_lse(vkattn_context *ctx, const vka_att_problem *p, uin
     push->lse_sb = push->lse_sh = 0;
     if (!p->lse.buffer)
         return vka_bind_dummy(ctx, VK_FORMAT_UNDEFINED, b);
-    vka_box box = vka_att_chunk_box(p, 'l', b0, nb, h0, nh, i0, nq);
-    uint32_t first;
-    VKA_TRY(bind_box(ctx, &p->lse, &box, false, false, b, &first));
-    if (first > 0xff)
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                        "a binding offset alignment above 1 KiB is not supported");
-    push->flags |= first << 24;
-    push->lse_sb = stride_of(&p->lse, &box, 0, 1);
-    push->lse_sh = stride_of(&p->lse, &box, 1, 1);
+    lse_window w;
+    VKA_TRY(bind_lse_window(ctx, p, b0, nb, h0, nh, i0, nq, b, &w));
+    push->flags |= w.first << 24;
+    push->lse_sb = w.sb;
+    push->lse_sh = w.sh;
     return VKATTN_SUCCESS;
 }
 
@@ -484,6 +500,8 @@ static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
     uint32_t spec[SPEC_ALL] = {pr->weights_workgroup, d->head_dim};
     uint32_t wbits =
         (bits & ~(uint32_t)ATT_MOD_LSE) | (p->head_mask.buffer ? ATT_MOD_HEAD_GATE : 0);
+    if (p->weights_given_lse)
+        wbits = (wbits & ~(uint32_t)ATT_MOD_SINKS) | ATT_MOD_LSE;
     uint32_t count = mod_spec(p, wbits, spec, 2);
     if (k_quant) { /* k's dtype (the weights kernel reads only k) */
         for (uint32_t i = count; i < ATT_SPEC_KV_DTYPE_ID; i++)
@@ -553,6 +571,21 @@ static vkattn_result record_main(recorder *rec, const vka_att_problem *p, const 
     return VKATTN_SUCCESS;
 }
 
+/* The given LSE's window of a weights chunk, in place of the sinks': its
+ * first element into flags bits 8-15, its batch and head strides into
+ * q_len and heads (attention_weights.comp's GIVEN_LSE). */
+static vkattn_result bind_given_lse(vkattn_context *ctx, const vka_att_problem *p, uint32_t b0,
+                                    uint32_t nb, uint32_t h0, uint32_t nh, uint32_t i0, uint32_t nq,
+                                    vka_binding *b, weights_push *push)
+{
+    lse_window w;
+    VKA_TRY(bind_lse_window(ctx, p, b0, nb, h0, nh, i0, nq, b, &w));
+    push->flags |= w.first << 8;
+    push->q_len = w.sb;
+    push->heads = w.sh;
+    return VKATTN_SUCCESS;
+}
+
 static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, const prepared *pr)
 {
     vkattn_context *ctx = rec->ctx;
@@ -588,7 +621,9 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                     r = bind_box(ctx, &p->weights, &wb, false, false, &b[4], &w_first);
                 push.flags =
                     base_flags(p) | (!per_head && h0 > 0 ? ATT_FLAG_WEIGHTS_ACCUMULATE : 0);
-                if (r == VKATTN_SUCCESS)
+                if (r == VKATTN_SUCCESS && p->weights_given_lse)
+                    r = bind_given_lse(ctx, p, b0, nb, h0, nh, i0, nq, &b[5], &push);
+                else if (r == VKATTN_SUCCESS)
                     r = bind_heads(ctx, &p->sinks, h0, nh, 8, &b[5], &push.flags);
                 if (r == VKATTN_SUCCESS)
                     r = bind_heads(ctx, &pr->slopes, h0, nh, 16, &b[6], &push.flags);
@@ -601,8 +636,8 @@ static vkattn_result record_weights(recorder *rec, const vka_att_problem *p, con
                 push.w.sh = per_head ? stride_of(&p->weights, &wb, 1, 1) : 0;
                 push.w.sq = stride_of(&p->weights, &wb, per_head ? 2 : 1, 1);
                 push.w.sk = stride_of(&p->weights, &wb, per_head ? 3 : 2, 1);
-                push.q_len = nq;
-                push.heads = nh;
+                if (!p->weights_given_lse) /* (else the given LSE's strides) */
+                    push.q_len = nq, push.heads = nh;
                 push.head_first = h0 % group;
                 push.causal_shift = causal_shift(p, i0);
                 r = dispatch(rec, pipeline, b, &push, nq, nh, nb);
@@ -626,6 +661,17 @@ vkattn_result vka_att_record_with(vkattn_context *ctx, VkCommandBuffer cmd,
     if (r == VKATTN_SUCCESS && p->head_mask.buffer)
         r = vka_att_record_head_gate(ctx, cmd, &p->out, &p->head_mask);
     return r;
+}
+
+vkattn_result vka_att_record_weights_only(vkattn_context *ctx, VkCommandBuffer cmd,
+                                          const vka_att_problem *p)
+{
+    vka_att_config cfg;
+    vka_att_config_choose(ctx, p, &cfg);
+    prepared pr;
+    VKA_TRY(prepare(ctx, p, &cfg, &pr));
+    recorder rec = {ctx, cmd, false};
+    return record_weights(&rec, p, &pr);
 }
 
 vkattn_result vka_att_record(vkattn_context *ctx, VkCommandBuffer cmd, const vka_att_problem *p)

@@ -71,6 +71,8 @@ static vkattn_result create_extras(vkattn_mha *m)
     vka_mha_place(&cursor, 4ull * d->num_heads);
     m->off_bias_k = vka_mha_place(&cursor, (uint64_t)vka_mha_k_width(d) * m->esize);
     m->off_bias_v = vka_mha_place(&cursor, (uint64_t)vka_mha_v_width(d) * m->esize);
+    uint32_t widest = d->head_dim > d->v_head_dim ? d->head_dim : d->v_head_dim;
+    m->off_zero_row = vka_mha_place(&cursor, (uint64_t)widest * m->esize);
     void *host = vka_alloc(m->ctx, cursor);
     if (!host)
         return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");

@@ -143,11 +143,6 @@ static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, u
                         "args->%s is given but the layer has %s: it is self-attention only",
                         a->kv.buffer ? "kv" : "value",
                         d->rope.theta != 0.0f ? "RoPE (desc->rope)" : "QK-norm (desc->qk_norm)");
-    if (a->weights.buffer && vka_mha_appends(d))
-        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                        "args->weights is given but the layer's desc.%s rows are not supported "
-                        "with attention weights yet",
-                        d->add_bias_kv ? "add_bias_kv" : "add_zero_attn");
     if (a->positions.buffer && d->rope.theta == 0.0f)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "args->positions is given but the layer has no RoPE (desc->rope.theta "
@@ -178,6 +173,22 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
         .weights = view_of(&a->weights),
         .handle_name = "buffer",
     };
+    /* with appended rows the weights hold Tk + their count columns; the
+     * checks see the caller's Tk */
+    int64_t w_shape[VKATTN_MAX_RANK];
+    const uint32_t extra = vka_mha_appended_count(d);
+    if (a->weights.buffer && extra && (a->weights.rank == 3 || a->weights.rank == 4)) {
+        const uint32_t last = a->weights.rank - 1;
+        if (a->weights.shape[last] != (int64_t)tk + extra)
+            return vka_fail(m->ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                            "args->weights.shape[%u] is %lld but the layer attends to %u keys "
+                            "plus %u appended row%s (desc.add_bias_kv / add_zero_attn): %u",
+                            last, (long long)a->weights.shape[last], tk, extra,
+                            extra > 1 ? "s" : "", tk + extra);
+        memcpy(w_shape, a->weights.shape, sizeof w_shape);
+        w_shape[last] = tk;
+        s.weights.shape = w_shape;
+    }
     char why[VKA_ERROR_MAX];
     vka_attention_dims dims;
     vkattn_tensor gate;
@@ -332,14 +343,22 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         .head_mask = a->head_mask,
     };
     vka_mha_mods(m, &at.sinks, &at.alibi_slopes);
-    vka_mha_main_pass_mods(m, &q, sbuf, base, &sp.rows, &at.sinks, &at.lse);
+    if (vka_mha_appends(d)) { /* the weights come after the rows' pass */
+        at.weights = (vkattn_tensor){0};
+        vka_mha_main_pass_mods(m, &q, sbuf, base, &sp.rows, &at.sinks, &at.lse);
+    }
     r = vkattn_cmd_attention(ctx, cmd, &at);
     if (r != VKATTN_SUCCESS)
         return r;
     vka_cmd_compute_barrier(ctx, cmd);
-    if (d->add_bias_kv) {
+    if (vka_mha_appends(d)) {
         VKA_TRY(vka_mha_record_bias_row(m, cmd, &q, &o_heads, &a->head_mask, sbuf, base, &sp.rows));
         vka_cmd_compute_barrier(ctx, cmd);
+        if (a->weights.buffer) {
+            at.weights = a->weights;
+            VKA_TRY(vka_mha_record_appended_weights(m, cmd, &at, sbuf, base, &sp.rows));
+            vka_cmd_compute_barrier(ctx, cmd);
+        }
     }
 
     int64_t o_shape[3] = {b, tq, (int64_t)vka_mha_o_width(d)};

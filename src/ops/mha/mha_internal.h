@@ -60,6 +60,7 @@ struct vkattn_mha {
      * [Hkv*Dk] at off_bias_k and bias_v [Hkv*Dv] at off_bias_v in d.dtype */
     vkattn_buffer *extras;
     uint64_t off_bias_k, off_bias_v;
+    uint64_t off_zero_row; /* zeros [max(Dk, Dv)] in d.dtype: the zero row's key and value */
 };
 
 /* Whether the layer appends rows to its keys and values (add_bias_kv,
@@ -67,6 +68,10 @@ struct vkattn_mha {
 static inline bool vka_mha_appends(const vkattn_mha_desc *d)
 {
     return d->add_bias_kv || d->add_zero_attn;
+}
+static inline uint32_t vka_mha_appended_count(const vkattn_mha_desc *d)
+{
+    return (uint32_t)d->add_bias_kv + (uint32_t)d->add_zero_attn;
 }
 
 /* bias_k and bias_v (f32 host arrays, checked finite; NULL when the layer
@@ -86,18 +91,27 @@ typedef struct vka_mha_rows_scratch {
 void vka_mha_place_rows(const vkattn_mha *m, uint64_t batch, uint64_t tokens, uint64_t *cursor,
                         vka_mha_rows_scratch *out);
 /* What the main pass over queries q [B, Hq, T, Dk] takes: the LSE it must
- * write (add_bias_kv; else buffer NULL) or the zero row's sinks
- * (add_zero_attn alone; else *sinks unchanged). */
+ * write (the merge's total afterwards) and, for add_zero_attn alone, the
+ * zero row's sinks (else *sinks unchanged). */
 void vka_mha_main_pass_mods(const vkattn_mha *m, const vkattn_tensor *q, vkattn_buffer *sbuf,
                             uint64_t base, const vka_mha_rows_scratch *rs, vkattn_tensor *sinks,
                             vkattn_tensor *lse);
 /* After the main pass wrote `out` [B, Hq, T, Dv] and its LSE: the bias row's
- * pass (with the zero row as a sink) merged into `out` in place; nothing
- * without add_bias_kv. The caller's barrier comes before. */
+ * pass (with the zero row as a sink) merged into `out` in place, the LSE
+ * then the total one; nothing without add_bias_kv. The caller's barrier
+ * comes before. */
 vkattn_result vka_mha_record_bias_row(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *q,
                                       const vkattn_tensor *out, const vkattn_tensor *head_mask,
                                       vkattn_buffer *sbuf, uint64_t base,
                                       const vka_mha_rows_scratch *rs);
+/* The attention weights of a forward with appended rows, after the rows'
+ * pass: `main_pass` is the main pass's call with the caller's weights
+ * [.., Tk + rows] (rank 3 or 4, checked); each part's columns are
+ * exp(score - total LSE). */
+vkattn_result vka_mha_record_appended_weights(vkattn_mha *m, VkCommandBuffer cmd,
+                                              const vkattn_attention_args *main_pass,
+                                              vkattn_buffer *sbuf, uint64_t base,
+                                              const vka_mha_rows_scratch *rs);
 
 /* The layer's score modifiers as the attention ops take them: sinks and
  * ALiBi slopes as tensors over mods_params (buffer NULL when the layer has
