@@ -9,13 +9,13 @@ arrays in and out, anything with __array__ (PyTorch CPU tensors) accepted.
 See python/README.md and the C manual in include/vkattn.h."""
 from . import _lib
 from ._errors import Error, InvalidInput
-from ._context import Context, Tensor, devices
+from ._context import Context, Tensor, default_context, devices
 from ._mha import KVCache, MultiheadAttention, kv_cache_bytes, param_count
 from . import reference
 from . import safetensors
 from . import viz
 
-__all__ = ["Context", "Tensor", "devices", "MultiheadAttention", "KVCache", "Error",
+__all__ = ["Context", "Tensor", "default_context", "devices", "MultiheadAttention", "KVCache", "Error",
            "InvalidInput", "reference", "safetensors", "version", "library_path", "param_count",
            "kv_cache_bytes", "viz"]
 

@@ -396,3 +396,15 @@ class _DeviceBackend:
 
     def __del__(self):
         self.release()
+
+
+_default = []  # the one context default_context() made, while it is open
+
+
+def default_context():
+    """A Context on the automatic device, made on first use and shared by
+    everything that is given none (the torch-signature MultiheadAttention);
+    close it with .close() (the next call makes another)."""
+    if not _default or _default[0].closed:
+        _default[:] = [Context()]
+    return _default[0]

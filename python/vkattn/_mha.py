@@ -5,7 +5,7 @@ import numpy as np
 
 from . import _arrays as A
 from . import _lib
-from ._context import Tensor
+from ._context import Context, Tensor, default_context
 from ._errors import Error, bad
 
 L = _lib.lib
@@ -215,6 +215,13 @@ class MultiheadAttention:
     Inputs are batch-first, x [B, T, embed_dim] (nn.MultiheadAttention's
     batch_first=True)."""
 
+    def __new__(cls, *args, **kwargs):
+        # without a Context first: torch.nn.MultiheadAttention's signature
+        if cls is MultiheadAttention and not (args and isinstance(args[0], Context)) and \
+                not isinstance(kwargs.get("ctx"), Context):
+            return object.__new__(TorchMultiheadAttention)
+        return object.__new__(cls)
+
     def __init__(self, ctx, embed_dim, num_heads, num_kv_heads=None, bias=True, kdim=None,
                  dtype="f32", head_dim=None, window=0, softcap=0.0, scale=None, **options):
         self.ctx = ctx
@@ -345,7 +352,8 @@ class MultiheadAttention:
         return imp
 
     def _run(self, x, kv, value, causal, key_padding_mask, need_weights, mask, key_padding,
-             mask_true_blocks, causal_top_left, positions, head_mask, importance=None):
+             mask_true_blocks, causal_top_left, positions, head_mask, importance=None,
+             per_head=False):
         """forward, or with `importance` (float32 [num_heads]) head_importance."""
         self._loaded()
         keep, outs = [], []
@@ -373,7 +381,9 @@ class MultiheadAttention:
                                                       _lib.DTYPE_U8)
             w = None
             if need_weights:  # torch's appended rows have columns after the keys'
-                w = Tensor(self.ctx, (B, Tq, Tk + self.spec.appended_rows()), _lib.DTYPE_F32)
+                cols = Tk + self.spec.appended_rows()
+                shape = (B, self.spec.desc.num_heads, Tq, cols) if per_head else (B, Tq, cols)
+                w = Tensor(self.ctx, shape, _lib.DTYPE_F32)
                 outs.append(w)
                 args.weights = w._vk()
             if positions is not None:
@@ -635,3 +645,60 @@ class KVCache:
             self.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+class TorchMultiheadAttention(MultiheadAttention):
+    """vkattn.MultiheadAttention(embed_dim, num_heads, dropout=0.0, bias=True,
+    add_bias_kv=False, add_zero_attn=False, kdim=None, vdim=None,
+    batch_first=False, device=None, dtype=None): torch.nn.MultiheadAttention's
+    constructor, forward and defaults on vkattn's layer. device: a
+    vkattn.Context (None: vkattn.default_context()); dtype: float32 (None),
+    float16 or bfloat16 (torch's, numpy's or vkattn's names). Starts in
+    training mode as torch's modules do: a dropout > 0 is refused there,
+    ignored after .eval(). Inputs: torch tensors (results come back as torch
+    tensors) or numpy arrays; [L, B, E] (batch_first=False), [B, L, E], or
+    unbatched [L, E]."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
+                 dtype=None):
+        from ._torch_mha import _dtype_name
+        ctx = device if isinstance(device, Context) else None
+        if device is not None and ctx is None and str(device) != "cpu":
+            raise bad("device %r: give a vkattn.Context (None: vkattn.default_context())"
+                      % (device,))
+        if not 0.0 <= float(dropout) <= 1.0:
+            raise bad("dropout %g: a probability in 0..1" % float(dropout))
+        self.dropout = float(dropout)
+        self.batch_first = bool(batch_first)
+        self.training = True
+        self.num_heads = A.u32("num_heads", num_heads)
+        super().__init__(ctx or default_context(), embed_dim, num_heads, bias=bias, kdim=kdim,
+                         vdim=vdim if vdim is not None else kdim, dtype=_dtype_name(dtype),
+                         add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn)
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Any torch.nn.MultiheadAttention's state dict (its names; strict
+        and assign are accepted for torch's signature, every key must fit)."""
+        super().load_state_dict(state_dict)
+        return self
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
+                attn_mask=None, average_attn_weights=True, is_causal=False):
+        """(attn_output, attn_weights) as torch's: weights [B, L, S] averaged
+        over heads (average_attn_weights=False: [B, H, L, S]; S counts the
+        appended rows), None without need_weights. is_causal without
+        attn_mask masks causally (top-left, as SDPA's); with one it is
+        torch's hint and attn_mask rules."""
+        from ._torch_mha import torch_forward
+        return torch_forward(self, query, key, value, key_padding_mask, need_weights,
+                             attn_mask, average_attn_weights, is_causal)
+
+    __call__ = forward
