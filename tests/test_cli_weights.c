@@ -374,13 +374,16 @@ static void test_errors(void **state)
     write_bad_layer("shape.safetensors", 0, NULL, NULL, 2, (int64_t[2]){HEADS * DH, DM / 2});
     write_bad_layer("rank3.safetensors", 3, NULL, NULL, 3, (int64_t[3]){DM, 2, 32});
     write_bad_layer("good.safetensors", -1, "unused", NULL, 0, NULL);
-    /* torch names with add_bias_kv's bias_k */
+    /* torch names with add_bias_kv's bias_k but no bias_v (they come together) */
     npy_array w = cli_read_npy("WQ.npy"), wo = cli_read_npy("WO.npy");
-    test_st_tensor tb[4] = {{"q_proj_weight", "F32", 2, {64, 64}, w.data, w.nbytes},
-                            {"k_proj_weight", "F32", 2, {64, 64}, w.data, w.nbytes},
-                            {"v_proj_weight", "F32", 2, {64, 64}, w.data, w.nbytes},
-                            {"bias_k", "F32", 3, {1, 1, 64}, wo.data, 256}};
-    test_write_safetensors(cli_path_of("biaskv.safetensors"), tb, 4);
+    const size_t kv_bytes = (size_t)KV_HEADS * DH * DM * 4;
+    test_st_tensor tb[5] = {
+        {"q_proj_weight", "F32", 2, {HEADS * DH, DM}, w.data, w.nbytes},
+        {"k_proj_weight", "F32", 2, {KV_HEADS * DH, DM}, w.data, kv_bytes},
+        {"v_proj_weight", "F32", 2, {KV_HEADS * DH, DM}, w.data, kv_bytes},
+        {"out_proj.weight", "F32", 2, {DM, HEADS * DH}, wo.data, wo.nbytes},
+        {"bias_k", "F32", 3, {1, 1, KV_HEADS * DH}, wo.data, KV_HEADS * DH * 4}};
+    test_write_safetensors(cli_path_of("biaskv.safetensors"), tb, 5);
     npy_free(&w);
     npy_free(&wo);
     /* truncated: the last tensor runs past the end; garbage header */
@@ -409,7 +412,7 @@ static void test_errors(void **state)
         {"--weights @i64.safetensors", 1, "\"v_proj.weight\" is I64"},
         {"--weights @shape.safetensors", 1, "shape.safetensors:q_proj.weight"},
         {"--weights @rank3.safetensors", 1, "\"o_proj.weight\" has 3 dimensions"},
-        {"--weights @biaskv.safetensors", 1, "add_bias_kv"},
+        {"--weights @biaskv.safetensors", 1, "--bias-k needs --bias-v too"},
         {"--weights @trunc.safetensors", 1, "are not inside the data section"},
         {"--weights @json.safetensors", 1, "not valid JSON"},
         {"--weights @short.safetensors", 1, "too short"},
