@@ -413,6 +413,27 @@ typedef struct vkattn_attention_args {
      * by a small in-place pass over out after attention (out kept as pairs
      * in 32-bit words needs rows of whole quads); absent: no pass at all. */
     vkattn_tensor head_mask;
+    /* Packed ragged batches (FlashAttention's varlen form). With
+     * sequences > 0, q, out and lse hold that many sequences concatenated
+     * along the token axis - q [1, Hq, sum Tq, Dk], out [1, Hq, sum Tq, Dv],
+     * lse [1, Hq, sum Tq] - sequence i's queries at tokens
+     * [q_offsets[i], q_offsets[i + 1]); k and v [1, Hkv, sum Tk, D] hold its
+     * keys at [k_offsets[i], k_offsets[i + 1]) (k_offsets NULL: q_offsets,
+     * self-attention). The offsets are host int32 arrays [sequences + 1],
+     * starting at 0, never decreasing, ending at the token count; read only
+     * during the call. Each sequence is attended exactly as one batch row of
+     * the padded call: causal (its causal_align), window, softcap, sinks,
+     * ALiBi and scale apply per sequence; head_mask is [Hq], [1, Hq] or
+     * [sequences, Hq]. An empty sequence (no queries) is skipped; one with
+     * queries but no keys is refused. mask, key_padding and weights are
+     * refused (their shapes have no packed form). No padding is computed:
+     * each sequence is its own pass over its own rows, recorded one after
+     * the other with a barrier between them (their bindings may share the
+     * aligned bytes at a boundary); strides and offsets follow the rules
+     * above for every sequence's view (a sequence starting where a
+     * 16-byte-aligned offset cannot is refused by name). */
+    uint32_t sequences;
+    const int32_t *q_offsets, *k_offsets;
 } vkattn_attention_args;
 
 VKATTN_API vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,

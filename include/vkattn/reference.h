@@ -54,6 +54,9 @@ typedef struct vkattn_ref_attention_args {
     vkattn_host_tensor lse; /* optional output, f32 [B, Hq, Tq] */
     /* optional, f32 [Hq] or [B, Hq], as in vkattn_attention_args (finite) */
     vkattn_host_tensor head_mask;
+    /* packed ragged batches, as in vkattn_attention_args */
+    uint32_t sequences;
+    const int32_t *q_offsets, *k_offsets;
 } vkattn_ref_attention_args;
 
 VKATTN_API vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *error,

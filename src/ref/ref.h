@@ -131,6 +131,19 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
 /* Computes; `scratch` holds plan->scratch_doubles doubles. Cannot fail. */
 void vka_ref_attention_run(const vka_ref_attention_plan *plan, double *scratch);
 
+/* A quantized k or v (named `name` in messages) as f32 values (d * q as
+ * the kernels read them) at the same value strides, in `*owned` for the
+ * caller to free (NULL, and `t` untouched, for any other dtype).
+ * (ref_attention.c) */
+vkattn_result vka_ref_dequantized(vkattn_host_tensor *t, const char *name, float **owned,
+                                  char *error, size_t error_size);
+
+/* vkattn_ref_attention of packed sequences (args->sequences > 0):
+ * everything checked, the whole call and every sequence, before the first
+ * output is written. (ref_attention_packed.c) */
+vkattn_result vka_ref_attention_packed(const vkattn_ref_attention_args *args, char *error,
+                                       size_t error_size);
+
 /* ---- the MHA layer's appended rows (ref_mha_appended.c) */
 
 /* What vka_ref_mha_appended reads and widens: Q [B, Tq, Hq*Dk] and the

@@ -332,10 +332,8 @@ void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
     }
 }
 
-/* A quantized k or v as f32 values (d * q as the kernels read them) at the
- * same value strides, in `*owned` for the caller to free. */
-static vkattn_result dequantized(vkattn_host_tensor *t, const char *name, float **owned,
-                                 char *error, size_t error_size)
+vkattn_result vka_ref_dequantized(vkattn_host_tensor *t, const char *name, float **owned,
+                                  char *error, size_t error_size)
 {
     *owned = NULL;
     if (!vka_dtype_is_quantized(t->dtype))
@@ -363,12 +361,14 @@ static vkattn_result dequantized(vkattn_host_tensor *t, const char *name, float 
 vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *error,
                                    size_t error_size)
 {
+    if (args && args->sequences)
+        return vka_ref_attention_packed(args, error, error_size);
     vka_ref_attention_plan plan;
     VKA_TRY(vka_ref_attention_prepare(args, "args->", &plan, error, error_size));
     float *kf = NULL, *vf = NULL;
-    vkattn_result r = dequantized(&plan.k, "k", &kf, error, error_size);
+    vkattn_result r = vka_ref_dequantized(&plan.k, "k", &kf, error, error_size);
     if (r == VKATTN_SUCCESS)
-        r = dequantized(&plan.v, "v", &vf, error, error_size);
+        r = vka_ref_dequantized(&plan.v, "v", &vf, error, error_size);
     double *scratch = NULL;
     if (r == VKATTN_SUCCESS) {
         scratch = vka_ref_scratch(plan.scratch_doubles, error, error_size);

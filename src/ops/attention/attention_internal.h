@@ -105,6 +105,16 @@ uint32_t vka_att_mod_bits(const vka_att_problem *p);
 vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args *args,
                                vka_att_problem *p);
 
+/* Packed ragged batches (args->sequences > 0; attention_packed.c): the
+ * whole call and every sequence's are checked (`whole`: the packed tensors
+ * resolved as one batch row); recording checks each sequence again and
+ * records it, a barrier between sequences. */
+vkattn_result vka_att_packed_validate(vkattn_context *ctx, const vkattn_attention_args *args,
+                                      vka_att_problem *whole);
+vkattn_result vka_att_packed_record(vkattn_context *ctx, VkCommandBuffer cmd,
+                                    const vkattn_attention_args *args,
+                                    const vka_att_problem *whole);
+
 /* ---- kernel configuration (attention_config.c) */
 
 /* Kernel families (values are stored in tuning data: never renumber). */

@@ -1,0 +1,48 @@
+/* Packed ragged batches ("varlen", as FlashAttention's varlen API takes
+ * them): sequences concatenated along one token axis, each sequence's
+ * tokens [offsets[i], offsets[i + 1]). The rules both vkattn_attention and
+ * the reference check, and the per-sequence view of a packed tensor they
+ * both run each sequence on. Context-free. */
+#ifndef VKA_VARLEN_H
+#define VKA_VARLEN_H
+
+#include "spec/attention_shapes.h"
+#include "vkattn.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* `offsets` [sequences + 1]: not NULL, offsets[0] 0, nondecreasing, the
+ * last `total` (the packed tensor's token count, named `total_name`).
+ * Messages name `name` and the offending element. */
+vkattn_result vka_varlen_check(const int32_t *offsets, uint32_t sequences, int64_t total,
+                               const char *name, const char *total_name, char *error,
+                               size_t error_size);
+
+/* The shapes of a packed call (already through vka_attention_check, whose
+ * dims are `d`): one batch row, q of rank 4, and no mask, key_padding or
+ * weights, whose shapes have no packed form. Names start with `prefix`. */
+vkattn_result vka_varlen_shapes_check(const vka_attention_shapes *s, const vka_attention_dims *d,
+                                      const char *prefix, char *error, size_t error_size);
+
+/* Both offset arrays of a packed call (`k_offsets` NULL: q_offsets for the
+ * keys too) against the packed token counts, and that no sequence has
+ * queries but no keys. */
+vkattn_result vka_varlen_offsets_check(uint32_t sequences, const int32_t *q_offsets,
+                                       const int32_t *k_offsets, int64_t q_total, int64_t k_total,
+                                       const char *prefix, char *error, size_t error_size);
+
+/* Sequence i's queries [q0, q0 + nq) and keys [k0, k0 + nk). */
+typedef struct vka_varlen_seq {
+    int64_t q0, nq, k0, nk;
+} vka_varlen_seq;
+vka_varlen_seq vka_varlen_sequence(const int32_t *q_offsets, const int32_t *k_offsets, uint32_t i);
+
+/* Tokens [start, start + count) along dimension `dim` of a tensor with
+ * `shape` and resolved (element) `strides`: shape[dim] becomes count; the
+ * returned value is how many bytes after the tensor the view starts
+ * (quantized dtypes: strides count values in whole blocks). */
+uint64_t vka_varlen_slice(vkattn_dtype dtype, int64_t *shape, const int64_t *strides, uint32_t dim,
+                          int64_t start, int64_t count);
+
+#endif
