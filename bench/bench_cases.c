@@ -142,6 +142,15 @@ const bench_case bench_cases[] = {
      F16, F16, .score_mods = BENCH_SINKS},
     {"attn_decode_gqa_d128_kv4096_alibi", BENCH_DECODE, READ, 1, 32, 8, 1, 4096, 128, 0, 0, 0, true, false,
      F16, F16, .score_mods = BENCH_ALIBI},
+    /* A prefill of 8 prompts of 16..512 tokens (Llama-3-8B heads), packed
+     * (one pass per prompt over its own tokens) and padded to 512 (about
+     * twice the tokens, 2.7x the causal pairs): the packed call's time
+     * should be at most 0.6x the padded one's. FLOPs: the prompts' own
+     * causal pairs in both. */
+    {"attn_prefill_ragged8_packed", BENCH_ATTENTION, FMA, 8, 32, 8, 512, 512, 128, 0, 0, 0, true, false, F16,
+     F16, .ragged = BENCH_RAGGED_PACKED},
+    {"attn_prefill_ragged8_padded", BENCH_ATTENTION, FMA, 8, 32, 8, 512, 512, 128, 0, 0, 0, true, false, F16,
+     F16, .ragged = BENCH_RAGGED_PADDED},
 };
 /* clang-format on */
 const size_t bench_case_count = sizeof bench_cases / sizeof bench_cases[0];
@@ -166,6 +175,7 @@ struct bench_runner {
     vkattn_kv_attention_args decode;
     vkattn_mha_step_args step;
     uint32_t sequences[64];
+    int32_t offsets[9]; /* a packed ragged case's */
     vkattn_buffer *buffers[8];
     int nbuffers;
 };
@@ -368,6 +378,40 @@ static vkattn_tensor sinks_tensor(bench_runner *r)
     return random_tensor(r, F32, 1, hs, 14);
 }
 
+/* The ragged cases' prompt lengths, 16..512 evenly spread (the longest
+ * is the case's tq). */
+static const uint32_t ragged_lengths[8] = {16, 87, 158, 229, 300, 371, 442, 512};
+
+/* A ragged case: q, k, v and out of the prompts packed along one token
+ * axis with their offsets, or (already made) B rows padded to the
+ * longest. */
+static void make_ragged(bench_runner *r)
+{
+    const bench_case *c = r->c;
+    vkattn_attention_args *a = &r->attention;
+    double pairs = 0;
+    for (uint32_t i = 0; i < c->b; i++) {
+        r->offsets[i + 1] = r->offsets[i] + (int32_t)ragged_lengths[i];
+        pairs += visible_pairs(ragged_lengths[i], ragged_lengths[i], true, 0);
+    }
+    const int64_t total = r->offsets[c->b];
+    r->flops = 2.0 * c->hq * 2.0 * c->d * pairs;
+    if (c->ragged == BENCH_RAGGED_PACKED) {
+        int64_t qs[4] = {1, c->hq, total, c->d}, ks[4] = {1, c->hkv, total, c->d};
+        a->q = random_tensor(r, c->act, 4, qs, 1);
+        a->k = random_tensor(r, c->data, 4, ks, 2);
+        a->v = random_tensor(r, c->data, 4, ks, 3);
+        a->out = random_tensor(r, c->act, 4, qs, 4);
+        a->sequences = c->b;
+        a->q_offsets = r->offsets;
+        r->bytes = (double)total * (2.0 * c->hq * c->d * (double)vkattn_dtype_size(c->act) +
+                                    2.0 * c->hkv * c->d * (double)vkattn_dtype_size(c->data));
+    }
+    /* Padded: B rows of the longest prompt. Causal with the padding after
+     * each prompt, a real query never sees a padding key, so no key padding
+     * mask is needed for the prompts' rows (one would only cost more). */
+}
+
 bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
 {
     bench_runner *r = calloc(1, sizeof *r);
@@ -382,10 +426,12 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
                 vs[4] = {c->b, c->hkv, c->tk, dv}, os[4] = {c->b, c->hq, c->tq, dv};
         double nq = (double)c->b * c->hq * c->tq * (c->d + dv),
                nk = (double)c->b * c->hkv * c->tk * (c->d + dv);
-        r->attention.q = random_tensor(r, c->act, 4, qs, 1);
-        r->attention.k = random_tensor(r, c->data, 4, ks, 2);
-        r->attention.v = random_tensor(r, c->data, 4, vs, 3);
-        r->attention.out = random_tensor(r, c->act, 4, os, 4);
+        if (c->ragged != BENCH_RAGGED_PACKED) { /* (make_ragged's own) */
+            r->attention.q = random_tensor(r, c->act, 4, qs, 1);
+            r->attention.k = random_tensor(r, c->data, 4, ks, 2);
+            r->attention.v = random_tensor(r, c->data, 4, vs, 3);
+            r->attention.out = random_tensor(r, c->act, 4, os, 4);
+        }
         r->attention.causal = c->causal;
         r->attention.window = c->window;
         r->attention.softcap = c->score_mods & BENCH_SOFTCAP ? 50.0f : 0.0f;
@@ -395,6 +441,8 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
         r->flops =
             2.0 * c->b * c->hq * (c->d + dv) * visible_pairs(c->tq, c->tk, c->causal, c->window);
         r->bytes = nq * as + nk * ds;
+        if (c->ragged)
+            make_ragged(r);
     } else if (c->kind == BENCH_LINEAR) {
         int64_t xs[2] = {c->m, c->k}, ws[2] = {c->n, c->k}, ys[2] = {c->m, c->n};
         r->linear.x = random_tensor(r, c->act, 2, xs, 5);
@@ -495,6 +543,9 @@ void bench_case_print_shape(const bench_case *c, FILE *f)
             fprintf(f, ", \"block_size\": %u", c->block);
         if (c->window)
             fprintf(f, ", \"window\": %u", c->window);
+        if (c->ragged)
+            fprintf(f, ", \"ragged\": \"%s\", \"prompts\": [16, 87, 158, 229, 300, 371, 442, 512]",
+                    c->ragged == BENCH_RAGGED_PACKED ? "packed" : "padded to 512");
         if (c->score_mods & BENCH_SOFTCAP)
             fprintf(f, ", \"softcap\": 50");
         if (c->score_mods & BENCH_SINKS)

@@ -37,6 +37,17 @@ typedef enum bench_score_mods {
     BENCH_ALIBI = 4,   /* ALiBi with the standard slopes of max bias 8 (BLOOM) */
 } bench_score_mods;
 
+/* A ragged batch of prompts (attention cases): B prompts of the lengths
+ * bench_cases.c lists, causal self-attention, packed into one token axis
+ * with their offsets (vkattn_attention_args.sequences), or padded to the
+ * longest, as a framework without a packed form runs them (causal, the
+ * padding after each prompt is never seen by its real queries). */
+typedef enum bench_ragged {
+    BENCH_NOT_RAGGED,
+    BENCH_RAGGED_PACKED,
+    BENCH_RAGGED_PADDED,
+} bench_ragged;
+
 typedef struct bench_case {
     const char *name;
     bench_case_kind kind;
@@ -53,6 +64,7 @@ typedef struct bench_case {
     uint32_t window;        /* attention and decode: sliding window; 0: none */
     unsigned score_mods;    /* attention and decode: bench_score_mods bits */
     uint32_t dv;            /* attention: v's (and out's) head dim; 0: d */
+    bench_ragged ragged;    /* attention: a ragged batch of prompts (tq, tk: the longest) */
 } bench_case;
 
 extern const bench_case bench_cases[];
