@@ -15,16 +15,16 @@
 #define MAX_SEQ 8
 
 typedef struct varlen_case {
-    uint32_t S;                 /* sequences */
-    uint32_t tq[MAX_SEQ];       /* queries per sequence */
-    uint32_t tk[MAX_SEQ];       /* keys per sequence; all 0: tq (self-attention) */
+    uint32_t S;           /* sequences */
+    uint32_t tq[MAX_SEQ]; /* queries per sequence */
+    uint32_t tk[MAX_SEQ]; /* keys per sequence; all 0: tq (self-attention) */
     uint32_t Hq, Hkv, D;
     vkattn_dtype dt;
     bool causal, top_left;
     uint32_t window;
     float softcap;
     bool sinks, slopes, lse;
-    int head_mask;  /* 0 none, 1 [Hq], 2 [S, Hq] */
+    int head_mask;    /* 0 none, 1 [Hq], 2 [S, Hq] */
     bool token_major; /* [1, H, T, D] viewed over torch's [T, H, D] memory */
 } varlen_case;
 
@@ -156,7 +156,8 @@ static void run_case(test_gpu *g, uint32_t policy, const void *arg)
         .k_offsets = pk.self ? NULL : pk.ko,
     };
     vkattn_buffer *bq = test_buffer_of(ctx, c->dt, q, nq), *bk = test_buffer_of(ctx, c->dt, k, nk);
-    vkattn_buffer *bv = test_buffer_of(ctx, c->dt, v, nk), *bo = test_buffer_of(ctx, c->dt, got, nq);
+    vkattn_buffer *bv = test_buffer_of(ctx, c->dt, v, nk),
+                  *bo = test_buffer_of(ctx, c->dt, got, nq);
     vkattn_buffer *bs = NULL, *ba = NULL, *bl = NULL, *bg = NULL;
     vkattn_attention_args a = {
         .q = device_view(bq, c->dt, qs, qst, 4),
@@ -402,15 +403,17 @@ static void test_packed_refusals(void **state)
     vkattn_buffer *bo = test_buffer_of(ctx, F32, keep, (size_t)Hq * T * D);
     vkattn_buffer *bp = test_buffer_with(ctx, pad, sizeof pad);
     vkattn_buffer *bg = test_buffer_of(ctx, F32, gate, 6);
-    vkattn_attention_args good = {
-        .q = vkattn_tensor_make(b, 0, F32, 4, s4),
-        .k = vkattn_tensor_make(b, 0, F32, 4, s4),
-        .v = vkattn_tensor_make(b, 0, F32, 4, s4),
-        .out = vkattn_tensor_make(bo, 0, F32, 4, s4),
-        .causal = true,
-        .sequences = 3,
-        .q_offsets = offsets,
-    }, a;
+    vkattn_attention_args good =
+                              {
+                                  .q = vkattn_tensor_make(b, 0, F32, 4, s4),
+                                  .k = vkattn_tensor_make(b, 0, F32, 4, s4),
+                                  .v = vkattn_tensor_make(b, 0, F32, 4, s4),
+                                  .out = vkattn_tensor_make(bo, 0, F32, 4, s4),
+                                  .causal = true,
+                                  .sequences = 3,
+                                  .q_offsets = offsets,
+                              },
+                          a;
     TEST_OK(ctx, vkattn_attention(ctx, &good));
     TEST_OK(ctx, vkattn_buffer_upload(bo, 0, keep, (uint64_t)Hq * T * D * 4));
     int32_t bad_start[4] = {1, 5, 5, 12}, bad_order[4] = {0, 6, 5, 12}, bad_end[4] = {0, 5, 5, 11};
@@ -434,13 +437,12 @@ static void test_packed_refusals(void **state)
                        "sequence 1 has 4 queries but no keys (args->k_offsets[1] = "
                        "args->k_offsets[2] = 5)",
                        vkattn_attention(ctx, &a));
+    TEST_FAILS_CHANGED(
+        ctx, a, good, a.key_padding = vkattn_tensor_make(bp, 0, VKATTN_DTYPE_U8, 2, ps),
+        VKATTN_ERROR_UNSUPPORTED, "args->key_padding is given with", vkattn_attention(ctx, &a));
     TEST_FAILS_CHANGED(ctx, a, good,
-                       a.key_padding = vkattn_tensor_make(bp, 0, VKATTN_DTYPE_U8, 2, ps),
-                       VKATTN_ERROR_UNSUPPORTED, "args->key_padding is given with",
-                       vkattn_attention(ctx, &a));
-    TEST_FAILS_CHANGED(ctx, a, good,
-                       (a.q = vkattn_tensor_make(b, 0, F32, 4, s4b),
-                        a.k = a.v = a.q, a.out = vkattn_tensor_make(bo, 0, F32, 4, s4b)),
+                       (a.q = vkattn_tensor_make(b, 0, F32, 4, s4b), a.k = a.v = a.q,
+                        a.out = vkattn_tensor_make(bo, 0, F32, 4, s4b)),
                        VKATTN_ERROR_SHAPE_MISMATCH, "[1, Hq, sum Tq, Dk]",
                        vkattn_attention(ctx, &a));
     hm[0] = 2; /* neither 1 nor the 3 sequences */

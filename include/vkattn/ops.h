@@ -574,6 +574,19 @@ typedef struct vkattn_mha_forward_args {
      * what vkattn_mha_prune_heads makes permanent. */
     vkattn_tensor head_mask;
     vkattn_tensor value; /* optional: C' [B, Tk, Dvin] */
+    /* Packed ragged batches, as vkattn_attention_args takes them: with
+     * sequences > 0, x and y are [1, sum Tq, Dm] (sequence i's tokens at
+     * [q_offsets[i], q_offsets[i + 1])), kv and value [1, sum Tk, ...] with
+     * k_offsets (NULL: q_offsets; self-attention: the same tokens). The
+     * projections run over all the tokens at once; each sequence attends
+     * to its own keys only (causal, the window, ALiBi and the appended rows
+     * per sequence) and RoPE positions restart at 0 with every sequence
+     * (args->positions, [1, sum Tq], overrides them; without it the layer
+     * writes them into its scratch with vkCmdUpdateBuffer, so a wrapped
+     * scratch buffer needs transfer usage). head_mask [Hq], [1, Hq] or
+     * [sequences, Hq]; mask, key_padding and weights are refused. */
+    uint32_t sequences;
+    const int32_t *q_offsets, *k_offsets;
 } vkattn_mha_forward_args;
 
 /* Head importance for given inputs: importance[h] (Hq floats) is the root

@@ -157,6 +157,9 @@ typedef struct vkattn_ref_mha_args {
     /* optional, f32 [Hq] or [B, Hq]: as in vkattn_mha_forward_args */
     vkattn_host_tensor head_mask;
     vkattn_host_tensor value; /* optional */
+    /* packed ragged batches, as in vkattn_mha_forward_args */
+    uint32_t sequences;
+    const int32_t *q_offsets, *k_offsets;
 } vkattn_ref_mha_args;
 
 VKATTN_API vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc,

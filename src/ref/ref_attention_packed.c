@@ -57,16 +57,17 @@ static vkattn_result check_whole(const vkattn_ref_attention_args *args,
     vka_attention_dims d;
     VKA_TRY(vka_attention_check(&s, "args->", &d, error, error_size));
     VKA_TRY(vka_varlen_shapes_check(&s, &d, "args->", error, error_size));
-    VKA_TRY(vka_varlen_offsets_check(args->sequences, args->q_offsets, args->k_offsets,
-                                     args->q.shape[2], args->k.shape[2], "args->", error,
-                                     error_size));
+    VKA_TRY(vka_varlen_offsets_check(
+        args->sequences, args->q_offsets, args->k_offsets,
+        (vka_varlen_totals){args->q.shape[2], args->k.shape[2], NULL, NULL}, "args->", error,
+        error_size));
     vkattn_ref_attention_args all = *args;
     all.head_mask = (vkattn_host_tensor){0};
     all.sequences = 0;
     VKA_TRY(vka_ref_attention_prepare(&all, "args->", whole, error, error_size));
     *head_mask = (vkattn_host_tensor){0};
-    VKA_TRY(vka_head_mask_check(vka_host_shape_view(&args->head_mask), args->sequences,
-                                d.num_heads, "args->head_mask", error, error_size));
+    VKA_TRY(vka_head_mask_check(vka_host_shape_view(&args->head_mask), args->sequences, d.num_heads,
+                                "args->head_mask", error, error_size));
     if (args->head_mask.data)
         VKA_TRY(vka_host_tensor_resolve(&args->head_mask, "args->head_mask", false, head_mask,
                                         error, error_size));

@@ -14,6 +14,7 @@
 
 #include "spec/dtype.h"
 #include "spec/error_text.h"
+#include "spec/varlen.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -459,6 +460,8 @@ static vkattn_result run_layer(layer_plan *plan, char *error, size_t error_size)
 static vkattn_result run_with_weights(const vkattn_mha_desc *d, const vka_mha_weight_views *wv,
                                       const vkattn_ref_mha_args *args, char *error,
                                       size_t error_size);
+static vkattn_result run_packed(const vkattn_mha_desc *d, const vka_mha_weight_views *wv,
+                                const vkattn_ref_mha_args *args, char *error, size_t error_size);
 
 vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weights *weights,
                              const vkattn_ref_mha_args *args, char *error, size_t error_size)
@@ -479,29 +482,24 @@ vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc, const vkattn_mha_weigh
     return r;
 }
 
-/* vkattn_ref_mha once the weights are as the device keeps them. */
-static vkattn_result run_with_weights(const vkattn_mha_desc *dp, const vka_mha_weight_views *wvp,
-                                      const vkattn_ref_mha_args *args, char *error,
-                                      size_t error_size)
+/* Checks and plans one ordinary (not packed) layer call. */
+static vkattn_result prepare_layer(const vkattn_mha_desc *dp, const vka_mha_weight_views *wvp,
+                                   const vkattn_ref_mha_args *args, layer_plan *plan, char *error,
+                                   size_t error_size)
 {
     vkattn_mha_desc d = *dp;
     vka_mha_weight_views wv = *wvp;
-    if (!args) {
-        vka_error_format(error, error_size, "args is NULL");
-        return VKATTN_ERROR_INVALID_ARGUMENT;
-    }
     vkattn_host_tensor x, kv, vin, y;
     VKA_TRY(check_io(&d, args, &x, &kv, &vin, &y, error, error_size));
-    layer_plan plan;
-    VKA_TRY(check_modern(&d, args, &plan.positions, error, error_size));
+    VKA_TRY(check_modern(&d, args, &plan->positions, error, error_size));
     float placeholder = 0.0f;
-    VKA_TRY(plan_layer(&d, &wv, args, &x, &kv, &vin, &y, &placeholder, &plan, error, error_size));
-    plan.desc = d;
-    plan.q_norm = wv.q_norm;
-    plan.k_norm = wv.k_norm;
-    plan.bias_k = wv.bias_k;
-    plan.bias_v = wv.bias_v;
-    plan.kv_cache_dtype = args->kv_cache_dtype;
+    VKA_TRY(plan_layer(&d, &wv, args, &x, &kv, &vin, &y, &placeholder, plan, error, error_size));
+    plan->desc = d;
+    plan->q_norm = wv.q_norm;
+    plan->k_norm = wv.k_norm;
+    plan->bias_k = wv.bias_k;
+    plan->bias_v = wv.bias_v;
+    plan->kv_cache_dtype = args->kv_cache_dtype;
     if (!vka_dtype_is_float(args->kv_cache_dtype) && args->kv_cache_dtype != VKATTN_DTYPE_BF16 &&
         !vka_dtype_is_quantized(args->kv_cache_dtype)) {
         char b[VKA_DTYPE_TEXT];
@@ -511,5 +509,144 @@ static vkattn_result run_with_weights(const vkattn_mha_desc *dp, const vka_mha_w
                          vka_dtype_text(args->kv_cache_dtype, b));
         return VKATTN_ERROR_UNSUPPORTED_DTYPE;
     }
+    return VKATTN_SUCCESS;
+}
+
+/* vkattn_ref_mha once the weights are as the device keeps them. */
+static vkattn_result run_with_weights(const vkattn_mha_desc *d, const vka_mha_weight_views *wv,
+                                      const vkattn_ref_mha_args *args, char *error,
+                                      size_t error_size)
+{
+    if (!args) {
+        vka_error_format(error, error_size, "args is NULL");
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (args->sequences)
+        return run_packed(d, wv, args, error, error_size);
+    layer_plan plan;
+    VKA_TRY(prepare_layer(d, wv, args, &plan, error, error_size));
     return run_layer(&plan, error, error_size);
+}
+
+/* ---- packed ragged batches (args->sequences > 0) */
+
+/* Tokens [start, start + count) of a packed [1, T, ...] host tensor (data
+ * NULL: stays absent), its strides resolved. */
+static vkattn_result token_slice(const vkattn_host_tensor *t, const char *name, bool output,
+                                 int64_t start, int64_t count, vkattn_host_tensor *out, char *error,
+                                 size_t error_size)
+{
+    *out = *t;
+    if (!t->data)
+        return VKATTN_SUCCESS;
+    VKA_TRY(vka_host_tensor_resolve(t, name, output, out, error, error_size));
+    out->data =
+        (char *)out->data + vka_varlen_slice(out->dtype, out->shape, out->strides, 1, start, count);
+    return VKATTN_SUCCESS;
+}
+
+/* Sequence i's ordinary call over views of the packed tensors. */
+static vkattn_result sequence_args(const vkattn_ref_mha_args *args, uint32_t i,
+                                   vkattn_ref_mha_args *sub, char *error, size_t error_size)
+{
+    vka_varlen_seq s = vka_varlen_sequence(args->q_offsets, args->k_offsets, i);
+    *sub = *args;
+    sub->sequences = 0;
+    sub->q_offsets = sub->k_offsets = NULL;
+    VKA_TRY(token_slice(&args->x, "args->x", false, s.q0, s.nq, &sub->x, error, error_size));
+    VKA_TRY(token_slice(&args->y, "args->y", true, s.q0, s.nq, &sub->y, error, error_size));
+    VKA_TRY(token_slice(&args->kv, "args->kv", false, s.k0, s.nk, &sub->kv, error, error_size));
+    VKA_TRY(token_slice(&args->value, "args->value", false, s.k0, s.nk, &sub->value, error,
+                        error_size));
+    VKA_TRY(token_slice(&args->positions, "args->positions", false, s.q0, s.nq, &sub->positions,
+                        error, error_size));
+    const vkattn_host_tensor *g = &args->head_mask;
+    if (g->data && g->rank == 2) { /* its row i (or its only row) */
+        VKA_TRY(vka_host_tensor_resolve(g, "args->head_mask", false, &sub->head_mask, error,
+                                        error_size));
+        if (g->shape[0] > 1)
+            sub->head_mask.data = (float *)sub->head_mask.data + i * sub->head_mask.strides[0];
+        sub->head_mask.rank = 1;
+        sub->head_mask.shape[0] = g->shape[1];
+        sub->head_mask.strides[0] = sub->head_mask.strides[1];
+    }
+    return VKATTN_SUCCESS;
+}
+
+/* The packed call's own rules, before any sequence's. */
+static vkattn_result check_packed(const vkattn_mha_desc *d, const vkattn_ref_mha_args *args,
+                                  char *error, size_t error_size)
+{
+    if (args->x.rank != 3 || args->x.shape[0] != 1 || (args->kv.data && args->kv.rank != 3)) {
+        vka_error_format(error, error_size,
+                         "args->x.shape[0] is %lld: packed sequences (args->sequences %u) lie one "
+                         "after the other along the token axis of one batch row ([1, sum Tq, Dm])",
+                         (long long)(args->x.rank ? args->x.shape[0] : 0), args->sequences);
+        return VKATTN_ERROR_SHAPE_MISMATCH;
+    }
+    const vkattn_host_tensor *keys = args->kv.data ? &args->kv : &args->x;
+    vka_varlen_totals totals = {args->x.shape[1], keys->shape[1], "x.shape[1] (sum Tq)",
+                                args->kv.data ? "kv.shape[1] (sum Tk)" : "x.shape[1] (sum Tk)"};
+    VKA_TRY(vka_varlen_offsets_check(args->sequences, args->q_offsets, args->k_offsets, totals,
+                                     "args->", error, error_size));
+    if (!args->kv.data && args->k_offsets)
+        for (uint32_t i = 0; i <= args->sequences; i++)
+            if (args->k_offsets[i] != args->q_offsets[i]) {
+                vka_error_format(error, error_size,
+                                 "args->k_offsets[%u] is %d but args->q_offsets[%u] is %d: in "
+                                 "self-attention (args->kv NULL) the keys are the queries' tokens",
+                                 i, args->k_offsets[i], i, args->q_offsets[i]);
+                return VKATTN_ERROR_INVALID_ARGUMENT;
+            }
+    const struct {
+        const vkattn_host_tensor *t;
+        const char *name;
+    } refused[] = {
+        {&args->mask, "mask"}, {&args->key_padding, "key_padding"}, {&args->weights, "weights"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (refused[i].t->data) {
+            vka_error_format(error, error_size,
+                             "args->%s is given with args->sequences > 0: packed sequences take "
+                             "no %s (its shape has no packed form; causal and the layer's "
+                             "modifiers apply per sequence)",
+                             refused[i].name, refused[i].name);
+            return VKATTN_ERROR_UNSUPPORTED;
+        }
+    return vka_head_mask_check(vka_host_shape_view(&args->head_mask), args->sequences, d->num_heads,
+                               "args->head_mask", error, error_size);
+}
+
+/* Every sequence checked and planned, then run: its own layer call over
+ * its tokens (positions restart at 0), as the padded call's batch row. */
+static vkattn_result run_packed(const vkattn_mha_desc *d, const vka_mha_weight_views *wv,
+                                const vkattn_ref_mha_args *args, char *error, size_t error_size)
+{
+    VKA_TRY(check_packed(d, args, error, error_size));
+    layer_plan *plans = calloc(args->sequences, sizeof *plans);
+    if (!plans) {
+        vka_error_format(error, error_size, "out of host memory for %u sequences' plans",
+                         args->sequences);
+        return VKATTN_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    vkattn_result r = VKATTN_SUCCESS;
+    for (uint32_t i = 0; r == VKATTN_SUCCESS && i < args->sequences; i++) {
+        if (args->q_offsets[i + 1] == args->q_offsets[i])
+            continue;
+        vkattn_ref_mha_args sub;
+        char why[512];
+        r = sequence_args(args, i, &sub, why, sizeof why);
+        if (r == VKATTN_SUCCESS)
+            r = prepare_layer(d, wv, &sub, &plans[i], why, sizeof why);
+        if (r != VKATTN_SUCCESS) {
+            vka_varlen_seq s = vka_varlen_sequence(args->q_offsets, args->k_offsets, i);
+            vka_error_format(error, error_size,
+                             "sequence %u (queries from token %lld, keys from %lld): %s", i,
+                             (long long)s.q0, (long long)s.k0, why);
+        }
+    }
+    for (uint32_t i = 0; r == VKATTN_SUCCESS && i < args->sequences; i++)
+        if (args->q_offsets[i + 1] != args->q_offsets[i])
+            r = run_layer(&plans[i], error, error_size);
+    free(plans);
+    return r;
 }

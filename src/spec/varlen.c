@@ -9,8 +9,7 @@ vkattn_result vka_varlen_check(const int32_t *offsets, uint32_t sequences, int64
 {
     if (!offsets) {
         vka_error_format(error, error_size,
-                         "%s is NULL: packed sequences need %u + 1 start offsets", name,
-                         sequences);
+                         "%s is NULL: packed sequences need %u + 1 start offsets", name, sequences);
         return VKATTN_ERROR_INVALID_ARGUMENT;
     }
     if (offsets[0] != 0) {
@@ -71,19 +70,21 @@ vkattn_result vka_varlen_shapes_check(const vka_attention_shapes *s, const vka_a
 }
 
 vkattn_result vka_varlen_offsets_check(uint32_t sequences, const int32_t *q_offsets,
-                                       const int32_t *k_offsets, int64_t q_total, int64_t k_total,
+                                       const int32_t *k_offsets, vka_varlen_totals totals,
                                        const char *prefix, char *error, size_t error_size)
 {
     if (!prefix)
         prefix = "";
-    char qn[64], kn[64], qt[64], kt[64];
+    char qn[64], kn[64], qt[96], kt[96];
     vka_error_format(qn, sizeof qn, "%sq_offsets", prefix);
     vka_error_format(kn, sizeof kn, "%s%s", prefix, k_offsets ? "k_offsets" : "q_offsets");
-    vka_error_format(qt, sizeof qt, "%sq.shape[2] (sum Tq)", prefix);
-    vka_error_format(kt, sizeof kt, "%sk.shape[2] (sum Tk)", prefix);
-    VKA_TRY(vka_varlen_check(q_offsets, sequences, q_total, qn, qt, error, error_size));
+    vka_error_format(qt, sizeof qt, "%s%s", prefix,
+                     totals.q_name ? totals.q_name : "q.shape[2] (sum Tq)");
+    vka_error_format(kt, sizeof kt, "%s%s", prefix,
+                     totals.k_name ? totals.k_name : "k.shape[2] (sum Tk)");
+    VKA_TRY(vka_varlen_check(q_offsets, sequences, totals.q, qn, qt, error, error_size));
     const int32_t *ko = k_offsets ? k_offsets : q_offsets;
-    VKA_TRY(vka_varlen_check(ko, sequences, k_total, kn, kt, error, error_size));
+    VKA_TRY(vka_varlen_check(ko, sequences, totals.k, kn, kt, error, error_size));
     for (uint32_t i = 0; i < sequences; i++) {
         vka_varlen_seq q = vka_varlen_sequence(q_offsets, k_offsets, i);
         if (q.nq > 0 && q.nk == 0) {

@@ -27,9 +27,14 @@ vkattn_result vka_varlen_shapes_check(const vka_attention_shapes *s, const vka_a
 
 /* Both offset arrays of a packed call (`k_offsets` NULL: q_offsets for the
  * keys too) against the packed token counts, and that no sequence has
- * queries but no keys. */
+ * queries but no keys. The counts are named `q_total_name` and
+ * `k_total_name` (NULL: attention's q.shape[2] and k.shape[2]). */
+typedef struct vka_varlen_totals {
+    int64_t q, k;
+    const char *q_name, *k_name;
+} vka_varlen_totals;
 vkattn_result vka_varlen_offsets_check(uint32_t sequences, const int32_t *q_offsets,
-                                       const int32_t *k_offsets, int64_t q_total, int64_t k_total,
+                                       const int32_t *k_offsets, vka_varlen_totals totals,
                                        const char *prefix, char *error, size_t error_size);
 
 /* Sequence i's queries [q0, q0 + nq) and keys [k0, k0 + nk). */

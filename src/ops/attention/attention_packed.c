@@ -71,9 +71,10 @@ static vkattn_result check_whole(vkattn_context *ctx, const vkattn_attention_arg
     if (r == VKATTN_SUCCESS)
         r = vka_varlen_shapes_check(&s, &d, "args->", error, sizeof error);
     if (r == VKATTN_SUCCESS)
-        r = vka_varlen_offsets_check(args->sequences, args->q_offsets, args->k_offsets,
-                                     args->q.shape[2], args->k.shape[2], "args->", error,
-                                     sizeof error);
+        r = vka_varlen_offsets_check(
+            args->sequences, args->q_offsets, args->k_offsets,
+            (vka_varlen_totals){args->q.shape[2], args->k.shape[2], NULL, NULL}, "args->", error,
+            sizeof error);
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", error);
     VKA_TRY(vka_att_validate(ctx, &all, whole));
@@ -114,12 +115,11 @@ vkattn_result vka_att_packed_validate(vkattn_context *ctx, const vkattn_attentio
 }
 
 vkattn_result vka_att_packed_record(vkattn_context *ctx, VkCommandBuffer cmd,
-                                    const vkattn_attention_args *args,
-                                    const vka_att_problem *whole)
+                                    const vkattn_attention_args *args, const vka_att_problem *whole)
 {
     vkattn_tensor head_mask;
-    VKA_TRY(vka_att_check_head_mask(ctx, &args->head_mask, args->sequences,
-                                    whole->dims.num_heads, "args->head_mask", &head_mask));
+    VKA_TRY(vka_att_check_head_mask(ctx, &args->head_mask, args->sequences, whole->dims.num_heads,
+                                    "args->head_mask", &head_mask));
     bool recorded = false;
     for (uint32_t i = 0; i < args->sequences; i++) {
         if (args->q_offsets[i + 1] == args->q_offsets[i])

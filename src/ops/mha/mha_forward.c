@@ -15,6 +15,7 @@
 /* Where Q, K, V and O live inside the scratch, from its start. */
 typedef struct scratch_plan {
     uint64_t q, k, v, o, bytes;
+    uint64_t positions;        /* RoPE: packed sequences' positions, int32 [B, Tq] */
     vka_mha_rows_scratch rows; /* add_bias_kv */
 } scratch_plan;
 
@@ -26,6 +27,10 @@ static scratch_plan plan_scratch(const vkattn_mha *m, uint64_t b, uint64_t tq, u
     p.k = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dk));
     p.v = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dv));
     p.o = vka_mha_place(&cursor, vka_mha_bytes(m, b, tq, hq, dv));
+    uint64_t pos_bytes = 0;
+    if (m->d.rope.theta != 0.0f && !vka_mul_u64(b * 4, tq, &pos_bytes))
+        pos_bytes = VKA_MHA_TOO_LARGE;
+    p.positions = pos_bytes ? vka_mha_place(&cursor, pos_bytes) : 0;
     vka_mha_place_rows(m, b, tq, &cursor, &p.rows);
     p.bytes = cursor;
     return p;
@@ -147,6 +152,8 @@ static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, u
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "args->positions is given but the layer has no RoPE (desc->rope.theta "
                         "is 0)");
+    if (a->sequences)
+        VKA_TRY(vka_mha_check_packed(m, a));
     *b = (uint32_t)a->x.shape[0];
     *tq = (uint32_t)a->x.shape[1];
     *tk = a->kv.buffer ? (uint32_t)a->kv.shape[1] : *tq;
@@ -192,8 +199,9 @@ static vkattn_result check_attention(vkattn_mha *m, const vkattn_mha_forward_arg
     char why[VKA_ERROR_MAX];
     vka_attention_dims dims;
     vkattn_tensor gate;
-    VKA_TRY(
-        vka_att_check_head_mask(m->ctx, &a->head_mask, b, d->num_heads, "args->head_mask", &gate));
+    /* (packed sequences: a head-mask row per sequence) */
+    VKA_TRY(vka_att_check_head_mask(m->ctx, &a->head_mask, a->sequences ? a->sequences : b,
+                                    d->num_heads, "args->head_mask", &gate));
     vkattn_result r = vka_bool_mask_check(a->bool_mask, "args->", why, sizeof why);
     if (r != VKATTN_SUCCESS)
         return vka_fail(m->ctx, r, "%s", why);
@@ -304,11 +312,14 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
     vka_linear_segment seg_k = {(uint32_t)kw, (uint32_t)dk, k};
     vka_linear_segment seg_v = {(uint32_t)vw, (uint32_t)dv, v};
 
+    vkattn_tensor positions = a->positions;
+    if (vka_mha_packed_positions_needed(m, a))
+        VKA_TRY(vka_mha_record_packed_positions(m, cmd, a, sbuf, base + sp.positions, &positions));
     if (!a->kv.buffer && !a->value.buffer && vka_mha_packed(d)) {
         /* self-attention: one GEMM over the packed Wqkv writes Q, K and V
          * (normed and rotated in its epilogue) */
         vka_linear_heads heads;
-        bool has_heads = vka_mha_heads(m, VKA_POSITIONS_ROW, &a->positions, &heads);
+        bool has_heads = vka_mha_heads(m, VKA_POSITIONS_ROW, &positions, &heads);
         vka_linear_segments_args p = {a->x, w_all, b_all, 3, {seg_q, seg_k, seg_v}};
         p.heads = has_heads ? &heads : NULL;
         r = vka_cmd_linear_segments(ctx, cmd, &p);
@@ -341,6 +352,9 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         .window = d->window,
         .softcap = d->softcap,
         .head_mask = a->head_mask,
+        .sequences = a->sequences,
+        .q_offsets = a->q_offsets,
+        .k_offsets = a->k_offsets,
     };
     vka_mha_mods(m, &at.sinks, &at.alibi_slopes);
     if (vka_mha_appends(d)) { /* the weights come after the rows' pass */

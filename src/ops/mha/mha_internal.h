@@ -118,6 +118,16 @@ vkattn_result vka_mha_record_appended_weights(vkattn_mha *m, VkCommandBuffer cmd
  * none). */
 void vka_mha_mods(const vkattn_mha *m, vkattn_tensor *sinks, vkattn_tensor *slopes);
 
+/* Packed ragged batches (mha_packed.c): the checks of a forward with
+ * args->sequences (after its shapes'); whether it needs the layer to write
+ * the RoPE positions (restarting with every sequence), and the recording
+ * of that write into the scratch at `offset` (int32 [1, sum Tq], `out`). */
+vkattn_result vka_mha_check_packed(vkattn_mha *m, const vkattn_mha_forward_args *a);
+bool vka_mha_packed_positions_needed(const vkattn_mha *m, const vkattn_mha_forward_args *a);
+vkattn_result vka_mha_record_packed_positions(vkattn_mha *m, VkCommandBuffer cmd,
+                                              const vkattn_mha_forward_args *a, vkattn_buffer *sbuf,
+                                              uint64_t offset, vkattn_tensor *out);
+
 /* The projection epilogue of a layer with QK-norm or RoPE (segments 0 = Q,
  * 1 = K); false when the layer has neither. */
 bool vka_mha_heads(const vkattn_mha *m, vka_linear_positions source, const vkattn_tensor *positions,
