@@ -4,6 +4,7 @@
 #include "cli_messages.h"
 #include "cli_mha_heads.h"
 #include "cli_mods.h"
+#include "cli_offsets.h"
 #include "cli_rope.h"
 #include "cli_viz.h"
 
@@ -59,7 +60,7 @@ static const char help_positions[] =
     "                        --causal-top-left at i)\n"
     "  --k-positions KP.npy  int32 or int64 [B,Tk]: K's positions (default: row j at j)\n";
 
-enum { Q, K, V, MASK, PAD, POS, KPOS, SINKS, SLOPES, HMASK, N_INPUTS };
+enum { Q, K, V, MASK, PAD, POS, KPOS, SINKS, SLOPES, HMASK, QOFF, KOFF, N_INPUTS };
 
 /* One run: what attention adds to cli_job. */
 typedef struct attention_job {
@@ -71,7 +72,8 @@ typedef struct attention_job {
     bool q_broadcast;
     cli_rope_options rope;
     cli_mods mods;
-    cli_kv_inputs kv; /* --k-dtype, --v-dtype, --quantize-kv */
+    cli_kv_inputs kv;    /* --k-dtype, --v-dtype, --quantize-kv */
+    cli_offsets offsets; /* --q-offsets, --k-offsets: packed sequences */
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_buffer *rotated[2]; /* with --rope-theta: Q and K rotated */
@@ -129,12 +131,35 @@ static bool own_switch(void *user, const char *flag)
     return cli_kv_inputs_switch(&a->kv, flag);
 }
 
+/* --k-offsets only with --q-offsets, and with them nothing that has no
+ * packed form. 0, or -1 after printing. */
+static int check_packed_options(const attention_job *a)
+{
+    const cli_input *in = a->in;
+    const cli_offsets_conflict conflicts[] = {
+        {"--mask", in[MASK].path != NULL,
+         "packed sequences take no mask (its shape has no packed form); each sequence attends "
+         "only to its own keys, and --causal, --window and the other modifiers apply per "
+         "sequence"},
+        {"--key-padding", in[PAD].path != NULL,
+         "packed sequences have no padding: the offsets say where each sequence's keys are"},
+        {"--weights-out", a->job.weights_path != NULL, "the attention weights have no packed form"},
+        {"--weights-png", a->weights_png != NULL, "the attention weights have no packed form"},
+        {"--rope-theta without --positions and --k-positions",
+         a->rope.rope.theta != 0 && !(in[POS].path && in[KPOS].path),
+         "the default positions would number the packed tokens as one sequence; give each "
+         "sequence's own, int32 [1,sum Tq] and [1,sum Tk]"},
+    };
+    return cli_offsets_check_given("attention", &in[QOFF], &in[KOFF], conflicts,
+                                   (int)(sizeof conflicts / sizeof conflicts[0]));
+}
+
 /* CLI_ARGS_OK, or the exit status. */
 static int parse_options(attention_job *a, int argc, char **argv)
 {
     char help[16384];
-    snprintf(help, sizeof help, "%s%s%s%s%s%s", help_text, cli_kv_inputs_help, cli_mods_help,
-             help_rope, cli_rope_help, help_positions);
+    snprintf(help, sizeof help, "%s%s%s%s%s%s%s", help_text, cli_kv_inputs_help, cli_offsets_help,
+             cli_mods_help, help_rope, cli_rope_help, help_positions);
     int code = cli_job_parse(&a->job, argc, argv, help, own_option, a);
     if (code != CLI_ARGS_OK)
         return code;
@@ -156,7 +181,7 @@ static int parse_options(attention_job *a, int argc, char **argv)
     if (cli_job_check_required(&a->job, required, 3, NULL) != 0 ||
         (a->weights_png && cli_viz_check_output("attention", "--weights-png", a->weights_png) != 0))
         return 2;
-    return CLI_ARGS_OK;
+    return check_packed_options(a) != 0 ? 2 : CLI_ARGS_OK;
 }
 
 /* --rope-dims against the head dim, the positions files' shapes, and
@@ -186,10 +211,16 @@ static int load_inputs(void *user)
 {
     attention_job *a = user;
     static const uint32_t ranks[N_INPUTS] = {
-        0, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK, CLI_HEADS_RANK, CLI_HEADS_RANK, 0};
+        0, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK, CLI_HEADS_RANK, CLI_HEADS_RANK,
+        0, 0, 0};
     cli_input *kv[2] = {&a->in[K], &a->in[V]};
     cli_kv_inputs_prepare(&a->kv, kv);
-    if (cli_job_load(&a->job, ranks, PAD) != 0 || cli_kv_inputs_load(&a->kv, kv) != 0)
+    if (cli_job_load(&a->job, ranks, PAD) != 0 || cli_kv_inputs_load(&a->kv, kv) != 0 ||
+        cli_offsets_load(&a->in[QOFF], &a->in[KOFF], &a->offsets) != 0)
+        return -1;
+    if (a->offsets.sequences &&
+        (cli_offsets_check_packed(&a->in[Q], a->bthd ? "[1,sum Tq,Hq,Dk]" : "[1,Hq,sum Tq,Dk]") ||
+         cli_offsets_check_packed(&a->in[K], a->bthd ? "[1,sum Tk,Hkv,Dk]" : "[1,Hkv,sum Tk,Dk]")))
         return -1;
     npy_array *q = &a->in[Q].array;
     if (q->rank != 3 && q->rank != 4) {
@@ -216,9 +247,11 @@ static int load_inputs(void *user)
     if (check_rope_inputs(a) != 0)
         return -1;
     int64_t hq = a->in[Q].array.shape[1];
+    /* packed: a head mask's rows are the sequences' */
+    int64_t rows = a->offsets.sequences ? (int64_t)a->offsets.sequences : batch_of(a);
     if (cli_mods_check_heads(&a->in[SINKS], hq, "dimension 1 of --q") != 0 ||
         cli_mods_check_heads(&a->in[SLOPES], hq, "dimension 1 of --q") != 0 ||
-        cli_check_head_mask(&a->in[HMASK], hq, batch_of(a), "dimension 1 of --q"))
+        cli_check_head_mask(&a->in[HMASK], hq, rows, "dimension 1 of --q"))
         return -1;
     /* the mask stays f32 on the device (cli_job_upload): not rounded; K and
      * V are in their own dtypes (cli_kv_inputs_load) */
@@ -274,12 +307,17 @@ static int run(void *user)
         cli_viz_shape_weights(j, batch_of(a), qs[1], qs[2], ks[2]);
     if (a->bthd) /* O is written as stored: [B, Tq, Hq, Dv] */
         cli_swap_dims(j->out.shape, 1, 2);
-    vkattn_attention_args args = {.scale = a->scale, .bool_mask = cli_job_bool_mask(j)};
+    vkattn_attention_args args = {.scale = a->scale,
+                                  .bool_mask = cli_job_bool_mask(j),
+                                  .sequences = a->offsets.sequences,
+                                  .q_offsets = a->offsets.q,
+                                  .k_offsets = a->offsets.k};
     cli_mods_attention(&a->mods, j, &args);
     vkattn_tensor positions[2] = {{0}};
     vkattn_tensor *slots[N_INPUTS] = {
         &args.q,       NULL,          NULL,        &args.mask,         &args.key_padding,
-        &positions[0], &positions[1], &args.sinks, &args.alibi_slopes, &args.head_mask};
+        &positions[0], &positions[1], &args.sinks, &args.alibi_slopes, &args.head_mask,
+        NULL,          NULL};
     if (cli_job_upload(j, slots, MASK) != 0 ||
         !(a->bufs[K] = cli_kv_inputs_upload(&a->kv, 0, j->ctx, &a->in[K].array, &args.k)) ||
         !(a->bufs[V] = cli_kv_inputs_upload(&a->kv, 1, j->ctx, &a->in[V].array, &args.v)) ||
@@ -294,11 +332,17 @@ static int run(void *user)
     if (a->q_broadcast)
         DROP_BATCH(args.q);
     vkattn_result r = rotate(a, &args, positions);
+    /* packed: tuned for as many rows as sequences, each the longest */
+    int64_t rows = batch_of(a), tq = qs[2], tk = ks[2];
+    if (a->offsets.sequences) {
+        rows = a->offsets.sequences;
+        cli_offsets_longest(&a->offsets, qs[2], ks[2], &tq, &tk);
+    }
     if (j->device.tune && r == VKATTN_SUCCESS)
         r = vkattn_attention_tune(
             j->ctx, &(vkattn_attention_tune_args){
-                        (uint32_t)batch_of(a), (uint32_t)qs[1], (uint32_t)ks[1], (uint32_t)qs[2],
-                        (uint32_t)ks[2], (uint32_t)qs[3], args.causal, j->dtype, j->dtype,
+                        (uint32_t)rows, (uint32_t)qs[1], (uint32_t)ks[1], (uint32_t)tq,
+                        (uint32_t)tk, (uint32_t)qs[3], args.causal, j->dtype, j->dtype,
                         cli_tune_progress(&j->device), NULL, (uint32_t)args.v.shape[3]});
     if (j->device.tune && r == VKATTN_SUCCESS)
         r = cli_save_tuning(j->ctx, &j->device);
@@ -349,12 +393,18 @@ static vkattn_result rotate_on_host(attention_job *a, vkattn_ref_attention_args 
 static int check(void *user)
 {
     attention_job *a = user;
-    vkattn_ref_attention_args ra = {.scale = a->scale, .bool_mask = cli_job_bool_mask(&a->job)};
+    /* packed: the same offsets, so that packed is compared with packed */
+    vkattn_ref_attention_args ra = {.scale = a->scale,
+                                    .bool_mask = cli_job_bool_mask(&a->job),
+                                    .sequences = a->offsets.sequences,
+                                    .q_offsets = a->offsets.q,
+                                    .k_offsets = a->offsets.k};
     cli_mods_reference(&a->mods, &a->job, &ra);
     vkattn_host_tensor positions[2] = {{0}};
     vkattn_host_tensor *slots[N_INPUTS] = {
         &ra.q,         &ra.k,         &ra.v,     &ra.mask,         &ra.key_padding,
-        &positions[0], &positions[1], &ra.sinks, &ra.alibi_slopes, &ra.head_mask};
+        &positions[0], &positions[1], &ra.sinks, &ra.alibi_slopes, &ra.head_mask,
+        NULL,          NULL};
     cli_job_host_inputs(&a->job, slots);
     ra.k = cli_kv_inputs_host(&a->kv, 0, &a->in[K].array);
     ra.v = cli_kv_inputs_host(&a->kv, 1, &a->in[V].array);
@@ -389,7 +439,9 @@ int cli_attention(int argc, char **argv)
                               {"--k-positions"},
                               {"--sinks", .keep_f32 = true},
                               {"--alibi-slopes", .keep_f32 = true},
-                              {"--head-mask", .keep_f32 = true}}};
+                              {"--head-mask", .keep_f32 = true},
+                              {"--q-offsets", .external = true},
+                              {"--k-offsets", .external = true}}};
     a.job = (cli_job){.command = "attention",
                       .inputs = a.in,
                       .bufs = a.bufs,

@@ -105,6 +105,10 @@ static size_t input_name(const char *msg, const cli_input *inputs, int n_inputs,
             snprintf(out, size, "dimension %d of %s (%s)", file_d, in->flag, in->path);
             return 6 + len + (size_t)used;
         }
+        if (sscanf(rest, "[%u]%n", &d, &used) == 1 && used > 0) { /* the offsets' */
+            snprintf(out, size, "element %u of %s (%s)", d, in->flag, in->path);
+            return 6 + len + (size_t)used;
+        }
         const char *field = strncmp(rest, ".rank", 5) == 0    ? "rank"
                             : strncmp(rest, ".dtype", 6) == 0 ? "dtype"
                                                               : NULL;

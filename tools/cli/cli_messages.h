@@ -20,7 +20,8 @@ extern const cli_term cli_layer_terms[];
 
 /* `msg` into `out`: "args-><input>" as the input's flag and file, with
  * ".shape[d]" as "dimension d' of" it (d' the file's own dimension, after
- * cli_input_swap_dims), ".rank" and ".dtype" likewise; then `terms`
+ * cli_input_swap_dims), "[i]" as "element i of" it (the offsets),
+ * ".rank" and ".dtype" likewise; then `terms`
  * (NULL: none); any struct name left ("args->batch") loses its prefix. */
 void cli_translate(const char *msg, const cli_input *inputs, int n_inputs, const cli_term *terms,
                    char *out, size_t size);
