@@ -165,8 +165,8 @@ static void run_case(test_gpu *g, uint32_t policy, const void *arg)
     for (size_t i = 0; i < l.nx; i++)
         if (isnan(got[i]))
             fail_msg("%s: y[%zu] is NaN", what, i);
-    test_assert_close(got, want, l.nx,
-                      k->dtype == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
+    test_assert_close(got, want, l.nx, k->dtype == VKATTN_DTYPE_F16 ? TEST_TOL_F16 : TEST_TOL_F32,
+                      what);
     vkattn_mha_destroy(m);
     TEST_DESTROY_BUFFERS(bx, by, bc, bg);
     free(want), free(got);
@@ -187,22 +187,57 @@ static void test_packed_layers(void **state)
     (void)state;
     static const packed_case cases[] = {
         /* GQA self-attention with biases, an empty sequence */
-        {.S = 4, .tq = {7, 0, 19, 3}, .dm = 64, .hq = 4, .hkv = 2, .dh = 16, .dtype = F32,
+        {.S = 4,
+         .tq = {7, 0, 19, 3},
+         .dm = 64,
+         .hq = 4,
+         .hkv = 2,
+         .dh = 16,
+         .dtype = F32,
          .causal = true},
         /* RoPE + QK-norm: positions restart with every sequence (RoPE's
          * scores depend on position differences only, so a restart shows
          * in rounding alone; the write of the positions into the scratch
          * runs under synchronization validation here) */
-        {.S = 3, .tq = {11, 4, 16}, .dm = 64, .hq = 4, .hkv = 1, .dh = 16, .dtype = F32,
-         .causal = true, .rope = true, .qk_norm = true},
+        {.S = 3,
+         .tq = {11, 4, 16},
+         .dm = 64,
+         .hq = 4,
+         .hkv = 1,
+         .dh = 16,
+         .dtype = F32,
+         .causal = true,
+         .rope = true,
+         .qk_norm = true},
         /* cross-attention, keys of their own lengths; a head mask per sequence */
-        {.S = 3, .tq = {5, 9, 2}, .tk = {12, 3, 20}, .dm = 32, .hq = 2, .hkv = 2, .dh = 16,
-         .dtype = F32, .gate = true},
+        {.S = 3,
+         .tq = {5, 9, 2},
+         .tk = {12, 3, 20},
+         .dm = 32,
+         .hq = 2,
+         .hkv = 2,
+         .dh = 16,
+         .dtype = F32,
+         .gate = true},
         /* torch's appended rows (bias row, zero row) per sequence */
-        {.S = 3, .tq = {6, 13, 1}, .dm = 32, .hq = 4, .hkv = 4, .dh = 8, .dtype = F32,
-         .causal = true, .appended = true},
-        {.S = 2, .tq = {21, 8}, .dm = 64, .hq = 4, .hkv = 2, .dh = 16, .dtype = F16,
-         .causal = true, .rope = true},
+        {.S = 3,
+         .tq = {6, 13, 1},
+         .dm = 32,
+         .hq = 4,
+         .hkv = 4,
+         .dh = 8,
+         .dtype = F32,
+         .causal = true,
+         .appended = true},
+        {.S = 2,
+         .tq = {21, 8},
+         .dm = 64,
+         .hq = 4,
+         .hkv = 2,
+         .dh = 16,
+         .dtype = F16,
+         .causal = true,
+         .rope = true},
     };
     run_all(cases, sizeof cases / sizeof cases[0]);
 }
@@ -213,8 +248,16 @@ static void test_packed_layers(void **state)
 static void test_reference_packed_equals_padded(void **state)
 {
     (void)state;
-    const packed_case k = {.S = 3, .tq = {5, 12, 1}, .dm = 32, .hq = 4, .hkv = 2, .dh = 8,
-                           .dtype = F32, .causal = true, .rope = true, .qk_norm = true};
+    const packed_case k = {.S = 3,
+                           .tq = {5, 12, 1},
+                           .dm = 32,
+                           .hq = 4,
+                           .hkv = 2,
+                           .dh = 8,
+                           .dtype = F32,
+                           .causal = true,
+                           .rope = true,
+                           .qk_norm = true};
     packed_layer l;
     layer_make(&k, &l);
     float *packed = reference_of(&k, &l);
@@ -237,10 +280,11 @@ static void test_reference_packed_equals_padded(void **state)
     for (uint32_t s = 0; s < S; s++)
         for (uint32_t t = 0; t < k.tq[s]; t++)
             for (uint32_t j = 0; j < dm; j++) {
-                float a = packed[((size_t)l.qo[s] + t) * dm + j], b = yp[((size_t)s * T + t) * dm + j];
+                float a = packed[((size_t)l.qo[s] + t) * dm + j],
+                      b = yp[((size_t)s * T + t) * dm + j];
                 if (fabsf(a - b) > 1e-5f)
-                    fail_msg("sequence %u token %u [%u]: packed %g, padded %g", s, t, j,
-                             (double)a, (double)b);
+                    fail_msg("sequence %u token %u [%u]: packed %g, padded %g", s, t, j, (double)a,
+                             (double)b);
             }
     free(packed), free(xp), free(yp), free(pad);
     layer_free(&l);
@@ -250,8 +294,14 @@ static void test_packed_refusals(void **state)
 {
     test_gpu *g = *state;
     vkattn_context *ctx = g->ctx;
-    const packed_case k = {.S = 3, .tq = {4, 0, 6}, .dm = 32, .hq = 2, .hkv = 2, .dh = 16,
-                           .dtype = F32, .causal = true};
+    const packed_case k = {.S = 3,
+                           .tq = {4, 0, 6},
+                           .dm = 32,
+                           .hq = 2,
+                           .hkv = 2,
+                           .dh = 16,
+                           .dtype = F32,
+                           .causal = true};
     packed_layer l;
     layer_make(&k, &l);
     vkattn_mha *m = test_mha_create(ctx, &l.desc, &l.w);
@@ -262,7 +312,8 @@ static void test_packed_refusals(void **state)
     int64_t xs[3] = {1, 10, 32}, x2[3] = {2, 5, 32}, ms[2] = {10, 10}, gs[2] = {2, 2};
     float mask[100] = {0}, gate[4] = {1, 1, 1, 1};
     vkattn_buffer *bx = test_buffer_of(ctx, F32, l.x, n), *by = test_buffer_of(ctx, F32, nan_y, n);
-    vkattn_buffer *bm = test_buffer_of(ctx, F32, mask, 100), *bg = test_buffer_of(ctx, F32, gate, 4);
+    vkattn_buffer *bm = test_buffer_of(ctx, F32, mask, 100),
+                  *bg = test_buffer_of(ctx, F32, gate, 4);
     vkattn_mha_forward_args good = {.x = vkattn_tensor_make(bx, 0, F32, 3, xs),
                                     .y = vkattn_tensor_make(by, 0, F32, 3, xs),
                                     .causal = true,
@@ -270,11 +321,11 @@ static void test_packed_refusals(void **state)
                                     .q_offsets = l.qo},
                             a;
     int32_t short_end[4] = {0, 4, 4, 9}, other_keys[4] = {0, 5, 5, 10};
-    TEST_FAILS_CHANGED(ctx, a, good,
-                       (a.x = vkattn_tensor_make(bx, 0, F32, 3, x2),
-                        a.y = vkattn_tensor_make(by, 0, F32, 3, x2)),
-                       VKATTN_ERROR_SHAPE_MISMATCH, "args->x.shape[0] is 2: packed sequences",
-                       vkattn_mha_forward(m, &a));
+    TEST_FAILS_CHANGED(
+        ctx, a, good,
+        (a.x = vkattn_tensor_make(bx, 0, F32, 3, x2), a.y = vkattn_tensor_make(by, 0, F32, 3, x2)),
+        VKATTN_ERROR_SHAPE_MISMATCH, "args->x.shape[0] is 2: packed sequences",
+        vkattn_mha_forward(m, &a));
     TEST_FAILS_CHANGED(ctx, a, good, a.q_offsets = short_end, VKATTN_ERROR_INVALID_ARGUMENT,
                        "args->q_offsets[3] (the end of the last sequence) is 9 but "
                        "args->x.shape[1] (sum Tq) is 10",

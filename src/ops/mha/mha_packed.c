@@ -65,9 +65,8 @@ bool vka_mha_packed_positions_needed(const vkattn_mha *m, const vkattn_mha_forwa
 }
 
 vkattn_result vka_mha_record_packed_positions(vkattn_mha *m, VkCommandBuffer cmd,
-                                              const vkattn_mha_forward_args *a,
-                                              vkattn_buffer *sbuf, uint64_t offset,
-                                              vkattn_tensor *out)
+                                              const vkattn_mha_forward_args *a, vkattn_buffer *sbuf,
+                                              uint64_t offset, vkattn_tensor *out)
 {
     vkattn_context *ctx = m->ctx;
     const uint64_t words = (uint64_t)a->q_offsets[a->sequences];
@@ -81,8 +80,8 @@ vkattn_result vka_mha_record_packed_positions(vkattn_mha *m, VkCommandBuffer cmd
             data[t] = t - a->q_offsets[s];
     /* earlier passes over the scratch -> this update -> the projection */
     VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                              .srcAccessMask = VK_ACCESS_SHADER_READ_BIT |
-                                               VK_ACCESS_SHADER_WRITE_BIT,
+                              .srcAccessMask =
+                                  VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
                               .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
     ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                                  VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
