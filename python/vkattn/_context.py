@@ -255,6 +255,20 @@ class Context:
           head_mask       float32 [Hq] or [B, Hq]: head h's output (and weights)
                           of batch row b times head_mask[b, h]; 0 removes the
                           head (Hugging Face's head_mask)
+          cu_seqlens      packed ragged batch (FlashAttention's varlen form): B + 1
+                          integer offsets (numpy, list or torch; int32 range),
+                          sequence i's queries at tokens [cu_seqlens[i],
+                          cu_seqlens[i + 1]) of q [1, Hq, sum Tq, Dk] ("bthd":
+                          [1, sum Tq, Hq, Dk]); each sequence is attended alone, as
+                          one batch row (causal, window, ... per sequence); out
+                          and lse are packed likewise. q, k, v may leave out the
+                          batch row: [Hq, sum T, D], "bthd": [sum T, Hq, D]
+                          (flash_attn_varlen_func's), and then out and lse
+                          ([Hq, sum Tq]) do too. Not with mask, key_padding(_mask)
+                          or need_weights; head_mask may be [B, Hq]
+          cu_seqlens_k    the keys' offsets into k, v [1, Hkv, sum Tk, D] (None:
+                          cu_seqlens); the library's messages call the two
+                          q_offsets and k_offsets
         Rows with no visible key give zeros, never NaN."""
         return _attention.attention(_DeviceBackend(self), q, k, v, **kw)
 

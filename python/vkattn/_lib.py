@@ -38,6 +38,7 @@ MAX_RANK = 4
 
 _u32, _u64, _i64, _f32, _bool, _int = (ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64,
                                        ctypes.c_float, ctypes.c_bool, ctypes.c_int)
+_i32 = ctypes.c_int32
 _ptr = ctypes.c_void_p
 
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
@@ -167,6 +168,8 @@ class AttentionArgs(ctypes.Structure):
         ("alibi_max_bias", _f32),
         ("lse", Tensor),
         ("head_mask", Tensor),
+        ("sequences", _u32),
+        ("q_offsets", ctypes.POINTER(_i32)), ("k_offsets", ctypes.POINTER(_i32)),
     ]
 
 
@@ -185,6 +188,8 @@ class RefAttentionArgs(ctypes.Structure):
         ("alibi_max_bias", _f32),
         ("lse", HostTensor),
         ("head_mask", HostTensor),
+        ("sequences", _u32),
+        ("q_offsets", ctypes.POINTER(_i32)), ("k_offsets", ctypes.POINTER(_i32)),
     ]
 
 
@@ -242,6 +247,8 @@ class MhaForwardArgs(ctypes.Structure):
         ("scratch_offset", _u64),
         ("head_mask", Tensor),
         ("value", Tensor),
+        ("sequences", _u32),
+        ("q_offsets", ctypes.POINTER(_i32)), ("k_offsets", ctypes.POINTER(_i32)),
     ]
 
 
@@ -256,6 +263,8 @@ class RefMhaArgs(ctypes.Structure):
         ("kv_cache_dtype", _int),
         ("head_mask", HostTensor),
         ("value", HostTensor),
+        ("sequences", _u32),
+        ("q_offsets", ctypes.POINTER(_i32)), ("k_offsets", ctypes.POINTER(_i32)),
     ]
 
 

@@ -6,6 +6,7 @@ import numpy as np
 from . import _arrays as A
 from . import _lib
 from ._context import Context, Tensor, default_context
+from ._attention import packed_offsets, refuse_unpacked
 from ._errors import Error, bad
 
 L = _lib.lib
@@ -322,7 +323,8 @@ class MultiheadAttention:
 
     def forward(self, x, kv=None, value=None, causal=False, key_padding_mask=None,
                 need_weights=False, mask=None, key_padding=None, mask_true_blocks=True,
-                causal_top_left=False, positions=None, head_mask=None):
+                causal_top_left=False, positions=None, head_mask=None, cu_seqlens=None,
+                cu_seqlens_k=None):
         """y = the layer on x [B, Tq, embed_dim] (kv [B, Tk, kdim]: cross-attention;
         value [B, Tk, vdim]: the values from an input of their own, as torch's
         layer(query, key, value); None: from kv, or x).
@@ -335,9 +337,17 @@ class MultiheadAttention:
         [B, Tq], the RoPE position of each token (default 0..Tq-1).
         head_mask: float32 [num_heads] or [B, num_heads], Hugging Face's:
         head h's attention output of batch row b times head_mask[b, h] before
-        the output projection (0 removes the head)."""
+        the output projection (0 removes the head).
+        cu_seqlens: packed ragged sequences (FlashAttention's varlen form): B + 1
+        integer offsets, x [1, sum Tq, embed_dim] holding sequence i's tokens
+        at [cu_seqlens[i], cu_seqlens[i + 1]) (kv and value [1, sum Tk, ...]
+        with cu_seqlens_k; default cu_seqlens); each sequence attends to its
+        own keys only, RoPE positions restart at 0 with each (positions
+        [1, sum Tq] overrides them); head_mask may be [B, num_heads]; no
+        mask, key padding or weights."""
         return self._run(x, kv, value, causal, key_padding_mask, need_weights, mask, key_padding,
-                         mask_true_blocks, causal_top_left, positions, head_mask)
+                         mask_true_blocks, causal_top_left, positions, head_mask,
+                         packed=packed_offsets(cu_seqlens, cu_seqlens_k))
 
     def head_importance(self, x, kv=None, value=None, causal=False, key_padding_mask=None,
                         mask=None, key_padding=None, mask_true_blocks=True,
@@ -353,9 +363,14 @@ class MultiheadAttention:
 
     def _run(self, x, kv, value, causal, key_padding_mask, need_weights, mask, key_padding,
              mask_true_blocks, causal_top_left, positions, head_mask, importance=None,
-             per_head=False):
-        """forward, or with `importance` (float32 [num_heads]) head_importance."""
+             per_head=False, packed=None):
+        """forward, or with `importance` (float32 [num_heads]) head_importance;
+        packed: (q offsets, k offsets or None) as int32 arrays."""
         self._loaded()
+        if packed is not None:
+            refuse_unpacked(mask=mask, key_padding=key_padding,
+                            key_padding_mask=key_padding_mask,
+                            need_weights=True if need_weights else None)
         keep, outs = [], []
         try:
             args = _lib.MhaForwardArgs()
@@ -397,6 +412,11 @@ class MultiheadAttention:
                 _lib.BOOL_MASK_TRUE_ATTENDS
             args.causal_align = _lib.CAUSAL_TOP_LEFT if causal_top_left else \
                 _lib.CAUSAL_BOTTOM_RIGHT
+            if packed is not None:
+                args.sequences = len(packed[0]) - 1
+                args.q_offsets = packed[0].ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+                if packed[1] is not None:
+                    args.k_offsets = packed[1].ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
             if importance is None:
                 self.ctx._check(L.vkattn_mha_forward(self._h(), ctypes.byref(args)))
             else:
@@ -413,13 +433,19 @@ class MultiheadAttention:
 
     def reference(self, x, kv=None, value=None, causal=False, key_padding_mask=None,
                   need_weights=False, mask=None, key_padding=None, mask_true_blocks=True,
-                  causal_top_left=False, positions=None, head_mask=None):
+                  causal_top_left=False, positions=None, head_mask=None, cu_seqlens=None,
+                  cu_seqlens_k=None):
         """The same forward on the CPU reference (vkattn_ref_mha), in f32."""
         from .reference import ref_layer
         self._loaded()
+        packed = packed_offsets(cu_seqlens, cu_seqlens_k)
+        if packed is not None:
+            refuse_unpacked(mask=mask, key_padding=key_padding,
+                            key_padding_mask=key_padding_mask,
+                            need_weights=True if need_weights else None)
         return ref_layer(self.spec, self.host_weights, x, kv, causal, mask, key_padding,
                          key_padding_mask, need_weights, mask_true_blocks, causal_top_left,
-                         positions, head_mask, value)
+                         positions, head_mask, value, packed)
 
     def prune_heads(self, heads):
         """Removes the query heads `heads` (numbers of the current layer, as

@@ -76,7 +76,8 @@ def mha(x, state_dict, *, embed_dim, num_heads, num_kv_heads=None, head_dim=None
 
 
 def ref_layer(spec, weights, x, kv, causal, mask, key_padding, key_padding_mask, need_weights,
-              mask_true_blocks, causal_top_left, positions=None, head_mask=None, value=None):
+              mask_true_blocks, causal_top_left, positions=None, head_mask=None, value=None,
+              packed=None):
     keep = []
 
     def host(name, a, code, ranks):
@@ -123,6 +124,11 @@ def ref_layer(spec, weights, x, kv, causal, mask, key_padding, key_padding_mask,
     args.bool_mask = _lib.BOOL_MASK_TRUE_BLOCKS if mask_true_blocks else \
         _lib.BOOL_MASK_TRUE_ATTENDS
     args.causal_align = _lib.CAUSAL_TOP_LEFT if causal_top_left else _lib.CAUSAL_BOTTOM_RIGHT
+    if packed is not None:  # (q offsets, k offsets or None), int32
+        args.sequences = len(packed[0]) - 1
+        args.q_offsets = packed[0].ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        if packed[1] is not None:
+            args.k_offsets = packed[1].ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
     desc = spec.ref_desc()
     cw = spec.c_weights(weights, _lib.DTYPE_F32)
     err = ctypes.create_string_buffer(512)
