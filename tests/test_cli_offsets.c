@@ -171,9 +171,11 @@ typedef struct refusal {
     const char *needle, *needle2;
 } refusal;
 
-static void expect_refusal(const refusal *r)
+/* ... of `command` ("attention", "mha"). */
+static void expect_refusal(const char *command, const refusal *r)
 {
-    char args[4096] = "attention", err[4096];
+    char args[4096], err[4096];
+    snprintf(args, sizeof args, "%s", command);
     for (const char *p = r->options; *p;) {
         size_t len = strcspn(p, " ");
         char word[64];
@@ -252,7 +254,137 @@ void test_packed_sequence_refusals(void **state)
         snprintf(options, sizeof options, "%s %s", qkv, bad[i].options);
         refusal r = bad[i];
         r.options = options;
-        expect_refusal(&r);
+        expect_refusal("attention", &r);
+    }
+}
+
+/* vkattn mha --seq-offsets: a GQA layer (4 query heads over 2 KV heads of
+ * 8, Dm 32) on X [1, 17, 32] holding sequences of 6, 0 and 11 tokens, and a
+ * cross-attention layer on X [1, 16, 32] (4, 9 and 3 tokens) over C
+ * [1, 19, 12] (10, 2 and 7 keys). */
+enum { DM = 32, MH = 4, MG = 2, MDH = 8, DKV = 12, MT = 17, CT = 16, CK = 19 };
+static const int32_t mha_offsets[S + 1] = {0, 6, 6, 17};
+static const int32_t cross_q[S + 1] = {0, 4, 13, 16}, cross_k[S + 1] = {0, 10, 12, 19};
+
+static void write_mha_files(void)
+{
+    const int64_t x[3] = {1, MT, DM}, x2[3] = {2, MT, DM}, cx[3] = {1, CT, DM}, c[3] = {1, CK, DKV},
+                  wq[2] = {MH * MDH, DM}, wkv[2] = {MG * MDH, DM}, cwkv[2] = {MG * MDH, DKV},
+                  wo[2] = {DM, MH * MDH}, n[1] = {S + 1}, mask[2] = {MT, MT};
+    cli_write_f32("MX.npy", 3, x, 41, -1, 1);
+    cli_write_f32("MX2.npy", 3, x2, 42, -1, 1);
+    cli_write_f32("CX.npy", 3, cx, 43, -1, 1);
+    cli_write_f32("C.npy", 3, c, 44, -1, 1);
+    cli_write_f32("WQ.npy", 2, wq, 45, -0.3f, 0.3f);
+    cli_write_f32("WK.npy", 2, wkv, 46, -0.3f, 0.3f);
+    cli_write_f32("WV.npy", 2, wkv, 47, -0.3f, 0.3f);
+    cli_write_f32("WO.npy", 2, wo, 48, -0.3f, 0.3f);
+    cli_write_f32("CWK.npy", 2, cwkv, 49, -0.3f, 0.3f);
+    cli_write_f32("CWV.npy", 2, cwkv, 50, -0.3f, 0.3f);
+    const int32_t short_end[S + 1] = {0, 6, 6, 16};
+    static const uint8_t bytes[MT * MT] = {1};
+    cli_write_npy("MO.npy", NPY_I32, 1, n, mha_offsets);
+    cli_write_npy("MSHORT.npy", NPY_I32, 1, n, short_end);
+    cli_write_npy("CQO.npy", NPY_I32, 1, n, cross_q);
+    cli_write_npy("CKO.npy", NPY_I32, 1, n, cross_k);
+    cli_write_npy("MMASK.npy", NPY_U8, 2, mask, bytes);
+}
+
+/* "mha" on X `x` (C `c`: cross-attention, else NULL) with `opts`. */
+static void mha_command(char *args, size_t size, const char *x, const char *c, const char *opts,
+                        const char *out)
+{
+    snprintf(args, size, "mha --x %s --heads %d --kv-heads %d --wq %s --wo %s", cli_path_of(x), MH,
+             MG, cli_path_of("WQ.npy"), cli_path_of("WO.npy"));
+    size_t used = strlen(args);
+    if (c)
+        snprintf(args + used, size - used, " --kv %s --wk %s --wv %s", cli_path_of(c),
+                 cli_path_of("CWK.npy"), cli_path_of("CWV.npy"));
+    else
+        snprintf(args + used, size - used, " --wk %s --wv %s", cli_path_of("WK.npy"),
+                 cli_path_of("WV.npy"));
+    used = strlen(args);
+    snprintf(args + used, size - used, " %s --out %s", opts, cli_path_of(out));
+}
+
+/* Rows [start, start + count) of a [1, total, width] .npy file as the file
+ * `name` [1, count, width]. */
+static void write_rows(const char *from, int64_t start, int64_t count, const char *name)
+{
+    npy_array a = cli_read_npy(from);
+    int64_t width = a.shape[2], shape[3] = {1, count, width};
+    cli_write_npy(name, NPY_F32, 3, shape, (const float *)a.data + start * width);
+    npy_free(&a);
+}
+
+/* The packed run of `x` (and `c`) with `opts` and `offsets_opts` (with
+ * --check) against the tool run on each sequence alone, X (and C) sliced
+ * by qo (and ko) and the outputs concatenated, within 2e-4. */
+static void expect_mha_packed(const char *x, const char *c, const int32_t *qo, const int32_t *ko,
+                              const char *opts, const char *offsets_opts)
+{
+    char args[4096], packed_opts[1024];
+    snprintf(packed_opts, sizeof packed_opts, "%s %s --check", opts, offsets_opts);
+    mha_command(args, sizeof args, x, c, packed_opts, "MY.npy");
+    cli_expect_success(args);
+    int64_t total = qo[S], shape[3] = {1, total, DM};
+    float *want = calloc((size_t)(total * DM) + 1, 4);
+    assert_non_null(want);
+    for (uint32_t i = 0; i < S; i++) {
+        int64_t q0 = qo[i], nq = qo[i + 1] - q0;
+        if (nq == 0)
+            continue;
+        write_rows(x, q0, nq, "MXi.npy");
+        if (c)
+            write_rows(c, ko[i], ko[i + 1] - ko[i], "Ci.npy");
+        mha_command(args, sizeof args, "MXi.npy", c ? "Ci.npy" : NULL, opts, "MYi.npy");
+        cli_expect_success(args);
+        npy_array y = cli_read_npy("MYi.npy");
+        assert_int_equal(y.shape[1], nq);
+        memcpy(want + q0 * DM, y.data, (size_t)(nq * DM) * 4);
+        npy_free(&y);
+    }
+    expect_close("MY.npy", want, total * DM, 3, shape, 2e-4);
+    free(want);
+}
+
+/* vkattn mha --seq-offsets: causal self-attention (GQA, and with RoPE
+ * whose positions restart per sequence) and cross-attention with
+ * --kv-offsets equal the layer run on each sequence alone; what packed
+ * sequences cannot take is refused, naming the flags, without output. */
+void test_mha_seq_offsets(void **state);
+void test_mha_seq_offsets(void **state)
+{
+    (void)state;
+    write_mha_files();
+    char offsets[1024], cross_offsets[1024];
+    snprintf(offsets, sizeof offsets, "--seq-offsets %s", cli_path_of("MO.npy"));
+    snprintf(cross_offsets, sizeof cross_offsets, "--seq-offsets %s --kv-offsets %s",
+             cli_path_of("CQO.npy"), cli_path_of("CKO.npy"));
+    expect_mha_packed("MX.npy", NULL, mha_offsets, NULL, "--causal", offsets);
+    expect_mha_packed("MX.npy", NULL, mha_offsets, NULL, "--causal --rope-theta 10000", offsets);
+    expect_mha_packed("CX.npy", "C.npy", cross_q, cross_k, "", cross_offsets);
+
+    const char *layer = "--heads 4 --kv-heads 2 --wq WQ --wk WK --wv WV --wo WO";
+    static const refusal bad[] = {
+        {"--x MX --seq-offsets MSHORT", 1, "element 3 of --seq-offsets (", "MSHORT.npy)"},
+        {"--x CX --kv C --kv-offsets CKO", 2, "--kv-offsets needs --seq-offsets", NULL},
+        {"--x MX --seq-offsets MO --kv-offsets MO", 2, "--kv-offsets needs --kv", NULL},
+        {"--x MX --seq-offsets MO --mask MMASK", 2, "--mask cannot be combined with --seq-offsets",
+         NULL},
+        {"--x MX --seq-offsets MO --causal --prefill 3", 2,
+         "--prefill cannot be combined with --seq-offsets", NULL},
+        {"--x MX --seq-offsets MO --head-report", 2,
+         "--head-report cannot be combined with --seq-offsets", "not with --seq-offsets yet"},
+        {"--x MX2 --seq-offsets MO", 1,
+         "MX2.npy: shape (2, 17, 32); with --seq-offsets it is [1,sum T,Dm]", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char options[1024];
+        snprintf(options, sizeof options, "%s %s", layer, bad[i].options);
+        refusal r = bad[i];
+        r.options = options;
+        expect_refusal("mha", &r);
     }
 }
 
@@ -261,6 +393,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_packed_sequence_inputs),
         cmocka_unit_test(test_packed_sequence_refusals),
+        cmocka_unit_test(test_mha_seq_offsets),
     };
     return cmocka_run_group_tests(tests, group_setup, cli_teardown);
 }

@@ -16,6 +16,9 @@ typedef struct cli_input {
     bool mask;      /* an attention mask: float32 (additive) or bool/uint8, rank 2-4 */
     bool external;  /* a file the command reads itself (--weights), not one array */
     bool bf16_bits; /* --input-bf16: a uint16 array holds bf16 bits (widened exactly) */
+    /* The library's name of it in messages ("args-><arg>"), when not the
+     * flag's ("q_offsets" for --seq-offsets); NULL: the flag's. */
+    const char *arg;
     /* Dimensions exchanged between the file and the library's view of it
      * (--layout bthd: 1 and 2; --seq-first: 0 and 1), for messages; equal:
      * none. Set by cli_input_swap_dims. */

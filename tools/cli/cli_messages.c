@@ -86,7 +86,7 @@ static size_t input_name(const char *msg, const cli_input *inputs, int n_inputs,
         if (!inputs[i].path)
             continue;
         char canon[32]; /* "--key-padding" -> "key_padding" */
-        snprintf(canon, sizeof canon, "%s", inputs[i].flag + 2);
+        snprintf(canon, sizeof canon, "%s", inputs[i].arg ? inputs[i].arg : inputs[i].flag + 2);
         for (char *c = canon; *c; c++)
             if (*c == '-')
                 *c = '_';

@@ -212,12 +212,13 @@ static vkattn_dtype kv_dtype_of(const mha_job *m)
 static int parse_options(mha_job *m, int argc, char **argv)
 {
     char help[16384];
-    snprintf(help, sizeof help, "%s%s%s%s%s", help_text, cli_mods_help, help_rope, cli_rope_help,
-             help_positions);
+    snprintf(help, sizeof help, "%s%s%s%s%s%s", help_text, cli_mha_packed_help, cli_mods_help,
+             help_rope, cli_rope_help, help_positions);
     int code = cli_job_parse(&m->job, argc, argv, help, own_option, m);
     if (code != CLI_ARGS_OK)
         return code;
-    if (cli_mha_key_value_options(m) != 0 || cli_mha_check_layer_options(m) != 0)
+    if (cli_mha_key_value_options(m) != 0 || cli_mha_packed_check_given(m) != 0 ||
+        cli_mha_check_layer_options(m) != 0)
         return 2;
     if (cli_mha_check_weight_source(m) != 0)
         return 2;
@@ -317,7 +318,7 @@ static int load_inputs(void *user)
     if (in[WEIGHTS].path && cli_load_weight_file(in[WEIGHTS].path, m->prefix, m->names, &in[WQ],
                                                  &in[BIAS_K], m->weight_labels))
         return -1;
-    if (cli_job_load(&m->job, ranks, PAD) != 0)
+    if (cli_job_load(&m->job, ranks, PAD) != 0 || cli_mha_packed_load(m) != 0)
         return -1;
     /* a NaN or inf weight would turn every output NaN with exit 0 */
     const int weights[] = {WQ, WK, WV, WO, BQ, BK, BV, BO, QN, KN, BIAS_K, BIAS_V};
@@ -398,7 +399,9 @@ static int load_inputs(void *user)
     cli_mods_desc(&m->mods, &in[SINKS], &in[SLOPES], &m->desc);
     m->desc.add_bias_kv = in[BIAS_K].path != NULL;
     m->desc.add_zero_attn = m->add_zero_attn;
-    if (cli_check_head_mask(&in[HMASK], hq, xs[0], "--heads") != 0)
+    /* packed: a head mask's rows are the sequences' */
+    int64_t rows = m->offsets.sequences ? (int64_t)m->offsets.sequences : xs[0];
+    if (cli_check_head_mask(&in[HMASK], hq, rows, "--heads") != 0)
         return -1;
     if (m->keep &&
         cli_prune_head_mask(in[HMASK].path ? &in[HMASK].array : NULL, "--head-mask", in[HMASK].path,
@@ -503,15 +506,23 @@ static int run(void *user)
     cli_job *j = &m->job;
     vkattn_mha_forward_args fa = {.causal = j->causal || j->causal_top_left,
                                   .causal_align = cli_mods_align(j),
-                                  .bool_mask = cli_job_bool_mask(j)};
+                                  .bool_mask = cli_job_bool_mask(j),
+                                  .sequences = m->offsets.sequences,
+                                  .q_offsets = m->offsets.q,
+                                  .k_offsets = m->offsets.k};
     if (setup(m, &fa) != 0)
         return -1;
     vkattn_result r = VKATTN_SUCCESS;
     if (j->device.tune && !m->prefill) {
         const int64_t *xs = m->in[X].array.shape;
-        r = vkattn_mha_tune(m->layer, &(vkattn_mha_tune_args){(uint32_t)xs[0], (uint32_t)xs[1],
-                                                              (uint32_t)kv_len(m),
-                                                              cli_tune_progress(&j->device)});
+        int64_t rows = xs[0], tq = xs[1], tk = kv_len(m);
+        if (m->offsets.sequences) { /* as many rows as sequences, each the longest */
+            rows = m->offsets.sequences;
+            cli_offsets_longest(&m->offsets, tq, tk, &tq, &tk);
+        }
+        r = vkattn_mha_tune(m->layer,
+                            &(vkattn_mha_tune_args){(uint32_t)rows, (uint32_t)tq, (uint32_t)tk,
+                                                    cli_tune_progress(&j->device)});
         if (r == VKATTN_SUCCESS)
             r = cli_save_tuning(j->ctx, &j->device);
     }
@@ -546,7 +557,10 @@ static int check(void *user)
     mha_job *m = user;
     vkattn_ref_mha_args ra = {.causal = m->job.causal || m->job.causal_top_left,
                               .causal_align = cli_mods_align(&m->job),
-                              .bool_mask = cli_job_bool_mask(&m->job)};
+                              .bool_mask = cli_job_bool_mask(&m->job),
+                              .sequences = m->offsets.sequences, /* packed against packed */
+                              .q_offsets = m->offsets.q,
+                              .k_offsets = m->offsets.k};
     ra.kv_cache_dtype = kv_dtype_of(m);
     vkattn_host_tensor *slots[N_INPUTS] = {
         [X] = &ra.x,         [KV] = &ra.kv,         [MASK] = &ra.mask,      [PAD] = &ra.key_padding,
@@ -650,7 +664,9 @@ int cli_mha(int argc, char **argv)
                         {"--key"},
                         {"--bias-k", .keep_f32 = true},
                         {"--bias-v", .keep_f32 = true},
-                        {"--weights", .external = true}}};
+                        {"--weights", .external = true},
+                        {"--seq-offsets", .external = true, .arg = "q_offsets"},
+                        {"--kv-offsets", .external = true, .arg = "k_offsets"}}};
     m.job = (cli_job){.command = "mha",
                       .inputs = m.in,
                       .bufs = m.bufs,

@@ -7,6 +7,7 @@
 #include "cli_job.h"
 #include "cli_mha_heads.h"
 #include "cli_mods.h"
+#include "cli_offsets.h"
 #include "cli_rope.h"
 #include "cli_viz.h"
 #include "cli_weights.h"
@@ -35,6 +36,8 @@ enum {
     BIAS_K, /* --bias-k, --bias-v: torch's add_bias_kv rows */
     BIAS_V,
     WEIGHTS,
+    SEQOFF, /* --seq-offsets, --kv-offsets: packed ragged sequences */
+    KVOFF,
     N_INPUTS
 };
 
@@ -66,6 +69,7 @@ typedef struct mha_job {
     char *weight_labels[10]; /* "<file>:<name>" of the tensors from --weights */
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
+    cli_offsets offsets;  /* --seq-offsets, --kv-offsets (cli_mha_packed.c) */
     vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */
     vkattn_mha *layer;
 } mha_job;
@@ -84,5 +88,12 @@ int cli_mha_check_weight_dtype(const mha_job *m);
 /* --key and --value against --kv; --key's file becomes in[KV]'s (named
  * --key in messages). */
 int cli_mha_key_value_options(mha_job *m);
+
+/* --seq-offsets and --kv-offsets (cli_mha_packed.c): after parsing, what
+ * packed sequences cannot take; after loading, the offsets and X, C and
+ * V as one batch row. 0, or -1 after printing. */
+int cli_mha_packed_check_given(const mha_job *m);
+int cli_mha_packed_load(mha_job *m);
+extern const char cli_mha_packed_help[];
 
 #endif
