@@ -133,6 +133,14 @@ typedef struct vkattn_kv_append_args {
     uint32_t batch;
     const uint32_t *sequences; /* [batch], distinct */
     vkattn_tensor k, v;
+    /* A ragged prefill in one call (NULL: T tokens for every sequence):
+     * host int32 [batch + 1] offsets, starting at 0, never decreasing;
+     * k [1, Hkv, sum T, Dk] and v [1, Hkv, sum T, Dv] hold the sequences'
+     * new tokens one after the other, sequences[b]'s at [offsets[b],
+     * offsets[b + 1]) (none is allowed). The whole call is checked first
+     * (ids, capacity, free blocks, each sequence's view); then each
+     * sequence's tokens are appended as a step of their own. */
+    const int32_t *offsets;
 } vkattn_kv_append_args;
 
 VKATTN_API vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cmd,
@@ -190,6 +198,14 @@ typedef struct vkattn_kv_attention_args {
      * its ancestors (the causal order of the T plus -inf on the columns
      * L - T + k of its non-ancestors k). */
     vkattn_tensor mask;
+    /* Packed queries (NULL: T for every sequence): host int32 [batch + 1]
+     * offsets as vkattn_kv_append_args takes them; q [1, Hq, sum T, Dk],
+     * out [1, Hq, sum T, Dv] and lse [1, Hq, sum T] hold sequences[b]'s
+     * queries at [q_offsets[b], q_offsets[b + 1]), the last of its L keys
+     * (bottom-right, as above: a ragged prefill appended with offsets, then
+     * attended). Every sequence is checked before anything is recorded,
+     * then attended as a call of its own; no mask. */
+    const int32_t *q_offsets;
 } vkattn_kv_attention_args;
 
 VKATTN_API vkattn_result vkattn_cmd_kv_attention(vkattn_context *ctx, VkCommandBuffer cmd,

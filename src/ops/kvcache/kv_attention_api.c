@@ -3,6 +3,7 @@
  * kv_attention_config.c; recording: kv_attention_record.c; kernels:
  * shaders/kv_attention_*. */
 #include "ops/kvcache/kvcache_internal.h"
+#include "spec/varlen.h"
 #include "spec/attention_shapes.h"
 
 #include <math.h>
@@ -278,16 +279,17 @@ vkattn_result vka_kv_attention_check_mask(vkattn_kv_cache *c, const vkattn_tenso
 
 /* ----------------------------------------------------------------- API */
 
-/* A call checked and prepared: its step is checked, not applied yet. */
+/* A call checked and prepared: its step is checked, not applied yet
+ * (packed queries: each sequence's is checked again as it is recorded). */
 typedef struct checked_call {
+    const vkattn_kv_attention_args *args;
     vka_kv_step step;
     vka_kv_attention_plan plan;
 } checked_call;
 
-static vkattn_result check_call(vkattn_context *ctx, const void *args, void *checked)
+static vkattn_result check_one(vkattn_context *ctx, const vkattn_kv_attention_args *a,
+                               checked_call *call)
 {
-    const vkattn_kv_attention_args *a = args;
-    checked_call *call = checked;
     if (!a->cache)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->cache is NULL");
     if (a->cache->ctx != ctx)
@@ -313,12 +315,87 @@ static vkattn_result check_call(vkattn_context *ctx, const void *args, void *che
 }
 
 /* The step's metadata, then the attention. */
-static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const void *job)
+static vkattn_result record_one(vkattn_context *ctx, VkCommandBuffer cmd, const checked_call *call)
 {
-    const checked_call *call = job;
     vka_binding meta;
     VKA_TRY(vka_kv_step_record(&call->step, cmd, &meta));
     return vka_kv_attention_record(ctx, cmd, &call->plan, &meta);
+}
+
+static void slice(vkattn_tensor *t, int64_t start, int64_t count)
+{
+    t->offset += vka_varlen_slice(t->dtype, t->shape, t->strides, 2, start, count);
+}
+
+/* Packed queries: the whole call's shapes and offsets, then every
+ * sequence as a call of one row over views of q, out and lse; recorded
+ * when `cmd` is given (each checked again first: checks move nothing). */
+static vkattn_result packed_calls(vkattn_context *ctx, VkCommandBuffer cmd,
+                                  const vkattn_kv_attention_args *a)
+{
+    vkattn_tensor q, out, lse = {0};
+    VKA_TRY(vka_tensor_resolve(ctx, &a->q, "args->q", &q));
+    VKA_TRY(vka_tensor_resolve(ctx, &a->out, "args->out", &out));
+    if (a->lse.buffer)
+        VKA_TRY(vka_tensor_resolve(ctx, &a->lse, "args->lse", &lse));
+    if (q.rank != 4 || q.shape[0] != 1 || out.rank != 4 || out.shape[0] != 1 ||
+        (lse.buffer && (lse.rank != 3 || lse.shape[0] != 1)))
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                        "args->q, out and lse are not [1, Hq, sum T, D] and [1, Hq, sum T]: "
+                        "packed queries (args->q_offsets) lie along the token axis of one row");
+    if (a->mask.buffer)
+        return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "args->mask is given with args->q_offsets: packed queries take no mask");
+    char error[VKA_ERROR_MAX];
+    vkattn_result r = a->batch == 0 || !a->sequences
+                          ? VKATTN_ERROR_INVALID_ARGUMENT
+                          : vka_varlen_check(a->q_offsets, a->batch, q.shape[2], "args->q_offsets",
+                                             "args->q.shape[2] (sum T)", error, sizeof error);
+    if (r != VKATTN_SUCCESS)
+        return a->batch == 0 || !a->sequences
+                   ? vka_fail(ctx, r, "args->%s",
+                              a->batch == 0 ? "batch is 0" : "sequences is NULL")
+                   : vka_fail(ctx, r, "%s", error);
+    for (uint32_t b = 0; b < a->batch; b++) {
+        int64_t n = (int64_t)a->q_offsets[b + 1] - a->q_offsets[b];
+        if (n == 0)
+            continue;
+        vkattn_kv_attention_args sub = *a;
+        sub.batch = 1;
+        sub.sequences = &a->sequences[b];
+        sub.q_offsets = NULL;
+        sub.q = q, sub.out = out, sub.lse = lse;
+        slice(&sub.q, a->q_offsets[b], n);
+        slice(&sub.out, a->q_offsets[b], n);
+        if (lse.buffer)
+            slice(&sub.lse, a->q_offsets[b], n);
+        checked_call one;
+        r = check_one(ctx, &sub, &one);
+        if (r != VKATTN_SUCCESS) {
+            char why[VKA_ERROR_MAX];
+            memcpy(why, ctx->last_error, sizeof why);
+            return vka_fail(ctx, r, "row %u (sequence %u, queries from %d): %s", b, a->sequences[b],
+                            a->q_offsets[b], why);
+        }
+        if (cmd)
+            VKA_TRY(record_one(ctx, cmd, &one));
+    }
+    return VKATTN_SUCCESS;
+}
+
+static vkattn_result check_call(vkattn_context *ctx, const void *args, void *checked)
+{
+    checked_call *call = checked;
+    call->args = args;
+    return call->args->q_offsets && call->args->cache
+               ? packed_calls(ctx, VK_NULL_HANDLE, call->args)
+               : check_one(ctx, call->args, call);
+}
+
+static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const void *job)
+{
+    const checked_call *call = job;
+    return call->args->q_offsets ? packed_calls(ctx, cmd, call->args) : record_one(ctx, cmd, call);
 }
 
 /* vkattn_cmd_kv_attention and vkattn_kv_attention */

@@ -144,6 +144,10 @@ vkattn_result vka_kv_append_prepare(vkattn_context *ctx, vkattn_kv_cache *cache,
 vkattn_result vka_kv_append_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
                                      vka_kv_append_plan *plan, const vka_binding *meta);
 
+/* vkattn_cmd_kv_cache_append with args->offsets (kvcache_packed.c). */
+vkattn_result vka_kv_append_packed(vkattn_context *ctx, VkCommandBuffer cmd,
+                                   const vkattn_kv_append_args *args);
+
 /* Blocks that `tokens` tokens occupy (without the tokens + block_size - 1
  * that wraps near 2^32). */
 static inline uint32_t vka_blocks_for(const vkattn_kv_cache *c, uint32_t tokens)

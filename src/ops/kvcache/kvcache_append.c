@@ -204,6 +204,8 @@ vkattn_result vkattn_cmd_kv_cache_append(vkattn_context *ctx, VkCommandBuffer cm
     if (c->ctx != ctx)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "args->cache belongs to another context");
+    if (a->offsets)
+        return vka_kv_append_packed(ctx, cmd, a);
     vkattn_tensor k, v;
     VKA_TRY(vka_kv_append_check(c, &a->k, &a->v, a->batch, "args->k", "args->v", &k, &v));
     vka_kv_append_plan plan;
