@@ -29,7 +29,8 @@ static void packed_append(vkattn_context *ctx, kv_host *h, const packed_kv_case 
         uint32_t s = c->seqs[b], len = h->len[s];
         for (uint32_t hh = 0; hh < hkv; hh++)
             for (int32_t t = offsets[b]; t < offsets[b + 1]; t++) {
-                size_t at = ((size_t)s * hkv + hh) * h->d.capacity + len + (uint32_t)(t - offsets[b]);
+                size_t at =
+                    ((size_t)s * hkv + hh) * h->d.capacity + len + (uint32_t)(t - offsets[b]);
                 memcpy(h->k + at * dk, k + ((size_t)hh * total + t) * dk, dk * 4);
                 memcpy(h->v + at * dv, v + ((size_t)hh * total + t) * dv, dv * 4);
             }
@@ -82,7 +83,8 @@ static void run_case(test_gpu *g, uint32_t policy, const void *arg)
     /* packed queries: each sequence's new tokens, over all it holds */
     const int64_t total = offsets[c->batch];
     float *q = test_random_array(&rng, (size_t)Hq * total * D, 1.0f, c->dt);
-    float *got = test_alloc((size_t)Hq * total * D * 4), *want = test_alloc((size_t)Hq * total * D * 4);
+    float *got = test_alloc((size_t)Hq * total * D * 4),
+          *want = test_alloc((size_t)Hq * total * D * 4);
     for (size_t i = 0; i < (size_t)Hq * total * D; i++)
         got[i] = NAN;
     int64_t qs[4] = {1, Hq, total, D};
@@ -101,7 +103,8 @@ static void run_case(test_gpu *g, uint32_t policy, const void *arg)
         uint32_t n = c->tokens[b];
         if (!n)
             continue;
-        float *qb_host = test_alloc((size_t)Hq * n * D * 4), *wb = test_alloc((size_t)Hq * n * D * 4);
+        float *qb_host = test_alloc((size_t)Hq * n * D * 4),
+              *wb = test_alloc((size_t)Hq * n * D * 4);
         for (uint32_t hh = 0; hh < Hq; hh++)
             memcpy(qb_host + (size_t)hh * n * D, q + ((size_t)hh * total + offsets[b]) * D,
                    (size_t)n * D * 4);
@@ -114,8 +117,8 @@ static void run_case(test_gpu *g, uint32_t policy, const void *arg)
     for (size_t i = 0; i < (size_t)Hq * total * D; i++)
         if (isnan(all[i]))
             fail_msg("%s: out[%zu] is NaN", what, i);
-    test_assert_close(all, want, (size_t)Hq * total * D,
-                      c->dt == F16 ? TEST_TOL_F16 : TEST_TOL_F32, what);
+    test_assert_close(all, want, (size_t)Hq * total * D, c->dt == F16 ? TEST_TOL_F16 : TEST_TOL_F32,
+                      what);
     TEST_DESTROY_BUFFERS(qb, ob);
     free(q), free(got), free(want), free(all);
     kv_host_destroy(&h);
@@ -147,7 +150,8 @@ static void test_packed_refusals(void **state)
     int64_t ks[4] = {1, 2, 20, 32};
     vkattn_buffer *b = kv_buffer_of(ctx, x, 2 * 20 * 32, F32);
     uint32_t seqs[3] = {0, 1, 2}, twice[3] = {0, 1, 0};
-    int32_t offsets[4] = {0, 8, 12, 20}, decreasing[4] = {0, 8, 6, 20}, long_one[4] = {0, 17, 18, 20};
+    int32_t offsets[4] = {0, 8, 12, 20}, decreasing[4] = {0, 8, 6, 20},
+            long_one[4] = {0, 17, 18, 20};
     vkattn_kv_append_args good = {.cache = h.cache,
                                   .batch = 3,
                                   .sequences = seqs,

@@ -63,7 +63,8 @@ vkattn_result vka_kv_append_packed(vkattn_context *ctx, VkCommandBuffer cmd,
                                              "args->k.shape[2] (sum T)", error, sizeof error);
     if (r != VKATTN_SUCCESS)
         return a->batch == 0 || !a->sequences
-                   ? vka_fail(ctx, r, "args->%s", a->batch == 0 ? "batch is 0" : "sequences is NULL")
+                   ? vka_fail(ctx, r, "args->%s",
+                              a->batch == 0 ? "batch is 0" : "sequences is NULL")
                    : vka_fail(ctx, r, "%s", error);
     VKA_TRY(check_steps(c, a));
     vka_kv_append_plan *plans = vka_alloc(ctx, a->batch * sizeof *plans);
