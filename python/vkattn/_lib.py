@@ -307,6 +307,7 @@ class KvAttentionArgs(ctypes.Structure):
         ("alibi_max_bias", _f32),
         ("lse", Tensor),
         ("mask", Tensor),
+        ("q_offsets", ctypes.POINTER(_i32)),
     ]
 
 
