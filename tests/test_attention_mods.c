@@ -39,20 +39,6 @@ static void describe(const mod_case *c, uint32_t policy, char *buf, size_t size)
              c->padding, c->weights);
 }
 
-/* Compares LSE values: both -inf, or close relative to 1 + |want|. */
-static void check_lse(const float *got, const float *want, size_t n, double tol, const char *what)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (isinf(want[i]) && want[i] < 0) {
-            if (!(isinf(got[i]) && got[i] < 0))
-                fail_msg("%s: lse[%zu] is %g, want -inf", what, i, (double)got[i]);
-            continue;
-        }
-        if (!(fabs((double)got[i] - want[i]) <= tol * (1.0 + fabs(want[i]))))
-            fail_msg("%s: lse[%zu] is %.8g, want %.8g", what, i, (double)got[i], (double)want[i]);
-    }
-}
-
 static void assert_no_nan(const float *x, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
@@ -223,7 +209,7 @@ static void run_case(test_gpu *g, uint32_t policy, const void *arg)
                      (double)got[i]);
     if (c->lse) {
         TEST_OK(ctx, vkattn_buffer_download(bl, 0, got_lse, d.nl * 4));
-        check_lse(got_lse, want_lse, d.nl, tol, what);
+        test_assert_lse_close(got_lse, want_lse, d.nl, tol, what);
     }
     if (c->weights) {
         TEST_OK(ctx, vkattn_buffer_download(bw, 0, got_w, d.nw * 4));
@@ -565,7 +551,7 @@ static void run_merge(test_gpu *g, uint32_t policy, const void *arg)
                                            : TEST_TOL_F32;
     assert_no_nan(got, d.nq, what);
     test_assert_close(got, want, d.nq, tol, what);
-    check_lse(got_lse, want_lse, d.nl, tol, what);
+    test_assert_lse_close(got_lse, want_lse, d.nl, tol, what);
     TEST_DESTROY_BUFFERS(bq, bk, bv, bo[0], bo[1], bo[2], bl[0], bl[1], bl[2], bm, bmo, bml);
     free(nan_out), free(nan_lse), free(want), free(got), free(want_lse), free(got_lse);
     free_data(&d);
@@ -668,7 +654,7 @@ static void run_chunks(test_gpu *g, uint32_t policy, const void *arg)
              top_left ? "top-left" : "bottom-right");
     assert_no_nan(got, d.nq, what);
     test_assert_close(got, want, d.nq, TEST_TOL_F32, what);
-    check_lse(got_lse, want_lse, d.nl, TEST_TOL_F32, what);
+    test_assert_lse_close(got_lse, want_lse, d.nl, TEST_TOL_F32, what);
     TEST_DESTROY_BUFFERS(bq, bk, bv, ba, bo[0], bo[1], bl[0], bl[1]);
     free(nan_out), free(nan_lse), free(want), free(got), free(want_lse), free(got_lse);
     free_data(&d);

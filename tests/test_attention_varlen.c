@@ -99,19 +99,6 @@ static void fill_nan(float *x, size_t n)
         x[i] = NAN;
 }
 
-static void check_lse(const float *got, const float *want, size_t n, double tol, const char *what)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (isinf(want[i]) && want[i] < 0) {
-            if (!(isinf(got[i]) && got[i] < 0))
-                fail_msg("%s: lse[%zu] is %g, want -inf", what, i, (double)got[i]);
-            continue;
-        }
-        if (!(fabs((double)got[i] - want[i]) <= tol * (1.0 + fabs(want[i]))))
-            fail_msg("%s: lse[%zu] is %.8g, want %.8g", what, i, (double)got[i], (double)want[i]);
-    }
-}
-
 static void run_case(test_gpu *g, uint32_t policy, const void *arg)
 {
     const varlen_case *c = arg;
@@ -208,7 +195,7 @@ static void run_case(test_gpu *g, uint32_t policy, const void *arg)
     test_assert_close(got, want, nq, tol, what);
     if (c->lse) {
         TEST_OK(ctx, vkattn_buffer_download(bl, 0, got_lse, nl * 4));
-        check_lse(got_lse, want_lse, nl, tol, what);
+        test_assert_lse_close(got_lse, want_lse, nl, tol, what);
     }
     TEST_DESTROY_BUFFERS(bq, bk, bv, bo, bs, ba, bl, bg);
     free(q), free(k), free(v), free(want), free(got), free(want_lse), free(got_lse);

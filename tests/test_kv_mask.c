@@ -467,22 +467,6 @@ static void reference(const kv_host *h, const mask_case *c, const mods_data *md,
     }
 }
 
-static void assert_lse_close(const float *got, const float *want, size_t n, double tol,
-                             const char *what)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (isinf(want[i]) && want[i] < 0) {
-            if (!(isinf(got[i]) && got[i] < 0))
-                fail_msg("%s: lse[%zu] is %g, expected -inf", what, i, (double)got[i]);
-            continue;
-        }
-        double err = fabs((double)got[i] - want[i]) / (1.0 + fabs((double)want[i]));
-        if (!(err <= tol))
-            fail_msg("%s: lse[%zu] is %.7g, expected %.7g (error %.3g > %.3g)", what, i,
-                     (double)got[i], (double)want[i], err, tol);
-    }
-}
-
 static vkattn_buffer *nan_buffer(vkattn_context *ctx, size_t n)
 {
     float *nan = malloc(n * sizeof *nan);
@@ -569,7 +553,7 @@ static void run_case(test_gpu *g, uint32_t policy, const void *arg)
                         fail_msg("%s: hidden row of batch row %u head %u is not zero", what, b, hq);
     if (c->lse) {
         test_download_as(ctx, lb, F32, lse_got, nl);
-        assert_lse_close(lse_got, lse_want, nl, tolerance(c), what);
+        test_assert_lse_close(lse_got, lse_want, nl, tolerance(c), what);
         if (c->pattern == PAT_HIDE_ROW)
             for (uint32_t b = 0; b < c->batch; b++)
                 assert_true(isinf(lse_got[(size_t)b * c->Hq * c->T + c->T / 2]));

@@ -382,24 +382,6 @@ static void reference(const kv_host *h, const mods_case *c, const mods_data *md,
     }
 }
 
-/* LSE values: -inf where the reference has -inf, else within tol of it
- * (relative to 1 + |lse|). */
-static void assert_lse_close(const float *got, const float *want, size_t n, double tol,
-                             const char *what)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (isinf(want[i]) && want[i] < 0) {
-            if (!(isinf(got[i]) && got[i] < 0))
-                fail_msg("%s: lse[%zu] is %g, expected -inf", what, i, (double)got[i]);
-            continue;
-        }
-        double err = fabs((double)got[i] - want[i]) / (1.0 + fabs((double)want[i]));
-        if (!(err <= tol))
-            fail_msg("%s: lse[%zu] is %.7g, expected %.7g (error %.3g > %.3g)", what, i,
-                     (double)got[i], (double)want[i], err, tol);
-    }
-}
-
 /* Appends `tokens` to one sequence, in pieces of at most `piece` (a
  * windowed cache's default pool holds steps of up to a block). */
 static void append_in_pieces(vkattn_context *ctx, kv_host *h, uint32_t seq, uint32_t tokens,
@@ -490,7 +472,7 @@ static void run_case(test_gpu *g, uint32_t policy, const void *arg)
     test_assert_close(got, want, n, tolerance(c->cdt, c->qdt), what);
     if (c->m.lse) {
         test_download_as(ctx, mb.lse, F32, lse_got, nl);
-        assert_lse_close(lse_got, lse_want, nl, tolerance(c->cdt, c->qdt), what);
+        test_assert_lse_close(lse_got, lse_want, nl, tolerance(c->cdt, c->qdt), what);
     }
     free(got), free(want), free(lse_want), free(lse_got);
     mods_release(&mb);
@@ -588,7 +570,7 @@ static void windowed_decode(test_gpu *g, uint32_t policy, const void *arg)
                  test_policies[policy].name, step, seq, h.len[seq]);
         test_assert_close(got, want, 4 * 16, tolerance(d.dtype, d.dtype), what);
         test_download_as(ctx, mb.lse, F32, lg, 4);
-        assert_lse_close(lg, lw, 4, tolerance(d.dtype, d.dtype), what);
+        test_assert_lse_close(lg, lw, 4, tolerance(d.dtype, d.dtype), what);
         mods_release(&mb);
         att_io_destroy(&io);
     }

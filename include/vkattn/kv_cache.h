@@ -137,7 +137,7 @@ typedef struct vkattn_kv_append_args {
      * host int32 [batch + 1] offsets, starting at 0, never decreasing;
      * k [1, Hkv, sum T, Dk] and v [1, Hkv, sum T, Dv] hold the sequences'
      * new tokens one after the other, sequences[b]'s at [offsets[b],
-     * offsets[b + 1]) (none is allowed). The whole call is checked first
+     * offsets[b + 1]) (a sequence may get none). The whole call is checked first
      * (ids, capacity, free blocks, each sequence's view); then each
      * sequence's tokens are appended as a step of their own. */
     const int32_t *offsets;

@@ -53,4 +53,12 @@ uint32_t vka_storage_kind(const vkattn_context *ctx, vkattn_dtype dtype);
 /* Global barrier: compute-shader writes -> compute-shader reads/writes. */
 void vka_cmd_compute_barrier(vkattn_context *ctx, VkCommandBuffer cmd);
 
+/* `words` 32-bit words of host `data` written into `buffer` at `offset`
+ * (a multiple of 4) as the command buffer runs (vkCmdUpdateBuffer: the data
+ * travel with the commands, in pieces of its 65536-byte limit), between
+ * barriers: earlier compute reads and writes of any buffer -> this write ->
+ * later compute reads. */
+void vka_cmd_update_words(vkattn_context *ctx, VkCommandBuffer cmd, VkBuffer buffer,
+                          uint64_t offset, const uint32_t *data, uint64_t words);
+
 #endif

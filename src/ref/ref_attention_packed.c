@@ -46,28 +46,21 @@ static vkattn_result check_whole(const vkattn_ref_attention_args *args,
                                  vka_ref_attention_plan *whole, vkattn_host_tensor *head_mask,
                                  char *error, size_t error_size)
 {
-    vka_attention_shapes s = {.q = vka_host_shape_view(&args->q),
-                              .k = vka_host_shape_view(&args->k),
-                              .v = vka_host_shape_view(&args->v),
-                              .out = vka_host_shape_view(&args->out),
-                              .mask = vka_host_shape_view(&args->mask),
-                              .key_padding = vka_host_shape_view(&args->key_padding),
-                              .weights = vka_host_shape_view(&args->weights),
-                              .handle_name = "data"};
-    vka_attention_dims d;
-    VKA_TRY(vka_attention_check(&s, "args->", &d, error, error_size));
-    VKA_TRY(vka_varlen_shapes_check(&s, &d, "args->", error, error_size));
-    VKA_TRY(vka_varlen_offsets_check(
-        args->sequences, args->q_offsets, args->k_offsets,
-        (vka_varlen_totals){args->q.shape[2], args->k.shape[2], NULL, NULL}, "args->", error,
-        error_size));
+    VKA_TRY(vka_varlen_refuse_unpacked(args->mask.data, args->key_padding.data, args->weights.data,
+                                       "args->", "causal, window and the other modifiers", error,
+                                       error_size));
     vkattn_ref_attention_args all = *args;
     all.head_mask = (vkattn_host_tensor){0};
     all.sequences = 0;
     VKA_TRY(vka_ref_attention_prepare(&all, "args->", whole, error, error_size));
+    VKA_TRY(vka_varlen_dims_check(&whole->dims, "args->", error, error_size));
+    VKA_TRY(vka_varlen_offsets_check(
+        args->sequences, args->q_offsets, args->k_offsets,
+        (vka_varlen_totals){whole->dims.q_len, whole->dims.kv_len, NULL, NULL}, "args->", error,
+        error_size));
     *head_mask = (vkattn_host_tensor){0};
-    VKA_TRY(vka_head_mask_check(vka_host_shape_view(&args->head_mask), args->sequences, d.num_heads,
-                                "args->head_mask", error, error_size));
+    VKA_TRY(vka_head_mask_check(vka_host_shape_view(&args->head_mask), args->sequences,
+                                whole->dims.num_heads, "args->head_mask", error, error_size));
     if (args->head_mask.data)
         VKA_TRY(vka_host_tensor_resolve(&args->head_mask, "args->head_mask", false, head_mask,
                                         error, error_size));

@@ -589,29 +589,12 @@ static vkattn_result check_packed(const vkattn_mha_desc *d, const vkattn_ref_mha
                                 args->kv.data ? "kv.shape[1] (sum Tk)" : "x.shape[1] (sum Tk)"};
     VKA_TRY(vka_varlen_offsets_check(args->sequences, args->q_offsets, args->k_offsets, totals,
                                      "args->", error, error_size));
-    if (!args->kv.data && args->k_offsets)
-        for (uint32_t i = 0; i <= args->sequences; i++)
-            if (args->k_offsets[i] != args->q_offsets[i]) {
-                vka_error_format(error, error_size,
-                                 "args->k_offsets[%u] is %d but args->q_offsets[%u] is %d: in "
-                                 "self-attention (args->kv NULL) the keys are the queries' tokens",
-                                 i, args->k_offsets[i], i, args->q_offsets[i]);
-                return VKATTN_ERROR_INVALID_ARGUMENT;
-            }
-    const struct {
-        const vkattn_host_tensor *t;
-        const char *name;
-    } refused[] = {
-        {&args->mask, "mask"}, {&args->key_padding, "key_padding"}, {&args->weights, "weights"}};
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
-        if (refused[i].t->data) {
-            vka_error_format(error, error_size,
-                             "args->%s is given with args->sequences > 0: packed sequences take "
-                             "no %s (its shape has no packed form; causal and the layer's "
-                             "modifiers apply per sequence)",
-                             refused[i].name, refused[i].name);
-            return VKATTN_ERROR_UNSUPPORTED;
-        }
+    if (!args->kv.data)
+        VKA_TRY(vka_varlen_same_offsets(args->sequences, args->q_offsets, args->k_offsets, "args->",
+                                        error, error_size));
+    VKA_TRY(vka_varlen_refuse_unpacked(args->mask.data, args->key_padding.data, args->weights.data,
+                                       "args->", "causal and the layer's modifiers", error,
+                                       error_size));
     return vka_head_mask_check(vka_host_shape_view(&args->head_mask), args->sequences, d->num_heads,
                                "args->head_mask", error, error_size);
 }

@@ -41,8 +41,8 @@ uint64_t vka_varlen_slice(vkattn_dtype dtype, int64_t *shape, const int64_t *str
     return vkattn_dtype_row_bytes(dtype, (uint64_t)start * (uint64_t)strides[dim]);
 }
 
-vkattn_result vka_varlen_shapes_check(const vka_attention_shapes *s, const vka_attention_dims *d,
-                                      const char *prefix, char *error, size_t error_size)
+vkattn_result vka_varlen_dims_check(const vka_attention_dims *d, const char *prefix, char *error,
+                                    size_t error_size)
 {
     if (!prefix)
         prefix = "";
@@ -53,19 +53,6 @@ vkattn_result vka_varlen_shapes_check(const vka_attention_shapes *s, const vka_a
                          prefix, prefix);
         return VKATTN_ERROR_SHAPE_MISMATCH;
     }
-    const struct {
-        const vka_shape_view *t;
-        const char *name;
-    } refused[] = {{&s->mask, "mask"}, {&s->key_padding, "key_padding"}, {&s->weights, "weights"}};
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
-        if (refused[i].t->present) {
-            vka_error_format(error, error_size,
-                             "%s%s is given with %ssequences > 0: packed sequences take no %s "
-                             "(its shape has no packed form; causal, window and the other "
-                             "modifiers apply per sequence)",
-                             prefix, refused[i].name, prefix, refused[i].name);
-            return VKATTN_ERROR_UNSUPPORTED;
-        }
     return VKATTN_SUCCESS;
 }
 
@@ -103,4 +90,37 @@ vka_varlen_seq vka_varlen_sequence(const int32_t *q_offsets, const int32_t *k_of
     vka_varlen_seq s = {q_offsets[i], (int64_t)q_offsets[i + 1] - q_offsets[i], ko[i],
                         (int64_t)ko[i + 1] - ko[i]};
     return s;
+}
+
+vkattn_result vka_varlen_refuse_unpacked(bool mask, bool key_padding, bool weights,
+                                         const char *prefix, const char *per_sequence, char *error,
+                                         size_t error_size)
+{
+    const char *name = mask ? "mask" : key_padding ? "key_padding" : weights ? "weights" : NULL;
+    if (!name)
+        return VKATTN_SUCCESS;
+    if (!prefix)
+        prefix = "";
+    vka_error_format(error, error_size,
+                     "%s%s is given with %ssequences > 0: packed sequences take no %s (its shape "
+                     "has no packed form; %s apply per sequence)",
+                     prefix, name, prefix, name, per_sequence);
+    return VKATTN_ERROR_UNSUPPORTED;
+}
+
+vkattn_result vka_varlen_same_offsets(uint32_t sequences, const int32_t *q_offsets,
+                                      const int32_t *k_offsets, const char *prefix, char *error,
+                                      size_t error_size)
+{
+    if (!prefix)
+        prefix = "";
+    for (uint32_t i = 0; k_offsets && i <= sequences; i++)
+        if (k_offsets[i] != q_offsets[i]) {
+            vka_error_format(error, error_size,
+                             "%sk_offsets[%u] is %d but %sq_offsets[%u] is %d: in self-attention "
+                             "(%skv NULL) the keys are the queries' tokens",
+                             prefix, i, k_offsets[i], prefix, i, q_offsets[i], prefix);
+            return VKATTN_ERROR_INVALID_ARGUMENT;
+        }
+    return VKATTN_SUCCESS;
 }

@@ -9,6 +9,7 @@
 #include "spec/attention_shapes.h"
 #include "vkattn.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,11 +20,23 @@ vkattn_result vka_varlen_check(const int32_t *offsets, uint32_t sequences, int64
                                const char *name, const char *total_name, char *error,
                                size_t error_size);
 
-/* The shapes of a packed call (already through vka_attention_check, whose
- * dims are `d`): one batch row, q of rank 4, and no mask, key_padding or
- * weights, whose shapes have no packed form. Names start with `prefix`. */
-vkattn_result vka_varlen_shapes_check(const vka_attention_shapes *s, const vka_attention_dims *d,
-                                      const char *prefix, char *error, size_t error_size);
+/* A packed call's sizes (`d`, checked by vka_attention_check): one batch
+ * row and q of rank 4. Names start with `prefix`. */
+vkattn_result vka_varlen_dims_check(const vka_attention_dims *d, const char *prefix, char *error,
+                                    size_t error_size);
+
+/* mask, key_padding and weights have no packed form: the first of them
+ * given is refused (VKATTN_ERROR_UNSUPPORTED) naming `prefix`<name> and
+ * saying what applies per sequence instead (`per_sequence`). */
+vkattn_result vka_varlen_refuse_unpacked(bool mask, bool key_padding, bool weights,
+                                         const char *prefix, const char *per_sequence, char *error,
+                                         size_t error_size);
+
+/* A packed layer call without a keys' input: `k_offsets`, when given, must
+ * equal `q_offsets` (the keys are the queries' tokens). */
+vkattn_result vka_varlen_same_offsets(uint32_t sequences, const int32_t *q_offsets,
+                                      const int32_t *k_offsets, const char *prefix, char *error,
+                                      size_t error_size);
 
 /* Both offset arrays of a packed call (`k_offsets` NULL: q_offsets for the
  * keys too) against the packed token counts, and that no sequence has

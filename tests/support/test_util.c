@@ -306,3 +306,19 @@ vkattn_kv_cache_desc test_kv_desc(uint32_t num_kv_heads, uint32_t num_heads, uin
                               .block_size = block_size};
     return d;
 }
+
+void test_assert_lse_close(const float *got, const float *want, size_t n, double tol,
+                           const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (isinf(want[i]) && want[i] < 0) {
+            if (!(isinf(got[i]) && got[i] < 0))
+                fail_msg("%s: lse[%zu] is %g, want -inf", what, i, (double)got[i]);
+            continue;
+        }
+        double err = fabs((double)got[i] - want[i]) / (1.0 + fabs((double)want[i]));
+        if (!(err <= tol))
+            fail_msg("%s: lse[%zu] is %.8g, want %.8g (error %.3g > %.3g)", what, i, (double)got[i],
+                     (double)want[i], err, tol);
+    }
+}

@@ -70,6 +70,10 @@ test_error test_compare(const float *got, const float *want, size_t n);
 /* Fails the test with `what` and the figures when max_rel > tol or any
  * value is not finite. */
 void test_assert_close(const float *got, const float *want, size_t n, double tol, const char *what);
+/* Fails the test unless every LSE value matches: both -inf, or within
+ * tol * (1 + |want|). */
+void test_assert_lse_close(const float *got, const float *want, size_t n, double tol,
+                           const char *what);
 
 /* Zeroed memory of `bytes` bytes (at least one), asserted; free with free(). */
 void *test_alloc(size_t bytes);

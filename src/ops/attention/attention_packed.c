@@ -10,12 +10,6 @@
 
 #include <string.h>
 
-static vka_shape_view view_of(const vkattn_tensor *t)
-{
-    vka_shape_view v = {t->buffer != NULL, t->dtype, t->rank, t->shape};
-    return v;
-}
-
 static void slice(vkattn_tensor *t, uint32_t dim, int64_t start, int64_t count)
 {
     t->offset += vka_varlen_slice(t->dtype, t->shape, t->strides, dim, start, count);
@@ -54,31 +48,25 @@ static void sequence_args(const vkattn_attention_args *args, const vka_att_probl
 static vkattn_result check_whole(vkattn_context *ctx, const vkattn_attention_args *args,
                                  vka_att_problem *whole, vkattn_tensor *head_mask)
 {
+    char error[VKA_ERROR_MAX];
+    vkattn_result r = vka_varlen_refuse_unpacked(
+        args->mask.buffer, args->key_padding.buffer, args->weights.buffer, "args->",
+        "causal, window and the other modifiers", error, sizeof error);
+    if (r != VKATTN_SUCCESS)
+        return vka_fail(ctx, r, "%s", error);
     vkattn_attention_args all = *args;
     all.head_mask = (vkattn_tensor){0};
     all.sequences = 0;
-    char error[VKA_ERROR_MAX];
-    vka_attention_shapes s = {.q = view_of(&args->q),
-                              .k = view_of(&args->k),
-                              .v = view_of(&args->v),
-                              .out = view_of(&args->out),
-                              .mask = view_of(&args->mask),
-                              .key_padding = view_of(&args->key_padding),
-                              .weights = view_of(&args->weights),
-                              .handle_name = "buffer"};
-    vka_attention_dims d;
-    vkattn_result r = vka_attention_check(&s, "args->", &d, error, sizeof error);
-    if (r == VKATTN_SUCCESS)
-        r = vka_varlen_shapes_check(&s, &d, "args->", error, sizeof error);
+    VKA_TRY(vka_att_validate(ctx, &all, whole));
+    r = vka_varlen_dims_check(&whole->dims, "args->", error, sizeof error);
     if (r == VKATTN_SUCCESS)
         r = vka_varlen_offsets_check(
             args->sequences, args->q_offsets, args->k_offsets,
-            (vka_varlen_totals){args->q.shape[2], args->k.shape[2], NULL, NULL}, "args->", error,
+            (vka_varlen_totals){whole->dims.q_len, whole->dims.kv_len, NULL, NULL}, "args->", error,
             sizeof error);
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", error);
-    VKA_TRY(vka_att_validate(ctx, &all, whole));
-    return vka_att_check_head_mask(ctx, &args->head_mask, args->sequences, d.num_heads,
+    return vka_att_check_head_mask(ctx, &args->head_mask, args->sequences, whole->dims.num_heads,
                                    "args->head_mask", head_mask);
 }
 

@@ -346,16 +346,8 @@ static vkattn_result packed_calls(vkattn_context *ctx, VkCommandBuffer cmd,
     if (a->mask.buffer)
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
                         "args->mask is given with args->q_offsets: packed queries take no mask");
-    char error[VKA_ERROR_MAX];
-    vkattn_result r = a->batch == 0 || !a->sequences
-                          ? VKATTN_ERROR_INVALID_ARGUMENT
-                          : vka_varlen_check(a->q_offsets, a->batch, q.shape[2], "args->q_offsets",
-                                             "args->q.shape[2] (sum T)", error, sizeof error);
-    if (r != VKATTN_SUCCESS)
-        return a->batch == 0 || !a->sequences
-                   ? vka_fail(ctx, r, "args->%s",
-                              a->batch == 0 ? "batch is 0" : "sequences is NULL")
-                   : vka_fail(ctx, r, "%s", error);
+    VKA_TRY(vka_kv_packed_offsets(ctx, a->batch, a->sequences, a->q_offsets, q.shape[2],
+                                  "args->q_offsets", "args->q.shape[2] (sum T)"));
     for (uint32_t b = 0; b < a->batch; b++) {
         int64_t n = (int64_t)a->q_offsets[b + 1] - a->q_offsets[b];
         if (n == 0)
@@ -370,7 +362,7 @@ static vkattn_result packed_calls(vkattn_context *ctx, VkCommandBuffer cmd,
         if (lse.buffer)
             slice(&sub.lse, a->q_offsets[b], n);
         checked_call one;
-        r = check_one(ctx, &sub, &one);
+        vkattn_result r = check_one(ctx, &sub, &one);
         if (r != VKATTN_SUCCESS) {
             char why[VKA_ERROR_MAX];
             memcpy(why, ctx->last_error, sizeof why);

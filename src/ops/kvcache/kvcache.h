@@ -147,6 +147,11 @@ vkattn_result vka_kv_append_dispatch(vkattn_context *ctx, VkCommandBuffer cmd,
 /* vkattn_cmd_kv_cache_append with args->offsets (kvcache_packed.c). */
 vkattn_result vka_kv_append_packed(vkattn_context *ctx, VkCommandBuffer cmd,
                                    const vkattn_kv_append_args *args);
+/* A packed call's batch, sequences and offsets `name` [batch + 1] against
+ * the packed token count `total` (named `total_name`) (kvcache_packed.c). */
+vkattn_result vka_kv_packed_offsets(vkattn_context *ctx, uint32_t batch, const uint32_t *sequences,
+                                    const int32_t *offsets, int64_t total, const char *name,
+                                    const char *total_name);
 
 /* Blocks that `tokens` tokens occupy (without the tokens + block_size - 1
  * that wraps near 2^32). */

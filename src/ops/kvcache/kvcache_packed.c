@@ -45,6 +45,19 @@ static vkattn_result check_steps(vkattn_kv_cache *c, const vkattn_kv_append_args
     return VKATTN_SUCCESS;
 }
 
+vkattn_result vka_kv_packed_offsets(vkattn_context *ctx, uint32_t batch, const uint32_t *sequences,
+                                    const int32_t *offsets, int64_t total, const char *name,
+                                    const char *total_name)
+{
+    if (batch == 0 || !sequences)
+        return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "args->%s",
+                        batch == 0 ? "batch is 0" : "sequences is NULL");
+    char error[VKA_ERROR_MAX];
+    vkattn_result r =
+        vka_varlen_check(offsets, batch, total, name, total_name, error, sizeof error);
+    return r == VKATTN_SUCCESS ? r : vka_fail(ctx, r, "%s", error);
+}
+
 static void slice(vkattn_tensor *t, int64_t start, int64_t count)
 {
     t->offset += vka_varlen_slice(t->dtype, t->shape, t->strides, 2, start, count);
@@ -56,20 +69,13 @@ vkattn_result vka_kv_append_packed(vkattn_context *ctx, VkCommandBuffer cmd,
     vkattn_kv_cache *c = a->cache;
     vkattn_tensor k, v;
     VKA_TRY(vka_kv_append_check(c, &a->k, &a->v, 1, "args->k", "args->v", &k, &v));
-    char error[VKA_ERROR_MAX];
-    vkattn_result r = a->batch == 0 || !a->sequences
-                          ? VKATTN_ERROR_INVALID_ARGUMENT
-                          : vka_varlen_check(a->offsets, a->batch, k.shape[2], "args->offsets",
-                                             "args->k.shape[2] (sum T)", error, sizeof error);
-    if (r != VKATTN_SUCCESS)
-        return a->batch == 0 || !a->sequences
-                   ? vka_fail(ctx, r, "args->%s",
-                              a->batch == 0 ? "batch is 0" : "sequences is NULL")
-                   : vka_fail(ctx, r, "%s", error);
+    VKA_TRY(vka_kv_packed_offsets(ctx, a->batch, a->sequences, a->offsets, k.shape[2],
+                                  "args->offsets", "args->k.shape[2] (sum T)"));
     VKA_TRY(check_steps(c, a));
     vka_kv_append_plan *plans = vka_alloc(ctx, a->batch * sizeof *plans);
     if (!plans)
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    vkattn_result r = VKATTN_SUCCESS;
     for (uint32_t b = 0; r == VKATTN_SUCCESS && b < a->batch; b++) {
         int64_t n = (int64_t)a->offsets[b + 1] - a->offsets[b];
         if (n == 0)

@@ -76,22 +76,7 @@ vkattn_result vka_kv_step_record(const vka_kv_step *step, VkCommandBuffer cmd, v
         memcpy(data + 2 * step->batch + (size_t)b * c->table_width, row, c->table_width * 4);
     }
     /* earlier steps' reads of the metadata -> this update -> this step's reads */
-    VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                              .srcAccessMask = VK_ACCESS_SHADER_READ_BIT,
-                              .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
-    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                 VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
-    /* vkCmdUpdateBuffer takes at most 65536 bytes per call */
-    for (uint64_t at = 0; at < words; at += 16384) {
-        uint64_t n = vka_min_u64(words - at, 16384);
-        ctx->vk.vkCmdUpdateBuffer(cmd, c->meta->buffer, at * 4, n * 4, data + at);
-    }
-    VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                             .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-                             .dstAccessMask = VK_ACCESS_SHADER_READ_BIT};
-    ctx->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &after, 0, NULL, 0,
-                                 NULL);
+    vka_cmd_update_words(ctx, cmd, c->meta->buffer, 0, data, words);
     vka_free(ctx, data);
     meta->buffer = c->meta;
     meta->offset = 0;
