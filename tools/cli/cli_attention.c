@@ -137,14 +137,10 @@ static int check_packed_options(const attention_job *a)
 {
     const cli_input *in = a->in;
     const cli_offsets_conflict conflicts[] = {
-        {"--mask", in[MASK].path != NULL,
-         "packed sequences take no mask (its shape has no packed form); each sequence attends "
-         "only to its own keys, and --causal, --window and the other modifiers apply per "
-         "sequence"},
-        {"--key-padding", in[PAD].path != NULL,
-         "packed sequences have no padding: the offsets say where each sequence's keys are"},
-        {"--weights-out", a->job.weights_path != NULL, "the attention weights have no packed form"},
-        {"--weights-png", a->weights_png != NULL, "the attention weights have no packed form"},
+        {"--mask", in[MASK].path != NULL, cli_offsets_no_mask},
+        {"--key-padding", in[PAD].path != NULL, cli_offsets_no_padding},
+        {"--weights-out", a->job.weights_path != NULL, cli_offsets_no_weights},
+        {"--weights-png", a->weights_png != NULL, cli_offsets_no_weights},
         {"--rope-theta without --positions and --k-positions",
          a->rope.rope.theta != 0 && !(in[POS].path && in[KPOS].path),
          "the default positions would number the packed tokens as one sequence; give each "

@@ -26,18 +26,13 @@ const char cli_mha_packed_help[] =
 int cli_mha_packed_check_given(const mha_job *m)
 {
     const cli_input *in = m->in;
-    static const char no_weights[] = "the attention weights have no packed form";
     static const char untested[] = "not with --seq-offsets yet (head importance over packed "
                                    "sequences is untested)";
     const cli_offsets_conflict conflicts[] = {
-        {"--mask", in[MASK].path != NULL,
-         "packed sequences take no mask (its shape has no packed form); each sequence attends "
-         "only to its own keys, and --causal, --window and the other modifiers apply per "
-         "sequence"},
-        {"--key-padding", in[PAD].path != NULL,
-         "packed sequences have no padding: the offsets say where each sequence's tokens are"},
-        {"--weights-out", m->job.weights_path != NULL, no_weights},
-        {"--weights-png", m->weights_png != NULL, no_weights},
+        {"--mask", in[MASK].path != NULL, cli_offsets_no_mask},
+        {"--key-padding", in[PAD].path != NULL, cli_offsets_no_padding},
+        {"--weights-out", m->job.weights_path != NULL, cli_offsets_no_weights},
+        {"--weights-png", m->weights_png != NULL, cli_offsets_no_weights},
         {"--seq-first", m->job.seq_first,
          "packed X is one batch row, [1,sum T,Dm], read batch first (not yet through "
          "--seq-first's strides)"},

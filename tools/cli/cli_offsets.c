@@ -133,3 +133,10 @@ void cli_offsets_longest(const cli_offsets *o, int64_t q_total, int64_t k_total,
     *tq = clamp_tokens(*tq, q_total > 1 ? q_total : 1);
     *tk = clamp_tokens(*tk, k_total > 1 ? k_total : 1);
 }
+
+const char cli_offsets_no_mask[] =
+    "packed sequences take no mask (its shape has no packed form); each sequence attends only "
+    "to its own keys, and --causal, --window and the other modifiers apply per sequence";
+const char cli_offsets_no_padding[] =
+    "packed sequences have no padding: the offsets say where each sequence's tokens are";
+const char cli_offsets_no_weights[] = "the attention weights have no packed form";

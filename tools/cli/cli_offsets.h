@@ -48,5 +48,8 @@ void cli_offsets_longest(const cli_offsets *o, int64_t q_total, int64_t k_total,
                          int64_t *tk);
 
 extern const char cli_offsets_help[];
+/* Why --mask, --key-padding and the weights' outputs cannot go with
+ * offsets (the conflicts both commands list). */
+extern const char cli_offsets_no_mask[], cli_offsets_no_padding[], cli_offsets_no_weights[];
 
 #endif
