@@ -2,7 +2,7 @@
  * no flag but the case's own: every PyTorch fixture of tests/fixtures
  * (attention with masks, GQA/MQA, scale, window, softcap, sinks, ALiBi, both
  * causal alignments, LSE; nn.MultiheadAttention self and cross, masks,
- * padding, per-head weights; Llama 3, Qwen3, GPT-J and Gemma decoder layers
+ * padding, per-head weights; packed ragged sequences with their offsets; Llama 3, Qwen3, GPT-J and Gemma decoder layers
  * with RoPE, QK-norm, positions), in f32 and in f16 storage. Each run passes
  * --check (the CPU reference) and its outputs match torch's within the
  * suite's tolerances. This is the suite run on every implementation, the
@@ -74,6 +74,8 @@ static void attention_args(const char *dir, const char *text, char *args, size_t
     add_file(args, size, dir, "--mask", "mask.npy");
     add_file(args, size, dir, "--sinks", "sinks.npy");
     add_file(args, size, dir, "--alibi-slopes", "alibi_slopes.npy");
+    add_file(args, size, dir, "--q-offsets", "q_offsets.npy");
+    add_file(args, size, dir, "--k-offsets", "k_offsets.npy");
     add_value(args, size, text, "--scale", "scale");
     add_value(args, size, text, "--window", "window");
     add_value(args, size, text, "--softcap", "softcap");
@@ -113,6 +115,8 @@ static void mha_args(const char *dir, const char *text, char *args, size_t size)
     add_file(args, size, dir, "--k-norm", "k_norm.npy");
     add_file(args, size, dir, "--bias-k", "bias_k.npy");
     add_file(args, size, dir, "--bias-v", "bias_v.npy");
+    add_file(args, size, dir, "--seq-offsets", "seq_offsets.npy");
+    add_file(args, size, dir, "--kv-offsets", "kv_offsets.npy");
     if (is(text, "add_zero_attn", "1"))
         strncat(args, " --add-zero-attn", size - strlen(args) - 1);
     add_value(args, size, text, "--scale", "scale");

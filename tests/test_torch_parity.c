@@ -4,7 +4,8 @@
  * GPT-J, Gemma: RoPE, QK-norm, scale, positions) written with Hugging Face's
  * formulas in torch, and attention with score modifiers (Mistral's window,
  * Gemma 2's softcap, gpt-oss's sinks, BLOOM's ALiBi, SDPA's top-left causal,
- * LSE) written out in float64. The GPU (f32 and f16 storage) and the CPU
+ * LSE) and packed ragged sequences (their offsets, each sequence alone in
+ * torch) written out in float64. The GPU (f32 and f16 storage) and the CPU
  * reference must both reproduce torch's outputs. No torch needed. */
 #include "npy/npy.h"
 #include "test_util.h"
@@ -134,7 +135,11 @@ static void load_fixture(fixture *f, const char *dir)
                                       "lse",
                                       "value",
                                       "bias_k",
-                                      "bias_v"};
+                                      "bias_v",
+                                      "q_offsets",
+                                      "k_offsets",
+                                      "seq_offsets",
+                                      "kv_offsets"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const char *name = all[i];
         snprintf(path, sizeof path, "%s/%s.npy", dir, name);
@@ -162,6 +167,14 @@ static int64_t numel(const npy_array *a)
     for (uint32_t i = 0; i < a->rank; i++)
         n *= a->shape[i];
     return n;
+}
+
+/* Packed ragged sequences (issue 30): the sequence count and offsets of
+ * an int32 offsets array [B + 1], or 0 and NULL without one. */
+static uint32_t packed(const npy_array *offsets, const int32_t **out)
+{
+    *out = offsets ? offsets->data : NULL;
+    return offsets ? (uint32_t)(numel(offsets) - 1) : 0;
 }
 
 /* A device buffer of an array's f32 values in `dt` (u8 arrays as bytes). */
@@ -256,6 +269,8 @@ static void ref_mha(fixture *f)
     char what[1024];
     float *ref_y = malloc(y->nbytes), *ref_w = wts ? malloc(wts->nbytes) : NULL;
     vkattn_ref_mha_args ra = {.causal = f->causal, .bool_mask = bool_mask(f)};
+    ra.sequences = packed(get(f, "seq_offsets"), &ra.q_offsets);
+    packed(get(f, "kv_offsets"), &ra.k_offsets);
     ra.x = vkattn_host_tensor_make(x->data, VKATTN_DTYPE_F32, 3, x->shape);
     if (kv)
         ra.kv = vkattn_host_tensor_make(kv->data, VKATTN_DTYPE_F32, 3, kv->shape);
@@ -295,6 +310,8 @@ static void run_mha(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
     /* the device against torch */
     vkattn_mha *layer = test_mha_create(ctx, &desc, &w);
     vkattn_mha_forward_args fa = {.causal = f->causal, .bool_mask = bool_mask(f)};
+    fa.sequences = packed(get(f, "seq_offsets"), &fa.q_offsets);
+    packed(get(f, "kv_offsets"), &fa.k_offsets);
     vkattn_buffer *bx = upload(ctx, x, dt, &fa.x), *bkv = kv ? upload(ctx, kv, dt, &fa.kv) : NULL;
     vkattn_buffer *bpad = pad ? upload(ctx, pad, dt, &fa.key_padding) : NULL;
     vkattn_buffer *bmask = mask ? upload(ctx, mask, VKATTN_DTYPE_F32, &fa.mask) : NULL;
@@ -362,6 +379,8 @@ static void ref_attention(fixture *f)
                                    .softcap = f->softcap,
                                    .alibi_max_bias = f->alibi_max_bias};
     a.q = host_f32(get(f, "q")), a.k = host_f32(get(f, "k")), a.v = host_f32(get(f, "v"));
+    a.sequences = packed(get(f, "q_offsets"), &a.q_offsets);
+    packed(get(f, "k_offsets"), &a.k_offsets);
     a.mask = host_mask(get(f, "mask"));
     a.bool_mask = bool_mask(f);
     a.sinks = host_f32(get(f, "sinks"));
@@ -397,6 +416,8 @@ static void run_attention(vkattn_context *ctx, fixture *f, vkattn_dtype dt)
                                .softcap = f->softcap,
                                .alibi_max_bias = f->alibi_max_bias,
                                .bool_mask = bool_mask(f)};
+    a.sequences = packed(get(f, "q_offsets"), &a.q_offsets);
+    packed(get(f, "k_offsets"), &a.k_offsets);
     vkattn_buffer *bq = upload(ctx, q, dt, &a.q), *bk = upload(ctx, k, dt, &a.k),
                   *bv = upload(ctx, v, dt, &a.v);
     vkattn_buffer *bm = mask ? upload(ctx, mask, VKATTN_DTYPE_F32, &a.mask) : NULL;

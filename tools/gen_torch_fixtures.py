@@ -484,6 +484,121 @@ def decoder_cases():
                  positions="hf")
 
 
+def offsets_of(lengths):
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+
+
+def varlen_attention_case(name, seed, Hq, Hkv, q_lens, k_lens, D, causal=False, window=0,
+                          softcap=0.0, amp=1.0):
+    """Packed ragged sequences (FlashAttention's varlen form, issue 30): Q
+    [1, Hq, sum Tq, D], K/V [1, Hkv, sum Tk, D] and the int32 offsets [B + 1];
+    each sequence attended alone in float64 with its own bottom-right causal
+    rule and window (positions i + Tk_i - Tq_i), softcap on the scaled score;
+    rows with nothing visible: zeros and lse -inf. Without softcap torch's own
+    kernel (float64) must agree sequence by sequence."""
+    torch.manual_seed(seed)
+    qo, ko = offsets_of(q_lens), offsets_of(k_lens)
+    q = (amp * torch.randn(1, Hq, int(qo[-1]), D)).float()
+    k = (amp * torch.randn(1, Hkv, int(ko[-1]), D)).float()
+    v = torch.randn(1, Hkv, int(ko[-1]), D)
+    s = 1.0 / D ** 0.5
+    out = torch.zeros(1, Hq, int(qo[-1]), D, dtype=torch.float64)
+    lse = torch.full((1, Hq, int(qo[-1])), -math.inf, dtype=torch.float64)
+    f = getattr(F, "_scaled_dot_product_attention")
+    for i in range(len(q_lens)):
+        tq, tk = q_lens[i], k_lens[i]
+        if tq == 0:
+            continue
+        sq, sk = slice(qo[i], qo[i + 1]), slice(ko[i], ko[i + 1])
+        kr = k[:, :, sk].double().repeat_interleave(Hq // Hkv, 1)
+        vr = v[:, :, sk].double().repeat_interleave(Hq // Hkv, 1)
+        pos = torch.arange(tq)[:, None] + (tk - tq)
+        j = torch.arange(tk)[None, :]
+        visible = torch.ones(tq, tk, dtype=torch.bool)
+        if causal:
+            visible &= j <= pos
+        if window:
+            visible &= (pos - j) < window
+            if not causal:
+                visible &= (j - pos) < window
+        scores = (q[:, :, sq].double() @ kr.transpose(-1, -2)) * s
+        if softcap:
+            scores = softcap * torch.tanh(scores / softcap)
+        scores = scores.masked_fill(~visible, -math.inf)
+        hidden = ~visible.any(-1)
+        safe = scores.masked_fill(hidden[None, None, :, None], 0.0)
+        probs = torch.softmax(safe, -1).masked_fill(hidden[None, None, :, None], 0.0)
+        o = probs @ vr
+        out[:, :, sq] = o
+        lse[:, :, sq] = torch.logsumexp(safe, -1).masked_fill(hidden[None, None, :], -math.inf)
+        keep = ~hidden
+        if not softcap and tk and keep.any():
+            add = torch.zeros(tq, tk, dtype=torch.float64).masked_fill(~visible, -math.inf)
+            t = f(q[:, :, sq].double(), kr, vr, add.expand(1, Hq, tq, tk), 0.0, False, False)[0]
+            assert torch.allclose(t[:, :, keep], o[:, :, keep], atol=1e-12), name
+    arrays = {"q": q.numpy(), "k": k.numpy(), "v": v.float().numpy(),
+              "out": out.float().numpy(), "lse": lse.float().numpy(),
+              "q_offsets": qo, "k_offsets": ko}
+    meta = dict(kind="attention", scale=0, causal=causal, causal_align="bottom_right",
+                window=window, softcap=repr(f32(softcap)) if softcap else 0)
+    write_case(name, meta, arrays)
+
+
+def varlen_mha_case(name, seed, Dm, H, q_lens, k_lens=None, kdim=None, vdim=None, causal=False):
+    """nn.MultiheadAttention over packed ragged sequences (issue 30): X
+    [1, sum T, Dm] with seq_offsets (and key/value [1, sum Tk, kdim/vdim] with
+    kv_offsets for cross-attention); torch runs each sequence alone (batch 1,
+    its own causal mask) and the outputs are concatenated."""
+    torch.manual_seed(seed)
+    cross = k_lens is not None
+    k_lens = k_lens if cross else q_lens
+    m = torch.nn.MultiheadAttention(Dm, H, batch_first=True, kdim=kdim, vdim=vdim or kdim).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    qo, ko = offsets_of(q_lens), offsets_of(k_lens)
+    x = torch.randn(1, int(qo[-1]), Dm)
+    c = torch.randn(1, int(ko[-1]), kdim or Dm) if cross else x
+    value = torch.randn(1, int(ko[-1]), vdim) if vdim else c
+    ys = []
+    for i in range(len(q_lens)):
+        sq, sk = slice(qo[i], qo[i + 1]), slice(ko[i], ko[i + 1])
+        mask = torch.from_numpy(causal_mask(q_lens[i], k_lens[i])) if causal else None
+        y, _ = m(x[:, sq], c[:, sk], value[:, sk], attn_mask=mask, need_weights=True)
+        ys.append(y.detach())
+    y = torch.cat(ys, 1)
+    assert torch.isfinite(y).all(), name
+    if m._qkv_same_embed_dim:
+        wq, wk, wv = m.in_proj_weight.detach().chunk(3)
+    else:
+        wq, wk, wv = m.q_proj_weight.detach(), m.k_proj_weight.detach(), m.v_proj_weight.detach()
+    bq, bk, bv = m.in_proj_bias.detach().chunk(3)
+    arrays = {"x": x.numpy(), "wq": wq.numpy(), "wk": wk.numpy(), "wv": wv.numpy(),
+              "wo": m.out_proj.weight.detach().numpy(), "y": y.numpy(), "bq": bq.numpy(),
+              "bk": bk.numpy(), "bv": bv.numpy(), "bo": m.out_proj.bias.detach().numpy(),
+              "seq_offsets": qo}
+    if cross:
+        arrays.update(kv=c.numpy(), kv_offsets=ko)
+    if vdim:
+        arrays["value"] = value.numpy()
+    meta = dict(kind="mha", heads=H, kv_heads=H, bias=True, causal=causal, cross=cross,
+                per_head=False)
+    write_case(name, meta, arrays)
+
+
+def varlen_cases():
+    # GQA self-attention, causal, an empty sequence and one of a single token
+    varlen_attention_case("attn_varlen_gqa_causal", 28, Hq=8, Hkv=2, q_lens=[7, 0, 12, 1, 5],
+                          k_lens=[7, 0, 12, 1, 5], D=32, causal=True)
+    # MQA cross lengths: causal bottom-right per sequence (the third's first
+    # rows see nothing), a window and Gemma 2's softcap
+    varlen_attention_case("attn_varlen_cross_window_softcap", 29, Hq=4, Hkv=1, q_lens=[5, 9, 3],
+                          k_lens=[8, 9, 1], D=16, causal=True, window=4, softcap=30.0, amp=4.0)
+    varlen_mha_case("mha_varlen_causal", 30, Dm=32, H=4, q_lens=[6, 1, 9, 3], causal=True)
+    varlen_mha_case("mha_varlen_cross_kdim_vdim", 31, Dm=32, H=2, q_lens=[2, 5, 3],
+                    k_lens=[4, 1, 6], kdim=24, vdim=40)
+
+
 if __name__ == "__main__":
     mha_case("mha_self_bias", 1, B=2, Tq=7, Dm=32, H=4)
     mha_case("mha_self_causal_per_head", 2, B=1, Tq=9, Dm=64, H=8, causal=True, per_head=True)
@@ -509,4 +624,6 @@ if __name__ == "__main__":
              padding=[0, 3], add_zero_attn=True, per_head=True)
     mha_case("mha_bias_kv_zero_attn_kdim_vdim", 27, B=2, Tq=4, Dm=32, H=4, Tk=7, kdim=24,
              vdim=40, padding=[2, 0], add_bias_kv=True, add_zero_attn=True)
+    # packed ragged sequences (issue 30)
+    varlen_cases()
     print("fixtures written to", os.path.normpath(ROOT))
