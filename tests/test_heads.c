@@ -529,6 +529,14 @@ static void test_param_counts(void **state)
     assert_int_equal(vkattn_mha_param_count(&d, &c, err, sizeof err), VKATTN_SUCCESS);
     assert_int_equal(c.biases, 3072);
     assert_int_equal(c.total, 2362368);
+    /* torch's add_bias_kv: bias_k and bias_v of 768 more, in the layer's f16 */
+    d.add_bias_kv = true;
+    d.dtype = VKATTN_DTYPE_F16;
+    assert_int_equal(vkattn_mha_param_count(&d, &c, err, sizeof err), VKATTN_SUCCESS);
+    assert_int_equal(c.bias_k, 768);
+    assert_int_equal(c.bias_v, 768);
+    assert_int_equal(c.total, 2363904); /* sum(p.numel() for p in parameters()) */
+    assert_int_equal(c.bytes, 2363904ull * 2);
     /* Llama 3 8B's GQA: Wk and Wv a quarter of Wq; f16 and q8_0 bytes */
     d = (vkattn_mha_desc){
         .embed_dim = 4096, .num_heads = 32, .num_kv_heads = 8, .dtype = VKATTN_DTYPE_F16};

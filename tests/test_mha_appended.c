@@ -304,7 +304,8 @@ static void test_reference_equals_extra_token(void **state)
 }
 
 /* bias_k and bias_v beside borrowed weight tensors (uploaded as host
- * arrays, like the sinks). */
+ * arrays, like the sinks); vkattn_mha_get_weights and
+ * vkattn_mha_param_count with them. */
 static void test_weight_tensors_take_bias_rows(void **state)
 {
     test_gpu *g = test_policy_suite_first(*state);
@@ -349,7 +350,22 @@ static void test_weight_tensors_take_bias_rows(void **state)
     l.bias_v[3] = saved;
     TEST_OK(ctx, vkattn_mha_set_weight_tensors(layer, &t));
     forward_and_compare(ctx, layer, &k, &l, "weight tensors with bias rows");
+    /* the rows come back as the layer keeps them (f32 here: exactly), and
+     * count among the parameters as torch's parameters() counts them */
+    float *got_k = malloc(kw * 4), *got_v = malloc(vw * 4);
+    TEST_OK(ctx, vkattn_mha_get_weights(
+                     layer, &(vkattn_mha_weight_copy){.bias_k = got_k, .bias_v = got_v}));
+    assert_memory_equal(got_k, l.bias_k, kw * 4);
+    assert_memory_equal(got_v, l.bias_v, vw * 4);
+    vkattn_mha_param_counts c;
+    char err[256];
+    assert_int_equal(vkattn_mha_param_count(&l.desc, &c, err, sizeof err), VKATTN_SUCCESS);
+    assert_int_equal(c.bias_k, kw);
+    assert_int_equal(c.bias_v, vw);
+    assert_int_equal(c.biases, qw + 2 * kw + 2 * vw + k.dm);
+    assert_int_equal(c.bytes, (c.weights + c.biases) * 4);
     vkattn_mha_destroy(layer);
+    free(got_k), free(got_v);
     TEST_DESTROY_BUFFERS(bw, wo, bb, bo);
     free(wqkv), free(bqkv);
     layer_free(&l);

@@ -513,11 +513,14 @@ VKATTN_API vkattn_result vkattn_mha_set_weight_tensors(vkattn_mha *mha,
  * for the 16-bit types, or q8_0 blocks), the biases in that float type (f32
  * beside q8_0). Shapes as vkattn_mha_weights': wq [Hq*Dk, Dm], wk
  * [Hkv*Dk, Dkv], wv [Hkv*Dv, Dvin], wo [Dm, Hq*Dv]; with desc.bias bq
- * [Hq*Dk], bk [Hkv*Dk], bv [Hkv*Dv], bo [Dm]. NULL destinations are
- * skipped (vkattn_dtype_row_bytes gives the sizes). Synchronous. */
+ * [Hq*Dk], bk [Hkv*Dk], bv [Hkv*Dv], bo [Dm]; with desc.add_bias_kv
+ * bias_k [Hkv*Dk] and bias_v [Hkv*Dv] in desc.dtype (f32, or f16/bf16 bits),
+ * the type the layer keeps them in. NULL destinations are skipped
+ * (vkattn_dtype_row_bytes gives the sizes). Synchronous. */
 typedef struct vkattn_mha_weight_copy {
     void *wq, *wk, *wv, *wo;
     void *bq, *bk, *bv, *bo;
+    void *bias_k, *bias_v; /* desc.add_bias_kv */
 } vkattn_mha_weight_copy;
 VKATTN_API vkattn_result vkattn_mha_get_weights(vkattn_mha *mha, const vkattn_mha_weight_copy *dst);
 
@@ -607,13 +610,17 @@ VKATTN_API vkattn_result vkattn_mha_head_importance(vkattn_mha *mha,
  * Hkv*Dk*Dkv, Wv Hkv*Dv*Dkv, Wo Dm*Hq*Dv) and biases (with desc.bias), the
  * totals, and the bytes desc.weight_dtype keeps them in (biases: that float
  * type, f32 beside q8_0). A packed Wqkv holds the same parameters as Wq, Wk
- * and Wv apart. (KV-cache bytes per token: vkattn_kv_cache_memory.) The
- * message goes to `error` on failure. */
+ * and Wv apart. With desc.add_bias_kv, torch's bias_k (Hkv*Dk) and bias_v
+ * (Hkv*Dv) count among the biases (as torch's parameters() counts them),
+ * their bytes in desc.dtype, which the layer keeps them in. (KV-cache bytes
+ * per token: vkattn_kv_cache_memory.) The message goes to `error` on
+ * failure. */
 typedef struct vkattn_mha_param_counts {
     uint64_t wq, wk, wv, wo;
     uint64_t bq, bk, bv, bo;
     uint64_t weights, biases, total;
     uint64_t bytes;
+    uint64_t bias_k, bias_v; /* desc.add_bias_kv; included in biases */
 } vkattn_mha_param_counts;
 VKATTN_API vkattn_result vkattn_mha_param_count(const vkattn_mha_desc *desc,
                                                 vkattn_mha_param_counts *out, char *error,

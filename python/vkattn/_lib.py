@@ -370,11 +370,13 @@ class KvAttentionTuneArgs(ctypes.Structure):
 class MhaParamCounts(ctypes.Structure):
     _fields_ = [("wq", _u64), ("wk", _u64), ("wv", _u64), ("wo", _u64),
                 ("bq", _u64), ("bk", _u64), ("bv", _u64), ("bo", _u64),
-                ("weights", _u64), ("biases", _u64), ("total", _u64), ("bytes", _u64)]
+                ("weights", _u64), ("biases", _u64), ("total", _u64), ("bytes", _u64),
+                ("bias_k", _u64), ("bias_v", _u64)]
 
 
 class MhaWeightCopy(ctypes.Structure):
-    _fields_ = [(n, _ptr) for n in ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")]
+    _fields_ = [(n, _ptr) for n in ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "bias_k",
+                                    "bias_v")]
 
 
 STRUCTS.update({

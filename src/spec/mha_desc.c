@@ -362,8 +362,12 @@ vkattn_result vkattn_mha_param_count(const vkattn_mha_desc *desc, vkattn_mha_par
         c.bv = vka_mha_v_width(&d);
         c.bo = d.embed_dim;
     }
+    if (d.add_bias_kv) {
+        c.bias_k = vka_mha_k_width(&d);
+        c.bias_v = vka_mha_v_width(&d);
+    }
     c.weights = c.wq + c.wk + c.wv + c.wo;
-    c.biases = c.bq + c.bk + c.bv + c.bo;
+    c.biases = c.bq + c.bk + c.bv + c.bo + c.bias_k + c.bias_v;
     c.total = c.weights + c.biases;
     const vkattn_dtype bias_dtype =
         d.weight_dtype == VKATTN_DTYPE_Q8_0 ? VKATTN_DTYPE_F32 : d.weight_dtype;
@@ -372,7 +376,8 @@ vkattn_result vkattn_mha_param_count(const vkattn_mha_desc *desc, vkattn_mha_par
     const uint64_t cols[4] = {d.embed_dim, d.kv_dim, d.value_dim, vka_mha_o_width(&d)};
     for (int i = 0; i < 4; i++) /* q8_0: whole blocks per row */
         c.bytes += rows[i] * vkattn_dtype_row_bytes(d.weight_dtype, cols[i]);
-    c.bytes += c.biases * vkattn_dtype_size(bias_dtype);
+    c.bytes += (c.bq + c.bk + c.bv + c.bo) * vkattn_dtype_size(bias_dtype);
+    c.bytes += (c.bias_k + c.bias_v) * vkattn_dtype_size(d.dtype);
     *out = c;
     return VKATTN_SUCCESS;
 }

@@ -1,5 +1,6 @@
 /* vkattn_mha_get_weights: the layer's projection weights back on the host,
- * as the device holds them (its own buffer or the caller's tensors). */
+ * as the device holds them (its own buffer or the caller's tensors), and
+ * torch's bias_k/bias_v rows from the layer's extras buffer. */
 #include "ops/mha/mha_internal.h"
 #include "spec/mha_desc.h"
 
@@ -44,6 +45,14 @@ vkattn_result vkattn_mha_get_weights(vkattn_mha *m, const vkattn_mha_weight_copy
         if (!to[i] || (i >= 4 && !m->d.bias))
             continue;
         VKA_TRY(vkattn_buffer_download(buf[i], off[i], to[i], size[i]));
+    }
+    if (m->d.add_bias_kv) { /* torch's bias_k, bias_v: the extras buffer, in d.dtype */
+        if (dst->bias_k)
+            VKA_TRY(vkattn_buffer_download(m->extras, m->off_bias_k, dst->bias_k,
+                                           vka_mha_k_width(&m->d) * m->esize));
+        if (dst->bias_v)
+            VKA_TRY(vkattn_buffer_download(m->extras, m->off_bias_v, dst->bias_v,
+                                           vka_mha_v_width(&m->d) * m->esize));
     }
     return VKATTN_SUCCESS;
 }
