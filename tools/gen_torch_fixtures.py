@@ -5,7 +5,9 @@ read them and never need torch). Needs Debian's python3-torch:
 
 Each case is a folder of float32/uint8 .npy files plus `case.txt` (key value
 lines) describing how to run it:
-  mha cases       nn.MultiheadAttention(batch_first=True) in eval mode: x, kv
+  mha cases       nn.MultiheadAttention(batch_first=True) in eval mode, run in
+                  float64 (its float32 parameters converted; torch's float32
+                  run must agree within 1e-4), stored as float32: x, kv
                   (cross only: the key, and the value unless value is there:
                   a value of its own, vdim), wq wk wv wo, bq bk bv bo (bias only),
                   key_padding (vkattn's convention: 1 = token, 0 = padding;
@@ -39,6 +41,7 @@ lines) describing how to run it:
                   [B, T] (int32). Fully masked rows (left padding) give zeros,
                   vkattn's convention (HF leaves padded rows undefined).
 Seeded: running it again rewrites the same files."""
+import copy
 import math
 import os
 import numpy as np
@@ -67,6 +70,19 @@ def causal_mask(tq, tk):
     i = np.arange(tq)[:, None]
     j = np.arange(tk)[None, :]
     return np.where(j <= i + (tk - tq), 0.0, -np.inf).astype(np.float32)
+
+
+def mha_float64(m, query, key, value, attn_mask=None, **kw):
+    """The module's outputs computed in float64 (its float32 parameters and
+    inputs converted exactly), rounded to float32 for storage; torch's own
+    float32 run must agree."""
+    y32 = m(query, key, value, attn_mask=attn_mask, **kw)[0]
+    m64 = copy.deepcopy(m).double()
+    if attn_mask is not None and attn_mask.is_floating_point():
+        attn_mask = attn_mask.double()
+    y, w = m64(query.double(), key.double(), value.double(), attn_mask=attn_mask, **kw)
+    assert torch.allclose(y32.double(), y, atol=1e-4)
+    return y.detach().float(), None if w is None else w.detach().float()
 
 
 def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=False,
@@ -99,9 +115,8 @@ def mha_case(name, seed, B, Tq, Dm, H, bias=True, Tk=None, kdim=None, causal=Fal
         kpm = torch.from_numpy(pad == 0)  # torch: True = ignore
     # with gradients on, torch takes its reference (non-fused) path: its fused
     # inference path fails on bias=False in 1.13
-    y, w = m(x, c, value, key_padding_mask=kpm, attn_mask=mask, need_weights=True,
-             average_attn_weights=not per_head)
-    y, w = y.detach(), w.detach()
+    y, w = mha_float64(m, x, c, value, key_padding_mask=kpm, attn_mask=mask,
+                       need_weights=True, average_attn_weights=not per_head)
     assert torch.isfinite(y).all() and torch.isfinite(w).all(), name
     if m._qkv_same_embed_dim:
         wq, wk, wv = m.in_proj_weight.detach().chunk(3)
@@ -548,7 +563,7 @@ def varlen_mha_case(name, seed, Dm, H, q_lens, k_lens=None, kdim=None, vdim=None
     """nn.MultiheadAttention over packed ragged sequences (issue 30): X
     [1, sum T, Dm] with seq_offsets (and key/value [1, sum Tk, kdim/vdim] with
     kv_offsets for cross-attention); torch runs each sequence alone (batch 1,
-    its own causal mask) and the outputs are concatenated."""
+    its own causal mask, in float64) and the outputs are concatenated."""
     torch.manual_seed(seed)
     cross = k_lens is not None
     k_lens = k_lens if cross else q_lens
@@ -564,8 +579,8 @@ def varlen_mha_case(name, seed, Dm, H, q_lens, k_lens=None, kdim=None, vdim=None
     for i in range(len(q_lens)):
         sq, sk = slice(qo[i], qo[i + 1]), slice(ko[i], ko[i + 1])
         mask = torch.from_numpy(causal_mask(q_lens[i], k_lens[i])) if causal else None
-        y, _ = m(x[:, sq], c[:, sk], value[:, sk], attn_mask=mask, need_weights=True)
-        ys.append(y.detach())
+        ys.append(mha_float64(m, x[:, sq], c[:, sk], value[:, sk], attn_mask=mask,
+                              need_weights=True)[0])
     y = torch.cat(ys, 1)
     assert torch.isfinite(y).all(), name
     if m._qkv_same_embed_dim:
