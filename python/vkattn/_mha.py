@@ -513,8 +513,8 @@ class MultiheadAttention:
 
     def param_count(self):
         """The layer's parameters (vkattn_mha_param_count): a dict of wq, wk,
-        wv, wo, bq, bk, bv, bo, weights, biases, total and bytes (as the
-        device keeps them)."""
+        wv, wo, bq, bk, bv, bo, bias_k, bias_v, weights, biases, total and
+        bytes (as the device keeps them)."""
         return param_count_of(self.spec.desc)
 
     def kv_cache(self, max_tokens, batch=1, paged_block=0, num_blocks=0, dtype=None):
@@ -577,13 +577,16 @@ def param_count_of(desc):
 
 
 def param_count(embed_dim, num_heads, num_kv_heads=None, head_dim=None, kdim=None, bias=True,
-                weight_dtype=None, v_head_dim=None, dtype="f32", vdim=None):
+                weight_dtype=None, v_head_dim=None, dtype="f32", vdim=None, add_bias_kv=False):
     """The parameters of a layer of this shape without making it
-    (vkattn_mha_param_count): wq, wk, wv, wo, bq, bk, bv, bo, weights,
+    (vkattn_mha_param_count): wq, wk, wv, wo, bq, bk, bv, bo, bias_k, bias_v
+    (add_bias_kv: torch's appended rows, counted in biases), weights,
     biases, total, and bytes in weight_dtype (None: dtype's). E.g.
-    param_count(768, 12, bias=False)["total"] == 2359296."""
+    param_count(768, 12, bias=False)["total"] == 2359296; the total is
+    torch's sum(p.numel() for p in module.parameters())."""
     spec = LayerSpec(embed_dim, num_heads, num_kv_heads, head_dim, kdim, bias, dtype,
-                     weight_dtype=weight_dtype, v_head_dim=v_head_dim, vdim=vdim)
+                     weight_dtype=weight_dtype, v_head_dim=v_head_dim, vdim=vdim,
+                     add_bias_kv=add_bias_kv)
     return param_count_of(spec.desc)
 
 

@@ -73,6 +73,9 @@ def test_param_count_and_kv_cache_bytes():
     assert c["total"] == 2359296 == 4 * 768 * 768
     assert c["wq"] == c["wk"] == c["wv"] == c["wo"] == 589824 and c["biases"] == 0
     assert c["bytes"] == 4 * 2359296
+    # torch's add_bias_kv rows count as its parameters() counts them
+    t = vkattn.param_count(768, 12, add_bias_kv=True)
+    assert t["bias_k"] == t["bias_v"] == 768 and t["total"] == 2362368 + 1536
     g = vkattn.param_count(4096, 32, 8, bias=True, weight_dtype="q8_0")
     assert g["wk"] == 8 * 128 * 4096 and g["biases"] == 4096 + 1024 + 1024 + 4096
     assert g["bytes"] == 41943040 // 32 * 34 + 4 * 10240

@@ -78,6 +78,7 @@ def test_against_torch(dropin_ctx, rng):
         t = torch.nn.MultiheadAttention(Dm, H, **opts).eval()
         m = vkattn.MultiheadAttention(Dm, H, device=dropin_ctx, **opts).eval()
         m.load_state_dict(t.state_dict())
+        assert m.param_count()["total"] == sum(p.numel() for p in t.parameters())
         bf = opts.get("batch_first", False)
         shape = lambda n, e: (B, n, e) if bf else (n, B, e)  # noqa: E731
         q = torch.randn(*shape(L, Dm))
