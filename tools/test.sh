@@ -19,7 +19,10 @@
 # without --all the suites that stay on Mesa 25's lavapipe run every kernel
 # policy's cases with its built-in kernels (VKATTN_TEST_POLICY_FLAGS_LAVAPIPE25=0,
 # tests/support/test_policy.h): the other policies' kernels are the same
-# SPIR-V, checked on lavapipe 22.3 and SwiftShader.
+# SPIR-V, checked on lavapipe 22.3 and SwiftShader; SwiftShader runs the
+# two storage-input policies (VKATTN_TEST_POLICIES_SWIFTSHADER=1,3) and the
+# sanitizer build the default policy, then shared memory + storage inputs
+# for the core ops' suites (lavapipe 22.3 runs all four).
 #   tools/test.sh            all three builds, without the extended runs (CI)
 #   tools/test.sh --all      all three builds, every test on every implementation
 #   tools/test.sh --quick    the normal build only (combines with --all)
@@ -42,6 +45,12 @@ for arg in "$@"; do
     ;;
   esac
 done
+
+# A stage's heading, with the seconds since the start (CI's log shows where
+# the time goes).
+stage() {
+  echo "== $1 (${SECONDS} s in)"
+}
 
 # ctest in a build directory; when something fails, the failed tests run again
 # one at a time so that their output ends the log (CI shows its tail).
@@ -76,11 +85,16 @@ if ! bash "$root/tools/lavapipe26.sh" "$root/build/lavapipe26"; then
 fi
 if ((!all)); then
   export VKATTN_TEST_POLICY_FLAGS_LAVAPIPE25=${VKATTN_TEST_POLICY_FLAGS_LAVAPIPE25:-0}
+  # SwiftShader runs the two storage-input policies: where it differs from
+  # lavapipe is its 16-bit values packed in 32-bit words (read by the storage
+  # path of each family) and its subgroup of 4 (the subgroup family);
+  # lavapipe runs all four (test_policy.h).
+  export VKATTN_TEST_POLICIES_SWIFTSHADER=${VKATTN_TEST_POLICIES_SWIFTSHADER:-1,3}
 fi
 bash "$root/tools/build.sh" build
-echo "== formatting"
+stage "formatting"
 bash "$root/tools/format.sh" --check
-echo "== tests (build/)"
+stage "tests (build/)"
 # The core ops once more under the validation layer's GPU-assisted mode, which
 # reports out-of-bounds storage and texel accesses (tests/test_gpu_assisted.c,
 # on Mesa 22.3's lavapipe; the other runs keep core and synchronization
@@ -94,24 +108,32 @@ if ((!quick)); then
   # build/'s: their code paths are the same).
   reuse=(-DVKATTN_SHADERS_FROM="$root/build" -DVKATTN_TEST_MORE_DRIVERS=OFF)
   bash "$root/tools/build.sh" build-shared -DBUILD_SHARED_LIBS=ON -DVKATTN_BUILD_BENCH=OFF "${reuse[@]}"
-  echo "== shared library (build-shared/)"
-  run_ctest build-shared -R 'packaging|example|test_context|test_mha|test_embedding|test_decode|test_python'
+  stage "shared library (build-shared/)"
+  # What a shared library changes is linking and the exported API: the
+  # packaging consumers, the examples, the Python package (ctypes over every
+  # struct it mirrors) and the plain layer suite; the layer's variants and
+  # the decode suite run the same code as build/'s.
+  run_ctest build-shared -R 'packaging|example|test_context|test_mha\.|test_embedding|test_python'
 
   bash "$root/tools/build.sh" build-asan -DVKATTN_SANITIZE=ON -DVKATTN_BUILD_BENCH=OFF "${reuse[@]}"
-  echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
+  stage "tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
   # Without --all, the suites that spread their cases over the kernel
-  # policies run two of the four here (VKATTN_TEST_POLICIES, test_policy.h):
-  # subgroup + texel inputs and shared memory + storage inputs, which between
-  # them take each side of both choices the host code makes (the other two
-  # pair the same sides differently, and build/ runs all four).
-  asan_policies=${VKATTN_TEST_POLICIES:-}
-  if ((!all)); then
-    asan_policies=${asan_policies:-0,3}
+  # policies run one of the four here (VKATTN_TEST_POLICIES, test_policy.h):
+  # subgroup + texel inputs, the default; then the core ops' suites again
+  # with shared memory + storage inputs, which between the two take each
+  # side of both choices the host code makes (build/ runs all four).
+  if ((!all)) && [[ -z "${VKATTN_TEST_POLICIES:-}" ]]; then
+    VKATTN_TEST_POLICIES=0 run_ctest build-asan "${select[@]}"
+    stage "the core ops' suites under the sanitizers, shared memory + storage inputs"
+    VKATTN_TEST_POLICIES=3 run_ctest build-asan \
+      -R '^(test_attention|test_linear|test_kv_attention|test_mha|test_decode)\.lavapipe$'
+  else
+    run_ctest build-asan "${select[@]}"
   fi
-  VKATTN_TEST_POLICIES=$asan_policies run_ctest build-asan "${select[@]}"
 
   # clang, only the harnesses and what they link; fixed runs from the seeds
   VKATTN_SHADERS_FROM="$root/build" bash "$root/tools/fuzz.sh" --build-only
-  echo "== fuzz targets (build-fuzz/)"
+  stage "fuzz targets (build-fuzz/)"
   run_ctest build-fuzz -L fuzz
 fi
+stage "done"
