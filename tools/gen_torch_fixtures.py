@@ -221,6 +221,22 @@ def bloom_alibi_slopes(n_heads, max_bias):
     return torch.tensor(slopes, dtype=torch.float64)
 
 
+def visible_keys(tq, tk, causal, window, top_left=False):
+    """(positions i' [tq, 1], keys j [1, tk], visible [tq, tk]): i' = i
+    (top-left) or i + tk - tq (bottom-right); causal j <= i'; window
+    i' - j < W (and j - i' < W without causal)."""
+    pos = torch.arange(tq)[:, None] + (0 if top_left else tk - tq)
+    j = torch.arange(tk)[None, :]
+    visible = torch.ones(tq, tk, dtype=torch.bool)
+    if causal:
+        visible &= j <= pos
+    if window:
+        visible &= (pos - j) < window
+        if not causal:
+            visible &= (j - pos) < window
+    return pos, j, visible
+
+
 def mods_attention_case(name, seed, B, Hq, Hkv, Tq, Tk, D, causal=False, top_left=False,
                         window=0, softcap=0.0, sinks=False, alibi_max_bias=0.0,
                         alibi_slopes=None, scale=None, with_mask=False, amp=1.0):
@@ -240,15 +256,7 @@ def mods_attention_case(name, seed, B, Hq, Hkv, Tq, Tk, D, causal=False, top_lef
     add = 0.5 * torch.randn(Tq, Tk) if with_mask else torch.zeros(Tq, Tk)
     sink = torch.randn(Hq).float() if sinks else None
     s = f32(scale) if scale is not None else 1.0 / D ** 0.5
-    pos = torch.arange(Tq)[:, None] + (0 if top_left else Tk - Tq)
-    j = torch.arange(Tk)[None, :]
-    visible = torch.ones(Tq, Tk, dtype=torch.bool)
-    if causal:
-        visible &= j <= pos
-    if window:
-        visible &= (pos - j) < window
-        if not causal:
-            visible &= (j - pos) < window
+    pos, j, visible = visible_keys(Tq, Tk, causal, window, top_left)
     bias = torch.zeros(Hq, Tq, Tk, dtype=torch.float64)
     slopes = None
     if alibi_slopes is not None:
@@ -527,15 +535,7 @@ def varlen_attention_case(name, seed, Hq, Hkv, q_lens, k_lens, D, causal=False, 
         sq, sk = slice(qo[i], qo[i + 1]), slice(ko[i], ko[i + 1])
         kr = k[:, :, sk].double().repeat_interleave(Hq // Hkv, 1)
         vr = v[:, :, sk].double().repeat_interleave(Hq // Hkv, 1)
-        pos = torch.arange(tq)[:, None] + (tk - tq)
-        j = torch.arange(tk)[None, :]
-        visible = torch.ones(tq, tk, dtype=torch.bool)
-        if causal:
-            visible &= j <= pos
-        if window:
-            visible &= (pos - j) < window
-            if not causal:
-                visible &= (j - pos) < window
+        visible = visible_keys(tq, tk, causal, window)[2]
         scores = (q[:, :, sq].double() @ kr.transpose(-1, -2)) * s
         if softcap:
             scores = softcap * torch.tanh(scores / softcap)
