@@ -210,7 +210,29 @@ typedef enum vkattn_bool_mask {
  * a row with nothing visible. Two results over disjoint key sets combine
  * with vkattn_cmd_attention_merge exactly as attending over the union would.
  *
- * ------------------------------------------------------------- MHA layer
+ * Dropout (training; dropout_p in [0, 1), 0: none): after the softmax, each
+ * probability p(b, h, i, j) of batch row b (the sequence, when packed),
+ * query head h, query i and key j is kept and scaled by 1 / (1 - dropout_p)
+ * when vkattn_dropout_bits(dropout_seed, b, h, i, j) >= vkattn_dropout_threshold(dropout_p),
+ * else zeroed; out_i = sum_j p'(i, j) v_j. The mask is a pure function of
+ * those five numbers, so the backward (and the reference) regenerate it
+ * bit for bit, in any order, on any device. The LSE and the attention
+ * weights are of the probabilities before dropout; sinks never drop.
+ */
+
+/* Philox4x32-10 (Salmon et al., SC'11; Random123's constants) of counter
+ * {j / 4, i, h, b} and key {seed & 0xffffffff, seed >> 32}: word j % 4 of
+ * its four outputs. */
+VKATTN_API uint32_t vkattn_dropout_bits(uint64_t seed, uint32_t b, uint32_t h, uint32_t i,
+                                        uint32_t j);
+/* The words below which a probability drops: floor(p * 2^32) for p in
+ * [0, 1) (0 for p <= 0; p >= 1 or NaN is refused by the ops by name). */
+VKATTN_API uint32_t vkattn_dropout_threshold(float p);
+/* Philox4x32-10 itself: ctr and key in, the four words out (ctr[0] the
+ * low word). */
+VKATTN_API void vkattn_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+/* ------------------------------------------------------------- MHA layer
  *
  * Input X [B, Tq, Dm]; keys come from C [B, Tk, Dkv] and values from
  * C' [B, Tk, Dvin] (torch's key and value: C = X for self-attention, then
@@ -434,6 +456,11 @@ typedef struct vkattn_attention_args {
      * 16-byte-aligned offset cannot is refused by name). */
     uint32_t sequences;
     const int32_t *q_offsets, *k_offsets;
+    /* Dropout on the probabilities (see "attention semantics"), for
+     * training: dropout_p in [0, 1) (0: none), the mask drawn from
+     * dropout_seed. */
+    float dropout_p;
+    uint64_t dropout_seed;
 } vkattn_attention_args;
 
 VKATTN_API vkattn_result vkattn_cmd_attention(vkattn_context *ctx, VkCommandBuffer cmd,
@@ -459,6 +486,40 @@ VKATTN_API vkattn_result vkattn_cmd_attention_merge(vkattn_context *ctx, VkComma
                                                     const vkattn_attention_merge_args *args);
 VKATTN_API vkattn_result vkattn_attention_merge(vkattn_context *ctx,
                                                 const vkattn_attention_merge_args *args);
+
+/* ------------------------------------------------------ attention backward
+ *
+ * The gradients of a loss through attention, FlashAttention-2 style: from q,
+ * k, v, the forward's out and lse and dout (the loss's gradient of out), with
+ *     P = the forward's probabilities, recomputed tile by tile from the
+ *         scores and lse (never stored), P' = P after dropout,
+ *     Dr_i = dot(dout_i, out_i),
+ *     dv_j = sum_i P'(i, j) dout_i,
+ *     dP'(i, j) = dot(dout_i, v_j),  dS(i, j) = P(i, j) (Z(i, j) dP'(i, j) - Dr_i)
+ *         with Z the dropout's keep scale (1 / (1 - p) or 0; 1 without),
+ *     dq_i = scale sum_j dS(i, j) c(i, j) k_j,  dk_j = scale sum_i dS(i, j) c(i, j) q_i,
+ *         c = 1 - (softcap(x) / C)^2 with softcap, else 1,
+ *     dsinks_h = -sum over batch rows and queries of P(sink) Dr_i.
+ * GQA and MQA: dk and dv of a key/value head sum over its group's query
+ * heads. A head mask's gate multiplies dout. Masks, padding, the window
+ * and ALiBi get no gradient. Deterministic: every gradient element is one
+ * workgroup's sum in a fixed order, no atomics, the same bits every run. */
+typedef struct vkattn_attention_backward_args {
+    /* The forward call as it was made: q, k, v (f32, f16 or bf16), out and
+     * lse (required: what that call wrote), masks, modifiers, head mask and
+     * dropout. Its weights must be absent; packed sequences and a rank-3
+     * q are not taken. */
+    vkattn_attention_args forward;
+    vkattn_tensor dout;       /* out's shape, out's dtype */
+    vkattn_tensor dq, dk, dv; /* outputs: q's, k's and v's shapes, f32, f16 or bf16 */
+    vkattn_tensor dsinks;     /* optional output, f32 [Hq]; needs forward.sinks */
+} vkattn_attention_backward_args;
+
+VKATTN_API vkattn_result vkattn_cmd_attention_backward(vkattn_context *ctx, VkCommandBuffer cmd,
+                                                       const vkattn_attention_backward_args *args);
+/* Submit-and-wait form. */
+VKATTN_API vkattn_result vkattn_attention_backward(vkattn_context *ctx,
+                                                   const vkattn_attention_backward_args *args);
 
 /* --------------------------------------------------------------- MHA layer */
 

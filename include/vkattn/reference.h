@@ -57,10 +57,26 @@ typedef struct vkattn_ref_attention_args {
     /* packed ragged batches, as in vkattn_attention_args */
     uint32_t sequences;
     const int32_t *q_offsets, *k_offsets;
+    /* dropout, as in vkattn_attention_args */
+    float dropout_p;
+    uint64_t dropout_seed;
 } vkattn_ref_attention_args;
 
 VKATTN_API vkattn_result vkattn_ref_attention(const vkattn_ref_attention_args *args, char *error,
                                               size_t error_size);
+
+/* The gradients of vkattn_attention_backward, in double from the inputs
+ * alone: forward.out and forward.lse are not read (may be absent; the
+ * reference recomputes both), forward.weights must be absent. dout, dq,
+ * dk, dv, dsinks as in vkattn_attention_backward_args (f32, f16 or bf16;
+ * dsinks f32 [Hq], optional, needs forward.sinks). */
+typedef struct vkattn_ref_attention_backward_args {
+    vkattn_ref_attention_args forward;
+    vkattn_host_tensor dout, dq, dk, dv, dsinks;
+} vkattn_ref_attention_backward_args;
+
+VKATTN_API vkattn_result vkattn_ref_attention_backward(
+    const vkattn_ref_attention_backward_args *args, char *error, size_t error_size);
 
 /* vkattn_attention_merge on host tensors (f32 or f16 outputs, f32 LSE). */
 typedef struct vkattn_ref_attention_merge_args {
