@@ -120,6 +120,11 @@ typedef struct vka_ref_attention_plan {
      * broadcasts), and whether a u8 mask's nonzero values hide keys. */
     int64_t mask_strides[4];
     bool mask_true_blocks;
+    /* Dropout: the keep scale 1 / (1 - p) in double (1 without), and the
+     * number added to a batch row to make the mask's b (packed sequences:
+     * the sequence's index; set after prepare, 0 from it). */
+    double dropout_keep;
+    int64_t dropout_batch;
     size_t scratch_doubles; /* what run needs */
 } vka_ref_attention_plan;
 
@@ -130,6 +135,34 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
                                         size_t error_size);
 /* Computes; `scratch` holds plan->scratch_doubles doubles. Cannot fail. */
 void vka_ref_attention_run(const vka_ref_attention_plan *plan, double *scratch);
+
+/* The probabilities of query row i of head h in batch row b: qrow its Dk
+ * values, kbuf the Tk x Dk keys of its KV head (dense). prob[0..Tk) gets
+ * them before dropout and the head mask (0 where hidden); dcap (may be
+ * NULL) the derivative of each visible score by scale * dot(q, k): 1, or
+ * 1 - (capped / softcap)^2 with a softcap; *sink_prob (may be NULL) the
+ * sink's share of the denominator (0 without sinks). Returns the LSE; -inf
+ * when no key is visible, and then prob is all 0 (and the sink's share too:
+ * such a row attends to nothing). The forward and the backward both call
+ * this, so they score rows identically. */
+double vka_ref_attention_probs(const vka_ref_attention_plan *plan, int64_t b, int64_t h, int64_t i,
+                               const double *qrow, const double *kbuf, double *prob, double *dcap,
+                               double *sink_prob);
+
+/* The head mask's gate of (b, h): 1 without a head mask. */
+double vka_ref_head_gate(const vka_ref_attention_plan *plan, int64_t b, int64_t h);
+
+/* Z(b, h, i, j): what dropout multiplies the probability by, 1 / (1 - p)
+ * (kept) or 0 (dropped); 1 without dropout. */
+static inline double vka_ref_dropout_scale(const vka_ref_attention_plan *p, int64_t b, int64_t h,
+                                           int64_t i, int64_t j)
+{
+    if (!p->mods.dropout)
+        return 1.0;
+    uint32_t bits = vkattn_dropout_bits(p->mods.dropout_seed, (uint32_t)(p->dropout_batch + b),
+                                        (uint32_t)h, (uint32_t)i, (uint32_t)j);
+    return bits >= p->mods.dropout_threshold ? p->dropout_keep : 0.0;
+}
 
 /* A quantized k or v (named `name` in messages) as f32 values (d * q as
  * the kernels read them) at the same value strides, in `*owned` for the
@@ -143,6 +176,24 @@ vkattn_result vka_ref_dequantized(vkattn_host_tensor *t, const char *name, float
  * output is written. (ref_attention_packed.c) */
 vkattn_result vka_ref_attention_packed(const vkattn_ref_attention_args *args, char *error,
                                        size_t error_size);
+
+/* ---- attention backward (ref_attention_backward*.c) */
+
+typedef struct vka_ref_backward_plan {
+    /* The forward's plan (its out and lse cleared: never read or written). */
+    vka_ref_attention_plan fwd;
+    /* Resolved; dsinks.data NULL: not asked for. */
+    vkattn_host_tensor dout, dq, dk, dv, dsinks;
+    size_t scratch_doubles; /* what run needs */
+} vka_ref_backward_plan;
+
+/* Checks `args` (names start with "args->") and fills `plan`. */
+vkattn_result vka_ref_attention_backward_prepare(const vkattn_ref_attention_backward_args *args,
+                                                 vka_ref_backward_plan *plan, char *error,
+                                                 size_t error_size);
+/* Computes dq, dk, dv (and dsinks); `scratch` holds plan->scratch_doubles
+ * doubles. Cannot fail. */
+void vka_ref_attention_backward_run(const vka_ref_backward_plan *plan, double *scratch);
 
 /* ---- the MHA layer's appended rows (ref_mha_appended.c) */
 

@@ -1,7 +1,7 @@
 /* CPU reference of attention (see "attention semantics" in vkattn.h):
  * double accumulation, exact softmax over the visible keys, GQA by index,
- * the score modifiers (window, softcap, sinks, ALiBi, causal alignment) and
- * the LSE output. */
+ * the score modifiers (window, softcap, sinks, ALiBi, causal alignment),
+ * the LSE output and dropout. */
 #include "ref/ref.h"
 
 #include "spec/dtype.h"
@@ -48,6 +48,8 @@ static vkattn_result check_mods(const vkattn_ref_attention_args *args, const cha
     in.sinks = vka_host_shape_view(&args->sinks);
     in.alibi_slopes = vka_host_shape_view(&args->alibi_slopes);
     in.lse = vka_host_shape_view(&args->lse);
+    in.dropout_p = args->dropout_p;
+    in.dropout_seed = args->dropout_seed;
     return vka_score_mods_check(&in, &p->dims, prefix, false, &p->mods, error, error_size);
 }
 
@@ -125,6 +127,7 @@ vkattn_result vka_ref_attention_prepare(const vkattn_ref_attention_args *args, c
     }
     p.mask_true_blocks = args->bool_mask == VKATTN_BOOL_MASK_TRUE_BLOCKS;
     p.causal = args->causal;
+    p.dropout_keep = p.mods.dropout ? 1.0 / (1.0 - (double)p.mods.dropout_p) : 1.0;
     char scale_name[64];
     vka_error_format(scale_name, sizeof scale_name, "%sscale", prefix);
     VKA_TRY(
@@ -181,14 +184,11 @@ static bool in_range(const vka_ref_attention_plan *p, int64_t at, int64_t j)
     return at - j < w && (p->causal || j - at < w);
 }
 
-/* One query row of head h: its scores into prob[0..Tk) (-inf: hidden), then
- * the probabilities in place, the output row in acc[0..Dv); returns the LSE
- * (-inf when nothing is visible, and then prob and acc are all zero). */
-static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, int64_t i,
-                         int64_t mask_base, const double *qrow, const double *kbuf,
-                         const double *vbuf, double *prob, double *acc)
+double vka_ref_attention_probs(const vka_ref_attention_plan *p, int64_t b, int64_t h, int64_t i,
+                               const double *qrow, const double *kbuf, double *prob, double *dcap,
+                               double *sink_prob)
 {
-    const int64_t Tk = p->dims.kv_len, Dk = p->dims.head_dim, Dv = p->dims.v_head_dim;
+    const int64_t Tk = p->dims.kv_len, Dk = p->dims.head_dim;
     const vkattn_host_tensor *m = &p->mask, *kp = &p->key_padding;
     const int64_t at = aligned_position(p, i);
     const double cap = p->mods.softcap;
@@ -200,11 +200,12 @@ static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, 
     /* Scores of the visible keys; -inf marks hidden ones. A NaN score is
      * visible and poisons the row, as it should. */
     const bool bool_mask = m->data && m->dtype == VKATTN_DTYPE_U8;
-    const int64_t mask_row = mask_base + i * p->mask_strides[2];
+    const int64_t mask_row = b * p->mask_strides[0] + h * p->mask_strides[1] +
+                             i * p->mask_strides[2]; /* (broadcasts have stride 0) */
     double row_max = -INFINITY;
     bool any = false;
     for (int64_t j = 0; j < Tk; j++) {
-        double sc = -INFINITY;
+        double sc = -INFINITY, slope_of_dot = 0.0;
         bool visible =
             in_range(p, at, j) &&
             !(kp->data && vka_host_load(kp, b * kp->strides[0] + j * kp->strides[1]) == 0);
@@ -217,22 +218,27 @@ static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, 
             for (int64_t e = 0; e < Dk; e++)
                 dot += qrow[e] * kr[e];
             sc = p->scale * dot;
-            if (cap > 0.0)
+            slope_of_dot = 1.0;
+            if (cap > 0.0) {
                 sc = cap * tanh(sc / cap);
+                slope_of_dot = 1.0 - (sc / cap) * (sc / cap); /* d cap tanh(x / cap) / dx */
+            }
             if (m->data && !bool_mask)
                 sc += vka_host_load(m, mask_row + j * p->mask_strides[3]);
             if (slope != 0.0)
                 sc -= slope * (double)llabs(at - j);
         }
         prob[j] = sc;
+        if (dcap)
+            dcap[j] = slope_of_dot;
         if (sc != -INFINITY) {
             any = true;
             if (!(sc <= row_max))
                 row_max = sc;
         }
     }
-    for (int64_t e = 0; e < Dv; e++)
-        acc[e] = 0.0;
+    if (sink_prob)
+        *sink_prob = 0.0;
     if (!any) { /* a row with no visible key: zeros, even with a sink */
         for (int64_t j = 0; j < Tk; j++)
             prob[j] = 0.0;
@@ -251,15 +257,42 @@ static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, 
         sum += prob[j];
     }
     double inv = 1.0 / sum;
-    for (int64_t j = 0; j < Tk; j++) {
+    for (int64_t j = 0; j < Tk; j++)
         prob[j] *= inv;
+    if (sink_prob && p->sinks.data)
+        *sink_prob = exp(sink - row_max) * inv;
+    return row_max + log(sum);
+}
+
+/* One query row of head h: the probabilities into prob[0..Tk), the output
+ * row (through the dropout mask) in acc[0..Dv); returns the LSE (-inf when
+ * nothing is visible, and then prob and acc are all zero). */
+static double attend_row(const vka_ref_attention_plan *p, int64_t b, int64_t h, int64_t i,
+                         const double *qrow, const double *kbuf, const double *vbuf, double *prob,
+                         double *acc)
+{
+    const int64_t Tk = p->dims.kv_len, Dv = p->dims.v_head_dim;
+    double lse = vka_ref_attention_probs(p, b, h, i, qrow, kbuf, prob, NULL, NULL);
+    for (int64_t e = 0; e < Dv; e++)
+        acc[e] = 0.0;
+    for (int64_t j = 0; j < Tk; j++) {
         if (prob[j] == 0.0)
             continue;
+        const double pz = prob[j] * vka_ref_dropout_scale(p, b, h, i, j);
         const double *vr = vbuf + j * Dv;
         for (int64_t e = 0; e < Dv; e++)
-            acc[e] += prob[j] * vr[e];
+            acc[e] += pz * vr[e];
     }
-    return row_max + log(sum);
+    return lse;
+}
+
+double vka_ref_head_gate(const vka_ref_attention_plan *p, int64_t b, int64_t h)
+{
+    const vkattn_host_tensor *hm = &p->head_mask;
+    if (!hm->data)
+        return 1.0;
+    int64_t row = hm->rank == 2 && hm->shape[0] > 1 ? b * hm->strides[0] : 0;
+    return vka_host_load(hm, row + h * hm->strides[hm->rank - 1]);
 }
 
 void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
@@ -287,18 +320,11 @@ void vka_ref_attention_run(const vka_ref_attention_plan *p, double *scratch)
             gather(v, b * v->strides[0] + g * v->strides[1], Tk, v->strides[2], Dv, v->strides[3],
                    vbuf);
             for (int64_t h = g * group; h < (g + 1) * group; h++) {
-                /* (broadcast dimensions have stride 0) */
-                int64_t mask_base = b * p->mask_strides[0] + h * p->mask_strides[1];
-                const vkattn_host_tensor *hm = &p->head_mask;
-                double gate = 1.0;
-                if (hm->data) {
-                    int64_t row = hm->rank == 2 && hm->shape[0] > 1 ? b * hm->strides[0] : 0;
-                    gate = vka_host_load(hm, row + h * hm->strides[hm->rank - 1]);
-                }
+                const double gate = vka_ref_head_gate(p, b, h);
                 for (int64_t i = 0; i < Tq; i++) {
                     gather(q, b * q->strides[0] + h * q->strides[1] + i * q->strides[2], 1, 0, Dk,
                            q->strides[3], qrow);
-                    double lse = attend_row(p, b, h, i, mask_base, qrow, kbuf, vbuf, prob, acc);
+                    double lse = attend_row(p, b, h, i, qrow, kbuf, vbuf, prob, acc);
                     /* the head mask scales the head's probabilities (and so
                      * its output), not the LSE */
                     if (gate != 1.0) {

@@ -92,6 +92,7 @@ vkattn_result vka_ref_attention_packed(const vkattn_ref_attention_args *args, ch
         sequence_args(args, &whole, &head_mask, i, &sub);
         char why[512];
         r = vka_ref_attention_prepare(&sub, "args->", &plans[i], why, sizeof why);
+        plans[i].dropout_batch = i; /* the mask's b is the sequence */
         if (r != VKATTN_SUCCESS) {
             vka_varlen_seq s = vka_varlen_sequence(args->q_offsets, args->k_offsets, i);
             vka_error_format(error, error_size,

@@ -85,6 +85,26 @@ vkattn_result vka_score_mods_check(const vka_score_mods_args *in, const vka_atte
     m.alibi_max_bias = in->alibi_max_bias;
     m.alibi = m.alibi_slopes || in->alibi_max_bias > 0.0f;
     m.lse = in->lse.present;
+    /* [0, 1): p = 1 would drop everything and scale by infinity */
+    if (!(in->dropout_p >= 0.0f && in->dropout_p < 1.0f)) {
+        vka_error_format(error, error_size, "%sdropout_p is %g: it must be in [0, 1)", p,
+                         (double)in->dropout_p);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (kv_path && in->dropout_p > 0.0f) {
+        vka_error_format(error, error_size,
+                         "%sdropout_p is %g: attention over a KV cache is inference, which "
+                         "takes no dropout (0)",
+                         p, (double)in->dropout_p);
+        return VKATTN_ERROR_INVALID_ARGUMENT;
+    }
+    m.dropout = in->dropout_p > 0.0f;
+    if (m.dropout) {
+        m.dropout_p = in->dropout_p;
+        m.dropout_threshold = vkattn_dropout_threshold(in->dropout_p);
+        m.dropout_scale = (float)(1.0 / (1.0 - (double)in->dropout_p));
+        m.dropout_seed = in->dropout_seed;
+    }
     if (out)
         *out = m;
     return VKATTN_SUCCESS;

@@ -1,5 +1,5 @@
 /* The score modifiers of attention (sliding window, softcap, sinks, ALiBi,
- * causal alignment) and its LSE output, checked without a context: the CPU
+ * causal alignment), its LSE output and dropout, checked without a context: the CPU
  * reference, vkattn_attention and vkattn_kv_attention accept and refuse the
  * same arguments with the same messages. */
 #ifndef VKA_SCORE_MODS_H
@@ -19,6 +19,8 @@ typedef struct vka_score_mods_args {
     float softcap;
     float alibi_max_bias;
     vka_shape_view sinks, alibi_slopes, lse;
+    float dropout_p; /* 0: none */
+    uint64_t dropout_seed;
 } vka_score_mods_args;
 
 /* What the kernels and the reference apply. */
@@ -31,11 +33,21 @@ typedef struct vka_score_mods {
     bool alibi_slopes;    /* ... from the tensor */
     float alibi_max_bias; /* > 0 when alibi && !alibi_slopes */
     bool lse;             /* an LSE output [B, Hq, Tq] is written */
+    /* Dropout (see "attention semantics"): a probability is kept when
+     * vkattn_dropout_bits(dropout_seed, b, h, i, j) >= dropout_threshold,
+     * and then scaled by 1 / (1 - dropout_p): dropout_scale holds that as a
+     * float for the kernels (the reference computes it in double). */
+    bool dropout; /* dropout_p > 0 */
+    float dropout_p;
+    uint32_t dropout_threshold; /* vkattn_dropout_threshold(dropout_p) */
+    float dropout_scale;
+    uint64_t dropout_seed;
 } vka_score_mods;
 
 /* Checks `in` for a call of `dims` (from vka_attention_check); `prefix`
  * starts every name ("args->"). `kv_path`: attention over a KV cache, where
- * top-left alignment has no meaning (refused). Fills `out` (may be NULL) on
+ * top-left alignment has no meaning and dropout (training) neither: both
+ * refused. Fills `out` (may be NULL) on
  * success. Codes: VKATTN_ERROR_INVALID_ARGUMENT (values, ranks),
  * VKATTN_ERROR_SHAPE_MISMATCH, VKATTN_ERROR_UNSUPPORTED_DTYPE. */
 vkattn_result vka_score_mods_check(const vka_score_mods_args *in, const vka_attention_dims *dims,
