@@ -238,6 +238,27 @@ foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16) # bf16: pairs in words
   vkattn_shader(attention_merge_${dt} attention_merge.comp DEFINES O_DT=${dt} ${extra})
 endforeach()
 
+# attention_bwd_{dkdv,dq}.comp: the backward (attention_bwd_<kernel>_<in>_<out>:
+# q, k, v, out and dout in one storage type, dq, dk and dv in another);
+# attention_bwd_dsinks.comp reads out and dout only (by their storage).
+# attention_dropout.comp, the forward's dropout pass, shares their layout.
+foreach(in IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+  foreach(out IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
+    vkattn_storage_defines(ok extra ${in} ${out})
+    if(ok)
+      foreach(kernel dkdv dq)
+        vkattn_shader(attention_bwd_${kernel}_${in}_${out} attention_bwd_${kernel}.comp
+                      DEFINES IN_DT=${in} OUT_DT=${out} ${extra})
+      endforeach()
+    endif()
+  endforeach()
+  vkattn_storage_defines(ok extra ${in})
+  vkattn_shader(attention_bwd_dsinks_${in} attention_bwd_dsinks.comp DEFINES IN_DT=${in} ${extra})
+  # the forward's dropout pass (attention_dropout.comp): out in q's storage
+  vkattn_shader(attention_dropout_${in} attention_dropout.comp
+                DEFINES IN_DT=${in} OUT_DT=${in} ${extra})
+endforeach()
+
 # kv_append.comp: K and V of a step copied into a KV cache's block pools
 # (kv_append_<cache>_<src>: by the cache's storage and K and V's).
 foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)

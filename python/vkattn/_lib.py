@@ -170,6 +170,7 @@ class AttentionArgs(ctypes.Structure):
         ("head_mask", Tensor),
         ("sequences", _u32),
         ("q_offsets", ctypes.POINTER(_i32)), ("k_offsets", ctypes.POINTER(_i32)),
+        ("dropout_p", _f32), ("dropout_seed", ctypes.c_uint64),
     ]
 
 
@@ -190,6 +191,7 @@ class RefAttentionArgs(ctypes.Structure):
         ("head_mask", HostTensor),
         ("sequences", _u32),
         ("q_offsets", ctypes.POINTER(_i32)), ("k_offsets", ctypes.POINTER(_i32)),
+        ("dropout_p", _f32), ("dropout_seed", ctypes.c_uint64),
     ]
 
 

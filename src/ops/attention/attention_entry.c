@@ -16,15 +16,20 @@ static vkattn_result check_call(vkattn_context *ctx, const void *args, void *cal
 {
     att_call *c = call;
     c->args = args;
-    return c->args->sequences ? vka_att_packed_validate(ctx, c->args, &c->p)
-                              : vka_att_validate(ctx, c->args, &c->p);
+    VKA_TRY(c->args && c->args->sequences ? vka_att_packed_validate(ctx, c->args, &c->p)
+                                          : vka_att_validate(ctx, c->args, &c->p));
+    return vka_att_dropout_check(ctx, c->args, &c->p);
 }
 
 static vkattn_result record_call(vkattn_context *ctx, VkCommandBuffer cmd, const void *call)
 {
     const att_call *c = call;
-    return c->args->sequences ? vka_att_packed_record(ctx, cmd, c->args, &c->p)
-                              : vka_att_record(ctx, cmd, &c->p);
+    if (c->args->sequences)
+        return vka_att_packed_record(ctx, cmd, c->args, &c->p);
+    VKA_TRY(vka_att_record(ctx, cmd, &c->p));
+    if (c->args->dropout_p == 0.0f)
+        return VKATTN_SUCCESS;
+    return vka_att_record_dropout(ctx, cmd, &c->p, c->args->dropout_p, c->args->dropout_seed);
 }
 
 /* vkattn_cmd_attention and vkattn_attention */

@@ -96,6 +96,21 @@ static inline bool vka_att_kv_any(const vka_att_problem *p)
 /* The batch stride of a checked head mask (0: one row for every batch row). */
 uint32_t vka_att_head_mask_batch_stride(const vkattn_tensor *gate);
 
+/* The ALiBi slopes the kernels read: the caller's, the standard ones of
+ * alibi_max_bias (a constant table of the context), or none (buffer
+ * NULL). (attention_record.c) */
+vkattn_result vka_att_slopes_tensor(vkattn_context *ctx, const vka_att_problem *p,
+                                    vkattn_tensor *out);
+
+/* The forward's dropout (attention_backward.c): args->dropout_p checked
+ * against what its pass takes (p: the checked problem), and the pass
+ * recorded after the main one, which wrote out and the LSE: out
+ * overwritten with sum_j p'(i, j) v_j. */
+vkattn_result vka_att_dropout_check(vkattn_context *ctx, const vkattn_attention_args *args,
+                                    const vka_att_problem *p);
+vkattn_result vka_att_record_dropout(vkattn_context *ctx, VkCommandBuffer cmd,
+                                     const vka_att_problem *p, float dropout_p, uint64_t seed);
+
 /* The MODS bits of a problem. */
 uint32_t vka_att_mod_bits(const vka_att_problem *p);
 

@@ -313,9 +313,8 @@ static void fill_slopes(void *dst, uint64_t bytes, const void *user)
         out[h] = (float)vka_alibi_slope(key[1], max_bias, h);
 }
 
-/* The slopes the kernels read: the caller's, or the standard ones. */
-static vkattn_result slopes_tensor(vkattn_context *ctx, const vka_att_problem *p,
-                                   vkattn_tensor *out)
+vkattn_result vka_att_slopes_tensor(vkattn_context *ctx, const vka_att_problem *p,
+                                    vkattn_tensor *out)
 {
     memset(out, 0, sizeof *out);
     if (!p->mods.alibi)
@@ -456,7 +455,7 @@ static vkattn_result prepare(vkattn_context *ctx, const vka_att_problem *p,
                              const vka_att_config *cfg, prepared *pr)
 {
     const vka_attention_dims *d = &p->dims;
-    VKA_TRY(slopes_tensor(ctx, p, &pr->slopes));
+    VKA_TRY(vka_att_slopes_tensor(ctx, p, &pr->slopes));
     const uint32_t bits = vka_att_mod_bits(p);
     pr->cfg.spec_count = vka_att_config_spec(ctx, p, cfg, pr->cfg.spec, &pr->cfg.rows_per_group);
     pr->cfg.spec_count = mod_spec(p, bits, pr->cfg.spec, pr->cfg.spec_count);
