@@ -119,8 +119,8 @@ static void expect_refused(const char *args, const char *needle, const char *no_
     char err[2048];
     int code = cli_run_with("", args, err, sizeof err);
     if (code == 0 || !strstr(err, needle))
-        fail_msg("vkattn %s: exit %d, stderr \"%s\" (expected a refusal naming \"%s\")", args,
-                 code, err, needle);
+        fail_msg("vkattn %s: exit %d, stderr \"%s\" (expected a refusal naming \"%s\")", args, code,
+                 err, needle);
     if (no_file && cli_exists(cli_path_of(no_file)))
         fail_msg("vkattn %s: left %s behind", args, no_file);
 }

@@ -1,4 +1,5 @@
 /* vkattn attention: scaled dot-product attention on .npy tensors. */
+#include "cli_grads.h"
 #include "cli_job.h"
 #include "cli_kv_inputs.h"
 #include "cli_messages.h"
@@ -60,7 +61,7 @@ static const char help_positions[] =
     "                        --causal-top-left at i)\n"
     "  --k-positions KP.npy  int32 or int64 [B,Tk]: K's positions (default: row j at j)\n";
 
-enum { Q, K, V, MASK, PAD, POS, KPOS, SINKS, SLOPES, HMASK, QOFF, KOFF, N_INPUTS };
+enum { Q, K, V, MASK, PAD, POS, KPOS, SINKS, SLOPES, HMASK, QOFF, KOFF, GRAD, N_INPUTS };
 
 /* One run: what attention adds to cli_job. */
 typedef struct attention_job {
@@ -74,6 +75,7 @@ typedef struct attention_job {
     cli_mods mods;
     cli_kv_inputs kv;    /* --k-dtype, --v-dtype, --quantize-kv */
     cli_offsets offsets; /* --q-offsets, --k-offsets: packed sequences */
+    cli_grads grads;     /* --dropout, --seed, --grads (with --grad-out) */
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     vkattn_buffer *rotated[2]; /* with --rope-theta: Q and K rotated */
@@ -107,6 +109,9 @@ static int own_option(void *user, const char *flag, const char *value)
     int kv = cli_kv_inputs_option(&a->kv, flag, value);
     if (kv != 0)
         return kv;
+    int grads = cli_grads_option(&a->grads, flag, value);
+    if (grads != 0)
+        return grads;
     if (strcmp(flag, "--scale") == 0)
         return cli_parse_float(flag, value, &a->scale) != 0 ? -1 : 1;
     if (strcmp(flag, "--weights-png") == 0) {
@@ -154,8 +159,8 @@ static int check_packed_options(const attention_job *a)
 static int parse_options(attention_job *a, int argc, char **argv)
 {
     char help[16384];
-    snprintf(help, sizeof help, "%s%s%s%s%s%s%s", help_text, cli_kv_inputs_help, cli_offsets_help,
-             cli_mods_help, help_rope, cli_rope_help, help_positions);
+    snprintf(help, sizeof help, "%s%s%s%s%s%s%s%s", help_text, cli_kv_inputs_help, cli_offsets_help,
+             cli_mods_help, help_rope, cli_rope_help, help_positions, cli_grads_help);
     int code = cli_job_parse(&a->job, argc, argv, help, own_option, a);
     if (code != CLI_ARGS_OK)
         return code;
@@ -171,9 +176,25 @@ static int parse_options(attention_job *a, int argc, char **argv)
     const char *positions = in[POS].path ? "--positions" : in[KPOS].path ? "--k-positions" : NULL;
     if (cli_rope_check_given(&a->rope, "attention", positions) != 0)
         return 2;
+    /* what the backward (all of these) and the dropout pass (the first
+     * three) do not take yet */
+    const cli_grads_conflict conflicts[] = {
+        {"--q-offsets", in[QOFF].path != NULL},
+        {"--head-mask", in[HMASK].path != NULL},
+        {"--k-dtype/--v-dtype", a->kv.name[0] || a->kv.name[1]},
+        {"--rope-theta", a->grads.prefix && a->rope.rope.theta != 0},
+        {"--layout bthd", a->grads.prefix && a->bthd},
+    };
+    if (cli_grads_check(&a->grads, in[GRAD].path, conflicts,
+                        (int)(sizeof conflicts / sizeof conflicts[0])) != 0)
+        return 2;
     static const int required[] = {Q, K, V};
     a->job.own_outputs[a->job.n_own_outputs++] =
         (cli_path_use){"--weights-png", a->weights_png, true};
+    static const char *const grad_flags[3] = {"--grads (dq)", "--grads (dk)", "--grads (dv)"};
+    for (int i = 0; i < 3; i++)
+        a->job.own_outputs[a->job.n_own_outputs++] =
+            (cli_path_use){grad_flags[i], a->grads.prefix ? a->grads.paths[i] : NULL, true};
     if (cli_job_check_required(&a->job, required, 3, NULL) != 0 ||
         (a->weights_png && cli_viz_check_output("attention", "--weights-png", a->weights_png) != 0))
         return 2;
@@ -208,7 +229,7 @@ static int load_inputs(void *user)
     attention_job *a = user;
     static const uint32_t ranks[N_INPUTS] = {
         0, 4, 4, 0, 2, CLI_POSITIONS_RANK, CLI_POSITIONS_RANK, CLI_HEADS_RANK, CLI_HEADS_RANK,
-        0, 0, 0};
+        0, 0, 0, 4};
     cli_input *kv[2] = {&a->in[K], &a->in[V]};
     cli_kv_inputs_prepare(&a->kv, kv);
     if (cli_job_load(&a->job, ranks, PAD) != 0 || cli_kv_inputs_load(&a->kv, kv) != 0 ||
@@ -227,6 +248,12 @@ static int load_inputs(void *user)
         return -1;
     }
     if (q->rank == 3) {
+        if (a->grads.prefix || a->grads.dropout != 0.0f) {
+            cli_error("--q %s: a Q of 3 dimensions (broadcast over the batch) does not take "
+                      "%s yet: give Q [B,Hq,Tq,Dk]",
+                      a->in[Q].path, a->grads.prefix ? "--grads" : "--dropout");
+            return -1;
+        }
         if (a->rope.rope.theta != 0) {
             cli_error("--q %s: a Q of 3 dimensions (broadcast over the batch) does not take "
                       "--rope-theta: give Q [B,Hq,Tq,Dk]",
@@ -242,6 +269,13 @@ static int load_inputs(void *user)
         cli_input_swap_dims(&a->in[k], 1, 2);
     if (check_rope_inputs(a) != 0)
         return -1;
+    if (a->in[GRAD].path) { /* O's shape [B,Hq,Tq,Dv] */
+        const int64_t os[4] = {batch_of(a), q->shape[1], q->shape[2], a->in[V].array.shape[3]};
+        static const char *const what[4] = {"K's batch", "Q's heads", "Q's tokens", "V's head dim"};
+        for (uint32_t d = 0; d < 4; d++)
+            if (cli_expect_dim(&a->in[GRAD], d, os[d], what[d]) != 0)
+                return -1;
+    }
     int64_t hq = a->in[Q].array.shape[1];
     /* packed: a head mask's rows are the sequences' */
     int64_t rows = a->offsets.sequences ? (int64_t)a->offsets.sequences : batch_of(a);
@@ -309,16 +343,22 @@ static int run(void *user)
                                   .q_offsets = a->offsets.q,
                                   .k_offsets = a->offsets.k};
     cli_mods_attention(&a->mods, j, &args);
-    vkattn_tensor positions[2] = {{0}};
+    cli_grads_attention(&a->grads, &args);
+    vkattn_tensor positions[2] = {{0}}, dout = {0};
     vkattn_tensor *slots[N_INPUTS] = {
         &args.q,       NULL,          NULL,        &args.mask,         &args.key_padding,
         &positions[0], &positions[1], &args.sinks, &args.alibi_slopes, &args.head_mask,
-        NULL,          NULL};
+        NULL,          NULL,          &dout};
     if (cli_job_upload(j, slots, MASK) != 0 ||
         !(a->bufs[K] = cli_kv_inputs_upload(&a->kv, 0, j->ctx, &a->in[K].array, &args.k)) ||
         !(a->bufs[V] = cli_kv_inputs_upload(&a->kv, 1, j->ctx, &a->in[V].array, &args.v)) ||
         cli_job_create_outputs(j, &args.out, &args.weights, &args.lse) != 0)
         return -1;
+    vkattn_result lse_r = cli_grads_lse(&a->grads, j->ctx, &args);
+    if (lse_r != VKATTN_SUCCESS) {
+        cli_report_error(j->ctx, lse_r, a->in, N_INPUTS);
+        return -1;
+    }
     if (a->bthd) {
         vkattn_tensor *t[4] = {&args.q, &args.k, &args.v, &args.out};
         memcpy(args.out.shape, os, sizeof args.out.shape);
@@ -344,6 +384,8 @@ static int run(void *user)
         r = cli_save_tuning(j->ctx, &j->device);
     if (r == VKATTN_SUCCESS)
         r = vkattn_attention(j->ctx, &args);
+    if (r == VKATTN_SUCCESS)
+        r = cli_grads_run(&a->grads, j->ctx, &args, dout, j->dtype);
     if (r != VKATTN_SUCCESS) {
         cli_report_error(j->ctx, r, a->in, N_INPUTS);
         return -1;
@@ -396,11 +438,12 @@ static int check(void *user)
                                     .q_offsets = a->offsets.q,
                                     .k_offsets = a->offsets.k};
     cli_mods_reference(&a->mods, &a->job, &ra);
-    vkattn_host_tensor positions[2] = {{0}};
+    cli_grads_reference(&a->grads, &ra);
+    vkattn_host_tensor positions[2] = {{0}}, dout = {0};
     vkattn_host_tensor *slots[N_INPUTS] = {
         &ra.q,         &ra.k,         &ra.v,     &ra.mask,         &ra.key_padding,
         &positions[0], &positions[1], &ra.sinks, &ra.alibi_slopes, &ra.head_mask,
-        NULL,          NULL};
+        NULL,          NULL,          &dout};
     cli_job_host_inputs(&a->job, slots);
     ra.k = cli_kv_inputs_host(&a->kv, 0, &a->in[K].array);
     ra.v = cli_kv_inputs_host(&a->kv, 1, &a->in[V].array);
@@ -421,7 +464,8 @@ static int check(void *user)
         cli_error("CPU reference failed: %s", err);
         return -1;
     }
-    return cli_job_compare(&a->job);
+    int status = cli_job_compare(&a->job);
+    return cli_grads_check_reference(&a->grads, &ra, dout, a->job.dtype) != 0 ? 1 : status;
 }
 
 int cli_attention(int argc, char **argv)
@@ -437,7 +481,8 @@ int cli_attention(int argc, char **argv)
                               {"--alibi-slopes", .keep_f32 = true},
                               {"--head-mask", .keep_f32 = true},
                               {"--q-offsets", .external = true},
-                              {"--k-offsets", .external = true}}};
+                              {"--k-offsets", .external = true},
+                              {"--grad-out"}}};
     a.job = (cli_job){.command = "attention",
                       .inputs = a.in,
                       .bufs = a.bufs,
@@ -448,11 +493,18 @@ int cli_attention(int argc, char **argv)
     if (code != CLI_ARGS_OK)
         return code;
     int status = cli_job_run(&a.job, load_inputs, run, check, &a);
+    if (status == 0 && a.grads.prefix) {
+        const char *staged[3];
+        for (int i = 0; i < 3; i++)
+            staged[i] = cli_job_output_path(&a.job, a.grads.paths[i]);
+        status = cli_grads_write(&a.grads, staged);
+    }
     if (status == 0 && a.weights_png)
         status =
             cli_viz_save("--weights-png", cli_job_output_path(&a.job, a.weights_png), &a.png) != 0;
     cli_viz_picture_free(&a.png);
-    for (int k = 0; k < 2; k++) { /* before cli_job_end closes the context */
+    cli_grads_free(&a.grads); /* before cli_job_end closes the context */
+    for (int k = 0; k < 2; k++) {
         vkattn_buffer_destroy(a.rotated[k]);
         free(a.host_rotated[k]);
     }

@@ -52,8 +52,7 @@ int cli_grads_option(cli_grads *g, const char *flag, const char *value)
     return 0;
 }
 
-int cli_grads_check(cli_grads *g, const char *grad_out, const cli_grads_conflict *conflicts,
-                    int n)
+int cli_grads_check(cli_grads *g, const char *grad_out, const cli_grads_conflict *conflicts, int n)
 {
     if (g->seed_given && g->dropout == 0.0f) {
         cli_error("attention: --seed is the dropout's: give --dropout P too");

@@ -13,13 +13,13 @@
 enum { CLI_GRADS_PATH_MAX = 4096 };
 
 typedef struct cli_grads {
-    float dropout;          /* --dropout P, [0, 1) */
-    uint64_t seed;          /* --seed S */
+    float dropout; /* --dropout P, [0, 1) */
+    uint64_t seed; /* --seed S */
     bool seed_given;
-    const char *prefix;     /* --grads PREFIX; NULL: no backward */
+    const char *prefix;                /* --grads PREFIX; NULL: no backward */
     char paths[3][CLI_GRADS_PATH_MAX]; /* PREFIX.dq.npy, .dk.npy, .dv.npy */
-    int64_t shapes[3][4];   /* dq, dk, dv: q's, k's, v's */
-    vkattn_buffer *lse;     /* the LSE when --lse-out does not give one */
+    int64_t shapes[3][4];              /* dq, dk, dv: q's, k's, v's */
+    vkattn_buffer *lse;                /* the LSE when --lse-out does not give one */
     vkattn_buffer *buffers[3];
     float *got[3], *ref[3]; /* read back; --check's reference */
 } cli_grads;
@@ -38,8 +38,7 @@ typedef struct cli_grads_conflict {
     const char *flag;
     bool given;
 } cli_grads_conflict;
-int cli_grads_check(cli_grads *g, const char *grad_out, const cli_grads_conflict *conflicts,
-                    int n);
+int cli_grads_check(cli_grads *g, const char *grad_out, const cli_grads_conflict *conflicts, int n);
 /* The forward's dropout into its args (device and reference). */
 void cli_grads_attention(const cli_grads *g, vkattn_attention_args *a);
 void cli_grads_reference(const cli_grads *g, vkattn_ref_attention_args *r);
