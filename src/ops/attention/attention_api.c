@@ -7,6 +7,7 @@
 #include "spec/error_text.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct named {
@@ -23,7 +24,7 @@ static vka_shape_view view_of(const vkattn_tensor *t)
 
 /* The smallest pieces a call can be cut into must fit one binding each:
  * one head's K and V, one row of the mask and of the key padding. */
-static vkattn_result check_windows(vkattn_context *ctx, const vka_att_problem *p)
+static vkattn_result check_windows(vkattn_context *ctx, const vka_att_problem *p, const char *pre)
 {
     const vka_attention_dims *d = &p->dims;
     struct {
@@ -46,10 +47,10 @@ static vkattn_result check_windows(vkattn_context *ctx, const vka_att_problem *p
         if (!vka_box_fits_storage(ctx, pieces[i].t, &box))
             return vka_fail(
                 ctx, VKATTN_ERROR_UNSUPPORTED,
-                "args->%s: %s spans %llu bytes (kv_len %u, head_dim %u, v_head_dim %u), more "
+                "%s%s: %s spans %llu bytes (kv_len %u, head_dim %u, v_head_dim %u), more "
                 "than one binding of this device can hold (maxStorageBufferRange "
                 "%llu)",
-                pieces[i].name, pieces[i].piece,
+                pre, pieces[i].name, pieces[i].piece,
                 (unsigned long long)vka_box_bytes(pieces[i].t, &box), d->kv_len, d->head_dim,
                 d->v_head_dim, (unsigned long long)ctx->info.max_storage_buffer_range);
     }
@@ -63,10 +64,39 @@ static uint64_t quant_align(const vkattn_context *ctx)
     return a < 16 ? 16 : a;
 }
 
-vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args *args,
-                               vka_att_problem *p)
+/* Every argument's name in messages: `pre` and its field. */
+typedef struct att_names {
+    char q[48], k[48], v[48], out[48], mask[48], key_padding[48], weights[48], sinks[48],
+        alibi_slopes[48], lse[48], head_mask[48], scale[48];
+} att_names;
+
+static void name_args(const char *pre, att_names *n)
+{
+    struct {
+        char *dst;
+        const char *field;
+    } all[] = {{n->q, "q"},
+               {n->k, "k"},
+               {n->v, "v"},
+               {n->out, "out"},
+               {n->mask, "mask"},
+               {n->key_padding, "key_padding"},
+               {n->weights, "weights"},
+               {n->sinks, "sinks"},
+               {n->alibi_slopes, "alibi_slopes"},
+               {n->lse, "lse"},
+               {n->head_mask, "head_mask"},
+               {n->scale, "scale"}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        snprintf(all[i].dst, sizeof n->q, "%s%s", pre, all[i].field);
+}
+
+vkattn_result vka_att_validate_as(vkattn_context *ctx, const vkattn_attention_args *args,
+                                  const char *pre, vka_att_problem *p)
 {
     memset(p, 0, sizeof *p);
+    att_names nm;
+    name_args(pre, &nm);
     vka_attention_shapes s = {0};
     s.q = view_of(&args->q);
     s.k = view_of(&args->k);
@@ -77,7 +107,7 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
     s.weights = view_of(&args->weights);
     s.handle_name = "buffer";
     char error[VKA_ERROR_MAX];
-    vkattn_result r = vka_attention_check(&s, "args->", &p->dims, error, sizeof error);
+    vkattn_result r = vka_attention_check(&s, pre, &p->dims, error, sizeof error);
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", error);
     vka_score_mods_args mods = {
@@ -89,21 +119,21 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
         .alibi_slopes = view_of(&args->alibi_slopes),
         .lse = view_of(&args->lse),
     };
-    r = vka_score_mods_check(&mods, &p->dims, "args->", false, &p->mods, error, sizeof error);
+    r = vka_score_mods_check(&mods, &p->dims, pre, false, &p->mods, error, sizeof error);
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", error);
 
     named tensors[] = {
-        {&args->q, &p->q, "args->q"},
-        {&args->k, &p->k, "args->k"},
-        {&args->v, &p->v, "args->v"},
-        {&args->out, &p->out, "args->out"},
-        {&args->mask, &p->mask, "args->mask"},
-        {&args->key_padding, &p->key_padding, "args->key_padding"},
-        {&args->weights, &p->weights, "args->weights"},
-        {&args->sinks, &p->sinks, "args->sinks"},
-        {&args->alibi_slopes, &p->alibi_slopes, "args->alibi_slopes"},
-        {&args->lse, &p->lse, "args->lse"},
+        {&args->q, &p->q, nm.q},
+        {&args->k, &p->k, nm.k},
+        {&args->v, &p->v, nm.v},
+        {&args->out, &p->out, nm.out},
+        {&args->mask, &p->mask, nm.mask},
+        {&args->key_padding, &p->key_padding, nm.key_padding},
+        {&args->weights, &p->weights, nm.weights},
+        {&args->sinks, &p->sinks, nm.sinks},
+        {&args->alibi_slopes, &p->alibi_slopes, nm.alibi_slopes},
+        {&args->lse, &p->lse, nm.lse},
     };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
         if (!tensors[i].in->buffer)
@@ -119,7 +149,7 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
         vka_query_view4(&p->dims, p->q.shape, p->q.strides);
         p->q.rank = 4;
     }
-    r = vka_bool_mask_check(args->bool_mask, "args->", error, sizeof error);
+    r = vka_bool_mask_check(args->bool_mask, pre, error, sizeof error);
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", error);
     p->mask_true_blocks = args->bool_mask == VKATTN_BOOL_MASK_TRUE_BLOCKS;
@@ -136,68 +166,65 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
     const uint32_t qs = (uint32_t)vkattn_dtype_size(p->dims.q_dtype);
     const uint32_t ks = (uint32_t)vkattn_dtype_size(p->dims.kv_dtype);
     const uint32_t vs = (uint32_t)vkattn_dtype_size(p->dims.v_dtype);
-    VKA_TRY(vka_tensor_check_rows(ctx, &p->q, "args->q", k_odd ? 1 : 4, k_odd ? qs : 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->q, nm.q, k_odd ? 1 : 4, k_odd ? qs : 16));
     /* (quantized k and v: vka_tensor_resolve_quant's rules, stricter) */
     if (!vka_dtype_is_quantized(p->dims.kv_dtype))
-        VKA_TRY(vka_tensor_check_rows(ctx, &p->k, "args->k", k_odd ? 1 : 4, k_odd ? ks : 16));
+        VKA_TRY(vka_tensor_check_rows(ctx, &p->k, nm.k, k_odd ? 1 : 4, k_odd ? ks : 16));
     if (!vka_dtype_is_quantized(p->dims.v_dtype))
-        VKA_TRY(vka_tensor_check_rows(ctx, &p->v, "args->v", v_odd ? 1 : 4, v_odd ? vs : 16));
-    VKA_TRY(vka_tensor_check_rows(ctx, &p->out, "args->out", v_odd ? 1 : 4, v_odd ? qs : 16));
+        VKA_TRY(vka_tensor_check_rows(ctx, &p->v, nm.v, v_odd ? 1 : 4, v_odd ? vs : 16));
+    VKA_TRY(vka_tensor_check_rows(ctx, &p->out, nm.out, v_odd ? 1 : 4, v_odd ? qs : 16));
     uint32_t out_kind = vka_storage_kind(ctx, p->dims.q_dtype);
     if (v_odd && (out_kind == VKA_STORAGE_F16P || out_kind == VKA_STORAGE_BF16)) {
         char b[VKA_DTYPE_TEXT];
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                        "args->v.shape[3] (v_head_dim) %u is not a multiple of 8, which needs "
+                        "%s.shape[3] (v_head_dim) %u is not a multiple of 8, which needs "
                         "out written element by element: a %s out is stored as pairs in 32-bit "
                         "words on this device (%s), so it cannot be",
-                        p->dims.v_head_dim, vka_dtype_text(p->dims.q_dtype, b),
+                        nm.v, p->dims.v_head_dim, vka_dtype_text(p->dims.q_dtype, b),
                         out_kind == VKA_STORAGE_BF16 ? "bf16 always is"
                                                      : "no 16-bit storage buffer access");
     }
-    VKA_TRY(vka_tensor_check_output(ctx, &p->out, "args->out"));
+    VKA_TRY(vka_tensor_check_output(ctx, &p->out, nm.out));
     if (p->weights.buffer)
-        VKA_TRY(vka_tensor_check_output(ctx, &p->weights, "args->weights"));
+        VKA_TRY(vka_tensor_check_output(ctx, &p->weights, nm.weights));
     const vkattn_tensor *heads[2] = {&p->sinks, &p->alibi_slopes};
-    static const char *const head_names[2] = {"args->sinks", "args->alibi_slopes"};
+    const char *const head_names[2] = {nm.sinks, nm.alibi_slopes};
     for (size_t i = 0; i < 2; i++)
         if (heads[i]->buffer && p->dims.num_heads > 1 && heads[i]->strides[0] != 1)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                             "%s.strides[0] is %lld: it must be contiguous (stride 1)",
                             head_names[i], (long long)heads[i]->strides[0]);
     if (p->lse.buffer) {
-        VKA_TRY(vka_tensor_check_output(ctx, &p->lse, "args->lse"));
+        VKA_TRY(vka_tensor_check_output(ctx, &p->lse, nm.lse));
         /* the kernels' push constants hold no query stride for it */
         if (p->dims.q_len > 1 && p->lse.strides[2] != 1)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
-                            "args->lse.strides[2] is %lld: the LSE's query dimension must be "
+                            "%s.strides[2] is %lld: the LSE's query dimension must be "
                             "contiguous (stride 1)",
-                            (long long)p->lse.strides[2]);
+                            nm.lse, (long long)p->lse.strides[2]);
     }
     const vkattn_tensor *inputs[] = {&p->q,           &p->k,     &p->v,           &p->mask,
                                      &p->key_padding, &p->sinks, &p->alibi_slopes};
-    static const char *const input_names[] = {
-        "args->q",           "args->k",     "args->v",           "args->mask",
-        "args->key_padding", "args->sinks", "args->alibi_slopes"};
+    const char *const input_names[] = {nm.q,           nm.k,     nm.v,           nm.mask,
+                                       nm.key_padding, nm.sinks, nm.alibi_slopes};
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
-        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->out, "args->out", inputs[i], input_names[i]));
-        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->weights, "args->weights", inputs[i],
-                                          input_names[i]));
-        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, "args->lse", inputs[i], input_names[i]));
+        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->out, nm.out, inputs[i], input_names[i]));
+        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->weights, nm.weights, inputs[i], input_names[i]));
+        VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, nm.lse, inputs[i], input_names[i]));
     }
     VKA_TRY(vka_att_check_head_mask(ctx, &args->head_mask, p->dims.batch, p->dims.num_heads,
-                                    "args->head_mask", &p->head_mask));
+                                    nm.head_mask, &p->head_mask));
     const vkattn_tensor *outputs[3] = {&p->out, &p->weights, &p->lse};
-    static const char *const output_names[3] = {"args->out", "args->weights", "args->lse"};
+    const char *const output_names[3] = {nm.out, nm.weights, nm.lse};
     for (size_t i = 0; i < 3; i++)
         VKA_TRY(vka_tensor_check_disjoint(ctx, outputs[i], output_names[i], &p->head_mask,
-                                          "args->head_mask"));
-    VKA_TRY(vka_tensor_check_disjoint(ctx, &p->weights, "args->weights", &p->out, "args->out"));
-    VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, "args->lse", &p->out, "args->out"));
-    VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, "args->lse", &p->weights, "args->weights"));
+                                          nm.head_mask));
+    VKA_TRY(vka_tensor_check_disjoint(ctx, &p->weights, nm.weights, &p->out, nm.out));
+    VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, nm.lse, &p->out, nm.out));
+    VKA_TRY(vka_tensor_check_disjoint(ctx, &p->lse, nm.lse, &p->weights, nm.weights));
 
     double scale;
-    r = vka_attention_scale(args->scale, p->dims.head_dim, "args->scale", &scale, error,
-                            sizeof error);
+    r = vka_attention_scale(args->scale, p->dims.head_dim, nm.scale, &scale, error, sizeof error);
     if (r != VKATTN_SUCCESS)
         return vka_fail(ctx, r, "%s", error);
     p->scale = (float)scale;
@@ -207,7 +234,13 @@ vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args 
      * changes nothing: the kernels run without one. */
     uint64_t reach = (uint64_t)p->dims.q_len + p->dims.kv_len;
     p->window = p->mods.window >= reach ? 0 : p->mods.window;
-    return check_windows(ctx, p);
+    return check_windows(ctx, p, pre);
+}
+
+vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args *args,
+                               vka_att_problem *p)
+{
+    return vka_att_validate_as(ctx, args, "args->", p);
 }
 
 /* ----------------------------------------------------------------- API */

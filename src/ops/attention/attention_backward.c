@@ -2,11 +2,10 @@
  * backward" in vkattn/ops.h) - checks, tiles, bindings and the three
  * dispatches (attention_bwd_dkdv.comp, attention_bwd_dq.comp,
  * attention_bwd_dsinks.comp). The forward's own checks run first, on
- * args->forward, and their messages are renamed to say so. */
+ * args->forward, naming its fields so. */
 #include "ops/attention/attention_internal.h"
 #include "vka_spirv.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* Push constants of attention_bwd.glsl (128 bytes). */
@@ -67,28 +66,6 @@ typedef struct bwd_call {
     uint64_t seed;
     uint32_t wg, tile; /* workgroup size, BR = BC */
 } bwd_call;
-
-/* The forward's checks name "args->q"; here that is args->forward.q. */
-static vkattn_result renamed(vkattn_context *ctx, vkattn_result r)
-{
-    if (r == VKATTN_SUCCESS)
-        return r;
-    char was[VKA_ERROR_MAX], now[VKA_ERROR_MAX];
-    snprintf(was, sizeof was, "%s", ctx->last_error);
-    size_t n = 0;
-    for (const char *s = was; *s && n + 1 < sizeof now;) {
-        if (strncmp(s, "args->", 6) == 0) {
-            n += (size_t)snprintf(now + n, sizeof now - n, "args->forward.");
-            if (n >= sizeof now)
-                break;
-            s += 6;
-        } else {
-            now[n++] = *s++;
-        }
-    }
-    now[n < sizeof now ? n : sizeof now - 1] = '\0';
-    return vka_fail(ctx, r, "%s", now);
-}
 
 /* Shared memory of the dkdv kernel (the larger) for tiles of t rows and
  * keys. */
@@ -250,13 +227,19 @@ static vkattn_result check_gradients(vkattn_context *ctx, const vkattn_attention
     return VKATTN_SUCCESS;
 }
 
-/* Every tensor whole in one binding, the grids within the device's. */
-static vkattn_result check_fit(vkattn_context *ctx, bwd_call *c)
+/* Every tensor whole in one binding, the grids within the device's; `pre`
+ * names the forward's tensors ("args->forward.", or "args->" for the
+ * dropout pass). */
+static vkattn_result check_fit(vkattn_context *ctx, bwd_call *c, const char *pre)
 {
     const vka_att_problem *p = &c->p;
     const vkattn_tensor *all[] = {&p->q,   &p->k,    &p->v,           &p->out,   &c->dout,
                                   &p->lse, &p->mask, &p->key_padding, &p->sinks, &p->alibi_slopes,
                                   &c->dq,  &c->dk,   &c->dv,          &c->dsinks};
+    static const char *const names[] = {"q",   "k",    "v",           "out",   "dout",
+                                        "lse", "mask", "key_padding", "sinks", "alibi_slopes",
+                                        "dq",  "dk",   "dv",          "dsinks"};
+    _Static_assert(sizeof names / sizeof names[0] == sizeof all / sizeof all[0], "a name each");
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const vkattn_tensor *t = all[i];
         if (!t->buffer)
@@ -266,9 +249,12 @@ static vkattn_result check_fit(vkattn_context *ctx, bwd_call *c)
             box.count[d] = (uint64_t)t->shape[d];
         if (!vka_box_fits_storage(ctx, t, &box))
             return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED,
-                            "vkattn_attention_backward: a tensor of %llu bytes does not fit one "
-                            "storage binding of this device (the backward binds each whole)",
-                            (unsigned long long)vka_box_bytes(t, &box));
+                            "%s%s spans %llu bytes: more than one storage binding of this "
+                            "device holds (maxStorageBufferRange %llu; the backward binds each "
+                            "tensor whole)",
+                            i == 4 || i >= 10 ? "args->" : pre, names[i],
+                            (unsigned long long)vka_box_bytes(t, &box),
+                            (unsigned long long)ctx->info.max_storage_buffer_range);
     }
     const uint32_t dk = p->dims.head_dim, dv = p->dims.v_head_dim;
     c->wg = vka_workgroup_size(ctx, BWD_WORKGROUP);
@@ -315,7 +301,7 @@ static vkattn_result check_backward(vkattn_context *ctx, const void *in, void *o
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
                         "args->forward.weights is given: the backward takes none (leave its "
                         "buffer NULL)");
-    VKA_TRY(renamed(ctx, vka_att_validate(ctx, f, &c->p)));
+    VKA_TRY(vka_att_validate_as(ctx, f, "args->forward.", &c->p));
     VKA_TRY(check_scope(ctx, f, &c->p, "args->forward.", "the backward"));
     if (!(f->dropout_p >= 0.0f && f->dropout_p < 1.0f))
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT,
@@ -325,7 +311,7 @@ static vkattn_result check_backward(vkattn_context *ctx, const void *in, void *o
     c->dropout = c->threshold != 0;
     c->seed = f->dropout_seed;
     VKA_TRY(check_gradients(ctx, a, c));
-    return check_fit(ctx, c);
+    return check_fit(ctx, c, "args->forward.");
 }
 
 /* ---------------------------------------------------------------- record */
@@ -354,10 +340,11 @@ static void strides3(const vkattn_tensor *t, uint32_t s[3])
         s[d] = t->shape[d] > 1 ? (uint32_t)(t->strides[d] / 4) : 0;
 }
 
-/* The push constants and bindings 0-9 of a call; `out` bound at 10 (the
- * dq slot) when given. */
+/* The push constants, bindings 0-9 of a call and those of dq (or the
+ * dropout pass's out), dk, dv and dsinks in grads[4] (a dummy where
+ * absent), and the specialization constants. */
 static vkattn_result prepare(vkattn_context *ctx, const bwd_call *c, bwd_push *push,
-                             vka_binding bind[12], uint32_t *spec)
+                             vka_binding bind[12], vka_binding grads[4], uint32_t *spec)
 {
     const vka_att_problem *p = &c->p;
     const vka_attention_dims *d = &p->dims;
@@ -415,11 +402,10 @@ static vkattn_result prepare(vkattn_context *ctx, const bwd_call *c, bwd_push *p
     VKA_TRY(vka_att_slopes_tensor(ctx, p, &slopes));
     VKA_TRY(bind_whole(ctx, &slopes, false, &bind[9], &off[9]));
     uint32_t dq_off, dk_off, dv_off, ds_off;
-    VKA_TRY(bind_whole(ctx, &c->dq, true, &bind[10], &dq_off));
-    VKA_TRY(bind_whole(ctx, &c->dk, true, &bind[11], &dk_off));
-    vka_binding unused;
-    VKA_TRY(bind_whole(ctx, &c->dv, true, &unused, &dv_off));
-    VKA_TRY(bind_whole(ctx, &c->dsinks, false, &unused, &ds_off));
+    VKA_TRY(bind_whole(ctx, &c->dq, true, &grads[0], &dq_off));
+    VKA_TRY(bind_whole(ctx, &c->dk, true, &grads[1], &dk_off));
+    VKA_TRY(bind_whole(ctx, &c->dv, true, &grads[2], &dv_off));
+    VKA_TRY(bind_whole(ctx, &c->dsinks, false, &grads[3], &ds_off));
     push->quad_offs =
         off[0] | off[1] << 5 | off[2] << 10 | off[3] << 15 | off[4] << 20 | dq_off << 25;
     push->mask_offs = off[6] | off[7] << 8 | dk_off << 16 | dv_off << 21;
@@ -440,13 +426,9 @@ static vkattn_result record_backward(vkattn_context *ctx, VkCommandBuffer cmd, c
     const bwd_call *c = call;
     const vka_attention_dims *d = &c->p.dims;
     bwd_push push;
-    vka_binding bind[12];
+    vka_binding bind[12], grads[4];
     uint32_t spec[ATT_SPEC_MODS_ID + 3];
-    VKA_TRY(prepare(ctx, c, &push, bind, spec));
-    vka_binding dq_bind = bind[10], dk_bind = bind[11], dv_bind, ds_bind;
-    uint32_t unused;
-    VKA_TRY(bind_whole(ctx, &c->dv, true, &dv_bind, &unused));
-    VKA_TRY(bind_whole(ctx, &c->dsinks, false, &ds_bind, &unused));
+    VKA_TRY(prepare(ctx, c, &push, bind, grads, spec));
 
     const uint32_t in = vka_storage_kind(ctx, d->q_dtype);
     const uint32_t outk = vka_storage_kind(ctx, c->dq.dtype);
@@ -456,16 +438,16 @@ static vkattn_result record_backward(vkattn_context *ctx, VkCommandBuffer cmd, c
     const uint32_t nspec = ATT_SPEC_MODS_ID + 3;
     vka_pipeline *pipe;
 
-    bind[10] = dk_bind, bind[11] = dv_bind;
+    bind[10] = grads[1], bind[11] = grads[2];
     VKA_TRY(vka_pipeline_get(ctx, kdkdv, spec, nspec, &pipe));
     VKA_TRY(vka_cmd_dispatch(ctx, cmd, pipe, bind, &push, vka_div_up(d->kv_len, c->tile),
                              d->num_kv_heads, d->batch));
-    bind[10] = dq_bind;
+    bind[10] = grads[0];
     VKA_TRY(vka_pipeline_get(ctx, kdq, spec, nspec, &pipe));
     VKA_TRY(vka_cmd_dispatch(ctx, cmd, pipe, bind, &push, vka_div_up(d->q_len, c->tile),
                              d->num_heads, d->batch));
     if (c->dsinks.buffer) {
-        bind[10] = ds_bind;
+        bind[10] = grads[3];
         bwd_push ps = push;
         ps.m_sb = d->batch; /* the sinks kernel reads B there */
         VKA_TRY(vka_pipeline_get(ctx, &dsinks_kernels[in], spec, nspec, &pipe));
@@ -493,7 +475,7 @@ vkattn_result vka_att_dropout_check(vkattn_context *ctx, const vkattn_attention_
     bwd_call c;
     memset(&c, 0, sizeof c);
     c.p = *p;
-    return check_fit(ctx, &c);
+    return check_fit(ctx, &c, "args->");
 }
 
 vkattn_result vka_att_record_dropout(vkattn_context *ctx, VkCommandBuffer cmd,
@@ -508,16 +490,17 @@ vkattn_result vka_att_record_dropout(vkattn_context *ctx, VkCommandBuffer cmd,
     bwd_call c;
     memset(&c, 0, sizeof c);
     c.p = *p;
-    VKA_TRY(check_fit(ctx, &c));
+    VKA_TRY(check_fit(ctx, &c, "args->"));
     c.dq = p->out; /* the pass's output, at binding 10 */
     c.threshold = vkattn_dropout_threshold(dropout_p);
     c.dropout = c.threshold != 0;
     c.seed = seed;
     bwd_push push;
-    vka_binding bind[12];
+    vka_binding bind[12], grads[4];
     uint32_t spec[ATT_SPEC_MODS_ID + 3];
-    VKA_TRY(prepare(ctx, &c, &push, bind, spec));
+    VKA_TRY(prepare(ctx, &c, &push, bind, grads, spec));
     VKA_TRY(vka_bind_dummy(ctx, VK_FORMAT_UNDEFINED, &bind[3])); /* out is written, not read */
+    bind[10] = grads[0];
     vka_pipeline *pipe;
     VKA_TRY(vka_pipeline_get(ctx, &kernels[vka_storage_kind(ctx, p->dims.q_dtype)], spec,
                              ATT_SPEC_MODS_ID + 3, &pipe));

@@ -119,6 +119,10 @@ uint32_t vka_att_mod_bits(const vka_att_problem *p);
  * Nothing is recorded. (attention_api.c) */
 vkattn_result vka_att_validate(vkattn_context *ctx, const vkattn_attention_args *args,
                                vka_att_problem *p);
+/* The same with every name in messages starting with `pre` instead of
+ * "args->" (the backward's "args->forward."). */
+vkattn_result vka_att_validate_as(vkattn_context *ctx, const vkattn_attention_args *args,
+                                  const char *pre, vka_att_problem *p);
 
 /* Packed ragged batches (args->sequences > 0; attention_packed.c): the
  * whole call and every sequence's are checked (`whole`: the packed tensors
