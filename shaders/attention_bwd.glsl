@@ -102,6 +102,17 @@ float head_slope(uint h) {
     return s;
 }
 
+// Dr of the formulas: dot(dout_i, out_i) over the row's dvq quads, for
+// query i of head h, batch row b.
+float row_dr(uint b, uint h, uint i, uint dvq) {
+    uint go = G_OFF + b * pc.g_sb + h * pc.g_sh + i * pc.g_st;
+    uint oo = O_OFF + b * pc.o_sb + h * pc.o_sh + i * pc.o_st;
+    float dr = 0.0;
+    for (uint d = 0u; d < dvq; d++)
+        dr += dot(g_load4(go + d), o_load4(oo + d));
+    return dr;
+}
+
 // The dropout scale of (b, h, i, j): 1 / (1 - p) when kept, 0 when dropped,
 // 1 without dropout.
 float keep_scale(uint b, uint h, uint i, uint j) {

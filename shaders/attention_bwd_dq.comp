@@ -56,10 +56,7 @@ void main() {
         uint i = i0 + r;
         float dr = 0.0, lse = NEG_INF;
         if (i < pc.q_len) {
-            uint go = G_OFF + b * pc.g_sb + h * pc.g_sh + i * pc.g_st;
-            uint oo = O_OFF + b * pc.o_sb + h * pc.o_sh + i * pc.o_st;
-            for (uint d = 0u; d < DVQ; d++)
-                dr += dot(g_load4(go + d), o_load4(oo + d));
+            dr = row_dr(b, h, i, DVQ);
             lse = row_lse(b, h, i);
         }
         sdr[r] = dr;

@@ -26,12 +26,7 @@ void main() {
         float lse = row_lse(b, h, i);
         if (lse == NEG_INF)
             continue;
-        uint go = G_OFF + b * pc.g_sb + h * pc.g_sh + i * pc.g_st;
-        uint oo = O_OFF + b * pc.o_sb + h * pc.o_sh + i * pc.o_st;
-        float dr = 0.0;
-        for (uint d = 0u; d < DVQ; d++)
-            dr += dot(g_load4(go + d), o_load4(oo + d));
-        sum -= exp2((sink - lse) * LOG2E) * dr;
+        sum -= exp2((sink - lse) * LOG2E) * row_dr(b, h, i, DVQ);
     }
     partial[t] = sum;
     barrier();
