@@ -355,6 +355,12 @@ foreach(dt IN LISTS VKATTN_STORAGE_TYPES ITEMS bf16)
   vkattn_shader(rope_${dt} rope.comp DEFINES DT=${dt} ${extra})
 endforeach()
 
+# gemm_grad.comp: the backward GEMMs and column sums (src/ops/linear/
+# linear_grad.c); dtypes are push constants over 32-bit words, one variant.
+# mha_heads_bwd.comp: the layer's backward through QK-norm and RoPE (f32).
+vkattn_shader(gemm_grad gemm_grad.comp)
+vkattn_shader(mha_heads_bwd mha_heads_bwd.comp)
+
 # selftest_*.comp: the start-up self-test's probes (src/core/selftest_probes.c):
 # the subgroup contract, the texel-buffer formats, 16-bit storage, shared
 # memory with barriers.

@@ -385,6 +385,31 @@ VKATTN_API vkattn_result vkattn_cmd_linear(vkattn_context *ctx, VkCommandBuffer 
 /* Submit-and-wait form. */
 VKATTN_API vkattn_result vkattn_linear(vkattn_context *ctx, const vkattn_linear_args *args);
 
+/* The gradients of y = x W^T + b from dy (y's shape), the two backward
+ * GEMMs and a column sum:
+ *     dx = dy W        [M, K]  (x's shape)
+ *     dw = dy^T x      [N, K]  (w's shape)
+ *     db = sum over rows of dy   [N]
+ * forward.x, forward.w as the forward took them (f32, f16 or bf16; q8_0
+ * weights are refused: they are not trained); forward.b and forward.y are
+ * not read. dy f32, f16 or bf16; the outputs f32 whatever the inputs'
+ * dtype (what an optimizer's master weights take), each optional (buffer
+ * NULL: not computed), last dimension contiguous; with `accumulate` they
+ * are added to what the outputs hold (torch's .grad +=), else overwritten.
+ * Tiled, f32 accumulation, deterministic (no atomics). */
+typedef struct vkattn_linear_backward_args {
+    vkattn_linear_args forward;
+    vkattn_tensor dy;
+    vkattn_tensor dx, dw, db; /* outputs, f32 */
+    bool accumulate;
+} vkattn_linear_backward_args;
+
+VKATTN_API vkattn_result vkattn_cmd_linear_backward(vkattn_context *ctx, VkCommandBuffer cmd,
+                                                    const vkattn_linear_backward_args *args);
+/* Submit-and-wait form. */
+VKATTN_API vkattn_result vkattn_linear_backward(vkattn_context *ctx,
+                                                const vkattn_linear_backward_args *args);
+
 /* --------------------------------------------------------------- attention */
 
 /* Attention on tensors: see "attention semantics" above for shapes, GQA and
@@ -651,6 +676,12 @@ typedef struct vkattn_mha_forward_args {
      * [sequences, Hq]; mask, key_padding and weights are refused. */
     uint32_t sequences;
     const int32_t *q_offsets, *k_offsets;
+    /* Dropout on the attention probabilities (torch's dropout in training
+     * mode), as vkattn_attention_args take it: dropout_p in [0, 1) (0:
+     * none), the mask drawn from dropout_seed with batch row b and query
+     * head h of the layer. */
+    float dropout_p;
+    uint64_t dropout_seed;
 } vkattn_mha_forward_args;
 
 /* Head importance for given inputs: importance[h] (Hq floats) is the root
@@ -701,5 +732,59 @@ VKATTN_API vkattn_result vkattn_cmd_mha_forward(vkattn_mha *mha, VkCommandBuffer
                                                 const vkattn_mha_forward_args *args);
 /* Submit-and-wait form. */
 VKATTN_API vkattn_result vkattn_mha_forward(vkattn_mha *mha, const vkattn_mha_forward_args *args);
+
+/* ------------------------------------------------------ MHA layer backward
+ *
+ * The gradients of a loss through the layer, from the forward's inputs and
+ * dy (the loss's gradient of y): the forward is recomputed (projections,
+ * QK-norm, RoPE, attention with its LSE, into the scratch), then
+ *     dO = dy Wo,  dWo = dy^T O,  dbo = column sums of dy,
+ *     dQ, dK, dV: vkattn_attention_backward (dropout's mask regenerated),
+ *     through RoPE (the inverse rotation) and QK-norm (RMSNorm's backward,
+ *     and the norm weights' gradients summed over tokens and heads),
+ *     dWq = dQ^T X, dbq = column sums of dQ, dX = dQ Wq + dK Wk + dV Wv
+ *     (self-attention; with kv / value the keys' and values' shares go to
+ *     dkv and dvalue), alike for Wk and Wv.
+ * Every gradient is f32 whatever the layer's dtype, computed with f32
+ * accumulation, deterministic (no atomics: the same bits every run), and
+ * overwritten (accumulate: added to what the tensor holds). */
+typedef struct vkattn_mha_grads {
+    /* Optional each (buffer NULL: not computed), f32, contiguous, shapes as
+     * vkattn_mha_weights' (torch names): wq [Hq*Dk, Dm], wk [Hkv*Dk, Dkv],
+     * wv [Hkv*Dv, Dvin], wo [Dm, Hq*Dv]; with desc.bias bq, bk, bv, bo;
+     * with desc.qk_norm q_norm and k_norm [Dh]; with desc.sinks sinks [Hq]. */
+    vkattn_tensor wq, wk, wv, wo;
+    vkattn_tensor bq, bk, bv, bo;
+    vkattn_tensor q_norm, k_norm, sinks;
+} vkattn_mha_grads;
+
+typedef struct vkattn_mha_backward_args {
+    /* The forward call as it was made (its y is not read and may be
+     * absent; its weights must be absent). Its scratch, when given, must
+     * hold vkattn_mha_backward_scratch_size bytes. Not taken: packed
+     * sequences, a head mask, layers with add_bias_kv or add_zero_attn,
+     * q8_0 weights. */
+    vkattn_mha_forward_args forward;
+    vkattn_tensor dy; /* y's shape, the layer's dtype */
+    /* Outputs, f32, optional each: x's, kv's and value's shapes (dkv only
+     * with forward.kv, dvalue only with forward.value). */
+    vkattn_tensor dx, dkv, dvalue;
+    vkattn_mha_grads grads;
+    bool accumulate; /* add to the outputs instead of overwriting them */
+} vkattn_mha_backward_args;
+
+/* Bytes of scratch a backward with these sizes needs (more than the
+ * forward's: it also holds the LSE, dO, dQ, dK, dV and their projections'
+ * gradients, in f32). */
+VKATTN_API vkattn_result vkattn_mha_backward_scratch_size(vkattn_mha *mha, uint32_t batch,
+                                                          uint32_t q_len, uint32_t kv_len,
+                                                          uint64_t *bytes);
+/* Makes the layer's own scratch large enough for a backward of these sizes. */
+VKATTN_API vkattn_result vkattn_mha_reserve_backward(vkattn_mha *mha, uint32_t batch,
+                                                     uint32_t q_len, uint32_t kv_len);
+VKATTN_API vkattn_result vkattn_cmd_mha_backward(vkattn_mha *mha, VkCommandBuffer cmd,
+                                                 const vkattn_mha_backward_args *args);
+/* Submit-and-wait form (grows the layer's own scratch as needed). */
+VKATTN_API vkattn_result vkattn_mha_backward(vkattn_mha *mha, const vkattn_mha_backward_args *args);
 
 #endif /* VKATTN_OPS_H */

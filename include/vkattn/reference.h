@@ -146,6 +146,17 @@ typedef struct vkattn_ref_linear_args {
 VKATTN_API vkattn_result vkattn_ref_linear(const vkattn_ref_linear_args *args, char *error,
                                            size_t error_size);
 
+/* The gradients of vkattn_ref_linear in double: dx = dy W, dw = dy^T x,
+ * db = column sums of dy (each optional: data NULL; f32 outputs). x and w
+ * f32, f16 or bf16 (q8_0 refused), dy f32. */
+typedef struct vkattn_ref_linear_backward_args {
+    vkattn_ref_linear_args forward; /* x and w; b and y not read */
+    vkattn_host_tensor dy, dx, dw, db;
+} vkattn_ref_linear_backward_args;
+
+VKATTN_API vkattn_result vkattn_ref_linear_backward(const vkattn_ref_linear_backward_args *args,
+                                                    char *error, size_t error_size);
+
 /* A whole MHA layer: see "MHA layer", with the desc's QK-norm, RoPE and
  * scale. x [B, Tq, Dm]; kv [B, Tk, Dkv] (optional: data NULL means
  * self-attention); value [B, Tk, Dvin] (optional: data NULL means the
@@ -176,11 +187,40 @@ typedef struct vkattn_ref_mha_args {
     /* packed ragged batches, as in vkattn_mha_forward_args */
     uint32_t sequences;
     const int32_t *q_offsets, *k_offsets;
+    /* dropout, as in vkattn_mha_forward_args */
+    float dropout_p;
+    uint64_t dropout_seed;
 } vkattn_ref_mha_args;
 
 VKATTN_API vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc,
                                         const vkattn_mha_weights *weights,
                                         const vkattn_ref_mha_args *args, char *error,
                                         size_t error_size);
+
+/* The gradients of vkattn_ref_mha (see "MHA layer backward"), in double
+ * from the inputs alone (forward.y is not read). Weights f32 (weights->dtype
+ * f32), given apart (wq, wk, wv) or packed (wqkv). dy f32 [B, Tq, Dm];
+ * outputs f32, each optional (data NULL), shapes as vkattn_mha_grads':
+ * dx [B, Tq, Dm], dkv and dvalue as forward.kv and forward.value; the
+ * weights' gradients in `grads` (host tensors with the same names). Not
+ * taken: packed sequences, a head mask, kv_cache_dtype, add_bias_kv and
+ * add_zero_attn, and forward.weights. */
+typedef struct vkattn_ref_mha_grads {
+    vkattn_host_tensor wq, wk, wv, wo;
+    vkattn_host_tensor bq, bk, bv, bo;
+    vkattn_host_tensor q_norm, k_norm, sinks;
+} vkattn_ref_mha_grads;
+
+typedef struct vkattn_ref_mha_backward_args {
+    vkattn_ref_mha_args forward;
+    vkattn_host_tensor dy;
+    vkattn_host_tensor dx, dkv, dvalue;
+    vkattn_ref_mha_grads grads;
+} vkattn_ref_mha_backward_args;
+
+VKATTN_API vkattn_result vkattn_ref_mha_backward(const vkattn_mha_desc *desc,
+                                                 const vkattn_mha_weights *weights,
+                                                 const vkattn_ref_mha_backward_args *args,
+                                                 char *error, size_t error_size);
 
 #endif /* VKATTN_REFERENCE_H */

@@ -291,6 +291,10 @@ static vkattn_result plan_layer(const vkattn_mha_desc *d, const vka_mha_weight_v
     aa.window = d->window;
     aa.softcap = d->softcap;
     aa.head_mask = args->head_mask;
+    /* the layer's batch row b and query head h are the dropout's b and h
+     * (packed: the sequence's index, set by run_packed) */
+    aa.dropout_p = args->dropout_p;
+    aa.dropout_seed = args->dropout_seed;
     int64_t heads = d->num_heads;
     plan->nl = plan->nw = 0;
     memset(&plan->weights, 0, sizeof plan->weights);
@@ -628,8 +632,10 @@ static vkattn_result run_packed(const vkattn_mha_desc *d, const vka_mha_weight_v
         }
     }
     for (uint32_t i = 0; r == VKATTN_SUCCESS && i < args->sequences; i++)
-        if (args->q_offsets[i + 1] != args->q_offsets[i])
+        if (args->q_offsets[i + 1] != args->q_offsets[i]) {
+            plans[i].ap.dropout_batch = i; /* the dropout's b is the sequence */
             r = run_layer(&plans[i], error, error_size);
+        }
     free(plans);
     return r;
 }

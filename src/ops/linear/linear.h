@@ -104,4 +104,33 @@ vkattn_result vka_linear_segments_check(vkattn_context *ctx, const vka_linear_se
 vkattn_result vka_cmd_linear_segments(vkattn_context *ctx, VkCommandBuffer cmd,
                                       const vka_linear_segments_args *args);
 
+/* The backward GEMMs (linear_grad.c, shaders/gemm_grad.comp):
+ *     C[m, n] = sum_k A[m, k] B[k, n] (+ bias[n]) (+ C[m, n] with accumulate)
+ * over operands read through free element strides, so transposes cost
+ * nothing. An operand is a buffer, the byte offset of its element (0, 0),
+ * its dtype (f32, f16 or bf16; C f32, or f16 / bf16 when N, C's row stride
+ * and its element offset are even and s1 is 1) and the element strides of
+ * its two indices (A: m, k; B: k, n; C: m, n; bias: -, n). `a_ones`: A is
+ * all ones (no buffer), so C's rows are B's column sums. Each operand must
+ * fit one storage binding. Records one dispatch; the caller places the
+ * barriers. */
+typedef struct vka_gemm_operand {
+    const vkattn_buffer *buffer;
+    uint64_t offset;
+    vkattn_dtype dtype;
+    uint64_t s0, s1;
+} vka_gemm_operand;
+
+typedef struct vka_gemm_args {
+    uint32_t m, n, k;
+    vka_gemm_operand a, b, c;
+    vka_gemm_operand bias; /* optional: buffer NULL */
+    bool a_ones;
+    bool accumulate;
+} vka_gemm_args;
+
+/* `what` names the call in messages ("vkattn_linear_backward: dw"). */
+vkattn_result vka_cmd_gemm(vkattn_context *ctx, VkCommandBuffer cmd, const vka_gemm_args *g,
+                           const char *what);
+
 #endif

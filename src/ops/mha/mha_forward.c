@@ -12,16 +12,9 @@
 
 #include <string.h>
 
-/* Where Q, K, V and O live inside the scratch, from its start. */
-typedef struct scratch_plan {
-    uint64_t q, k, v, o, bytes;
-    uint64_t positions;        /* RoPE: packed sequences' positions, int32 [B, Tq] */
-    vka_mha_rows_scratch rows; /* add_bias_kv */
-} scratch_plan;
-
-static scratch_plan plan_scratch(const vkattn_mha *m, uint64_t b, uint64_t tq, uint64_t tk)
+vka_mha_plan vka_mha_plan_scratch(const vkattn_mha *m, uint64_t b, uint64_t tq, uint64_t tk)
 {
-    scratch_plan p;
+    vka_mha_plan p;
     uint64_t dk = m->d.head_dim, dv = m->d.v_head_dim, hq = m->d.num_heads, cursor = 0;
     p.q = vka_mha_place(&cursor, vka_mha_bytes(m, b, hq, tq, dk));
     p.k = vka_mha_place(&cursor, vka_mha_bytes(m, b, m->d.num_kv_heads, tk, dk));
@@ -32,6 +25,10 @@ static scratch_plan plan_scratch(const vkattn_mha *m, uint64_t b, uint64_t tq, u
         pos_bytes = VKA_MHA_TOO_LARGE;
     p.positions = pos_bytes ? vka_mha_place(&cursor, pos_bytes) : 0;
     vka_mha_place_rows(m, b, tq, &cursor, &p.rows);
+    uint64_t lse_bytes = 0;
+    if (!vka_mul_u64(b * 4 * hq, tq, &lse_bytes))
+        lse_bytes = VKA_MHA_TOO_LARGE;
+    p.lse = vka_mha_place(&cursor, lse_bytes);
     p.bytes = cursor;
     return p;
 }
@@ -44,7 +41,7 @@ vkattn_result vkattn_mha_scratch_size(vkattn_mha *m, uint32_t batch, uint32_t q_
     if (!bytes || !batch || !q_len || !kv_len)
         return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT, "vkattn_mha_scratch_size: %s",
                         !bytes ? "bytes is NULL" : "batch, q_len and kv_len must be >= 1");
-    uint64_t need = plan_scratch(m, batch, q_len, kv_len).bytes;
+    uint64_t need = vka_mha_plan_scratch(m, batch, q_len, kv_len).bytes;
     if (need == VKA_MHA_TOO_LARGE)
         return vka_fail(m->ctx, VKATTN_ERROR_OUT_OF_RANGE,
                         "vkattn_mha_scratch_size: batch %u x q_len %u (kv_len %u) needs more than "
@@ -80,8 +77,8 @@ static vkattn_tensor scratch_tensor(const vkattn_mha *m, vkattn_buffer *buf, uin
 }
 
 /* Checks x / kv / value / y against the layer; returns B, Tq, Tk. */
-static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, uint32_t *b,
-                              uint32_t *tq, uint32_t *tk)
+static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, bool need_y,
+                              uint32_t *b, uint32_t *tq, uint32_t *tk)
 {
     vkattn_context *ctx = m->ctx;
     const vkattn_mha_desc *d = &m->d;
@@ -96,8 +93,8 @@ static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, u
                {&a->value, "args->value", d->value_dim, "value_dim"}};
     for (int i = 0; i < 4; i++) {
         const vkattn_tensor *t = io[i].t;
-        if (i >= 2 && !t->buffer)
-            continue; /* self-attention; values from the keys' input */
+        if ((i >= 2 || (i == 1 && !need_y)) && !t->buffer)
+            continue; /* self-attention; values from the keys' input; a backward's y */
         if (!t->buffer)
             return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL", io[i].name);
         if (t->rank != 3)
@@ -139,7 +136,7 @@ static vkattn_result check_io(vkattn_mha *m, const vkattn_mha_forward_args *a, u
                         "args->value.shape[1] is %lld but %s.shape[1] (the keys' length) is %lld",
                         (long long)a->value.shape[1], a->kv.buffer ? "args->kv" : "args->x",
                         (long long)keys->shape[1]);
-    if (a->y.shape[1] != a->x.shape[1])
+    if (a->y.buffer && a->y.shape[1] != a->x.shape[1])
         return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
                         "args->y.shape[1] is %lld but args->x.shape[1] (q_len) is %lld",
                         (long long)a->y.shape[1], (long long)a->x.shape[1]);
@@ -266,23 +263,49 @@ static vkattn_result record_kv_projection(vkattn_mha *m, VkCommandBuffer cmd,
     return vka_cmd_linear_segments(m->ctx, cmd, &pv);
 }
 
+vkattn_result vka_mha_check_forward(vkattn_mha *m, const vkattn_mha_forward_args *a, bool need_y,
+                                    uint32_t *b, uint32_t *tq, uint32_t *tk)
+{
+    VKA_TRY(check_io(m, a, need_y, b, tq, tk));
+    VKA_TRY(check_attention(m, a, *b, *tq, *tk));
+    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
+        return vka_fail(m->ctx, VKATTN_ERROR_INVALID_ARGUMENT,
+                        "args->dropout_p is %g: it must be in [0, 1)", (double)a->dropout_p);
+    if (a->dropout_p > 0.0f && vka_mha_appends(&m->d))
+        return vka_fail(m->ctx, VKATTN_ERROR_UNSUPPORTED,
+                        "args->dropout_p is %g but the layer has add_bias_kv or add_zero_attn: "
+                        "their rows are merged from passes of their own, which have no dropout",
+                        (double)a->dropout_p);
+    return VKATTN_SUCCESS;
+}
+
 vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
                                      const vkattn_mha_forward_args *a)
 {
     VKA_TRY(vka_mha_check_record(m, "vkattn_cmd_mha_forward", cmd, a));
-    vkattn_context *ctx = m->ctx;
     uint32_t b, tq, tk;
-    vkattn_result r = check_io(m, a, &b, &tq, &tk);
-    if (r == VKATTN_SUCCESS)
-        r = check_attention(m, a, b, tq, tk);
-    if (r != VKATTN_SUCCESS)
-        return r;
-
-    scratch_plan sp = plan_scratch(m, b, tq, tk);
+    VKA_TRY(vka_mha_check_forward(m, a, true, &b, &tq, &tk));
+    vka_mha_plan sp = vka_mha_plan_scratch(m, b, tq, tk);
     vkattn_buffer *sbuf;
     uint64_t base;
     VKA_TRY(vka_mha_scratch_pick(m, a->scratch, a->scratch_offset, sp.bytes, &sbuf, &base));
+    vkattn_attention_args at;
+    VKA_TRY(vka_mha_record_core(m, cmd, a, sbuf, base, &sp, false, &at));
+    int64_t o_shape[3] = {b, tq, (int64_t)vka_mha_o_width(&m->d)};
+    vkattn_tensor o = vkattn_tensor_make(sbuf, base + sp.o, m->d.dtype, 3, o_shape);
+    return vka_mha_record_output(m, cmd, &o, &a->y);
+}
 
+vkattn_result vka_mha_record_core(vkattn_mha *m, VkCommandBuffer cmd,
+                                  const vkattn_mha_forward_args *a, vkattn_buffer *sbuf,
+                                  uint64_t base, const vka_mha_plan *plan, bool lse,
+                                  vkattn_attention_args *at_out)
+{
+    vkattn_context *ctx = m->ctx;
+    vkattn_result r;
+    const vka_mha_plan sp = *plan;
+    const uint32_t b = (uint32_t)a->x.shape[0], tq = (uint32_t)a->x.shape[1];
+    const uint32_t tk = a->kv.buffer ? (uint32_t)a->kv.shape[1] : tq;
     const vkattn_mha_desc *d = &m->d;
     int64_t hq = d->num_heads, hkv = d->num_kv_heads, dk = d->head_dim, dv = d->v_head_dim;
     int64_t q_shape[4] = {b, hq, tq, dk}, k_shape[4] = {b, hkv, tk, dk},
@@ -355,8 +378,14 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         .sequences = a->sequences,
         .q_offsets = a->q_offsets,
         .k_offsets = a->k_offsets,
+        .dropout_p = a->dropout_p,
+        .dropout_seed = a->dropout_seed,
     };
     vka_mha_mods(m, &at.sinks, &at.alibi_slopes);
+    if (lse || a->dropout_p > 0.0f) { /* the backward's, and the dropout pass's */
+        int64_t lse_shape[3] = {b, hq, tq};
+        at.lse = vkattn_tensor_make(sbuf, base + sp.lse, VKATTN_DTYPE_F32, 3, lse_shape);
+    }
     if (vka_mha_appends(d)) { /* the weights come after the rows' pass */
         at.weights = (vkattn_tensor){0};
         vka_mha_main_pass_mods(m, &q, sbuf, base, &sp.rows, &at.sinks, &at.lse);
@@ -375,9 +404,8 @@ vkattn_result vkattn_cmd_mha_forward(vkattn_mha *m, VkCommandBuffer cmd,
         }
     }
 
-    int64_t o_shape[3] = {b, tq, (int64_t)vka_mha_o_width(d)};
-    vkattn_tensor o = vkattn_tensor_make(sbuf, base + sp.o, d->dtype, 3, o_shape);
-    return vka_mha_record_output(m, cmd, &o, &a->y);
+    *at_out = at;
+    return VKATTN_SUCCESS;
 }
 
 vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
@@ -420,7 +448,7 @@ static vkattn_result grow_forward(vkattn_mha *m, const void *args)
     uint32_t b, tq, tk;
     if (a->scratch)
         return VKATTN_SUCCESS;
-    VKA_TRY(check_io(m, a, &b, &tq, &tk));
+    VKA_TRY(check_io(m, a, true, &b, &tq, &tk));
     return vkattn_mha_reserve(m, b, tq, tk);
 }
 

@@ -224,6 +224,27 @@ typedef vkattn_result (*vka_mha_grow_fn)(vkattn_mha *m, const void *args);
 typedef vkattn_result (*vka_mha_record_fn)(vkattn_mha *m, VkCommandBuffer cmd, const void *args);
 vkattn_result vka_mha_submit(vkattn_mha *m, const char *fn, const void *args, vka_mha_grow_fn grow,
                              vka_mha_record_fn record);
+/* Where the forward keeps Q, K, V [B, H, T, D] and O [B, Tq, Hq*Dv] (the
+ * layer's dtype), the RoPE positions of packed sequences, the appended
+ * rows' scratch and the LSE (f32 [B, Hq, Tq]; the dropout pass's and the
+ * backward's) inside its scratch, from its start; `bytes` the total
+ * (VKA_MHA_TOO_LARGE past 2^64). (mha_forward.c) */
+typedef struct vka_mha_plan {
+    uint64_t q, k, v, o, positions, lse, bytes;
+    vka_mha_rows_scratch rows;
+} vka_mha_plan;
+vka_mha_plan vka_mha_plan_scratch(const vkattn_mha *m, uint64_t b, uint64_t tq, uint64_t tk);
+/* Every check of a forward call (y skipped when !need_y and absent);
+ * returns B, Tq, Tk. */
+vkattn_result vka_mha_check_forward(vkattn_mha *m, const vkattn_mha_forward_args *a, bool need_y,
+                                    uint32_t *b, uint32_t *tq, uint32_t *tk);
+/* The forward up to O (checked call, scratch picked): the projections
+ * (with QK-norm and RoPE) and attention, with the LSE into the plan's when
+ * `lse` (or dropout needs it); *at the attention call it recorded. */
+vkattn_result vka_mha_record_core(vkattn_mha *m, VkCommandBuffer cmd,
+                                  const vkattn_mha_forward_args *a, vkattn_buffer *sbuf,
+                                  uint64_t base, const vka_mha_plan *plan, bool lse,
+                                  vkattn_attention_args *at);
 /* The output projection: y [B, T, Dm] = o [B, T, Hq*Dv] Wo^T + bo. */
 vkattn_result vka_mha_record_output(vkattn_mha *m, VkCommandBuffer cmd, const vkattn_tensor *o,
                                     const vkattn_tensor *y);
