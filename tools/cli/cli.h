@@ -91,7 +91,7 @@ typedef struct cli_path_use {
     const char *path;
     bool output;
 } cli_path_use;
-enum { CLI_MAX_PATH_USES = 32 };
+enum { CLI_MAX_PATH_USES = 64 };
 /* Refuses, naming both options, any two paths naming the same file (by
  * device and inode; a file still to be created by its directory's real path
  * and name) when at least one of them is written. 0, or -1 after printing. */

@@ -109,7 +109,7 @@ static int own_option(void *user, const char *flag, const char *value)
     int kv = cli_kv_inputs_option(&a->kv, flag, value);
     if (kv != 0)
         return kv;
-    int grads = cli_grads_option(&a->grads, flag, value);
+    int grads = cli_train_option(&a->grads.train, flag, value);
     if (grads != 0)
         return grads;
     if (strcmp(flag, "--scale") == 0)
@@ -182,8 +182,8 @@ static int parse_options(attention_job *a, int argc, char **argv)
         {"--q-offsets", in[QOFF].path != NULL},
         {"--head-mask", in[HMASK].path != NULL},
         {"--k-dtype/--v-dtype", a->kv.name[0] || a->kv.name[1]},
-        {"--rope-theta", a->grads.prefix && a->rope.rope.theta != 0},
-        {"--layout bthd", a->grads.prefix && a->bthd},
+        {"--rope-theta", a->grads.train.prefix && a->rope.rope.theta != 0},
+        {"--layout bthd", a->grads.train.prefix && a->bthd},
     };
     if (cli_grads_check(&a->grads, in[GRAD].path, conflicts,
                         (int)(sizeof conflicts / sizeof conflicts[0])) != 0)
@@ -194,7 +194,7 @@ static int parse_options(attention_job *a, int argc, char **argv)
     static const char *const grad_flags[3] = {"--grads (dq)", "--grads (dk)", "--grads (dv)"};
     for (int i = 0; i < 3; i++)
         a->job.own_outputs[a->job.n_own_outputs++] =
-            (cli_path_use){grad_flags[i], a->grads.prefix ? a->grads.paths[i] : NULL, true};
+            (cli_path_use){grad_flags[i], a->grads.train.prefix ? a->grads.paths[i] : NULL, true};
     if (cli_job_check_required(&a->job, required, 3, NULL) != 0 ||
         (a->weights_png && cli_viz_check_output("attention", "--weights-png", a->weights_png) != 0))
         return 2;
@@ -248,10 +248,10 @@ static int load_inputs(void *user)
         return -1;
     }
     if (q->rank == 3) {
-        if (a->grads.prefix || a->grads.dropout != 0.0f) {
+        if (a->grads.train.prefix || a->grads.train.dropout != 0.0f) {
             cli_error("--q %s: a Q of 3 dimensions (broadcast over the batch) does not take "
                       "%s yet: give Q [B,Hq,Tq,Dk]",
-                      a->in[Q].path, a->grads.prefix ? "--grads" : "--dropout");
+                      a->in[Q].path, a->grads.train.prefix ? "--grads" : "--dropout");
             return -1;
         }
         if (a->rope.rope.theta != 0) {
@@ -493,7 +493,7 @@ int cli_attention(int argc, char **argv)
     if (code != CLI_ARGS_OK)
         return code;
     int status = cli_job_run(&a.job, load_inputs, run, check, &a);
-    if (status == 0 && a.grads.prefix) {
+    if (status == 0 && a.grads.train.prefix) {
         const char *staged[3];
         for (int i = 0; i < 3; i++)
             staged[i] = cli_job_output_path(&a.job, a.grads.paths[i]);

@@ -22,12 +22,12 @@ const char cli_grads_help[] =
     "                        compares them with the CPU reference's backward (2e-4 f32,\n"
     "                        2e-2 f16/bf16)\n";
 
-int cli_grads_option(cli_grads *g, const char *flag, const char *value)
+int cli_train_option(cli_train *t, const char *flag, const char *value)
 {
     if (strcmp(flag, "--dropout") == 0) {
-        if (cli_parse_float(flag, value, &g->dropout) != 0)
+        if (cli_parse_float(flag, value, &t->dropout) != 0)
             return -1;
-        if (!(g->dropout >= 0.0f && g->dropout < 1.0f)) {
+        if (!(t->dropout >= 0.0f && t->dropout < 1.0f)) {
             cli_error("--dropout %s: the probability must be in [0, 1)", value);
             return -1;
         }
@@ -41,46 +41,55 @@ int cli_grads_option(cli_grads *g, const char *flag, const char *value)
             cli_error("--seed \"%s\": expected an integer in [0, 2^64)", value);
             return -1;
         }
-        g->seed = s;
-        g->seed_given = true;
+        t->seed = s;
+        t->seed_given = true;
         return 1;
     }
     if (strcmp(flag, "--grads") == 0) {
-        g->prefix = value;
+        t->prefix = value;
         return 1;
     }
     return 0;
 }
 
-int cli_grads_check(cli_grads *g, const char *grad_out, const cli_grads_conflict *conflicts, int n)
+int cli_train_check(const cli_train *t, const char *command, const char *grad_out,
+                    const char *grad_out_text, const cli_grads_conflict *conflicts, int n)
 {
-    if (g->seed_given && g->dropout == 0.0f) {
-        cli_error("attention: --seed is the dropout's: give --dropout P too");
+    if (t->seed_given && t->dropout == 0.0f) {
+        cli_error("%s: --seed is the dropout's: give --dropout P too", command);
         return -1;
     }
-    if (!g->prefix != !grad_out) {
-        cli_error("attention: %s needs %s", g->prefix ? "--grads" : "--grad-out",
-                  g->prefix ? "--grad-out DO.npy (the loss's gradient of O)"
-                            : "--grads PREFIX (where the gradients go)");
+    if (!t->prefix != !grad_out) {
+        cli_error("%s: %s needs %s", command, t->prefix ? "--grads" : "--grad-out",
+                  t->prefix ? grad_out_text : "--grads PREFIX (where the gradients go)");
         return -1;
     }
-    if (!g->prefix && g->dropout == 0.0f)
+    if (!t->prefix && t->dropout == 0.0f)
         return 0;
     for (int i = 0; i < n; i++)
         if (conflicts[i].given) {
-            cli_error("attention: %s with %s: %s", conflicts[i].flag,
-                      g->prefix ? "--grads" : "--dropout",
-                      g->prefix ? "the backward does not take it yet"
-                                : "the dropout pass does not take it yet");
+            cli_error("%s: %s with %s: %s", command, conflicts[i].flag,
+                      t->prefix ? "--grads" : "--dropout",
+                      conflicts[i].why ? conflicts[i].why
+                      : t->prefix      ? "the backward does not take it yet"
+                                       : "the dropout pass does not take it yet");
             return -1;
         }
-    if (!g->prefix)
+    return 0;
+}
+
+int cli_grads_check(cli_grads *g, const char *grad_out, const cli_grads_conflict *conflicts, int n)
+{
+    if (cli_train_check(&g->train, "attention", grad_out,
+                        "--grad-out DO.npy (the loss's gradient of O)", conflicts, n) != 0)
+        return -1;
+    if (!g->train.prefix)
         return 0;
     static const char *const names[3] = {"dq", "dk", "dv"};
     for (int i = 0; i < 3; i++)
-        if (snprintf(g->paths[i], sizeof g->paths[i], "%s.%s.npy", g->prefix, names[i]) >=
+        if (snprintf(g->paths[i], sizeof g->paths[i], "%s.%s.npy", g->train.prefix, names[i]) >=
             (int)sizeof g->paths[i]) {
-            cli_error("--grads \"%s\": the prefix is too long", g->prefix);
+            cli_error("--grads \"%s\": the prefix is too long", g->train.prefix);
             return -1;
         }
     return 0;
@@ -88,19 +97,19 @@ int cli_grads_check(cli_grads *g, const char *grad_out, const cli_grads_conflict
 
 void cli_grads_attention(const cli_grads *g, vkattn_attention_args *a)
 {
-    a->dropout_p = g->dropout;
-    a->dropout_seed = g->seed;
+    a->dropout_p = g->train.dropout;
+    a->dropout_seed = g->train.seed;
 }
 
 void cli_grads_reference(const cli_grads *g, vkattn_ref_attention_args *r)
 {
-    r->dropout_p = g->dropout;
-    r->dropout_seed = g->seed;
+    r->dropout_p = g->train.dropout;
+    r->dropout_seed = g->train.seed;
 }
 
 vkattn_result cli_grads_lse(cli_grads *g, vkattn_context *ctx, vkattn_attention_args *args)
 {
-    if (args->lse.buffer || (!g->prefix && g->dropout == 0.0f))
+    if (args->lse.buffer || (!g->train.prefix && g->train.dropout == 0.0f))
         return VKATTN_SUCCESS;
     const int64_t shape[3] = {args->out.shape[0], args->out.shape[1], args->out.shape[2]};
     vkattn_buffer_desc d = {.size = (uint64_t)(shape[0] * shape[1] * shape[2]) * 4};
@@ -113,7 +122,7 @@ vkattn_result cli_grads_lse(cli_grads *g, vkattn_context *ctx, vkattn_attention_
 vkattn_result cli_grads_run(cli_grads *g, vkattn_context *ctx, const vkattn_attention_args *args,
                             vkattn_tensor dout, vkattn_dtype dtype)
 {
-    if (!g->prefix)
+    if (!g->train.prefix)
         return VKATTN_SUCCESS;
     const vkattn_tensor *like[3] = {&args->q, &args->k, &args->v};
     vkattn_tensor grads[3];
@@ -141,7 +150,7 @@ vkattn_result cli_grads_run(cli_grads *g, vkattn_context *ctx, const vkattn_atte
 int cli_grads_check_reference(cli_grads *g, const vkattn_ref_attention_args *ref,
                               vkattn_host_tensor dout, vkattn_dtype dtype)
 {
-    if (!g->prefix)
+    if (!g->train.prefix)
         return 0;
     vkattn_host_tensor t[3];
     int64_t n[3];
@@ -178,7 +187,7 @@ int cli_grads_check_reference(cli_grads *g, const vkattn_ref_attention_args *ref
 
 int cli_grads_write(const cli_grads *g, const char *const staged[3])
 {
-    if (!g->prefix)
+    if (!g->train.prefix)
         return 0;
     cli_output_file files[3];
     for (int i = 0; i < 3; i++)

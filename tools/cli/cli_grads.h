@@ -12,11 +12,37 @@
 
 enum { CLI_GRADS_PATH_MAX = 4096 };
 
-typedef struct cli_grads {
+/* The training options attention and mha share (mha's gradients:
+ * cli_mha_grads.h). */
+typedef struct cli_train {
     float dropout; /* --dropout P, [0, 1) */
     uint64_t seed; /* --seed S */
     bool seed_given;
-    const char *prefix;                /* --grads PREFIX; NULL: no backward */
+    const char *prefix; /* --grads PREFIX; NULL: no backward */
+} cli_train;
+
+/* --dropout, --seed, --grads: 1 when taken, 0 when not one of them, -1
+ * after printing why the value is wrong. */
+int cli_train_option(cli_train *t, const char *flag, const char *value);
+
+/* An option the backward (or the dropout pass) does not take: its flag,
+ * whether it was given, and why (NULL: "the backward does not take it yet",
+ * or the dropout pass's). */
+typedef struct cli_grads_conflict {
+    const char *flag;
+    bool given;
+    const char *why;
+} cli_grads_conflict;
+/* After parsing: --seed only with --dropout, --grads and --grad-out
+ * together (`grad_out` the input's path, NULL: not given; `grad_out_text`
+ * what it is: "--grad-out DO.npy (the loss's gradient of O)"), and none of
+ * `conflicts` given with either. Messages start with `command`. 0, or -1
+ * after printing. */
+int cli_train_check(const cli_train *t, const char *command, const char *grad_out,
+                    const char *grad_out_text, const cli_grads_conflict *conflicts, int n);
+
+typedef struct cli_grads {
+    cli_train train;                   /* --dropout, --seed, --grads */
     char paths[3][CLI_GRADS_PATH_MAX]; /* PREFIX.dq.npy, .dk.npy, .dv.npy */
     int64_t shapes[3][4];              /* dq, dk, dv: q's, k's, v's */
     vkattn_buffer *lse;                /* the LSE when --lse-out does not give one */
@@ -26,18 +52,8 @@ typedef struct cli_grads {
 
 extern const char cli_grads_help[];
 
-/* --dropout, --seed, --grads: 1 when taken, 0 when not one of them, -1
- * after printing why the value is wrong. */
-int cli_grads_option(cli_grads *g, const char *flag, const char *value);
-/* After parsing: --grads and --grad-out together (`grad_out` the input's
- * path, NULL: not given), --seed only with --dropout, and none of what the
- * backward does not take (each named in `conflicts`, NULL-terminated
- * pairs of flag and whether it was given). Fills the paths. 0, or -1
- * after printing. */
-typedef struct cli_grads_conflict {
-    const char *flag;
-    bool given;
-} cli_grads_conflict;
+/* After parsing: cli_train_check for attention, then the paths filled. 0,
+ * or -1 after printing. */
 int cli_grads_check(cli_grads *g, const char *grad_out, const cli_grads_conflict *conflicts, int n);
 /* The forward's dropout into its args (device and reference). */
 void cli_grads_attention(const cli_grads *g, vkattn_attention_args *a);

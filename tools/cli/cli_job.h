@@ -37,7 +37,7 @@ typedef struct cli_job {
     /* The command's own output files (--weights-png, --save-weights, ...),
      * set after parsing: checked against the other paths, staged and placed
      * with the job's outputs (cli_stage.h); a NULL path is not given. */
-    cli_path_use own_outputs[4];
+    cli_path_use own_outputs[20]; /* mha: 3, and up to 14 of --grads */
     int n_own_outputs;
     bool causal, per_head, check;
     bool causal_top_left;  /* --causal-top-left: causal, queries at i (cli_mods.h) */

@@ -158,6 +158,9 @@ static int own_option(void *user, const char *flag, const char *value)
     int mod = cli_mods_option(&m->mods, flag, value);
     if (mod != 0)
         return mod;
+    int train = cli_train_option(&m->grads.train, flag, value);
+    if (train != 0)
+        return train;
     const char **text = strcmp(flag, "--prefix") == 0             ? &m->prefix
                         : strcmp(flag, "--kv-dtype") == 0         ? &m->kv_dtype
                         : strcmp(flag, "--weight-dtype") == 0     ? &m->weight_dtype
@@ -212,15 +215,15 @@ static vkattn_dtype kv_dtype_of(const mha_job *m)
 static int parse_options(mha_job *m, int argc, char **argv)
 {
     char help[16384];
-    snprintf(help, sizeof help, "%s%s%s%s%s%s", help_text, cli_mha_packed_help, cli_mods_help,
-             help_rope, cli_rope_help, help_positions);
+    snprintf(help, sizeof help, "%s%s%s%s%s%s%s", help_text, cli_mha_packed_help, cli_mods_help,
+             help_rope, cli_rope_help, help_positions, cli_mha_grads_help);
     int code = cli_job_parse(&m->job, argc, argv, help, own_option, m);
     if (code != CLI_ARGS_OK)
         return code;
     if (cli_mha_key_value_options(m) != 0 || cli_mha_packed_check_given(m) != 0 ||
         cli_mha_check_layer_options(m) != 0)
         return 2;
-    if (cli_mha_check_weight_source(m) != 0)
+    if (cli_mha_check_weight_source(m) != 0 || cli_mha_grads_check(m) != 0)
         return 2;
     cli_job *j = &m->job;
     const cli_path_use own[3] = {{"--save-weights", m->save_weights, true},
@@ -313,7 +316,8 @@ static int load_inputs(void *user)
                                              [KEY] = 3,
                                              [BIAS_K] = 0,
                                              [BIAS_V] = 0,
-                                             [WEIGHTS] = 0};
+                                             [WEIGHTS] = 0,
+                                             [GRAD] = 3};
     cli_input *in = m->in;
     if (in[WEIGHTS].path && cli_load_weight_file(in[WEIGHTS].path, m->prefix, m->names, &in[WQ],
                                                  &in[BIAS_K], m->weight_labels))
@@ -378,7 +382,7 @@ static int load_inputs(void *user)
         (in[POS].path && cli_check_positions_shape(&in[POS], xs[0], xs[1], "--x's tokens")) ||
         cli_mods_check_heads(&in[SINKS], hq, "--heads") != 0 ||
         cli_mods_check_heads(&in[SLOPES], hq, "--heads") != 0 ||
-        check_bias_rows(in, hkv * dh, hkv * dv) != 0)
+        check_bias_rows(in, hkv * dh, hkv * dv) != 0 || cli_mha_grads_check_input(m) != 0)
         return -1;
     m->desc = (vkattn_mha_desc){
         .embed_dim = (uint32_t)dm,
@@ -510,6 +514,7 @@ static int run(void *user)
                                   .sequences = m->offsets.sequences,
                                   .q_offsets = m->offsets.q,
                                   .k_offsets = m->offsets.k};
+    cli_mha_grads_forward(&m->grads, &fa);
     if (setup(m, &fa) != 0)
         return -1;
     vkattn_result r = VKATTN_SUCCESS;
@@ -539,6 +544,8 @@ static int run(void *user)
         cli_report_error(j->ctx, r, m->in, N_INPUTS);
         return -1;
     }
+    if (cli_mha_grads_run(m, &fa) != 0)
+        return -1;
     if (cli_job_download(j) != 0 ||
         (m->weights_png &&
          cli_viz_draw_job_weights(j, m->weights_png, "vkattn mha: weights of batch row 0", MASK,
@@ -562,6 +569,7 @@ static int check(void *user)
                               .q_offsets = m->offsets.q,
                               .k_offsets = m->offsets.k};
     ra.kv_cache_dtype = kv_dtype_of(m);
+    cli_mha_grads_reference(&m->grads, &ra);
     vkattn_host_tensor *slots[N_INPUTS] = {
         [X] = &ra.x,         [KV] = &ra.kv,         [MASK] = &ra.mask,      [PAD] = &ra.key_padding,
         [VALUE] = &ra.value, [POS] = &ra.positions, [HMASK] = &ra.head_mask};
@@ -606,7 +614,8 @@ static int check(void *user)
         cli_gather_head_weights(all_weights, ws, m->keep, m->kept, !m->job.per_head,
                                 m->job.out.ref_weights);
     free(all_weights);
-    return cli_job_compare(&m->job);
+    int status = cli_job_compare(&m->job);
+    return cli_mha_grads_check_reference(m, &w, &ra) != 0 ? 1 : status;
 }
 
 /* After the job's outputs: the head report printed, then the files the job
@@ -666,7 +675,8 @@ int cli_mha(int argc, char **argv)
                         {"--bias-v", .keep_f32 = true},
                         {"--weights", .external = true},
                         {"--seq-offsets", .external = true, .arg = "q_offsets"},
-                        {"--kv-offsets", .external = true, .arg = "k_offsets"}}};
+                        {"--kv-offsets", .external = true, .arg = "k_offsets"},
+                        {"--grad-out", .arg = "dy"}}};
     m.job = (cli_job){.command = "mha",
                       .inputs = m.in,
                       .bufs = m.bufs,
@@ -676,16 +686,20 @@ int cli_mha(int argc, char **argv)
     int code = parse_options(&m, argc, argv);
     if (code != CLI_ARGS_OK) {
         free(m.keep);
+        cli_mha_grads_free(&m.grads);
         return code;
     }
     int status = cli_job_run(&m.job, load_inputs, run, check, &m);
     if (status == 0)
         status = finish(&m);
+    if (status == 0)
+        status = cli_mha_grads_write(&m);
     cli_viz_picture_free(&m.png);
     cli_saved_weights_free(&m.saved);
     vkattn_mha_destroy(m.layer); /* before cli_job_end closes its context */
     vkattn_buffer_destroy(m.mask_buffer);
     status = cli_job_end(&m.job, status);
+    cli_mha_grads_free(&m.grads); /* after cli_job_end placed its files */
     for (int k = 0; k < 10; k++)
         free(m.weight_labels[k]);
     free(m.keep);

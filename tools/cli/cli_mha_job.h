@@ -5,6 +5,7 @@
 #define VKATTN_CLI_MHA_JOB_H
 
 #include "cli_job.h"
+#include "cli_mha_grads.h"
 #include "cli_mha_heads.h"
 #include "cli_mods.h"
 #include "cli_offsets.h"
@@ -38,6 +39,7 @@ enum {
     WEIGHTS,
     SEQOFF, /* --seq-offsets, --kv-offsets: packed ragged sequences */
     KVOFF,
+    GRAD, /* --grad-out: the loss's gradient of Y (cli_mha_grads.h) */
     N_INPUTS
 };
 
@@ -70,6 +72,7 @@ typedef struct mha_job {
     cli_input in[N_INPUTS];
     vkattn_buffer *bufs[N_INPUTS];
     cli_offsets offsets;  /* --seq-offsets, --kv-offsets (cli_mha_packed.c) */
+    cli_mha_grads grads;  /* --dropout, --seed, --grads (with --grad-out) */
     vkattn_mha_desc desc; /* the layer's sizes, from the inputs' shapes */
     vkattn_mha *layer;
 } mha_job;

@@ -20,7 +20,7 @@ typedef struct cli_staged_file {
     bool placed;        /* while committing: renamed over path */
 } cli_staged_file;
 
-enum { CLI_MAX_STAGED = 12 };
+enum { CLI_MAX_STAGED = 24 }; /* mha --grads alone stages up to 14 */
 
 /* The outputs of one command; zero-initialised is empty. */
 typedef struct cli_stage {
