@@ -4,10 +4,12 @@
  * with a sliding window only the pairs inside it, so the tiles it skips are
  * not work), decode counts 4 * B * Hq * L * D (L: the keys inside the
  * window). Bytes count what the op must read and write at least once
- * (decode: the K and V it reads). */
+ * (decode: the K and V it reads). Backward cases count theirs in
+ * bench_backward.c. */
 #include "bench_cases.h"
 
 #include "bench_common.h"
+#include "bench_runner.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +153,28 @@ const bench_case bench_cases[] = {
      F16, .ragged = BENCH_RAGGED_PACKED},
     {"attn_prefill_ragged8_padded", BENCH_ATTENTION, FMA, 8, 32, 8, 512, 512, 128, 0, 0, 0, true, false, F16,
      F16, .ragged = BENCH_RAGGED_PADDED},
+    /* Training (bench_backward.c): a forward and its backward timed apart on
+     * the same inputs, the line's "bwd_over_fwd" the ratio of their medians.
+     * Attention: the causal GQA prefill above, the forward with its LSE (the
+     * backward reads it), the backward's dq, dk, dv in the inputs' dtype;
+     * 4 query heads over 1 KV head at T 64 is the CI smoke run's. */
+    {"attn_prefill_h4kv1_d128_t64_bwd", BENCH_ATTENTION_BWD, FMA, 1, 4, 1, 64, 64, 128, 0, 0, 0, true, false,
+     F16, F16},
+    {"attn_prefill_gqa_d128_t256_bwd", BENCH_ATTENTION_BWD, FMA, 1, 32, 8, 256, 256, 128, 0, 0, 0, true, false,
+     F16, F16},
+    {"attn_prefill_gqa_d128_t1024_bwd", BENCH_ATTENTION_BWD, FMA, 1, 32, 8, 1024, 1024, 128, 0, 0, 0, true,
+     false, F16, F16},
+    {"attn_prefill_gqa_d128_t1024_f32_bwd", BENCH_ATTENTION_BWD, FMA, 1, 32, 8, 1024, 1024, 128, 0, 0, 0, true,
+     false, F32, F32},
+    /* A whole layer (torch.nn.MultiheadAttention with GQA: biases, causal,
+     * f32), Dm 1024, Hq 8, Hkv 2, Dh 128: vkattn_cmd_mha_forward, then
+     * vkattn_cmd_mha_backward with dx and every weight and bias gradient;
+     * Dm 256, Hq 4, Hkv 2, T 32 is the CI smoke run's. */
+    {"layer_d256_h4kv2_t32_bwd", BENCH_LAYER_BWD, FMA, 1, 4, 2, 32, 32, 256, 0, 0, 0, true, true, F32, F32},
+    {"layer_d1024_h8kv2_t256_bwd", BENCH_LAYER_BWD, FMA, 1, 8, 2, 256, 256, 1024, 0, 0, 0, true, true, F32,
+     F32},
+    {"layer_d1024_h8kv2_t1024_bwd", BENCH_LAYER_BWD, FMA, 1, 8, 2, 1024, 1024, 1024, 0, 0, 0, true, true, F32,
+     F32},
 };
 /* clang-format on */
 const size_t bench_case_count = sizeof bench_cases / sizeof bench_cases[0];
@@ -162,23 +186,6 @@ const bench_case *bench_case_find(const char *name)
             return &bench_cases[i];
     return NULL;
 }
-
-struct bench_runner {
-    vkattn_context *ctx;
-    const bench_case *c;
-    double flops, bytes;
-    vkattn_attention_args attention;
-    vkattn_linear_args linear;
-    vkattn_mha *layer;
-    vkattn_mha_forward_args forward;
-    vkattn_kv_cache *cache;
-    vkattn_kv_attention_args decode;
-    vkattn_mha_step_args step;
-    uint32_t sequences[64];
-    int32_t offsets[9]; /* a packed ragged case's */
-    vkattn_buffer *buffers[8];
-    int nbuffers;
-};
 
 /* A buffer of n random values in [-1, 1) stored as dtype, owned by r. */
 static vkattn_buffer *random_buffer(bench_runner *r, uint64_t n, vkattn_dtype dt, uint64_t seed)
@@ -218,8 +225,8 @@ static vkattn_buffer *random_buffer(bench_runner *r, uint64_t n, vkattn_dtype dt
     return b;
 }
 
-static vkattn_tensor random_tensor(bench_runner *r, vkattn_dtype dt, uint32_t rank,
-                                   const int64_t *shape, uint64_t seed)
+vkattn_tensor bench_random_tensor(bench_runner *r, vkattn_dtype dt, uint32_t rank,
+                                  const int64_t *shape, uint64_t seed)
 {
     uint64_t n = 1;
     for (uint32_t i = 0; i < rank; i++)
@@ -231,7 +238,7 @@ static vkattn_tensor random_tensor(bench_runner *r, vkattn_dtype dt, uint32_t ra
  * a sliding window (0: none): query i at i' = i + tk - tq sees key j iff
  * j <= i' (causal) and i' - j < window (and, without causal, j - i' <
  * window). */
-static double visible_pairs(uint32_t tq, uint32_t tk, bool causal, uint32_t window)
+double bench_visible_pairs(uint32_t tq, uint32_t tk, bool causal, uint32_t window)
 {
     if (!causal && !window)
         return (double)tq * tk;
@@ -335,15 +342,15 @@ static void make_layer(bench_runner *r)
     double weights = (double)qkv_rows * dm + (double)dm * o_cols;
     double tokens = (double)c->b * c->tq;
     r->flops = 2.0 * tokens * weights +
-               4.0 * c->b * c->hq * dh * visible_pairs(c->tq, c->tk, c->causal, 0);
+               4.0 * c->b * c->hq * dh * bench_visible_pairs(c->tq, c->tk, c->causal, 0);
     /* weights in their dtype (q8_0: 34 bytes per 32), activations in theirs */
     double weight_bytes = (double)vkattn_dtype_row_bytes(c->data, (uint64_t)weights);
     r->bytes = weight_bytes + 2.0 * tokens * dm * vkattn_dtype_size(c->act);
     int64_t xs[3] = {c->b, c->tq, dm};
-    if (c->kind == BENCH_LAYER) {
+    if (c->kind == BENCH_LAYER || c->kind == BENCH_LAYER_BWD) {
         BENCH_CHECK(r->ctx, vkattn_mha_reserve(r->layer, c->b, c->tq, c->tk), "reserving scratch");
-        r->forward.x = random_tensor(r, c->act, 3, xs, 8);
-        r->forward.y = random_tensor(r, c->act, 3, xs, 9);
+        r->forward.x = bench_random_tensor(r, c->act, 3, xs, 8);
+        r->forward.y = bench_random_tensor(r, c->act, 3, xs, 9);
         r->forward.causal = c->causal;
         return;
     }
@@ -363,8 +370,8 @@ static void make_layer(bench_runner *r)
     s->cache = r->cache;
     s->batch = c->b;
     s->sequences = r->sequences;
-    s->x = random_tensor(r, c->act, 3, xs, 8);
-    s->y = random_tensor(r, c->act, 3, xs, 9);
+    s->x = bench_random_tensor(r, c->act, 3, xs, 8);
+    s->y = bench_random_tensor(r, c->act, 3, xs, 9);
     r->bytes = weight_bytes + 2.0 * c->b * c->hkv * (double)c->tk * dh * vkattn_dtype_size(c->act);
 }
 
@@ -375,7 +382,7 @@ static vkattn_tensor sinks_tensor(bench_runner *r)
     if (!(c->score_mods & BENCH_SINKS))
         return (vkattn_tensor){0};
     int64_t hs[1] = {c->hq};
-    return random_tensor(r, F32, 1, hs, 14);
+    return bench_random_tensor(r, F32, 1, hs, 14);
 }
 
 /* The ragged cases' prompt lengths, 16..512 evenly spread (the longest
@@ -392,16 +399,16 @@ static void make_ragged(bench_runner *r)
     double pairs = 0;
     for (uint32_t i = 0; i < c->b; i++) {
         r->offsets[i + 1] = r->offsets[i] + (int32_t)ragged_lengths[i];
-        pairs += visible_pairs(ragged_lengths[i], ragged_lengths[i], true, 0);
+        pairs += bench_visible_pairs(ragged_lengths[i], ragged_lengths[i], true, 0);
     }
     const int64_t total = r->offsets[c->b];
     r->flops = 2.0 * c->hq * 2.0 * c->d * pairs;
     if (c->ragged == BENCH_RAGGED_PACKED) {
         int64_t qs[4] = {1, c->hq, total, c->d}, ks[4] = {1, c->hkv, total, c->d};
-        a->q = random_tensor(r, c->act, 4, qs, 1);
-        a->k = random_tensor(r, c->data, 4, ks, 2);
-        a->v = random_tensor(r, c->data, 4, ks, 3);
-        a->out = random_tensor(r, c->act, 4, qs, 4);
+        a->q = bench_random_tensor(r, c->act, 4, qs, 1);
+        a->k = bench_random_tensor(r, c->data, 4, ks, 2);
+        a->v = bench_random_tensor(r, c->data, 4, ks, 3);
+        a->out = bench_random_tensor(r, c->act, 4, qs, 4);
         a->sequences = c->b;
         a->q_offsets = r->offsets;
         r->bytes = (double)total * (2.0 * c->hq * c->d * (double)vkattn_dtype_size(c->act) +
@@ -420,17 +427,17 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
     r->ctx = ctx;
     r->c = c;
     size_t as = vkattn_dtype_size(c->act), ds = vkattn_dtype_size(c->data);
-    if (c->kind == BENCH_ATTENTION) {
+    if (c->kind == BENCH_ATTENTION || c->kind == BENCH_ATTENTION_BWD) {
         uint32_t dv = c->dv ? c->dv : c->d;
         int64_t qs[4] = {c->b, c->hq, c->tq, c->d}, ks[4] = {c->b, c->hkv, c->tk, c->d},
                 vs[4] = {c->b, c->hkv, c->tk, dv}, os[4] = {c->b, c->hq, c->tq, dv};
         double nq = (double)c->b * c->hq * c->tq * (c->d + dv),
                nk = (double)c->b * c->hkv * c->tk * (c->d + dv);
         if (c->ragged != BENCH_RAGGED_PACKED) { /* (make_ragged's own) */
-            r->attention.q = random_tensor(r, c->act, 4, qs, 1);
-            r->attention.k = random_tensor(r, c->data, 4, ks, 2);
-            r->attention.v = random_tensor(r, c->data, 4, vs, 3);
-            r->attention.out = random_tensor(r, c->act, 4, os, 4);
+            r->attention.q = bench_random_tensor(r, c->act, 4, qs, 1);
+            r->attention.k = bench_random_tensor(r, c->data, 4, ks, 2);
+            r->attention.v = bench_random_tensor(r, c->data, 4, vs, 3);
+            r->attention.out = bench_random_tensor(r, c->act, 4, os, 4);
         }
         r->attention.causal = c->causal;
         r->attention.window = c->window;
@@ -438,16 +445,16 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
         r->attention.alibi_max_bias = c->score_mods & BENCH_ALIBI ? 8.0f : 0.0f;
         r->attention.sinks = sinks_tensor(r);
         /* per pair: 2 Dk for the score, 2 Dv for the value */
-        r->flops =
-            2.0 * c->b * c->hq * (c->d + dv) * visible_pairs(c->tq, c->tk, c->causal, c->window);
+        r->flops = 2.0 * c->b * c->hq * (c->d + dv) *
+                   bench_visible_pairs(c->tq, c->tk, c->causal, c->window);
         r->bytes = nq * as + nk * ds;
         if (c->ragged)
             make_ragged(r);
     } else if (c->kind == BENCH_LINEAR) {
         int64_t xs[2] = {c->m, c->k}, ws[2] = {c->n, c->k}, ys[2] = {c->m, c->n};
-        r->linear.x = random_tensor(r, c->act, 2, xs, 5);
-        r->linear.w = random_tensor(r, c->data, 2, ws, 6);
-        r->linear.y = random_tensor(r, c->act, 2, ys, 7);
+        r->linear.x = bench_random_tensor(r, c->act, 2, xs, 5);
+        r->linear.w = bench_random_tensor(r, c->data, 2, ws, 6);
+        r->linear.y = bench_random_tensor(r, c->act, 2, ys, 7);
         r->flops = 2.0 * c->m * c->n * c->k;
         r->bytes = (double)c->m * c->k * as +
                    (double)vkattn_dtype_row_bytes(c->data, (uint64_t)c->n * c->k) +
@@ -459,8 +466,8 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
         r->decode.cache = r->cache;
         r->decode.batch = c->b;
         r->decode.sequences = r->sequences;
-        r->decode.q = random_tensor(r, c->act, 4, qs, 12);
-        r->decode.out = random_tensor(r, c->act, 4, qs, 13);
+        r->decode.q = bench_random_tensor(r, c->act, 4, qs, 12);
+        r->decode.out = bench_random_tensor(r, c->act, 4, qs, 13);
         r->decode.window = c->window;
         r->decode.softcap = c->score_mods & BENCH_SOFTCAP ? 50.0f : 0.0f;
         r->decode.alibi_max_bias = c->score_mods & BENCH_ALIBI ? 8.0f : 0.0f;
@@ -471,6 +478,8 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c)
     } else {
         make_layer(r);
     }
+    if (bench_case_is_backward(c))
+        bench_backward_prepare(r);
     return r;
 }
 
@@ -493,7 +502,25 @@ void bench_runner_record(bench_runner *r, VkCommandBuffer cmd)
     case BENCH_LAYER_STEP:
         res = vkattn_cmd_mha_step(r->layer, cmd, &r->step);
         break;
+    case BENCH_ATTENTION_BWD:
+    case BENCH_LAYER_BWD:
+        res = bench_backward_record(r, cmd);
+        break;
     }
+    if (res != VKATTN_SUCCESS)
+        bench_die(r->ctx, r->c->name);
+}
+
+bool bench_case_is_backward(const bench_case *c)
+{
+    return c->kind == BENCH_ATTENTION_BWD || c->kind == BENCH_LAYER_BWD;
+}
+
+void bench_runner_record_forward(bench_runner *r, VkCommandBuffer cmd)
+{
+    vkattn_result res = r->c->kind == BENCH_LAYER_BWD
+                            ? vkattn_cmd_mha_forward(r->layer, cmd, &r->forward)
+                            : vkattn_cmd_attention(r->ctx, cmd, &r->attention);
     if (res != VKATTN_SUCCESS)
         bench_die(r->ctx, r->c->name);
 }
@@ -511,6 +538,8 @@ void bench_runner_after(bench_runner *r)
 double bench_runner_flops(const bench_runner *r) { return r->flops; }
 
 double bench_runner_bytes(const bench_runner *r) { return r->bytes; }
+
+double bench_runner_forward_flops(const bench_runner *r) { return r->forward_flops; }
 
 void bench_runner_destroy(bench_runner *r)
 {
@@ -533,6 +562,7 @@ void bench_case_print_shape(const bench_case *c, FILE *f)
                 c->k, act, data);
         break;
     case BENCH_ATTENTION:
+    case BENCH_ATTENTION_BWD:
     case BENCH_DECODE:
         fprintf(f,
                 ", \"B\": %u, \"Hq\": %u, \"Hkv\": %u, \"Tq\": %u, \"Tk\": %u, \"D\": %u, "
@@ -554,6 +584,7 @@ void bench_case_print_shape(const bench_case *c, FILE *f)
             fprintf(f, ", \"alibi_max_bias\": 8");
         break;
     case BENCH_LAYER:
+    case BENCH_LAYER_BWD:
         fprintf(f,
                 ", \"B\": %u, \"T\": %u, \"Dm\": %u, \"Hq\": %u, \"Hkv\": %u, \"Dh\": %u, "
                 "\"causal\": %s, "
@@ -584,10 +615,12 @@ vkattn_result bench_runner_tune(bench_runner *r, vkattn_tune_progress_fn progres
         return vkattn_linear_tune(
             r->ctx, &(vkattn_linear_tune_args){c->m, c->n, c->k, c->act, c->data, progress});
     case BENCH_ATTENTION:
+    case BENCH_ATTENTION_BWD: /* the forward's kernels (the backward has no tuner) */
         return vkattn_attention_tune(
             r->ctx, &(vkattn_attention_tune_args){c->b, c->hq, c->hkv, c->tq, c->tk, c->d,
                                                   c->causal, c->act, c->data, progress});
     case BENCH_LAYER:
+    case BENCH_LAYER_BWD:
         return vkattn_mha_tune(r->layer, &(vkattn_mha_tune_args){c->b, c->tq, c->tk, progress});
     case BENCH_DECODE:
         return vkattn_kv_attention_tune(

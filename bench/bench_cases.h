@@ -13,6 +13,10 @@ typedef enum bench_case_kind {
     BENCH_LAYER,      /* vkattn_cmd_mha_forward: a whole MHA layer, self-attention */
     BENCH_DECODE,     /* vkattn_cmd_kv_attention: one query per sequence over a filled cache */
     BENCH_LAYER_STEP, /* vkattn_cmd_mha_step: one decode step of a layer over a filled cache */
+    /* Training: a forward and its backward on the same inputs, timed apart
+     * (the case's own time is the backward's) */
+    BENCH_ATTENTION_BWD, /* vkattn_cmd_attention (with its LSE), vkattn_cmd_attention_backward */
+    BENCH_LAYER_BWD,     /* vkattn_cmd_mha_forward, vkattn_cmd_mha_backward (dx, every weight) */
 } bench_case_kind;
 
 /* The kernel that bounds a case: FMA throughput (GEMM, prefill attention,
@@ -72,6 +76,8 @@ extern const size_t bench_case_count;
 
 /* NULL when there is no case of that name. */
 const bench_case *bench_case_find(const char *name);
+/* BENCH_ATTENTION_BWD or BENCH_LAYER_BWD: a forward timed beside the case. */
+bool bench_case_is_backward(const bench_case *c);
 
 /* A case ready to run: its buffers, layer, cache, filled before timing. */
 typedef struct bench_runner bench_runner;
@@ -80,6 +86,9 @@ bench_runner *bench_runner_create(vkattn_context *ctx, const bench_case *c);
 void bench_runner_destroy(bench_runner *r);
 /* Records one repetition (without barriers or timestamps). */
 void bench_runner_record(bench_runner *r, VkCommandBuffer cmd);
+/* Backward cases: records one repetition of their forward (which writes
+ * what the backward reads; the same inputs, outputs and LSE every time). */
+void bench_runner_record_forward(bench_runner *r, VkCommandBuffer cmd);
 /* After the repetition completed: undo its side effects (a step's cache
  * append is truncated back, so every rep sees the same cache). */
 void bench_runner_after(bench_runner *r);
@@ -91,6 +100,8 @@ vkattn_result bench_runner_tune(bench_runner *r, vkattn_tune_progress_fn progres
 /* Useful FLOPs and the bytes the op must move at least once, per rep. */
 double bench_runner_flops(const bench_runner *r);
 double bench_runner_bytes(const bench_runner *r);
+/* Backward cases: their forward's useful FLOPs per rep (0 for others). */
+double bench_runner_forward_flops(const bench_runner *r);
 
 /* Appends the case's shape as JSON members (", \"M\": 1024, ..."). */
 void bench_case_print_shape(const bench_case *c, FILE *f);

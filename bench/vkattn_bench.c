@@ -7,7 +7,11 @@
  *    "gbps", "peak_fraction", "limit", "limit_rate", ...shape}
  * peak_fraction = the case's rate / the median rate of its limit kernel in
  * this run: GFLOP/s over the FMA kernel's, or GB/s over the best read
- * binding's (the binding with the highest median). Speed is never asserted. */
+ * binding's (the binding with the highest median). Backward cases time their
+ * forward too, each rep forward, backward, limit kernel: "ms" and the rates
+ * are the backward's, plus "fwd_ms" (median), "fwd_ms_min", "fwd_ms_max",
+ * "fwd_gflops", "bwd_ms" (= ms) and "bwd_over_fwd" = bwd_ms / fwd_ms. Speed
+ * is never asserted. */
 #include "bench_cases.h"
 #include "bench_common.h"
 #include "bench_limits.h"
@@ -117,15 +121,19 @@ static void run_peak(bench *b)
     free(s);
 }
 
-/* One timed rep of the case: its GPU milliseconds. */
-static double case_rep(bench *b, bench_runner *r)
+/* One timed rep of the case (or of a backward case's forward): its GPU
+ * milliseconds. */
+static double case_rep(bench *b, bench_runner *r, bool forward)
 {
     VkCommandBuffer cmd;
     double ms;
     BENCH_CHECK(b->ctx, vkattn_commands_begin(b->ctx, &cmd), "beginning a command buffer");
     bench_cmd_barrier(b->ctx, cmd);
     BENCH_CHECK(b->ctx, vkattn_cmd_timer_begin(b->timer, cmd, 0), "timer");
-    bench_runner_record(r, cmd);
+    if (forward)
+        bench_runner_record_forward(r, cmd);
+    else
+        bench_runner_record(r, cmd);
     BENCH_CHECK(b->ctx, vkattn_cmd_timer_end(b->timer, cmd, 0), "timer");
     BENCH_CHECK(b->ctx, vkattn_commands_submit(b->ctx), "submitting a case");
     BENCH_CHECK(b->ctx, vkattn_timer_read_ms(b->timer, 0, &ms), "reading the timer");
@@ -141,15 +149,21 @@ static void run_case(bench *b, const bench_case *c)
     if (b->opt->tune)
         BENCH_CHECK(b->ctx, bench_runner_tune(r, b->opt->quiet ? NULL : bench_tune_progress),
                     "tuning");
+    bool backward = bench_case_is_backward(c);
     limit_samples *s = calloc(1, sizeof *s);
-    double *ms = calloc(MAX_REPS, sizeof *ms);
-    if (!s || !ms)
+    double *ms = calloc(MAX_REPS, sizeof *ms), *fwd_ms = calloc(MAX_REPS, sizeof *fwd_ms);
+    if (!s || !ms || !fwd_ms)
         bench_die(NULL, "out of host memory");
-    for (int i = -b->opt->warmup; i < reps; i++) { /* i < 0: warm-up (pipelines, caches) */
-        double t = case_rep(b, r);
+    /* i < 0: warm-up (pipelines, caches). A backward case's forward writes
+     * what its backward reads. */
+    for (int i = -b->opt->warmup; i < reps; i++) {
+        double f = backward ? case_rep(b, r, true) : 0;
+        double t = case_rep(b, r, false);
         limits_rep(b, fma, !fma, s, i < 0 ? 0 : i);
-        if (i >= 0)
+        if (i >= 0) {
             ms[i] = t;
+            fwd_ms[i] = f;
+        }
     }
     double med = bench_median(ms, reps), flops = bench_runner_flops(r),
            bytes = bench_runner_bytes(r);
@@ -176,9 +190,17 @@ static void run_case(bench *b, const bench_case *c)
     printf(", \"kernels\": \"%s\"", b->kernels);
     if (c->kind == BENCH_DECODE || c->kind == BENCH_LAYER_STEP)
         printf(", \"tokens_per_s\": %.1f", c->b / (med * 1e-3));
+    if (backward) {
+        double fwd = bench_median(fwd_ms, reps);
+        printf(", \"fwd_ms\": %.3f, \"fwd_ms_min\": %.3f, \"fwd_ms_max\": %.3f, "
+               "\"fwd_gflops\": %.2f, \"bwd_ms\": %.3f, \"bwd_over_fwd\": %.3f",
+               fwd, fwd_ms[0], fwd_ms[reps - 1], bench_runner_forward_flops(r) / (fwd * 1e6), med,
+               med / fwd);
+    }
     bench_case_print_shape(c, stdout);
     printf("}\n");
     fflush(stdout);
+    free(fwd_ms);
     free(ms);
     free(s);
     bench_runner_destroy(r);
