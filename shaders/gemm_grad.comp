@@ -68,7 +68,10 @@ void main() {
 
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
         // A's tile: BK x BM = 1024 values, 8 per invocation
-        for (uint u = lid; u < BK * BM; u += 128u) {
+        // (unrolled: lavapipe counts every loop iteration of an invocation
+        // against one limit of 65535, so only the K loop may loop)
+        [[unroll]] for (uint s = 0u; s < BK * BM / 128u; s++) {
+            uint u = lid + 128u * s;
             uint kk = u / BM, mm = u % BM;
             uint m = m0 + mm, k = k0 + kk;
             float v = 0.0;
@@ -76,7 +79,8 @@ void main() {
                 v = ta == T_ONES ? 1.0 : load_a(pc.a_off + m * pc.a_sm + k * pc.a_sk, ta);
             as_[kk][mm] = v;
         }
-        for (uint u = lid; u < BK * BN; u += 128u) {
+        [[unroll]] for (uint s = 0u; s < BK * BN / 128u; s++) {
+            uint u = lid + 128u * s;
             uint kk = u / BN, nn = u % BN;
             uint n = n0 + nn, k = k0 + kk;
             bs_[kk][nn] = n < pc.N && k < pc.K ? load_b(pc.b_off + k * pc.b_sk + n * pc.b_sn, tb)

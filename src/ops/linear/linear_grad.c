@@ -21,6 +21,7 @@ enum { T_F32 = 0, T_F16 = 1, T_BF16 = 2, T_ONES = 3 };
 enum { FLAG_BIAS = 1, FLAG_ACCUMULATE = 2 };
 #define GEMM_BM 64u
 #define GEMM_BN 32u
+#define GEMM_K_PIECE (1u << 19)
 
 static const vka_kernel gemm_kernel = {
     .name = "gemm_grad",
@@ -115,5 +116,18 @@ vkattn_result vka_cmd_gemm(vkattn_context *ctx, VkCommandBuffer cmd, const vka_g
                         what, g->m, g->n, gx, gy);
     vka_pipeline *pipe;
     VKA_TRY(vka_pipeline_get(ctx, &gemm_kernel, NULL, 0, &pipe));
-    return vka_cmd_dispatch(ctx, cmd, pipe, bind, &p, gx, gy, 1);
+    /* K in pieces, each after the one before (accumulating): a shader
+     * loop of lavapipe ends after 65535 iterations of BK values */
+    for (uint32_t k0 = 0; k0 < g->k; k0 += GEMM_K_PIECE) {
+        gemm_push piece = p;
+        piece.k = g->k - k0 < GEMM_K_PIECE ? g->k - k0 : GEMM_K_PIECE;
+        if (k0) {
+            piece.a_off += g->a_ones ? 0 : k0 * p.a_sk;
+            piece.b_off += k0 * p.b_sk;
+            piece.flags = (p.flags & ~(uint32_t)FLAG_BIAS) | FLAG_ACCUMULATE;
+            vka_cmd_compute_barrier(ctx, cmd);
+        }
+        VKA_TRY(vka_cmd_dispatch(ctx, cmd, pipe, bind, &piece, gx, gy, 1));
+    }
+    return VKATTN_SUCCESS;
 }
