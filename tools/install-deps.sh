@@ -27,6 +27,7 @@ packages=(
   python3-venv           # ... which install it with pip into a venv
   python3-setuptools     # (pip install --no-build-isolation uses Debian's setuptools
   python3-wheel          #  and wheel, as python/README.md documents)
+  python3-torch          # tests/python's comparisons with PyTorch (vkattn.torch's gradients)
 )
 
 missing=()

@@ -6,6 +6,8 @@
 
 A pure-Python package (ctypes) over the shared library libvkattn.so; numpy
 arrays in and out, anything with __array__ (PyTorch CPU tensors) accepted.
+`import vkattn.torch` adds scaled_dot_product_attention with autograd
+(torch is imported then, never by `import vkattn` itself).
 See python/README.md and the C manual in include/vkattn.h."""
 from . import _lib
 from ._errors import Error, InvalidInput

@@ -195,6 +195,16 @@ class RefAttentionArgs(ctypes.Structure):
     ]
 
 
+class AttentionBackwardArgs(ctypes.Structure):
+    _fields_ = [("forward", AttentionArgs), ("dout", Tensor), ("dq", Tensor), ("dk", Tensor),
+                ("dv", Tensor), ("dsinks", Tensor)]
+
+
+class RefAttentionBackwardArgs(ctypes.Structure):
+    _fields_ = [("forward", RefAttentionArgs), ("dout", HostTensor), ("dq", HostTensor),
+                ("dk", HostTensor), ("dv", HostTensor), ("dsinks", HostTensor)]
+
+
 class RopeDesc(ctypes.Structure):
     _fields_ = [
         ("theta", _f32),
@@ -251,6 +261,7 @@ class MhaForwardArgs(ctypes.Structure):
         ("value", Tensor),
         ("sequences", _u32),
         ("q_offsets", ctypes.POINTER(_i32)), ("k_offsets", ctypes.POINTER(_i32)),
+        ("dropout_p", _f32), ("dropout_seed", _u64),
     ]
 
 
@@ -267,7 +278,29 @@ class RefMhaArgs(ctypes.Structure):
         ("value", HostTensor),
         ("sequences", _u32),
         ("q_offsets", ctypes.POINTER(_i32)), ("k_offsets", ctypes.POINTER(_i32)),
+        ("dropout_p", _f32), ("dropout_seed", _u64),
     ]
+
+
+_MHA_GRAD_NAMES = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "q_norm", "k_norm", "sinks")
+
+
+class MhaGrads(ctypes.Structure):
+    _fields_ = [(n, Tensor) for n in _MHA_GRAD_NAMES]
+
+
+class MhaBackwardArgs(ctypes.Structure):
+    _fields_ = [("forward", MhaForwardArgs), ("dy", Tensor), ("dx", Tensor), ("dkv", Tensor),
+                ("dvalue", Tensor), ("grads", MhaGrads), ("accumulate", _bool)]
+
+
+class RefMhaGrads(ctypes.Structure):
+    _fields_ = [(n, HostTensor) for n in _MHA_GRAD_NAMES]
+
+
+class RefMhaBackwardArgs(ctypes.Structure):
+    _fields_ = [("forward", RefMhaArgs), ("dy", HostTensor), ("dx", HostTensor),
+                ("dkv", HostTensor), ("dvalue", HostTensor), ("grads", RefMhaGrads)]
 
 
 class KvCacheDesc(ctypes.Structure):
@@ -326,11 +359,17 @@ STRUCTS = {
     "vkattn_host_tensor": HostTensor,
     "vkattn_attention_args": AttentionArgs,
     "vkattn_ref_attention_args": RefAttentionArgs,
+    "vkattn_attention_backward_args": AttentionBackwardArgs,
+    "vkattn_ref_attention_backward_args": RefAttentionBackwardArgs,
     "vkattn_rope_desc": RopeDesc,
     "vkattn_mha_desc": MhaDesc,
     "vkattn_mha_weights": MhaWeights,
     "vkattn_mha_forward_args": MhaForwardArgs,
     "vkattn_ref_mha_args": RefMhaArgs,
+    "vkattn_mha_grads": MhaGrads,
+    "vkattn_mha_backward_args": MhaBackwardArgs,
+    "vkattn_ref_mha_grads": RefMhaGrads,
+    "vkattn_ref_mha_backward_args": RefMhaBackwardArgs,
     "vkattn_kv_cache_desc": KvCacheDesc,
     "vkattn_mha_step_args": MhaStepArgs,
     "vkattn_kv_attention_args": KvAttentionArgs,
@@ -416,6 +455,11 @@ _FUNCS = {
     "vkattn_buffer_download": (_R, [_ptr, _u64, _ptr, _u64]),
     "vkattn_attention": (_R, [_ptr, _P(AttentionArgs)]),
     "vkattn_ref_attention": (_R, [_P(RefAttentionArgs), ctypes.c_char_p, ctypes.c_size_t]),
+    "vkattn_attention_backward": (_R, [_ptr, _P(AttentionBackwardArgs)]),
+    "vkattn_ref_attention_backward": (_R, [_P(RefAttentionBackwardArgs), ctypes.c_char_p,
+                                           ctypes.c_size_t]),
+    "vkattn_dropout_bits": (_u32, [_u64, _u32, _u32, _u32, _u32]),
+    "vkattn_dropout_threshold": (_u32, [_f32]),
     "vkattn_ref_mha": (_R, [_P(MhaDesc), _P(MhaWeights), _P(RefMhaArgs), ctypes.c_char_p,
                             ctypes.c_size_t]),
     "vkattn_mha_create": (_R, [_ptr, _P(MhaDesc), _P(_ptr)]),
@@ -423,6 +467,13 @@ _FUNCS = {
     "vkattn_mha_config": (_P(MhaDesc), [_ptr]),
     "vkattn_mha_set_weights": (_R, [_ptr, _P(MhaWeights)]),
     "vkattn_mha_forward": (_R, [_ptr, _P(MhaForwardArgs)]),
+    "vkattn_mha_scratch_size": (_R, [_ptr, _u32, _u32, _u32, _P(_u64)]),
+    "vkattn_mha_reserve": (_R, [_ptr, _u32, _u32, _u32]),
+    "vkattn_mha_backward_scratch_size": (_R, [_ptr, _u32, _u32, _u32, _P(_u64)]),
+    "vkattn_mha_reserve_backward": (_R, [_ptr, _u32, _u32, _u32]),
+    "vkattn_mha_backward": (_R, [_ptr, _P(MhaBackwardArgs)]),
+    "vkattn_ref_mha_backward": (_R, [_P(MhaDesc), _P(MhaWeights), _P(RefMhaBackwardArgs),
+                                     ctypes.c_char_p, ctypes.c_size_t]),
     "vkattn_kv_cache_create": (_R, [_ptr, _P(KvCacheDesc), _P(_ptr)]),
     "vkattn_kv_cache_destroy": (None, [_ptr]),
     "vkattn_kv_cache_config": (_P(KvCacheDesc), [_ptr]),
