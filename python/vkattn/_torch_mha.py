@@ -38,9 +38,9 @@ def torch_forward(layer, query, key, value, key_padding_mask, need_weights, attn
                   average_attn_weights, is_causal):
     """torch.nn.MultiheadAttention.forward's semantics over `layer`."""
     if layer.training and layer.dropout > 0.0:
-        raise bad("dropout %g in training mode: vkattn has no attention dropout yet; call "
-                  ".eval() (dropout is then ignored, as torch does) or make the layer with "
-                  "dropout=0.0" % layer.dropout)
+        raise bad("dropout %g in training mode: this drop-in layer has no autograd; train "
+                  "with vkattn.torch.MultiheadAttention (which applies dropout), or call "
+                  ".eval() (dropout is then ignored, as torch does)" % layer.dropout)
     like = query
     q = A.as_numpy(query, "query")
     k = A.as_numpy(key, "key")
