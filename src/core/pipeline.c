@@ -133,7 +133,7 @@ static vkattn_result pipeline_get_locked(vkattn_context *ctx, const vka_kernel *
     for (uint32_t i = 0; i < reg->count; i++) {
         vka_pipeline *p = reg->items[i];
         if (p->kernel == kernel && p->spec_count == spec_count &&
-            memcmp(p->spec, spec, spec_count * sizeof *spec) == 0) {
+            (!spec_count || memcmp(p->spec, spec, spec_count * sizeof *spec) == 0)) {
             *out = p;
             return VKATTN_SUCCESS;
         }
@@ -156,7 +156,8 @@ static vkattn_result pipeline_get_locked(vkattn_context *ctx, const vka_kernel *
         return vka_fail(ctx, VKATTN_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     p->kernel = kernel;
     p->spec_count = spec_count;
-    memcpy(p->spec, spec, spec_count * sizeof *spec);
+    if (spec_count) /* (a kernel without constants may pass NULL) */
+        memcpy(p->spec, spec, spec_count * sizeof *spec);
     p->layout = kl->layout;
     p->set_layout = kl->set_layout;
 
