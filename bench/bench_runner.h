@@ -26,6 +26,9 @@ struct bench_runner {
     int nbuffers;
 };
 
+/* A buffer of n random values in [-1, 1) stored as dt (q8_0: quantized,
+ * n whole blocks), owned by r. (bench_data.c, as the two below) */
+vkattn_buffer *bench_random_buffer(bench_runner *r, uint64_t n, vkattn_dtype dt, uint64_t seed);
 /* A tensor of random values in [-1, 1) stored as dt, its buffer owned by r. */
 vkattn_tensor bench_random_tensor(bench_runner *r, vkattn_dtype dt, uint32_t rank,
                                   const int64_t *shape, uint64_t seed);
