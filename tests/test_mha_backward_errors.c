@@ -46,6 +46,8 @@ void test_mha_backward_errors(void **state)
     TEST_FAILS_CHANGED(ctx, x, good, x.grads.wk.buffer = dev.grad[MB_WQ], INV, "args->grads.w",
                        CALL);
     TEST_FAILS_CHANGED(ctx, x, good, x.dx.buffer = dev.dy, INV, "args->dx", CALL);
+    TEST_FAILS_CHANGED(ctx, x, good, x.forward.x.buffer = dev.grad[MB_WQ], INV,
+                       "args->grads.wq (bytes 0..4096) overlaps args->forward.x", CALL);
     TEST_FAILS_CHANGED(ctx, x, good,
                        x.forward.head_mask = vkattn_tensor_make(dev.y, 0, VKATTN_DTYPE_F32, 1, hs),
                        UNS, "args->forward.head_mask", CALL);

@@ -272,6 +272,10 @@ vkattn_result vka_mha_bwd_check(vkattn_mha *m, const vkattn_mha_backward_args *a
     const vkattn_mha_grads *g = &c->grads;
     const vkattn_tensor *gr[11] = {&g->wq, &g->wk, &g->wv,     &g->wo,     &g->bq,   &g->bk,
                                    &g->bv, &g->bo, &g->q_norm, &g->k_norm, &g->sinks};
+    static const char *const grad_names[11] = {
+        "args->grads.wq",     "args->grads.wk",     "args->grads.wv",   "args->grads.wo",
+        "args->grads.bq",     "args->grads.bk",     "args->grads.bv",   "args->grads.bo",
+        "args->grads.q_norm", "args->grads.k_norm", "args->grads.sinks"};
     for (int o = 0; o < 3; o++) {
         if (!outs[o]->buffer)
             continue;
@@ -289,8 +293,17 @@ vkattn_result vka_mha_bwd_check(vkattn_mha *m, const vkattn_mha_backward_args *a
             }
         for (int i = 0; i < 11; i++)
             if (gr[i]->buffer)
-                VKA_TRY(vka_tensor_check_disjoint(ctx, &ro, out_names[o], gr[i],
-                                                  "a weight gradient (args->grads.*)"));
+                VKA_TRY(vka_tensor_check_disjoint(ctx, &ro, out_names[o], gr[i], grad_names[i]));
+    }
+    /* nor do the weights' gradients with the inputs */
+    for (int i = 0; i < 4; i++) {
+        if (!ins[i]->buffer)
+            continue;
+        vkattn_tensor ri;
+        VKA_TRY(vka_tensor_resolve(ctx, ins[i], in_names[i], &ri));
+        for (int k = 0; k < 11; k++)
+            if (gr[k]->buffer)
+                VKA_TRY(vka_tensor_check_disjoint(ctx, gr[k], grad_names[k], &ri, in_names[i]));
     }
     return VKATTN_SUCCESS;
 }
