@@ -268,6 +268,21 @@ vkattn_result vka_tensor_check_rows(vkattn_context *ctx, const vkattn_tensor *t,
     return VKATTN_SUCCESS;
 }
 
+vkattn_result vka_tensor_check_shape_as(vkattn_context *ctx, const vkattn_tensor *t,
+                                        const char *name, const vkattn_tensor *like,
+                                        const char *like_name)
+{
+    if (t->rank != like->rank)
+        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.rank is %u: it must be %u, as %s's",
+                        name, t->rank, like->rank, like_name);
+    for (uint32_t d = 0; d < t->rank; d++)
+        if (t->shape[d] != like->shape[d])
+            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
+                            "%s.shape[%u] is %lld: it must be %lld, as %s's", name, d,
+                            (long long)t->shape[d], (long long)like->shape[d], like_name);
+    return VKATTN_SUCCESS;
+}
+
 vkattn_result vka_tensor_check_output(vkattn_context *ctx, const vkattn_tensor *t, const char *name)
 {
     for (uint32_t d = 0; d < t->rank; d++)

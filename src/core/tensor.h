@@ -44,6 +44,11 @@ vkattn_result vka_tensor_check_rows(vkattn_context *ctx, const vkattn_tensor *t,
  * over a dimension larger than 1, no strides that interleave). */
 vkattn_result vka_tensor_check_output(vkattn_context *ctx, const vkattn_tensor *t,
                                       const char *name);
+/* `t` has `like`'s rank and shape (a gradient and its tensor): the
+ * message names the first dimension that differs. */
+vkattn_result vka_tensor_check_shape_as(vkattn_context *ctx, const vkattn_tensor *t,
+                                        const char *name, const vkattn_tensor *like,
+                                        const char *like_name);
 /* An output and another tensor in the same buffer must not share a byte. */
 vkattn_result vka_tensor_check_disjoint(vkattn_context *ctx, const vkattn_tensor *out,
                                         const char *out_name, const vkattn_tensor *other,

@@ -80,15 +80,7 @@ static vkattn_result check_shape_as(vkattn_context *ctx, const vkattn_tensor *t,
     if (!t->buffer)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.buffer is NULL: it is required",
                         name);
-    if (t->rank != like->rank)
-        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.rank is %u: it must be %u, as %s's",
-                        name, t->rank, like->rank, like_name);
-    for (uint32_t d = 0; d < t->rank; d++)
-        if (t->shape[d] != like->shape[d])
-            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                            "%s.shape[%u] is %lld: it must be %lld, as %s's", name, d,
-                            (long long)t->shape[d], (long long)like->shape[d], like_name);
-    return VKATTN_SUCCESS;
+    return vka_tensor_check_shape_as(ctx, t, name, like, like_name);
 }
 
 static vkattn_result check_float(vkattn_context *ctx, const vkattn_tensor *t, const char *name)

@@ -75,14 +75,7 @@ static vkattn_result check_output(vkattn_context *ctx, const vkattn_tensor *t, c
 {
     if (!t->buffer)
         return VKATTN_SUCCESS;
-    if (t->rank != like->rank)
-        return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH, "%s.rank is %u: it must be %u, as %s's",
-                        name, t->rank, like->rank, like_name);
-    for (uint32_t d = 0; d < t->rank; d++)
-        if (t->shape[d] != like->shape[d])
-            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                            "%s.shape[%u] is %lld: it must be %lld, as %s's", name, d,
-                            (long long)t->shape[d], (long long)like->shape[d], like_name);
+    VKA_TRY(vka_tensor_check_shape_as(ctx, t, name, like, like_name));
     VKA_TRY(as_rows(ctx, t, name, out));
     VKA_TRY(check_dtype(ctx, out, name, true));
     vkattn_tensor r;

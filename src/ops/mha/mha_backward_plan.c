@@ -106,11 +106,7 @@ static vkattn_result output_rows(vkattn_context *ctx, const vkattn_tensor *t, co
     if (t->rank != 3)
         return vka_fail(ctx, VKATTN_ERROR_INVALID_ARGUMENT, "%s.rank is %u: it must be 3, as %s's",
                         name, t->rank, like_name);
-    for (uint32_t d = 0; d < 3; d++)
-        if (t->shape[d] != like->shape[d])
-            return vka_fail(ctx, VKATTN_ERROR_SHAPE_MISMATCH,
-                            "%s.shape[%u] is %lld: it must be %lld, as %s's", name, d,
-                            (long long)t->shape[d], (long long)like->shape[d], like_name);
+    VKA_TRY(vka_tensor_check_shape_as(ctx, t, name, like, like_name));
     if (t->dtype != VKATTN_DTYPE_F32) {
         char b[VKA_DTYPE_TEXT];
         return vka_fail(ctx, VKATTN_ERROR_UNSUPPORTED_DTYPE,
