@@ -199,12 +199,16 @@ VKATTN_API vkattn_result vkattn_ref_mha(const vkattn_mha_desc *desc,
 
 /* The gradients of vkattn_ref_mha (see "MHA layer backward"), in double
  * from the inputs alone (forward.y is not read). Weights f32 (weights->dtype
- * f32), given apart (wq, wk, wv) or packed (wqkv). dy f32 [B, Tq, Dm];
- * outputs f32, each optional (data NULL), shapes as vkattn_mha_grads':
- * dx [B, Tq, Dm], dkv and dvalue as forward.kv and forward.value; the
- * weights' gradients in `grads` (host tensors with the same names). Not
- * taken: packed sequences, a head mask, kv_cache_dtype, add_bias_kv and
- * add_zero_attn, and forward.weights. */
+ * f32), given apart (wq, wk, wv) or packed (wqkv); a desc whose weight_dtype
+ * (or dtype) is f16 or bf16 differentiates through the weights rounded to
+ * it, as vkattn_ref_mha multiplies by them. dy f32 [B, Tq, Dm]; outputs
+ * f32, each optional (data NULL), shapes as vkattn_mha_grads': dx
+ * [B, Tq, Dm], dkv and dvalue as forward.kv and forward.value; the
+ * weights' gradients in `grads` (host tensors with the same names; for
+ * packed weights, wq, wk and wv at consecutive rows of one array give
+ * wqkv's layout). Not taken: packed sequences, a head mask,
+ * kv_cache_dtype, add_bias_kv and add_zero_attn, forward.weights, and a
+ * q8_0 weight_dtype. */
 typedef struct vkattn_ref_mha_grads {
     vkattn_host_tensor wq, wk, wv, wo;
     vkattn_host_tensor bq, bk, bv, bo;
