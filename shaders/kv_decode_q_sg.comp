@@ -1,28 +1,35 @@
 // Attention over a quantized KV cache (QF: 0 q8_0, 1 q4_0, 2 q4_1, 3 q5_0,
-// 4 q5_1, 5 iq4_nl; layouts: tensor_io.glsl) for few
-// rows (decode, T <= 16), subgroup family, through rgba32ui texel views of
-// the pools. Same interface, grid, splits and scratch as kv_attention_sg.comp
-// (see kv_attention_main.glsl).
+// 4 q5_1, 5 iq4_nl; layouts: tensor_io.glsl) for few rows (decode, T <= 16),
+// subgroup family, through rgba32ui texel views of the pools. Same
+// interface, grid, splits and scratch as kv_attention_sg.comp (see
+// kv_attention_main.glsl); the loop of kv_decode_sg.comp, with lanes owning
+// ggml blocks where that kernel's own octets.
 //
-// ggml's blocks (34, 18, 20, 22 or 24 bytes) fall on a 16-byte texel only
-// every 8 blocks, so the unit of this kernel is a group of 8 blocks: 256
-// values, 17 texels (q8_0), 9 (q4_0, iq4_nl), 10 (q4_1), 11 (q5_0) or 12
-// (q5_1), KPG = 256 / D whole keys (D is 64, 128 or 256;
-// the cache's pages hold a multiple of KPG keys, so a group never
-// straddles two). Lane l owns group l of every block of SG groups: it
-// fetches the group's texels, finds each block's scale and words at fixed
-// places in them, and so forms whole scores of its KPG keys against q (every
-// row of q in every lane: no shuffle, no reduction per score). P.V the same
-// way: each lane adds its keys' values into its own copy of the output rows,
-// and the copies are added across the subgroup once, at the end.
-//
+// A workgroup is one subgroup owning R rows of one (batch row, KV head,
+// split); it walks the split's visible keys in blocks of SG keys. A key is
+// BPK = D / 32 blocks; LPK lanes share a key (lane l holds block column
+// l % LPK, and BPL blocks of it where a key has more blocks than the
+// subgroup lanes), so a step covers KPS = SG / LPK keys and a block of SG
+// keys takes LPK steps. Each lane keeps the matching 32 values of every
+// query and output row in registers (R x 32 x BPL of each, where the
+// kernel that gave every lane whole rows spilled them):
+//   Q.K^T  a lane fetches its block (2 or 3 texels: a block starts on any
+//          even byte of a texel), shifts its words into place and forms
+//          partial scores of its key against every row; a butterfly of
+//          subgroupShuffleXor across the LPK lanes of a key adds them, so
+//          that each lane ends with the score of one key;
+//   P.V    each lane adds its block's values into its output slice, the
+//          probabilities shuffled in from the lanes that hold them; the
+//          slices of the KPS keys of a step are added across the subgroup
+//          once, at the end.
+// K and V rows are the same bytes apart (one head dim), so V's blocks are
+// found where K's were. Dequantization is folded into the sums: d *
+// sum(q_i x_i) for a score, (p d) q_i for a value; the offset of q4_0 (8)
+// and q5_0 (16) and the minimum m of q4_1 and q5_1 once per block (through
+// the sum of q over a block, and the sums of p d and p m over the keys).
 // The running max of a row moves only when a block's max passes it by more
 // than LAZY (log2 domain): the probabilities stay below 2^LAZY, and the
-// output copies are rescaled a few times per sequence instead of every
-// block. Dequantization is folded into the sums: d * sum(q_i x_i) for a
-// score, (p d) q_i for a value; the offset of q4_0 (8) and q5_0 (16) and
-// the minimum m of q4_1 and q5_1 once per block (through the sum of q over
-// a block, and the sums of p d and p m over a block's keys).
+// output slices are rescaled a few times per sequence, not every block.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -34,44 +41,45 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 8u; // == SG
 layout(constant_id = 1) const uint SG = 8u;  // subgroup size (pipeline requires it), a power of 2
-layout(constant_id = 2) const uint D = 128u; // head dimension: 64, 128 or 256
+layout(constant_id = 2) const uint D = 128u; // head dimension: 32, 64, 128 or 256
 layout(constant_id = 3) const uint R = 4u;   // rows per subgroup
-layout(constant_id = 4) const uint GPL = 1u; // groups per lane (1, 2 or 4)
+layout(constant_id = 4) const uint UNUSED = 1u; // keeps the sg family's spec layout
 
-const uint BLOCK_BYTES = QUANT_BLOCK_BYTES(QF);
-// the nibble formats' fields: nibbles at QS_OFF; a fifth bit per value in
-// the word at QH_OFF (q5_0, q5_1); the minimum's f16 at byte 2 (q4_1,
-// q5_1); the offset subtracted from q (q4_0 8, q5_0 16)
+const uint BB = QUANT_BLOCK_BYTES(QF);
+// the formats' fields: the nibble formats' fifth bits (q5_0, q5_1) and
+// minimum (q4_1, q5_1), the offset subtracted from q (q4_0 8, q5_0 16)
 #define NIBBLES (QF != 0)
 #define FIFTH (QF == 3 || QF == 4)
 #define HAS_MIN (QF == 2 || QF == 4)
 #define HAS_OFFSET (QF == 1 || QF == 3)
-const uint QS_OFF = QF == 2 ? 4u : QF == 3 ? 6u : QF == 4 ? 8u : 2u;
-const uint QH_OFF = QF == 3 ? 2u : 4u;
+// Blocks of whole words (q4_1 20 bytes, q5_1 24) start on a word; the
+// others on any even byte. A lane shifts a block's words into place from
+// AOFF on: the f16 scale before them is read apart (the other formats'
+// scale and minimum are aligned word 0). ALIGN: what divides every block's
+// start.
+#define WHOLE_WORDS (QF == 2 || QF == 4)
+const uint AOFF = WHOLE_WORDS ? 0u : 2u;
+const uint ALIGN = QF == 4 ? 8u : QF == 2 ? 4u : 2u;
+const uint NA = (BB - AOFF) / 4u;              // aligned words of a block
+const uint NT = (16u - ALIGN + BB + 15u) / 16u; // texels a block may touch
+const uint NW = 4u * NT;
+const uint SMAX = (16u - ALIGN + AOFF) / 4u;   // the largest word shift
+// where the values' words (QS_A) and the fifth bits (QH_A) are among them
+const uint QS_A = QF == 4 ? 2u : (QF == 2 || QF == 3) ? 1u : 0u;
+const uint QH_A = QF == 4 ? 1u : 0u;
 const float OFFSET = QF == 3 ? 16.0 : 8.0;
-const uint GT = BLOCK_BYTES / 2u; // texels of a group of 8 blocks
-const uint KPG = 256u / D;        // keys of a group
-const uint KPL = KPG * GPL;       // keys of a lane
-const uint BPK = D / 32u;         // blocks of a key
-const uint DQ = D / 4u;           // quads of a row
-const uint NK = SG * KPL;         // keys of a block
 const float LAZY = 8.0;
 
-// The 32-bit word at even byte o_ of the group whose texels start at t_[i_]
-// (two words joined where it straddles one), and the f16 scale at even byte
-// o_. Key kk of a lane is key kk % KPG of its group kk / KPG: KOFF is where
-// its block bb starts.
-#define GWORD_AT(t_, i_, o_) t_[(i_) + ((o_) >> 4u)][((o_) >> 2u) & 3u]
-#define GWORD(t_, i_, o_)                                                            \
-    (((o_) & 2u) == 0u ? GWORD_AT(t_, i_, o_)                                         \
-                       : (GWORD_AT(t_, i_, (o_) - 2u) >> 16u) |                       \
-                             (GWORD_AT(t_, i_, (o_) + 2u) << 16u))
-#define GSCALE(t_, i_, o_) unpackHalf2x16(GWORD_AT(t_, i_, o_) >> (((o_) & 2u) * 8u)).x
-#define GBASE(kk_) (((kk_) / KPG) * GT)
-#define KOFF(kk_, bb_) ((((kk_) % KPG) * BPK + (bb_)) * BLOCK_BYTES)
+const uint BPK = D / 32u;             // blocks of a key
+// lanes of a key: min(BPK, SG) for powers of two, in arithmetic
+const uint LPK = BPK / ((BPK + SG - 1u) / SG);
+const uint BPL = BPK / LPK;           // blocks of a lane
+const uint KPS = SG / LPK;            // keys of a step
+const uint NS = LPK;                  // steps of a block of SG keys
+const uint RB = BPK * BB;             // bytes of a key row
 
-// The four signed bytes of a word (q8_0), low byte first; the low / high
-// nibbles of a word's bytes (q4_0, without the offset of 8).
+// The four signed bytes of a word (q8_0), low byte first; the low nibbles
+// of a word's bytes.
 vec4 q8_values(uint w) {
     return vec4(ivec4(int(w << 24u), int(w << 16u), int(w << 8u), int(w)) >> 24);
 }
@@ -109,6 +117,81 @@ uint key_row_fast(uint b, uint kv_head, uint j, float inv_bs) {
     return (block * pc.kv_heads + kv_head) * pc.block_size + (j - i * pc.block_size);
 }
 
+// Where block column `col` of pool row `row` starts: its first texel and
+// its byte in that texel (row * RB in two parts, so that pools past 4 GiB
+// still have texel indices in 32 bits).
+void block_place(uint row, uint col, out uint texel, out uint byte_) {
+    uint rest = (row & 15u) * RB + col * BB;
+    texel = (row >> 4u) * RB + (rest >> 4u);
+    byte_ = rest & 15u;
+}
+
+// The block at byte o of texels t: a[k] is the word at byte o + AOFF + 4k
+// (the word shift picked by selects: an indexed array would be spilled),
+// d the f16 scale at byte o (formats with AOFF 2), mn the minimum.
+void align_block(uvec4 t[NT], uint o, out uint a[NA], out float d, out float mn) {
+    uint w[NW];
+    [[unroll]] for (uint i = 0u; i < NW; i++)
+        w[i] = t[i / 4u][i % 4u];
+    const uint e = o + AOFF, s = e >> 2u;
+    uint v[NA + 1u];
+    [[unroll]] for (uint k = 0u; k <= NA; k++) {
+        uint x = w[k < NW ? k : NW - 1u];
+        [[unroll]] for (uint c = 1u; c <= SMAX; c++)
+            x = s == c ? w[k + c < NW ? k + c : NW - 1u] : x;
+        v[k] = x;
+    }
+#if WHOLE_WORDS
+    [[unroll]] for (uint k = 0u; k < NA; k++)
+        a[k] = v[k];
+    vec2 dm = unpackHalf2x16(a[0]);
+    d = dm.x;
+    mn = dm.y;
+#else
+    const bool half_word = (e & 2u) != 0u;
+    [[unroll]] for (uint k = 0u; k < NA; k++)
+        a[k] = half_word ? (v[k] >> 16u) | (v[k + 1u] << 16u) : v[k];
+    const uint ws = o >> 2u;
+    uint sw = w[0];
+    [[unroll]] for (uint c = 1u; c < 4u; c++)
+        sw = ws == c ? w[c] : sw;
+    d = unpackHalf2x16(sw >> ((o & 2u) * 8u)).x;
+    mn = 0.0;
+#endif
+}
+
+// The largest x of the subgroup, as subgroupMax, through shuffles by
+// constant masks (lavapipe runs subgroupMax as a loop over the lanes).
+#define MAX_STEP(h)         \
+    if ((h) < SG)           \
+        x = max(x, subgroupShuffleXor(x, (h)));
+float lanes_max(float x) {
+    MAX_STEP(1u)
+    MAX_STEP(2u)
+    MAX_STEP(4u)
+    MAX_STEP(8u)
+    MAX_STEP(16u)
+    MAX_STEP(32u)
+    return x;
+}
+
+// One butterfly step over the LPK lanes of a key (skipped at compile time
+// where h >= NS): slot st of lane l holds key bc ^ st of its step set, so a
+// lane keeps the slots without bit h and adds the partner's slot st | h,
+// which holds the same key there (no selects).
+#define BUTTERFLY(h)                                                         \
+    if ((h) < NS) {                                                          \
+        [[unroll]] for (uint i = 0u; i < NS; i++)                            \
+            if ((i & (h)) == 0u && i < 2u * (h))                             \
+                [[unroll]] for (uint r = 0u; r < R; r++)                     \
+                    sp[i * R + r] += subgroupShuffleXor(sp[(i | (h)) * R + r], (h)); \
+    }
+// The lanes' slices of a block column added over its keys' lanes (lanes
+// l ^ h, h from LPK up).
+#define COLUMN_SUM(h, x)                                                     \
+    if ((h) >= LPK && (h) < SG)                                              \
+        x += subgroupShuffleXor(x, (h));
+
 void main() {
     const uint lane = gl_SubgroupInvocationID;
     const uint split = gl_WorkGroupID.x % pc.splits;
@@ -126,246 +209,265 @@ void main() {
     split_range(first, len, split, lo, hi);
     visible_range(row0, last_row, shift, lo, hi, key_end, key_full);
 
-    // Every row of q whole in every lane (the same values: dynamically
-    // uniform fetches), the lane's copy of the output rows.
+    // The lane's block column bc, and its keys: at step st of a block of SG
+    // keys key ks + KPS * (bc ^ st), whose pool row and probability lane
+    // lane ^ st holds (shuffles by constant masks: a shuffle by a lane's own
+    // index costs lavapipe a loop over the lanes).
+    const uint ks = lane / LPK, bc = lane % LPK, kl = ks + KPS * bc;
+
+    // This lane's 32 values of every query and output row per block it owns
+    // (block bc + LPK * i of a key).
     KvRow rw[R];
-    vec4 q[R][DQ];
-    vec4 o[R][DQ];
+    vec4 q[R][BPL][8];
+    vec4 o[R][BPL][8];
     float m[R], l[R];
 #if HAS_OFFSET || HAS_MIN
-    float qsum[R][BPK]; // sum of q over each block's 32 values
+    float qsum[R][BPL]; // sum of q over each block's 32 values
 #endif
 #if HAS_OFFSET
-    float pdsum[R][BPK]; // sum of p d over the keys, per block of the values
+    float pdsum[R][BPL]; // sum of p d over the keys
 #endif
 #if HAS_MIN
-    float pmsum[R][BPK]; // sum of p m over the keys, per block of the values
+    float pmsum[R][BPL]; // sum of p m over the keys
 #endif
     [[unroll]] for (uint r = 0u; r < R; r++) {
         rw[r] = kv_row_info(min(row0 + r, last_row), b, kv_head, shift, D);
-        [[unroll]] for (uint c = 0u; c < DQ; c++) {
-            q[r][c] = q_load4(rw[r].q + c);
-            o[r][c] = vec4(0.0);
-        }
+        [[unroll]] for (uint i = 0u; i < BPL; i++) {
+            [[unroll]] for (uint c = 0u; c < 8u; c++) {
+                q[r][i][c] = q_load4(rw[r].q + (bc + LPK * i) * 8u + c);
+                o[r][i][c] = vec4(0.0);
+            }
 #if HAS_OFFSET || HAS_MIN
-        [[unroll]] for (uint bb = 0u; bb < BPK; bb++) {
             vec4 t = vec4(0.0);
             [[unroll]] for (uint c = 0u; c < 8u; c++)
-                t += q[r][bb * 8u + c];
-            qsum[r][bb] = (t.x + t.y) + (t.z + t.w);
+                t += q[r][i][c];
+            qsum[r][i] = (t.x + t.y) + (t.z + t.w);
+#endif
 #if HAS_OFFSET
-            pdsum[r][bb] = 0.0;
+            pdsum[r][i] = 0.0;
 #endif
 #if HAS_MIN
-            pmsum[r][bb] = 0.0;
+            pmsum[r][i] = 0.0;
 #endif
         }
-#endif
         m[r] = NEG_INF;
         l[r] = 0.0;
     }
 
-    // Blocks start on a group (keys before lo in the first one are masked);
-    // a lane past the last key reads the last real group (masked too).
-    // Software pipelined: a block's V texels are fetched before its scores
-    // are formed, the next block's K texels before its P.V, so the loads of
-    // the fetches (calls on lavapipe) overlap the arithmetic.
+    // Software pipelined as kv_decode_sg.comp: a block's V texels are
+    // fetched beside its scores, the next block's K texels beside its P.V.
+    // Fetches past a view's end are clamped (a block's last texel may be
+    // one it does not use).
+    const uint last_k = uint(textureSize(k_tex)) - 1u;
+    const uint last_v = uint(textureSize(v_tex)) - 1u;
     const float inv_bs = 1.0 / float(pc.block_size);
-    const uint start = lo & ~(KPG - 1u);
-    const uint last_group_key = key_end > 0u ? (key_end - 1u) & ~(KPG - 1u) : 0u;
-    uint g[GPL];
-    uvec4 kt[GPL * GT];
-    [[unroll]] for (uint gi = 0u; gi < GPL; gi++) {
-        uint j = min(start + lane * KPL + gi * KPG, last_group_key);
-        g[gi] = key_end > lo ? key_row_fast(b, kv_head, j, inv_bs) / KPG * GT : 0u;
-        [[unroll]] for (uint t = 0u; t < GT; t++)
-            kt[gi * GT + t] = texelFetch(k_tex, int(g[gi] + t));
+    // pool row of key j0 + kl, clamped to a real key (past key_end it is
+    // masked: p = 0); an empty range reads row 0 (unused)
+    uint my_row = key_end > lo ? key_row_fast(b, kv_head, min(lo + kl, key_end - 1u), inv_bs) : 0u;
+    uint bt[NS][BPL], bo[NS][BPL]; // this block's texels and bytes
+    uvec4 kt[NS][BPL][NT];
+    [[unroll]] for (uint st = 0u; st < NS; st++) {
+        uint row = subgroupShuffleXor(my_row, st);
+        [[unroll]] for (uint i = 0u; i < BPL; i++) {
+            block_place(row, bc + LPK * i, bt[st][i], bo[st][i]);
+            [[unroll]] for (uint t = 0u; t < NT; t++)
+                kt[st][i][t] = texelFetch(k_tex, int(min(bt[st][i] + t, last_k)));
+        }
     }
-    for (uint j0 = start; j0 < key_end; j0 += NK) {
-        const uint kb = j0 + lane * KPL; // the lane's first key
-        uvec4 vt[GPL * GT];
-        [[unroll]] for (uint gi = 0u; gi < GPL; gi++)
-            [[unroll]] for (uint t = 0u; t < GT; t++)
-                vt[gi * GT + t] = texelFetch(v_tex, int(g[gi] + t));
-        // ---- scores of the lane's keys
-        float s[KPL][R];
-        [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
+    for (uint j0 = lo; j0 < key_end; j0 += SG) {
+        // ---- this block's V texels, then its K blocks in place
+        uvec4 vt[NS][BPL][NT];
+        [[unroll]] for (uint st = 0u; st < NS; st++)
+            [[unroll]] for (uint i = 0u; i < BPL; i++)
+                [[unroll]] for (uint t = 0u; t < NT; t++)
+                    vt[st][i][t] = texelFetch(v_tex, int(min(bt[st][i] + t, last_v)));
+        // ---- partial scores of the steps' keys over this lane's blocks, a
+        // quad of q at a time against every step (each q value loaded once)
+        float sp[NS * R];
+        [[unroll]] for (uint st = 0u; st < NS; st++)
             [[unroll]] for (uint r = 0u; r < R; r++)
-                s[kk][r] = 0.0;
-        [[unroll]] for (uint bb = 0u; bb < BPK; bb++) {
-            float part[KPL][R];
-            [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
+                sp[st * R + r] = 0.0;
+        [[unroll]] for (uint i = 0u; i < BPL; i++) {
+            uint ka[NS][NA];
+            float kd[NS], km[NS];
+            [[unroll]] for (uint st = 0u; st < NS; st++)
+                align_block(kt[st][i], bo[st][i], ka[st], kd[st], km[st]);
+            float part[NS][R];
+            [[unroll]] for (uint st = 0u; st < NS; st++)
                 [[unroll]] for (uint r = 0u; r < R; r++)
-                    part[kk][r] = 0.0;
+                    part[st][r] = 0.0;
 #if !NIBBLES
             [[unroll]] for (uint c = 0u; c < 8u; c++)
-                [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
-                    vec4 x = q8_values(GWORD(kt, GBASE(kk), KOFF(kk, bb) + 2u + 4u * c));
+                [[unroll]] for (uint st = 0u; st < NS; st++) {
+                    vec4 x = q8_values(ka[st][c]);
                     [[unroll]] for (uint r = 0u; r < R; r++)
-                        part[kk][r] = fma4(q[r][bb * 8u + c], x, part[kk][r]);
+                        part[st][r] = fma4(q[r][i][c], x, part[st][r]);
                 }
 #else
-            uint qh[KPL];
-            [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
-                qh[kk] = FIFTH ? GWORD(kt, GBASE(kk), KOFF(kk, bb) + QH_OFF) : 0u;
             [[unroll]] for (uint c = 0u; c < 4u; c++)
-                [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
-                    uint w = GWORD(kt, GBASE(kk), KOFF(kk, bb) + QS_OFF + 4u * c);
+                [[unroll]] for (uint st = 0u; st < NS; st++) {
                     vec4 xl, xh;
-                    nibble_values(w, qh[kk], c, xl, xh);
+                    nibble_values(ka[st][QS_A + c], FIFTH ? ka[st][QH_A] : 0u, c, xl, xh);
                     [[unroll]] for (uint r = 0u; r < R; r++)
-                        part[kk][r] = fma4(q[r][bb * 8u + 4u + c], xh,
-                                           fma4(q[r][bb * 8u + c], xl, part[kk][r]));
+                        part[st][r] = fma4(q[r][i][4u + c], xh, fma4(q[r][i][c], xl, part[st][r]));
                 }
 #endif
-            [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
-                float d = GSCALE(kt, GBASE(kk), KOFF(kk, bb));
-#if HAS_MIN
-                float mn = GSCALE(kt, GBASE(kk), KOFF(kk, bb) + 2u);
-#endif
+            [[unroll]] for (uint st = 0u; st < NS; st++)
                 [[unroll]] for (uint r = 0u; r < R; r++)
 #if HAS_OFFSET
-                    s[kk][r] = fma(d, fma(-OFFSET, qsum[r][bb], part[kk][r]), s[kk][r]);
+                    sp[st * R + r] = fma(kd[st], fma(-OFFSET, qsum[r][i], part[st][r]), sp[st * R + r]);
 #elif HAS_MIN
-                    s[kk][r] = fma(mn, qsum[r][bb], fma(d, part[kk][r], s[kk][r]));
+                    sp[st * R + r] = fma(km[st], qsum[r][i], fma(kd[st], part[st][r], sp[st * R + r]));
 #else
-                    s[kk][r] = fma(d, part[kk][r], s[kk][r]);
+                    sp[st * R + r] = fma(kd[st], part[st][r], sp[st * R + r]);
 #endif
-            }
         }
+        // ---- butterfly across a key's lanes: lane l ends with the score of
+        // its key j0 + kl in slot 0 (steps written out, as in
+        // kv_decode_sg.comp)
+        BUTTERFLY(32u)
+        BUTTERFLY(16u)
+        BUTTERFLY(8u)
+        BUTTERFLY(4u)
+        BUTTERFLY(2u)
+        BUTTERFLY(1u)
         // ---- scale and modifiers; causal, window and range masks only
-        // where some key may be hidden (or precede the split)
-        const bool edge = j0 < lo || j0 + NK > key_full || (M_WINDOW && j0 < first_all);
-        [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
-            const uint j = kb + kk;
-            [[unroll]] for (uint r = 0u; r < R; r++) {
-                s[kk][r] = kv_modify(s[kk][r] * pc.scale_log2, rw[r], j);
-                if (edge && (j < lo || j >= key_end || kv_hidden(rw[r], j)))
-                    s[kk][r] = NEG_INF;
-            }
+        // where some key may be hidden
+        const uint j = j0 + kl;
+        const bool edge = j0 + SG > key_full || (M_WINDOW && j0 < first_all);
+        float s[R];
+        [[unroll]] for (uint r = 0u; r < R; r++) {
+            s[r] = kv_modify(sp[r] * pc.scale_log2, rw[r], j);
+            if (edge && (kv_hidden(rw[r], j) || j >= key_end))
+                s[r] = NEG_INF;
         }
         // ---- online softmax with a lazy max (see the top); a row that has
         // seen no visible key keeps m = -inf, and m_safe = 0 keeps
         // exp2(-inf - -inf) (NaN) away
-        float p[KPL][R];
+        float pk[NS][R];
         [[unroll]] for (uint r = 0u; r < R; r++) {
-            float bm = s[0][r];
-            [[unroll]] for (uint kk = 1u; kk < KPL; kk++)
-                bm = max(bm, s[kk][r]);
-            bm = subgroupMax(bm);
+            float bm = lanes_max(s[r]);
             if (bm > m[r] + LAZY) { // the same in every lane
                 float alpha = exp2(m[r] - bm); // 0 while m is -inf
                 m[r] = bm;
                 l[r] *= alpha;
-                [[unroll]] for (uint c = 0u; c < DQ; c++)
-                    o[r][c] *= alpha;
+                [[unroll]] for (uint i = 0u; i < BPL; i++) {
+                    [[unroll]] for (uint c = 0u; c < 8u; c++)
+                        o[r][i][c] *= alpha;
 #if HAS_OFFSET
-                [[unroll]] for (uint bb = 0u; bb < BPK; bb++)
-                    pdsum[r][bb] *= alpha;
+                    pdsum[r][i] *= alpha;
 #endif
 #if HAS_MIN
-                [[unroll]] for (uint bb = 0u; bb < BPK; bb++)
-                    pmsum[r][bb] *= alpha;
+                    pmsum[r][i] *= alpha;
 #endif
+                }
             }
             float m_safe = m[r] == NEG_INF ? 0.0 : m[r];
-            [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
-                p[kk][r] = exp2(s[kk][r] - m_safe);
-                l[r] += p[kk][r];
+            float p = exp2(s[r] - m_safe);
+            l[r] += p; // per-lane partial sums, added up at the end
+            [[unroll]] for (uint st = 0u; st < NS; st++)
+                pk[st][r] = subgroupShuffleXor(p, st);
+        }
+        // ---- the next block's K texels (rows clamped: the last trip
+        // fetches real keys it does not use); V's places kept for P.V
+        uint vo[NS][BPL];
+        my_row = key_row_fast(b, kv_head, min(j0 + SG + kl, key_end - 1u), inv_bs);
+        [[unroll]] for (uint st = 0u; st < NS; st++) {
+            uint row = subgroupShuffleXor(my_row, st);
+            [[unroll]] for (uint i = 0u; i < BPL; i++) {
+                vo[st][i] = bo[st][i];
+                block_place(row, bc + LPK * i, bt[st][i], bo[st][i]);
+                [[unroll]] for (uint t = 0u; t < NT; t++)
+                    kt[st][i][t] = texelFetch(k_tex, int(min(bt[st][i] + t, last_k)));
             }
         }
-        // ---- the next block's K (clamped: the last trip fetches a real
-        // group it does not use)
-        [[unroll]] for (uint gi = 0u; gi < GPL; gi++) {
-            uint j = min(kb + NK + gi * KPG, last_group_key);
-            g[gi] = key_row_fast(b, kv_head, j, inv_bs) / KPG * GT;
-            [[unroll]] for (uint t = 0u; t < GT; t++)
-                kt[gi * GT + t] = texelFetch(k_tex, int(g[gi] + t));
-        }
-        // ---- O += P V over the lane's keys; a hidden key's scale never
-        // multiplies (its group may hold unwritten bytes past the sequence)
-        [[unroll]] for (uint bb = 0u; bb < BPK; bb++) {
-            float pd[KPL][R];
-            [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
-                float d = GSCALE(vt, GBASE(kk), KOFF(kk, bb));
-                [[unroll]] for (uint r = 0u; r < R; r++)
-                    pd[kk][r] = p[kk][r] == 0.0 ? 0.0 : p[kk][r] * d;
-#if HAS_MIN
-                float mn = GSCALE(vt, GBASE(kk), KOFF(kk, bb) + 2u);
-                [[unroll]] for (uint r = 0u; r < R; r++)
-                    pmsum[r][bb] += p[kk][r] == 0.0 ? 0.0 : p[kk][r] * mn;
+        // ---- O += P V over this lane's blocks, a quad of every step's
+        // values at a time (each output value loaded and stored once); a
+        // hidden key's scale never multiplies
+        [[unroll]] for (uint i = 0u; i < BPL; i++) {
+            uint va[NS][NA];
+            float pd[NS][R];
+            [[unroll]] for (uint st = 0u; st < NS; st++) {
+                float d, mn;
+                align_block(vt[st][i], vo[st][i], va[st], d, mn);
+                [[unroll]] for (uint r = 0u; r < R; r++) {
+                    pd[st][r] = pk[st][r] == 0.0 ? 0.0 : pk[st][r] * d;
+#if HAS_OFFSET
+                    pdsum[r][i] += pd[st][r];
 #endif
+#if HAS_MIN
+                    pmsum[r][i] += pk[st][r] == 0.0 ? 0.0 : pk[st][r] * mn;
+#endif
+                }
             }
 #if !NIBBLES
             [[unroll]] for (uint c = 0u; c < 8u; c++) {
-                vec4 x[KPL];
-                [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
-                    x[kk] = q8_values(GWORD(vt, GBASE(kk), KOFF(kk, bb) + 2u + 4u * c));
+                vec4 x[NS];
+                [[unroll]] for (uint st = 0u; st < NS; st++)
+                    x[st] = q8_values(va[st][c]);
                 [[unroll]] for (uint r = 0u; r < R; r++) {
-                    vec4 acc = o[r][bb * 8u + c];
-                    [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
-                        acc = fma(vec4(pd[kk][r]), x[kk], acc);
-                    o[r][bb * 8u + c] = acc;
+                    vec4 acc = o[r][i][c];
+                    [[unroll]] for (uint st = 0u; st < NS; st++)
+                        acc = fma(vec4(pd[st][r]), x[st], acc);
+                    o[r][i][c] = acc;
                 }
             }
 #else
-#if HAS_OFFSET
-            [[unroll]] for (uint r = 0u; r < R; r++)
-                [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
-                    pdsum[r][bb] += pd[kk][r];
-#endif
-            uint qh[KPL];
-            [[unroll]] for (uint kk = 0u; kk < KPL; kk++)
-                qh[kk] = FIFTH ? GWORD(vt, GBASE(kk), KOFF(kk, bb) + QH_OFF) : 0u;
             [[unroll]] for (uint c = 0u; c < 4u; c++) {
-                vec4 xl[KPL], xh[KPL];
-                [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
-                    uint w = GWORD(vt, GBASE(kk), KOFF(kk, bb) + QS_OFF + 4u * c);
-                    nibble_values(w, qh[kk], c, xl[kk], xh[kk]);
-                }
+                vec4 xl[NS], xh[NS];
+                [[unroll]] for (uint st = 0u; st < NS; st++)
+                    nibble_values(va[st][QS_A + c], FIFTH ? va[st][QH_A] : 0u, c, xl[st], xh[st]);
                 [[unroll]] for (uint r = 0u; r < R; r++) {
-                    vec4 al = o[r][bb * 8u + c], ah = o[r][bb * 8u + 4u + c];
-                    [[unroll]] for (uint kk = 0u; kk < KPL; kk++) {
-                        al = fma(vec4(pd[kk][r]), xl[kk], al);
-                        ah = fma(vec4(pd[kk][r]), xh[kk], ah);
+                    vec4 al = o[r][i][c], ah = o[r][i][4u + c];
+                    [[unroll]] for (uint st = 0u; st < NS; st++) {
+                        al = fma(vec4(pd[st][r]), xl[st], al);
+                        ah = fma(vec4(pd[st][r]), xh[st], ah);
                     }
-                    o[r][bb * 8u + c] = al;
-                    o[r][bb * 8u + 4u + c] = ah;
+                    o[r][i][c] = al;
+                    o[r][i][4u + c] = ah;
                 }
             }
 #endif
         }
     }
 
-    // ---- the lanes' copies added up (less the offset times the sum of p d
-    // of each block, plus the sum of p m); lane c % SG stores quad c. One split: normalise and store
-    // (no visible key: l = 0 -> zeros); several: the unnormalised row, its
-    // max and its sum
+    // ---- the slices of a block column added across the lanes of its keys
+    // (less the offset times the sum of p d, plus the sum of p m); lane
+    // ks stores quads c of its column where c % KPS == ks. One split:
+    // normalise and store (no visible key: l = 0 -> zeros); several: the
+    // unnormalised row, its max and its sum
     const uint s_off = split_step(split, D);
     [[unroll]] for (uint r = 0u; r < R; r++) {
         float total = subgroupAdd(l[r]);
         float inv = 0.0;
         if (pc.splits == 1u && row0 + r <= last_row)
             inv = kv_finish(rw[r], b, m[r], total, lane == 0u);
-        [[unroll]] for (uint c = 0u; c < DQ; c++) {
-            vec4 oc = o[r][c];
+        [[unroll]] for (uint i = 0u; i < BPL; i++)
+            [[unroll]] for (uint c = 0u; c < 8u; c++) {
+                vec4 oc = o[r][i][c];
 #if HAS_OFFSET
-            oc = fma(vec4(-OFFSET), vec4(pdsum[r][c / 8u]), oc);
+                oc = fma(vec4(-OFFSET), vec4(pdsum[r][i]), oc);
 #endif
 #if HAS_MIN
-            oc += vec4(pmsum[r][c / 8u]);
+                oc += vec4(pmsum[r][i]);
 #endif
-            vec4 sum = subgroupAdd(oc);
-            if (c % SG != lane || row0 + r > last_row)
-                continue;
-            if (pc.splits == 1u) {
-                o_store4(rw[r].o + c, sum * inv);
-            } else {
-                uint base = rw[r].split + s_off + 4u * c;
-                [[unroll]] for (uint e = 0u; e < 4u; e++)
-                    split_data[base + e] = sum[e];
+                COLUMN_SUM(1u, oc)
+                COLUMN_SUM(2u, oc)
+                COLUMN_SUM(4u, oc)
+                COLUMN_SUM(8u, oc)
+                COLUMN_SUM(16u, oc)
+                COLUMN_SUM(32u, oc)
+                if (c % KPS != ks || row0 + r > last_row)
+                    continue;
+                uint quad = (bc + LPK * i) * 8u + c;
+                if (pc.splits == 1u) {
+                    o_store4(rw[r].o + quad, oc * inv);
+                } else {
+                    uint base = rw[r].split + s_off + 4u * quad;
+                    [[unroll]] for (uint e = 0u; e < 4u; e++)
+                        split_data[base + e] = oc[e];
+                }
             }
-        }
         if (pc.splits > 1u && lane == 0u && row0 + r <= last_row) {
             uint base = rw[r].split + s_off;
             split_data[base + D] = m[r];

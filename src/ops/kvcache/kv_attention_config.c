@@ -126,29 +126,31 @@ static bool q_fits_texel(vkattn_context *ctx, const vka_kv_attention_problem *p)
     return vka_box_fits_texel(ctx, &p->q, &qbox);
 }
 
-/* Decode kernel over a quantized cache: lanes own groups of 8 blocks (256
- * values: whole keys of a head dim of 64 to 256, all in one page), so pages
- * hold a multiple of 256 / D keys; R rows of q and R output copies live in
- * every lane (R * D at most 512 values each); SG groups per key block. */
-#define DECQ_VALUES_MAX 512u
+/* Decode kernel over a quantized cache: lanes own ggml blocks (head dims
+ * of 32 to 256 in a power of two of blocks), a key's blocks spread over
+ * min(SG, D / 32) lanes; each lane keeps R rows of q and of the output for
+ * the blocks it owns (R * 32 * blocks per lane at most DECQ_VALUES_MAX
+ * values each); SG keys per key block. */
+#define DECQ_VALUES_MAX 128u
 static bool decq_config(const vkattn_context *ctx, const vkattn_kv_cache *c, uint32_t rows,
                         vka_kv_config *cfg)
 {
     uint32_t sg = ctx->info.subgroup_size, d = c->d.head_dim;
-    if (sg == 0 || (sg & (sg - 1)) || (d != 64 && d != 128 && d != 256) ||
-        c->d.block_size % (256 / d))
+    /* subgroups of 4 (SwiftShader) take the subgroup kernel: SwiftShader's
+     * compiler runs out of memory on this one at head dim 64 */
+    if (sg < 8 || (sg & (sg - 1)) || d % 32 || ((d / 32) & (d / 32 - 1)) || d > 256)
         return false;
+    uint32_t blocks = d / 32, lanes = blocks < sg ? blocks : sg;
+    uint32_t per_lane = 32 * (blocks / lanes);
     uint32_t r = pow2_at_least(rows);
     if (r > DEC_ROWS_MAX)
         r = DEC_ROWS_MAX;
-    while (r > 1 && r * d > DECQ_VALUES_MAX)
+    while (r > 1 && r * per_lane > DECQ_VALUES_MAX)
         r /= 2;
-    /* a group holds 256 / D keys: lanes take groups enough for 4 keys */
-    uint32_t gpl = d == 64 ? 1 : d == 128 ? 2 : 4;
-    uint32_t spec[5] = {sg, sg, d, r, gpl};
+    uint32_t spec[5] = {sg, sg, d, r, 1};
     memcpy(cfg->spec, spec, sizeof spec);
     cfg->rows_per_group = r;
-    cfg->block_keys = sg * (256 / d) * gpl;
+    cfg->block_keys = sg;
     return true;
 }
 
