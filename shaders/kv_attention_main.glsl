@@ -103,6 +103,19 @@ uint key_row(uint b, uint kv_head, uint j) {
     return (block * pc.kv_heads + kv_head) * pc.block_size + j % pc.block_size;
 }
 
+// key_row without integer division, for the decode kernels (CPU drivers
+// have no vector divide: it becomes one scalar divide per lane): the
+// quotient through a float reciprocal inv_bs = 1 / block_size, off by at
+// most one for any key index below 2^24 (a float holds it exactly), then
+// corrected.
+uint key_row_fast(uint b, uint kv_head, uint j, float inv_bs) {
+    uint i = uint(float(j) * inv_bs);
+    i = i * pc.block_size > j ? i - 1u : i;
+    i = (i + 1u) * pc.block_size <= j ? i + 1u : i;
+    uint block = meta[2u * pc.batch + b * pc.table_width + i];
+    return (block * pc.kv_heads + kv_head) * pc.block_size + (j - i * pc.block_size);
+}
+
 // Keys [lo, hi) of split `split` of the keys [first, len) of a sequence:
 // equal ranges, multiples of split_align, the last ones possibly short or
 // empty.

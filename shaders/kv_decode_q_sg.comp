@@ -107,16 +107,6 @@ float fma4(vec4 x, vec4 y, float a) {
     return fma(x.w, y.w, fma(x.z, y.z, fma(x.y, y.y, fma(x.x, y.x, a))));
 }
 
-// key_row of kv_attention_main.glsl without integer division (as in
-// kv_decode_sg.comp): the quotient through a float reciprocal, corrected.
-uint key_row_fast(uint b, uint kv_head, uint j, float inv_bs) {
-    uint i = uint(float(j) * inv_bs);
-    i = i * pc.block_size > j ? i - 1u : i;
-    i = (i + 1u) * pc.block_size <= j ? i + 1u : i;
-    uint block = meta[2u * pc.batch + b * pc.table_width + i];
-    return (block * pc.kv_heads + kv_head) * pc.block_size + (j - i * pc.block_size);
-}
-
 // Where block column `col` of pool row `row` starts: its first texel and
 // its byte in that texel (row * RB in two parts, so that pools past 4 GiB
 // still have texel indices in 32 bits).

@@ -75,18 +75,6 @@ void unpack8(RAW w, out vec4 lo, out vec4 hi) {
 vec2 unpack2(RAW w, uint i) { return i < 2u ? (i == 0u ? w.lo.xy : w.lo.zw) : (i == 2u ? w.hi.xy : w.hi.zw); }
 #endif
 
-// key_row of kv_attention_main.glsl without integer division (CPU drivers
-// have no vector divide: it becomes one scalar divide per lane): the
-// quotient through a float reciprocal, off by at most one for any key
-// index below 2^24 (a float holds it exactly), then corrected.
-uint key_row_fast(uint b, uint kv_head, uint j, float inv_bs) {
-    uint i = uint(float(j) * inv_bs);
-    i = i * pc.block_size > j ? i - 1u : i;
-    i = (i + 1u) * pc.block_size <= j ? i + 1u : i;
-    uint block = meta[2u * pc.batch + b * pc.table_width + i];
-    return (block * pc.kv_heads + kv_head) * pc.block_size + (j - i * pc.block_size);
-}
-
 // One butterfly step (skipped at compile time where h >= NK).
 #define BUTTERFLY(h)                                                         \
     if ((h) < NK) {                                                          \
