@@ -63,9 +63,9 @@ typedef struct vkattn_kv_cache_desc {
      * step away), and read by vkattn_cmd_kv_attention, whose kernels
      * dequantize the blocks they read: no dequantized copy exists. Decode
      * steps (T <= 16) read the blocks through 16-byte texel views where the
-     * device has them and K and V share a head dim of 64, 128 or 256 with
-     * pages (block_size, or the capacity) holding a multiple of 256 / D
-     * tokens; the rest read 32-bit words. The MHA layer's steps take
+     * device has them, its subgroups have 8 lanes or more, and K and V
+     * share a head dim of 32, 64, 128 or 256 (any block_size); the rest
+     * read 32-bit words. The MHA layer's steps take
      * any cache dtype under any layer dtype (an f32 layer keeping an f16,
      * bf16 or quantized cache, say): where it differs from the layer's,
      * their projection writes K and V to the step's scratch and the same
